@@ -1,0 +1,27 @@
+"""tilegemm: a GPU matrix-multiplication lab and library.
+
+    import tilegemm
+    c = tilegemm.matmul(a, b)           # NumPy, torch, CuPy or Numba arrays; returns the same kind
+    tilegemm.kernels()                  # what is registered and what runs here
+    print(tilegemm.explain(a, b))       # which kernel "auto" picks, and why
+"""
+
+from . import _cuda  # noqa: F401  (first: picks real GPU or Numba's simulator)
+from .api import explain, kernels, matmul, plan
+from .errors import (
+    DeviceError,
+    DTypeError,
+    LayoutError,
+    OutOfDeviceMemory,
+    ShapeError,
+    TileGemmError,
+    UnknownKernel,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "matmul", "explain", "kernels", "plan",
+    "TileGemmError", "ShapeError", "DTypeError", "DeviceError", "LayoutError",
+    "OutOfDeviceMemory", "UnknownKernel",
+]

@@ -1,0 +1,192 @@
+"""Recognise the caller's arrays and move between kinds without needless copies.
+
+Kinds: NumPy and torch CPU tensors live on the host; torch CUDA tensors, CuPy arrays, Numba
+device arrays and any object exposing `__cuda_array_interface__` live on a GPU. CUDA arrays
+reach Numba kernels through the CUDA array interface and Triton kernels through torch, with no
+host round trip; the result comes back as the caller's kind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _cuda
+from ._cuda import cuda
+from .errors import DeviceError, DTypeError
+
+HOST = "cpu"
+
+
+@dataclass(frozen=True)
+class Operand:
+    obj: object
+    kind: str  # "numpy" | "torch" | "cupy" | "numba" | "cai"
+    shape: tuple
+    dtype: str  # "float32", "float64", "float16", "bfloat16", "float8_e4m3fn", ...
+    device: str  # "cpu" or "cuda:N"
+    contiguous: bool
+
+    @property
+    def on_host(self) -> bool:
+        return self.device == HOST
+
+
+def _module_root(x) -> str:
+    return type(x).__module__.split(".")[0]
+
+
+def _torch_dtype_name(dt) -> str:
+    return str(dt).removeprefix("torch.")
+
+
+def describe(x, what: str) -> Operand:
+    """Classify `x` (argument `what`) or raise a typed error saying what was expected."""
+    root = _module_root(x)
+    if isinstance(x, np.ndarray):
+        return Operand(x, "numpy", x.shape, x.dtype.name, HOST, x.flags.c_contiguous)
+    if root == "torch":
+        dev = HOST if x.device.type == "cpu" else f"cuda:{x.device.index or 0}"
+        if x.device.type not in ("cpu", "cuda"):
+            raise DeviceError(f"{what}: torch tensors on {x.device} are not supported (cpu or cuda only)")
+        return Operand(x, "torch", tuple(x.shape), _torch_dtype_name(x.dtype), dev, x.is_contiguous())
+    if root == "cupy":
+        return Operand(x, "cupy", x.shape, x.dtype.name, f"cuda:{x.device.id}", x.flags.c_contiguous)
+    if cuda.is_cuda_array(x) or type(x).__name__ in ("DeviceNDArray", "FakeCUDAArray"):
+        arr = x if type(x).__name__ in ("DeviceNDArray", "FakeCUDAArray") else cuda.as_cuda_array(x)
+        kind = "numba" if arr is x else "cai"
+        contiguous = bool(arr.is_c_contiguous()) if hasattr(arr, "is_c_contiguous") else True
+        return Operand(x, kind, tuple(arr.shape), np.dtype(arr.dtype).name, _numba_device(arr), contiguous)
+    raise DTypeError(
+        f"{what}: expected a NumPy array, a torch tensor, a CuPy array, a Numba device array or an "
+        f"object with __cuda_array_interface__; got {type(x).__module__}.{type(x).__name__}"
+    )
+
+
+def _numba_device(arr) -> str:
+    if _cuda.SIMULATOR:
+        return "cuda:0"
+    try:
+        return f"cuda:{arr.gpu_data.device.id}" if hasattr(arr, "gpu_data") else f"cuda:{cuda.get_current_device().id}"
+    except Exception:  # noqa: BLE001  (foreign CAI memory: assume the current device)
+        return f"cuda:{cuda.get_current_device().id}"
+
+
+def device_index(op: Operand) -> int:
+    return int(op.device.split(":")[1])
+
+
+# ---- to and from Numba (the SIMT kernels) -------------------------------------------------
+
+
+def numba_stream(op: Operand):
+    """The stream the caller's framework is using, so our kernel orders with its work."""
+    if _cuda.SIMULATOR:
+        return None
+    if op.kind == "torch":
+        import torch
+
+        return cuda.external_stream(torch.cuda.current_stream(op.obj.device).cuda_stream)
+    if op.kind == "cupy":
+        import cupy
+
+        return cuda.external_stream(cupy.cuda.get_current_stream().ptr)
+    return None
+
+
+def to_numba(op: Operand, stream=None):
+    """A Numba device array viewing (CUDA kinds) or holding a copy of (host kinds) the operand."""
+    if op.kind in ("numba",):
+        return op.obj
+    if op.kind in ("cupy", "cai") or (op.kind == "torch" and not op.on_host):
+        return cuda.as_cuda_array(op.obj)
+    host = host_view(op)
+    return cuda.to_device(np.ascontiguousarray(host), stream=stream) if stream else cuda.to_device(np.ascontiguousarray(host))
+
+
+def host_view(op: Operand) -> np.ndarray:
+    """The operand as a NumPy array (host kinds only; no copy where possible)."""
+    if op.kind == "numpy":
+        return op.obj
+    if op.kind == "torch" and op.on_host:
+        t = op.obj.detach()
+        if t.dtype.is_floating_point and _torch_dtype_name(t.dtype) not in ("float32", "float64", "float16"):
+            raise DTypeError(f"a torch CPU tensor of {t.dtype} has no NumPy equivalent")
+        return t.numpy()
+    raise DeviceError(f"{op.kind} array on {op.device} is not a host array")
+
+
+def empty_like_kind(op: Operand, shape, dtype: str):
+    """An uninitialised array of the caller's kind, on the caller's device."""
+    if op.kind == "numpy":
+        return np.empty(shape, dtype=dtype)
+    if op.kind == "torch":
+        import torch
+
+        return torch.empty(shape, dtype=getattr(torch, dtype), device=op.obj.device)
+    if op.kind == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(device_index(op)):
+            return cupy.empty(shape, dtype=dtype)
+    return cuda.device_array(shape, dtype=dtype)
+
+
+def zeros_like_kind(op: Operand, shape, dtype: str):
+    out = empty_like_kind(op, shape, dtype)
+    fill_zero(out)
+    return out
+
+
+def fill_zero(x) -> None:
+    root = _module_root(x)
+    if isinstance(x, np.ndarray) or root in ("torch", "cupy"):
+        x[...] = 0
+    elif x.size:
+        x.copy_to_device(np.zeros(x.shape, dtype=x.dtype))
+
+
+def nbytes(shape, dtype: str) -> int:
+    return int(np.prod(shape, dtype=np.int64)) * itemsize(dtype)
+
+
+def itemsize(dtype: str) -> int:
+    if dtype == "bfloat16":
+        return 2
+    if dtype.startswith("float8"):
+        return 1
+    return np.dtype(dtype).itemsize
+
+
+def _span(x) -> tuple[int, int] | None:
+    """(first byte, one past the last byte) of an array's memory, or None when unknown."""
+    if _module_root(x) == "torch":
+        ptr, size = x.data_ptr(), x.element_size()
+        shape, strides = tuple(x.shape), tuple(s * size for s in x.stride())
+    else:
+        desc = getattr(x, "__cuda_array_interface__", None) or getattr(x, "__array_interface__", None)
+        if desc is None:
+            return None
+        ptr, shape = desc["data"][0], tuple(desc["shape"])
+        size = np.dtype(desc["typestr"]).itemsize
+        strides = desc.get("strides") or None
+    if 0 in shape:
+        return (ptr, ptr)
+    if strides is None:
+        return (ptr, ptr + int(np.prod(shape)) * size)
+    lo = ptr + sum(min(0, (d - 1) * st) for d, st in zip(shape, strides))
+    hi = ptr + sum(max(0, (d - 1) * st) for d, st in zip(shape, strides)) + size
+    return (lo, hi)
+
+
+def overlaps(x, y) -> bool:
+    """Do two arrays share memory? (NumPy: exact test; others: address ranges)."""
+    if isinstance(x, np.ndarray) and isinstance(y, np.ndarray):
+        return bool(np.shares_memory(x, y))
+    if type(x).__name__ == "FakeCUDAArray" and type(y).__name__ == "FakeCUDAArray":
+        return bool(np.shares_memory(x._ary, y._ary))
+    sx, sy = _span(x), _span(y)
+    if sx is None or sy is None:
+        return x is y
+    return sx[0] < sy[1] and sy[0] < sx[1]

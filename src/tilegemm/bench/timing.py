@@ -1,0 +1,185 @@
+"""One way to time anything: warm up by time, flush L2, device events, repeat to a stopping rule.
+
+    t = measure(lambda: kern.launch(a, b, c), clock=DeviceClock(), flush=L2Flush())
+    t.median_ms, t.iqr_ms, t.rse
+
+- Warm-up runs for at least `warmup_s` seconds (and at least once), so JIT compilation,
+  autotuning, module loading and clock ramp-up stay out of the samples.
+- Each sample is bracketed by two device events recorded on the stream the work runs on
+  (`DeviceClock`), or by the host clock after a device synchronisation for CPU code and the
+  simulator (`HostClock`).
+- Before each sample `flush` evicts the L2 cache by writing a buffer ≥ 2× its size, so a sample
+  sees operands in DRAM, as a first call in an application would; the mode is recorded.
+- Samples are taken until the relative standard error of the median falls below `target_rse`
+  (estimated robustly from the IQR), or the time budget or `max_reps` runs out.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from .. import _cuda
+
+
+@dataclass
+class Timing:
+    samples_ms: list[float]
+    clock: str
+    flush: str
+    warmup_ms: float
+    reps: int = 0
+    median_ms: float = math.nan
+    q1_ms: float = math.nan
+    q3_ms: float = math.nan
+    min_ms: float = math.nan
+    max_ms: float = math.nan
+    rse: float = math.nan  # relative standard error of the median
+    stopped_by: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        s = sorted(self.samples_ms)
+        self.reps = len(s)
+        if not s:
+            return
+        self.median_ms = statistics.median(s)
+        self.min_ms, self.max_ms = s[0], s[-1]
+        if len(s) >= 4:
+            q = statistics.quantiles(s, n=4, method="inclusive")
+            self.q1_ms, self.q3_ms = q[0], q[2]
+        else:
+            self.q1_ms, self.q3_ms = s[0], s[-1]
+        self.rse = median_rse(s)
+
+    @property
+    def iqr_ms(self) -> float:
+        return self.q3_ms - self.q1_ms
+
+    def to_dict(self, samples: bool = True) -> dict:
+        d = asdict(self)
+        d["iqr_ms"] = self.iqr_ms
+        if not samples:
+            d.pop("samples_ms")
+        return d
+
+
+def median_rse(samples) -> float:
+    """Relative standard error of the sample median: 1.2533·σ/√n/median, σ from the IQR (robust
+    to the occasional slow outlier that a standard deviation would let dominate)."""
+    n = len(samples)
+    if n < 2:
+        return math.inf
+    med = statistics.median(samples)
+    if n >= 4:
+        q = statistics.quantiles(samples, n=4, method="inclusive")
+        sigma = (q[2] - q[0]) / 1.349
+    else:
+        sigma = statistics.stdev(samples)
+    if sigma == 0:
+        sigma = statistics.pstdev(samples)
+    return 1.2533 * sigma / math.sqrt(n) / med if med > 0 else math.inf
+
+
+class HostClock:
+    """perf_counter around the work, after a synchronisation (CPU code, the simulator)."""
+
+    name = "host"
+
+    def __init__(self, sync: Callable[[], None] | None = None):
+        self.sync = sync or (lambda: None)
+
+    def batch(self, run: Callable[[], None], flush, n: int) -> list[float]:
+        out = []
+        for _ in range(n):
+            if flush:
+                flush()
+            self.sync()
+            t0 = time.perf_counter()
+            run()
+            self.sync()
+            out.append((time.perf_counter() - t0) * 1e3)
+        return out
+
+
+class DeviceClock:
+    """CUDA events around each sample. `framework` 'numba' records on Numba's default stream
+    (which orders with torch's default stream); 'torch' uses torch.cuda.Event on torch's current
+    stream."""
+
+    name = "cuda-events"
+
+    def __init__(self, framework: str = "numba"):
+        self.framework = framework
+
+    def _events(self, n):
+        if self.framework == "torch":
+            import torch
+
+            return [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+        cuda = _cuda.cuda
+        return [(cuda.event(timing=True), cuda.event(timing=True)) for _ in range(n)]
+
+    def batch(self, run, flush, n: int) -> list[float]:
+        pairs = self._events(n)
+        for start, end in pairs:
+            if flush:
+                flush()
+            start.record()
+            run()
+            end.record()
+        if self.framework == "torch":
+            import torch
+
+            torch.cuda.synchronize()
+            return [s.elapsed_time(e) for s, e in pairs]
+        pairs[-1][1].synchronize()
+        return [_cuda.cuda.event_elapsed_time(s, e) for s, e in pairs]
+
+
+class L2Flush:
+    """Evict L2 by overwriting a device buffer of `factor`× the L2 size (memset, device-side)."""
+
+    def __init__(self, factor: float = 2.0):
+        from numba.cuda.cudadrv import driver
+
+        dev = _cuda.cuda.get_current_device()
+        l2 = int(getattr(dev, "L2_CACHE_SIZE", 0) or 0) or 64 * 2**20
+        self.l2_bytes = l2
+        self.nbytes = int(max(factor * l2, 32 * 2**20))
+        self.buf = _cuda.cuda.device_array(self.nbytes, dtype=np.uint8)
+        self._memset = driver.device_memset
+        self.mode = f"l2-flush {self.nbytes // 2**20} MiB (L2 {l2 // 2**20} MiB)"
+
+    def __call__(self):
+        self._memset(self.buf, 0, self.nbytes)
+
+
+def measure(run: Callable[[], None], *, clock, flush: Callable | None = None, warmup_s: float = 0.05,
+            budget_s: float = 1.0, min_reps: int = 5, max_reps: int = 200, target_rse: float = 0.01,
+            batch: int = 5) -> Timing:
+    """Warm up for `warmup_s`, then take samples in batches until the median's relative
+    standard error is below `target_rse`, `budget_s` is spent, or `max_reps` samples exist."""
+    t0 = time.perf_counter()
+    clock.batch(run, None, 1)  # compile/tune/load happen here, untimed
+    while time.perf_counter() - t0 < warmup_s:
+        clock.batch(run, None, 1)
+    warm_ms = (time.perf_counter() - t0) * 1e3
+    samples: list[float] = []
+    start = time.perf_counter()
+    stopped = "max_reps"
+    while len(samples) < max_reps:
+        samples += clock.batch(run, flush, min(batch, max_reps - len(samples)))
+        if len(samples) >= min_reps and median_rse(samples) < target_rse:
+            stopped = "rse"
+            break
+        if time.perf_counter() - start > budget_s and len(samples) >= min(min_reps, 3):
+            stopped = "budget"
+            break
+    mode = getattr(flush, "mode", "none") if flush else "none"
+    return Timing(samples, clock.name, mode, warm_ms, stopped_by=stopped)

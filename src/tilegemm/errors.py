@@ -1,0 +1,32 @@
+"""Typed errors. Each names the problem and the values that caused it."""
+
+
+class TileGemmError(Exception):
+    """Base class for every error tilegemm raises on purpose."""
+
+
+class ShapeError(TileGemmError, ValueError):
+    """Operands are not 2-D, inner dimensions differ, or `out` has the wrong shape."""
+
+
+class DTypeError(TileGemmError, TypeError):
+    """A dtype the chosen kernel does not support, or operands of different dtypes."""
+
+
+class DeviceError(TileGemmError, ValueError):
+    """Operands on different devices, a GPU kernel asked for where no GPU (or simulator) exists."""
+
+
+class LayoutError(TileGemmError, ValueError):
+    """Memory layout that cannot be handled (overlapping `out`, unsupported strides)."""
+
+
+class OutOfDeviceMemory(TileGemmError, MemoryError):
+    """The operation needs more device memory than is free."""
+
+
+class UnknownKernel(TileGemmError, KeyError):
+    """No kernel of that name is registered."""
+
+    def __str__(self):  # KeyError quotes its message; we want it plain.
+        return str(self.args[0]) if self.args else ""

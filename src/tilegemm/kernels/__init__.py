@@ -1,0 +1,10 @@
+"""Every kernel module, imported once so that it registers itself.
+
+SIMT (Numba CUDA) rungs are numbered by lineage; the tensor-core (Triton) kernels load only
+when Triton and torch can be imported.
+"""
+
+from .. import _cuda  # noqa: F401  (real GPU or simulator, decided before numba.cuda loads)
+from .cpu import blas, naive  # noqa: F401
+from .simt import broken_nosync, k01_naive, k02_smem_tiled, k03_bank_conflicts, k04_register_blocked  # noqa: F401
+from . import tensorcore  # noqa: F401

@@ -1,0 +1,20 @@
+"""cpu_blas: NumPy's matmul, which calls the BLAS library NumPy was built with (OpenBLAS or MKL).
+
+The CPU yardstick: cache blocking, SIMD and all cores, the CPU's counterpart of cuBLAS.
+Traffic is not modelled by design (BLAS blocks for the caches); we report the compulsory
+(M·K + K·N + M·N)·s bytes, giving intensity 2MNK / ((MK + KN + MN)·s).
+"""
+
+import numpy as np
+
+from ...registry import Kernel, bytes_compulsory, register
+
+
+def launch(a, b, c, stream=None):
+    np.matmul(a, b, out=c)
+
+
+register(Kernel(
+    name="cpu_blas", backend="cpu", dtypes=("float32", "float64"), launch=launch,
+    traffic=bytes_compulsory, label="CPU BLAS", rung=0, module=__name__, auto_rank=1,
+))

@@ -1,0 +1,141 @@
+"""The one list of kernels. The CLI, the API's dispatch, the tests and the benchmarks all read it.
+
+A kernel file registers itself once with `register(Kernel(...))`; adding a rung means adding one
+file under `tilegemm/kernels/` and one import line in `tilegemm/kernels/__init__.py`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import numpy as np
+
+from .errors import UnknownKernel
+
+# Backends, and the array kind each kernel's `launch` receives.
+BACKEND_ARRAYS = {
+    "simt": "numba",  # Numba CUDA device arrays (real GPU or simulator)
+    "tensorcore": "torch",  # torch CUDA tensors (Triton)
+    "cpu": "numpy",  # host NumPy arrays
+}
+
+
+def flops_gemm(m: int, n: int, k: int) -> float:
+    """One multiply and one add per (i, j, p): 2·M·N·K."""
+    return 2.0 * m * n * k
+
+
+def bytes_compulsory(m: int, n: int, k: int, itemsize: int, out_itemsize: int | None = None) -> float:
+    """The fewest global-memory bytes any kernel can move: read A and B once, write C once."""
+    return float((m * k + k * n) * itemsize + m * n * (out_itemsize or itemsize))
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One registered kernel.
+
+    launch(a, b, c, stream) computes c = a @ b on arrays of the backend's kind (see BACKEND_ARRAYS);
+    c is allocated by the caller with the result dtype. `stream` is a backend stream or None.
+    traffic(M, N, K, itemsize) is the global-memory bytes the design moves (reads + writes), which
+    with flops() gives the kernel's arithmetic intensity; bytes_compulsory() is the floor.
+    """
+
+    name: str
+    backend: str
+    dtypes: tuple[str, ...]
+    launch: Callable
+    traffic: Callable[[int, int, int, int], float]
+    label: str
+    rung: int = 0
+    module: str = ""
+    teaching: bool = False  # shown and benchmarked, never picked by kernel="auto"
+    auto_rank: int = 0  # higher wins among kernels that can run; 0 = never auto
+    flops: Callable[[int, int, int], float] = flops_gemm
+    requires: str = ""  # e.g. "sm_90": extra capability the kernel needs
+    jit_kernels: Callable[[np.dtype], list] | None = None  # Numba dispatchers, for SASS/resources
+    tags: tuple[str, ...] = field(default=())
+
+    @property
+    def doc(self) -> str:
+        import importlib
+
+        mod = importlib.import_module(self.module) if self.module else None
+        return inspect.cleandoc(mod.__doc__ or "") if mod else ""
+
+    @property
+    def summary(self) -> str:
+        doc = self.doc
+        return doc.splitlines()[0] if doc else self.label
+
+    @property
+    def arrays(self) -> str:
+        return BACKEND_ARRAYS[self.backend]
+
+    def supports(self, dtype) -> bool:
+        return np.dtype(dtype).name in self.dtypes if not isinstance(dtype, str) else dtype in self.dtypes
+
+    def intensity(self, m: int, n: int, k: int, itemsize: int) -> float:
+        return self.flops(m, n, k) / self.traffic(m, n, k, itemsize)
+
+    def runnable(self) -> tuple[bool, str]:
+        """Can it run in this process? (ok, reason when not)."""
+        from . import _cuda
+
+        if self.backend == "cpu":
+            return True, ""
+        if self.backend == "simt":
+            if _cuda.has_gpu():
+                return True, ""
+            if _cuda.SIMULATOR:
+                return True, "simulator (slow; times are not GPU times)"
+            return False, "no CUDA GPU and the simulator is off"
+        if self.backend == "tensorcore":
+            from .kernels.tensorcore import triton_status
+
+            return triton_status(self)
+        return False, f"unknown backend {self.backend!r}"
+
+
+_REGISTRY: dict[str, Kernel] = {}
+
+
+def register(kernel: Kernel) -> Kernel:
+    if kernel.name in _REGISTRY:
+        raise ValueError(f"kernel {kernel.name!r} registered twice")
+    if kernel.backend not in BACKEND_ARRAYS:
+        raise ValueError(f"kernel {kernel.name!r}: unknown backend {kernel.backend!r}")
+    _REGISTRY[kernel.name] = kernel
+    return kernel
+
+
+def _load() -> None:
+    import importlib
+
+    # By module path: the package attribute `tilegemm.kernels` is the listing function.
+    importlib.import_module(f"{__package__}.kernels")
+
+
+def all_kernels() -> list[Kernel]:
+    _load()
+    order = {"cpu": 0, "simt": 1, "tensorcore": 2}
+    return sorted(_REGISTRY.values(), key=lambda k: (order[k.backend], k.rung, k.name))
+
+
+def get(name: str) -> Kernel:
+    _load()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        names = ", ".join(k.name for k in all_kernels())
+        raise UnknownKernel(f"no kernel named {name!r}; registered: {names}") from None
+
+
+def select(names: Iterable[str] | None = None, *, backend: str | None = None) -> list[Kernel]:
+    ks = [get(n) for n in names] if names else all_kernels()
+    return [k for k in ks if backend is None or k.backend == backend]

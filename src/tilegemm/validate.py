@@ -1,0 +1,162 @@
+"""Is a product right? A float64 reference, one tolerance table, and a report that helps.
+
+Two tests, both must pass:
+1. Elementwise: |c − ref| ≤ bound, with the classical forward-error bound for a length-K dot
+   product, |ĉ − c| ≤ γ·(|A||B|), γ ≈ min(K, 16·sqrt(K))·u, where u is the unit roundoff of the
+   precision the kernel accumulates in, plus the rounding of the inputs (TF32) and of the output
+   (FP16/BF16). Any summation order satisfies it (the sqrt(K) form with overwhelming
+   probability), while a missing tile, an unwritten element or a race misses by orders of
+   magnitude.
+2. Relative Frobenius error ‖c − ref‖ / ‖ref‖ below the dtype's tolerance (the headline number).
+NaN and Inf never pass where the reference is finite. Outputs are poisoned with NaN before a
+checked run (`poison`) so that an element no thread wrote shows up as NaN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rel_fro: float  # largest accepted ‖c − ref‖_F / ‖ref‖_F
+    u_acc: float  # unit roundoff of the accumulation
+    u_in: float  # rounding applied to each input before multiplying (0: inputs used exactly)
+    u_out: float  # rounding of the stored output
+    why: str
+
+
+# Unit roundoffs: 2^-53 (FP64), 2^-24 (FP32), 2^-11 (FP16, TF32 inputs), 2^-8 (BF16), 2^-4 (E4M3).
+TOLERANCES: dict[str, Tolerance] = {
+    "float64": Tolerance(1e-12, 2.0**-53, 0, 2.0**-53,
+                         "FP64 accumulation: errors near 1e-16·sqrt(K); 1e-12 leaves room for K up to 1e6"),
+    "float32": Tolerance(1e-5, 2.0**-24, 0, 2.0**-24,
+                         "FP32 accumulation: random-sign errors grow like sqrt(K)·6e-8, about 4e-6 at K = 4096"),
+    "tf32": Tolerance(5e-3, 2.0**-24, 2.0**-11, 2.0**-24,
+                      "inputs rounded to TF32's 10-bit mantissa (2^-11 each); not IEEE FP32: ≈1e-3 expected"),
+    "float16": Tolerance(2e-3, 2.0**-24, 0, 2.0**-11,
+                         "FP16 inputs are exact, FP32 accumulation, FP16 output rounding 2^-11 ≈ 4.9e-4"),
+    "bfloat16": Tolerance(1e-2, 2.0**-24, 0, 2.0**-8,
+                          "BF16 inputs are exact, FP32 accumulation, BF16 output rounding 2^-8 ≈ 3.9e-3"),
+    "float8_e4m3fn": Tolerance(1e-2, 2.0**-24, 0, 2.0**-8,
+                               "FP8 inputs (after scaling) are exact, FP32 accumulation, BF16 output"),
+    "float8_e5m2": Tolerance(1e-2, 2.0**-24, 0, 2.0**-8,
+                             "FP8 inputs (after scaling) are exact, FP32 accumulation, BF16 output"),
+}
+
+
+def tolerance_for(dtype: str, out_dtype: str | None = None) -> Tolerance:
+    tol = TOLERANCES[dtype]
+    if out_dtype and out_dtype != dtype and out_dtype in TOLERANCES:
+        o = TOLERANCES[out_dtype]
+        tol = Tolerance(max(tol.rel_fro, o.rel_fro), tol.u_acc, tol.u_in, o.u_out, f"{tol.why}; output {out_dtype}")
+    return tol
+
+
+def reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """A @ B in float64 on the host."""
+    return np.asarray(a, dtype=np.float64) @ np.asarray(b, dtype=np.float64)
+
+
+@dataclass
+class Check:
+    ok: bool
+    kernel: str
+    shape: tuple[int, int, int]
+    dtype: str
+    rel_err: float
+    tol: float
+    n_bad: int
+    n_total: int
+    n_nan: int
+    n_inf: int
+    max_abs_err: float
+    first_bad: list[tuple[int, int, float, float]] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        m, n, k = self.shape
+        head = f"{self.kernel} {m}×{n}×{k} {self.dtype}: "
+        if self.ok:
+            return head + f"OK (rel. Frobenius error {self.rel_err:.2e} ≤ {self.tol:.0e})"
+        lines = [head + f"WRONG: {self.n_bad} of {self.n_total} elements outside the bound"
+                 f" ({100 * self.n_bad / max(self.n_total, 1):.1f}%), rel. Frobenius error {self.rel_err:.2e}"
+                 f" (tolerance {self.tol:.0e}), max |error| {self.max_abs_err:.3g},"
+                 f" NaN {self.n_nan}, Inf {self.n_inf}"]
+        for i, j, want, got in self.first_bad:
+            lines.append(f"    C[{i}, {j}]: expected {want:.6g}, got {got:.6g}")
+        return "\n".join(lines)
+
+
+def check(c, a, b, *, dtype: str | None = None, kernel: str = "?", ref: np.ndarray | None = None,
+          out_dtype: str | None = None, max_report: int = 5) -> Check:
+    """Compare host result `c` with the float64 product of host inputs `a`, `b`."""
+    a64 = np.asarray(a, dtype=np.float64)
+    b64 = np.asarray(b, dtype=np.float64)
+    ref = a64 @ b64 if ref is None else ref
+    c64 = np.asarray(c, dtype=np.float64)
+    dtype = dtype or np.asarray(a).dtype.name
+    tol = tolerance_for(dtype, out_dtype)
+    m, k = a64.shape
+    n = b64.shape[1]
+    if c64.shape != ref.shape:
+        raise ValueError(f"result shape {c64.shape} differs from the reference's {ref.shape}")
+    with np.errstate(invalid="ignore", over="ignore"):
+        absprod = np.abs(a64) @ np.abs(b64)
+        gamma = _growth(k) * tol.u_acc / max(1.0 - k * tol.u_acc, 0.5) + 2 * tol.u_in + tol.u_in**2
+        bound = gamma * absprod + tol.u_out * np.abs(ref) + np.finfo(np.float64).tiny
+        err = np.abs(c64 - ref)
+        finite_ref = np.isfinite(ref)
+        bad = np.where(finite_ref, ~(err <= bound), ~_same_nonfinite(c64, ref))
+        ref_norm = np.linalg.norm(np.where(finite_ref, ref, 0.0))
+        diff_norm = np.linalg.norm(np.where(finite_ref, c64 - ref, 0.0))
+    if not np.all(np.isfinite(c64[finite_ref])):
+        rel = float("inf")
+    else:
+        rel = float(diff_norm / ref_norm) if ref_norm > 0 else float(diff_norm)
+    n_bad = int(bad.sum())
+    idx = np.argwhere(bad)[:max_report]
+    first = [(int(i), int(j), float(ref[i, j]), float(c64[i, j])) for i, j in idx]
+    max_err = float(np.nanmax(np.where(finite_ref, err, 0.0))) if err.size else 0.0
+    if not np.isfinite(max_err) or np.isnan(err[finite_ref]).any():
+        max_err = float("inf")
+    ok = n_bad == 0 and rel <= tol.rel_fro
+    return Check(ok, kernel, (m, n, k), dtype, rel, tol.rel_fro, n_bad, int(c64.size),
+                 int(np.isnan(c64).sum()), int(np.isinf(c64).sum()), max_err, first)
+
+
+def _growth(k: int) -> float:
+    """K for the worst case; beyond K = 256 the probabilistic 16·sqrt(K) (Higham & Mary 2019,
+    whose λ·sqrt(K)·u bound holds with probability ≥ 1 − 2·exp(−λ²/2) per element) is tighter."""
+    return float(min(k, 16.0 * np.sqrt(k)))
+
+
+def _same_nonfinite(c, ref):
+    return (np.isnan(c) & np.isnan(ref)) | (c == ref)
+
+
+def poison(x) -> None:
+    """Fill an output buffer with NaN so that elements a kernel never wrote are caught."""
+    if isinstance(x, np.ndarray):
+        x.fill(np.nan)
+    elif type(x).__module__.split(".")[0] in ("torch", "cupy"):
+        x.fill_(float("nan")) if hasattr(x, "fill_") else x.fill(np.nan)
+    else:  # Numba device array (or the simulator's)
+        x.copy_to_device(np.full(x.shape, np.nan, dtype=x.dtype))
+
+
+def random_operands(m: int, n: int, k: int, dtype="float32", seed: int | None = None):
+    """Fresh inputs in [-1, 1): never zeros (they hide unwritten outputs and bad indexing)."""
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(-1.0, 1.0, size=(m, k)).astype(dtype)
+    b = rng.uniform(-1.0, 1.0, size=(k, n)).astype(dtype)
+    return a, b
+
+
+def integer_operands(m: int, n: int, k: int, dtype="float32", seed: int | None = None):
+    """Small integers (|x| ≤ 3): every product and partial sum is exact in FP32 for K < 2^20/9."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-3, 4, size=(m, k)).astype(dtype)
+    b = rng.integers(-3, 4, size=(k, n)).astype(dtype)
+    return a, b
