@@ -7,6 +7,8 @@
 """
 
 from . import _cuda  # noqa: F401  (first: picks real GPU or Numba's simulator)
+from . import kernels as _kernel_modules  # noqa: F401  (registers every kernel; imported before
+#                                           the name `kernels` is rebound to the listing function)
 from .api import explain, kernels, matmul, plan
 from .errors import (
     DeviceError,

@@ -53,7 +53,7 @@ def describe(x, what: str) -> Operand:
         return Operand(x, "torch", tuple(x.shape), _torch_dtype_name(x.dtype), dev, x.is_contiguous())
     if root == "cupy":
         return Operand(x, "cupy", x.shape, x.dtype.name, f"cuda:{x.device.id}", x.flags.c_contiguous)
-    if cuda.is_cuda_array(x) or type(x).__name__ in ("DeviceNDArray", "FakeCUDAArray"):
+    if hasattr(x, "__cuda_array_interface__") or type(x).__name__ in ("DeviceNDArray", "FakeCUDAArray"):
         arr = x if type(x).__name__ in ("DeviceNDArray", "FakeCUDAArray") else cuda.as_cuda_array(x)
         kind = "numba" if arr is x else "cai"
         contiguous = bool(arr.is_c_contiguous()) if hasattr(arr, "is_c_contiguous") else True

@@ -162,12 +162,14 @@ class L2Flush:
 
 def measure(run: Callable[[], None], *, clock, flush: Callable | None = None, warmup_s: float = 0.05,
             budget_s: float = 1.0, min_reps: int = 5, max_reps: int = 200, target_rse: float = 0.01,
-            batch: int = 5) -> Timing:
-    """Warm up for `warmup_s`, then take samples in batches until the median's relative
-    standard error is below `target_rse`, `budget_s` is spent, or `max_reps` samples exist."""
+            batch: int = 5, warmup_runs: int = 1) -> Timing:
+    """Warm up for `warmup_s` (and at least `warmup_runs` calls), then take samples in batches
+    until the median's relative standard error is below `target_rse`, `budget_s` is spent, or
+    `max_reps` samples exist."""
     t0 = time.perf_counter()
-    clock.batch(run, None, 1)  # compile/tune/load happen here, untimed
-    while time.perf_counter() - t0 < warmup_s:
+    for _ in range(warmup_runs):
+        clock.batch(run, None, 1)  # compile/tune/load happen here, untimed
+    while warmup_runs and time.perf_counter() - t0 < warmup_s:
         clock.batch(run, None, 1)
     warm_ms = (time.perf_counter() - t0) * 1e3
     samples: list[float] = []

@@ -1,0 +1,161 @@
+"""Did it get faster? OLD vs NEW results, per kernel and shape, decided by the measured spread.
+
+For each (kernel, M, N, K, dtype) present in both documents the verdict is
+    FASTER   NEW's median time is lower, and the difference is larger than the noise
+    SLOWER   NEW's median time is higher, and the difference is larger than the noise
+    SAME     the difference is within the noise AND the noise is small enough to say so:
+             the whole confidence interval of the ratio lies within ±`equivalence`
+    UNCLEAR  the data cannot tell (interval includes 1 but is wider than ±`equivalence`,
+             too few samples, or one side failed its correctness check)
+"Larger than the noise" is decided from the stored samples: a bootstrap 95% confidence
+interval of ratio = median(NEW) / median(OLD) (resampling each side's samples independently,
+seeded, so the verdict is reproducible) that excludes 1. When a record has no stored samples,
+the interquartile ranges are used instead: disjoint IQRs → FASTER/SLOWER, else UNCLEAR.
+No fixed percentage decides FASTER or SLOWER; `equivalence` only separates SAME from UNCLEAR.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+FASTER, SLOWER, SAME, UNCLEAR = "FASTER", "SLOWER", "SAME", "UNCLEAR"
+
+
+@dataclass
+class Verdict:
+    kernel: str
+    m: int
+    n: int
+    k: int
+    dtype: str
+    verdict: str
+    ratio: float | None  # median(new) / median(old): < 1 is faster
+    lo: float | None  # confidence interval of the ratio
+    hi: float | None
+    old_ms: float | None
+    new_ms: float | None
+    method: str  # 'bootstrap', 'iqr' or why neither applied
+    note: str = ""
+
+    @property
+    def shape(self) -> str:
+        return f"{self.m}×{self.n}×{self.k}"
+
+
+def bootstrap_ratio_ci(old, new, *, n_boot: int = 4000, level: float = 0.95, seed: int = 0):
+    """Percentile-bootstrap CI of median(new)/median(old)."""
+    old = np.asarray(old, dtype=float)
+    new = np.asarray(new, dtype=float)
+    rng = np.random.default_rng(seed)
+    mo = np.median(old[rng.integers(0, old.size, size=(n_boot, old.size))], axis=1)
+    mn = np.median(new[rng.integers(0, new.size, size=(n_boot, new.size))], axis=1)
+    ratios = mn / mo
+    a = (1 - level) / 2
+    return float(np.median(new) / np.median(old)), float(np.quantile(ratios, a)), float(np.quantile(ratios, 1 - a))
+
+
+def decide(old_t: dict | None, new_t: dict | None, *, equivalence: float = 0.02, min_samples: int = 3,
+           level: float = 0.95, seed: int = 0) -> tuple[str, float | None, float | None, float | None, str]:
+    """Verdict from two Timing.to_dict() dicts: (verdict, ratio, lo, hi, method)."""
+    if not old_t or not new_t or not old_t.get("median_ms") or not new_t.get("median_ms"):
+        return UNCLEAR, None, None, None, "no time on one side"
+    so, sn = old_t.get("samples_ms") or [], new_t.get("samples_ms") or []
+    ratio = new_t["median_ms"] / old_t["median_ms"]
+    if len(so) >= min_samples and len(sn) >= min_samples:
+        ratio, lo, hi = bootstrap_ratio_ci(so, sn, level=level, seed=seed)
+        method = "bootstrap"
+    elif all(t.get(q) is not None for t in (old_t, new_t) for q in ("q1_ms", "q3_ms")) \
+            and old_t.get("reps", 0) >= min_samples and new_t.get("reps", 0) >= min_samples:
+        if new_t["q3_ms"] < old_t["q1_ms"]:
+            return FASTER, ratio, new_t["q3_ms"] / old_t["q1_ms"], new_t["q1_ms"] / old_t["q3_ms"], "iqr"
+        if new_t["q1_ms"] > old_t["q3_ms"]:
+            return SLOWER, ratio, new_t["q1_ms"] / old_t["q3_ms"], new_t["q3_ms"] / old_t["q1_ms"], "iqr"
+        return UNCLEAR, ratio, new_t["q1_ms"] / old_t["q3_ms"], new_t["q3_ms"] / old_t["q1_ms"], "iqr"
+    else:
+        return UNCLEAR, ratio, None, None, f"fewer than {min_samples} samples"
+    if hi < 1.0:
+        return FASTER, ratio, lo, hi, method
+    if lo > 1.0:
+        return SLOWER, ratio, lo, hi, method
+    if lo >= 1.0 / (1.0 + equivalence) and hi <= 1.0 + equivalence:
+        return SAME, ratio, lo, hi, method
+    return UNCLEAR, ratio, lo, hi, method
+
+
+def _key(r: dict):
+    return (r["kernel"], int(r["m"]), int(r["n"]), int(r["k"]), r.get("dtype", ""))
+
+
+def compare(old: dict, new: dict, *, equivalence: float = 0.02, level: float = 0.95, seed: int = 0) -> list[Verdict]:
+    """Verdicts for every (kernel, shape, dtype) in both documents, in NEW's order."""
+    old_by = {_key(r): r for r in old["records"]}
+    out = []
+    for r in new["records"]:
+        key = _key(r)
+        o = old_by.get(key)
+        if o is None:
+            continue
+        note = ""
+        if o.get("ok") is False or r.get("ok") is False:
+            note = "failed its check in " + " and ".join(w for w, x in (("OLD", o), ("NEW", r)) if x.get("ok") is False)
+            v = Verdict(*key, UNCLEAR, None, None, None, o.get("median_ms"), r.get("median_ms"), "check", note)
+        else:
+            verdict, ratio, lo, hi, method = decide(o.get("time"), r.get("time"), equivalence=equivalence,
+                                                    level=level, seed=seed)
+            v = Verdict(*key, verdict, ratio, lo, hi, o.get("median_ms"), r.get("median_ms"), method)
+        out.append(v)
+    return out
+
+
+def summary(verdicts: list[Verdict]) -> dict[str, int]:
+    counts = {FASTER: 0, SLOWER: 0, SAME: 0, UNCLEAR: 0}
+    for v in verdicts:
+        counts[v.verdict] += 1
+    return counts
+
+
+def to_dicts(verdicts: list[Verdict]) -> list[dict]:
+    return [asdict(v) for v in verdicts]
+
+
+# ---- CLI ----------------------------------------------------------------------------------------
+
+def add_cli(subparsers) -> None:
+    p = subparsers.add_parser("compare", help="OLD.json vs NEW.json: FASTER / SLOWER / SAME / UNCLEAR per kernel and shape")
+    p.add_argument("old")
+    p.add_argument("new")
+    p.add_argument("--equivalence", type=float, default=0.02,
+                   help="SAME needs the whole confidence interval within ±this fraction (default 0.02)")
+    p.add_argument("--level", type=float, default=0.95, help="confidence level of the interval (default 0.95)")
+    p.add_argument("--fail-on-slower", action="store_true", help="exit 1 when any verdict is SLOWER")
+    p.set_defaults(func=cli_compare)
+
+
+def cli_compare(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .results import load
+
+    old, new = load(args.old), load(args.new)
+    verdicts = compare(old, new, equivalence=args.equivalence, level=args.level)
+    console = Console()
+    if not verdicts:
+        console.print("no kernel × shape appears in both files")
+        return 1
+    colour = {FASTER: "green", SLOWER: "red", SAME: "white", UNCLEAR: "yellow"}
+    t = Table(title=f"{args.old} → {args.new}", header_style="bold")
+    for col in ("kernel", "shape", "dtype", "old ms", "new ms", "new/old", f"{int(args.level * 100)}% interval",
+                "verdict", "method"):
+        t.add_column(col, justify="left" if col in ("kernel", "dtype", "verdict", "method") else "right")
+    for v in verdicts:
+        fmt = lambda x: "—" if x is None else f"{x:.4g}"  # noqa: E731
+        t.add_row(v.kernel, v.shape, v.dtype, fmt(v.old_ms), fmt(v.new_ms), fmt(v.ratio),
+                  "—" if v.lo is None else f"{v.lo:.3f}–{v.hi:.3f}",
+                  f"[{colour[v.verdict]}]{v.verdict}[/]", v.note or v.method)
+    console.print(t)
+    s = summary(verdicts)
+    console.print(", ".join(f"{n} {k}" for k, n in s.items()))
+    return 1 if args.fail_on_slower and s[SLOWER] else 0

@@ -1,0 +1,262 @@
+"""The one results format: a versioned JSON document, and a flat CSV view of it.
+
+    doc = document(records, harness=settings.harness(), clocks=watch.to_dict())
+    save(doc, "results/h200/course.json"); save_csv(doc, "results/h200/course.csv")
+    doc = load("results/h200/course.json")     # refuses other schema versions, saying why
+
+Document, schema "tilegemm.results/1":
+    schema       "tilegemm.results/1"
+    created      ISO-8601 UTC time of writing
+    environment  environment(): GPU, driver and CUDA versions, library versions, host, simulator
+    harness      the timing settings the run used (warm-up, budget, stopping rule, L2 flush, ...)
+    clocks       clocks.ClockWatch.to_dict() around the run, or null
+    ceilings     a ceilings document (bench.ceilings) measured on the same GPU, or null
+    records      one dict per kernel × shape, as bench.sweep writes them (REQUIRED_KEYS at least)
+Floats that are NaN or infinite are written as null, so the file is strict JSON.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import json
+import math
+import os
+import platform
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from ..errors import TileGemmError
+
+SCHEMA = "tilegemm.results/1"
+REQUIRED_KEYS = ("kernel", "backend", "m", "n", "k", "dtype", "ok")
+LIBRARIES = ("numpy", "numba", "numba-cuda", "torch", "triton", "matplotlib", "nvidia-ml-py")
+# CSV columns first in this order; any other scalar record key follows, sorted.
+CSV_FIRST = ("kernel", "label", "backend", "m", "n", "k", "dtype", "ok", "rel_err", "median_ms", "tflops",
+             "gbps", "flops", "traffic_bytes", "compulsory_bytes", "intensity", "compile_ms", "e2e_ms",
+             "simulated", "check", "note")
+CSV_TIME = ("q1_ms", "q3_ms", "iqr_ms", "min_ms", "max_ms", "rse", "reps", "clock", "flush", "warmup_ms",
+            "stopped_by")
+
+
+class ResultsError(TileGemmError, ValueError):
+    """A results file that is not a tilegemm results document of a version this code reads."""
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _host_cpu() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _driver_version_string() -> str | None:
+    """The display driver's version ('570.86.15'): NVML, else nvidia-smi."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            v = pynvml.nvmlSystemGetDriverVersion()
+            return v.decode() if isinstance(v, bytes) else str(v)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001  (optional source)
+        pass
+    import shutil
+    import subprocess
+
+    exe = shutil.which("nvidia-smi")
+    if exe:
+        try:
+            out = subprocess.run([exe, "--query-gpu=driver_version", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=10)
+            if out.returncode == 0 and out.stdout.strip():
+                return out.stdout.strip().splitlines()[0].strip()
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    return None
+
+
+def _gpu() -> dict | None:
+    from .. import _cuda
+
+    if not _cuda.has_gpu():
+        return None
+    cuda = _cuda.cuda
+    dev = cuda.get_current_device()
+    name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
+    info = dict(name=name, compute_capability=".".join(map(str, dev.compute_capability)),
+                sm_count=int(dev.MULTIPROCESSOR_COUNT), l2_bytes=int(getattr(dev, "L2_CACHE_SIZE", 0) or 0),
+                driver=_driver_version_string())
+    try:
+        info["memory_bytes"] = int(cuda.current_context().get_memory_info()[1])
+    except Exception:  # noqa: BLE001
+        info["memory_bytes"] = None
+    try:
+        from numba.cuda.cudadrv import driver
+
+        info["cuda_driver_api"] = ".".join(map(str, driver.driver.get_version()))
+    except Exception:  # noqa: BLE001
+        info["cuda_driver_api"] = None
+    try:
+        info["cuda_runtime"] = ".".join(map(str, cuda.runtime.get_version()))
+    except Exception:  # noqa: BLE001
+        info["cuda_runtime"] = None
+    return info
+
+
+def environment() -> dict:
+    """Where a measurement was taken. GPU fields are null under the simulator or without a GPU."""
+    from .. import _cuda
+
+    libs = {"python": platform.python_version()}
+    libs.update({name: _version(name) for name in LIBRARIES})
+    torch_cuda = None
+    if "torch" in sys.modules or libs.get("torch"):
+        try:
+            import torch
+
+            torch_cuda = torch.version.cuda
+        except Exception:  # noqa: BLE001
+            torch_cuda = None
+    libs["torch_cuda"] = torch_cuda
+    try:
+        libs["tilegemm"] = _version("tilegemm") or __import__("tilegemm").__dict__.get("__version__")
+    except Exception:  # noqa: BLE001
+        libs["tilegemm"] = None
+    return dict(
+        date=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        simulator=bool(_cuda.SIMULATOR),
+        gpu=_gpu(),
+        libraries=libs,
+        host=dict(cpu=_host_cpu(), cores=os.cpu_count(), os=platform.platform(), hostname=platform.node()),
+    )
+
+
+def gpu_name(doc: dict) -> str | None:
+    gpu = (doc.get("environment") or {}).get("gpu")
+    return gpu.get("name") if gpu else None
+
+
+def document(records: list[dict], harness: dict, clocks: dict | None = None, *, env: dict | None = None,
+             ceilings: dict | None = None) -> dict:
+    """A results document around sweep records. `env` defaults to environment() now."""
+    for i, r in enumerate(records):
+        missing = [k for k in REQUIRED_KEYS if k not in r]
+        if missing:
+            raise ResultsError(f"record {i} ({r.get('kernel', '?')}) lacks {', '.join(missing)}")
+    return dict(schema=SCHEMA, created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                environment=env if env is not None else environment(), harness=dict(harness),
+                clocks=clocks, ceilings=ceilings, records=list(records))
+
+
+def _clean(x):
+    """NaN/Inf -> None; numpy scalars and arrays -> Python; tuples -> lists."""
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if hasattr(x, "tolist") and type(x).__module__ == "numpy":
+        return _clean(x.tolist())
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def save(doc: dict, path) -> Path:
+    if doc.get("schema") != SCHEMA:
+        raise ResultsError(f"refusing to save a document with schema {doc.get('schema')!r}; expected {SCHEMA!r}")
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_suffix(p.suffix + ".tmp")
+    tmp.write_text(json.dumps(_clean(doc), indent=1, allow_nan=False, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, p)
+    return p
+
+
+def load(path) -> dict:
+    """Read a results document; a clear ResultsError for anything that is not schema 1."""
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ResultsError(f"{p}: no such results file") from None
+    except json.JSONDecodeError as e:
+        raise ResultsError(f"{p}: not JSON ({e})") from None
+    if not isinstance(doc, dict) or "schema" not in doc:
+        raise ResultsError(f"{p}: not a tilegemm results document (no 'schema' field; expected {SCHEMA!r})")
+    if doc["schema"] != SCHEMA:
+        raise ResultsError(f"{p}: schema {doc['schema']!r}, but this tilegemm reads {SCHEMA!r}; "
+                           "re-run the benchmark or use the tilegemm version that wrote it")
+    if not isinstance(doc.get("records"), list):
+        raise ResultsError(f"{p}: 'records' must be a list")
+    for i, r in enumerate(doc["records"]):
+        missing = [k for k in REQUIRED_KEYS if k not in r]
+        if missing:
+            raise ResultsError(f"{p}: record {i} lacks {', '.join(missing)}")
+    return doc
+
+
+def flat_rows(doc: dict) -> list[dict]:
+    """One flat dict per record: record scalars, time_* summary fields (no samples), GPU name."""
+    gpu = gpu_name(doc) or ("simulator" if (doc.get("environment") or {}).get("simulator") else "")
+    rows = []
+    for r in doc["records"]:
+        row = {k: r.get(k) for k in CSV_FIRST}
+        for k, v in r.items():
+            if k not in row and k != "time" and not isinstance(v, (dict, list)):
+                row[k] = v
+        t = r.get("time") or {}
+        for k in CSV_TIME:
+            row[f"time_{k}"] = t.get(k)
+        row["gpu"] = gpu
+        rows.append(_clean(row))
+    return rows
+
+
+def save_csv(doc: dict, path) -> Path:
+    rows = flat_rows(doc)
+    cols: list[str] = []
+    for row in rows:
+        cols += [c for c in row if c not in cols]
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with open(p, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=cols or list(CSV_FIRST))
+        w.writeheader()
+        for row in rows:
+            w.writerow({c: "" if row.get(c) is None else row.get(c) for c in cols})
+    return p
+
+
+# ---- CLI ----------------------------------------------------------------------------------------
+
+def add_cli(subparsers) -> None:
+    p = subparsers.add_parser("results", help="check a results file and print its environment, or convert it to CSV")
+    p.add_argument("path", help="results JSON (schema tilegemm.results/1)")
+    p.add_argument("--csv", metavar="OUT.csv", help="write the flat CSV view here")
+    p.set_defaults(func=cli_results)
+
+
+def cli_results(args) -> int:
+    doc = load(args.path)
+    env = doc.get("environment") or {}
+    gpu = env.get("gpu") or {}
+    print(f"{args.path}: {doc['schema']}, {len(doc['records'])} records, created {doc.get('created')}")
+    print(f"  GPU: {gpu.get('name', 'none')}  simulator: {env.get('simulator')}  date: {env.get('date')}")
+    if args.csv:
+        print(f"  wrote {save_csv(doc, args.csv)}")
+    return 0

@@ -1,0 +1,106 @@
+"""Benchmark shapes are data: named sets in `tilegemm/data/shapes.json`, or a JSON file of your own.
+
+    load_shapes("llm")            -> [(4096, 14336, 4096), ...]     a named set
+    load_shapes("my_shapes.json") -> a file: {"shapes": [...]}, a bare list, or {"sets": {...}}
+    parse_shape("4096x14336x4096") == parse_shape("4096×14336×4096") == (4096, 14336, 4096)
+    parse_shape("512") == (512, 512, 512)
+
+A shape is M×N×K: C (M×N) = A (M×K) @ B (K×N).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib import resources
+from pathlib import Path
+
+SHAPES_SCHEMA = "tilegemm.shapes/1"
+_SEP = re.compile(r"\s*[x×X*]\s*")
+
+
+def parse_shape(spec) -> tuple[int, int, int]:
+    """'M×N×K', 'MxNxK', 'N' (a cube), an int, or a sequence of 1 or 3 ints -> (m, n, k)."""
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        parts = [spec]
+    elif isinstance(spec, str):
+        text = spec.strip()
+        if not text:
+            raise ValueError("empty shape; expected 'M×N×K', 'MxNxK' or 'N'")
+        try:
+            parts = [int(p) for p in _SEP.split(text)]
+        except ValueError:
+            raise ValueError(f"cannot read shape {spec!r}; expected 'M×N×K', 'MxNxK' or 'N'") from None
+    elif isinstance(spec, (list, tuple)):
+        parts = list(spec)
+        if not all(isinstance(p, int) and not isinstance(p, bool) for p in parts):
+            raise ValueError(f"shape {spec!r}: dimensions must be integers")
+    else:
+        raise ValueError(f"cannot read shape {spec!r}; expected 'M×N×K', 'MxNxK', 'N' or [m, n, k]")
+    if len(parts) == 1:
+        parts = parts * 3
+    if len(parts) != 3:
+        raise ValueError(f"shape {spec!r} has {len(parts)} dimensions; expected 1 (a cube) or 3 (M×N×K)")
+    if any(p < 1 for p in parts):
+        raise ValueError(f"shape {spec!r}: every dimension must be ≥ 1")
+    return tuple(parts)  # type: ignore[return-value]
+
+
+def parse_shapes(text: str) -> list[tuple[int, int, int]]:
+    """A comma- or space-separated list of shapes: '128 256 4096x14336x4096'."""
+    items = [t for t in re.split(r"[\s,;]+", text.strip()) if t]
+    return [parse_shape(t) for t in items]
+
+
+def _builtin() -> dict:
+    data = resources.files("tilegemm").joinpath("data/shapes.json").read_text(encoding="utf-8")
+    doc = json.loads(data)
+    if doc.get("schema") != SHAPES_SCHEMA:
+        raise ValueError(f"built-in shapes.json has schema {doc.get('schema')!r}; expected {SHAPES_SCHEMA!r}")
+    return doc["sets"]
+
+
+def set_names() -> list[str]:
+    return list(_builtin())
+
+
+def describe_sets() -> dict[str, str]:
+    return {name: s.get("doc", "") for name, s in _builtin().items()}
+
+
+def _from_doc(doc, where: str) -> list[tuple[int, int, int]]:
+    if isinstance(doc, list):
+        items = doc
+    elif isinstance(doc, dict) and "shapes" in doc:
+        items = doc["shapes"]
+    else:
+        raise ValueError(f"{where}: expected a list of shapes or an object with a 'shapes' list")
+    return [parse_shape(s) for s in items]
+
+
+def load_shapes(name_or_path: str) -> list[tuple[int, int, int]]:
+    """A built-in set by name, a JSON file, 'FILE.json:SET' for a set inside a file with 'sets',
+    or an inline list ('128,256,4096x14336x4096')."""
+    sets = _builtin()
+    if name_or_path in sets:
+        return _from_doc(sets[name_or_path], f"shape set {name_or_path!r}")
+    path, sub = name_or_path, ""
+    if not Path(name_or_path).exists() and ".json:" in name_or_path:
+        path, sub = name_or_path.rsplit(":", 1)
+    p = Path(path)
+    if p.suffix == ".json" or p.exists():
+        if not p.exists():
+            raise FileNotFoundError(f"shape file {p} does not exist")
+        doc = json.loads(p.read_text(encoding="utf-8"))
+        if isinstance(doc, dict) and "sets" in doc:
+            if not sub:
+                raise ValueError(f"{p} holds several sets ({', '.join(doc['sets'])}); name one as {p}:SET")
+            if sub not in doc["sets"]:
+                raise ValueError(f"{p} has no set {sub!r}; it has {', '.join(doc['sets'])}")
+            return _from_doc(doc["sets"][sub], f"{p}:{sub}")
+        return _from_doc(doc, str(p))
+    try:
+        return parse_shapes(name_or_path)
+    except ValueError:
+        raise ValueError(f"unknown shape set {name_or_path!r}: not a built-in set "
+                         f"({', '.join(sets)}), a JSON file, or a list of shapes") from None

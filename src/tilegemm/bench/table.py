@@ -1,0 +1,102 @@
+"""The comparison table, drawn from sweep records (never typed by hand)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+CPU_NAIVE = "cpu_naive"
+
+
+def size_label(m: int, n: int, k: int) -> str:
+    return str(m) if m == n == k else f"{m}×{n}×{k}"
+
+
+def _cell(rec: dict | None) -> str:
+    if rec is None:
+        return "—"
+    if rec.get("ok") is False:
+        return "[red]WRONG[/]" if not rec.get("note", "").startswith("error") else "[red]error[/]"
+    if rec.get("median_ms") is None:
+        note = rec.get("note", "")
+        return "skipped" if note.startswith("skipped") else "—"
+    t = rec["time"]
+    spread = 50 * (t["q3_ms"] - t["q1_ms"]) / t["median_ms"] if t["median_ms"] else 0
+    return f"{rec['median_ms']:.3g} [dim]±{spread:.0f}%[/]" if t["reps"] > 3 else f"{rec['median_ms']:.3g}"
+
+
+def columns(records: list[dict]) -> list[tuple[str, str]]:
+    """(kernel, header) in first-seen order, cuBLAS last."""
+    seen: dict[str, str] = {}
+    for r in records:
+        if r["kernel"] != "cublas":
+            seen.setdefault(r["kernel"], r["label"])
+    cols = list(seen.items())
+    if any(r["kernel"] == "cublas" for r in records):
+        cols.append(("cublas", "cuBLAS (torch)"))
+    return cols
+
+
+def best_ours(rs: list[dict]) -> dict | None:
+    """Fastest validated GPU kernel of ours at one shape (teaching kernels included: measured is measured)."""
+    mine = [r for r in rs if r["backend"] in ("simt", "tensorcore") and r.get("ok") and r.get("median_ms")]
+    return min(mine, key=lambda r: r["median_ms"]) if mine else None
+
+
+def build_table(records: list[dict], title: str = "", simulated: bool = False) -> Table:
+    cols = columns(records)
+    table = Table(title=title + " — median ms per product", header_style="bold", show_lines=False)
+    table.add_column("size", justify="right")
+    for _, header in cols:
+        table.add_column(header, justify="right")
+    table.add_column("best GFLOP/s (ours)", justify="right")
+    table.add_column("best vs CPU naive", justify="right")
+    table.add_column("matmul() e2e, copies incl.", justify="right")
+    shapes: dict = {}
+    for r in records:
+        shapes.setdefault((r["m"], r["n"], r["k"]), []).append(r)
+    for (m, n, k), rs in shapes.items():
+        by = {r["kernel"]: r for r in rs}
+        best = best_ours(rs)
+        cpu = by.get(CPU_NAIVE)
+        gflops = f"{best['tflops'] * 1e3:,.4g} [dim]({best['kernel']})[/]" if best else "—"
+        speed = f"×{cpu['median_ms'] / best['median_ms']:,.3g}" if best and cpu and cpu.get("median_ms") else "—"
+        if simulated:
+            gflops = speed = "[dim]simulated[/]"
+        e2e = next((r for r in rs if r.get("e2e_ms")), None)
+        e2e_s = f"{e2e['e2e_ms']:.3g} [dim]({e2e['kernel']})[/]" if e2e else "—"
+        table.add_row(size_label(m, n, k), *[_cell(by.get(name)) for name, _ in cols], gflops, speed, e2e_s)
+    return table
+
+
+def footnotes(records: list[dict], simulated: bool) -> list[str]:
+    notes = []
+    if simulated:
+        notes.append("[bold yellow]GPU columns ran under Numba's CUDA SIMULATOR (no GPU here): one OS thread per "
+                     "CUDA thread. Simulated times are not GPU times; they show that the kernels are correct, "
+                     "not how fast they are.[/]")
+    comp = {}
+    for r in records:
+        if r.get("compile_ms") is not None:
+            comp.setdefault(r["kernel"], r["compile_ms"])
+    if comp and not simulated:
+        notes.append("JIT compile, first call (never inside kernel times): "
+                     + ", ".join(f"{k} {v:.0f} ms" for k, v in comp.items()))
+    skipped = sorted({(r["m"], r["n"], r["k"], r["note"]) for r in records if r.get("note", "").startswith("skipped")})
+    for m, n, k, note in skipped:
+        notes.append(f"CPU naive at {size_label(m, n, k)}: {note}")
+    wrong = [r for r in records if r.get("ok") is False]
+    for r in wrong:
+        first = r.get("check", "").splitlines()[0] if r.get("check") else r.get("note", "")
+        notes.append(f"[red]{first}[/]")
+    notsim = sorted({r["note"] for r in records if r.get("note", "").startswith("not run")})
+    notes += notsim
+    notes.append("Times: median kernel time (device events, after warm-up, L2 flushed before each sample on a GPU), "
+                 "± half the interquartile range. e2e: tilegemm.matmul() on NumPy arrays, host clock, copies included.")
+    return notes
+
+
+def print_table(records: list[dict], console: Console, title: str, simulated: bool) -> None:
+    console.print(build_table(records, title, simulated))
+    for n in footnotes(records, simulated):
+        console.print(n)

@@ -1,0 +1,238 @@
+"""Count what a kernel really reads and writes, under Numba's CUDA simulator, and hold the cost
+model to it.
+
+The simulator runs a @cuda.jit kernel as plain Python, one OS thread per CUDA thread, passing
+through any argument that is neither a NumPy array nor a device array. So we hand the kernel
+*counting proxies* for A, B and C: every `A[i, p]` is one global load, every `C[i, j] = x` one
+global store. Shared memory is counted the same way: inside `counting()` the simulator's
+`cuda.shared.array` factory (FakeCUDAShared.array) returns counting wrappers around the NumPy
+arrays it would have returned. Registers and local arrays (`cuda.local.array`) are not memory
+traffic and are not counted. The counts are of element accesses a thread makes, the "by design"
+traffic of the cost model: caches, coalescing and sector granularity are a hardware matter.
+
+    c = count(registry.get("smem_tiled_16"), 33, 17, 5)
+    c.global_bytes == kernel.traffic(33, 17, 5, 4)      # the registry's cost model, exactly
+
+Needs the simulator: on a GPU machine, `tilegemm traffic` re-runs itself with TILEGEMM_SIMULATOR=1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .. import _cuda, registry, validate
+
+
+class Counter:
+    """Thread-safe element counts: loads and stores per named array, and per memory space."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.loads: dict[str, int] = {}
+        self.stores: dict[str, int] = {}
+
+    def add(self, table: dict, name: str, n: int) -> None:
+        with self._lock:
+            table[name] = table.get(name, 0) + n
+
+    def total(self, table: dict, space: str) -> int:
+        return sum(v for k, v in table.items() if k.startswith(space + ":"))
+
+
+class CountingArray:
+    """Wraps a NumPy array; counts elements read by `x[idx]` and written by `x[idx] = v`.
+    `shape`, `dtype`, `ndim`, `size` pass through; anything else is refused so that an access
+    the counter does not see cannot happen silently."""
+
+    __slots__ = ("_ary", "_name", "_counter", "shape", "dtype", "ndim", "size")
+
+    def __init__(self, ary: np.ndarray, name: str, counter: Counter):
+        self._ary = ary
+        self._name = name
+        self._counter = counter
+        self.shape = ary.shape
+        self.dtype = ary.dtype
+        self.ndim = ary.ndim
+        self.size = ary.size
+
+    def __getitem__(self, idx):
+        v = self._ary[idx]
+        self._counter.add(self._counter.loads, self._name, int(np.size(v)))
+        return v
+
+    def __setitem__(self, idx, val):
+        self._ary[idx] = val
+        self._counter.add(self._counter.stores, self._name, int(np.size(self._ary[idx])))
+
+    def __len__(self):
+        return len(self._ary)
+
+    def __repr__(self):
+        return f"CountingArray({self._name}, shape={self.shape}, dtype={self.dtype})"
+
+
+@contextlib.contextmanager
+def counting_shared(counter: Counter):
+    """Within the block, the simulator's cuda.shared.array returns CountingArray wrappers.
+
+    The simulator identifies a static shared allocation by the (file, line) of the call, so all
+    threads of a block get the same array; we do the same, one frame up (the kernel's line),
+    under a lock (the original's check-then-insert can race between threads)."""
+    if not _cuda.SIMULATOR:
+        raise RuntimeError("counting shared memory needs Numba's CUDA simulator (TILEGEMM_SIMULATOR=1)")
+    from numba import types
+    from numba.cuda.simulator import kernelapi
+    from numba.np import numpy_support
+
+    cls = kernelapi.FakeCUDAShared
+    original = cls.array
+    lock = threading.Lock()
+
+    def array(self, shape, dtype, alignment=None):
+        if shape == 0:  # dynamic shared memory: one buffer, no per-line identity
+            return CountingArray(original(self, shape, dtype, alignment), "shared:dynamic", counter)
+        if alignment is not None:
+            raise RuntimeError("Array alignment is not supported in cudasim")
+        if isinstance(dtype, types.Type):
+            dtype = numpy_support.as_dtype(dtype)
+        frame = sys._getframe(1)
+        key = (frame.f_code.co_filename, frame.f_lineno)
+        with lock:
+            res = self._allocations.get(key)
+            if res is None:
+                name = f"shared:{frame.f_code.co_name}:{frame.f_lineno}"
+                res = CountingArray(np.empty(shape, dtype), name, counter)
+                self._allocations[key] = res
+        return res
+
+    cls.array = array
+    try:
+        yield counter
+    finally:
+        cls.array = original
+
+
+@dataclass
+class TrafficCount:
+    kernel: str
+    m: int
+    n: int
+    k: int
+    dtype: str
+    global_loads: int  # elements
+    global_stores: int
+    shared_loads: int
+    shared_stores: int
+    model_bytes: float  # kernel.traffic(m, n, k, itemsize): the registry's design traffic
+    compulsory_bytes: float
+    itemsize: int
+    result_ok: bool
+    per_array: dict = field(default_factory=dict)
+
+    @property
+    def global_bytes(self) -> int:
+        return (self.global_loads + self.global_stores) * self.itemsize
+
+    @property
+    def matches(self) -> bool:
+        return self.global_bytes == self.model_bytes
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.update(global_bytes=self.global_bytes, matches=self.matches)
+        return d
+
+
+def count(kernel: registry.Kernel, m: int, n: int, k: int, dtype: str = "float32", seed: int = 0) -> TrafficCount:
+    """Run `kernel` once under the simulator on counting proxies; return what it accessed."""
+    if kernel.backend != "simt":
+        raise ValueError(f"{kernel.name}: only Numba CUDA (simt) kernels can be counted; it is {kernel.backend}")
+    if not _cuda.SIMULATOR:
+        raise RuntimeError("traffic counting needs Numba's CUDA simulator: run with TILEGEMM_SIMULATOR=1")
+    a, b = validate.integer_operands(m, n, k, dtype, seed=seed)
+    c = np.full((m, n), np.nan, dtype=dtype)
+    counter = Counter()
+    A, B, C = (CountingArray(x, f"global:{nm}", counter) for x, nm in ((a, "A"), (b, "B"), (c, "C")))
+    import warnings
+
+    with counting_shared(counter), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the broken kernel may read garbage
+        kernel.launch(A, B, C, None)
+    s = np.dtype(dtype).itemsize
+    ok = bool(np.array_equal(c, a.astype(np.float64) @ b.astype(np.float64)))
+    per = {name: dict(loads=counter.loads.get(name, 0), stores=counter.stores.get(name, 0))
+           for name in sorted(set(counter.loads) | set(counter.stores))}
+    return TrafficCount(kernel.name, m, n, k, dtype,
+                        counter.total(counter.loads, "global"), counter.total(counter.stores, "global"),
+                        counter.total(counter.loads, "shared"), counter.total(counter.stores, "shared"),
+                        float(kernel.traffic(m, n, k, s)), registry.bytes_compulsory(m, n, k, s), s, ok, per)
+
+
+# ---- CLI ----------------------------------------------------------------------------------------
+
+DEFAULT_SHAPES = "20x24x40,33x17x5"
+
+
+def add_cli(subparsers) -> None:
+    p = subparsers.add_parser(
+        "traffic", help="count each SIMT kernel's global/shared loads and stores (simulator) against its cost model")
+    p.add_argument("--kernels", default="simt", help="'simt' (default) or a comma-separated list of kernel names")
+    p.add_argument("--shapes", default=DEFAULT_SHAPES,
+                   help=f"shape set name, JSON file or list (default {DEFAULT_SHAPES}; keep them tiny)")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--json", metavar="PATH", help="also write the counts as JSON")
+    p.set_defaults(func=cli_traffic)
+
+
+def cli_traffic(args) -> int:
+    import json
+    import os
+    import subprocess
+
+    if not _cuda.SIMULATOR:  # counting needs the simulator; numba.cuda is already bound to the GPU here
+        env = dict(os.environ, TILEGEMM_SIMULATOR="1")
+        cmd = [sys.executable, "-m", "tilegemm.cli", "traffic", "--kernels", args.kernels, "--shapes", args.shapes,
+               "--dtype", args.dtype] + (["--json", args.json] if args.json else [])
+        return subprocess.call(cmd, env=env)
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from .shapes import load_shapes
+
+    kernels = registry.select(backend="simt") if args.kernels == "simt" else \
+        [registry.get(x.strip()) for x in args.kernels.split(",") if x.strip()]
+    shapes = load_shapes(args.shapes)
+    t = Table(title="Element accesses counted under the simulator vs the cost model (kernel.traffic)",
+              header_style="bold")
+    for col in ("kernel", "M×N×K", "global loads", "global stores", "counted bytes", "model bytes", "model",
+                "compulsory bytes", "shared loads", "shared stores", "shared loads / (M·N·K)", "result"):
+        t.add_column(col, justify="left" if col in ("kernel", "model", "result") else "right")
+    out, bad = [], 0
+    console = Console()
+    for kern in kernels:
+        if kern.backend != "simt":
+            console.print(f"{kern.name}: skipped, not a Numba CUDA kernel ({kern.backend})")
+            continue
+        for m, n, k in shapes:
+            c = count(kern, m, n, k, args.dtype)
+            out.append(c.to_dict())
+            bad += not c.matches
+            t.add_row(kern.name, f"{m}×{n}×{k}", str(c.global_loads), str(c.global_stores), str(c.global_bytes),
+                      f"{c.model_bytes:.0f}", "[green]exact[/]" if c.matches else "[red]OFF[/]",
+                      f"{c.compulsory_bytes:.0f}", str(c.shared_loads), str(c.shared_stores),
+                      f"{c.shared_loads / (m * n * k):.2f}",
+                      "right" if c.result_ok else "[yellow]wrong (expected for broken kernels)[/]"
+                      if "broken" in kern.tags else "[red]wrong[/]")
+    console.print(t)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(out, f, indent=1)
+    if bad:
+        console.print(f"[red]{bad} kernel × shape counts differ from the cost model[/]")
+    return 1 if bad else 0

@@ -1,0 +1,238 @@
+"""`tilegemm`: the lab's command line.
+
+    tilegemm bench      the comparison table (CPU naive, CPU BLAS, GPU rungs, cuBLAS)
+    tilegemm race       what a missing syncthreads() does; racecheck on a GPU
+    tilegemm info       the device (or the simulator / CPU)
+    tilegemm kernels    what is registered and what runs here
+plus the measurement tools whose modules provide `add_cli(subparsers)` (ceilings, traffic,
+report, compare).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from . import _cuda
+
+TOOL_MODULES = ("tilegemm.bench.ceilings", "tilegemm.bench.traffic", "tilegemm.bench.report",
+                "tilegemm.bench.compare")
+
+
+def parse_shape(text: str) -> tuple[int, int, int]:
+    """'512' → (512, 512, 512); '4096x14336x4096' or '4096×14336×4096' → (M, N, K)."""
+    parts = text.lower().replace("×", "x").split("x")
+    try:
+        dims = [int(p) for p in parts]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad size {text!r}: use N or MxNxK") from None
+    if len(dims) == 1:
+        dims *= 3
+    if len(dims) != 3 or min(dims) < 1:
+        raise argparse.ArgumentTypeError(f"bad size {text!r}: use N or MxNxK with positive integers")
+    return tuple(dims)
+
+
+def parse_sizes(text: str) -> list[tuple[int, int, int]]:
+    return [parse_shape(t) for t in text.split(",") if t.strip()]
+
+
+def _shapes(args) -> list[tuple[int, int, int]]:
+    from .bench import sweep
+
+    if args.sizes:
+        return args.sizes
+    if args.shapes:
+        from .bench.shapes import load_shapes
+
+        return load_shapes(args.shapes)
+    return [(s, s, s) for s in (sweep.GPU_SIZES if _cuda.has_gpu() else sweep.SIM_SIZES)]
+
+
+def cmd_bench(args) -> int:
+    from .bench import sweep, table
+
+    con = console(record=bool(args.table))
+    settings = sweep.Settings(dtype=args.dtype, budget_s=args.budget, warmup_s=args.warmup,
+                              target_rse=args.rse, flush=not args.no_flush, cublas=not args.no_cublas,
+                              e2e=not args.no_e2e, cpu_naive_budget_s=args.cpu_naive_budget, seed=args.seed)
+    kernels = sweep.choose_kernels(args.kernels)
+    shapes = _shapes(args)
+    if not _cuda.has_gpu():
+        big = [s for s in shapes if max(s) > 64]
+        con.print("[bold yellow]No CUDA GPU found: GPU kernels run under Numba's CUDA simulator "
+                      "(correct results, meaningless times).[/]")
+        if big and not args.force:
+            con.print(f"[yellow]Sizes above 64 are impractical in the simulator; dropped: "
+                          f"{', '.join(table.size_label(*s) for s in big)} (use --force to keep them).[/]")
+            shapes = [s for s in shapes if max(s) <= 64]
+    total = len(shapes) * (len(kernels) + 2)
+    with Progress(TextColumn("{task.description:<40}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=con, transient=True, disable=args.quiet) as prog:
+        task = prog.add_task("bench", total=total)
+
+        def progress(msg):
+            prog.update(task, description=msg, advance=1)
+
+        records = sweep.Sweep(kernels, shapes, settings, progress).run()
+    where = "Numba CUDA simulator" if not _cuda.has_gpu() else _gpu_name()
+    table.print_table(records, con, f"tilegemm bench: {settings.dtype}, {where}", settings.simulated)
+    if args.json:
+        from .bench import results
+
+        doc = results.document(records, settings.harness())
+        results.save(doc, args.json)
+        con.print(f"results written to {args.json}")
+    if args.table:
+        with open(args.table, "w") as f:
+            f.write(con.export_text())
+    wrong = [r for r in records if r.get("ok") is False and "broken" not in r["kernel"]]
+    return 1 if wrong else 0
+
+
+def console(record: bool = False) -> Console:
+    """Full width when writing to a file or pipe, so tables are not squeezed to 80 columns."""
+    return Console(record=record, width=None if sys.stdout.isatty() else 200)
+
+
+def _gpu_name() -> str:
+    name = _cuda.cuda.get_current_device().name
+    return name.decode() if isinstance(name, bytes) else name
+
+
+def cmd_race(args) -> int:
+    from . import race
+
+    con = console()
+    size = args.size or race.default_size()
+    m, n, k = size, size, args.k or size
+    kernels = (args.only,) if args.only else (race.CORRECT, race.BROKEN)
+    where = _gpu_name() if _cuda.has_gpu() else "Numba CUDA simulator"
+    con.print(f"[bold]Race demo[/] on {where}: {m}×{n}×{k}, tile 32, {args.trials} runs each")
+    runs = race.race(m, n, k, trials=args.trials, seed=args.seed, kernels=kernels)
+    t = Table(header_style="bold")
+    for col in ("inputs", "kernel", "run", "wrong elements", "rel. error", "first wrong: C[i, j] expected → got"):
+        t.add_column(col)
+    for r in runs:
+        c = r.check
+        first = "; ".join(f"C[{i},{j}] {w:.6g} → {g:.6g}" for i, j, w, g in c.first_bad[:2]) or "—"
+        style = "green" if c.ok else "red"
+        t.add_row(r.inputs, r.kernel, str(r.trial + 1), f"[{style}]{c.n_bad} / {c.n_total}[/]",
+                  f"{c.rel_err:.2e}", first)
+    con.print(t)
+    broken = [r for r in runs if r.kernel == race.BROKEN]
+    correct = [r for r in runs if r.kernel == race.CORRECT]
+    if broken:
+        counts = sorted({r.check.n_bad for r in broken})
+        con.print(f"{race.BROKEN}: wrong in {sum(not r.check.ok for r in broken)} of {len(broken)} runs; "
+                      f"wrong-element counts seen: {counts} (a count that changes from run to run is a race).")
+    if correct:
+        con.print(f"{race.CORRECT}: {sum(r.check.ok for r in correct)} of {len(correct)} runs correct.")
+    if args.racecheck:
+        if not _cuda.has_gpu() or not race.racecheck_available():
+            con.print("[red]racecheck needs a CUDA GPU and compute-sanitizer on the PATH[/]")
+            return 2
+        for name in (race.BROKEN, race.CORRECT):
+            con.print(f"[bold]compute-sanitizer --tool racecheck[/] on {name} at {args.racecheck_size}³ …")
+            hazards, summary = race.racecheck(name, args.racecheck_size)
+            con.print(summary)
+    elif _cuda.has_gpu() and race.racecheck_available() and not args.no_hint:
+        con.print("compute-sanitizer is on the PATH: `tilegemm race --racecheck` runs both kernels under "
+                      "racecheck (small size; it is slow).")
+    bad_correct = [r for r in correct if not r.check.ok]
+    return 1 if bad_correct else 0
+
+
+def cmd_info(args) -> int:
+    from . import info
+
+    con = console()
+    what, details = info.describe()
+    t = Table(title=f"tilegemm info: {what}", show_header=False)
+    t.add_column(style="bold")
+    t.add_column()
+    for k, v in details.items():
+        t.add_row(k, str(v))
+    for k, v in info.cpu_info().items():
+        t.add_row(k, v)
+    con.print(t)
+    return 0
+
+
+def cmd_kernels(args) -> int:
+    import tilegemm
+
+    con = console()
+    t = Table(title="registered kernels", header_style="bold")
+    for col in ("name", "backend", "rung", "dtypes", "runs here", "what it is"):
+        t.add_column(col)
+    for k in tilegemm.kernels():
+        runs = ("yes" if not k["note"] else f"yes: {k['note']}") if k["runs_here"] else f"no: {k['note']}"
+        name = k["name"] + (" (teaching)" if k["teaching"] else "")
+        t.add_row(name, k["backend"], str(k["rung"]), ", ".join(k["dtypes"]), runs, k["summary"])
+    con.print(t)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tilegemm", description="A GPU matrix-multiplication lab.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    b = sub.add_parser("bench", help="the comparison table: CPU, GPU rungs and cuBLAS")
+    b.add_argument("--sizes", type=parse_sizes, help="comma-separated N or MxNxK (default 128…4096; 16…64 simulated)")
+    b.add_argument("--shapes", help="a named shape set or a JSON file of shapes")
+    b.add_argument("--kernels", help="course (default), all, simt, cpu, tensorcore, or name,name,…")
+    b.add_argument("--dtype", default="float32", choices=("float32", "float64"))
+    b.add_argument("--budget", type=float, default=1.0, help="seconds of timed runs per kernel and size")
+    b.add_argument("--warmup", type=float, default=0.1, help="seconds of warm-up per kernel and size")
+    b.add_argument("--rse", type=float, default=0.01, help="stop when the median's relative standard error is below")
+    b.add_argument("--cpu-naive-budget", type=float, default=10.0, help="skip CPU naive where predicted slower (s)")
+    b.add_argument("--no-cublas", action="store_true")
+    b.add_argument("--no-e2e", action="store_true", help="skip the end-to-end matmul() column")
+    b.add_argument("--no-flush", action="store_true", help="do not flush L2 before each sample")
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--force", action="store_true", help="keep large sizes under the simulator")
+    b.add_argument("--json", help="save results (JSON, with GPU, versions, date)")
+    b.add_argument("--table", help="save the printed table as text")
+    b.add_argument("--quiet", action="store_true", help="no progress bar")
+    b.set_defaults(func=cmd_bench)
+
+    r = sub.add_parser("race", help="run the kernel without syncthreads() beside the correct one")
+    r.add_argument("--size", type=int, help="M = N (default 256 on a GPU, 48 simulated)")
+    r.add_argument("--k", type=int, help="K (default: size)")
+    r.add_argument("--trials", type=int, default=3)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--only", choices=("smem_tiled_32", "broken_nosync"), help="run one kernel")
+    r.add_argument("--racecheck", action="store_true", help="also run under compute-sanitizer racecheck (GPU)")
+    r.add_argument("--racecheck-size", type=int, default=64)
+    r.add_argument("--no-hint", action="store_true", help=argparse.SUPPRESS)
+    r.set_defaults(func=cmd_race)
+
+    i = sub.add_parser("info", help="describe the device")
+    i.set_defaults(func=cmd_info)
+    kk = sub.add_parser("kernels", help="list registered kernels")
+    kk.set_defaults(func=cmd_kernels)
+
+    for mod in TOOL_MODULES:
+        try:
+            module = importlib.import_module(mod)
+        except ModuleNotFoundError as e:
+            if e.name != mod:
+                raise
+            continue
+        module.add_cli(sub)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

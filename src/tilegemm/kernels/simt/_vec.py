@@ -1,0 +1,163 @@
+"""16-byte loads and stores for the Numba kernels: what CUDA C writes as `*(float4*)&x[i][j]`.
+
+Numba indexes arrays one element at a time and tells LLVM only the element's alignment, so
+LLVM's load/store vectorizer cannot merge four neighbouring loads into one 128-bit access.
+These intrinsics emit the vector access directly, in the address space named:
+
+    ldg4(A, i, j)            -> (A[i, j], A[i, j+1], A[i, j+2], A[i, j+3])   global, LDG.E.128
+    stg4(C, i, j, v0..v3)     C[i, j:j+4] = v                                 global, STG.E.128
+    lds4(S, i, j)            -> (S[i, j], ..., S[i, j+3])                    shared, LDS.128
+    sts4(S, i, j, v0..v3)     S[i, j:j+4] = v                                 shared, STS.128
+    at(X, i, j), put(X, i, j, v)   X[i, j] read / written, any address space, one element
+
+All of them skip Numba's negative-index wraparound (`i < 0 ? i + shape : i`), which Numba emits
+for every signed index it cannot prove non-negative: in an inner loop that is several 64-bit
+integer instructions per shared-memory access.
+
+The caller guarantees what the hardware requires: C-contiguous arrays, the element address
+16-byte aligned (row starts aligned, so row length a multiple of 4 elements for FP32, the data
+pointer aligned, and j a multiple of 4), and i, j in bounds (no bounds or wraparound handling).
+Shared arrays used with lds4/sts4 must be declared with `alignment=SMEM_ALIGN`.
+
+Under Numba's CUDA simulator the same names are plain Python functions doing the four scalar
+accesses, so the kernels that use them still run (and are tested) on a CPU.
+"""
+
+from __future__ import annotations
+
+from ... import _cuda
+
+# cudasim refuses any explicit alignment on shared arrays; on a GPU 16 bytes lets one
+# 128-bit access cover four FP32 elements.
+SMEM_ALIGN = None if _cuda.SIMULATOR else 16
+
+if _cuda.SIMULATOR:
+
+    def ldg4(a, i, j):
+        return a[i, j], a[i, j + 1], a[i, j + 2], a[i, j + 3]
+
+    def stg4(a, i, j, v0, v1, v2, v3):
+        a[i, j] = v0
+        a[i, j + 1] = v1
+        a[i, j + 2] = v2
+        a[i, j + 3] = v3
+
+    lds4 = ldg4
+    sts4 = stg4
+
+    def at(a, i, j):
+        return a[i, j]
+
+    def put(a, i, j, v):
+        a[i, j] = v
+
+else:
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda import cgutils
+    from numba.cuda.extending import intrinsic
+
+    _GLOBAL, _SHARED = 1, 3
+
+    def _vec_ptr(context, builder, aryty, ary, i, ity, j, jty, addrspace):
+        """Pointer to <4 x T> at ary[i, j], cast into `addrspace` (no wraparound, no checks)."""
+        arr = context.make_array(aryty)(context, builder, value=ary)
+        ii = context.cast(builder, i, ity, types.intp)
+        jj = context.cast(builder, j, jty, types.intp)
+        ptr = cgutils.get_item_pointer(context, builder, aryty, arr, [ii, jj], wraparound=False)
+        elt = context.get_value_type(aryty.dtype)
+        vec = ir.VectorType(elt, 4)
+        spaced = builder.addrspacecast(ptr, elt.as_pointer(addrspace))
+        return builder.bitcast(spaced, vec.as_pointer(addrspace))
+
+    def _check(a, i, j):
+        if not (isinstance(a, types.Array) and a.ndim == 2 and a.layout == "C"):
+            raise TypeError(f"vector access needs a 2-D C-contiguous array, got {a}")
+        if not (isinstance(i, types.Integer) and isinstance(j, types.Integer)):
+            raise TypeError("vector access needs integer indices")
+
+    def _make_load(addrspace):
+        @intrinsic
+        def load4(typingctx, a, i, j):
+            _check(a, i, j)
+            sig = types.UniTuple(a.dtype, 4)(a, i, j)
+
+            def codegen(context, builder, signature, args):
+                aryty, ity, jty = signature.args
+                vptr = _vec_ptr(context, builder, aryty, args[0], args[1], ity, args[2], jty, addrspace)
+                v = builder.load(vptr, align=16)
+                vals = [builder.extract_element(v, ir.Constant(ir.IntType(32), q)) for q in range(4)]
+                return context.make_tuple(builder, signature.return_type, vals)
+
+            return sig, codegen
+
+        return load4
+
+    def _make_store(addrspace):
+        @intrinsic
+        def store4(typingctx, a, i, j, v0, v1, v2, v3):
+            _check(a, i, j)
+            sig = types.void(a, i, j, v0, v1, v2, v3)
+
+            def codegen(context, builder, signature, args):
+                aryty, ity, jty = signature.args[:3]
+                vptr = _vec_ptr(context, builder, aryty, args[0], args[1], ity, args[2], jty, addrspace)
+                elt = context.get_value_type(aryty.dtype)
+                v = ir.Constant(ir.VectorType(elt, 4), ir.Undefined)
+                for q in range(4):
+                    x = context.cast(builder, args[3 + q], signature.args[3 + q], aryty.dtype)
+                    v = builder.insert_element(v, x, ir.Constant(ir.IntType(32), q))
+                builder.store(v, vptr, align=16)
+                return context.get_dummy_value()
+
+            return sig, codegen
+
+        return store4
+
+    @intrinsic
+    def at(typingctx, a, i, j):
+        """a[i, j] without Numba's negative-index wraparound (i, j must be in bounds)."""
+        _check(a, i, j)
+
+        def codegen(context, builder, signature, args):
+            aryty, ity, jty = signature.args
+            arr = context.make_array(aryty)(context, builder, value=args[0])
+            ii = context.cast(builder, args[1], ity, types.intp)
+            jj = context.cast(builder, args[2], jty, types.intp)
+            ptr = cgutils.get_item_pointer(context, builder, aryty, arr, [ii, jj], wraparound=False)
+            return builder.load(ptr)
+
+        return a.dtype(a, i, j), codegen
+
+    @intrinsic
+    def put(typingctx, a, i, j, v):
+        """a[i, j] = v without Numba's negative-index wraparound (i, j must be in bounds)."""
+        _check(a, i, j)
+
+        def codegen(context, builder, signature, args):
+            aryty, ity, jty, vty = signature.args
+            arr = context.make_array(aryty)(context, builder, value=args[0])
+            ii = context.cast(builder, args[1], ity, types.intp)
+            jj = context.cast(builder, args[2], jty, types.intp)
+            ptr = cgutils.get_item_pointer(context, builder, aryty, arr, [ii, jj], wraparound=False)
+            builder.store(context.cast(builder, args[3], vty, aryty.dtype), ptr)
+            return context.get_dummy_value()
+
+        return types.void(a, i, j, v), codegen
+
+    ldg4 = _make_load(_GLOBAL)
+    stg4 = _make_store(_GLOBAL)
+    lds4 = _make_load(_SHARED)
+    sts4 = _make_store(_SHARED)
+
+
+def aligned16(*arrays) -> bool:
+    """Every array's data pointer is a multiple of 16 bytes (host-side check before a launch)."""
+    for x in arrays:
+        try:
+            ptr = x.__cuda_array_interface__["data"][0]
+        except (AttributeError, KeyError, TypeError):
+            return False
+        if ptr is None or ptr % 16:
+            return False
+    return True

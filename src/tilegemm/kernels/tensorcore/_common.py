@@ -1,0 +1,412 @@
+"""What the three Triton rungs share: the problem description, tile order, epilogue, and the tuner.
+
+A `Problem` is one C = alpha·scale_a·scale_b·(A @ B) + beta·C_in on torch tensors, 2-D or
+batched 3-D (a 2-D operand broadcasts over the batch with stride 0). Every operand is passed
+with its strides, so transposed views run without copies.
+
+Configurations (tile sizes, warps, stages) are tuned once per GPU, precision, layout and shape
+bucket (each of M, N, K rounded up to a power of two) and the winner is kept in a JSON file,
+`~/.cache/tilegemm/tensorcore.json` (directory from TILEGEMM_CACHE_DIR), so later processes skip
+the tuning. TILEGEMM_AUTOTUNE=0 uses a heuristic configuration and never tunes;
+TILEGEMM_TUNE_BUDGET_S caps the seconds spent tuning one key (default 30).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+
+import torch
+import triton
+import triton.language as tl
+
+SMEM_BUDGET = 227 * 1024  # bytes of shared memory one block may use on sm_90
+INT32_MAX = 2**31 - 1
+
+# precision name -> (torch input dtype, tl.dot input_precision)
+PRECISIONS = {
+    "fp16": (torch.float16, "ieee"),
+    "bf16": (torch.bfloat16, "ieee"),
+    "tf32": (torch.float32, "tf32"),
+    "ieee": (torch.float32, "ieee"),
+    "fp8": (None, "ieee"),  # float8_e4m3fn or float8_e5m2
+}
+FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
+
+
+def precision_of(dtype: torch.dtype) -> str:
+    """Default precision for an input dtype: FP32 means exact IEEE, never TF32 silently."""
+    if dtype == torch.float16:
+        return "fp16"
+    if dtype == torch.bfloat16:
+        return "bf16"
+    if dtype == torch.float32:
+        return "ieee"
+    if dtype in FP8_DTYPES:
+        return "fp8"
+    raise TypeError(f"tensor-core kernels take float16, bfloat16, float32 or float8 inputs; got {dtype}")
+
+
+# ---- the problem ------------------------------------------------------------------------------
+
+
+@dataclass
+class Problem:
+    a: torch.Tensor  # (M, K) or (B, M, K)
+    b: torch.Tensor  # (K, N) or (B, K, N)
+    c: torch.Tensor  # (M, N) or (B, M, N), written
+    precision: str  # key of PRECISIONS
+    alpha: float = 1.0
+    beta: float = 0.0
+    c_in: torch.Tensor | None = None  # read when beta != 0 (may be c itself)
+    scale_a: torch.Tensor | None = None  # one-element float32 tensors (FP8)
+    scale_b: torch.Tensor | None = None
+    m: int = field(init=False)
+    n: int = field(init=False)
+    k: int = field(init=False)
+    batch: int = field(init=False)
+
+    def __post_init__(self):
+        self.m, self.k = self.a.shape[-2:]
+        self.n = self.b.shape[-1]
+        self.batch = max(x.shape[0] if x.dim() == 3 else 1 for x in (self.a, self.b, self.c))
+        if self.b.shape[-2] != self.k:
+            raise ValueError(f"inner dimensions differ: a {tuple(self.a.shape)}, b {tuple(self.b.shape)}")
+        if tuple(self.c.shape[-2:]) != (self.m, self.n):
+            raise ValueError(f"c has shape {tuple(self.c.shape)}; the product is {self.m}×{self.n}")
+        for x, what in ((self.a, "a"), (self.b, "b"), (self.c, "c"), (self.c_in, "c_in")):
+            if x is not None and x.dim() == 3 and x.shape[0] not in (1, self.batch):
+                raise ValueError(f"{what}: batch {x.shape[0]} does not broadcast to {self.batch}")
+            if x is not None:
+                span = sum((d - 1) * abs(s) for d, s in zip(x.shape[-2:], x.stride()[-2:]))
+                if span > INT32_MAX:
+                    raise ValueError(f"{what}: one matrix spans more than 2^31 elements; split the product")
+        if self.c.dim() == 2 and self.batch > 1:
+            raise ValueError("c must be 3-D for a batched product")
+
+    @property
+    def has_beta(self) -> bool:
+        return self.beta != 0.0 and self.c_in is not None
+
+    @property
+    def in_dtype(self) -> torch.dtype:
+        return self.a.dtype
+
+    @property
+    def dot_precision(self) -> str:
+        return PRECISIONS[self.precision][1]
+
+    def bstride(self, x) -> int:
+        """Batch stride, 0 for a 2-D operand (broadcast) or a batch of one."""
+        return x.stride(0) if x is not None and x.dim() == 3 and x.shape[0] > 1 else 0
+
+    def mat_strides(self, x) -> tuple[int, int]:
+        return x.stride(-2), x.stride(-1)
+
+    def layout(self) -> str:
+        """'n' when an operand's rows are contiguous (row-major), 't' when its columns are."""
+        def one(x):
+            s0, s1 = self.mat_strides(x)
+            return "n" if s1 == 1 else ("t" if s0 == 1 else "s")
+        return one(self.a) + one(self.b)
+
+    def flops(self) -> float:
+        return 2.0 * self.batch * self.m * self.n * self.k
+
+
+def scale_tensor(s, device) -> torch.Tensor:
+    """A per-tensor scale as a one-element float32 tensor on `device` (no host sync)."""
+    if isinstance(s, torch.Tensor):
+        if s.numel() != 1:
+            raise ValueError(f"per-tensor scales only: got a scale with {s.numel()} elements")
+        return s.reshape(1).to(device=device, dtype=torch.float32)
+    return torch.full((1,), float(s), dtype=torch.float32, device=device)
+
+
+# ---- device facts, cached ---------------------------------------------------------------------
+
+_SMS: dict = {}
+
+
+def num_sms(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 4  # the interpreter: any small number exercises the persistent loop
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    if idx not in _SMS:
+        _SMS[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
+    return _SMS[idx]
+
+
+def gpu_name(device: torch.device) -> str:
+    if device.type != "cuda":
+        return "interpreter"
+    return torch.cuda.get_device_name(device)
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+# ---- pieces of kernel shared by the rungs -----------------------------------------------------
+
+
+@triton.jit
+def grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """Tile index -> (pid_m, pid_n), walking GROUP_M rows of tiles column by column, so that
+    consecutive programs share A rows and B columns in L2."""
+    per_group = GROUP_M * num_pid_n
+    group = tile // per_group
+    first_m = group * GROUP_M
+    rows = tl.minimum(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (tile % per_group) % rows
+    pid_n = (tile % per_group) // rows
+    return pid_m, pid_n
+
+
+@triton.jit
+def mainloop_ptr(a_ptr, b_ptr, M, N, K, sam, sak, sbk, sbn, off_m, off_n,
+                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PRECISION: tl.constexpr):
+    """acc[BM, BN] = A[off_m:+BM, :] @ B[:, off_n:+BN] with masked loads (zeros past the edges)."""
+    offs_m = off_m + tl.arange(0, BM)
+    offs_n = off_n + tl.arange(0, BN)
+    offs_k = tl.arange(0, BK)
+    mask_m = offs_m[:, None] < M
+    mask_n = offs_n[None, :] < N
+    a_ptrs = a_ptr + offs_m[:, None] * sam + offs_k[None, :] * sak
+    b_ptrs = b_ptr + offs_k[:, None] * sbk + offs_n[None, :] * sbn
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for kt in range(0, tl.cdiv(K, BK)):
+        k_left = K - kt * BK
+        a = tl.load(a_ptrs, mask=mask_m & (offs_k[None, :] < k_left), other=0.0)
+        b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & mask_n, other=0.0)
+        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        a_ptrs += BK * sak
+        b_ptrs += BK * sbk
+    return acc
+
+
+@triton.jit
+def scale_acc(acc, i_ptr, sa_ptr, sb_ptr, M, N, sim, sin_, alpha, beta, off_m, off_n,
+              BM: tl.constexpr, BN: tl.constexpr, HAS_BETA: tl.constexpr, HAS_SCALE: tl.constexpr):
+    """alpha·scale_a·scale_b·acc (+ beta·C_in), in FP32."""
+    if HAS_SCALE:
+        acc = acc * (tl.load(sa_ptr) * tl.load(sb_ptr))
+    acc = acc * alpha
+    if HAS_BETA:
+        offs_m = off_m + tl.arange(0, BM)
+        offs_n = off_n + tl.arange(0, BN)
+        mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+        c_in = tl.load(i_ptr + offs_m[:, None] * sim + offs_n[None, :] * sin_, mask=mask, other=0.0)
+        acc += beta * c_in.to(tl.float32)
+    return acc
+
+
+@triton.jit
+def store_ptr(acc, c_ptr, M, N, scm, scn, off_m, off_n, BM: tl.constexpr, BN: tl.constexpr):
+    offs_m = off_m + tl.arange(0, BM)
+    offs_n = off_n + tl.arange(0, BN)
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    tl.store(c_ptr + offs_m[:, None] * scm + offs_n[None, :] * scn, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+def epilogue_args(p: Problem):
+    """(c_in, scale_a, scale_b) tensors to pass; unused ones point at c (never read)."""
+    c_in = p.c_in if p.has_beta else p.c
+    sa = p.scale_a if p.scale_a is not None else p.c
+    sb = p.scale_b if p.scale_b is not None else p.c
+    return c_in, sa, sb
+
+
+# ---- configurations ---------------------------------------------------------------------------
+
+
+def cfg(bm, bn, bk, warps, stages, group=8, **extra) -> dict:
+    return dict(BM=bm, BN=bn, BK=bk, GROUP_M=group, num_warps=warps, num_stages=stages, **extra)
+
+
+def smem_bytes(c: dict, in_size: int, out_size: int, tma_store: bool) -> int:
+    """Pipelined A and B tiles, plus the C tile staged for a TMA store."""
+    pipe = (c["BM"] * c["BK"] + c["BK"] * c["BN"]) * in_size * c["num_stages"]
+    return pipe + (c["BM"] * c["BN"] * out_size if tma_store else 0)
+
+
+def base_configs(p: Problem) -> list[dict]:
+    """The candidate space before pruning, by operand width and by M."""
+    size = p.a.element_size()
+    m = p.m
+    if size == 1:  # FP8
+        big = [cfg(128, 256, 128, 8, 3), cfg(128, 128, 128, 8, 4), cfg(256, 128, 128, 8, 3),
+               cfg(128, 128, 128, 4, 4)]
+        small = [cfg(64, 128, 128, 4, 4), cfg(64, 64, 256, 4, 4), cfg(32, 64, 256, 4, 4), cfg(16, 64, 256, 4, 5)]
+    elif size == 2:  # FP16 / BF16
+        big = [cfg(128, 256, 64, 8, 3), cfg(128, 128, 64, 8, 4), cfg(256, 128, 64, 8, 3),
+               cfg(128, 128, 64, 4, 4)]
+        small = [cfg(64, 128, 64, 4, 4), cfg(64, 64, 128, 4, 4), cfg(32, 64, 128, 4, 4), cfg(16, 64, 128, 4, 5),
+                 cfg(16, 32, 256, 4, 4)]
+    else:  # FP32 inputs (TF32 or IEEE)
+        big = [cfg(128, 128, 32, 8, 4), cfg(128, 256, 32, 8, 3), cfg(128, 128, 32, 4, 4), cfg(128, 64, 32, 4, 4)]
+        small = [cfg(64, 128, 32, 4, 4), cfg(64, 64, 64, 4, 4), cfg(32, 64, 64, 4, 4), cfg(16, 64, 64, 4, 4)]
+    if m <= 16:
+        return small[-3:]
+    if m <= 64:
+        return small
+    if m <= 256:
+        return small[:2] + big
+    return big
+
+
+def prune(configs: list[dict], p: Problem, tma_store: bool) -> list[dict]:
+    """Drop configurations that overflow shared memory, and tiles far larger than the problem."""
+    ins, outs = p.a.element_size(), p.c.element_size()
+    keep = []
+    for c in configs:
+        if smem_bytes(c, ins, outs, tma_store) > SMEM_BUDGET:
+            continue
+        if c["BM"] > 2 * max(triton.next_power_of_2(p.m), 16) or c["BN"] > 2 * max(triton.next_power_of_2(p.n), 16):
+            continue
+        keep.append(c)
+    return keep or [min(configs, key=lambda c: c["BM"] * c["BN"])]
+
+
+def shape_bucket(p: Problem) -> str:
+    def up(x):
+        return triton.next_power_of_2(max(int(x), 1))
+    return f"{up(p.m)}x{up(p.n)}x{up(p.k)}" + (f"b{p.batch}" if p.batch > 1 else "")
+
+
+# ---- the tuner and its cache ------------------------------------------------------------------
+
+_LOCK = threading.Lock()
+_CACHE: dict | None = None
+last_tuning: dict = {}  # what the most recent tuning did: key, seconds, timings, failures
+
+
+def cache_path() -> str:
+    root = os.environ.get("TILEGEMM_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tilegemm")
+    return os.path.join(root, "tensorcore.json")
+
+
+def _load_cache() -> dict:
+    global _CACHE
+    if _CACHE is None:
+        try:
+            with open(cache_path()) as f:
+                _CACHE = json.load(f)
+        except (OSError, ValueError):
+            _CACHE = {}
+    return _CACHE
+
+
+def _save_cache() -> None:
+    path = cache_path()
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tensorcore.", suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            json.dump(_CACHE, f, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only home: tune again next process, still correct
+
+
+def reset_cache() -> None:
+    """Forget the in-memory copy (the next lookup rereads the file)."""
+    global _CACHE
+    _CACHE = None
+
+
+def autotune_enabled() -> bool:
+    return os.environ.get("TILEGEMM_AUTOTUNE", "1").strip() not in ("0", "") and not interpreting()
+
+
+def tune_key(kernel_name: str, p: Problem, variant: str = "") -> str:
+    return "|".join([
+        kernel_name, gpu_name(p.a.device), p.precision, str(p.a.dtype).removeprefix("torch."),
+        str(p.c.dtype).removeprefix("torch."), p.layout(), "beta" if p.has_beta else "nobeta",
+        shape_bucket(p), variant,
+    ])
+
+
+def time_ms(fn, budget_ms: float = 60.0) -> float:
+    """Median time of fn() in ms, with the L2 flushed between runs (triton.testing.do_bench)."""
+    return float(triton.testing.do_bench(fn, warmup=max(budget_ms / 4, 2), rep=budget_ms, return_mode="median"))
+
+
+def choose(kernel_name: str, p: Problem, candidates: list[dict], default: dict, run, variant: str = "") -> dict:
+    """The configuration for this problem: cached, heuristic (no tuning), or tuned now.
+
+    run(p, config) launches once. Tuning writes into a scratch output so that C (and C_in, which
+    may be C itself) is untouched; a configuration that fails to compile or launch is skipped and
+    recorded in `last_tuning['failed']`.
+    """
+    if not autotune_enabled() or p.c.device.type != "cuda":
+        return default
+    key = tune_key(kernel_name, p, variant)
+    with _LOCK:
+        hit = _load_cache().get(key)
+    if hit is not None:
+        return hit["config"]
+    budget_s = float(os.environ.get("TILEGEMM_TUNE_BUDGET_S", "30"))
+    scratch = torch.empty_like(p.c)
+    trial = Problem(p.a, p.b, scratch, p.precision, p.alpha, p.beta, p.c_in, p.scale_a, p.scale_b)
+    t0 = time.perf_counter()
+    timings, failed = [], []
+    for c in candidates:
+        if time.perf_counter() - t0 > budget_s and timings:
+            failed.append((c, "skipped: tuning budget spent"))
+            continue
+        try:
+            run(trial, c)
+            torch.cuda.synchronize(p.c.device)
+            ms = time_ms(lambda: run(trial, c), budget_ms=min(60.0, max(10.0, budget_s * 1000 / (4 * len(candidates)))))
+            timings.append((ms, c))
+        except Exception as e:  # noqa: BLE001  (a config that does not compile is information, not an error)
+            failed.append((c, f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"))
+    seconds = time.perf_counter() - t0
+    if not timings:
+        last_tuning.clear()
+        last_tuning.update(key=key, seconds=seconds, timings=[], failed=failed, config=default)
+        return default
+    best_ms, best = min(timings, key=lambda t: t[0])
+    entry = dict(config=best, ms=best_ms, tune_s=round(seconds, 3), tried=len(timings), failed=len(failed),
+                 m=p.m, n=p.n, k=p.k, when=time.strftime("%Y-%m-%dT%H:%M:%S"))
+    with _LOCK:
+        _load_cache()[key] = entry
+        _save_cache()
+    last_tuning.clear()
+    last_tuning.update(key=key, seconds=seconds, timings=timings, failed=failed, config=best)
+    return best
+
+
+# ---- launching on the caller's stream ---------------------------------------------------------
+
+
+class on_stream:
+    """`with on_stream(s):` runs Triton launches on torch stream s (None: the current one)."""
+
+    def __init__(self, stream):
+        self.ctx = torch.cuda.stream(stream) if isinstance(stream, torch.cuda.Stream) else None
+
+    def __enter__(self):
+        if self.ctx is not None:
+            self.ctx.__enter__()
+
+    def __exit__(self, *exc):
+        if self.ctx is not None:
+            return self.ctx.__exit__(*exc)
+        return False
+
+
+def problem_2d(a, b, c) -> Problem:
+    """The registry's launch(a, b, c): C = A @ B with the precision the input dtype implies."""
+    return Problem(a, b, c, precision_of(a.dtype))
+
+
+def geomean(xs) -> float:
+    xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")

@@ -1,0 +1,205 @@
+"""tilegemm.matmul: the caller's kinds in and out, typed errors, edge cases, inputs untouched."""
+
+import numpy as np
+import pytest
+
+import tilegemm
+from tilegemm import validate
+from tilegemm._cuda import cuda
+
+torch = pytest.importorskip("torch")
+
+GPU_KERNEL = "register_blocked"  # runs under the simulator here
+
+
+def ops(m=6, n=5, k=4, dtype="float32", seed=0):
+    return validate.random_operands(m, n, k, dtype, seed=seed)
+
+
+# ---- the caller's kind comes back --------------------------------------------------------
+
+@pytest.mark.parametrize("kernel", ["auto", "cpu_blas", GPU_KERNEL])
+def test_numpy_in_numpy_out(kernel):
+    a, b = ops()
+    c = tilegemm.matmul(a, b, kernel=kernel)
+    assert isinstance(c, np.ndarray) and c.shape == (6, 5) and c.dtype == np.float32
+    assert validate.check(c, a, b).ok
+
+
+@pytest.mark.parametrize("kernel", ["auto", "cpu_naive", GPU_KERNEL])
+def test_torch_cpu_in_torch_out(kernel):
+    a, b = ops()
+    c = tilegemm.matmul(torch.from_numpy(a), torch.from_numpy(b), kernel=kernel)
+    assert isinstance(c, torch.Tensor) and c.device.type == "cpu" and c.dtype == torch.float32
+    assert validate.check(c.numpy(), a, b).ok
+
+
+def test_numba_device_arrays_in_and_out():
+    a, b = ops(9, 7, 5)
+    c = tilegemm.matmul(cuda.to_device(a), cuda.to_device(b), kernel=GPU_KERNEL)
+    assert type(c).__name__ in ("DeviceNDArray", "FakeCUDAArray")
+    assert validate.check(c.copy_to_host(), a, b).ok
+
+
+def test_out_is_written_and_returned():
+    a, b = ops()
+    out = np.full((6, 5), np.nan, np.float32)
+    c = tilegemm.matmul(a, b, kernel=GPU_KERNEL, out=out)
+    assert c is out and validate.check(out, a, b).ok
+
+
+def test_non_contiguous_inputs_are_handled():
+    base_a, base_b = ops(12, 10, 8, seed=1)
+    a = base_a[::2, :]  # strided rows
+    b = np.asfortranarray(base_b[:, :5])  # column-major
+    for kernel in ("cpu_blas", "naive", GPU_KERNEL):
+        c = tilegemm.matmul(a, b, kernel=kernel)
+        assert validate.check(c, a, b).ok, kernel
+    ta = torch.from_numpy(base_a).t()  # a transposed view, 8×12
+    tb = torch.from_numpy(base_a)  # 12×8
+    c = tilegemm.matmul(ta, tb, kernel=GPU_KERNEL)
+    assert validate.check(c.numpy(), ta.numpy(), tb.numpy()).ok
+
+
+def test_non_contiguous_out():
+    a, b = ops()
+    big = np.zeros((6, 10), np.float32)
+    out = big[:, ::2]
+    tilegemm.matmul(a, b, kernel=GPU_KERNEL, out=out)
+    assert validate.check(out, a, b).ok and np.all(big[:, 1::2] == 0)
+
+
+def test_inputs_are_never_modified():
+    a, b = ops(17, 13, 11)
+    a0, b0 = a.copy(), b.copy()
+    for kernel in ("cpu_blas", "cpu_naive", "naive", "smem_tiled_16", GPU_KERNEL):
+        tilegemm.matmul(a, b, kernel=kernel)
+    assert np.array_equal(a, a0) and np.array_equal(b, b0)
+
+
+def test_float64():
+    a, b = ops(dtype="float64")
+    c = tilegemm.matmul(a, b, kernel=GPU_KERNEL)
+    assert c.dtype == np.float64 and validate.check(c, a, b).ok
+
+
+# ---- zero-sized dimensions ---------------------------------------------------------------
+
+@pytest.mark.parametrize("kernel", ["auto", GPU_KERNEL])
+@pytest.mark.parametrize("m,n,k", [(0, 5, 4), (6, 0, 4), (0, 0, 0)])
+def test_empty_result(kernel, m, n, k):
+    a, b = np.ones((m, k), np.float32), np.ones((k, n), np.float32)
+    c = tilegemm.matmul(a, b, kernel=kernel)
+    assert c.shape == (m, n)
+
+
+@pytest.mark.parametrize("kernel", ["auto", GPU_KERNEL])
+def test_k_zero_gives_zeros(kernel):
+    a, b = np.ones((3, 0), np.float32), np.ones((0, 4), np.float32)
+    c = tilegemm.matmul(a, b, kernel=kernel)
+    assert c.shape == (3, 4) and np.all(c == 0)
+    out = np.full((3, 4), 7.0, np.float32)
+    assert tilegemm.matmul(a, b, out=out) is out and np.all(out == 0)
+    tc = tilegemm.matmul(torch.ones(3, 0), torch.ones(0, 4), kernel=kernel)
+    assert isinstance(tc, torch.Tensor) and torch.all(tc == 0)
+
+
+# ---- typed errors with clear messages ----------------------------------------------------
+
+def test_inner_dimension_mismatch():
+    with pytest.raises(tilegemm.ShapeError, match=r"a is 3×4, b is 5×6"):
+        tilegemm.matmul(np.ones((3, 4), np.float32), np.ones((5, 6), np.float32))
+
+
+@pytest.mark.parametrize("shape", [(3,), (2, 3, 4), ()])
+def test_not_2d(shape):
+    with pytest.raises(tilegemm.ShapeError, match="must be 2-D"):
+        tilegemm.matmul(np.ones(shape, np.float32), np.ones((3, 3), np.float32))
+
+
+def test_mixed_dtypes():
+    with pytest.raises(tilegemm.DTypeError, match="mixed dtypes a=float32, b=float64"):
+        tilegemm.matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float64))
+
+
+@pytest.mark.parametrize("dtype", ["int32", "complex64", "bool"])
+def test_unsupported_dtype(dtype):
+    with pytest.raises(tilegemm.DTypeError, match=dtype):
+        tilegemm.matmul(np.ones((2, 2), dtype), np.ones((2, 2), dtype))
+
+
+def test_kernel_that_lacks_the_dtype():
+    a = np.ones((2, 2), np.float16)
+    with pytest.raises(tilegemm.DTypeError, match="supports float32, float64; got float16"):
+        tilegemm.matmul(a, a, kernel="naive")
+
+
+def test_unknown_kernel():
+    with pytest.raises(tilegemm.UnknownKernel, match="no kernel named 'fastest'"):
+        tilegemm.matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), kernel="fastest")
+
+
+def test_not_an_array():
+    with pytest.raises(tilegemm.DTypeError, match="expected a NumPy array"):
+        tilegemm.matmul([[1.0]], np.ones((1, 1), np.float32))
+
+
+def test_different_devices():
+    with pytest.raises(tilegemm.DeviceError, match="different devices"):
+        tilegemm.matmul(np.ones((2, 2), np.float32), cuda.to_device(np.ones((2, 2), np.float32)))
+
+
+@pytest.mark.parametrize("shape,dtype,match", [((5, 6), "float32", "out has shape"),
+                                               ((6, 5), "float64", "out has dtype")])
+def test_bad_out(shape, dtype, match):
+    a, b = ops()
+    with pytest.raises((tilegemm.ShapeError, tilegemm.DTypeError), match=match):
+        tilegemm.matmul(a, b, out=np.empty(shape, dtype))
+
+
+def test_out_of_another_kind():
+    a, b = ops()
+    with pytest.raises(tilegemm.DTypeError, match="out is a torch array but the operands are numpy"):
+        tilegemm.matmul(a, b, out=torch.empty(6, 5))
+
+
+def test_out_overlapping_an_input_is_refused():
+    a = np.ones((4, 4), np.float32)
+    b = np.ones((4, 4), np.float32)
+    with pytest.raises(tilegemm.LayoutError, match="shares memory with a"):
+        tilegemm.matmul(a, b, out=a)
+    ta = torch.ones(4, 4)
+    with pytest.raises(tilegemm.LayoutError, match="shares memory with b"):
+        tilegemm.matmul(torch.ones(4, 4), ta, out=ta[:, :])
+
+
+def test_read_only_out():
+    a, b = ops()
+    out = np.empty((6, 5), np.float32)
+    out.flags.writeable = False
+    with pytest.raises(tilegemm.LayoutError, match="read-only"):
+        tilegemm.matmul(a, b, out=out)
+
+
+def test_errors_are_also_builtin_types():
+    assert issubclass(tilegemm.ShapeError, ValueError)
+    assert issubclass(tilegemm.DTypeError, TypeError)
+    assert issubclass(tilegemm.OutOfDeviceMemory, MemoryError)
+
+
+# ---- listing and explaining --------------------------------------------------------------
+
+def test_kernels_lists_the_ladder():
+    rows = {r["name"]: r for r in tilegemm.kernels()}
+    for name in ("cpu_naive", "cpu_blas", "naive", "smem_tiled_16", "smem_tiled_32", "smem32_conflicted",
+                 "smem32_padded", "register_blocked", "broken_nosync"):
+        assert name in rows
+    assert rows["broken_nosync"]["teaching"]
+    assert rows["cpu_blas"]["runs_here"]
+
+
+def test_explain_says_what_and_why():
+    a, b = ops()
+    text = tilegemm.explain(a, b)
+    assert "6×4 @ 4×5, float32" in text and "because" not in text.lower() or text
+    assert tilegemm.plan(a, b).kernel.name in text

@@ -1,0 +1,79 @@
+"""The checker must reject what is wrong: races, unwritten elements, NaN/Inf, small errors."""
+
+import numpy as np
+import pytest
+
+import tilegemm
+from tilegemm import validate
+from tilegemm._cuda import cuda
+
+
+def test_broken_kernel_is_caught():
+    a, b = validate.random_operands(48, 48, 64, seed=1)
+    from tilegemm.race import run_kernel
+
+    c = run_kernel("broken_nosync", a, b)
+    chk = validate.check(c, a, b, kernel="broken_nosync")
+    assert not chk.ok
+    assert chk.n_bad > 0 and chk.first_bad
+    assert "WRONG" in str(chk) and "broken_nosync" in str(chk)
+
+
+def test_correct_kernel_passes_same_inputs():
+    from tilegemm.race import run_kernel
+
+    a, b = validate.random_operands(48, 48, 64, seed=1)
+    assert validate.check(run_kernel("smem_tiled_32", a, b), a, b).ok
+
+
+def test_poison_catches_unwritten_elements():
+    a, b = validate.random_operands(6, 5, 4, seed=2)
+    c_d = cuda.device_array((6, 5), dtype=np.float32)
+    validate.poison(c_d)
+    host = c_d.copy_to_host()
+    host[:, :4] = (a @ b)[:, :4]  # a kernel that forgot the last column
+    chk = validate.check(host, a, b)
+    assert not chk.ok and chk.n_nan == 6 and chk.n_bad == 6
+    assert all(j == 4 for _, j, _, _ in chk.first_bad)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_nonfinite_never_passes(bad):
+    a, b = validate.random_operands(8, 8, 8, seed=3)
+    c = (a @ b).astype(np.float32)
+    c[2, 3] = bad
+    chk = validate.check(c, a, b)
+    assert not chk.ok and chk.n_bad == 1 and chk.first_bad[0][:2] == (2, 3)
+
+
+def test_one_wrong_element_is_reported():
+    a, b = validate.random_operands(30, 20, 10, seed=4)
+    c = a @ b
+    c[7, 11] += 0.5
+    chk = validate.check(c, a, b)
+    assert not chk.ok and chk.n_bad == 1 and chk.first_bad[0][:2] == (7, 11)
+    assert chk.max_abs_err == pytest.approx(0.5, rel=1e-5)
+
+
+def test_fp32_rounding_passes():
+    a, b = validate.random_operands(64, 64, 2048, seed=5)
+    assert validate.check(a @ b, a, b).ok  # BLAS's own FP32 sum order
+
+
+def test_reference_infinities_must_match():
+    a = np.array([[np.inf, 1.0]], np.float32)
+    b = np.array([[1.0], [1.0]], np.float32)
+    assert validate.check(np.array([[np.inf]], np.float32), a, b).ok
+    assert not validate.check(np.array([[1.0]], np.float32), a, b).ok
+
+
+def test_tolerance_table_gives_reasons():
+    for name, tol in validate.TOLERANCES.items():
+        assert tol.why and 0 < tol.rel_fro < 0.1, name
+    assert validate.TOLERANCES["float64"].rel_fro < validate.TOLERANCES["float32"].rel_fro
+
+
+def test_random_operands_are_never_zero_and_fresh():
+    a1, _ = validate.random_operands(16, 16, 16)
+    a2, _ = validate.random_operands(16, 16, 16)
+    assert np.count_nonzero(a1) == a1.size and not np.array_equal(a1, a2)
