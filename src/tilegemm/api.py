@@ -201,7 +201,16 @@ def _run_numba(kern, A: Operand, B: Operand, O, out, shape, dtype):
         result = out if out is not None else arrays.empty_like_kind(A, shape, dtype)
         stream = arrays.numba_stream(A)
         R = arrays.describe(result, "out")
-        kern.launch(arrays.to_numba(A), arrays.to_numba(B), arrays.to_numba(R), stream)
+        need = kern.needs_contiguous
+        a_d = arrays.to_numba(A, stream, contiguous=need)
+        b_d = arrays.to_numba(B, stream, contiguous=need)
+        c_d = arrays.to_numba(R, stream)
+        if need and not R.contiguous:  # compute into a contiguous buffer, then scatter into `out`
+            tmp = cuda.device_array(shape, dtype=dtype, stream=stream) if stream else cuda.device_array(shape, dtype=dtype)
+            kern.launch(a_d, b_d, tmp, stream)
+            arrays.copy_2d(tmp, c_d, stream)
+        else:
+            kern.launch(a_d, b_d, c_d, stream)
     return result
 
 

@@ -95,14 +95,40 @@ def numba_stream(op: Operand):
     return None
 
 
-def to_numba(op: Operand, stream=None):
-    """A Numba device array viewing (CUDA kinds) or holding a copy of (host kinds) the operand."""
-    if op.kind in ("numba",):
-        return op.obj
-    if op.kind in ("cupy", "cai") or (op.kind == "torch" and not op.on_host):
-        return cuda.as_cuda_array(op.obj)
-    host = host_view(op)
-    return cuda.to_device(np.ascontiguousarray(host), stream=stream) if stream else cuda.to_device(np.ascontiguousarray(host))
+def to_numba(op: Operand, stream=None, contiguous: bool = False):
+    """A Numba device array viewing (CUDA kinds) or holding a copy of (host kinds) the operand.
+    contiguous=True: a C-contiguous device copy is made of a strided CUDA operand."""
+    if op.kind == "numba" or op.kind in ("cupy", "cai") or (op.kind == "torch" and not op.on_host):
+        arr = op.obj if op.kind == "numba" else cuda.as_cuda_array(op.obj)
+        return contiguous_copy(arr, stream) if contiguous and not op.contiguous else arr
+    host = np.ascontiguousarray(host_view(op))
+    return cuda.to_device(host, stream=stream) if stream else cuda.to_device(host)
+
+
+_copy_kernel = None
+
+
+def copy_2d(src, dst, stream=None) -> None:
+    """dst[...] = src on the device, any strides (a Numba kernel: works for every CUDA kind)."""
+    global _copy_kernel
+    if _copy_kernel is None:
+        @cuda.jit
+        def copy2d(s, d):
+            i, j = cuda.grid(2)
+            if i < d.shape[0] and j < d.shape[1]:
+                d[i, j] = s[i, j]
+
+        _copy_kernel = copy2d
+    m, n = dst.shape
+    grid = ((m + 15) // 16, (n + 15) // 16)
+    k = _copy_kernel[grid, (16, 16)] if stream is None else _copy_kernel[grid, (16, 16), stream]
+    k(src, dst)
+
+
+def contiguous_copy(arr, stream=None):
+    out = cuda.device_array(arr.shape, dtype=arr.dtype, stream=stream) if stream else cuda.device_array(arr.shape, dtype=arr.dtype)
+    copy_2d(arr, out, stream)
+    return out
 
 
 def host_view(op: Operand) -> np.ndarray:

@@ -21,7 +21,7 @@ from rich.table import Table
 from . import _cuda
 
 TOOL_MODULES = ("tilegemm.bench.ceilings", "tilegemm.bench.traffic", "tilegemm.bench.report",
-                "tilegemm.bench.compare")
+                "tilegemm.bench.compare", "tilegemm.bench.results")
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:
@@ -133,6 +133,11 @@ def cmd_race(args) -> int:
                       f"wrong-element counts seen: {counts} (a count that changes from run to run is a race).")
     if correct:
         con.print(f"{race.CORRECT}: {sum(r.check.ok for r in correct)} of {len(correct)} runs correct.")
+    const_ok = [r for r in broken if r.inputs.startswith("A=1") and r.check.ok]
+    if const_ok:
+        con.print("Note: with A = 1 and B = 2 every tile holds the same values, so a warp that reads another "
+                  "step's tile (or a half-written one) often still gets the right numbers: constant inputs can "
+                  "hide a race. Random inputs expose it; racecheck finds it without relying on the data.")
     if args.racecheck:
         if not _cuda.has_gpu() or not race.racecheck_available():
             con.print("[red]racecheck needs a CUDA GPU and compute-sanitizer on the PATH[/]")

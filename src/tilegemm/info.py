@@ -22,7 +22,7 @@ FP64_LANES = {(7, 0): 32, (7, 5): 2, (8, 0): 32, (8, 6): 2, (8, 7): 2, (8, 9): 2
 ATTRS = [
     ("MULTIPROCESSOR_COUNT", "SMs", "{}"),
     ("MAX_THREADS_PER_BLOCK", "max threads / block", "{}"),
-    ("MAX_THREADS_PER_MULTI_PROCESSOR", "max threads / SM", "{}"),
+    ("MAX_THREADS_PER_MULTIPROCESSOR", "max threads / SM", "{}"),
     ("MAX_SHARED_MEMORY_PER_BLOCK", "shared memory / block (default)", "{:,} B"),
     ("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", "shared memory / block (opt-in)", "{:,} B"),
     ("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR", "shared memory / SM", "{:,} B"),

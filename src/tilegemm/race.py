@@ -77,9 +77,12 @@ def racecheck(kernel: str, size: int = 64, timeout: float = 600) -> tuple[int, s
     out = proc.stdout + proc.stderr
     m = re.search(r"RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) errors?, (\d+) warnings?\)", out)
     hazards = int(m.group(1)) if m else 0
-    keep = [ln for ln in out.splitlines() if "RACECHECK SUMMARY" in ln or "ERROR SUMMARY" in ln
-            or ln.startswith("========= Error") or "hazard" in ln.lower()]
-    return hazards, "\n".join(keep[:20]) if keep else out[-2000:]
+    lines = out.splitlines()
+    summary = [ln for ln in lines if "RACECHECK SUMMARY" in ln or "ERROR SUMMARY" in ln]
+    detail = [ln for ln in lines if ln.startswith("========= Error") or "hazards]" in ln][:3]
+    if not summary:
+        return hazards, out[-2000:]
+    return hazards, "\n".join(summary + detail)
 
 
 def default_size() -> int:

@@ -59,6 +59,7 @@ class Kernel:
     flops: Callable[[int, int, int], float] = flops_gemm
     requires: str = ""  # e.g. "sm_90": extra capability the kernel needs
     jit_kernels: Callable[[np.dtype], list] | None = None  # Numba dispatchers, for SASS/resources
+    needs_contiguous: bool = False  # True: launch() needs C-contiguous operands (the API copies others)
     tags: tuple[str, ...] = field(default=())
 
     @property

@@ -1,0 +1,78 @@
+"""The lab's commands, run in-process (simulator on CPU)."""
+
+import json
+
+import pytest
+
+from tilegemm import cli
+
+
+def run(capsys, *argv):
+    code = cli.main(list(argv))
+    return code, capsys.readouterr().out
+
+
+def test_bench_table_simulated(capsys, tmp_path):
+    path = tmp_path / "r.json"
+    table = tmp_path / "t.txt"
+    code, out = run(capsys, "bench", "--sizes", "8,5x7x3", "--quiet", "--json", str(path), "--table", str(table))
+    assert code == 0
+    for header in ("CPU naive", "CPU BLAS", "GPU naive", "GPU tiled-16", "GPU tiled-32", "GPU register-blocked",
+                   "best GFLOP/s", "best vs CPU naive"):
+        assert header in out
+    assert "SIMULATOR" in out and "not GPU times" in out
+    assert "WRONG" not in out
+    doc = json.loads(path.read_text())
+    recs = doc["records"]
+    kernels = {r["kernel"] for r in recs}
+    assert {"cpu_naive", "cpu_blas", "naive", "smem_tiled_16", "smem_tiled_32", "register_blocked"} <= kernels
+    assert all(r["ok"] for r in recs if r["kernel"] != "cublas")
+    assert all(r["median_ms"] > 0 for r in recs)
+    assert {(r["m"], r["n"], r["k"]) for r in recs} == {(8, 8, 8), (5, 7, 3)}
+    assert "GPU tiled-32" in table.read_text()
+
+
+def test_bench_drops_large_sizes_under_the_simulator(capsys):
+    code, out = run(capsys, "bench", "--sizes", "4,4096", "--kernels", "cpu_blas,naive", "--quiet", "--no-e2e")
+    assert code == 0 and "dropped: 4096" in out
+
+
+def test_bench_shows_wrong_for_the_broken_kernel(capsys):
+    code, out = run(capsys, "bench", "--sizes", "40x40x64", "--kernels", "broken_nosync,smem_tiled_32", "--quiet",
+                    "--no-e2e")
+    assert "WRONG" in out and "broken_nosync 40×40×64 float32: WRONG" in out
+    assert code == 0  # a teaching kernel being wrong is the lesson, not a failure
+
+
+def test_bench_skips_cpu_naive_beyond_budget(capsys):
+    code, out = run(capsys, "bench", "--sizes", "48", "--kernels", "cpu_naive", "--cpu-naive-budget", "1e-9",
+                    "--quiet", "--no-e2e")
+    assert "skipped: predicted" in out
+
+
+def test_race_demo(capsys):
+    code, out = run(capsys, "race", "--size", "40", "--k", "64", "--trials", "1")
+    assert code == 0
+    assert "broken_nosync: wrong in 2 of 2 runs" in out
+    assert "smem_tiled_32: 2 of 2 runs correct" in out
+
+
+def test_info_and_kernels(capsys):
+    code, out = run(capsys, "info")
+    assert code == 0 and ("simulator" in out.lower() or "compute capability" in out)
+    code, out = run(capsys, "kernels")
+    assert code == 0 and "register_blocked" in out and "broken_nosync (teaching)" in out
+
+
+@pytest.mark.parametrize("text,shape", [("512", (512, 512, 512)), ("4096x14336x4096", (4096, 14336, 4096)),
+                                        ("3×5×7", (3, 5, 7))])
+def test_parse_shape(text, shape):
+    assert cli.parse_shape(text) == shape
+
+
+@pytest.mark.parametrize("bad", ["0", "1x2", "axb", "-4"])
+def test_parse_shape_rejects(bad):
+    import argparse
+
+    with pytest.raises(argparse.ArgumentTypeError):
+        cli.parse_shape(bad)

@@ -1,0 +1,115 @@
+"""Tests that need a real CUDA GPU: run on the device with `pytest -m gpu`."""
+
+import numpy as np
+import pytest
+
+import tilegemm
+from tilegemm import registry, validate
+
+pytestmark = pytest.mark.gpu
+
+SIZES = [(128, 128, 128), (1024, 1024, 1024), (4096, 4096, 4096)]
+AWKWARD = [(1, 1, 1), (5, 23, 7), (17, 33, 65), (1000, 1, 1000), (4095, 4097, 1023), (64, 64, 3)]
+
+
+def gpu_kernels():
+    return [k.name for k in registry.all_kernels() if k.backend == "simt" and "broken" not in k.tags
+            and k.supports("float32")]
+
+
+@pytest.mark.parametrize("shape", SIZES + AWKWARD, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("name", gpu_kernels())
+def test_kernel_on_gpu(name, shape):
+    m, n, k = shape
+    if name == "naive" and m * n * k > 2048**3:
+        pytest.skip("naive at 4096³ takes seconds; covered at 1024³")
+    a, b = validate.random_operands(m, n, k, seed=7)
+    c = tilegemm.matmul(a, b, kernel=name)
+    chk = validate.check(c, a, b, kernel=name)
+    assert chk.ok, str(chk)
+
+
+def _no_host_round_trip(monkeypatch):
+    from tilegemm import arrays
+
+    def refuse(*a, **k):
+        raise AssertionError("a CUDA operand went through the host")
+
+    monkeypatch.setattr(arrays, "host_view", refuse)
+
+
+def test_torch_cuda_in_place(monkeypatch):
+    torch = pytest.importorskip("torch")
+    _no_host_round_trip(monkeypatch)
+    a, b = validate.random_operands(300, 200, 100, seed=1)
+    ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+    c = tilegemm.matmul(ta, tb)
+    assert isinstance(c, torch.Tensor) and c.is_cuda and c.dtype == torch.float32
+    assert validate.check(c.cpu().numpy(), a, b).ok
+    out = torch.empty(300, 200, device="cuda")
+    assert tilegemm.matmul(ta, tb, out=out) is out
+    assert validate.check(out.cpu().numpy(), a, b).ok
+    tt = ta.t()  # a non-contiguous view, used in place
+    c2 = tilegemm.matmul(tt, ta)
+    assert validate.check(c2.cpu().numpy(), a.T, a).ok
+
+
+def test_torch_side_stream():
+    torch = pytest.importorskip("torch")
+    a, b = validate.random_operands(512, 512, 512, seed=2)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+        c = tilegemm.matmul(ta, tb) * 2  # ordered on s after our kernel
+    torch.cuda.synchronize()
+    assert validate.check(c.cpu().numpy() / 2, a, b).ok
+
+
+def test_cupy_in_place(monkeypatch):
+    cp = pytest.importorskip("cupy")
+    _no_host_round_trip(monkeypatch)
+    a, b = validate.random_operands(70, 90, 50, seed=3)
+    c = tilegemm.matmul(cp.asarray(a), cp.asarray(b))
+    assert isinstance(c, cp.ndarray)
+    assert validate.check(cp.asnumpy(c), a, b).ok
+
+
+def test_numba_in_place(monkeypatch):
+    from numba import cuda
+
+    _no_host_round_trip(monkeypatch)
+    a, b = validate.random_operands(70, 90, 50, seed=4)
+    c = tilegemm.matmul(cuda.to_device(a), cuda.to_device(b))
+    assert validate.check(c.copy_to_host(), a, b).ok
+
+
+def test_device_out_overlap_refused():
+    torch = pytest.importorskip("torch")
+    t = torch.ones(8, 8, device="cuda")
+    with pytest.raises(tilegemm.LayoutError):
+        tilegemm.matmul(t, torch.ones(8, 8, device="cuda"), out=t)
+
+
+def test_out_of_memory_is_a_clear_error():
+    a = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), shape=(200_000, 200_000), strides=(0, 0))
+    with pytest.raises(tilegemm.OutOfDeviceMemory, match="MiB free"):
+        tilegemm.matmul(a, a, kernel="register_blocked")
+
+
+def test_race_on_gpu():
+    from tilegemm import race
+
+    runs = race.race(256, 256, 256, trials=3)
+    assert all(r.check.ok for r in runs if r.kernel == race.CORRECT)
+    assert any(not r.check.ok for r in runs if r.kernel == race.BROKEN)
+
+
+def test_racecheck_flags_the_broken_kernel():
+    from tilegemm import race
+
+    if not race.racecheck_available():
+        pytest.skip("compute-sanitizer is not on the PATH")
+    hazards, summary = race.racecheck("broken_nosync", 32)
+    assert hazards > 0, summary
+    hazards_ok, summary_ok = race.racecheck("smem_tiled_32", 32)
+    assert hazards_ok == 0, summary_ok
