@@ -122,8 +122,13 @@ def one(dtype, m, n, k, dev, torch, triton, C, t03, validate):
     g = torch.Generator(device="cpu").manual_seed(m * 7 + n * 3 + k)
     rows = torch.randperm(m, generator=g)[:min(m, 48)].to(dev)
     cols = torch.randperm(n, generator=g)[:min(n, 256)].to(dev)
-    a_s = a[rows].double() * (sa.double() if sa is not None else 1)
-    b_s = b[:, cols].double() * (sb.double() if sb is not None else 1)
+    def take(x, dim, idx):  # index_select through a uint8 view for FP8 (same bytes)
+        if x.element_size() == 1:
+            return x.view(torch.uint8).index_select(dim, idx).view(x.dtype)
+        return x.index_select(dim, idx)
+
+    a_s = take(a, 0, rows).double() * (sa.double() if sa is not None else 1)
+    b_s = take(b, 1, cols).double() * (sb.double() if sb is not None else 1)
     c_s = c[rows][:, cols].double()
     tol_name = {"bf16": "bfloat16", "fp16": "float16", "tf32": "tf32", "fp8": "float8_e4m3fn"}[dtype]
     chk = validate.check(c_s.cpu().numpy(), a_s.cpu().numpy(), b_s.cpu().numpy(), dtype=tol_name, kernel=t03.NAME,

@@ -79,13 +79,22 @@ def cmd_bench(args) -> int:
         def progress(msg):
             prog.update(task, description=msg, advance=1)
 
-        records = sweep.Sweep(kernels, shapes, settings, progress).run()
+        from .bench.clocks import ClockWatch
+
+        with ClockWatch() as clock_watch:
+            records = sweep.Sweep(kernels, shapes, settings, progress).run()
+    clocks = clock_watch.to_dict()
+    if clocks.get("warning"):
+        con.print(f"[yellow]clocks: {clocks['warning']}[/]")
     where = "Numba CUDA simulator" if not _cuda.has_gpu() else _gpu_name()
     table.print_table(records, con, f"tilegemm bench: {settings.dtype}, {where}", settings.simulated)
     if args.json:
         from .bench import results
 
-        doc = results.document(records, settings.harness())
+        from .bench import ceilings
+
+        cached = ceilings.load_cached(_gpu_name()) if _cuda.has_gpu() else None
+        doc = results.document(records, settings.harness(), clocks, ceilings=cached)
         results.save(doc, args.json)
         con.print(f"results written to {args.json}")
     if args.table:

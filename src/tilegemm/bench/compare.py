@@ -142,6 +142,8 @@ def cli_compare(args) -> int:
     old, new = load(args.old), load(args.new)
     verdicts = compare(old, new, equivalence=args.equivalence, level=args.level)
     console = Console()
+    if not console.is_terminal:
+        console.width = max(console.width, 150)
     if not verdicts:
         console.print("no kernel × shape appears in both files")
         return 1

@@ -1,8 +1,17 @@
-"""Tensor-core kernels written in Triton (FP16/BF16/TF32/FP8). Loaded only when Triton imports."""
+"""Tensor-core kernels written in Triton (FP16/BF16/TF32/FP8). Loaded only when Triton imports.
+
+Rungs: t01_tiled (tl.dot on tiles, grouped order), t02_persistent (one program per SM),
+t03_tma_persistent (TMA descriptors, optional warp specialisation; sm_90). They register for
+float16 and bfloat16, the dtypes `matmul(kernel="auto")` may give them; TF32 (not IEEE FP32) and
+FP8 with scales are reached through `tilegemm.tensorcore_api.gemm`.
+"""
 
 from __future__ import annotations
 
 import importlib.util
+
+AVAILABLE = False
+IMPORT_ERROR = ""
 
 
 def triton_status(kernel) -> tuple[bool, str]:
@@ -16,3 +25,91 @@ def triton_status(kernel) -> tuple[bool, str]:
     if kernel.requires == "sm_90" and torch.cuda.get_device_capability() < (9, 0):
         return False, "needs a Hopper GPU (sm_90)"
     return True, ""
+
+
+try:  # register the rungs only where triton and torch import (CPU builds included)
+    import torch as _torch  # noqa: F401
+    import triton as _triton  # noqa: F401
+except Exception as _e:  # noqa: BLE001
+    IMPORT_ERROR = f"{type(_e).__name__}: {_e}"
+else:
+    from . import t01_tiled, t02_persistent, t03_tma_persistent  # noqa: F401
+
+    AVAILABLE = True
+
+
+RUNGS = {"tc_tiled": "t01_tiled", "tc_persistent": "t02_persistent", "tc_tma_persistent": "t03_tma_persistent"}
+
+
+def rung_module(name: str):
+    """The module of a tensor-core kernel by registry name."""
+    import importlib
+
+    if name not in RUNGS:
+        raise KeyError(f"{name!r} is not a tensor-core kernel; one of {', '.join(RUNGS)}")
+    return importlib.import_module(f"{__name__}.{RUNGS[name]}")
+
+
+# ---- arrays of any kind <-> torch CUDA tensors -------------------------------------------------
+
+
+def to_torch_cuda(op):
+    """A torch CUDA tensor for an `arrays.Operand`: no copy for CUDA arrays (CUDA array interface),
+    one host-to-device copy for NumPy arrays and torch CPU tensors."""
+    import numpy as np
+    import torch
+
+    x = op.obj
+    if op.kind == "torch":
+        return x if x.is_cuda else x.cuda()
+    if op.kind == "numpy":
+        return torch.from_numpy(x if x.flags.writeable and min(x.strides, default=0) >= 0 else x.copy()).cuda()
+    if op.kind == "cupy":
+        return torch.as_tensor(x, device=f"cuda:{x.device.id}")
+    # numba device arrays and other __cuda_array_interface__ objects
+    return torch.as_tensor(x, device="cuda")
+
+
+def to_kind(t, op, out=None):
+    """Hand torch CUDA tensor t back as the caller's kind (the kind of operand `op`)."""
+    if out is not None:
+        return out
+    if op.kind == "torch":
+        return t if op.obj.is_cuda else t.cpu()
+    if op.kind == "numpy":
+        return t.cpu().numpy()
+    if op.kind == "cupy":
+        import cupy
+
+        return cupy.asarray(t)
+    from numba import cuda
+
+    return cuda.as_cuda_array(t)
+
+
+def run_torch(kern, A, B, out, shape, dtype: str):
+    """api.matmul's path to a tensor-core kernel: A, B are arrays.Operand, out the caller's array
+    (or None); returns the caller's kind. CUDA operands are used in place."""
+    import torch
+
+    a, b = to_torch_cuda(A), to_torch_cuda(B)
+    tdtype = getattr(torch, dtype)
+    with torch.cuda.device(a.device):
+        if out is None:
+            c = torch.empty(shape, dtype=tdtype, device=a.device)
+            kern.launch(a, b, c, None)
+            return to_kind(c, A)
+        from ...arrays import describe
+
+        O = describe(out, "out")
+        if O.on_host:  # NumPy / torch CPU out: compute on the device, copy back into it
+            c = torch.empty(shape, dtype=tdtype, device=a.device)
+            kern.launch(a, b, c, None)
+            host = c.cpu()
+            if O.kind == "numpy":
+                out[...] = host.numpy()
+            else:
+                out.copy_(host)
+            return out
+        kern.launch(a, b, to_torch_cuda(O), None)  # a view of the caller's memory
+        return out

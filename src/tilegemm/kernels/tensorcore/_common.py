@@ -152,6 +152,30 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+def _interpreter_numpy_shim() -> None:
+    """Triton 3.6's interpreter turns a scalar tensor into an int with int(ndarray of shape (1,)),
+    which NumPy 2.4 refuses ("only 0-dimensional arrays can be converted"), so any loop bounded
+    by a run-time scalar fails under TRITON_INTERPRET=1. Re-patch `__index__` to take the one
+    element. Only ever installed in interpreter mode."""
+    import numpy as np
+    from triton.runtime import interpreter as interp
+
+    if getattr(interp, "_tilegemm_shim", False) or not hasattr(interp, "_patch_lang_tensor"):
+        return
+    original = interp._patch_lang_tensor
+
+    def patched(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(np.asarray(self.handle.data).reshape(-1)[0]))
+
+    interp._patch_lang_tensor = patched
+    interp._tilegemm_shim = True
+
+
+if interpreting():
+    _interpreter_numpy_shim()
+
+
 # ---- pieces of kernel shared by the rungs -----------------------------------------------------
 
 

@@ -1,0 +1,88 @@
+"""t02 persistent tensor-core GEMM: one program per SM, each walking tiles strided by the SM count.
+
+Changes against t01: the grid is min(#SMs, tiles) programs instead of one per tile; program p
+computes tiles p, p + #SMs, p + 2·#SMs, … (over all batches). The tile order inside the walk is
+t01's grouped order, so at any moment the #SMs tiles in flight form a compact block of C and
+share their A and B panels in L2. Launch and block-scheduling costs are paid once per SM, and the
+last wave's tail is no longer a separate, partly idle wave of blocks; the next tile's first loads
+can overlap the previous tile's epilogue inside one program.
+
+Global traffic is t01's (the tiles and their order are the same):
+    reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM),  writes = M·N   (elements)
+Arithmetic intensity ≈ 2·BM·BN / (s·(BM + BN)) FLOP/byte for large K. What improves is how much of
+the re-read traffic L2 absorbs: #SMs consecutive grouped tiles (132 on an H200) touch about
+sqrt(132)·(BM + BN)·K elements of A and B instead of 132·(BM + BN)·K.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ...registry import Kernel, ceil_div, register
+from . import _common as C
+from ._common import grouped_tile, mainloop_ptr, scale_acc, store_ptr
+
+NAME = "tc_persistent"
+
+
+@triton.jit
+def persistent_kernel(a_ptr, b_ptr, c_ptr, i_ptr, sa_ptr, sb_ptr, M, N, K, BATCH,
+                      sab, sam, sak, sbb, sbk, sbn, scb, scm, scn, sib, sim, sin_, alpha, beta,
+                      BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+                      NUM_SMS: tl.constexpr, PRECISION: tl.constexpr, HAS_BETA: tl.constexpr,
+                      HAS_SCALE: tl.constexpr):
+    start = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BM)
+    num_pid_n = tl.cdiv(N, BN)
+    tiles = num_pid_m * num_pid_n
+    for t in tl.range(start, tiles * BATCH, NUM_SMS):
+        bid = (t // tiles).to(tl.int64)
+        pid_m, pid_n = grouped_tile(t % tiles, num_pid_m, num_pid_n, GROUP_M)
+        off_m = pid_m * BM
+        off_n = pid_n * BN
+        acc = mainloop_ptr(a_ptr + bid * sab, b_ptr + bid * sbb, M, N, K, sam, sak, sbk, sbn, off_m, off_n,
+                           BM, BN, BK, PRECISION)
+        acc = scale_acc(acc, i_ptr + bid * sib, sa_ptr, sb_ptr, M, N, sim, sin_, alpha, beta, off_m, off_n,
+                        BM, BN, HAS_BETA, HAS_SCALE)
+        store_ptr(acc, c_ptr + bid * scb, M, N, scm, scn, off_m, off_n, BM, BN)
+
+
+def run(p: C.Problem, cfg: dict) -> None:
+    c_in, sa, sb = C.epilogue_args(p)
+    sms = C.num_sms(p.a.device)
+    tiles = ceil_div(p.m, cfg["BM"]) * ceil_div(p.n, cfg["BN"]) * p.batch
+    persistent_kernel[(min(sms, tiles),)](
+        p.a, p.b, p.c, c_in, sa, sb, p.m, p.n, p.k, p.batch,
+        p.bstride(p.a), *p.mat_strides(p.a), p.bstride(p.b), *p.mat_strides(p.b),
+        p.bstride(p.c), *p.mat_strides(p.c), p.bstride(c_in), *p.mat_strides(c_in),
+        float(p.alpha), float(p.beta),
+        BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], GROUP_M=cfg["GROUP_M"], NUM_SMS=sms,
+        PRECISION=p.dot_precision, HAS_BETA=p.has_beta, HAS_SCALE=p.scale_a is not None,
+        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+    )
+
+
+def default_config(p: C.Problem) -> dict:
+    return C.prune(C.base_configs(p), p, tma_store=False)[0]
+
+
+def gemm(p: C.Problem, config: dict | None = None) -> dict:
+    cfg = config or C.choose(NAME, p, C.prune(C.base_configs(p), p, tma_store=False), default_config(p), run)
+    run(p, cfg)
+    return cfg
+
+
+def launch(a, b, c, stream=None):
+    with C.on_stream(stream):
+        gemm(C.problem_2d(a, b, c))
+
+
+def traffic(m, n, k, s, bm=128, bn=128):
+    return (m * k * ceil_div(n, bn) + k * n * ceil_div(m, bm) + m * n) * float(s)
+
+
+register(Kernel(
+    name=NAME, backend="tensorcore", dtypes=("float16", "bfloat16"), launch=launch, traffic=traffic,
+    label="Triton persistent", rung=2, module=__name__, auto_rank=20, tags=("triton", "tensorcore"),
+))

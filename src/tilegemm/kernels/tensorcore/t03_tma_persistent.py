@@ -1,0 +1,252 @@
+"""t03 TMA persistent tensor-core GEMM: t02's persistent walk, with tiles moved by the TMA engine.
+
+Changes against t02: A, B (and C, when it fits) are described to the hardware once, on the host,
+as TMA tensor descriptors (`triton.tools.tensor_descriptor.TensorDescriptor`: base, shape,
+strides, block shape), and a tile load is one `desc.load([row, col])`: a single thread issues a
+bulk tensor copy (cp.async.bulk.tensor, Hopper's copy engine) straight into swizzled shared
+memory, completing on an mbarrier. No address arithmetic or masks in registers: the copy engine
+fills out-of-bounds rows and columns with zeros and clips the store of edge tiles. The registers
+freed go to the accumulator (128×256 FP32 tiles over 8 warps), and wgmma reads both operands from
+shared memory. With `warp_specialize` (a config option, tried by the tuner) Triton splits each
+program into a producer warp issuing TMA copies and consumer warpgroups issuing wgmma, so copies
+and math overlap without the software pipeline's prologue and epilogue.
+
+Operands in either layout: a row-major A is described as M×K with BM×BK boxes, a column-major A
+as K×M (boxes BK×BM, transposed in shared memory with `.T`, no copy); likewise B. TF32 and FP8
+wgmma read only K-major operands from shared memory, so for those a config may ask for a
+K-major copy of a badly laid out operand first (KMAJOR; 2·K·N·s extra bytes, counted in the
+time). Needs sm_90, 16-byte aligned bases and row strides; anything else runs t02 instead, and
+the reason is recorded in `fallbacks`.
+
+Global traffic is t02's, moved in bulk:
+    reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM),  writes = M·N   (elements)
+Arithmetic intensity against DRAM ≈ 2·BM·BN / (s·(BM + BN)) FLOP/byte for large K if nothing
+were reused from L2 (85 at 128×256 in FP16, 171 in FP8), below the H200's FP16 ridge of
+989 TFLOP/s / 4.8 TB/s ≈ 206 FLOP/B; the grouped order's L2 reuse multiplies it by about the
+group size, so large products are bound by the tensor cores, and small-M ones (M ≤ 128) by
+reading B's K·N·s bytes once.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+import triton
+import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+from ...registry import Kernel, ceil_div, register
+from . import _common as C
+from . import t02_persistent
+from ._common import grouped_tile, scale_acc, store_ptr
+
+NAME = "tc_tma_persistent"
+fallbacks: dict[str, str] = {}  # key -> why t02 ran instead (or why warp specialisation was dropped)
+
+
+@triton.jit
+def _load_tile(desc, bid, off_r, off_c, R: tl.constexpr, CC: tl.constexpr, TRANS: tl.constexpr,
+               BATCHED: tl.constexpr):
+    """An R×CC tile at (off_r, off_c); TRANS: stored transposed, so load CC×R and transpose."""
+    if TRANS:
+        if BATCHED:
+            x = desc.load([bid, off_c, off_r]).reshape(CC, R)
+        else:
+            x = desc.load([off_c, off_r])
+        y = x.T
+    else:
+        if BATCHED:
+            y = desc.load([bid, off_r, off_c]).reshape(R, CC)
+        else:
+            y = desc.load([off_r, off_c])
+    return y
+
+
+@triton.jit
+def tma_persistent_kernel(a_desc, b_desc, c_desc, c_ptr, i_ptr, sa_ptr, sb_ptr, M, N, K, BATCH,
+                          scb, scm, scn, sib, sim, sin_, alpha, beta,
+                          BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+                          NUM_SMS: tl.constexpr, PRECISION: tl.constexpr,
+                          A_T: tl.constexpr, B_T: tl.constexpr, A_3D: tl.constexpr, B_3D: tl.constexpr,
+                          C_TMA: tl.constexpr, HAS_BETA: tl.constexpr, HAS_SCALE: tl.constexpr,
+                          WS: tl.constexpr):
+    start = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BM)
+    num_pid_n = tl.cdiv(N, BN)
+    tiles = num_pid_m * num_pid_n
+    k_tiles = tl.cdiv(K, BK)
+    for t in tl.range(start, tiles * BATCH, NUM_SMS, warp_specialize=WS):
+        bid = t // tiles
+        pid_m, pid_n = grouped_tile(t % tiles, num_pid_m, num_pid_n, GROUP_M)
+        off_m = pid_m * BM
+        off_n = pid_n * BN
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for kt in range(k_tiles):
+            off_k = kt * BK
+            a = _load_tile(a_desc, bid, off_m, off_k, BM, BK, A_T, A_3D)
+            b = _load_tile(b_desc, bid, off_k, off_n, BK, BN, B_T, B_3D)
+            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        b64 = bid.to(tl.int64)
+        acc = scale_acc(acc, i_ptr + b64 * sib, sa_ptr, sb_ptr, M, N, sim, sin_, alpha, beta, off_m, off_n,
+                        BM, BN, HAS_BETA, HAS_SCALE)
+        if C_TMA:
+            c_desc.store([off_m, off_n], acc.to(c_ptr.dtype.element_ty))
+        else:
+            store_ptr(acc, c_ptr + b64 * scb, M, N, scm, scn, off_m, off_n, BM, BN)
+
+
+# ---- host side --------------------------------------------------------------------------------
+
+
+def _tma_ok(x: torch.Tensor, inner: int) -> bool:
+    """Can x be described with dimension `inner` (-1 or -2) contiguous? 16-byte aligned base and
+    strides (TMA's rules)."""
+    s = x.element_size()
+    if x.data_ptr() % 16 or x.stride(inner) != 1:
+        return False
+    others = [x.stride(d) for d in range(x.dim()) if d != x.dim() + inner and not (x.dim() == 3 and d == 0 and x.shape[0] == 1)]
+    return all((st * s) % 16 == 0 and st > 0 for st in others)
+
+
+def _squeeze(x: torch.Tensor) -> torch.Tensor:
+    return x[0] if x.dim() == 3 and x.shape[0] == 1 else x
+
+
+def _is_kmajor(x: torch.Tensor, which: str) -> bool:
+    return x.stride(-1) == 1 if which == "a" else x.stride(-2) == 1
+
+
+def _make_kmajor(x: torch.Tensor, which: str) -> torch.Tensor:
+    if which == "a":
+        return x.contiguous()
+    return x.transpose(-1, -2).contiguous().transpose(-1, -2)
+
+
+def _desc(x: torch.Tensor, rows: int, cols: int, trans: bool) -> TensorDescriptor:
+    """Descriptor for a logical rows×cols operand tile (rows×cols box), stored transposed if trans."""
+    if trans:  # memory is (…, cols-dim, rows-dim) with the logical row index contiguous
+        shape = list(x.shape[:-2]) + [x.shape[-1], x.shape[-2]]
+        strides = list(x.stride()[:-2]) + [x.stride(-1), x.stride(-2)]
+        block = [cols, rows]
+    else:
+        shape, strides, block = list(x.shape), list(x.stride()), [rows, cols]
+    if x.dim() == 3:
+        block = [1] + block
+    return TensorDescriptor(x, shape, strides, block)
+
+
+def usable(p: C.Problem) -> str:
+    """'' when TMA can describe the operands, else the reason it cannot."""
+    if p.a.device.type == "cuda" and torch.cuda.get_device_capability(p.a.device) < (9, 0):
+        return "TMA needs sm_90"
+    for x, which in ((p.a, "a"), (p.b, "b")):
+        x = _squeeze(x)
+        inner = -1 if (x.stride(-1) == 1) else -2
+        if x.stride(inner) != 1:
+            return f"{which}: neither rows nor columns are contiguous"
+        if not _tma_ok(x, inner):
+            return f"{which}: base or strides not 16-byte aligned (TMA)"
+    return ""
+
+
+def candidates(p: C.Problem) -> list[dict]:
+    ins, outs = p.a.element_size(), p.c.element_size()
+    c_tma_possible = p.batch == 1 and _squeeze(p.c).dim() == 2 and _tma_ok(_squeeze(p.c), -1)
+    narrow = ins != 2  # TF32 / FP8: wgmma wants K-major operands
+    bad_layout = narrow and (not _is_kmajor(p.a, "a") or not _is_kmajor(p.b, "b"))
+    out = []
+    for i, c in enumerate(C.prune(C.base_configs(p), p, tma_store=False)):
+        c = dict(c, C_TMA=c_tma_possible and C.smem_bytes(c, ins, outs, True) <= C.SMEM_BUDGET, WS=False)
+        variants = [c]
+        if i < 2 and p.m > 256:
+            variants.append(dict(c, WS=True))
+        for v in variants:
+            if bad_layout:  # copy to K-major first (safe); without the copy tried once
+                out.append(dict(v, KMAJOR=True))
+                if i == 0 and not v["WS"]:
+                    out.append(dict(v, KMAJOR=False))
+            else:
+                out.append(v)
+    return out
+
+
+def default_config(p: C.Problem) -> dict:
+    return candidates(p)[0]
+
+
+def run(p: C.Problem, cfg: dict) -> None:
+    a, b = p.a, p.b
+    if cfg.get("KMAJOR"):
+        if not _is_kmajor(a, "a"):
+            a = _make_kmajor(a, "a")
+        if not _is_kmajor(b, "b"):
+            b = _make_kmajor(b, "b")
+    a, b = _squeeze(a), _squeeze(b)
+    c2 = _squeeze(p.c)
+    a_t, b_t = a.stride(-1) != 1, b.stride(-1) != 1
+    BM, BN, BK = cfg["BM"], cfg["BN"], cfg["BK"]
+    a_desc = _desc(a, BM, BK, a_t)
+    b_desc = _desc(b, BK, BN, b_t)
+    c_tma = bool(cfg.get("C_TMA")) and c2.dim() == 2
+    c_desc = TensorDescriptor(c2, list(c2.shape), list(c2.stride()), [BM, BN]) if c_tma else a_desc
+    c_in, sa, sb = C.epilogue_args(p)
+    sms = C.num_sms(p.a.device)
+    tiles = ceil_div(p.m, BM) * ceil_div(p.n, BN) * p.batch
+    tma_persistent_kernel[(min(sms, tiles),)](
+        a_desc, b_desc, c_desc, p.c, c_in, sa, sb, p.m, p.n, p.k, p.batch,
+        p.bstride(p.c), *p.mat_strides(p.c), p.bstride(c_in), *p.mat_strides(c_in),
+        float(p.alpha), float(p.beta),
+        BM=BM, BN=BN, BK=BK, GROUP_M=cfg["GROUP_M"], NUM_SMS=sms, PRECISION=p.dot_precision,
+        A_T=a_t, B_T=b_t, A_3D=a.dim() == 3, B_3D=b.dim() == 3, C_TMA=c_tma,
+        HAS_BETA=p.has_beta, HAS_SCALE=p.scale_a is not None, WS=bool(cfg.get("WS")),
+        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+    )
+
+
+def _fallback(key: str, why: str) -> None:
+    if key not in fallbacks:
+        fallbacks[key] = why
+        warnings.warn(f"{NAME}: {why}", RuntimeWarning, stacklevel=3)
+
+
+def gemm(p: C.Problem, config: dict | None = None) -> dict:
+    """Run p through TMA when possible; otherwise (or if this Triton cannot build it) through t02.
+    Returns the configuration used, with "kernel" naming the rung that ran."""
+    why = usable(p)
+    if why:
+        fallbacks.setdefault(C.tune_key(NAME, p), why)
+        return dict(t02_persistent.gemm(p), kernel=t02_persistent.NAME, fallback=why)
+    cfg = config or C.choose(NAME, p, candidates(p), default_config(p), run)
+    try:
+        run(p, cfg)
+        return dict(cfg, kernel=NAME)
+    except Exception as e:  # noqa: BLE001  (compile errors of this Triton: degrade, say why)
+        err = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+        if cfg.get("WS"):
+            _fallback(C.tune_key(NAME, p, "ws"), f"warp_specialize failed ({err}); ran without it")
+            cfg2 = dict(cfg, WS=False)
+            try:
+                run(p, cfg2)
+                return dict(cfg2, kernel=NAME)
+            except Exception as e2:  # noqa: BLE001
+                err = f"{type(e2).__name__}: {str(e2).splitlines()[0][:200] if str(e2) else ''}"
+        _fallback(C.tune_key(NAME, p), f"TMA kernel failed ({err}); ran {t02_persistent.NAME}")
+        return dict(t02_persistent.gemm(p), kernel=t02_persistent.NAME, fallback=err)
+
+
+def launch(a, b, c, stream=None):
+    with C.on_stream(stream):
+        gemm(C.problem_2d(a, b, c))
+
+
+def traffic(m, n, k, s, bm=128, bn=256):
+    return (m * k * ceil_div(n, bn) + k * n * ceil_div(m, bm) + m * n) * float(s)
+
+
+register(Kernel(
+    name=NAME, backend="tensorcore", dtypes=("float16", "bfloat16"), launch=launch, traffic=traffic,
+    label="Triton TMA persistent", rung=3, module=__name__, auto_rank=30, requires="sm_90",
+    tags=("triton", "tensorcore", "tma"),
+))
+

@@ -1,0 +1,149 @@
+"""`gemm`: the tensor-core entry point, with the precisions, scales and epilogue `matmul` leaves out.
+
+    c = gemm(a, b)                                   # fp16/bf16 in, same out, FP32 accumulation
+    c = gemm(a32, b32, precision="tf32")             # TF32: inputs rounded to 10-bit mantissas
+    c = gemm(a8, b8, scale_a=sa, scale_b=sb)          # FP8 e4m3/e5m2, per-tensor scales, bf16 out
+    c = gemm(a, b, alpha=2.0, beta=1.0, c=c0)        # c0 ← 2·A@B + c0, in place
+    c = gemm(a3, b3)                                 # batched: B×M×K @ B×K×N (or a 2-D b, broadcast)
+
+Precisions: "fp16", "bf16" (FP32 accumulation), "tf32" (FP32 inputs rounded to TF32 inside the
+tensor cores: about 1e-3 relative error, NOT IEEE FP32), "ieee" (exact FP32 arithmetic, no tensor
+cores, slow), "fp8" (float8_e4m3fn / float8_e5m2 inputs; other inputs are quantised with a
+per-tensor scale amax/finfo.max). "auto" takes the precision the inputs' dtype implies, and FP32
+inputs mean "ieee", never TF32 behind the caller's back.
+"""
+
+from __future__ import annotations
+
+from . import arrays
+from .errors import DeviceError, DTypeError, ShapeError
+
+PRECISION_NAMES = ("auto", "fp16", "bf16", "tf32", "ieee", "fp8")
+
+
+def _torch_in(x, what):
+    from .kernels.tensorcore import to_torch_cuda
+
+    op = arrays.describe(x, what)
+    return to_torch_cuda(op), op
+
+
+def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, beta: float = 0.0, c=None,
+         scale_a=None, scale_b=None, kernel: str = "auto"):
+    """C = alpha·(scale_a·A) @ (scale_b·B) + beta·C on the tensor cores (Triton).
+
+    a: (M, K) or (batch, M, K); b: (K, N) or (batch, K, N); a 2-D operand broadcasts over the batch.
+    Any strides (transposed views run without copies). Arrays of any kind tilegemm accepts; CUDA
+    arrays are used in place, host arrays are copied to the GPU and the result back.
+    precision: see the module docstring. out_dtype: "float16", "bfloat16", "float32" or a torch
+    dtype; default: the input dtype for fp16/bf16, bfloat16 for fp8, float32 for tf32/ieee.
+    c: existing output (beta ≠ 0 reads it); written in place and returned, in the caller's kind.
+    scale_a, scale_b: per-tensor scales (float or one-element tensor), FP8 only.
+    kernel: "auto" (TMA persistent on sm_90, else persistent) or "tc_tiled", "tc_persistent",
+    "tc_tma_persistent".
+    """
+    import torch
+
+    from .kernels import tensorcore as tc
+
+    if not tc.AVAILABLE:
+        raise DeviceError(f"gemm: needs triton and torch ({tc.IMPORT_ERROR})")
+    if not torch.cuda.is_available():
+        raise DeviceError("gemm: needs a CUDA GPU")
+    from .kernels.tensorcore import _common as C
+
+    if precision not in PRECISION_NAMES:
+        raise DTypeError(f"gemm: precision must be one of {', '.join(PRECISION_NAMES)}; got {precision!r}")
+    ta, A = _torch_in(a, "a")
+    tb, _ = _torch_in(b, "b")
+    if ta.dim() not in (2, 3) or tb.dim() not in (2, 3):
+        raise ShapeError(f"gemm: a and b must be 2-D or 3-D; got {tuple(ta.shape)} and {tuple(tb.shape)}")
+    if ta.shape[-1] != tb.shape[-2]:
+        raise ShapeError(f"gemm: inner dimensions differ: a {tuple(ta.shape)}, b {tuple(tb.shape)}")
+    if ta.device != tb.device:
+        raise DeviceError(f"gemm: operands on different devices: {ta.device}, {tb.device}")
+    if precision == "auto":
+        if ta.dtype != tb.dtype:
+            raise DTypeError(f"gemm: mixed dtypes {ta.dtype}, {tb.dtype}; name a precision or cast one")
+        precision = C.precision_of(ta.dtype)
+    ta, sa = _convert(ta, precision, scale_a, "a")
+    tb, sb = _convert(tb, precision, scale_b, "b")
+    if ta.dtype != tb.dtype:
+        raise DTypeError(f"gemm: mixed FP8 formats {ta.dtype}, {tb.dtype}; use one")
+    odt = _out_dtype(out_dtype, precision, ta.dtype)
+    batch = max(x.shape[0] if x.dim() == 3 else 1 for x in (ta, tb))
+    m, n = ta.shape[-2], tb.shape[-1]
+    shape = (batch, m, n) if (ta.dim() == 3 or tb.dim() == 3) else (m, n)
+    if c is not None:
+        tc_out, O = _torch_in(c, "c")
+        if tuple(tc_out.shape) != shape:
+            raise ShapeError(f"gemm: c has shape {tuple(tc_out.shape)}; the product is {shape}")
+        if tc_out.dtype != odt:
+            raise DTypeError(f"gemm: c is {tc_out.dtype} but out_dtype is {odt}")
+        host_c = O.on_host
+    else:
+        tc_out, host_c = torch.empty(shape, dtype=odt, device=ta.device), False
+    if 0 in shape:
+        return _back(tc_out, A, c, host_c)
+    if ta.shape[-1] == 0:  # empty sum
+        tc_out.mul_(beta) if beta != 0 else tc_out.zero_()
+        return _back(tc_out, A, c, host_c)
+    p = C.Problem(ta, tb, tc_out, precision, float(alpha), float(beta), tc_out if beta != 0 else None, sa, sb)
+    name = kernel
+    if name == "auto":
+        cap = torch.cuda.get_device_capability(ta.device)
+        name = "tc_tma_persistent" if cap >= (9, 0) else "tc_persistent"
+    with torch.cuda.device(ta.device):
+        tc.rung_module(name).gemm(p)
+    return _back(tc_out, A, c, host_c)
+
+
+def _convert(t, precision, scale, what):
+    """Inputs in the precision's dtype, and the scale tensor (FP8 only)."""
+    import torch
+
+    from .kernels.tensorcore import _common as C
+
+    if precision == "fp8":
+        if t.dtype in C.FP8_DTYPES:
+            return t, C.scale_tensor(1.0 if scale is None else scale, t.device)
+        if scale is not None:
+            s = C.scale_tensor(scale, t.device)
+        else:  # quantise: per-tensor scale so that amax maps to the e4m3 maximum
+            amax = t.detach().abs().amax().float().clamp(min=1e-12)
+            s = (amax / torch.finfo(torch.float8_e4m3fn).max).reshape(1)
+        return (t.float() / s).to(torch.float8_e4m3fn), s
+    if scale is not None:
+        raise DTypeError(f"gemm: scale_{what} is for precision='fp8' only")
+    want = {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32, "ieee": torch.float32}[precision]
+    if t.dtype in C.FP8_DTYPES:
+        raise DTypeError(f"gemm: {what} is {t.dtype}; use precision='fp8'")
+    return (t if t.dtype == want else t.to(want)), None
+
+
+def _out_dtype(out_dtype, precision, in_dtype):
+    import torch
+
+    if out_dtype is None:
+        return {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8": torch.bfloat16}.get(precision, torch.float32)
+    dt = getattr(torch, out_dtype) if isinstance(out_dtype, str) else out_dtype
+    if dt not in (torch.float16, torch.bfloat16, torch.float32):
+        raise DTypeError(f"gemm: out_dtype must be float16, bfloat16 or float32; got {out_dtype}")
+    return dt
+
+
+def _back(t, A, c, host_c):
+    """The caller's kind: c itself when given (copied back for host c), else A's kind."""
+    from .kernels.tensorcore import to_kind
+
+    if c is not None:
+        if host_c:
+            host = t.cpu()
+            if isinstance(c, __import__("numpy").ndarray):
+                c[...] = host.numpy()
+            else:
+                c.copy_(host)
+        return c
+    if A.kind == "numpy" and t.dtype == __import__("torch").bfloat16:
+        return t.cpu()  # NumPy has no bfloat16: a torch CPU tensor
+    return to_kind(t, A)

@@ -1,0 +1,312 @@
+"""The measurement instrument on CPU: timing's stopping rule, comparison verdicts, the results
+schema (JSON and CSV), shapes as data, clock warnings, ceilings' FMA kernel under the simulator."""
+
+import csv
+import json
+import math
+
+import numpy as np
+import pytest
+
+from tilegemm import _cuda
+from tilegemm.bench import ceilings, clocks, compare, results, shapes
+from tilegemm.bench.timing import Timing, measure, median_rse
+
+
+# ---- timing.measure with a fake clock ----------------------------------------------------------
+
+class FakeClock:
+    """batch() returns the next n synthetic samples; remembers how it was called."""
+
+    name = "fake"
+
+    def __init__(self, samples):
+        self.samples = list(samples)
+        self.pos = 0
+        self.calls = []  # (flush given?, n)
+
+    def batch(self, run, flush, n):
+        self.calls.append((flush is not None, n))
+        out = []
+        for _ in range(n):
+            if flush:
+                flush()
+            run()
+            out.append(self.samples[self.pos % len(self.samples)])
+            self.pos += 1
+        return out
+
+
+def test_measure_stops_on_rse_when_samples_are_steady():
+    clock = FakeClock([2.0, 2.0, 2.0, 2.0, 2.0])
+    t = measure(lambda: None, clock=clock, warmup_s=0, budget_s=60, min_reps=5, max_reps=200, batch=5)
+    assert t.stopped_by == "rse"
+    assert t.reps == 5 and t.median_ms == 2.0 and t.iqr_ms == 0.0
+    assert clock.calls[0] == (False, 1)  # warm-up: one untimed run, no flush, not among the samples
+
+
+def test_measure_runs_to_max_reps_when_noisy():
+    rng = np.random.default_rng(1)
+    clock = FakeClock(list(rng.uniform(1.0, 3.0, size=1000)))
+    t = measure(lambda: None, clock=clock, warmup_s=0, budget_s=60, target_rse=1e-6, max_reps=40, batch=7)
+    assert t.stopped_by == "max_reps"
+    assert t.reps == 40  # the last batch is shortened to land exactly on max_reps
+    assert [n for _, n in clock.calls[1:]] == [7, 7, 7, 7, 7, 5]
+
+
+def test_measure_stops_on_budget():
+    rng = np.random.default_rng(2)
+    clock = FakeClock(list(rng.uniform(1.0, 3.0, size=100)))
+    t = measure(lambda: None, clock=clock, warmup_s=0, budget_s=0.0, target_rse=1e-9, max_reps=100, batch=5)
+    assert t.stopped_by == "budget" and t.reps == 5
+
+
+def test_measure_passes_flush_only_to_timed_batches():
+    flushes = []
+    clock = FakeClock([1.0])
+    measure(lambda: None, clock=clock, flush=lambda: flushes.append(1), warmup_s=0, budget_s=60, batch=5)
+    assert clock.calls[0][0] is False and all(f for f, _ in clock.calls[1:])
+    assert len(flushes) == sum(n for _, n in clock.calls[1:])
+
+
+def test_timing_statistics_and_rse():
+    s = [1.0, 2.0, 3.0, 4.0, 100.0]
+    t = Timing(s, "fake", "none", 0.0)
+    assert t.median_ms == 3.0 and t.min_ms == 1.0 and t.max_ms == 100.0
+    assert (t.q1_ms, t.q3_ms) == (2.0, 4.0)  # inclusive quartiles: the outlier does not move them
+    assert t.rse == pytest.approx(1.2533 * (2.0 / 1.349) / math.sqrt(5) / 3.0)
+    assert median_rse([5.0]) == math.inf
+    d = t.to_dict(samples=False)
+    assert "samples_ms" not in d and d["iqr_ms"] == 2.0
+
+
+# ---- compare ------------------------------------------------------------------------------------
+
+def _timing(samples):
+    return Timing(list(samples), "cuda-events", "none", 0.0).to_dict()
+
+
+def _rec(kernel, samples, m=256, ok=True):
+    t = _timing(samples) if samples is not None else None
+    return dict(kernel=kernel, label=kernel, backend="simt", m=m, n=m, k=m, dtype="float32", ok=ok,
+                time=t, median_ms=t["median_ms"] if t else None)
+
+
+def _doc(records):
+    return dict(schema=results.SCHEMA, records=records)
+
+
+def test_compare_verdicts_from_spread():
+    rng = np.random.default_rng(0)
+    base = rng.normal(1.00, 0.01, 60)
+    old = _doc([_rec("fast", base), _rec("slow", base), _rec("same", base), _rec("noisy", base),
+                _rec("wrong", base)])
+    new = _doc([
+        _rec("fast", rng.normal(0.90, 0.01, 60)),  # 10% faster, 1% noise
+        _rec("slow", rng.normal(1.05, 0.01, 60)),
+        _rec("same", rng.permutation(base) * 1.001),  # 0.1% apart, CI of the ratio well inside ±2%
+        _rec("noisy", rng.normal(1.00, 0.30, 8).clip(0.2)),  # can't tell
+        _rec("wrong", base, ok=False),
+    ])
+    v = {x.kernel: x for x in compare.compare(old, new)}
+    assert v["fast"].verdict == compare.FASTER and v["fast"].hi < 1
+    assert v["slow"].verdict == compare.SLOWER and v["slow"].lo > 1
+    assert v["same"].verdict == compare.SAME
+    assert v["noisy"].verdict == compare.UNCLEAR
+    assert v["wrong"].verdict == compare.UNCLEAR and "NEW" in v["wrong"].note
+    assert compare.summary(list(v.values())) == {"FASTER": 1, "SLOWER": 1, "SAME": 1, "UNCLEAR": 2}
+
+
+def test_compare_small_shift_is_decided_by_noise_not_by_a_threshold():
+    rng = np.random.default_rng(3)
+    # A 1% shift: FASTER when the noise is 0.1%, not decided when the noise is 10%.
+    tight_old, tight_new = rng.normal(1.0, 0.001, 50), rng.normal(0.99, 0.001, 50)
+    loose_old, loose_new = rng.normal(1.0, 0.1, 50), rng.normal(0.99, 0.1, 50)
+    assert compare.decide(_timing(tight_old), _timing(tight_new))[0] == compare.FASTER
+    assert compare.decide(_timing(loose_old), _timing(loose_new))[0] == compare.UNCLEAR
+
+
+def test_compare_falls_back_to_iqr_without_samples():
+    old = _timing([1.0, 1.1, 1.2, 1.3, 1.4])
+    new = _timing([2.0, 2.1, 2.2, 2.3, 2.4])
+    for t in (old, new):
+        t.pop("samples_ms")
+    verdict, ratio, lo, hi, method = compare.decide(old, new)
+    assert (verdict, method) == (compare.SLOWER, "iqr") and ratio == pytest.approx(2.2 / 1.2)
+    assert compare.decide(new, old)[0] == compare.FASTER
+    assert compare.decide(old, dict(old))[0] == compare.UNCLEAR
+
+
+def test_compare_bootstrap_is_reproducible():
+    rng = np.random.default_rng(5)
+    a, b = rng.normal(1, 0.05, 30), rng.normal(1.02, 0.05, 30)
+    assert compare.bootstrap_ratio_ci(a, b, seed=1) == compare.bootstrap_ratio_ci(a, b, seed=1)
+
+
+# ---- results schema -----------------------------------------------------------------------------
+
+def _sweep_record(kernel="naive", m=64, median=1.5, ok=True):
+    t = _timing([median * 0.9, median, median * 1.1, median, median])
+    flops = 2.0 * m**3
+    return dict(kernel=kernel, label=f"GPU {kernel}", backend="simt", m=m, n=m, k=m, dtype="float32", ok=ok,
+                rel_err=1e-7, check="OK", time=t, median_ms=t["median_ms"], tflops=flops / t["median_ms"] / 1e9,
+                gbps=1.0, flops=flops, traffic_bytes=4.0 * m**3, compulsory_bytes=12.0 * m * m,
+                intensity=0.5, compile_ms=None, e2e_ms=None, simulated=True, note="")
+
+
+def test_environment_fields():
+    env = results.environment()
+    assert env["simulator"] == _cuda.SIMULATOR
+    assert env["libraries"]["numpy"] == np.__version__
+    for key in ("python", "numba", "numba-cuda", "torch", "triton"):
+        assert key in env["libraries"]
+    assert env["date"].endswith("+00:00") and env["host"]["cpu"]
+    if _cuda.SIMULATOR:
+        assert env["gpu"] is None
+
+
+def test_results_round_trip(tmp_path):
+    recs = [_sweep_record(), _sweep_record("smem_tiled_16", 128, 0.7)]
+    recs[0]["rel_err"] = float("nan")  # strict JSON: written as null
+    doc = results.document(recs, harness={"warmup_s": 0.1, "l2_flush": True}, clocks={"source": "unavailable"})
+    assert doc["schema"] == "tilegemm.results/1"
+    p = results.save(doc, tmp_path / "sub" / "r.json")
+    json.loads(p.read_text(), parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
+    back = results.load(p)
+    assert back["records"][1] == recs[1]
+    assert back["records"][0]["rel_err"] is None
+    assert back["harness"] == {"warmup_s": 0.1, "l2_flush": True}
+    assert back["environment"] == json.loads(json.dumps(doc["environment"]))
+
+
+def test_results_load_rejects_other_versions(tmp_path):
+    p = tmp_path / "old.json"
+    p.write_text(json.dumps({"schema": "tilegemm.results/0", "records": []}))
+    with pytest.raises(results.ResultsError, match="reads 'tilegemm.results/1'"):
+        results.load(p)
+    p.write_text(json.dumps({"records": []}))
+    with pytest.raises(results.ResultsError, match="no 'schema'"):
+        results.load(p)
+    p.write_text("{nope")
+    with pytest.raises(results.ResultsError, match="not JSON"):
+        results.load(p)
+    with pytest.raises(results.ResultsError, match="lacks"):
+        results.document([{"kernel": "x"}], harness={})
+
+
+def test_results_csv(tmp_path):
+    recs = [_sweep_record(), _sweep_record("register_blocked", 128, 0.25, ok=False)]
+    doc = results.document(recs, harness={}, env={"simulator": True, "gpu": None})
+    p = results.save_csv(doc, tmp_path / "r.csv")
+    rows = list(csv.DictReader(p.open()))
+    assert len(rows) == 2
+    assert rows[0]["kernel"] == "naive" and float(rows[0]["median_ms"]) == recs[0]["median_ms"]
+    assert float(rows[1]["time_q3_ms"]) == recs[1]["time"]["q3_ms"]
+    assert rows[1]["ok"] == "False" and rows[0]["gpu"] == "simulator"
+    assert "time_samples_ms" not in rows[0] and rows[0]["compile_ms"] == ""
+
+
+# ---- shapes -------------------------------------------------------------------------------------
+
+def test_parse_shape_forms():
+    assert shapes.parse_shape("4096x14336x4096") == (4096, 14336, 4096)
+    assert shapes.parse_shape("5×23×7") == (5, 23, 7)
+    assert shapes.parse_shape(" 17 X 33 X 65 ") == (17, 33, 65)
+    assert shapes.parse_shape("512") == shapes.parse_shape(512) == (512, 512, 512)
+    assert shapes.parse_shape([1, 2, 3]) == (1, 2, 3)
+    for bad in ("", "4x4", "0x1x1", "axbxc", "1x2x3x4", True):
+        with pytest.raises(ValueError):
+            shapes.parse_shape(bad)
+    assert shapes.parse_shapes("128, 256 4096x14336x4096;5×23×7") == [
+        (128, 128, 128), (256, 256, 256), (4096, 14336, 4096), (5, 23, 7)]
+
+
+def test_builtin_shape_sets():
+    assert set(shapes.set_names()) >= {"square", "llm", "awkward", "sim", "course"}
+    sq = shapes.load_shapes("square")
+    assert sq[0] == (128, 128, 128) and sq[-1] == (16384, 16384, 16384)
+    assert (1, 4096, 4096) in shapes.load_shapes("llm") and (4096, 14336, 4096) in shapes.load_shapes("llm")
+    awk = shapes.load_shapes("awkward")
+    assert (1, 1, 1) in awk and (4095, 4097, 1023) in awk and any(k < 16 and m >= 16 for m, n, k in awk)
+    assert shapes.load_shapes("sim") == [(16, 16, 16), (32, 32, 32), (64, 64, 64)]
+    assert all(m == n == k for m, n, k in shapes.load_shapes("course"))
+
+
+def test_shape_files(tmp_path):
+    f = tmp_path / "mine.json"
+    f.write_text(json.dumps({"shapes": ["8x9x10", 12, [1, 2, 3]]}))
+    assert shapes.load_shapes(str(f)) == [(8, 9, 10), (12, 12, 12), (1, 2, 3)]
+    g = tmp_path / "sets.json"
+    g.write_text(json.dumps({"sets": {"a": {"shapes": ["3"]}, "b": ["4x5x6"]}}))
+    assert shapes.load_shapes(f"{g}:b") == [(4, 5, 6)]
+    with pytest.raises(ValueError, match="several sets"):
+        shapes.load_shapes(str(g))
+    with pytest.raises(ValueError, match="unknown shape set"):
+        shapes.load_shapes("no_such_set")
+    assert shapes.load_shapes("16,32") == [(16, 16, 16), (32, 32, 32)]
+
+
+# ---- clocks -------------------------------------------------------------------------------------
+
+def test_clock_warnings():
+    r = lambda sm, mem, reasons=(): dict(source="nvml", sm_mhz=sm, mem_mhz=mem, reasons=list(reasons))  # noqa: E731
+    assert clocks.warning(r(1980, 3201), r(1970, 3201)) == ""  # 0.5%: steady
+    assert "SM clock moved 1980 → 1755" in clocks.warning(r(1980, 3201), r(1755, 3201))
+    assert "memory clock" in clocks.warning(r(1980, 3201), r(1980, 2600))
+    assert clocks.warning(r(1980, 3201, ["gpu_idle"]), r(1980, 3201)) == ""  # idle before a run is normal
+    assert "sw_power_cap" in clocks.warning(r(1980, 3201), r(1980, 3201, ["sw_power_cap"]))
+    assert clocks.warning({"source": "unavailable"}, r(1, 1)) == ""
+
+
+def test_clock_parsing_and_watch():
+    assert clocks.parse_smi_line("1980, 3201, 0x0000000000000004") == (1980.0, 3201.0, 4)
+    assert clocks.decode_reasons(0x1 | 0x40) == ["gpu_idle", "hw_thermal_slowdown"]
+    readings = iter([dict(source="nvml", sm_mhz=1980.0, mem_mhz=3201.0, reasons=[]),
+                     dict(source="nvml", sm_mhz=1500.0, mem_mhz=3201.0, reasons=["hw_slowdown"])])
+    with clocks.ClockWatch(reader=lambda i: next(readings)) as w:
+        pass
+    d = w.to_dict()
+    assert d["before"]["sm_mhz"] == 1980.0 and d["after"]["sm_mhz"] == 1500.0
+    assert "SM clock" in d["warning"] and "hw_slowdown" in d["warning"]
+    assert "source" in clocks.read()  # whatever this machine has, never an exception
+
+
+# ---- ceilings -----------------------------------------------------------------------------------
+
+def test_fma_kernel_is_exact_under_simulator():
+    if not _cuda.SIMULATOR:
+        pytest.skip("checks the kernel's arithmetic in the simulator")
+    out = ceilings.run_fma(blocks=2, threads=3, iters=4, b=0.5, c=1.0, seed=3).copy_to_host()
+    ref = ceilings.fma_reference(6, 4, 0.5, 1.0, 3)
+    assert np.array_equal(out.astype(np.float64), ref)  # dyadic values: exact in FP32
+    assert ceilings.fma_flops(2, 3, 4) == 2 * ceilings.CHAINS * 4 * 6
+
+
+def test_ceilings_need_a_gpu(capsys):
+    if _cuda.has_gpu():
+        pytest.skip("a GPU is here")
+    with pytest.raises(ceilings.NeedsGPU, match="need a CUDA GPU"):
+        ceilings.measure_all(progress=lambda s: None)
+    import argparse
+
+    rc = ceilings.cli_ceilings(argparse.Namespace(json=None, quick=True, no_overhead=True))
+    assert rc == 2 and "need a CUDA GPU" in capsys.readouterr().err
+
+
+def test_datasheet_table_and_cache(tmp_path, monkeypatch):
+    assert ceilings.datasheet_key("NVIDIA H200") == "H200"
+    assert ceilings.datasheet_key("NVIDIA H100 80GB HBM3") == "H100 SXM"
+    assert ceilings.datasheet_key("NVIDIA H100 PCIe") is None and ceilings.datasheet("Tesla T4") == {}
+    monkeypatch.setenv("TILEGEMM_CACHE_DIR", str(tmp_path))
+    doc = dict(schema=ceilings.SCHEMA, gpu="NVIDIA H200", ceilings={"dram": {"measured": 4.1}})
+    paths = ceilings.save(doc, tmp_path / "out" / "c.json")
+    assert paths[0] == tmp_path / "ceilings-nvidia-h200.json" and all(p.exists() for p in paths)
+    assert ceilings.load_cached("NVIDIA H200") == doc and ceilings.load_cached("NVIDIA A100") is None
+
+
+def test_overhead_timer_counts_calls():
+    from tilegemm.bench.overhead import time_calls
+
+    n = []
+    r = time_calls(lambda: n.append(1), calls=50, warmup=3, batch=20)
+    assert r["calls"] == 50 and len(n) == 53 and 0 <= r["q1_us"] <= r["median_us"] <= r["q3_us"]

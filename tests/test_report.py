@@ -1,0 +1,175 @@
+"""The generated report: real PNG plots and Markdown tables from a synthetic results document,
+the README section between markers, and the CLI entry points of the measurement modules."""
+
+import argparse
+import json
+import struct
+
+import numpy as np
+import pytest
+
+from tilegemm.bench import compare, report, results
+from tilegemm.bench.timing import Timing
+
+SIZES = (128, 256, 512, 1024)
+# (kernel, label, backend, TFLOP/s at the largest size, design traffic multiplier over 2MNK·s)
+KERNELS = [("cpu_naive", "CPU naive", "cpu", 0.002), ("cpu_blas", "CPU BLAS", "cpu", 0.5),
+           ("naive", "GPU naive", "simt", 2.0), ("smem_tiled_32", "GPU tiled-32", "simt", 8.0),
+           ("cublas", "cuBLAS (torch)", "torch", 40.0)]
+
+
+def _record(kernel, label, backend, n, tflops, rng):
+    flops = 2.0 * n**3
+    med = flops / (tflops * (n / SIZES[-1]) ** 0.5 * 1e12) * 1e3  # slower at small sizes
+    t = Timing(list(rng.normal(med, med * 0.01, 25)), "cuda-events", "l2-flush", 10.0).to_dict()
+    traffic = {"naive": (2.0 * n**3 + n * n) * 4, "smem_tiled_32": (2.0 * n**3 / 32 + n * n) * 4}.get(
+        kernel, 3.0 * n * n * 4)
+    return dict(kernel=kernel, label=label, backend=backend, m=n, n=n, k=n, dtype="float32", ok=True,
+                rel_err=1e-7, check="OK", time=t, median_ms=t["median_ms"], tflops=flops / (t["median_ms"] * 1e9),
+                gbps=traffic / (t["median_ms"] * 1e6), flops=flops, traffic_bytes=traffic,
+                compulsory_bytes=3.0 * n * n * 4, intensity=flops / traffic, compile_ms=None, e2e_ms=None,
+                simulated=False, note="")
+
+
+def synthetic_doc(seed=0):
+    rng = np.random.default_rng(seed)
+    recs = [_record(k, lbl, be, n, tf, rng) for n in SIZES for k, lbl, be, tf in KERNELS]
+    recs.append(dict(kernel="broken_nosync", label="GPU broken (no sync)", backend="simt", m=128, n=128, k=128,
+                     dtype="float32", ok=False, check="WRONG: 55% of elements", note="", time=None,
+                     median_ms=None, tflops=None))
+    env = dict(date="2026-11-21T10:00:00+00:00", simulator=False,
+               gpu=dict(name="NVIDIA H200", compute_capability="9.0", sm_count=132, l2_bytes=60 * 2**20),
+               libraries={"numpy": "2.4.6"}, host={"cpu": "synthetic"})
+    clocks = dict(source="nvml", before=dict(sm_mhz=1980.0, mem_mhz=3201.0, reasons=[]),
+                  after=dict(sm_mhz=1755.0, mem_mhz=3201.0, reasons=["sw_power_cap"]),
+                  warning="SM clock moved 1980 → 1755 MHz (-11.4%); throttle reason active: sw_power_cap",
+                  moved_threshold=0.05)
+    ceil = dict(schema="tilegemm.ceilings/1", gpu="NVIDIA H200", date="2026-11-21T09:00:00+00:00",
+                ceilings={"dram": dict(what="copy", unit="TB/s", measured=4.1, datasheet=4.8),
+                          "fp32_fma": dict(what="FMA", unit="TFLOP/s", measured=60.0, datasheet=67.0)},
+                overhead=dict(shape="64×64×64 float32", results={"torch.mm (torch CUDA tensors)": dict(
+                    median_us=12.0, q1_us=11.5, q3_us=12.5, calls=2000)}))
+    return results.document(recs, harness=dict(warmup_s=0.1, budget_s=1.0, l2_flush=True), clocks=clocks,
+                            env=env, ceilings=ceil)
+
+
+def _png_size(path):
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    return struct.unpack(">II", head[16:24])
+
+
+def test_report_writes_plots_and_tables(tmp_path):
+    doc = synthetic_doc()
+    md = report.render(doc, tmp_path, ceilings=doc["ceilings"])
+    for name in report.PLOTS:
+        p = tmp_path / name
+        assert p.exists() and p.stat().st_size > 15_000, name
+        w, h = _png_size(p)
+        assert w >= 600 and h >= 400
+        assert f"({name})" in md.read_text()
+    text = md.read_text()
+    for heading in ("## Times", "## Cost model", "## Ceilings", "## Clocks", "## Harness", "## Environment",
+                    "## Host overhead per call"):
+        assert heading in text
+    assert "NVIDIA H200" in text and "sw_power_cap" in text and "**Warning:**" in text
+    assert "WRONG" in text  # the failed kernel is listed, without a time
+
+
+def test_report_numbers_come_from_the_records(tmp_path):
+    doc = synthetic_doc()
+    md = report.render(doc, tmp_path, ceilings=doc["ceilings"]).read_text()
+    by = {(r["kernel"], r["m"]): r for r in doc["records"]}
+    r, c = by[("smem_tiled_32", 1024)], by[("cublas", 1024)]
+    row = next(line for line in md.splitlines() if line.startswith("| 1024 | float32 | GPU tiled-32 |"))
+    cells = [x.strip() for x in row.strip("|").split("|")]
+    assert cells[3] == f"{r['median_ms']:.4g}"
+    assert cells[6] == f"{r['tflops']:.3g}"
+    assert cells[7] == f"{100 * c['median_ms'] / r['median_ms']:.1f}%"
+    assert cells[8] == f"{100 * r['tflops'] / 60.0:.1f}%"  # against the measured FP32 FMA ceiling
+    cost = next(line for line in md.splitlines() if line.startswith("| GPU tiled-32 | float32 | 1024 |"))
+    assert f"{r['intensity']:.3g}" in cost
+
+
+def test_report_helpers():
+    doc = synthetic_doc()
+    recs = doc["records"]
+    cub = report.cublas_index(recs)
+    r = next(x for x in recs if x["kernel"] == "naive" and x["m"] == 512)
+    assert report.pct_of_cublas(r, cub) == pytest.approx(100 * cub[(512, 512, 512, "float32")]["median_ms"] / r["median_ms"])
+    assert report.roof(0.25, 60.0, 4.1) == pytest.approx(1.025) and report.roof(100, 60.0, 4.1) == 60.0
+    pts = {p["kernel"]: p for p in report.roofline_points(recs)}
+    assert set(pts) == {"naive", "smem_tiled_32", "cublas"} and pts["naive"]["shape"] == "1024"
+    sp = report.speedups(recs)
+    naive_over_cpu = dict(sp["cpu_naive"]["GPU naive"])
+    b = next(x for x in recs if x["kernel"] == "cpu_naive" and x["m"] == 256)
+    g = next(x for x in recs if x["kernel"] == "naive" and x["m"] == 256)
+    assert naive_over_cpu[256.0] == pytest.approx(b["median_ms"] / g["median_ms"])
+    assert report.pct_of_peak(b, doc["ceilings"]) is None  # CPU kernels are not held to GPU peaks
+
+
+def test_report_without_cublas_or_ceilings(tmp_path):
+    doc = synthetic_doc()
+    doc["records"] = [r for r in doc["records"] if r["kernel"] not in ("cublas", "cpu_naive", "cpu_blas")]
+    doc["ceilings"] = None
+    md = report.render(doc, tmp_path, ceilings=None).read_text()
+    assert "run `tilegemm ceilings`" in md
+    assert all((tmp_path / p).stat().st_size > 5_000 for p in report.PLOTS)
+
+
+def test_cost_model_from_registry():
+    from tilegemm import registry
+
+    rows = report.cost_model([registry.get("naive"), registry.get("smem_tiled_32")], [(64, 64, 64)])
+    naive, tiled = rows
+    assert naive["traffic_bytes"] == (2 * 64**3 + 64 * 64) * 4 and naive["compulsory_bytes"] == 3 * 64 * 64 * 4
+    assert tiled["intensity"] == pytest.approx(2 * 64**3 / ((2 * 64 * 64 * 2 + 64 * 64) * 4))
+
+
+def test_update_readme(tmp_path):
+    doc = synthetic_doc()
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\nbefore\n{report.RESULTS_BEGIN}\nold text\n{report.RESULTS_END}\nafter\n")
+    assert report.update_readme(readme, doc, tmp_path / "results" / "h200" / "report")
+    text = readme.read_text()
+    assert "old text" not in text and text.startswith("# x\n\nbefore\n") and text.endswith("after\n")
+    assert "(results/h200/report/report.md)" in text and "GPU tiled-32" in text
+    assert not report.update_readme(readme, doc, tmp_path / "results" / "h200" / "report")  # idempotent
+    bad = tmp_path / "BAD.md"
+    bad.write_text("no markers")
+    with pytest.raises(ValueError, match="markers"):
+        report.update_readme(bad, doc, tmp_path)
+
+
+def _parser():
+    from tilegemm.bench import ceilings, traffic
+
+    p = argparse.ArgumentParser(prog="tilegemm")
+    sub = p.add_subparsers(dest="command", required=True)
+    for mod in (results, compare, report, ceilings, traffic):
+        mod.add_cli(sub)
+    return p
+
+
+def test_cli_report_and_compare(tmp_path, capsys):
+    old = synthetic_doc(seed=0)
+    new = synthetic_doc(seed=1)
+    for r in new["records"]:  # the tiled kernel got 20% faster
+        if r["kernel"] == "smem_tiled_32":
+            r["time"]["samples_ms"] = [x * 0.8 for x in r["time"]["samples_ms"]]
+            r["time"]["median_ms"] *= 0.8
+            r["median_ms"] *= 0.8
+    results.save(old, tmp_path / "old.json")
+    results.save(new, tmp_path / "new.json")
+    p = _parser()
+    args = p.parse_args(["report", str(tmp_path / "old.json"), "--out", str(tmp_path / "rep")])
+    assert args.func(args) == 0 and (tmp_path / "rep" / "report.md").exists()
+    args = p.parse_args(["compare", str(tmp_path / "old.json"), str(tmp_path / "new.json")])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert "FASTER" in out
+    verdicts = {(v.kernel, v.m): v.verdict for v in compare.compare(old, new)}
+    assert all(verdicts[("smem_tiled_32", n)] == compare.FASTER for n in SIZES)
+    args = p.parse_args(["results", str(tmp_path / "old.json"), "--csv", str(tmp_path / "old.csv")])
+    assert args.func(args) == 0 and (tmp_path / "old.csv").read_text().count("\n") == len(old["records"]) + 1
+    json.loads((tmp_path / "old.json").read_text())

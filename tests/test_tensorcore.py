@@ -1,0 +1,325 @@
+"""Tensor-core (Triton) kernels: registration, the interpreter on CPU, and every dtype × layout × awkward
+shape on a GPU.
+
+Triton's interpreter (TRITON_INTERPRET=1) must be switched on before triton is first imported, and
+other test modules import triton too, so the CPU checks run in a fresh Python process. The
+interpreter computes FP16 and FP32 dots correctly on CPU tensors (BF16 it gets wrong, silently), so
+those two run here; the rest needs a GPU (`pytest -m gpu`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tilegemm
+from tilegemm import registry, validate
+
+triton = pytest.importorskip("triton")
+torch = pytest.importorskip("torch")
+
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+TC_NAMES = ("tc_tiled", "tc_persistent", "tc_tma_persistent")
+
+
+# ---- registration (no GPU needed) --------------------------------------------------------------
+
+
+def test_rungs_registered_for_half_precisions_only():
+    for name in TC_NAMES:
+        k = registry.get(name)
+        assert k.backend == "tensorcore"
+        assert set(k.dtypes) == {"float16", "bfloat16"}, "TF32 is not FP32: float32 must not reach auto"
+        assert k.auto_rank > 0 and not k.teaching
+        assert k.doc.splitlines()[0], "each rung opens with a docstring"
+        assert k.traffic(4096, 4096, 4096, 2) >= registry.bytes_compulsory(4096, 4096, 4096, 2)
+    ranks = [registry.get(n).auto_rank for n in TC_NAMES]
+    assert ranks == sorted(ranks) and len(set(ranks)) == 3
+    assert registry.get("tc_tma_persistent").requires == "sm_90"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
+def test_not_runnable_without_gpu_says_why():
+    ok, why = registry.get("tc_tiled").runnable()
+    assert not ok and "CUDA GPU" in why
+
+
+def test_configs_fit_shared_memory_and_shape():
+    from tilegemm.kernels.tensorcore import _common as C
+    from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
+
+    for dt in (torch.float16, torch.float32, torch.float8_e4m3fn):
+        for m in (1, 16, 100, 128, 4096):
+            a = torch.empty(m, 512, dtype=dt)
+            b = torch.empty(512, 1024, dtype=dt)
+            c = torch.empty(m, 1024, dtype=torch.float16)
+            p = C.Problem(a, b, c, C.precision_of(dt))
+            cands = t03.candidates(p)
+            assert cands
+            for cfg in cands:
+                assert C.smem_bytes(cfg, a.element_size(), 2, cfg["C_TMA"]) <= C.SMEM_BUDGET, cfg
+                assert cfg["BM"] <= 2 * max(triton.next_power_of_2(m), 16), (m, cfg)
+    # 128×256×64 BF16 with 4 stages and its C tile does not fit; the pruner must drop it
+    big = C.cfg(128, 256, 64, 8, 4)
+    assert C.smem_bytes(big, 2, 2, True) > C.SMEM_BUDGET
+    a = torch.empty(4096, 4096, dtype=torch.bfloat16)
+    p = C.Problem(a, a, a, "bf16")
+    assert big not in C.prune([big, C.cfg(128, 128, 64, 8, 4)], p, tma_store=True)
+
+
+def test_shape_bucket_and_cache_roundtrip(tmp_path, monkeypatch):
+    from tilegemm.kernels.tensorcore import _common as C
+
+    monkeypatch.setenv("TILEGEMM_CACHE_DIR", str(tmp_path))
+    C.reset_cache()
+    a = torch.empty(100, 3000, dtype=torch.float16)
+    b = torch.empty(3000, 5000, dtype=torch.float16)
+    p = C.Problem(a, b, torch.empty(100, 5000, dtype=torch.float16), "fp16")
+    assert C.shape_bucket(p) == "128x8192x4096"
+    assert p.layout() == "nn" and C.Problem(a, b.t().contiguous().t(), p.c, "fp16").layout() == "nt"
+    C._load_cache()["k"] = {"config": {"BM": 64}}
+    C._save_cache()
+    C.reset_cache()
+    assert C._load_cache()["k"]["config"]["BM"] == 64
+    assert os.path.exists(os.path.join(tmp_path, "tensorcore.json"))
+    C.reset_cache()
+
+
+def test_autotune_off_means_heuristic(monkeypatch):
+    from tilegemm.kernels.tensorcore import _common as C
+
+    monkeypatch.setenv("TILEGEMM_AUTOTUNE", "0")
+    calls = []
+    a = torch.empty(64, 64, dtype=torch.float16)
+    p = C.Problem(a, a, torch.empty(64, 64, dtype=torch.float16), "fp16")
+    got = C.choose("x", p, [C.cfg(64, 64, 64, 4, 2)], {"default": True}, lambda *x: calls.append(x))
+    assert got == {"default": True} and not calls
+
+
+# ---- the interpreter, in a fresh process --------------------------------------------------------
+
+INTERP_SCRIPT = textwrap.dedent(r"""
+    import json, os, sys
+    assert os.environ.get("TRITON_INTERPRET") == "1"
+    import numpy as np, torch
+    from tilegemm import validate
+    from tilegemm.kernels.tensorcore import _common as C, t01_tiled, t02_persistent, t03_tma_persistent
+    torch.manual_seed(0)
+    out = []
+
+    def operand(shape, dt, layout):
+        x = (torch.rand(*shape, dtype=torch.float32) * 2 - 1).to(dt)
+        if layout == "t":  # same values, column-major storage: a transposed view, no copy later
+            x = x.transpose(-1, -2).contiguous().transpose(-1, -2)
+        return x
+
+    def run(mod, m, n, k, dt, prec, la="n", lb="n", batch=0, bcast=False, alpha=1.0, beta=0.0):
+        ashape = (batch, m, k) if batch else (m, k)
+        bshape = (k, n) if (bcast or not batch) else (batch, k, n)
+        a, b = operand(ashape, dt, la), operand(bshape, dt, lb)
+        cshape = (batch, m, n) if batch else (m, n)
+        c0 = (torch.rand(*cshape) * 2 - 1).to(dt)
+        c = c0.clone() if beta else torch.full(cshape, float("nan"), dtype=dt)
+        used = mod.gemm(C.Problem(a, b, c, prec, alpha, beta, c if beta else None))
+        a64, b64, c64 = a.double().numpy(), b.double().numpy(), c.double().numpy()
+        tol = {"ieee": "float32", "fp16": "float16"}[prec]
+        for i in range(max(batch, 1)):
+            ai = a64[i] if batch else a64
+            bi = b64 if (bcast or not batch) else b64[i]
+            ref = alpha * (ai @ bi) + (beta * c0.double().numpy()[i if batch else slice(None)] if beta else 0)
+            ci = c64[i] if batch else c64
+            # alpha/beta: compare against ref through check's |A||B| bound with a scaled A
+            chk = validate.check(ci, alpha * ai, bi, dtype=tol, kernel=mod.NAME, ref=ref)
+            out.append(dict(kernel=mod.NAME, ran=used.get("kernel", mod.NAME), shape=[m, n, k], prec=prec,
+                            layout=la + lb, batch=batch, bcast=bcast, beta=beta, ok=bool(chk.ok),
+                            rel=chk.rel_err, msg=str(chk)))
+
+    for mod in (t01_tiled, t02_persistent, t03_tma_persistent):
+        for (m, n, k) in [(1, 1, 1), (5, 23, 7), (33, 17, 40), (64, 48, 80), (1, 64, 32), (70, 1, 96)]:
+            for dt, prec in ((torch.float16, "fp16"), (torch.float32, "ieee")):
+                run(mod, m, n, k, dt, prec)
+        for la in "nt":
+            for lb in "nt":
+                run(mod, 48, 40, 64, torch.float16, "fp16", la, lb)
+                run(mod, 19, 21, 13, torch.float32, "ieee", la, lb)
+        run(mod, 20, 24, 32, torch.float16, "fp16", batch=3)
+        run(mod, 20, 24, 32, torch.float32, "ieee", batch=2, bcast=True)
+        run(mod, 9, 11, 16, torch.float32, "ieee", batch=2, la="t", lb="t")
+        run(mod, 40, 32, 48, torch.float32, "ieee", alpha=0.5, beta=2.0)
+        run(mod, 31, 33, 35, torch.float16, "fp16", alpha=-1.5, beta=0.25)
+    print("RESULTS" + json.dumps(out))
+""")
+
+
+@pytest.fixture(scope="module")
+def interpreter_results():
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               TILEGEMM_AUTOTUNE="0")
+    proc = subprocess.run([sys.executable, "-c", INTERP_SCRIPT], env=env, capture_output=True, text=True, timeout=900)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULTS")]
+    assert proc.returncode == 0 and line, f"interpreter run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    return json.loads(line[0][len("RESULTS"):])
+
+
+@pytest.mark.parametrize("name", TC_NAMES)
+def test_interpreter_correct(interpreter_results, name):
+    mine = [r for r in interpreter_results if r["kernel"] == name]
+    assert len(mine) >= 20
+    bad = [r["msg"] for r in mine if not r["ok"]]
+    assert not bad, "\n".join(bad[:5])
+
+
+def test_interpreter_tma_path_ran(interpreter_results):
+    """Aligned operands go through TMA descriptors (not the t02 fallback) even in the interpreter."""
+    ran = {r["ran"] for r in interpreter_results if r["kernel"] == "tc_tma_persistent" and r["shape"] == [64, 48, 80]}
+    assert ran == {"tc_tma_persistent"}
+    fell_back = {r["ran"] for r in interpreter_results if r["kernel"] == "tc_tma_persistent" and r["shape"] == [5, 23, 7]}
+    assert fell_back == {"tc_persistent"}, "unaligned strides must fall back, not fail"
+
+
+def test_checker_rejects_a_wrong_product():
+    """The check the interpreter tests rely on must fail on an off-by-a-tile result."""
+    a, b = validate.random_operands(33, 17, 40, "float16", seed=1)
+    c = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float16)
+    c[16:, :] = 0
+    assert not validate.check(c, a, b, dtype="float16").ok
+
+
+# ---- on a GPU ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _heuristic_configs(monkeypatch, request):
+    """Correctness tests use the heuristic configuration: hundreds of cases, no tuning storm."""
+    if "tuning_cache" not in request.node.name:
+        monkeypatch.setenv("TILEGEMM_AUTOTUNE", "0")
+
+GPU_SHAPES = [(1, 1, 1), (1, 4096, 4096), (16, 4096, 4096), (5, 23, 7), (127, 129, 65), (256, 512, 1), (1000, 1000, 1000),
+              (512, 384, 4104)]
+PRECISIONS = ["fp16", "bf16", "tf32", "ieee", "fp8"]
+TOL = {"fp16": "float16", "bf16": "bfloat16", "tf32": "tf32", "ieee": "float32", "fp8": "float8_e4m3fn"}
+
+
+def _gpu_operands(m, n, k, precision, la, lb, batch=0):
+    g = torch.Generator(device="cuda").manual_seed(m * 131 + n * 7 + k)
+    ash = (batch, m, k) if batch else (m, k)
+    bsh = (batch, k, n) if batch else (k, n)
+    a = torch.rand(ash, device="cuda", generator=g) * 2 - 1
+    b = torch.rand(bsh, device="cuda", generator=g) * 2 - 1
+    dt = {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32, "ieee": torch.float32,
+          "fp8": torch.float8_e4m3fn}[precision]
+    a, b = a.to(dt), b.to(dt)
+    if la == "t":
+        a = a.transpose(-1, -2).contiguous().transpose(-1, -2)
+    if lb == "t":
+        b = b.transpose(-1, -2).contiguous().transpose(-1, -2)
+    return a, b
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", TC_NAMES)
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("shape", GPU_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_gpu_every_dtype_layout_shape(kernel, precision, layout, shape):
+    from tilegemm.tensorcore_api import gemm
+
+    m, n, k = shape
+    a, b = _gpu_operands(m, n, k, precision, layout[0], layout[1])
+    sa = sb = None
+    if precision == "fp8":
+        sa, sb = torch.tensor([0.5], device="cuda"), torch.tensor([2.0], device="cuda")
+    c = gemm(a, b, precision=precision, kernel=kernel, scale_a=sa, scale_b=sb)
+    a64 = a.double() * (0.5 if sa is not None else 1)
+    b64 = b.double() * (2.0 if sb is not None else 1)
+    chk = validate.check(c.double().cpu().numpy(), a64.cpu().numpy(), b64.cpu().numpy(), dtype=TOL[precision],
+                         kernel=kernel, out_dtype="bfloat16" if precision == "fp8" else None)
+    assert chk.ok, str(chk)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", ["fp16", "bf16", "tf32", "fp8"])
+@pytest.mark.parametrize("out_dtype", ["float32", "bfloat16"])
+def test_gpu_batched_broadcast_alpha_beta(precision, out_dtype):
+    from tilegemm.tensorcore_api import gemm
+
+    a, b3 = _gpu_operands(40, 72, 96, precision, "n", "n", batch=3)
+    b2 = b3[1]
+    c0 = torch.rand(3, 40, 72, device="cuda").to(getattr(torch, out_dtype))
+    for b in (b3, b2):
+        c = c0.clone()
+        got = gemm(a, b, precision=precision, out_dtype=out_dtype, alpha=0.75, beta=-0.5, c=c)
+        assert got is c
+        for i in range(3):
+            bi = (b[i] if b.dim() == 3 else b).double()
+            ref = 0.75 * (a[i].double() @ bi) - 0.5 * c0[i].double()
+            chk = validate.check(c[i].double().cpu().numpy(), 0.75 * a[i].double().cpu().numpy(), bi.cpu().numpy(),
+                                 dtype=TOL[precision], ref=ref.cpu().numpy(), out_dtype=out_dtype)
+            assert chk.ok, str(chk)
+
+
+@pytest.mark.gpu
+def test_gpu_matmul_auto_picks_tensor_cores_and_returns_caller_kind():
+    a, b = validate.random_operands(300, 200, 100, "float16", seed=3)
+    assert "tc_" in tilegemm.explain(a, b)
+    c = tilegemm.matmul(a, b)
+    assert isinstance(c, np.ndarray) and c.dtype == np.float16
+    assert validate.check(c, a, b, dtype="float16").ok
+    ta = torch.from_numpy(a).cuda().bfloat16()
+    tb = torch.from_numpy(b).cuda().bfloat16()
+    tc = tilegemm.matmul(ta, tb)
+    assert tc.is_cuda and tc.dtype == torch.bfloat16
+    assert validate.check(tc.double().cpu().numpy(), ta.double().cpu().numpy(), tb.double().cpu().numpy(),
+                          dtype="bfloat16").ok
+
+
+@pytest.mark.gpu
+def test_gpu_tuning_cache_persists(tmp_path, monkeypatch):
+    from tilegemm.kernels.tensorcore import _common as C
+    from tilegemm.tensorcore_api import gemm
+
+    monkeypatch.setenv("TILEGEMM_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TILEGEMM_AUTOTUNE", "1")
+    monkeypatch.setenv("TILEGEMM_TUNE_BUDGET_S", "5")
+    C.reset_cache()
+    a, b = _gpu_operands(512, 512, 512, "fp16", "n", "n")
+    gemm(a, b)
+    assert C.last_tuning.get("seconds", 0) > 0
+    data = json.loads(open(os.path.join(tmp_path, "tensorcore.json")).read())
+    assert any("fp16" in key for key in data)
+    C.last_tuning.clear()
+    C.reset_cache()
+    gemm(a, b)
+    assert not C.last_tuning, "a cached shape must not tune again"
+    C.reset_cache()
+
+
+# ---- the SIMT mixed-precision rung (simulator or GPU) ----------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (5, 23, 7), (70, 65, 33)])
+def test_mixed_half_simt(shape):
+    m, n, k = shape
+    a, b = validate.random_operands(m, n, k, "float16", seed=5)
+    c = tilegemm.matmul(a, b, kernel="mixed_half")
+    assert c.dtype == np.float16
+    chk = validate.check(c, a, b, dtype="float16", kernel="mixed_half")
+    assert chk.ok, str(chk)
+
+
+def test_mixed_half_fp32_output():
+    from tilegemm import _cuda
+    from tilegemm.kernels.simt import k20_mixed_half as k20
+
+    cuda = _cuda.cuda
+    a, b = validate.integer_operands(37, 29, 41, "float16", seed=2)
+    c = cuda.device_array((37, 29), dtype=np.float32)
+    k20.launch(cuda.to_device(a), cuda.to_device(b), c, None)
+    got = c.copy_to_host()
+    assert np.array_equal(got, a.astype(np.float64) @ b.astype(np.float64))  # small integers: exact

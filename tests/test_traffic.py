@@ -1,0 +1,71 @@
+"""The cost model, held to counted accesses: under the simulator every global and shared element
+access of a SIMT kernel is counted and compared with the registry's `traffic` exactly."""
+
+import numpy as np
+import pytest
+
+from tilegemm import _cuda, registry
+from tilegemm.bench import traffic
+from tilegemm.registry import ceil_div
+
+pytestmark = pytest.mark.skipif(not _cuda.SIMULATOR, reason="counting runs kernels in Numba's CUDA simulator")
+
+SHAPES = [(20, 24, 40), (33, 17, 5)]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_naive_reads_2mnk_and_writes_mn(shape):
+    m, n, k = shape
+    c = traffic.count(registry.get("naive"), m, n, k)
+    assert c.result_ok
+    assert c.per_array["global:A"] == {"loads": m * n * k, "stores": 0}
+    assert c.per_array["global:B"] == {"loads": m * n * k, "stores": 0}
+    assert c.per_array["global:C"] == {"loads": 0, "stores": m * n}
+    assert (c.shared_loads, c.shared_stores) == (0, 0)
+    assert c.global_bytes == c.model_bytes == (2 * m * n * k + m * n) * 4
+
+
+@pytest.mark.parametrize("tile", [16, 32])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_tiled_reads_only_in_bounds_elements(shape, tile):
+    """Each block row reads all of its in-bounds rows of A once per step along K: A is read
+    ceil(N/T) times, B ceil(M/T) times; zero-padded tile elements are never global reads."""
+    m, n, k = shape
+    c = traffic.count(registry.get(f"smem_tiled_{tile}"), m, n, k)
+    assert c.result_ok
+    assert c.per_array["global:A"]["loads"] == m * k * ceil_div(n, tile)
+    assert c.per_array["global:B"]["loads"] == k * n * ceil_div(m, tile)
+    assert c.global_stores == m * n
+    assert c.global_bytes == c.model_bytes
+    # Shared memory: every thread stores one element of each tile per step (padding included)
+    # and reads 2·T per step, in every block.
+    blocks, steps = ceil_div(m, tile) * ceil_div(n, tile), ceil_div(k, tile)
+    assert c.shared_stores == 2 * tile * tile * blocks * steps
+    assert c.shared_loads == 2 * tile * tile * tile * blocks * steps
+
+
+@pytest.mark.parametrize("name", ["smem32_conflicted", "smem32_padded", "broken_nosync", "register_blocked"])
+def test_other_simt_kernels_match_their_model(name):
+    m, n, k = 33, 17, 5
+    c = traffic.count(registry.get(name), m, n, k)
+    assert c.global_bytes == c.model_bytes, c.to_dict()
+    if name != "broken_nosync":
+        assert c.result_ok
+
+
+def test_counter_sees_a_wrong_model():
+    """The check can fail: a kernel whose declared traffic is off is reported as not matching."""
+    k02 = registry.get("smem_tiled_16")
+    liar = registry.Kernel(**{**k02.__dict__, "name": "liar", "traffic": lambda m, n, k, s: 2.0 * m * n * k * s})
+    c = traffic.count(liar, 20, 24, 40)
+    assert not c.matches and c.global_bytes < c.model_bytes
+
+
+def test_counting_array_counts_slices_and_refuses_nothing_silently():
+    ctr = traffic.Counter()
+    a = traffic.CountingArray(np.arange(12.0).reshape(3, 4), "global:X", ctr)
+    assert a[1, 2] == 6.0 and a[0].tolist() == [0.0, 1.0, 2.0, 3.0]
+    a[2, :2] = 0.0
+    assert ctr.loads["global:X"] == 5 and ctr.stores["global:X"] == 2
+    with pytest.raises(AttributeError):
+        a.copy_to_host()
