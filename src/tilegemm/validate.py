@@ -40,10 +40,12 @@ TOLERANCES: dict[str, Tolerance] = {
                          "FP16 inputs are exact, FP32 accumulation, FP16 output rounding 2^-11 ≈ 4.9e-4"),
     "bfloat16": Tolerance(1e-2, 2.0**-24, 0, 2.0**-8,
                           "BF16 inputs are exact, FP32 accumulation, BF16 output rounding 2^-8 ≈ 3.9e-3"),
-    "float8_e4m3fn": Tolerance(1e-2, 2.0**-24, 0, 2.0**-8,
-                               "FP8 inputs (after scaling) are exact, FP32 accumulation, BF16 output"),
-    "float8_e5m2": Tolerance(1e-2, 2.0**-24, 0, 2.0**-8,
-                             "FP8 inputs (after scaling) are exact, FP32 accumulation, BF16 output"),
+    # Hopper's FP8 tensor cores do not accumulate in full FP32: about 14 mantissa bits are kept
+    # (DeepSeek-V3 technical report, section 3.3.2), so u_acc = 2^-13 here; cuBLAS shows the same.
+    "float8_e4m3fn": Tolerance(1e-2, 2.0**-13, 0, 2.0**-8,
+                               "FP8 inputs (after scaling) are exact; Hopper FP8 MMA accumulates with ~14 bits; BF16 output"),
+    "float8_e5m2": Tolerance(1e-2, 2.0**-13, 0, 2.0**-8,
+                             "FP8 inputs (after scaling) are exact; Hopper FP8 MMA accumulates with ~14 bits; BF16 output"),
 }
 
 
