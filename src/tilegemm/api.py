@@ -52,7 +52,13 @@ def _candidates(dtype: str, on_host: bool) -> list[registry.Kernel]:
 
 def plan(a, b, kernel: str = "auto") -> Plan:
     """Check the operands and choose the kernel, without running anything."""
-    A, B = arrays.describe(a, "a"), arrays.describe(b, "b")
+    return _plan(arrays.describe(a, "a"), arrays.describe(b, "b"), kernel)
+
+
+_AUTO: dict[tuple, tuple[registry.Kernel, list[str]]] = {}
+
+
+def _plan(A: Operand, B: Operand, kernel: str) -> Plan:
     m, n, k = _check_operands(A, B)
     dtype = A.dtype
     if kernel != "auto":
@@ -70,6 +76,10 @@ def plan(a, b, kernel: str = "auto") -> Plan:
         reasons = [f"kernel {kern.name!r} asked for by name"] + ([why] if why else [])
         return Plan(kern, m, n, k, dtype, reasons)
 
+    key = (dtype, A.on_host, A.device)
+    if key in _AUTO:  # the choice depends on dtype and where the operands live, not on values
+        best, reasons = _AUTO[key]
+        return Plan(best, m, n, k, dtype, list(reasons))
     cands = _candidates(dtype, A.on_host)
     if not cands:
         supported = sorted({d for kk in registry.all_kernels() if not kk.teaching for d in kk.dtypes})
@@ -89,6 +99,7 @@ def plan(a, b, kernel: str = "auto") -> Plan:
         raise DeviceError(f"matmul: no runnable kernel for {dtype} operands on {A.device}")
     best = max(pool, key=lambda kk: kk.auto_rank)
     reasons.append(f"{best.name!r} ranks highest for {dtype} among: {', '.join(kk.name for kk in pool)}")
+    _AUTO[key] = (best, list(reasons))
     return Plan(best, m, n, k, dtype, reasons)
 
 
@@ -139,8 +150,8 @@ def matmul(a, b, *, kernel: str = "auto", out=None):
     out: optional M×N array of the caller's kind and dtype, written and returned.
     Returns the caller's kind. The inputs are never modified.
     """
-    p = plan(a, b, kernel)
     A, B = arrays.describe(a, "a"), arrays.describe(b, "b")
+    p = _plan(A, B, kernel)
     shape, dtype = (p.m, p.n), p.dtype
     O = _check_out(out, A, shape, dtype, (a, b)) if out is not None else None
     if p.m == 0 or p.n == 0:
@@ -194,11 +205,8 @@ def _run_numba(kern, A: Operand, B: Operand, O, out, shape, dtype):
 
             return torch.from_numpy(host)
         return host
-    ctx = cuda.gpus[arrays.device_index(A)] if not _cuda.SIMULATOR else _nullcontext()
-    with ctx:
-        if O is None:
-            _check_free_memory(arrays.nbytes(shape, dtype))
-        result = out if out is not None else arrays.empty_like_kind(A, shape, dtype)
+    with _on_device(arrays.device_index(A)):
+        result = out if out is not None else _allocate(A, shape, dtype)
         stream = arrays.numba_stream(A)
         R = arrays.describe(result, "out")
         need = kern.needs_contiguous
@@ -220,6 +228,25 @@ class _nullcontext:
 
     def __exit__(self, *exc):
         return False
+
+
+def _on_device(index: int):
+    """The operands' device as Numba's current one (a no-op when it already is)."""
+    if _cuda.SIMULATOR or _cuda.cuda.get_current_device().id == index:
+        return _nullcontext()
+    return _cuda.cuda.gpus[index]
+
+
+def _allocate(A: Operand, shape, dtype: str):
+    """The result array, of the caller's kind; running out of memory becomes a clear error.
+    (No free-memory query up front: it would cost a driver call on every product.)"""
+    try:
+        return arrays.empty_like_kind(A, shape, dtype)
+    except Exception as e:  # noqa: BLE001  (torch, CuPy and Numba each raise their own OOM type)
+        if "out of memory" not in str(e).lower() and "OUT_OF_MEMORY" not in str(e):
+            raise
+        _check_free_memory(arrays.nbytes(shape, dtype))
+        raise OutOfDeviceMemory(f"matmul: could not allocate the {shape[0]}×{shape[1]} {dtype} result: {e}") from e
 
 
 def kernels() -> list[dict]:

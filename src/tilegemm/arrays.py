@@ -87,12 +87,24 @@ def numba_stream(op: Operand):
     if op.kind == "torch":
         import torch
 
-        return cuda.external_stream(torch.cuda.current_stream(op.obj.device).cuda_stream)
+        return _external(torch.cuda.current_stream(op.obj.device).cuda_stream)
     if op.kind == "cupy":
         import cupy
 
-        return cuda.external_stream(cupy.cuda.get_current_stream().ptr)
+        return _external(cupy.cuda.get_current_stream().ptr)
     return None
+
+
+_STREAMS: dict[int, object] = {}
+
+
+def _external(ptr: int):
+    """Numba's view of a framework's stream, made once per stream handle (0: the legacy default)."""
+    if ptr == 0:
+        return None
+    if ptr not in _STREAMS:
+        _STREAMS[ptr] = cuda.external_stream(ptr)
+    return _STREAMS[ptr]
 
 
 def to_numba(op: Operand, stream=None, contiguous: bool = False):

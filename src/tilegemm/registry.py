@@ -85,7 +85,12 @@ class Kernel:
         return self.flops(m, n, k) / self.traffic(m, n, k, itemsize)
 
     def runnable(self) -> tuple[bool, str]:
-        """Can it run in this process? (ok, reason when not)."""
+        """Can it run in this process? (ok, reason when not). Decided once per process."""
+        if self.name not in _RUNNABLE:
+            _RUNNABLE[self.name] = self._runnable()
+        return _RUNNABLE[self.name]
+
+    def _runnable(self) -> tuple[bool, str]:
         from . import _cuda
 
         if self.backend == "cpu":
@@ -104,9 +109,12 @@ class Kernel:
 
 
 _REGISTRY: dict[str, Kernel] = {}
+_RUNNABLE: dict[str, tuple[bool, str]] = {}
+_SORTED: list[Kernel] = []
 
 
 def register(kernel: Kernel) -> Kernel:
+    _SORTED.clear()
     if kernel.name in _REGISTRY:
         raise ValueError(f"kernel {kernel.name!r} registered twice")
     if kernel.backend not in BACKEND_ARRAYS:
@@ -123,12 +131,16 @@ def _load() -> None:
 
 
 def all_kernels() -> list[Kernel]:
-    _load()
-    order = {"cpu": 0, "simt": 1, "tensorcore": 2}
-    return sorted(_REGISTRY.values(), key=lambda k: (order[k.backend], k.rung, k.name))
+    if not _SORTED:
+        _load()
+        order = {"cpu": 0, "simt": 1, "tensorcore": 2}
+        _SORTED[:] = sorted(_REGISTRY.values(), key=lambda k: (order[k.backend], k.rung, k.name))
+    return list(_SORTED)
 
 
 def get(name: str) -> Kernel:
+    if name in _REGISTRY:
+        return _REGISTRY[name]
     _load()
     try:
         return _REGISTRY[name]
