@@ -113,3 +113,17 @@ def test_racecheck_flags_the_broken_kernel():
     assert hazards > 0, summary
     hazards_ok, summary_ok = race.racecheck("smem_tiled_32", 32)
     assert hazards_ok == 0, summary_ok
+
+
+def test_hold_keeps_launch_latency_out_of_event_times():
+    """A 1×1×1 product: bare events measure Python's launch latency; with the hold they don't."""
+    from numba import cuda
+
+    from tilegemm.bench.timing import DeviceClock, measure
+
+    kern = registry.get("naive")
+    a = cuda.to_device(np.ones((1, 1), np.float32))
+    c = cuda.device_array((1, 1), np.float32)
+    bare = measure(lambda: kern.launch(a, a, c), clock=DeviceClock(hold_us=0), budget_s=0.3)
+    held = measure(lambda: kern.launch(a, a, c), clock=DeviceClock(hold_us=200), budget_s=0.3)
+    assert held.median_ms < bare.median_ms, (held.median_ms, bare.median_ms)
