@@ -26,6 +26,7 @@ torch = pytest.importorskip("torch")
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 TC_NAMES = ("tc_tiled", "tc_persistent", "tc_tma_persistent")
+ALL_TC = TC_NAMES + ("tc_splitk",)
 
 
 # ---- registration (no GPU needed) --------------------------------------------------------------
@@ -109,7 +110,7 @@ INTERP_SCRIPT = textwrap.dedent(r"""
     assert os.environ.get("TRITON_INTERPRET") == "1"
     import numpy as np, torch
     from tilegemm import validate
-    from tilegemm.kernels.tensorcore import _common as C, t01_tiled, t02_persistent, t03_tma_persistent
+    from tilegemm.kernels.tensorcore import _common as C, t01_tiled, t02_persistent, t03_tma_persistent, t04_splitk
     torch.manual_seed(0)
     out = []
 
@@ -119,14 +120,14 @@ INTERP_SCRIPT = textwrap.dedent(r"""
             x = x.transpose(-1, -2).contiguous().transpose(-1, -2)
         return x
 
-    def run(mod, m, n, k, dt, prec, la="n", lb="n", batch=0, bcast=False, alpha=1.0, beta=0.0):
+    def run(mod, m, n, k, dt, prec, la="n", lb="n", batch=0, bcast=False, alpha=1.0, beta=0.0, cfg=None):
         ashape = (batch, m, k) if batch else (m, k)
         bshape = (k, n) if (bcast or not batch) else (batch, k, n)
         a, b = operand(ashape, dt, la), operand(bshape, dt, lb)
         cshape = (batch, m, n) if batch else (m, n)
         c0 = (torch.rand(*cshape) * 2 - 1).to(dt)
         c = c0.clone() if beta else torch.full(cshape, float("nan"), dtype=dt)
-        used = mod.gemm(C.Problem(a, b, c, prec, alpha, beta, c if beta else None))
+        used = mod.gemm(C.Problem(a, b, c, prec, alpha, beta, c if beta else None), cfg)
         a64, b64, c64 = a.double().numpy(), b.double().numpy(), c.double().numpy()
         tol = {"ieee": "float32", "fp16": "float16"}[prec]
         for i in range(max(batch, 1)):
@@ -138,9 +139,20 @@ INTERP_SCRIPT = textwrap.dedent(r"""
             chk = validate.check(ci, alpha * ai, bi, dtype=tol, kernel=mod.NAME, ref=ref)
             out.append(dict(kernel=mod.NAME, ran=used.get("kernel", mod.NAME), shape=[m, n, k], prec=prec,
                             layout=la + lb, batch=batch, bcast=bcast, beta=beta, ok=bool(chk.ok),
-                            rel=chk.rel_err, msg=str(chk)))
+                            rel=chk.rel_err, msg=str(chk), split=(cfg or {}).get("SPLIT")))
 
-    for mod in (t01_tiled, t02_persistent, t03_tma_persistent):
+    # split-K: K not a multiple of BK, more slices than K steps (empty slices), batch, alpha/beta
+    for split in (1, 2, 3, 5, 9):
+        sk = dict(C.cfg(16, 32, 16, 4, 2), SPLIT=split)
+        run(t04_splitk, 3, 40, 50, torch.float16, "fp16", cfg=sk)     # 4 K steps of 16, last one partial
+        run(t04_splitk, 17, 33, 37, torch.float32, "ieee", cfg=sk)
+        run(t04_splitk, 5, 24, 20, torch.float32, "ieee", la="t", lb="t", cfg=sk)
+    run(t04_splitk, 1, 64, 16, torch.float16, "fp16", cfg=dict(C.cfg(16, 64, 16, 4, 2), SPLIT=4))  # split > K steps
+    run(t04_splitk, 20, 24, 40, torch.float16, "fp16", batch=2, cfg=dict(C.cfg(16, 16, 16, 4, 2), SPLIT=3))
+    run(t04_splitk, 9, 16, 48, torch.float32, "ieee", batch=2, bcast=True, cfg=dict(C.cfg(16, 16, 16, 4, 2), SPLIT=2))
+    run(t04_splitk, 19, 33, 70, torch.float32, "ieee", alpha=0.5, beta=2.0, cfg=dict(C.cfg(16, 32, 16, 4, 2), SPLIT=3))
+
+    for mod in (t01_tiled, t02_persistent, t03_tma_persistent, t04_splitk):
         for (m, n, k) in [(1, 1, 1), (5, 23, 7), (33, 17, 40), (64, 48, 80), (1, 64, 32), (70, 1, 96)]:
             for dt, prec in ((torch.float16, "fp16"), (torch.float32, "ieee")):
                 run(mod, m, n, k, dt, prec)
@@ -167,12 +179,43 @@ def interpreter_results():
     return json.loads(line[0][len("RESULTS"):])
 
 
-@pytest.mark.parametrize("name", TC_NAMES)
+@pytest.mark.parametrize("name", ALL_TC)
 def test_interpreter_correct(interpreter_results, name):
     mine = [r for r in interpreter_results if r["kernel"] == name]
     assert len(mine) >= 20
     bad = [r["msg"] for r in mine if not r["ok"]]
     assert not bad, "\n".join(bad[:5])
+
+
+def test_interpreter_splitk_edge_cases(interpreter_results):
+    """Split counts 1…9 over 4 K steps (empty slices write zeros), K not a multiple of BK."""
+    mine = [r for r in interpreter_results if r["kernel"] == "tc_splitk" and r.get("split")]
+    assert {r["split"] for r in mine} >= {1, 2, 3, 4, 5, 9}
+    assert any(r["shape"][2] % 16 for r in mine) and any(r["batch"] for r in mine) and any(r["beta"] for r in mine)
+    bad = [r["msg"] for r in mine if not r["ok"]]
+    assert not bad, "\n".join(bad[:5])
+
+
+def test_splitk_registered_and_candidates():
+    from tilegemm.kernels.tensorcore import _common as C
+    from tilegemm.kernels.tensorcore import t04_splitk as t04
+
+    k = registry.get("tc_splitk")
+    assert k.backend == "tensorcore" and 0 < k.auto_rank < registry.get("tc_tiled").auto_rank
+    assert k.doc.splitlines()[0]
+    for dt in (torch.float16, torch.float32, torch.float8_e4m3fn):
+        for m in (1, 16, 64, 128):
+            a, b = torch.empty(m, 4096, dtype=dt), torch.empty(4096, 4096, dtype=dt)
+            p = C.Problem(a, b, torch.empty(m, 4096, dtype=torch.float16), C.precision_of(dt))
+            assert t04.applicable(p, sms=132)
+            cands = t04.candidates(p)
+            assert 1 <= len(cands) <= 10
+            for c in cands:
+                assert c["BM"] <= max(16, triton.next_power_of_2(m)) and c["SPLIT"] >= 1
+                assert (c["BM"] * c["BK"] + c["BK"] * c["BN"]) * a.element_size() * c["num_stages"] <= C.SMEM_BUDGET
+    big = torch.empty(8192, 8192, dtype=torch.float16)
+    assert not t04.applicable(C.Problem(big, big, big, "fp16"), sms=132)
+    assert t04.k_per_split(50, 16, 9) == 16 and t04.k_per_split(4096, 128, 4) == 1024
 
 
 def test_interpreter_tma_path_ran(interpreter_results):
@@ -223,7 +266,7 @@ def _gpu_operands(m, n, k, precision, la, lb, batch=0):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kernel", TC_NAMES)
+@pytest.mark.parametrize("kernel", ALL_TC + ("auto",))
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
 @pytest.mark.parametrize("shape", GPU_SHAPES, ids=lambda s: "x".join(map(str, s)))
@@ -277,6 +320,50 @@ def test_gpu_matmul_auto_picks_tensor_cores_and_returns_caller_kind():
     assert tc.is_cuda and tc.dtype == torch.bfloat16
     assert validate.check(tc.double().cpu().numpy(), ta.double().cpu().numpy(), tb.double().cpu().numpy(),
                           dtype="bfloat16").ok
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("split", [1, 2, 7, 64])
+@pytest.mark.parametrize("precision", ["fp16", "bf16", "tf32", "fp8"])
+def test_gpu_splitk_explicit_splits(precision, split):
+    """Forced split counts on a decode shape, K not a multiple of BK, 64 slices > K steps."""
+    from tilegemm.kernels.tensorcore import _common as C
+    from tilegemm.kernels.tensorcore import t04_splitk as t04
+
+    m, n, k = 16, 520, 1000
+    a, b = _gpu_operands(m, n, k, precision, "n", "n")
+    out = torch.bfloat16 if precision == "fp8" else a.dtype
+    c = torch.full((m, n), float("nan"), dtype=out, device="cuda")
+    sa = sb = torch.ones(1, device="cuda") if precision == "fp8" else None
+    bk = {"fp8": 128, "tf32": 32}.get(precision, 64)
+    t04.gemm(C.Problem(a, b, c, precision, scale_a=sa, scale_b=sb), dict(C.cfg(16, 64, bk, 4, 3), SPLIT=split))
+    chk = validate.check(c.double().cpu().numpy(), a.double().cpu().numpy(), b.double().cpu().numpy(),
+                         dtype=TOL[precision], kernel="tc_splitk", out_dtype="bfloat16" if precision == "fp8" else None)
+    assert chk.ok, str(chk)
+
+
+@pytest.mark.gpu
+def test_gpu_fast_path_and_graph_capture_match():
+    """The cached-plan direct launch and a CUDA-graph replay give the first call's result."""
+    from tilegemm.kernels import tensorcore as tc
+    from tilegemm.kernels.tensorcore import _common as C
+
+    for m in (16, 512):
+        a, b = _gpu_operands(m, 384, 768, "fp16", "n", "n")
+        c = torch.empty(m, 384, dtype=torch.float16, device="cuda")
+        p = C.Problem(a, b, c, "fp16")
+        tc.auto_gemm(p)
+        first = c.clone()
+        c.fill_(float("nan"))
+        tc.auto_gemm(p)
+        assert torch.equal(c, first)
+        c.fill_(float("nan"))
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            tc.auto_gemm(p)
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(c, first)
 
 
 @pytest.mark.gpu

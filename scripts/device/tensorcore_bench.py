@@ -6,8 +6,19 @@ For bf16, fp16, tf32 and fp8-e4m3 over square and LLM shapes: check each result 
 rows × columns against a float64 product of the same inputs), then time our kernel (tuned, with
 the tuning cache written beside the JSON) and the library in the same run on the same inputs:
 torch.matmul (cuBLAS; TF32 with allow_tf32) or torch._scaled_mm for FP8 with per-tensor scales.
-Times are medians of triton.testing.do_bench, which flushes L2 between runs. One failure is
-recorded and the run goes on. Prints a table last.
+Two timings per side, both for ours and the library, the same way:
+  eager: median of triton.testing.do_bench (L2 flushed before every call): what a Python caller
+         gets, host launch overhead included whenever it exceeds the GPU's work;
+  graph: N back-to-back launches captured in one torch.cuda.CUDAGraph, replays timed with CUDA
+         events, per-launch median: device time without host overhead (no L2 flush is possible
+         inside a graph, so inputs that fit the 60 MB L2 stay warm: "graph, L2 warm").
+The primary ratio ("ratio", mode in "ratio_mode") is the graph one where either side's eager time
+is launch-bound (eager > 1.3× graph) and the eager one elsewhere; both are kept. Ours runs through
+`tensorcore.auto_gemm` (per-shape rung choice: t03 TMA persistent, or t04 split-K for small M).
+The result is checked twice against float64 (first call, and a later fast-path call into a
+poisoned C). One failure is recorded and the run goes on. Prints a table last.
+
+    --cache-from PATH   warm-start the tuning cache from an earlier run's tensorcore.json
 """
 
 from __future__ import annotations
@@ -36,13 +47,31 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="tensorcore.json")
     ap.add_argument("--dtypes", default="bf16,fp16,fp8,tf32")
     ap.add_argument("--budget-s", type=float, default=270.0, help="stop starting new shapes after this")
-    ap.add_argument("--tune-s", type=float, default=8.0, help="tuning cap per shape (seconds)")
+    ap.add_argument("--tune-s", type=float, default=5.0, help="tuning cap per shape and rung (seconds)")
+    ap.add_argument("--cache-from", default="", help="tuning cache JSON to start from (copied, never written)")
+    ap.add_argument("--no-graph", action="store_true", help="eager timings only")
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args(argv)
     out_dir = os.path.dirname(os.path.abspath(args.out))
     os.makedirs(out_dir, exist_ok=True)
     os.environ.setdefault("TILEGEMM_CACHE_DIR", os.path.join(out_dir, "tilegemm-cache"))
     os.environ.setdefault("TILEGEMM_TUNE_BUDGET_S", str(args.tune_s))
+    warm = {}
+    if args.cache_from:
+        try:
+            with open(args.cache_from) as f:
+                warm = json.load(f)
+            target = os.path.join(os.environ["TILEGEMM_CACHE_DIR"], "tensorcore.json")
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            mine = {}
+            if os.path.exists(target):
+                with open(target) as f:
+                    mine = json.load(f)
+            with open(target, "w") as f:
+                json.dump({**warm, **mine}, f, indent=1, sort_keys=True)
+        except (OSError, ValueError) as e:
+            print(f"--cache-from {args.cache_from}: not used ({e})", flush=True)
+            warm = {}
 
     import torch
     import triton
@@ -56,7 +85,8 @@ def main(argv=None) -> int:
     result = dict(gpu=torch.cuda.get_device_name(0), date=time.strftime("%Y-%m-%dT%H:%M:%S"),
                   versions=dict(torch=torch.__version__, triton=triton.__version__, python=sys.version.split()[0],
                                 cuda=torch.version.cuda),
-                  cache=C.cache_path(), records=[], fallbacks={})
+                  cache=C.cache_path(), warm_start=args.cache_from or None, warm_keys=len(warm),
+                  records=[], fallbacks={})
     torch.manual_seed(0)
 
     def save():
@@ -72,7 +102,7 @@ def main(argv=None) -> int:
                 continue
             rec = dict(dtype=dtype, kernel=t03.NAME, m=m, n=n, k=k)
             try:
-                rec.update(one(dtype, m, n, k, dev, torch, triton, C, t03, validate))
+                rec.update(one(dtype, m, n, k, dev, torch, triton, C, t03, validate, graphs=not args.no_graph))
             except Exception as e:  # noqa: BLE001  (record, go on)
                 rec.update(ok=False, error=f"{type(e).__name__}: {e}"[:500], trace=traceback.format_exc()[-1500:])
             finally:
@@ -80,7 +110,8 @@ def main(argv=None) -> int:
             result["records"].append(rec)
             print(f"{dtype:5s} {m:>6d}×{n:<6d}×{k:<6d} ok={rec.get('ok')} "
                   f"{rec.get('tflops', float('nan')):7.1f} vs {rec.get('ref_tflops', float('nan')):7.1f} TFLOP/s "
-                  f"ratio {rec.get('ratio', float('nan')):.3f} tune {rec.get('tune_s', 0):.1f}s "
+                  f"ratio {rec.get('ratio', float('nan')):.3f} ({rec.get('ratio_mode', '-')}; eager "
+                  f"{rec.get('ratio_eager', float('nan')):.3f}) tune {rec.get('tune_s', 0):.1f}s "
                   f"{rec.get('config', '')} {rec.get('error', '')[:160]}", flush=True)
             save()
     save()
@@ -106,7 +137,41 @@ def operands(dtype, m, n, k, dev, torch):
     return a8, b8, sa, sb
 
 
-def one(dtype, m, n, k, dev, torch, triton, C, t03, validate):
+def graph_ms(fn, torch, eager_ms):
+    """Per-launch median (ms) of N launches of fn captured in one CUDA graph, replays timed with
+    events. fn must already be warm (compiled, tuned): nothing may allocate host-side state or
+    synchronise inside the capture."""
+    n = max(1, min(50, int(2.0 / max(eager_ms, 1e-3))))  # about 2 ms of launches per replay
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm-up on a side stream, as torch's graph docs ask
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(n):
+            fn()
+    for _ in range(3):
+        g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(25):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        g.replay()
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1) / n)
+    del g
+    times.sort()
+    return times[len(times) // 2], n
+
+
+def one(dtype, m, n, k, dev, torch, triton, C, t03, validate, graphs=True):
+    from tilegemm.kernels import tensorcore as tc
+
     a, b, sa, sb = operands(dtype, m, n, k, dev, torch)
     precision = {"bf16": "bf16", "fp16": "fp16", "tf32": "tf32", "fp8": "fp8"}[dtype]
     out_dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32, "fp8": torch.bfloat16}[dtype]
@@ -114,11 +179,11 @@ def one(dtype, m, n, k, dev, torch, triton, C, t03, validate):
     p = C.Problem(a, b, c, precision, scale_a=sa, scale_b=sb)
     C.last_tuning.clear()
     t0 = time.perf_counter()
-    used = t03.gemm(p)
+    used = tc.auto_gemm(p)  # tunes the candidate rungs for this bucket (cached), then runs the winner
     torch.cuda.synchronize()
     first_s = time.perf_counter() - t0
     tune_s = C.last_tuning.get("seconds", 0.0)
-    # validate a sample of rows × columns against float64
+    # validate a sample of rows × columns against float64, on the first call and on a later one
     g = torch.Generator(device="cpu").manual_seed(m * 7 + n * 3 + k)
     rows = torch.randperm(m, generator=g)[:min(m, 48)].to(dev)
     cols = torch.randperm(n, generator=g)[:min(n, 256)].to(dev)
@@ -129,24 +194,28 @@ def one(dtype, m, n, k, dev, torch, triton, C, t03, validate):
 
     a_s = take(a, 0, rows).double() * (sa.double() if sa is not None else 1)
     b_s = take(b, 1, cols).double() * (sb.double() if sb is not None else 1)
-    c_s = c[rows][:, cols].double()
     tol_name = {"bf16": "bfloat16", "fp16": "float16", "tf32": "tf32", "fp8": "float8_e4m3fn"}[dtype]
-    chk = validate.check(c_s.cpu().numpy(), a_s.cpu().numpy(), b_s.cpu().numpy(), dtype=tol_name, kernel=t03.NAME,
-                         out_dtype="bfloat16" if dtype == "fp8" else None)
-    rec = dict(ok=bool(chk.ok), rel_err=chk.rel_err, config={kk: v for kk, v in used.items()},
-               tune_s=round(tune_s, 2), first_call_s=round(first_s, 2))
-    if not chk.ok:
-        rec["check"] = str(chk)[:800]
+
+    def check():
+        c_s = c[rows][:, cols].double()
+        return validate.check(c_s.cpu().numpy(), a_s.cpu().numpy(), b_s.cpu().numpy(), dtype=tol_name,
+                              kernel=used.get("kernel", "?"), out_dtype="bfloat16" if dtype == "fp8" else None)
+
+    chk = check()
+    c.fill_(float("nan"))
+    tc.auto_gemm(p)  # the fast path (cached plan, direct launch) must compute the same thing
+    torch.cuda.synchronize()
+    chk2 = check()
+    rec = dict(ok=bool(chk.ok and chk2.ok), rel_err=max(chk.rel_err, chk2.rel_err), config=dict(used),
+               tune_s=round(tune_s, 2), first_call_s=round(first_s, 2), ran=used.get("kernel"))
+    if not (chk.ok and chk2.ok):
+        rec["check"] = (str(chk) if not chk.ok else "second call: " + str(chk2))[:800]
     flops = 2.0 * m * n * k
     rep = 100
 
     def ours():
-        t03.gemm(p, config=cfg_fixed)
+        tc.auto_gemm(p)
 
-    cfg_fixed = {kk: v for kk, v in used.items() if kk not in ("kernel", "fallback")}
-    if used.get("kernel") != t03.NAME:
-        def ours():  # noqa: F811  (t03 fell back: time what actually ran)
-            t03.gemm(p)
     ms = triton.testing.do_bench(ours, warmup=20, rep=rep, return_mode="median")
     if dtype == "fp8":
         def ref():
@@ -159,33 +228,57 @@ def one(dtype, m, n, k, dev, torch, triton, C, t03, validate):
     try:
         ref()
         ref_ms = triton.testing.do_bench(ref, warmup=20, rep=rep, return_mode="median")
+        rec.update(ms=ms, ref_ms=ref_ms, ratio_eager=ref_ms / ms)
+        g_ms = g_ref = None
+        if graphs and min(ms, ref_ms) < 0.5:  # beyond that, launch overhead is < 1% of a call
+            try:
+                g_ms, rec["graph_n"] = graph_ms(ours, torch, ms)
+                g_ref, _ = graph_ms(ref, torch, ref_ms)
+            except Exception as e:  # noqa: BLE001
+                rec["graph_error"] = f"{type(e).__name__}: {e}"[:300]
+                g_ms = g_ref = None
+                torch.cuda.synchronize()
+        if g_ms and g_ref:
+            rec.update(graph_ms=g_ms, graph_ref_ms=g_ref, ratio_graph=g_ref / g_ms)
+            launch_bound = ms > 1.3 * g_ms or ref_ms > 1.3 * g_ref
+        else:
+            launch_bound = False
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev
-    rec.update(ms=ms, tflops=flops / ms / 1e9, ref_ms=ref_ms, ref_tflops=flops / ref_ms / 1e9, ratio=ref_ms / ms,
-               ran=used.get("kernel"))
+    if launch_bound:
+        t_ours, t_ref, mode = rec["graph_ms"], rec["graph_ref_ms"], "graph, L2 warm"
+    else:
+        t_ours, t_ref, mode = ms, ref_ms, "eager, L2 flushed"
+    rec.update(tflops=flops / t_ours / 1e9, ref_tflops=flops / t_ref / 1e9, ratio=t_ref / t_ours, ratio_mode=mode,
+               eager_tflops=flops / ms / 1e9, eager_ref_tflops=flops / ref_ms / 1e9)
     return rec
 
 
 def table(result, C):
     print()
-    print(f"{'dtype':6s} {'M×N×K':>22s} {'ok':>3s} {'ours':>8s} {'ref':>8s} {'ratio':>6s}  config")
+    print(f"{'dtype':5s} {'M×N×K':>18s} {'ok':>2s} {'ours':>7s} {'ref':>7s} {'ratio':>6s} {'mode':5s} "
+          f"{'eagerµs':>8s} {'refµs':>7s} {'graphµs':>8s} {'refµs':>7s}  config")
     by = {}
     for r in result["records"]:
         shape = f"{r['m']}×{r['n']}×{r['k']}"
         if "ratio" not in r:
-            print(f"{r['dtype']:6s} {shape:>22s} {'--':>3s}  {r.get('error', '')[:90]}")
+            print(f"{r['dtype']:5s} {shape:>18s} {'--':>2s}  {r.get('error', '')[:110]}")
             continue
         cfg = r.get("config", {})
         cs = f"{cfg.get('BM')}x{cfg.get('BN')}x{cfg.get('BK')} w{cfg.get('num_warps')} s{cfg.get('num_stages')}" \
-             f"{' WS' if cfg.get('WS') else ''}{' KM' if cfg.get('KMAJOR') else ''} {cfg.get('kernel', '')}"
-        print(f"{r['dtype']:6s} {shape:>22s} {'y' if r['ok'] else 'N':>3s} {r['tflops']:8.1f} {r['ref_tflops']:8.1f} "
-              f"{r['ratio']:6.3f}  {cs}")
+             f"{' WS' if cfg.get('WS') else ''}{' KM' if cfg.get('KMAJOR') else ''}" \
+             f"{' S' + str(cfg['SPLIT']) if cfg.get('SPLIT') else ''} {cfg.get('kernel', '')}"
+        gm = f"{1e3 * r['graph_ms']:8.1f}" if r.get("graph_ms") else f"{'-':>8s}"
+        gr = f"{1e3 * r['graph_ref_ms']:7.1f}" if r.get("graph_ref_ms") else f"{'-':>7s}"
+        print(f"{r['dtype']:5s} {shape:>18s} {'y' if r['ok'] else 'N':>2s} {r['tflops']:7.1f} {r['ref_tflops']:7.1f} "
+              f"{r['ratio']:6.3f} {r['ratio_mode'][:5]:5s} {1e3 * r['ms']:8.1f} {1e3 * r['ref_ms']:7.1f} {gm} {gr}  {cs}")
         by.setdefault(r["dtype"], []).append(r)
     print()
     for dt, rs in by.items():
         big = [r["ratio"] for r in rs if r["m"] * r["n"] * r["k"] >= 8192**3]
-        print(f"{dt:6s} geo-mean ratio {C.geomean([r['ratio'] for r in rs]):.3f}  (≥8192³: {C.geomean(big):.3f})"
-              f"  min {min(r['ratio'] for r in rs):.3f}  all ok: {all(r['ok'] for r in rs)}")
+        print(f"{dt:5s} geo-mean ratio {C.geomean([r['ratio'] for r in rs]):.3f} (eager only "
+              f"{C.geomean([r['ratio_eager'] for r in rs]):.3f})  ≥8192³: {C.geomean(big):.3f}"
+              f"  min {min(r['ratio'] for r in rs):.3f}  all ok: {all(r['ok'] for r in rs)}  shapes {len(rs)}")
     if result.get("fallbacks"):
         print("fallbacks:", json.dumps(result["fallbacks"])[:1500])
     print(f"elapsed {result.get('elapsed_s')} s; JSON and tuning cache under {os.path.dirname(result['cache'])}")

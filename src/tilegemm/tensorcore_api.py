@@ -39,8 +39,9 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     dtype; default: the input dtype for fp16/bf16, bfloat16 for fp8, float32 for tf32/ieee.
     c: existing output (beta ≠ 0 reads it); written in place and returned, in the caller's kind.
     scale_a, scale_b: per-tensor scales (float or one-element tensor), FP8 only.
-    kernel: "auto" (TMA persistent on sm_90, else persistent) or "tc_tiled", "tc_persistent",
-    "tc_tma_persistent".
+    kernel: "auto" (per shape bucket: split-K where the tuner timed it faster for small M, else TMA
+    persistent on sm_90, else persistent) or "tc_tiled", "tc_persistent", "tc_tma_persistent",
+    "tc_splitk".
     """
     import torch
 
@@ -89,12 +90,11 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
         tc_out.mul_(beta) if beta != 0 else tc_out.zero_()
         return _back(tc_out, A, c, host_c)
     p = C.Problem(ta, tb, tc_out, precision, float(alpha), float(beta), tc_out if beta != 0 else None, sa, sb)
-    name = kernel
-    if name == "auto":
-        cap = torch.cuda.get_device_capability(ta.device)
-        name = "tc_tma_persistent" if cap >= (9, 0) else "tc_persistent"
     with torch.cuda.device(ta.device):
-        tc.rung_module(name).gemm(p)
+        if kernel == "auto":
+            tc.auto_gemm(p)
+        else:
+            tc.rung_module(kernel).gemm(p)
     return _back(tc_out, A, c, host_c)
 
 

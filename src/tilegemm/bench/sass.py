@@ -135,13 +135,13 @@ def _on_gpu(kernel, dtype) -> list[dict]:
     sig = _signature(dtype)
     rows = []
     for d in kernel.jit_kernels(np.dtype(dtype)):
-        d.compile(sig)
+        kern = d.compile(sig)  # the compiled kernel for this device (cached after first use)
         rec = {"function": _dispatcher_name(d),
-               "registers": int(d.get_regs_per_thread(sig)),
-               "local_bytes": int(d.get_local_mem_per_thread(sig)),
-               "shared_bytes": int(d.get_shared_mem_per_block(sig))}
+               "registers": int(kern.regs_per_thread),
+               "local_bytes": int(kern.local_mem_per_thread),
+               "shared_bytes": int(kern.shared_mem_per_block)}
         try:
-            rec.update(sass_census(d.inspect_sass(sig)))
+            rec.update(sass_census(kern.inspect_sass()))
         except Exception as e:  # nvdisasm missing: resources still useful
             rec["sass_error"] = f"{type(e).__name__}: {e}"
         rows.append(rec)
@@ -166,6 +166,30 @@ def _tool(name: str) -> str | None:
     return None
 
 
+class _no_device:
+    """Numba compiles a called device function for the *current device's* compute capability,
+    which fails where there is no GPU; offline, answer with the target's capability instead."""
+
+    def __init__(self, cc):
+        self.cc = cc
+
+    def __enter__(self):
+        from numba.cuda import dispatcher
+
+        self.saved = dispatcher.get_current_device
+        cc = self.cc
+
+        class _Target:
+            compute_capability = cc
+
+        dispatcher.get_current_device = lambda: _Target()
+
+    def __exit__(self, *exc):
+        from numba.cuda import dispatcher
+
+        dispatcher.get_current_device = self.saved
+
+
 def _offline_inprocess(kernel, dtype, cc=(9, 0)) -> list[dict]:
     from numba import cuda
 
@@ -176,7 +200,10 @@ def _offline_inprocess(kernel, dtype, cc=(9, 0)) -> list[dict]:
     arch = f"sm_{cc[0]}{cc[1]}"
     rows = []
     for d in kernel.jit_kernels(np.dtype(dtype)):
-        ptx, _ = cuda.compile_ptx(d.py_func, sig, cc=cc)
+        opts = {o: d.targetoptions[o] for o in ("launch_bounds", "max_registers", "fastmath")
+                if getattr(d, "targetoptions", {}).get(o)}
+        with _no_device(cc):
+            ptx, _ = cuda.compile_ptx(d.py_func, sig, cc=cc, **opts)
         with tempfile.TemporaryDirectory() as tmp:
             p = os.path.join(tmp, "k.ptx")
             cubin = os.path.join(tmp, "k.cubin")

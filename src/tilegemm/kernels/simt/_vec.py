@@ -154,10 +154,13 @@ else:
 def aligned16(*arrays) -> bool:
     """Every array's data pointer is a multiple of 16 bytes (host-side check before a launch)."""
     for x in arrays:
-        try:
-            ptr = x.__cuda_array_interface__["data"][0]
-        except (AttributeError, KeyError, TypeError):
-            return False
+        ptr = None
+        for attr in ("__cuda_array_interface__", "__array_interface__"):  # device; simulator/host
+            try:
+                ptr = getattr(x, attr)["data"][0]
+                break
+            except (AttributeError, KeyError, TypeError):
+                continue
         if ptr is None or ptr % 16:
             return False
     return True

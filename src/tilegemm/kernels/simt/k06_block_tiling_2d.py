@@ -8,19 +8,28 @@ per shared load instead of k05's 2. Thread (ty, tx) still owns rows ty + 16·i a
 tx + 16·j, so the scalar shared reads stay conflict-free (a warp reads two rows of A, each a
 broadcast, and 16 consecutive words of B) and the stores to C coalesce.
 
+One code-generation detail comes with it: the inner loop reads shared memory through `at()`
+(_vec.py) instead of `sA[r, p]`. Numba guards every signed index it cannot prove non-negative
+with wraparound code (`r < 0 ? r + shape : r`, 64-bit); with 16 reads per p that roughly doubles
+the inner loop's instructions, so the larger tile would buy nothing. Same reads, same order.
+
 Attacks: shared-memory bandwidth and issue slots per FMA (k05 spends 8 LDS per 16 FFMA), and
 global traffic:
     reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM) ≈ 2·M·N·K / 128 elements   (BM = BN = 128)
     writes = M·N elements
     intensity ≈ 2MNK / ((2MNK/128 + MN)·s) ≈ 128/s FLOP/byte (32 FLOP/B in FP32)
-Cost: 64 accumulators plus 16 operands per thread, so about twice k05's registers; with 256
-threads per block at most 255 registers fit, so occupancy is register-limited (see the SASS table).
+Cost: 64 accumulators plus 16 operands per thread. Left alone the compiler takes about 200
+registers, so only one block of 8 warps fits an SM; the FP32 kernel is compiled with launch bounds
+(256 threads, 2 blocks per SM), which caps it at 128 registers. (FP64 needs 128 for its
+accumulators alone and keeps the compiler's choice.) The later rungs inherit the bound.
 """
 
 from numba import cuda
 
 from ...registry import Kernel, ceil_div, register
 from ._common import SIMT_DTYPES, configure, grid_2d, per_dtype
+from ._jit import kernel
+from ._vec import at
 
 BM = 128  # rows of C per block
 BN = 128  # columns of C per block
@@ -30,6 +39,7 @@ TN = 8  # columns of C per thread
 TX = BN // TN  # 16 threads along N
 TY = BM // TM  # 16 threads along M
 NT = TX * TY
+MIN_BLOCKS = 2  # FP32 launch bound: ≤ 128 registers, so 2 blocks of 256 threads fit an SM
 A_LOADS = BM * BK // NT
 B_LOADS = BK * BN // NT
 assert BM * BK % NT == 0 and BK * BN % NT == 0, "tiles must split evenly over the threads"
@@ -37,7 +47,7 @@ assert BM * BK % NT == 0 and BK * BN % NT == 0, "tiles must split evenly over th
 
 @per_dtype
 def kernel_for(DT):
-    @cuda.jit
+    @kernel(launch_bounds=(NT, MIN_BLOCKS) if DT.bitwidth == 32 else None)
     def block_tiling_2d(A, B, C):
         sA = cuda.shared.array((BM, BK), DT)
         sB = cuda.shared.array((BK, BN), DT)
@@ -78,9 +88,9 @@ def kernel_for(DT):
             cuda.syncthreads()
             for p in range(BK):
                 for i in range(TM):
-                    ra[i] = sA[ty + i * TY, p]
+                    ra[i] = at(sA, ty + i * TY, p)
                 for j in range(TN):
-                    rb[j] = sB[p, tx + j * TX]
+                    rb[j] = at(sB, p, tx + j * TX)
                 for i in range(TM):
                     for j in range(TN):
                         acc[i, j] += ra[i] * rb[j]

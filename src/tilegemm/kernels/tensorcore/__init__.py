@@ -1,7 +1,9 @@
 """Tensor-core kernels written in Triton (FP16/BF16/TF32/FP8). Loaded only when Triton imports.
 
 Rungs: t01_tiled (tl.dot on tiles, grouped order), t02_persistent (one program per SM),
-t03_tma_persistent (TMA descriptors, optional warp specialisation; sm_90). They register for
+t03_tma_persistent (TMA descriptors, optional warp specialisation; sm_90), t04_splitk (K split
+over programs, FP32 partials reduced by a second kernel; small M). `auto_gemm` picks per shape
+bucket: t03 (t02 below sm_90), or t04 where the tuner timed it faster. They register for
 float16 and bfloat16, the dtypes `matmul(kernel="auto")` may give them; TF32 (not IEEE FP32) and
 FP8 with scales are reached through `tilegemm.tensorcore_api.gemm`.
 """
@@ -33,12 +35,55 @@ try:  # register the rungs only where triton and torch import (CPU builds includ
 except Exception as _e:  # noqa: BLE001
     IMPORT_ERROR = f"{type(_e).__name__}: {_e}"
 else:
-    from . import t01_tiled, t02_persistent, t03_tma_persistent  # noqa: F401
+    from . import t01_tiled, t02_persistent, t03_tma_persistent, t04_splitk  # noqa: F401
 
     AVAILABLE = True
 
 
-RUNGS = {"tc_tiled": "t01_tiled", "tc_persistent": "t02_persistent", "tc_tma_persistent": "t03_tma_persistent"}
+RUNGS = {"tc_tiled": "t01_tiled", "tc_persistent": "t02_persistent", "tc_tma_persistent": "t03_tma_persistent",
+         "tc_splitk": "t04_splitk"}
+_AUTO: dict = {}  # plan key -> rung module chosen for it (emptied by _common.reset_cache)
+
+
+def auto_gemm(p) -> dict:
+    """Run problem p on the rung that is fastest for its shape bucket; returns the config used.
+
+    Where split-K can matter (`t04_splitk.applicable`: few tiles of C for the SMs), both t03 and
+    t04 are tuned (each once per bucket, cached) and the one with the lower tuned median runs; with
+    tuning off, t04 runs for M ≤ 64. Everything else runs t03 (t02 below sm_90)."""
+    from . import _common as C
+    from . import t02_persistent, t03_tma_persistent as t03, t04_splitk as t04
+
+    if not any(x is _AUTO for x in C.PLAN_CACHES):
+        C.PLAN_CACHES.append(_AUTO)
+    key = t03.plan_key(p, "auto")
+    mod = _AUTO.get(key)
+    if mod is None:
+        mod = _pick(p, C, t02_persistent, t03, t04)
+        if len(_AUTO) > 4096:
+            _AUTO.clear()
+        _AUTO[key] = mod
+    return mod.gemm(p)
+
+
+def _pick(p, C, t02, t03, t04):
+    big = t03 if C.capability(p.a.device) >= (9, 0) else t02
+    if not t04.applicable(p):
+        return big
+    if not C.autotune_enabled() or p.c.device.type != "cuda":
+        return t04 if p.m <= 64 else big
+    e4 = t04.tuned_entry(p)
+    if big is t03 and not t03.usable(p):
+        big = t02
+    if big is t03:
+        e3 = C.choose_entry(t03.NAME, p, lambda: t03.candidates(p), t03.default_config(p), t03.run)
+    else:
+        e3 = C.choose_entry(t02.NAME, p, lambda: C.prune(C.base_configs(p), p, tma_store=False),
+                            t02.default_config(p), t02.run)
+    ms3, ms4 = e3.get("ms"), e4.get("ms")
+    if ms4 is not None and (ms3 is None or ms4 < ms3):
+        return t04
+    return big
 
 
 def rung_module(name: str):

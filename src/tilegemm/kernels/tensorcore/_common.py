@@ -130,22 +130,40 @@ def scale_tensor(s, device) -> torch.Tensor:
 
 # ---- device facts, cached ---------------------------------------------------------------------
 
-_SMS: dict = {}
+_DEV: dict = {}  # device index -> (multiprocessor count, (major, minor), name): read once per process
+
+
+def _dev_index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+def device_facts(device: torch.device) -> tuple[int, tuple[int, int], str]:
+    """(SM count, compute capability, name) of a CUDA device, cached: get_device_properties costs
+    microseconds per call, which a small product cannot afford on every launch."""
+    idx = _dev_index(device)
+    facts = _DEV.get(idx)
+    if facts is None:
+        prop = torch.cuda.get_device_properties(idx)
+        facts = _DEV[idx] = (prop.multi_processor_count, (prop.major, prop.minor), prop.name)
+    return facts
 
 
 def num_sms(device: torch.device) -> int:
     if device.type != "cuda":
         return 4  # the interpreter: any small number exercises the persistent loop
-    idx = device.index if device.index is not None else torch.cuda.current_device()
-    if idx not in _SMS:
-        _SMS[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
-    return _SMS[idx]
+    return device_facts(device)[0]
+
+
+def capability(device: torch.device) -> tuple[int, int]:
+    if device.type != "cuda":
+        return (9, 0)  # the interpreter takes the sm_90 paths (TMA descriptors are emulated)
+    return device_facts(device)[1]
 
 
 def gpu_name(device: torch.device) -> str:
     if device.type != "cuda":
         return "interpreter"
-    return torch.cuda.get_device_name(device)
+    return device_facts(device)[2]
 
 
 def interpreting() -> bool:
@@ -268,12 +286,16 @@ def base_configs(p: Problem) -> list[dict]:
                cfg(128, 128, 128, 4, 4)]
         small = [cfg(64, 128, 128, 4, 4), cfg(64, 64, 256, 4, 4), cfg(32, 64, 256, 4, 4), cfg(16, 64, 256, 4, 5)]
     elif size == 2:  # FP16 / BF16
-        big = [cfg(128, 256, 64, 8, 3), cfg(128, 128, 64, 8, 4), cfg(256, 128, 64, 8, 3),
+        big = [cfg(128, 256, 64, 8, 3), cfg(128, 256, 64, 8, 4), cfg(128, 128, 64, 8, 4), cfg(256, 128, 64, 8, 3),
                cfg(128, 128, 64, 4, 4)]
         small = [cfg(64, 128, 64, 4, 4), cfg(64, 64, 128, 4, 4), cfg(32, 64, 128, 4, 4), cfg(16, 64, 128, 4, 5),
                  cfg(16, 32, 256, 4, 4)]
     else:  # FP32 inputs (TF32 or IEEE)
-        big = [cfg(128, 128, 32, 8, 4), cfg(128, 256, 32, 8, 3), cfg(128, 128, 32, 4, 4), cfg(128, 64, 32, 4, 4)]
+        # TF32: 128×256×32 (3 stages, 2 consumer warpgroups, WS, K-major B) won run 2 at 0.88×; the
+        # added ones test the perf-notes hypotheses: deeper pipeline (4–5 stages of BK = 32), and
+        # BK = 64 (one 256-byte K row per stage: fewer barrier round trips per wgmma chain)
+        big = [cfg(128, 256, 32, 8, 3), cfg(128, 256, 32, 8, 4), cfg(128, 128, 64, 8, 3), cfg(128, 128, 32, 8, 5),
+               cfg(256, 128, 32, 8, 3), cfg(128, 128, 32, 4, 4)]
         small = [cfg(64, 128, 32, 4, 4), cfg(64, 64, 64, 4, 4), cfg(32, 64, 64, 4, 4), cfg(16, 64, 64, 4, 4)]
     if m <= 16:
         return small[-3:]
@@ -339,9 +361,18 @@ def _save_cache() -> None:
 
 
 def reset_cache() -> None:
-    """Forget the in-memory copy (the next lookup rereads the file)."""
+    """Forget the in-memory copy (the next lookup rereads the file) and the per-process memo."""
     global _CACHE
     _CACHE = None
+    _MEMO.clear()
+    for plans in PLAN_CACHES:
+        plans.clear()
+
+
+# Per-process memo of resolved configurations: tune key -> cache entry. `choose` consults it before
+# the JSON cache (no lock, no file); rungs keep their own launch plans on top of it.
+_MEMO: dict = {}
+PLAN_CACHES: list = []  # the rungs' launch-plan dicts, emptied by reset_cache
 
 
 def autotune_enabled() -> bool:
@@ -368,13 +399,25 @@ def choose(kernel_name: str, p: Problem, candidates: list[dict], default: dict, 
     may be C itself) is untouched; a configuration that fails to compile or launch is skipped and
     recorded in `last_tuning['failed']`.
     """
+    return choose_entry(kernel_name, p, candidates, default, run, variant)["config"]
+
+
+def choose_entry(kernel_name: str, p: Problem, candidates, default: dict, run, variant: str = "") -> dict:
+    """`choose`, returning the whole cache entry: {"config": …, "ms": tuned median or None}.
+    candidates may be a list or a zero-argument callable (built only when tuning happens)."""
     if not autotune_enabled() or p.c.device.type != "cuda":
-        return default
+        return {"config": default, "ms": None}
     key = tune_key(kernel_name, p, variant)
+    hit = _MEMO.get(key)
+    if hit is not None:
+        return hit
     with _LOCK:
         hit = _load_cache().get(key)
     if hit is not None:
-        return hit["config"]
+        _MEMO[key] = hit
+        return hit
+    if callable(candidates):
+        candidates = candidates()
     budget_s = float(os.environ.get("TILEGEMM_TUNE_BUDGET_S", "30"))
     scratch = torch.empty_like(p.c)
     trial = Problem(p.a, p.b, scratch, p.precision, p.alpha, p.beta, p.c_in, p.scale_a, p.scale_b)
@@ -395,16 +438,17 @@ def choose(kernel_name: str, p: Problem, candidates: list[dict], default: dict, 
     if not timings:
         last_tuning.clear()
         last_tuning.update(key=key, seconds=seconds, timings=[], failed=failed, config=default)
-        return default
+        return {"config": default, "ms": None}
     best_ms, best = min(timings, key=lambda t: t[0])
     entry = dict(config=best, ms=best_ms, tune_s=round(seconds, 3), tried=len(timings), failed=len(failed),
                  m=p.m, n=p.n, k=p.k, when=time.strftime("%Y-%m-%dT%H:%M:%S"))
     with _LOCK:
         _load_cache()[key] = entry
         _save_cache()
+    _MEMO[key] = entry
     last_tuning.clear()
     last_tuning.update(key=key, seconds=seconds, timings=timings, failed=failed, config=best)
-    return best
+    return entry
 
 
 # ---- launching on the caller's stream ---------------------------------------------------------

@@ -1,0 +1,232 @@
+"""k11 autotuned: k10's kernel with its tile parameters chosen by measurement, once per GPU.
+
+Changes against k10: nothing in the kernel; the configuration (BM, BN, BK, WM, WN, a launch
+bound on registers, and how many copies of the p-loop body each trip runs) is no longer fixed.
+`autotune()` compiles every candidate in CANDIDATES, rejects any that fails to compile or to
+produce the right product on an awkward shape, times the rest on a 4096³ product, and stores
+the fastest in a JSON file in the user's cache directory (`~/.cache/tilegemm/autotune.json`, or
+$TILEGEMM_CACHE_DIR), keyed by GPU name, dtype and the version of the candidate list. Later
+launches read the winner from there.
+
+    TILEGEMM_AUTOTUNE=0      always k10's defaults; never search
+    TILEGEMM_AUTOTUNE=1      (default) use the cached winner; search once, at the first launch
+                             on a GPU that has none (bounded by TILEGEMM_AUTOTUNE_BUDGET_S, 60 s)
+    TILEGEMM_AUTOTUNE=force  search again at the first launch in this process
+
+Under the simulator no search runs (its timings mean nothing) unless `autotune()` is called.
+
+Attacks: whatever the fixed choice left on the table on this GPU: register pressure against
+occupancy (the launch bound), tile shape against wave quantization and per-block overheads,
+BK against barriers per FMA, loop overhead in the inner loop (Numba leaves the loop over p rolled;
+`unroll=2` halves its control instructions per FFMA). Traffic and intensity are k10's with the chosen tile:
+    reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM) elements,  writes = M·N elements
+    intensity ≈ 2/(s·(1/BM + 1/BN)) FLOP/byte
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict
+
+import numpy as np
+
+from ... import _cuda
+from ...registry import Kernel, ceil_div, register
+from . import k07_smem_transposed as k07
+from . import k10_warptile as k10
+from .k10_warptile import Config
+
+VERSION = "k11-v1"  # bump when CANDIDATES or the kernel change: old winners are then ignored
+CANDIDATES = [
+    Config(128, 128, 8, 64, 32),  # k10's default (2 blocks per SM)
+    Config(128, 128, 8, 64, 32, unroll=2),
+    Config(128, 128, 8, 64, 32, min_blocks=0),
+    Config(128, 128, 16, 64, 32),
+    Config(128, 128, 16, 64, 32, unroll=2),
+    Config(128, 128, 16, 64, 32, min_blocks=0),
+    Config(128, 128, 8, 32, 64),
+    Config(128, 64, 8, 64, 32, min_blocks=0),
+    Config(64, 128, 8, 32, 64, min_blocks=0),
+    Config(128, 64, 16, 64, 32, min_blocks=0),
+    Config(64, 64, 8, 32, 32, min_blocks=0),
+    Config(64, 64, 16, 32, 32, min_blocks=0),
+]
+# Left out after reading their SASS offline: 128×256 and 256×128 tiles (16×8 per thread) keep
+# their accumulators partly in local memory (LDL/STL in the inner loop).
+TUNE_SHAPE = (4096, 4096, 4096)
+CHECK_SHAPE = (257, 260, 36)  # edges on both sides, a K tail, 16-byte path legal (K, N % 4 == 0)
+
+_chosen: dict[str, Config] = {}  # per dtype, for this process
+
+
+def cache_path() -> str:
+    base = os.environ.get("TILEGEMM_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "tilegemm")
+    return os.path.join(base, "autotune.json")
+
+
+def gpu_name() -> str:
+    if not _cuda.has_gpu():
+        return "simulator"
+    name = _cuda.cuda.get_current_device().name
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def cache_key(dtype) -> str:
+    return f"{gpu_name()}|{np.dtype(dtype).name}|{VERSION}"
+
+
+def _read_cache() -> dict:
+    try:
+        with open(cache_path()) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_cache(key: str, entry: dict) -> None:
+    data = _read_cache()
+    data[key] = entry
+    path = cache_path()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1)
+    os.replace(tmp, path)
+
+
+def cached_config(dtype="float32") -> Config | None:
+    entry = _read_cache().get(cache_key(dtype))
+    if not entry:
+        return None
+    try:
+        cfg = Config(**entry["winner"])
+        cfg.check()
+        return cfg
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _time_ms(run, reps: int) -> float:
+    """Median of `reps` runs: CUDA events on a GPU, host clock under the simulator."""
+    cuda = _cuda.cuda
+    run()
+    cuda.synchronize()
+    out = []
+    for _ in range(reps):
+        if _cuda.has_gpu():
+            e0, e1 = cuda.event(timing=True), cuda.event(timing=True)
+            e0.record()
+            run()
+            e1.record()
+            e1.synchronize()
+            out.append(cuda.event_elapsed_time(e0, e1))
+        else:
+            t0 = time.perf_counter()
+            run()
+            cuda.synchronize()
+            out.append((time.perf_counter() - t0) * 1e3)
+    return float(np.median(out))
+
+
+def autotune(dtype="float32", *, budget_s: float = 60.0, force: bool = False, candidates=None,
+             shape=None, check_shape=None, reps: int = 5, save: bool = True) -> dict:
+    """Search `candidates` (default CANDIDATES) on `shape` (default TUNE_SHAPE); cache the winner.
+    Each candidate is first checked on `check_shape` (default CHECK_SHAPE).
+
+    Returns {key, winner, tflops, results: [{config, ok, ms, tflops | error}], shape}.
+    Candidates left when the budget runs out are recorded as skipped.
+    """
+    from ...validate import check, random_operands
+
+    key = cache_key(dtype)
+    if not force and candidates is None and shape is None:
+        cfg = cached_config(dtype)
+        if cfg is not None:
+            _chosen[np.dtype(dtype).name] = cfg
+            return {"key": key, "winner": asdict(cfg), "cached": True}
+    cuda = _cuda.cuda
+    candidates = list(candidates or CANDIDATES)
+    m, n, k = shape or TUNE_SHAPE
+    cm, cn, ck = check_shape or CHECK_SHAPE
+    ca, cb = random_operands(cm, cn, ck, dtype=dtype, seed=11)
+    dca, dcb = cuda.to_device(ca), cuda.to_device(cb)
+    dcc = cuda.device_array((cm, cn), dtype=dtype)
+    rng = np.random.default_rng(5)
+    da = cuda.to_device(rng.uniform(-1, 1, (m, k)).astype(dtype))
+    db = cuda.to_device(rng.uniform(-1, 1, (k, n)).astype(dtype))
+    dc = cuda.device_array((m, n), dtype=dtype)
+    t0 = time.perf_counter()
+    results = []
+    for cfg in candidates:
+        rec = {"config": asdict(cfg)}
+        if time.perf_counter() - t0 > budget_s:
+            rec.update(ok=False, error="skipped: budget spent")
+            results.append(rec)
+            continue
+        try:
+            cfg.check()
+            dcc.copy_to_device(np.full(dcc.shape, np.nan, dtype=dtype))
+            k10.launch_config(cfg, dca, dcb, dcc)
+            r = check(dcc.copy_to_host(), ca, cb, kernel=f"k11 {cfg}")
+            if not r.ok:
+                raise RuntimeError(str(r))
+            ms = _time_ms(lambda: k10.launch_config(cfg, da, db, dc), reps)
+            rec.update(ok=True, ms=ms, tflops=2.0 * m * n * k / ms / 1e9)
+        except Exception as e:  # a config that cannot compile or is wrong is simply not chosen
+            rec.update(ok=False, error=f"{type(e).__name__}: {str(e)[:300]}")
+        results.append(rec)
+    good = [r for r in results if r.get("ok")]
+    if not good:
+        return {"key": key, "winner": None, "results": results, "shape": [m, n, k]}
+    best = min(good, key=lambda r: r["ms"])
+    winner = Config(**best["config"])
+    _chosen[np.dtype(dtype).name] = winner
+    entry = {"winner": asdict(winner), "tflops": best["tflops"], "shape": [m, n, k], "results": results,
+             "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "search_s": time.perf_counter() - t0}
+    if save:
+        _write_cache(key, entry)
+    return {"key": key, **entry}
+
+
+def current_config(dtype="float32", *, tune: bool = True) -> Config:
+    """The configuration launches use, per TILEGEMM_AUTOTUNE (see the module docstring)."""
+    name = np.dtype(dtype).name
+    mode = os.environ.get("TILEGEMM_AUTOTUNE", "1").strip().lower()
+    if mode in ("0", "off", "false", "no"):
+        return k10.DEFAULT
+    if name in _chosen:
+        return _chosen[name]
+    cfg = None if mode == "force" else cached_config(name)
+    if cfg is None:
+        if not tune:  # asked without permission to search (resource tables, traffic): don't pin
+            return k10.DEFAULT
+        if _cuda.has_gpu():
+            budget = float(os.environ.get("TILEGEMM_AUTOTUNE_BUDGET_S", "60"))
+            res = autotune(name, budget_s=budget, force=True)
+            cfg = Config(**res["winner"]) if res.get("winner") else None
+    cfg = cfg or k10.DEFAULT
+    _chosen[name] = cfg
+    return cfg
+
+
+def launch(a, b, c, stream=None):
+    k10.launch_config(current_config(c.dtype), a, b, c, stream)
+
+
+def traffic(m, n, k, s):
+    cfg = current_config("float32", tune=False)
+    return (m * k * ceil_div(n, cfg.BN) + k * n * ceil_div(m, cfg.BM) + m * n) * float(s)
+
+
+def threads_for(kernel) -> int:
+    return current_config("float32", tune=False).threads
+
+
+register(Kernel(
+    name="autotuned", backend="simt", dtypes=("float32",), launch=launch, traffic=traffic,
+    label="GPU warp-tiled, autotuned", rung=11, module=__name__, auto_rank=11, needs_contiguous=True,
+    jit_kernels=lambda dt: [k10.kernel_for(dt, current_config(dt, tune=False)), k07.kernel_for(dt)],
+))

@@ -1,0 +1,232 @@
+"""The SIMT ladder from k05 on: exact and random checks under the simulator (tiny shapes that still
+reach both the unguarded interior path and the guarded edge path), the SASS tool, and GPU-sized
+checks marked `gpu`."""
+
+import numpy as np
+import pytest
+
+import tilegemm._cuda as _cuda
+from tilegemm import registry
+from tilegemm.validate import check, integer_operands, poison, random_operands
+
+# name -> (BM, BN) block tile, so the shapes below can be checked to reach the interior path
+LADDER = {
+    "interior_fastpath": (64, 64),
+    "block_tiling_2d": (128, 128),
+    "smem_transposed": (128, 128),
+    "vectorized": (128, 128),
+    "double_buffer": (128, 128),
+    "warptile": (128, 128),
+    "autotuned": (128, 128),  # k10's default tile unless a cached winner says otherwise
+}
+
+
+@pytest.fixture(autouse=True)
+def _private_autotune_cache(tmp_path, monkeypatch):
+    """k11 must not read or write the user's cache from the tests."""
+    from tilegemm.kernels.simt import k11_autotuned as k11
+
+    monkeypatch.setenv("TILEGEMM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TILEGEMM_AUTOTUNE", "0")  # no search inside unrelated tests (on a GPU it would)
+    k11._chosen.clear()
+    yield
+    k11._chosen.clear()
+
+
+def run(name, a, b):
+    cuda = _cuda.cuda
+    k = registry.get(name)
+    da, db = cuda.to_device(a), cuda.to_device(b)
+    dc = cuda.device_array((a.shape[0], b.shape[1]), dtype=a.dtype)
+    poison(dc)
+    k.launch(da, db, dc)
+    cuda.synchronize()
+    return dc.copy_to_host()
+
+
+def interior_shape(name):
+    """Smallest shape with one full interior block, a K tail, and right/bottom edge blocks;
+    N and K multiples of 4 so the vectorized rungs take their 16-byte path."""
+    bm, bn = LADDER[name]
+    return bm + 1, bn + 4, 20
+
+
+def test_registered_in_order():
+    ks = [registry.get(n) for n in LADDER]
+    assert [k.rung for k in ks] == sorted(k.rung for k in ks)
+    assert all(k.backend == "simt" and k.auto_rank > registry.get("register_blocked").auto_rank for k in ks)
+    assert [k.auto_rank for k in ks] == sorted(k.auto_rank for k in ks)
+    for k in ks:
+        assert "float32" in k.dtypes and k.jit_kernels is not None
+        doc = k.doc
+        assert "Changes against" in doc and "intensity" in doc, k.name
+
+
+@pytest.mark.parametrize("name", list(LADDER))
+@pytest.mark.parametrize("shape", [(1, 1, 1), (5, 23, 7), (17, 33, 65)])
+def test_small_awkward_exact(name, shape):
+    a, b = integer_operands(*shape, seed=sum(shape))
+    c = run(name, a, b)
+    assert np.array_equal(c, (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)), name
+
+
+@pytest.mark.parametrize("name", list(LADDER))
+def test_interior_and_edges(name):
+    m, n, k = interior_shape(name)
+    a, b = random_operands(m, n, k, seed=7)
+    r = check(run(name, a, b), a, b, kernel=name)
+    assert r.ok, str(r)
+    ai, bi = integer_operands(m, n, k, seed=8)
+    assert np.array_equal(run(name, ai, bi), ai.astype(np.float64) @ bi.astype(np.float64))
+
+
+@pytest.mark.parametrize("name", ["interior_fastpath", "block_tiling_2d", "smem_transposed"])
+def test_float64(name):
+    a, b = random_operands(9, 70, 17, dtype="float64", seed=3)
+    r = check(run(name, a, b), a, b, kernel=name)
+    assert r.ok, str(r)
+
+
+def test_vectorized_takes_vector_path_and_falls_back(monkeypatch):
+    from tilegemm.kernels.simt import k07_smem_transposed as k07
+    from tilegemm.kernels.simt import k08_vectorized as k08
+
+    calls = []
+    real = k07.launch
+    monkeypatch.setattr(k07, "launch", lambda *a, **kw: (calls.append(1), real(*a, **kw))[1])
+    a, b = integer_operands(6, 8, 12, seed=1)  # K, N multiples of 4: 16-byte path
+    assert np.array_equal(run("vectorized", a, b), a.astype(np.float64) @ b.astype(np.float64))
+    assert calls == []
+    a, b = integer_operands(6, 9, 12, seed=2)  # N odd: rows of B misaligned -> k07's kernel
+    assert np.array_equal(run("vectorized", a, b), a.astype(np.float64) @ b.astype(np.float64))
+    assert calls == [1]
+    host = np.zeros((8, 8), np.float32)
+    shifted = np.zeros(65, np.float32)[1:].reshape(8, 8)  # data pointer 4 bytes past alignment
+    assert k08.vector_ok(host, host, host) and not k08.vector_ok(shifted, host, host)
+
+
+def test_warptile_other_config_exact():
+    from tilegemm.kernels.simt import k10_warptile as k10
+
+    cfg = k10.Config(64, 64, 8, 32, 32, min_blocks=0, unroll=2)  # 128 threads, 4×8 per thread
+    cuda = _cuda.cuda
+    a, b = integer_operands(65, 68, 20, seed=4)
+    dc = cuda.device_array((65, 68), dtype=np.float32)
+    poison(dc)
+    k10.launch_config(cfg, cuda.to_device(a), cuda.to_device(b), dc)
+    assert np.array_equal(dc.copy_to_host(), a.astype(np.float64) @ b.astype(np.float64))
+
+
+def test_warptile_config_checks():
+    from tilegemm.kernels.simt.k10_warptile import Config
+
+    Config().check()
+    for bad in (Config(96, 128, 8, 64, 32), Config(128, 128, 6, 64, 32), Config(128, 128, 8, 48, 32),
+                Config(unroll=3)):
+        with pytest.raises(ValueError):
+            bad.check()
+
+
+def test_autotune_search_cache_and_modes(monkeypatch):
+    import json
+
+    from tilegemm.kernels.simt import k10_warptile as k10
+    from tilegemm.kernels.simt import k11_autotuned as k11
+
+    good = [k10.Config(64, 64, 8, 32, 32), k10.Config(64, 64, 16, 32, 32)]
+    bad = k10.Config(96, 128, 8, 64, 32)  # tiles do not split over the warps: must be rejected
+    res = k11.autotune(candidates=[bad] + good, shape=(40, 36, 16), check_shape=(9, 12, 8), reps=1,
+                       budget_s=1e9)
+    assert [r["ok"] for r in res["results"]] == [False, True, True]
+    assert "ValueError" in res["results"][0]["error"]
+    assert k10.Config(**res["winner"]) in good
+    with open(k11.cache_path()) as f:
+        entry = json.load(f)[k11.cache_key("float32")]
+    assert entry["winner"] == res["winner"]
+    k11._chosen.clear()
+    monkeypatch.setenv("TILEGEMM_AUTOTUNE", "1")
+    assert k11.current_config() == k10.Config(**res["winner"])  # read back from the cache
+    k11._chosen.clear()
+    monkeypatch.setenv("TILEGEMM_AUTOTUNE", "0")
+    assert k11.current_config() == k10.DEFAULT
+    monkeypatch.setenv("TILEGEMM_AUTOTUNE", "1")
+    k11._chosen.clear()
+    a, b = integer_operands(70, 72, 12, seed=9)  # launch with the cached (64-tile) winner
+    assert np.array_equal(run("autotuned", a, b), a.astype(np.float64) @ b.astype(np.float64))
+
+
+# ---------------------------------------------------------------------------------------------
+# the SASS tool
+
+SASS_SAMPLE = """
+        /*0000*/                   LDC R1, c[0x0][0x28] ;
+        /*0010*/                   LDG.E.128 R4, desc[UR4][R2.64] ;
+        /*0020*/               @P0 LDG.E R8, desc[UR4][R2.64] ;
+        /*0030*/                   STS.128 [R0], R4 ;
+        /*0040*/                   LDS.128 R12, [R0+0x100] ;
+        /*0050*/                   LDS R16, [R0] ;
+        /*0060*/                   FFMA R20, R12, R16, R20 ;
+        /*0070*/              @!P1 FFMA R21, R13, R16, R21 ;
+        /*0080*/                   STL [R1], R20 ;
+        /*0090*/                   STG.E.128 desc[UR4][R2.64], R20 ;
+"""
+
+
+def test_sass_census():
+    from tilegemm.bench.sass import sass_census
+
+    c = sass_census(SASS_SAMPLE)
+    assert c["FFMA"] == 2 and c["STL"] == 1 and c["LDL"] == 0
+    assert c["LDG"] == {"128": 1, "32": 1} and c["LDS"] == {"128": 1, "32": 1}
+    assert c["STS"] == {"128": 1} and c["STG"] == {"128": 1} and c["instructions"] == 10
+
+
+def test_occupancy():
+    from tilegemm.bench.sass import occupancy
+
+    assert occupancy(256, 128, 8192)["blocks_per_sm"] == 2
+    o = occupancy(256, 130, 8192)  # 136 allocated -> 15 warps' worth of registers -> one block
+    assert o["blocks_per_sm"] == 1 and o["limited_by"] == "registers"
+    assert occupancy(1024, 32, 0)["blocks_per_sm"] == 2  # threads
+    assert occupancy(128, 32, 100 * 1024)["limited_by"] == "shared memory"
+
+
+def _have_offline_tools():
+    from tilegemm.bench.sass import _tool
+
+    return _tool("ptxas") and _tool("nvdisasm")
+
+
+@pytest.mark.skipif(not _have_offline_tools(), reason="needs ptxas and nvdisasm (CUDA toolkit)")
+def test_offline_sass_vectorized():
+    """k08's point, proven in its SASS: 16-byte global and shared accesses, no local memory."""
+    from tilegemm.bench.sass import resource_table
+
+    rows = resource_table(["vectorized"], route="offline")
+    assert rows and "error" not in rows[0], rows
+    r = rows[0]
+    assert r["LDG"].get("128", 0) >= 2 and r["LDS"].get("128", 0) >= 4 and r["STS"].get("128", 0) >= 1
+    assert r["STG"].get("128", 0) >= 1 and r["LDL"] == 0 and r["STL"] == 0 and r["spill_store_bytes"] == 0
+    assert r["FFMA"] >= 64 and r["registers"] <= 255 and r["blocks_per_sm"] >= 1
+
+
+# ---------------------------------------------------------------------------------------------
+# on a GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(LADDER))
+@pytest.mark.parametrize("shape", [(1000, 1000, 1000), (1024, 1024, 1024), (257, 1029, 511), (2048, 512, 4)])
+def test_gpu_sizes(name, shape):
+    a, b = random_operands(*shape)
+    r = check(run(name, a, b), a, b, kernel=name)
+    assert r.ok, str(r)
+
+
+@pytest.mark.gpu
+def test_gpu_resources_vectorized():
+    from tilegemm.bench.sass import resource_table
+
+    r = resource_table(["vectorized"], route="gpu")[0]
+    assert "error" not in r, r
+    assert r["LDG"].get("128", 0) >= 2 and r["LDS"].get("128", 0) >= 4 and r["LDL"] == 0 and r["STL"] == 0
