@@ -34,6 +34,65 @@ def replace_between(text: str, name: str, body: str) -> str:
     return text[: i + len(begin)] + "\n" + body + "\n" + text[j:]
 
 
+def replace_marked(text: str, tag: str, body: str, where: str) -> str:
+    begin, end = f"<!-- {tag}:begin -->", f"<!-- {tag}:end -->"
+    i, j = text.find(begin), text.find(end)
+    if i < 0 or j < i:
+        raise SystemExit(f"{where} lacks the markers {begin} … {end}")
+    return text[: i + len(begin)] + "\n" + body + "\n" + text[j:]
+
+
+def ladder_outcomes(doc: dict, shape=(4096, 4096, 4096)) -> str:
+    """Per SIMT rung at one shape: time, rate, % of cuBLAS, change against the rung before."""
+    from tilegemm import registry
+
+    by = {r["kernel"]: r for r in doc["records"] if (r["m"], r["n"], r["k"]) == tuple(shape) and r.get("median_ms")}
+    cub = by.get("cublas")
+    rows = [f"Measured at {shape[0]}×{shape[1]}×{shape[2]} FP32 on {doc['environment']['gpu']['name']} "
+            f"({doc['created']}); cuBLAS (TF32 off) in the same run: "
+            + (f"{cub['median_ms']:.3f} ms, {cub['tflops']:.1f} TFLOP/s." if cub else "not measured."), "",
+            "| rung | kernel | median ms | TFLOP/s | % of cuBLAS | × the rung before |", "|---:|---|---:|---:|---:|---:|"]
+    prev = None
+    for k in registry.all_kernels():
+        r = by.get(k.name)
+        if k.backend != "simt" or r is None or "broken" in k.tags:
+            continue
+        step = f"{prev['median_ms'] / r['median_ms']:.2f}" if prev else "—"
+        rows.append(f"| {k.rung} | {k.name} | {r['median_ms']:.3f} | {r['tflops']:.1f} | "
+                    f"{r.get('pct_cublas') or 0:.1f}% | {step} |")
+        if not k.teaching:
+            prev = r
+    return "\n".join(rows)
+
+
+def tensorcore_summary(doc: dict) -> str:
+    """Per dtype: geometric-mean ratio to cuBLAS / torch._scaled_mm, the ratio at ≥ 8192³, the worst shape."""
+    import math
+
+    recs = [r for r in doc["records"] if r.get("ratio") and r.get("ok")]
+    ref = {"fp8": "torch._scaled_mm", "tf32": "cuBLAS TF32"}
+    rows = [f"Tensor-core kernels on {doc.get('gpu', '?')} ({doc.get('date', '?')}); ratio = reference time / ours "
+            "(> 1: ours is faster), same inputs, same run; graph-mode device time where eager timing is launch-bound "
+            "(the JSON has both).", "",
+            "| dtype | shapes | geometric mean | at ≥ 8192³ | worst shape (ratio) | reference |",
+            "|---|---:|---:|---:|---|---|"]
+    for dt in ("bf16", "fp16", "fp8", "tf32"):
+        rs = [r for r in recs if r["dtype"] == dt]
+        if not rs:
+            continue
+        geo = math.exp(sum(math.log(r["ratio"]) for r in rs) / len(rs))
+        big = [r["ratio"] for r in rs if r["m"] * r["n"] * r["k"] >= 8192**3]
+        big_s = f"{math.exp(sum(map(math.log, big)) / len(big)):.3f}" if big else "—"
+        w = min(rs, key=lambda r: r["ratio"])
+        rows.append(f"| {dt} | {len(rs)} | {geo:.3f} | {big_s} | {w['m']}×{w['n']}×{w['k']} ({w['ratio']:.2f}) | "
+                    f"{ref.get(dt, 'cuBLAS')} |")
+    rows += ["", "| dtype | M×N×K | ours TFLOP/s | reference TFLOP/s | ratio | timing |", "|---|---|---:|---:|---:|---|"]
+    for r in recs:
+        rows.append(f"| {r['dtype']} | {r['m']}×{r['n']}×{r['k']} | {r['tflops']:.1f} | {r['ref_tflops']:.1f} | "
+                    f"{r['ratio']:.3f} | {r.get('ratio_mode', '')} |")
+    return "\n".join(rows)
+
+
 def table_block(path: Path) -> str:
     rows = [ln.rstrip() for ln in path.read_text().splitlines()]
     return "```text\n" + "\n".join(rows).strip("\n") + "\n```"
@@ -54,7 +113,20 @@ def main() -> int:
         report.render(doc, H200 / "report", ceilings=ceil)
         report.update_readme(README, doc, H200 / "report")
         print("wrote results/h200/report and the README's results section")
+    notes_path = ROOT / "docs" / "perf-notes.md"
+    notes = notes_path.read_text()
     lad = H200 / "ladder.json"
+    if lad.exists():
+        out = ladder_outcomes(results.load(lad))
+        notes = replace_marked(notes, "outcomes:simt", out, "docs/perf-notes.md")
+        README.write_text(replace_marked(README.read_text(), "outcomes:simt", out, "README.md"))
+    tc = H200 / "tensorcore.json"
+    if tc.exists():
+        out = tensorcore_summary(json.loads(tc.read_text()))
+        notes = replace_marked(notes, "outcomes:tensorcore", out, "docs/perf-notes.md")
+        short = out.split("\n\n| dtype | M×N×K")[0]
+        README.write_text(replace_marked(README.read_text(), "outcomes:tensorcore", short, "README.md"))
+    notes_path.write_text(notes)
     if lad.exists():
         doc = results.load(lad)
         doc["_path"] = "results/h200/ladder.json"
