@@ -76,3 +76,16 @@ def test_parse_shape_rejects(bad):
 
     with pytest.raises(argparse.ArgumentTypeError):
         cli.parse_shape(bad)
+
+
+def test_kernel_named_twice_is_timed_twice(capsys, tmp_path):
+    from tilegemm.bench import report, results
+
+    path = tmp_path / "r.json"
+    code, out = run(capsys, "bench", "--sizes", "24", "--kernels", "cpu_blas,cpu_naive,cpu_blas", "--quiet",
+                    "--no-e2e", "--json", str(path))
+    assert code == 0 and "Timed twice, cpu_blas at 24" in out
+    doc = results.load(path)
+    assert sorted(r.get("repeat") for r in doc["records"] if r["kernel"] == "cpu_blas") == [1, 2]
+    md = report.render(doc, tmp_path / "rep").read_text()
+    assert "## Repeatability" in md and "bootstrap verdict" in md

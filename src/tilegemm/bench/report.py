@@ -422,6 +422,31 @@ def environment_section(env: dict) -> str:
 
 # ---- the report --------------------------------------------------------------------------------
 
+def repeatability_section(records: list[dict]) -> str:
+    """Kernels timed twice in one run: do the timings agree within their stated spread, and what
+    does the bootstrap comparison of the two sample sets say?"""
+    from .compare import decide
+    from .table import agreement, repeat_pairs
+
+    rows = []
+    for a, b in repeat_pairs(records):
+        if not (a.get("time") and b.get("time")):
+            continue
+        ok, diff, allowed = agreement(a, b)
+        verdict, ratio, lo, hi, method = decide(a["time"], b["time"])
+        ci = f"[{lo:.4f}, {hi:.4f}]" if lo is not None else "—"
+        rows.append([a["label"], size_label(a["m"], a["n"], a["k"]), _f(a["median_ms"], 4), _f(b["median_ms"], 4),
+                     _f(diff, 2), _f(allowed, 2), "yes" if ok else "NO", f"{verdict} ({method}, ratio CI {ci})"])
+    if not rows:
+        return ""
+    head = ["kernel", "size", "1st median ms", "2nd median ms", "|difference| ms", "stated spread ms (½ IQR + ½ IQR)",
+            "within spread", "bootstrap verdict"]
+    lines = ["The same kernel timed twice in one run, on the same inputs.", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
 def render(doc: dict, out_dir, *, ceilings: dict | None = None, title: str | None = None) -> Path:
     """Write report.md and the plots into out_dir; return the report's path."""
     out = Path(out_dir)
@@ -470,6 +495,9 @@ def render(doc: dict, out_dir, *, ceilings: dict | None = None, title: str | Non
                       overhead_table(ceilings["overhead"]), ""]
     else:
         parts += ["## Ceilings", "", "No ceilings for this GPU: run `tilegemm ceilings` on it.", ""]
+    rep = repeatability_section(doc["records"])
+    if rep:
+        parts += ["## Repeatability", "", rep, ""]
     parts += ["## Clocks", "", clocks_section(doc.get("clocks")), "",
               "## Harness", "", _kv_table(doc.get("harness") or {}), "",
               "## Environment", "", environment_section(env), ""]

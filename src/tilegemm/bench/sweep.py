@@ -231,7 +231,10 @@ class Sweep:
             m, n, k = shape
             a, b = validate.random_operands(m, n, k, self.s.dtype, seed=self.s.seed)
             ref = _reference(a, b)
+            seen: dict[str, int] = {}
             for kern in self.kernels:
+                seen[kern.name] = seen.get(kern.name, 0) + 1
+                first = len(self.records)
                 self.progress(f"{kern.name} {m}×{n}×{k}")
                 if not kern.supports(self.s.dtype):
                     continue
@@ -250,6 +253,11 @@ class Sweep:
                 except Exception as e:  # noqa: BLE001  (one kernel's failure must not end the lab)
                     self.records.append(_record(kern.name, kern.label, kern.backend, shape, self.s.dtype,
                                                 ok=False, note=f"error: {type(e).__name__}: {e}"))
+                for r in self.records[first:]:  # a kernel named twice is timed twice: repeatability
+                    r["repeat"] = seen[kern.name]
+                    if seen[kern.name] > 1:
+                        r["column"] = f"{kern.name}#{seen[kern.name]}"
+                        r["label"] = f"{kern.label} (timing #{seen[kern.name]})"
             if do_cublas:
                 self.progress(f"cuBLAS {m}×{n}×{k}")
                 self.records.append(self.run_cublas(shape, a, b, ref))
@@ -258,7 +266,8 @@ class Sweep:
                 e2e = self.run_e2e(shape, a, b)
                 if e2e:
                     for r in self.records:
-                        if r["kernel"] == e2e["kernel"] and (r["m"], r["n"], r["k"]) == shape:
+                        if r["kernel"] == e2e["kernel"] and (r["m"], r["n"], r["k"]) == shape \
+                                and r.get("repeat", 1) == 1:
                             r["e2e_ms"] = e2e["median_ms"]
                             r["e2e_time"] = e2e["time"]
         _add_relative(self.records)

@@ -30,7 +30,7 @@ def columns(records: list[dict]) -> list[tuple[str, str]]:
     seen: dict[str, str] = {}
     for r in records:
         if r["kernel"] != "cublas":
-            seen.setdefault(r["kernel"], r["label"])
+            seen.setdefault(r.get("column", r["kernel"]), r["label"])
     cols = list(seen.items())
     if any(r["kernel"] == "cublas" for r in records):
         cols.append(("cublas", "cuBLAS (torch)"))
@@ -56,7 +56,7 @@ def build_table(records: list[dict], title: str = "", simulated: bool = False) -
     for r in records:
         shapes.setdefault((r["m"], r["n"], r["k"]), []).append(r)
     for (m, n, k), rs in shapes.items():
-        by = {r["kernel"]: r for r in rs}
+        by = {r.get("column", r["kernel"]): r for r in rs}
         best = best_ours(rs)
         cpu = by.get(CPU_NAIVE)
         gflops = f"{best['tflops'] * 1e3:,.4g} [dim]({best['kernel']})[/]" if best else "—"
@@ -91,6 +91,8 @@ def footnotes(records: list[dict], simulated: bool) -> list[str]:
         notes.append(f"[red]{first}[/]")
     notsim = sorted({r["note"] for r in records if r.get("note", "").startswith("not run")})
     notes += notsim
+    for line in repeatability(records):
+        notes.append(line)
     notes.append("Times: median kernel time (device events, after warm-up, L2 flushed before each sample on a GPU), "
                  "± half the interquartile range. e2e: tilegemm.matmul() on NumPy arrays, host clock, copies included.")
     return notes
@@ -100,3 +102,31 @@ def print_table(records: list[dict], console: Console, title: str, simulated: bo
     console.print(build_table(records, title, simulated))
     for n in footnotes(records, simulated):
         console.print(n)
+
+
+def repeat_pairs(records: list[dict]) -> list[tuple[dict, dict]]:
+    """(first timing, later timing) of every kernel that was timed more than once at one shape."""
+    firsts = {(r["kernel"], r["m"], r["n"], r["k"]): r for r in records if r.get("repeat", 1) == 1}
+    return [(firsts[(r["kernel"], r["m"], r["n"], r["k"])], r) for r in records
+            if r.get("repeat", 1) > 1 and (r["kernel"], r["m"], r["n"], r["k"]) in firsts]
+
+
+def agreement(a: dict, b: dict) -> tuple[bool, float, float]:
+    """Do two timings of one kernel agree within their stated spread (± half the IQR each)?
+    (agrees, |difference| ms, allowed ms)."""
+    ta, tb = a["time"], b["time"]
+    diff = abs(ta["median_ms"] - tb["median_ms"])
+    allowed = ((ta["q3_ms"] - ta["q1_ms"]) + (tb["q3_ms"] - tb["q1_ms"])) / 2
+    return diff <= allowed, diff, allowed
+
+
+def repeatability(records: list[dict]) -> list[str]:
+    out = []
+    for a, b in repeat_pairs(records):
+        if not (a.get("time") and b.get("time")):
+            continue
+        ok, diff, allowed = agreement(a, b)
+        out.append(f"Timed twice, {a['kernel']} at {size_label(a['m'], a['n'], a['k'])}: "
+                   f"{a['median_ms']:.4g} vs {b['median_ms']:.4g} ms, difference {diff:.2g} ms "
+                   f"{'within' if ok else 'OUTSIDE'} the stated spread (±{allowed:.2g} ms)")
+    return out
