@@ -77,3 +77,12 @@ def test_random_operands_are_never_zero_and_fresh():
     a1, _ = validate.random_operands(16, 16, 16)
     a2, _ = validate.random_operands(16, 16, 16)
     assert np.count_nonzero(a1) == a1.size and not np.array_equal(a1, a2)
+
+
+def test_fp16_subnormal_output_rounding_passes():
+    """An FP16 result below 2^-14 is stored on a fixed 2^-24 grid: that rounding is not an error."""
+    a = np.array([[2.0**-13]], np.float32)
+    b = np.array([[2.0**-3 + 2.0**-9]], np.float32)  # product 2^-16 + 2^-22: not on the FP16 grid there
+    c = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float16)
+    assert validate.check(c, a, b, dtype="float16").ok
+    assert not validate.check(c + np.float16(2.0**-20), a, b, dtype="float16").ok

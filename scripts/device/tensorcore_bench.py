@@ -91,6 +91,7 @@ def main(argv=None) -> int:
 
     def save():
         result["fallbacks"] = dict(t03.fallbacks)
+        result["direct_launch"] = dict(getattr(t03, "DIRECT", {}))
         result["elapsed_s"] = round(time.perf_counter() - t_start, 1)
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)
@@ -279,6 +280,8 @@ def table(result, C):
         print(f"{dt:5s} geo-mean ratio {C.geomean([r['ratio'] for r in rs]):.3f} (eager only "
               f"{C.geomean([r['ratio_eager'] for r in rs]):.3f})  ≥8192³: {C.geomean(big):.3f}"
               f"  min {min(r['ratio'] for r in rs):.3f}  all ok: {all(r['ok'] for r in rs)}  shapes {len(rs)}")
+    if result.get("direct_launch"):
+        print("t03 direct launch:", result["direct_launch"])
     if result.get("fallbacks"):
         print("fallbacks:", json.dumps(result["fallbacks"])[:1500])
     print(f"elapsed {result.get('elapsed_s')} s; JSON and tuning cache under {os.path.dirname(result['cache'])}")

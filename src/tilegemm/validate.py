@@ -26,6 +26,7 @@ class Tolerance:
     u_in: float  # rounding applied to each input before multiplying (0: inputs used exactly)
     u_out: float  # rounding of the stored output
     why: str
+    eta_out: float = 0.0  # absolute rounding of the output where it is subnormal (spacing there)
 
 
 # Unit roundoffs: 2^-53 (FP64), 2^-24 (FP32), 2^-11 (FP16, TF32 inputs), 2^-8 (BF16), 2^-4 (E4M3).
@@ -41,7 +42,8 @@ TOLERANCES: dict[str, Tolerance] = {
     # Half-precision outputs: one unit in the last place (2u), since a kernel's conversion is not
     # always correctly rounded (one element in 131072 was 1 ulp off on the H200 at K = 1).
     "float16": Tolerance(2e-3, 2.0**-24, 0, 2.0**-10,
-                         "FP16 inputs are exact, FP32 accumulation, FP16 output within 1 ulp (2^-10 ≈ 9.8e-4)"),
+                         "FP16 inputs are exact, FP32 accumulation, FP16 output within 1 ulp (2^-10 ≈ 9.8e-4; "
+                         "below 2^-14 the spacing is a fixed 2^-24)", eta_out=2.0**-24),
     "bfloat16": Tolerance(1e-2, 2.0**-24, 0, 2.0**-7,
                           "BF16 inputs are exact, FP32 accumulation, BF16 output within 1 ulp (2^-7 ≈ 7.8e-3)"),
     # Hopper's FP8 tensor cores do not accumulate in full FP32: about 14 mantissa bits are kept
@@ -57,7 +59,8 @@ def tolerance_for(dtype: str, out_dtype: str | None = None) -> Tolerance:
     tol = TOLERANCES[dtype]
     if out_dtype and out_dtype != dtype and out_dtype in TOLERANCES:
         o = TOLERANCES[out_dtype]
-        tol = Tolerance(max(tol.rel_fro, o.rel_fro), tol.u_acc, tol.u_in, o.u_out, f"{tol.why}; output {out_dtype}")
+        tol = Tolerance(max(tol.rel_fro, o.rel_fro), tol.u_acc, tol.u_in, o.u_out, f"{tol.why}; output {out_dtype}",
+                        o.eta_out)
     return tol
 
 
@@ -111,7 +114,7 @@ def check(c, a, b, *, dtype: str | None = None, kernel: str = "?", ref: np.ndarr
     with np.errstate(invalid="ignore", over="ignore"):
         absprod = np.abs(a64) @ np.abs(b64)
         gamma = _growth(k) * tol.u_acc / max(1.0 - k * tol.u_acc, 0.5) + 2 * tol.u_in + tol.u_in**2
-        bound = gamma * absprod + tol.u_out * np.abs(ref) + np.finfo(np.float64).tiny
+        bound = gamma * absprod + tol.u_out * np.abs(ref) + tol.eta_out + np.finfo(np.float64).tiny
         err = np.abs(c64 - ref)
         finite_ref = np.isfinite(ref)
         bad = np.where(finite_ref, ~(err <= bound), ~_same_nonfinite(c64, ref))

@@ -439,7 +439,7 @@ def repeatability_section(records: list[dict]) -> str:
                      _f(diff, 2), _f(allowed, 2), "yes" if ok else "NO", f"{verdict} ({method}, ratio CI {ci})"])
     if not rows:
         return ""
-    head = ["kernel", "size", "1st median ms", "2nd median ms", "|difference| ms", "stated spread ms (½ IQR + ½ IQR)",
+    head = ["kernel", "size", "1st median ms", "2nd median ms", "|difference| ms", "stated spreads ms (sum)",
             "within spread", "bootstrap verdict"]
     lines = ["The same kernel timed twice in one run, on the same inputs.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

@@ -48,9 +48,9 @@ _AUTO: dict = {}  # plan key -> rung module chosen for it (emptied by _common.re
 def auto_gemm(p) -> dict:
     """Run problem p on the rung that is fastest for its shape bucket; returns the config used.
 
-    Where split-K can matter (`t04_splitk.applicable`: few tiles of C for the SMs), both t03 and
-    t04 are tuned (each once per bucket, cached) and the one with the lower tuned median runs; with
-    tuning off, t04 runs for M ≤ 64. Everything else runs t03 (t02 below sm_90)."""
+    Where split-K can matter (`t04_splitk.applicable`: few tiles of C for the SMs), t02, t03 (where
+    TMA can run) and t04 are tuned (each once per bucket, cached) and the one with the lowest tuned
+    median runs; with tuning off, t04 runs for M ≤ 64. Everything else runs t03 (t02 below sm_90)."""
     from . import _common as C
     from . import t02_persistent, t03_tma_persistent as t03, t04_splitk as t04
 
@@ -67,23 +67,35 @@ def auto_gemm(p) -> dict:
 
 
 def _pick(p, C, t02, t03, t04):
+    """Where split-K can matter, every rung that can run is tuned (t02 always, t03 where TMA can
+    describe the operands, t04) and the lowest tuned median wins. A rung whose tuning timed
+    nothing (every config failed) cannot win."""
     big = t03 if C.capability(p.a.device) >= (9, 0) else t02
     if not t04.applicable(p):
         return big
     if not C.autotune_enabled() or p.c.device.type != "cuda":
         return t04 if p.m <= 64 else big
-    e4 = t04.tuned_entry(p)
-    if big is t03 and not t03.usable(p):
-        big = t02
-    if big is t03:
-        e3 = C.choose_entry(t03.NAME, p, lambda: t03.candidates(p), t03.default_config(p), t03.run)
-    else:
-        e3 = C.choose_entry(t02.NAME, p, lambda: C.prune(C.base_configs(p), p, tma_store=False),
+    timed = []
+    if big is t03 and not t03.usable(p):  # usable() is '' when TMA can run, else the reason it cannot
+        try:
+            e3 = C.choose_entry(t03.NAME, p, lambda: t03.candidates(p), t03.default_config(p), t03.run)
+            timed.append((e3.get("ms"), 0, t03))
+        except Exception:  # noqa: BLE001  (tuning is best effort; the others still compete)
+            pass
+    try:
+        e2 = C.choose_entry(t02.NAME, p, lambda: C.prune(C.base_configs(p), p, tma_store=False),
                             t02.default_config(p), t02.run)
-    ms3, ms4 = e3.get("ms"), e4.get("ms")
-    if ms4 is not None and (ms3 is None or ms4 < ms3):
-        return t04
-    return big
+        timed.append((e2.get("ms"), 1, t02))
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        timed.append((t04.tuned_entry(p).get("ms"), 2, t04))
+    except Exception:  # noqa: BLE001
+        pass
+    timed = [t for t in timed if t[0] is not None]
+    if not timed:
+        return big if big is t02 or not t03.usable(p) else t02
+    return min(timed, key=lambda t: (t[0], t[1]))[2]
 
 
 def rung_module(name: str):

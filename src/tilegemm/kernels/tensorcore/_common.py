@@ -277,33 +277,72 @@ def smem_bytes(c: dict, in_size: int, out_size: int, tma_store: bool) -> int:
     return pipe + (c["BM"] * c["BN"] * out_size if tma_store else 0)
 
 
+# Known-good configurations, tried first (a tuning budget that runs out cannot lose them): the
+# H200 winners of runs 2 and 3 by operand width and regime. (BM, BN, BK, warps, stages)
+SEEDS = {
+    1: {"big": [(128, 256, 128, 8, 3)], "mid": [(64, 128, 128, 4, 4), (128, 64, 128, 4, 4)],
+        "small": [(64, 64, 256, 4, 4), (16, 64, 256, 4, 5)]},
+    2: {"big": [(128, 256, 64, 8, 3)], "mid": [(64, 128, 64, 4, 4), (128, 64, 64, 4, 4)],
+        "small": [(64, 64, 128, 4, 4), (16, 32, 256, 4, 4)]},
+    4: {"big": [(128, 256, 32, 8, 3)], "mid": [(64, 128, 32, 4, 4), (128, 64, 32, 4, 4)],
+        "small": [(32, 64, 64, 4, 4), (16, 64, 64, 4, 4)]},
+}
+
+
+def _mid_configs(size: int) -> list[dict]:
+    """Tiles for products with few 128×128 tiles for the SMs (1024³: 64 of them for 132 SMs):
+    64×128, 128×64 and 64×64, BK one or two 128-byte rows, 4 warps, 3–5 stages."""
+    bk = {1: 128, 2: 64, 4: 32}.get(size, 64)
+    return [cfg(64, 128, bk, 4, 4), cfg(128, 64, bk, 4, 4), cfg(64, 64, 2 * bk, 4, 4), cfg(64, 128, 2 * bk, 4, 3),
+            cfg(128, 64, 2 * bk, 4, 3), cfg(64, 64, bk, 4, 5), cfg(64, 128, bk, 4, 3), cfg(64, 64, 2 * bk, 2, 3),
+            cfg(128, 64, bk, 8, 5)]
+
+
+def seeded(configs: list[dict], size: int, regime: str) -> list[dict]:
+    """configs with this width's and regime's known-good ones moved (or added) to the front."""
+    def sig(c):
+        return (c["BM"], c["BN"], c["BK"], c["num_warps"], c["num_stages"])
+    front = [cfg(*t) for t in SEEDS.get(size, {}).get(regime, [])]
+    seen = {sig(c) for c in front}
+    return front + [c for c in configs if sig(c) not in seen and not seen.add(sig(c))]
+
+
+def few_tiles(p: Problem) -> bool:
+    """Fewer 128×128 tiles of C than twice the SMs: smaller tiles may fill the GPU better."""
+    tiles = -(-p.m // 128) * -(-p.n // 128) * p.batch
+    return tiles < 2 * num_sms(p.a.device)
+
+
 def base_configs(p: Problem) -> list[dict]:
-    """The candidate space before pruning, by operand width and by M."""
+    """The candidate space before pruning, by operand width and by M (known-good ones first)."""
     size = p.a.element_size()
     m = p.m
     if size == 1:  # FP8
         big = [cfg(128, 256, 128, 8, 3), cfg(128, 128, 128, 8, 4), cfg(256, 128, 128, 8, 3),
                cfg(128, 128, 128, 4, 4)]
-        small = [cfg(64, 128, 128, 4, 4), cfg(64, 64, 256, 4, 4), cfg(32, 64, 256, 4, 4), cfg(16, 64, 256, 4, 5)]
+        small = [cfg(64, 128, 128, 4, 4), cfg(64, 64, 256, 4, 4), cfg(32, 64, 256, 4, 4), cfg(16, 64, 256, 4, 5),
+                 cfg(16, 32, 256, 4, 4), cfg(16, 64, 512, 4, 3), cfg(16, 32, 512, 4, 4)]
     elif size == 2:  # FP16 / BF16
         big = [cfg(128, 256, 64, 8, 3), cfg(128, 256, 64, 8, 4), cfg(128, 128, 64, 8, 4), cfg(256, 128, 64, 8, 3),
                cfg(128, 128, 64, 4, 4)]
         small = [cfg(64, 128, 64, 4, 4), cfg(64, 64, 128, 4, 4), cfg(32, 64, 128, 4, 4), cfg(16, 64, 128, 4, 5),
                  cfg(16, 32, 256, 4, 4)]
     else:  # FP32 inputs (TF32 or IEEE)
-        # TF32: 128×256×32 (3 stages, 2 consumer warpgroups, WS, K-major B) won run 2 at 0.88×; the
-        # added ones test the perf-notes hypotheses: deeper pipeline (4–5 stages of BK = 32), and
-        # BK = 64 (one 256-byte K row per stage: fewer barrier round trips per wgmma chain)
+        # TF32: 128×256×32 (3 stages, 2 consumer warpgroups, WS, K-major B) won runs 2 and 3; the
+        # others test deeper pipelines (4–5 stages of BK = 32) and BK = 64
         big = [cfg(128, 256, 32, 8, 3), cfg(128, 256, 32, 8, 4), cfg(128, 128, 64, 8, 3), cfg(128, 128, 32, 8, 5),
                cfg(256, 128, 32, 8, 3), cfg(128, 128, 32, 4, 4)]
         small = [cfg(64, 128, 32, 4, 4), cfg(64, 64, 64, 4, 4), cfg(32, 64, 64, 4, 4), cfg(16, 64, 64, 4, 4)]
     if m <= 16:
-        return small[-3:]
+        return seeded(small[3:] if size == 1 else small[-3:], size, "small")
     if m <= 64:
-        return small
+        return seeded(small[:4] if size == 1 else small, size, "small")
     if m <= 256:
-        return small[:2] + big
-    return big
+        return seeded(small[:2] + _mid_configs(size)[:3] + big, size, "small")
+    if few_tiles(p):
+        mid = _mid_configs(size)
+        return seeded(mid[:2] + big[:1] + mid[2:] + big[-1:], size, "mid")
+    return seeded(big, size, "big")
 
 
 def prune(configs: list[dict], p: Problem, tma_store: bool) -> list[dict]:

@@ -159,15 +159,17 @@ def candidates(p: C.Problem) -> list[dict]:
     for i, c in enumerate(C.prune(C.base_configs(p), p, tma_store=False)):
         c = dict(c, C_TMA=c_tma_possible and C.smem_bytes(c, ins, outs, True) <= C.SMEM_BUDGET, WS=False)
         variants = [c]
-        if i < (4 if narrow and ins == 4 else 2) and p.m > 256:
-            variants.append(dict(c, WS=True))
+        if (i < (4 if narrow and ins == 4 else 2) or c["BN"] == 256) and p.m > 256 and c["num_warps"] == 8:
+            # warp specialisation (one producer warp, two consumer warpgroups) for the 8-warp tiles;
+            # TF32 tries it first: 128×256×32 s3 WS K-major won runs 2 and 3
+            variants = [dict(c, WS=True), c] if ins == 4 else [c, dict(c, WS=True)]
         for v in variants:
-            if bad_layout:  # copy to K-major first (safe); without the copy tried once
+            if bad_layout:  # copy to K-major first (safe); without the copy tried once, last
                 out.append(dict(v, KMAJOR=True))
-                if i == 0 and not v["WS"]:
-                    out.append(dict(v, KMAJOR=False))
             else:
                 out.append(v)
+    if bad_layout and out:
+        out.append(dict(out[0], WS=False, KMAJOR=False))
     return out
 
 
@@ -239,11 +241,19 @@ def plan_key(p: C.Problem, tag: str = "") -> tuple:
             p.scale_a is not None)
 
 
+# Direct launches done, and why they were turned off (one failure turns them off for the process:
+# a failed attempt has already paid _launch_args, a K-major copy included, before the slow path).
+DIRECT: dict = {"enabled": True, "launches": 0, "error": ""}
+
+
 def launch_direct(jit_fn, compiled, grid, kwargs) -> None:
-    """Launch an already compiled Triton kernel with its parameters in declaration order."""
+    """Launch an already compiled Triton kernel with its parameters in declaration order.
+    CompiledKernel's runner indexes grid[0], grid[1], grid[2] (JITFunction.run pads, it does not):
+    pad the grid to three dimensions."""
     names = _ARG_NAMES.get(jit_fn)
     if names is None:
         names = _ARG_NAMES[jit_fn] = tuple(jit_fn.arg_names)
+    grid = tuple(grid) + (1,) * (3 - len(grid))
     compiled[grid](*[kwargs[n] for n in names])
 
 
@@ -271,16 +281,20 @@ def _fallback(key: str, why: str) -> None:
 def gemm(p: C.Problem, config: dict | None = None) -> dict:
     """Run p through TMA when possible; otherwise (or if this Triton cannot build it) through t02.
     Returns the configuration used, with "kernel" naming the rung that ran."""
-    fast = fast_launch_enabled() and p.a.device.type == "cuda"
+    fast = fast_launch_enabled() and DIRECT["enabled"] and p.a.device.type == "cuda"
     key = plan_key(p, "t03" if config is None else ("t03", tuple(sorted(config.items())))) if fast else None
     plan = _PLANS.get(key) if fast else None
     if plan is not None and plan.compiled is not None:
         try:
             grid, kwargs = _launch_args(p, plan.cfg)
             launch_direct(tma_persistent_kernel, plan.compiled, grid, kwargs)
+            DIRECT["launches"] += 1
             return plan.result
-        except Exception:  # noqa: BLE001  (a direct launch this Triton refuses: go the long way below)
+        except Exception as e:  # noqa: BLE001  (a direct launch this Triton refuses: go the long way, from now on)
             _PLANS.pop(key, None)
+            DIRECT["enabled"] = False
+            DIRECT["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+            fast = False
     result, compiled = _gemm_slow(p, config)
     if fast and result.get("kernel") == NAME and compiled is not None and hasattr(compiled, "packed_metadata"):
         cfg = {k: v for k, v in result.items() if k != "kernel"}

@@ -136,15 +136,65 @@ def applicable(p: C.Problem, sms: int | None = None) -> bool:
     return p.k >= 256 and (p.m <= 128 or tiles < sms)
 
 
+# Known-good split-K configurations, tried first: (BM, BN, BK16, warps, stages, SPLIT) by regime
+SEEDS = {
+    "decode": [(16, 64, 128, 4, 4, 4), (16, 64, 128, 4, 4, 6)],
+    "fp8_decode": [(16, 64, 128, 4, 4, 3), (16, 64, 256, 4, 4, 4), (16, 32, 256, 4, 4, 8), (16, 32, 128, 4, 4, 16)],
+    "mid": [(128, 64, 64, 4, 4, 2), (64, 128, 64, 4, 4, 2), (64, 64, 64, 4, 4, 2)],
+}
+
+
+def _square_candidates(p: C.Problem, size: int, scale: float, sms: int) -> list[dict]:
+    """M > 128 with few tiles (1024³): 64/128-wide tiles, 2–4 splits, about 2–4 programs per SM."""
+    out = []
+    for bm, bn, bk16, warps, stages in ((128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (64, 64, 64, 4, 4),
+                                        (64, 64, 128, 4, 3), (128, 128, 64, 8, 3), (64, 128, 64, 4, 3)):
+        bk = int(bk16 * scale)
+        tiles = ceil_div(p.m, bm) * ceil_div(p.n, bn) * p.batch
+        for split in (2, 3, 4):
+            if split > ceil_div(p.k, bk):
+                continue
+            score = abs(math.log2(tiles * split / (2.5 * sms)))
+            out.append((score, dict(C.cfg(bm, bn, bk, warps, stages), SPLIT=split)))
+    out.sort(key=lambda t: t[0])
+    return [c for _, c in out]
+
+
 def candidates(p: C.Problem, limit: int = 10) -> list[dict]:
     size = p.a.element_size()
     sms = C.num_sms(p.a.device)
     scale = {1: 2.0, 2: 1.0, 4: 0.5}.get(size, 1.0)
     mcap = max(16, triton.next_power_of_2(p.m))
+    ncap = max(16, triton.next_power_of_2(p.n))
+
+    def fits(c):
+        return (c["BM"] <= mcap and c["BN"] <= ncap and c["SPLIT"] <= max(1, ceil_div(p.k, c["BK"]))
+                and (c["BM"] * c["BK"] + c["BK"] * c["BN"]) * size * c["num_stages"] <= C.SMEM_BUDGET)
+
+    if p.m > 128:
+        seeds, rest = SEEDS["mid"], _square_candidates(p, size, scale, sms)
+    else:
+        seeds = SEEDS["fp8_decode"] if size == 1 and p.m <= 16 else (SEEDS["decode"] if p.m <= 16 else [])
+        rest = _decode_candidates(p, size, scale, sms, mcap, ncap)
+    front = [dict(C.cfg(bm, bn, int(bk16 * scale), w, st), SPLIT=sp) for bm, bn, bk16, w, st, sp in seeds]
+    out, seen = [], set()
+    for c in front + rest:
+        sig = (c["BM"], c["BN"], c["BK"], c["num_warps"], c["num_stages"], c["SPLIT"])
+        if sig in seen or not fits(c):
+            continue
+        seen.add(sig)
+        out.append(c)
+    return out[:limit] or [default_config(p)]
+
+
+def _decode_candidates(p, size, scale, sms, mcap, ncap) -> list[dict]:
     scored = []
-    for bm, bn, bk16, warps, stages in _bases(size):
+    bases = list(_bases(size))
+    if size == 1 and p.m <= 16:  # FP8 decode: narrow N tiles, deep K (256/512), many splits
+        bases = [(16, 64, 128, 4, 4), (16, 32, 128, 4, 4), (16, 64, 256, 4, 3), (16, 32, 256, 4, 4)] + bases
+    for bm, bn, bk16, warps, stages in bases:
         bk = int(bk16 * scale)
-        if bm > mcap or bn > max(16, triton.next_power_of_2(p.n)):
+        if bm > mcap or bn > ncap:
             continue
         if (bm * bk + bk * bn) * size * stages > C.SMEM_BUDGET:
             continue
@@ -157,8 +207,7 @@ def candidates(p: C.Problem, limit: int = 10) -> list[dict]:
             score = abs(math.log2(programs / (3.0 * sms)))
             scored.append((score, bm, dict(C.cfg(bm, bn, bk, warps, stages), SPLIT=split)))
     scored.sort(key=lambda t: (t[0], -t[1]))
-    out = [c for _, _, c in scored[:limit]]
-    return out or [default_config(p)]
+    return [c for _, _, c in scored]
 
 
 def default_config(p: C.Problem) -> dict:
