@@ -139,7 +139,16 @@ def main() -> int:
         doc["_path"] = "results/h200/ladder.json"
         res_path = H200 / "resources.json"
         res = json.loads(res_path.read_text()) if res_path.exists() else []
-        (ROOT / "docs" / "ladder.md").write_text(ladder.render(doc, res))
+        text = ladder.render(doc, res)
+        llm = H200 / "ladder_llm.json"
+        if llm.exists():  # a second run over the transformer shape set: its summary table only
+            ldoc = results.load(llm)
+            ldoc["_path"] = "results/h200/ladder_llm.json"
+            summary = ladder.render(ldoc, []).split("## Summary", 1)[1].split("## Machine code", 1)[0]
+            head, tail = text.split("## Machine code", 1)
+            text = (head + "## The transformer shape set (`--shapes llm`, a second run, cuBLAS in it)\n"
+                    + f"\nFrom `results/h200/ladder_llm.json` ({ldoc['created']}).\n" + summary + "## Machine code" + tail)
+        (ROOT / "docs" / "ladder.md").write_text(text)
         ceil = report.find_ceilings(doc, H200 / "ceilings.json" if (H200 / "ceilings.json").exists() else None)
         report.render(doc, H200 / "ladder-report", ceilings=ceil)
         print("wrote docs/ladder.md and results/h200/ladder-report")

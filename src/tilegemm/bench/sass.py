@@ -120,11 +120,13 @@ def threads_per_block(kernel) -> int | None:
 # the two routes
 
 
-def _signature(dtype):
+def _signature(dtype, dispatcher=None):
+    """(A, B, C) as C-contiguous 2-D arrays, plus any scalar arguments the kernel declares in its
+    dispatcher's `extra_args` (Numba types, e.g. (int64, int64))."""
     from numba import from_dtype, types
 
     arr = types.Array(from_dtype(np.dtype(dtype)), 2, "C")
-    return (arr, arr, arr)
+    return (arr, arr, arr) + tuple(getattr(dispatcher, "extra_args", ()))
 
 
 def _dispatcher_name(d) -> str:
@@ -132,10 +134,9 @@ def _dispatcher_name(d) -> str:
 
 
 def _on_gpu(kernel, dtype) -> list[dict]:
-    sig = _signature(dtype)
     rows = []
     for d in kernel.jit_kernels(np.dtype(dtype)):
-        kern = d.compile(sig)  # the compiled kernel for this device (cached after first use)
+        kern = d.compile(_signature(dtype, d))  # the compiled kernel for this device (cached after first use)
         rec = {"function": _dispatcher_name(d),
                "registers": int(kern.regs_per_thread),
                "local_bytes": int(kern.local_mem_per_thread),
@@ -196,10 +197,10 @@ def _offline_inprocess(kernel, dtype, cc=(9, 0)) -> list[dict]:
     ptxas, nvdisasm = _tool("ptxas"), _tool("nvdisasm")
     if not ptxas:
         raise RuntimeError("ptxas not found (set CUDA_HOME or TILEGEMM_PTXAS)")
-    sig = _signature(dtype)
     arch = f"sm_{cc[0]}{cc[1]}"
     rows = []
     for d in kernel.jit_kernels(np.dtype(dtype)):
+        sig = _signature(dtype, d)
         opts = {o: d.targetoptions[o] for o in ("launch_bounds", "max_registers", "fastmath")
                 if getattr(d, "targetoptions", {}).get(o)}
         with _no_device(cc):

@@ -1,0 +1,156 @@
+"""k12 skinny M: a split-K, one-column-per-thread path for products with few rows (decode shapes).
+
+Changes against k11: nothing for M > SKINNY_MAX (k11 runs). For M ≤ SKINNY_MAX the 128×128
+tiles of k06–k11 are the wrong shape: at M = 16 a tile is 7/8 padding and N/128 = 32 blocks
+leave most of 132 SMs idle. Here a block of 256 threads owns RM rows × 256 columns, one column per
+thread with RM accumulators in registers; it stages an RM×KC slice of A in shared memory,
+transposed so that four rows of one k are one 16-byte broadcast load (LDS.128: an SM issues one
+warp-wide shared load per clock, so RM scalar loads per B element would bound the kernel), and
+streams its column of B straight from global memory (a warp reads 32 consecutive words:
+coalesced), one B element per RM multiply-adds. With RM = 4 four rows of B are loaded before they
+are used (one load per warp in flight cannot cover DRAM latency: Little's law wants ~20 KB in
+flight per SM); with RM = 16 the extra registers cost more occupancy than the loads gained. K is split over
+`splits` blocks (grid z) so that the grid fills the GPU; the partial sums meet in C through
+atomic adds (C is zeroed first; the order of the additions, and so the last bits, varies).
+
+Attacks: idle SMs and padded rows on skinny products, which are bound by reading B, not by FLOPs.
+Global traffic by design (RM = 4 when M ≤ 4, else 16 — 32 rows took 128 registers and left two
+blocks per SM, too few warps to hide the latency of streaming B; BNS = 256 columns per block):
+    reads  = K·N·ceil(M/RM) (B, once per row block) + M·K·ceil(N/BNS) (A) elements
+    writes = M·N (zeroing) + 2·M·N·splits (atomic read-modify-write) elements
+Arithmetic intensity ≈ 2·M·K·N / (K·N·ceil(M/RM)·s) ≈ 2·min(M, RM)/s FLOP/byte: at M = 1 it is
+0.5 FLOP/B, so the kernel runs at DRAM speed at best (the floor is reading B once).
+"""
+
+from numba import cuda, types
+
+from ...registry import Kernel, ceil_div, register
+from ._common import configure, per_dtype
+from ._vec import SMEM_ALIGN, at, lds4
+from . import k11_autotuned as k11
+
+SKINNY_MAX = 128  # above this many rows the tiled rungs win
+BNS = 256  # columns (threads) per block
+KC = 64  # K depth of the staged A slice
+TARGET_BLOCKS = 4 * 132  # enough blocks to fill an H200 four deep; fewer SMs are simply filled deeper
+
+
+def _rows_for(m: int) -> int:
+    return 4 if m <= 4 else 16
+
+
+def _factory(RM, UNROLL):
+    def factory(DT):
+        @cuda.jit
+        def skinny_m(A, B, C, KS, ATOMIC):
+            sAT = cuda.shared.array((KC, RM), DT, alignment=SMEM_ALIGN)  # A's slice, transposed
+            acc = cuda.local.array(RM, DT)
+            bq = cuda.local.array(4, DT)
+            tx = cuda.threadIdx.x
+            j = cuda.blockIdx.x * BNS + tx
+            m0 = cuda.blockIdx.y * RM
+            M = A.shape[0]
+            K = A.shape[1]
+            N = B.shape[1]
+            k_begin = cuda.blockIdx.z * KS
+            k_end = min(K, k_begin + KS)
+            for r in range(RM):
+                acc[r] = DT(0)
+            for kc in range(k_begin, k_end, KC):
+                for l in range(RM * KC // BNS):  # stage A[m0:m0+RM, kc:kc+KC], zero-padded
+                    e = tx + l * BNS
+                    r = e // KC
+                    q = e % KC
+                    sAT[q, r] = A[m0 + r, kc + q] if m0 + r < M and kc + q < k_end else DT(0)
+                cuda.syncthreads()
+                if j < N:
+                    nq = min(KC, k_end - kc)
+                    q = 0
+                    while UNROLL and q + 4 <= nq:  # four loads of B in flight before the FMAs
+                        bq[0] = at(B, kc + q, j)
+                        bq[1] = at(B, kc + q + 1, j)
+                        bq[2] = at(B, kc + q + 2, j)
+                        bq[3] = at(B, kc + q + 3, j)
+                        for u in range(4):
+                            for r4 in range(RM // 4):  # four rows of A per 16-byte shared load
+                                a0, a1, a2, a3 = lds4(sAT, q + u, 4 * r4)
+                                acc[4 * r4] += a0 * bq[u]
+                                acc[4 * r4 + 1] += a1 * bq[u]
+                                acc[4 * r4 + 2] += a2 * bq[u]
+                                acc[4 * r4 + 3] += a3 * bq[u]
+                        q += 4
+                    while q < nq:
+                        b = at(B, kc + q, j)
+                        for r4 in range(RM // 4):
+                            a0, a1, a2, a3 = lds4(sAT, q, 4 * r4)
+                            acc[4 * r4] += a0 * b
+                            acc[4 * r4 + 1] += a1 * b
+                            acc[4 * r4 + 2] += a2 * b
+                            acc[4 * r4 + 3] += a3 * b
+                        q += 1
+                cuda.syncthreads()
+            if j < N:
+                for r in range(RM):
+                    if m0 + r < M:
+                        if ATOMIC:
+                            cuda.atomic.add(C, (m0 + r, j), acc[r])
+                        else:
+                            C[m0 + r, j] = acc[r]
+
+        skinny_m.extra_args = (types.int64, types.int64)  # KS, ATOMIC: for the SASS tooling
+        return skinny_m
+
+    return factory
+
+
+# Measured on the H200 (results/h200/ladder_llm.json and the run before it): unrolling by four
+# lifted M = 1 but cost M = 16 and 32 (65 registers, three blocks per SM instead of four), so only
+# the 4-row variant unrolls.
+kernel_for = {4: per_dtype(_factory(4, True)), 16: per_dtype(_factory(16, False))}
+
+
+@per_dtype
+def zero_for(DT):
+    @cuda.jit
+    def zero(C):
+        i, j = cuda.grid(2)
+        if i < C.shape[0] and j < C.shape[1]:
+            C[i, j] = DT(0)
+
+    return zero
+
+
+def plan(m: int, n: int, k: int) -> tuple[int, int, int]:
+    """(RM, splits, KS): rows per block, K splits, K per split (a multiple of KC)."""
+    rm = _rows_for(m)
+    blocks = ceil_div(n, BNS) * ceil_div(m, rm)
+    chunks = ceil_div(k, KC)
+    splits = max(1, min(chunks, ceil_div(TARGET_BLOCKS, blocks)))
+    ks = ceil_div(chunks, splits) * KC
+    return rm, ceil_div(k, ks), ks
+
+
+def launch(a, b, c, stream=None):
+    m, n = c.shape
+    k = a.shape[1]
+    if m > SKINNY_MAX:
+        return k11.launch(a, b, c, stream)
+    rm, splits, ks = plan(m, n, k)
+    if splits > 1:
+        configure(zero_for(c.dtype), (ceil_div(m, 16), ceil_div(n, 16)), (16, 16), stream)(c)
+    grid = (ceil_div(n, BNS), ceil_div(m, rm), splits)
+    configure(kernel_for[rm](c.dtype), grid, (BNS,), stream)(a, b, c, ks, 1 if splits > 1 else 0)
+
+
+def traffic(m, n, k, s):
+    if m > SKINNY_MAX:
+        return k11.traffic(m, n, k, s)
+    rm, splits, _ = plan(m, n, k)
+    return (k * n * ceil_div(m, rm) + m * k * ceil_div(n, BNS) + m * n + 2 * m * n * splits) * float(s)
+
+
+register(Kernel(
+    name="skinny_m", backend="simt", dtypes=("float32",), launch=launch, traffic=traffic,
+    label="GPU k11 + skinny-M split-K", rung=12, module=__name__, auto_rank=12, needs_contiguous=True,
+    jit_kernels=lambda dt: [kernel_for[16](dt), kernel_for[4](dt)],
+))
