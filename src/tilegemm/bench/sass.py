@@ -151,6 +151,13 @@ def _on_gpu(kernel, dtype) -> list[dict]:
 
 def _tool(name: str) -> str | None:
     cands = [os.environ.get(f"TILEGEMM_{name.upper()}")]
+    try:  # the CUDA wheels' own tools first: their ptxas reads what their NVVM writes
+        import nvidia
+
+        for base in getattr(nvidia, "__path__", []):
+            cands.append(os.path.join(base, "cu13", "bin", name))
+    except ImportError:
+        pass
     for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda", "/usr/local/cuda-13.0"):
         if home:
             cands.append(os.path.join(home, "bin", name))
