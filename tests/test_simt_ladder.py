@@ -18,6 +18,7 @@ LADDER = {
     "double_buffer": (128, 128),
     "warptile": (128, 128),
     "autotuned": (128, 128),  # k10's default tile unless a cached winner says otherwise
+    "splitk_tiles": (32, 128),  # k13 at M ≤ 32 (no split at these K: the slices would be too short)
 }
 
 
@@ -197,6 +198,46 @@ def _have_offline_tools():
     return _tool("ptxas") and _tool("nvdisasm")
 
 
+def test_splitk_plan():
+    """k13 takes 17..128 rows (and taller products whose k11 grid is too small), splits K until
+    about two blocks per SM, never into slices shorter than MIN_SLICE, and leaves the rest alone."""
+    from tilegemm.kernels.simt import k13_splitk_tiles as k13
+
+    assert k13.plan(16, 4096, 4096, sms=132) is None  # k12's rows
+    assert k13.plan(4096, 4096, 4096, sms=132) is None  # k11 fills the GPU
+    cfg, s = k13.plan(32, 4096, 14336, sms=132)
+    assert cfg.BM == 32 and cfg.split and s == 9  # 32 blocks of 32×128: 264 / 32 → 9 slices
+    cfg, s = k13.plan(128, 4096, 4096, sms=132)
+    assert cfg.BM == 128 and s == 9
+    cfg, s = k13.plan(100, 4096, 600, sms=132)
+    assert cfg.BM == 128 and s == 2  # K = 600: two slices of at least 256
+    cfg, s = k13.plan(256, 4096, 4096, sms=132)
+    assert cfg.BM == 128 and s == 5
+    for m in (17, 33, 65, 129):
+        assert k13.tile_for(m).BM >= min(m, 128)
+
+
+def test_splitk_exact_under_atomics():
+    """Split K with slices that are empty, uneven and ragged at every edge: integer operands make
+    every order of the atomic additions give the exact product."""
+    from tilegemm.kernels.simt import k13_splitk_tiles as k13
+
+    cuda = _cuda.cuda
+    for shape, cfg, splits in [((20, 40, 36), k13.TILES[32], 5), ((20, 128, 512), None, None)]:
+        a, b = integer_operands(*shape, seed=7)
+        da, db = cuda.to_device(a), cuda.to_device(b)
+        dc = cuda.device_array((shape[0], shape[1]), dtype=a.dtype)
+        poison(dc)
+        if cfg is None:
+            assert k13.plan(*shape)[1] == 2  # the registered launch splits this one
+            registry.get("splitk_tiles").launch(da, db, dc)
+        else:
+            k13.launch_plan(da, db, dc, cfg, splits)
+        cuda.synchronize()
+        want = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+        assert np.array_equal(dc.copy_to_host(), want), (shape, splits)
+
+
 @pytest.mark.skipif(not _have_offline_tools(), reason="needs ptxas and nvdisasm (CUDA toolkit)")
 def test_offline_sass_vectorized():
     """k08's point, proven in its SASS: 16-byte global and shared accesses, no local memory."""
@@ -220,6 +261,15 @@ def test_offline_sass_vectorized():
 def test_gpu_sizes(name, shape):
     a, b = random_operands(*shape)
     r = check(run(name, a, b), a, b, kernel=name)
+    assert r.ok, str(r)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(32, 4096, 14336), (128, 4096, 4096), (48, 1000, 3000), (100, 4096, 517),
+                                   (300, 2048, 4096)])
+def test_gpu_splitk_shapes(shape):
+    a, b = random_operands(*shape)
+    r = check(run("splitk_tiles", a, b), a, b, kernel="splitk_tiles")
     assert r.ok, str(r)
 
 

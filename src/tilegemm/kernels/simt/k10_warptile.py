@@ -19,6 +19,10 @@ general form the factory below accepts (k11 searches over BM, BN, BK, WM, WN):
     writes = M·N elements
     intensity ≈ 2MNK / ((MNK(1/BM + 1/BN) + MN)·s) ≈ 2/(s·(1/BM + 1/BN)) FLOP/byte
              = 128/s (32 FLOP/B in FP32) at BM = BN = 128
+
+The factory also builds k13's split-K variant (`Config.split`): a block multiplies only its
+grid-z slice of K and adds its tile into C with atomics. With split off (k10, k11) that code is
+compiled out: the kernel is the one described above.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ class Config:
     WN: int = 32
     min_blocks: int = 2  # launch bounds: ≥ this many resident blocks per SM (0: compiler's choice)
     unroll: int = 1  # copies of the p-loop body per trip (BK: fully unrolled)
+    split: bool = False  # k13: grid z splits K; each block adds its partial tile into C (zeroed first)
 
     @property
     def threads(self) -> int:
@@ -98,6 +103,7 @@ def make_kernel(cfg: Config, DT):
     B_C4 = BN // 4
     SUB_M = LANES_M * MICRO  # rows covered by one `it` across the warp
     SUB_N = LANES_N * MICRO
+    SPLIT = cfg.split
 
     @inline_device
     def load_tiles(A, B, pa, pb, m0, n0, k0, M, N, K, fast, tid):
@@ -141,11 +147,17 @@ def make_kernel(cfg: Config, DT):
         K = A.shape[1]
         N = B.shape[1]
         interior = m0 + BM <= M and n0 + BN <= N
+        k_lo = 0
+        k_hi = K
+        if SPLIT:  # k13: this block's slice of K, whole BK steps; the grid's z index picks it
+            per = ((K + BK - 1) // BK + cuda.gridDim.z - 1) // cuda.gridDim.z * BK
+            k_lo = cuda.blockIdx.z * per
+            k_hi = min(K, k_lo + per)
         for i in range(TM):
             for j in range(TN):
                 acc[i, j] = DT(0)
-        load_tiles(A, B, pa, pb, m0, n0, 0, M, N, K, interior and BK <= K, tid)
-        ntiles = (K + BK - 1) // BK
+        load_tiles(A, B, pa, pb, m0, n0, k_lo, M, N, k_hi, interior and k_lo + BK <= k_hi, tid)
+        ntiles = (k_hi - k_lo + BK - 1) // BK
         for t in range(ntiles):
             base = (t % 2) * BK
             for l in range(A_IT):
@@ -156,9 +168,9 @@ def make_kernel(cfg: Config, DT):
                 f = tid + l * NT
                 sts4(sB, base + f // B_C4, (f % B_C4) * 4, pb[4 * l], pb[4 * l + 1], pb[4 * l + 2], pb[4 * l + 3])
             cuda.syncthreads()
-            k1 = (t + 1) * BK
-            if k1 < K:
-                load_tiles(A, B, pa, pb, m0, n0, k1, M, N, K, interior and k1 + BK <= K, tid)
+            k1 = k_lo + (t + 1) * BK
+            if k1 < k_hi:
+                load_tiles(A, B, pa, pb, m0, n0, k1, M, N, k_hi, interior and k1 + BK <= k_hi, tid)
             for p0 in range(0, BK, UNROLL):  # Numba leaves this loop rolled: UNROLL copies per trip
                 for u in range(UNROLL):
                     p = p0 + u
@@ -178,7 +190,11 @@ def make_kernel(cfg: Config, DT):
                 for jt in range(WNITER):
                     col = n0 + wn0 + jt * SUB_N
                     j = jt * MICRO
-                    if interior:
+                    if SPLIT:  # partial sums of K slices meet in C (order of the adds varies)
+                        for d in range(MICRO):
+                            if row < M and col + d < N:
+                                cuda.atomic.add(C, (row, col + d), acc[i, j + d])
+                    elif interior:
                         stg4(C, row, col, acc[i, j], acc[i, j + 1], acc[i, j + 2], acc[i, j + 3])
                     else:
                         for d in range(MICRO):
