@@ -51,6 +51,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cache-from", default="", help="tuning cache JSON to start from (copied, never written)")
     ap.add_argument("--no-graph", action="store_true", help="eager timings only")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--small", action="store_true", help="only products under 2^35 FLOPs (tuned on CUDA graphs)")
     args = ap.parse_args(argv)
     out_dir = os.path.dirname(os.path.abspath(args.out))
     os.makedirs(out_dir, exist_ok=True)
@@ -98,6 +99,8 @@ def main(argv=None) -> int:
 
     for dtype in args.dtypes.split(","):
         for (m, n, k) in shapes_for(dtype, args.quick):
+            if args.small and 2 * m * n * k >= 2**35:
+                continue
             if time.perf_counter() - t_start > args.budget_s:
                 result["records"].append(dict(dtype=dtype, m=m, n=n, k=k, ok=False, error="skipped: time budget"))
                 continue

@@ -418,16 +418,31 @@ def autotune_enabled() -> bool:
     return os.environ.get("TILEGEMM_AUTOTUNE", "1").strip() not in ("0", "") and not interpreting()
 
 
+TUNER_VERSION = "v2"  # v2: short products are timed in CUDA graphs (entries timed eagerly are stale)
+GRAPH_FLOPS = 2**35  # below this many FLOPs (2048³ is 2^34) a product is tuned on CUDA-graph replays
+
+
 def tune_key(kernel_name: str, p: Problem, variant: str = "") -> str:
     return "|".join([
         kernel_name, gpu_name(p.a.device), p.precision, str(p.a.dtype).removeprefix("torch."),
         str(p.c.dtype).removeprefix("torch."), p.layout(), "beta" if p.has_beta else "nobeta",
-        shape_bucket(p), variant,
+        shape_bucket(p), variant, TUNER_VERSION,
     ])
 
 
-def time_ms(fn, budget_ms: float = 60.0) -> float:
-    """Median time of fn() in ms, with the L2 flushed between runs (triton.testing.do_bench)."""
+def time_ms(fn, budget_ms: float = 60.0, graph: bool = False) -> float:
+    """Median time of fn() in ms.
+
+    graph=False: one launch per sample, L2 flushed between runs (triton.testing.do_bench).
+    graph=True: launches captured back to back in a CUDA graph and replayed
+    (triton.testing.do_bench_cudagraph; L2 warm). For a product whose GPU time is a few µs a
+    Python launch (20–100 µs) takes longer than the kernel, so eager samples time the host,
+    rank configurations by launch overhead rather than by kernel speed, and pick by noise."""
+    if graph:
+        try:
+            return float(triton.testing.do_bench_cudagraph(fn, rep=max(budget_ms / 2, 5.0), return_mode="median"))
+        except Exception:  # noqa: BLE001  (a launch that cannot be captured is timed eagerly)
+            torch.cuda.synchronize()
     return float(triton.testing.do_bench(fn, warmup=max(budget_ms / 4, 2), rep=budget_ms, return_mode="median"))
 
 
@@ -460,6 +475,7 @@ def choose_entry(kernel_name: str, p: Problem, candidates, default: dict, run, v
     budget_s = float(os.environ.get("TILEGEMM_TUNE_BUDGET_S", "30"))
     scratch = torch.empty_like(p.c)
     trial = Problem(p.a, p.b, scratch, p.precision, p.alpha, p.beta, p.c_in, p.scale_a, p.scale_b)
+    graph = p.flops() < GRAPH_FLOPS
     t0 = time.perf_counter()
     timings, failed = [], []
     for c in candidates:
@@ -469,7 +485,8 @@ def choose_entry(kernel_name: str, p: Problem, candidates, default: dict, run, v
         try:
             run(trial, c)
             torch.cuda.synchronize(p.c.device)
-            ms = time_ms(lambda: run(trial, c), budget_ms=min(60.0, max(10.0, budget_s * 1000 / (4 * len(candidates)))))
+            ms = time_ms(lambda: run(trial, c), budget_ms=min(60.0, max(10.0, budget_s * 1000 / (4 * len(candidates)))),
+                         graph=graph)
             timings.append((ms, c))
         except Exception as e:  # noqa: BLE001  (a config that does not compile is information, not an error)
             failed.append((c, f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"))
@@ -479,7 +496,8 @@ def choose_entry(kernel_name: str, p: Problem, candidates, default: dict, run, v
         last_tuning.update(key=key, seconds=seconds, timings=[], failed=failed, config=default)
         return {"config": default, "ms": None}
     best_ms, best = min(timings, key=lambda t: t[0])
-    entry = dict(config=best, ms=best_ms, tune_s=round(seconds, 3), tried=len(timings), failed=len(failed),
+    entry = dict(config=best, ms=best_ms, timing="graph" if graph else "eager", tune_s=round(seconds, 3),
+                 tried=len(timings), failed=len(failed),
                  m=p.m, n=p.n, k=p.k, when=time.strftime("%Y-%m-%dT%H:%M:%S"))
     with _LOCK:
         _load_cache()[key] = entry
