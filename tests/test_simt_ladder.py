@@ -206,15 +206,21 @@ def test_splitk_plan():
     assert k13.plan(16, 4096, 4096, sms=132) is None  # k12's rows
     assert k13.plan(4096, 4096, 4096, sms=132) is None  # k11 fills the GPU
     cfg, s = k13.plan(32, 4096, 14336, sms=132)
-    assert cfg.BM == 32 and cfg.split and s == 9  # 32 blocks of 32×128: 264 / 32 → 9 slices
+    assert cfg.BM == 32 and cfg.split and s == 12  # 32 blocks for 3 × 132 slots: 12 slices, 384 blocks
     cfg, s = k13.plan(128, 4096, 4096, sms=132)
-    assert cfg.BM == 128 and s == 9
+    assert cfg.BM == 128 and s == 8  # 32 blocks for 2 × 132 slots: 8 (9 would spill into a second wave)
+    cfg, s = k13.plan(96, 4096, 4096, sms=132)
+    assert cfg.BM == 32 and s == 4  # 96 rows: three 32-row tiles pad nothing
+    cfg, s = k13.plan(64, 8192, 8192, sms=132)
+    assert cfg.BM == 64 and s == 8
     cfg, s = k13.plan(100, 4096, 600, sms=132)
     assert cfg.BM == 128 and s == 2  # K = 600: two slices of at least 256
     cfg, s = k13.plan(256, 4096, 4096, sms=132)
-    assert cfg.BM == 128 and s == 5
-    for m in (17, 33, 65, 129):
-        assert k13.tile_for(m).BM >= min(m, 128)
+    assert cfg.BM == 128 and s == 4
+    assert k13.plan(256, 16384, 4096, sms=132) is None  # 256 blocks: k11's grid fills 264 slots
+    for m in (17, 33, 65, 129):  # the tile that pads M least
+        bm = k13.tile_for(m)[0].BM
+        assert all(-(-m // bm) * bm <= -(-m // r) * r for r in k13.TILES)
 
 
 def test_splitk_exact_under_atomics():
@@ -223,7 +229,7 @@ def test_splitk_exact_under_atomics():
     from tilegemm.kernels.simt import k13_splitk_tiles as k13
 
     cuda = _cuda.cuda
-    for shape, cfg, splits in [((20, 40, 36), k13.TILES[32], 5), ((20, 128, 512), None, None)]:
+    for shape, cfg, splits in [((20, 40, 36), k13.TILES[32][0], 5), ((20, 128, 512), None, None)]:
         a, b = integer_operands(*shape, seed=7)
         da, db = cuda.to_device(a), cuda.to_device(b)
         dc = cuda.device_array((shape[0], shape[1]), dtype=a.dtype)

@@ -39,8 +39,8 @@ def main():
     from simt_ladder import Checker
 
     cands = {f"{c.BM}x{c.BN}x{c.BK} w{c.WM}x{c.WN} mb{c.min_blocks} u{c.unroll}": c for c in [
-        *k13.TILES.values(),
-        Config(32, 128, 8, 32, 32, min_blocks=0, split=True),
+        *(cfg for cfg, _ in k13.TILES.values()),
+        Config(32, 128, 16, 32, 64, min_blocks=0, split=True),
         Config(32, 64, 16, 32, 32, min_blocks=0, split=True),
         Config(64, 64, 16, 32, 32, min_blocks=0, split=True),
         Config(64, 128, 16, 32, 64, min_blocks=0, split=True),
@@ -71,13 +71,17 @@ def main():
             rec["plan"] = {"config": p[0].__dict__, "splits": p[1]}
 
         def one(label, fn, **extra):
-            c.fill_(float("nan"))
-            fn()
-            cuda.synchronize()
-            r = {"label": label, **extra, **chk(c)}
-            if r["ok"]:
-                ms = timed(fn)
-                r.update(ms=ms, ratio=cub / ms)
+            r = {"label": label, **extra}
+            try:
+                c.fill_(float("nan"))
+                fn()
+                cuda.synchronize()
+                r.update(chk(c))
+                if r["ok"]:
+                    ms = timed(fn)
+                    r.update(ms=ms, ratio=cub / ms)
+            except Exception as e:  # noqa: BLE001  (record, go on)
+                r.update(ok=False, error=f"{type(e).__name__}: {e}"[:300])
             rec["runs"].append(r)
             return r
 
@@ -91,7 +95,7 @@ def main():
                 if s > 1 and k // s < 128:
                     continue
                 one(label, lambda: k13.launch_plan(da, db, dc, cfg, s), splits=s, config=cfg.__dict__)
-        best = max((r for r in rec["runs"] if r.get("ok")), key=lambda r: r["ratio"])
+        best = max((r for r in rec["runs"] if r.get("ok")), key=lambda r: r["ratio"], default={"ratio": 0, "label": "-"})
         mine = next(r for r in rec["runs"] if r["label"] == "splitk_tiles")
         print(f"{m}x{n}x{k}: cuBLAS {cub * 1e3:.1f} µs; k13 plan {mine.get('ratio', 0):.2f}x "
               f"({p[0].BM if p else '-'}, {p[1] if p else '-'}); best {best['ratio']:.2f}x {best['label']} "

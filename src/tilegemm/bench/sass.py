@@ -97,7 +97,8 @@ def occupancy(threads: int | None, registers: int | None, smem_bytes: int | None
 
 
 def threads_per_block(kernel) -> int | None:
-    """The block size a registered SIMT kernel launches with, from its module's constants."""
+    """The block size a registered SIMT kernel launches with, from its module's constants (a list,
+    one per compiled kernel, where the module's `threads_for` says so)."""
     import importlib
 
     mod = importlib.import_module(kernel.module)
@@ -283,13 +284,14 @@ def resources(kernel, dtype="float32", route: str = "auto") -> list[dict]:
         prov = _versions(route) if not (_cuda.SIMULATOR and route == "offline") else rows[0].pop("_provenance", "")
     except Exception as e:
         return [{"kernel": kernel.name, "dtype": dtype, "route": route, "error": f"{type(e).__name__}: {e}"}]
-    threads = threads_per_block(kernel)
+    threads = threads_per_block(kernel)  # one number, or one per compiled kernel (in jit_kernels order)
     out = []
-    for r in rows:
+    for i, r in enumerate(rows):
         r.pop("_provenance", None)
-        rec = {"kernel": kernel.name, "rung": kernel.rung, "dtype": dtype, "route": route, "threads": threads}
+        t = threads[i] if isinstance(threads, (list, tuple)) else threads
+        rec = {"kernel": kernel.name, "rung": kernel.rung, "dtype": dtype, "route": route, "threads": t}
         rec.update(r)
-        rec.update(occupancy(threads, rec.get("registers"), rec.get("shared_bytes")))
+        rec.update(occupancy(t, rec.get("registers"), rec.get("shared_bytes")))
         rec["provenance"] = prov
         out.append(rec)
     return out

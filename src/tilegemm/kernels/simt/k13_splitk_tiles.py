@@ -4,9 +4,9 @@ Changes against k12: nothing for M ≤ SKINNY_ROWS (k12's one-column-per-thread 
 for products whose k11 grid already fills the GPU (k11 runs). In between (M from 17 to a few
 hundred rows, e.g. 32×4096×14336 or 128×4096×4096) k12's 16-row blocks re-read B M/16 times,
 while k11's 128×128 tiles give N/128 blocks (32 at N = 4096) for 132 SMs: 3 of every 4 SMs idle,
-each busy one running a K loop of 4096 alone. Here the block tile is 32, 64 or 128 rows (the
-smallest that covers M, so at most half of a tile is padding), and grid z splits K into `splits`
-slices of whole BK steps so that the grid fills every SM about twice over; each block adds its
+each busy one running a K loop of 4096 alone. Here the block tile is 32, 64 or 128 rows (the one
+that pads M least), and grid z splits K into `splits` slices of whole BK steps so that the grid
+fills the SMs' resident block slots once (a partial second wave costs more than it saves); each block adds its
 partial tile into C with atomics (C is zeroed first; the order of the adds, and so the last
 bits, varies from run to run). The kernel is k10's factory with `Config.split` on.
 
@@ -31,13 +31,13 @@ from . import k12_skinny_m as k12
 from .k10_warptile import Config
 
 SKINNY_ROWS = 16  # up to this many rows k12's kernel runs
-# rows a block covers -> warp-tiled configuration with split-K (the smallest that covers M runs)
+# rows a block covers -> (warp-tiled configuration with split-K, blocks resident per SM on an H200:
+# registers × threads against the 64 K registers of an SM, from the resource table)
 TILES = {
-    32: Config(32, 128, 16, 32, 32, min_blocks=0, split=True),  # 4 warps, each 32×32
-    64: Config(64, 128, 8, 32, 64, min_blocks=0, split=True),  # 4 warps, each 32×64
-    128: Config(128, 128, 8, 64, 32, min_blocks=2, unroll=2, split=True),  # k11's H200 winner
+    32: (Config(32, 128, 16, 32, 32, min_blocks=0, split=True), 3),  # 4 warps of 32×32; 158 registers
+    64: (Config(64, 128, 8, 32, 64, min_blocks=0, split=True), 4),  # 4 warps of 32×64; 120 registers
+    128: (Config(128, 128, 8, 64, 32, min_blocks=2, unroll=2, split=True), 2),  # k11's H200 winner
 }
-BLOCKS_PER_SM = 2  # split until the grid has this many blocks per SM (two resident at a time)
 MIN_SLICE = 256  # never split K into slices shorter than this
 
 
@@ -47,18 +47,24 @@ def sm_count() -> int:
     return 132  # the simulator: an H200's count, so plans match the GPU's
 
 
-def tile_for(m: int) -> Config:
-    return next((cfg for rows, cfg in sorted(TILES.items()) if m <= rows), TILES[128])
+def tile_for(m: int) -> tuple[Config, int]:
+    """The tile that pads M least (ties: the taller tile, fewer blocks re-reading B)."""
+    rows = min(TILES, key=lambda r: (ceil_div(m, r) * r, -r))
+    return TILES[rows]
 
 
 def plan(m: int, n: int, k: int, sms: int | None = None) -> tuple[Config, int] | None:
-    """(configuration, K splits) for this product, or None where k12 or k11 should run."""
+    """(configuration, K splits) for this product, or None where k12 or k11 should run.
+
+    Splits fill the resident slots (SMs × blocks per SM) once and never overflow them: a grid of
+    slots + a few blocks runs a second, nearly empty wave (measured on the H200: 128×4096×4096 at 9
+    splits, 288 blocks for 264 slots, 0.52× cuBLAS; at 8 splits 0.69×; results/h200/splitk_sweep.json)."""
     if m <= SKINNY_ROWS:
         return None
-    cfg = tile_for(m)
+    cfg, per_sm = tile_for(m)
     blocks = ceil_div(m, cfg.BM) * ceil_div(n, cfg.BN)
-    want = BLOCKS_PER_SM * (sms or sm_count())
-    splits = max(1, min(ceil_div(want, blocks), k // MIN_SLICE))
+    slots = per_sm * (sms or sm_count())
+    splits = max(1, min(slots // blocks, k // MIN_SLICE))
     if splits == 1 and m > max(TILES):
         return None  # k11's grid fills the GPU by itself
     return cfg, splits
@@ -91,8 +97,13 @@ def traffic(m, n, k, s):
     return (m * k * ceil_div(n, cfg.BN) + k * n * ceil_div(m, cfg.BM) + m * n + 2 * m * n * splits) * float(s)
 
 
+def threads_for(kernel) -> list[int]:
+    """Block size of each compiled kernel, in `jit_kernels` order (for the resource table)."""
+    return [cfg.threads for cfg, _ in TILES.values()]
+
+
 register(Kernel(
     name="splitk_tiles", backend="simt", dtypes=("float32",), launch=launch, traffic=traffic,
     label="GPU k12 + split-K tiles", rung=13, module=__name__, auto_rank=13, needs_contiguous=True,
-    jit_kernels=lambda dt: [k10.kernel_for(dt, cfg) for cfg in TILES.values()],
+    jit_kernels=lambda dt: [k10.kernel_for(dt, cfg) for cfg, _ in TILES.values()],
 ))

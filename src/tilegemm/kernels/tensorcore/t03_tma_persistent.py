@@ -155,6 +155,9 @@ def candidates(p: C.Problem) -> list[dict]:
     c_tma_possible = p.batch == 1 and _squeeze(p.c).dim() == 2 and _tma_ok(_squeeze(p.c), -1)
     narrow = ins != 2  # TF32 / FP8: wgmma wants K-major operands
     bad_layout = narrow and (not _is_kmajor(p.a, "a") or not _is_kmajor(p.b, "b"))
+    # the copy moves 2·K·N·s (or 2·M·K·s) bytes: cheap beside a large product, dearer than the whole
+    # product's reads when M (or N) is small, where B (or A) is most of the traffic
+    copy_cheap = min(p.m, p.n) > 512
     out = []
     for i, c in enumerate(C.prune(C.base_configs(p), p, tma_store=False)):
         c = dict(c, C_TMA=c_tma_possible and C.smem_bytes(c, ins, outs, True) <= C.SMEM_BUDGET, WS=False)
@@ -164,12 +167,11 @@ def candidates(p: C.Problem) -> list[dict]:
             # TF32 tries it first: 128×256×32 s3 WS K-major won runs 2 and 3
             variants = [dict(c, WS=True), c] if ins == 4 else [c, dict(c, WS=True)]
         for v in variants:
-            if bad_layout:  # copy to K-major first (safe); without the copy tried once, last
-                out.append(dict(v, KMAJOR=True))
+            if bad_layout:  # with and without a K-major copy; the copy first where it is cheap
+                both = [dict(v, KMAJOR=True), dict(v, KMAJOR=False)]
+                out += both if copy_cheap else both[::-1]
             else:
                 out.append(v)
-    if bad_layout and out:
-        out.append(dict(out[0], WS=False, KMAJOR=False))
     return out
 
 

@@ -139,7 +139,10 @@ def applicable(p: C.Problem, sms: int | None = None) -> bool:
 # Known-good split-K configurations, tried first: (BM, BN, BK16, warps, stages, SPLIT) by regime
 SEEDS = {
     "decode": [(16, 64, 128, 4, 4, 4), (16, 64, 128, 4, 4, 6)],
-    "fp8_decode": [(16, 64, 128, 4, 4, 3), (16, 64, 256, 4, 4, 4), (16, 32, 256, 4, 4, 8), (16, 32, 128, 4, 4, 16)],
+    # FP8 below 64 rows: Hopper's FP8 MMA is wgmma only (64-row tiles); a 16-row tile gets mma.sync
+    # on converted operands, so 64-row tiles, three quarters padding, are tried first
+    "fp8_decode": [(64, 64, 128, 4, 4, 4), (64, 64, 128, 4, 4, 8), (64, 128, 128, 4, 3, 4), (64, 32, 128, 4, 4, 4),
+                   (16, 64, 128, 4, 4, 3), (16, 64, 256, 4, 4, 4), (16, 32, 256, 4, 4, 8), (16, 32, 128, 4, 4, 16)],
     "mid": [(128, 64, 64, 4, 4, 2), (64, 128, 64, 4, 4, 2), (64, 64, 64, 4, 4, 2)],
 }
 
@@ -164,7 +167,7 @@ def candidates(p: C.Problem, limit: int = 10) -> list[dict]:
     size = p.a.element_size()
     sms = C.num_sms(p.a.device)
     scale = {1: 2.0, 2: 1.0, 4: 0.5}.get(size, 1.0)
-    mcap = max(16, triton.next_power_of_2(p.m))
+    mcap = max(64 if size == 1 else 16, triton.next_power_of_2(p.m))  # FP8: wgmma's 64-row tiles
     ncap = max(16, triton.next_power_of_2(p.n))
 
     def fits(c):
@@ -184,7 +187,7 @@ def candidates(p: C.Problem, limit: int = 10) -> list[dict]:
             continue
         seen.add(sig)
         out.append(c)
-    return out[:limit] or [default_config(p)]
+    return out[:limit + (4 if size == 1 and p.m <= 16 else 0)] or [default_config(p)]
 
 
 def _decode_candidates(p, size, scale, sms, mcap, ncap) -> list[dict]:
