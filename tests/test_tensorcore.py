@@ -139,18 +139,22 @@ INTERP_SCRIPT = textwrap.dedent(r"""
             chk = validate.check(ci, alpha * ai, bi, dtype=tol, kernel=mod.NAME, ref=ref)
             out.append(dict(kernel=mod.NAME, ran=used.get("kernel", mod.NAME), shape=[m, n, k], prec=prec,
                             layout=la + lb, batch=batch, bcast=bcast, beta=beta, ok=bool(chk.ok),
-                            rel=chk.rel_err, msg=str(chk), split=(cfg or {}).get("SPLIT")))
+                            rel=chk.rel_err, msg=str(chk), split=(cfg or {}).get("SPLIT"),
+                            fused=bool((cfg or {}).get("FUSED"))))
 
-    # split-K: K not a multiple of BK, more slices than K steps (empty slices), batch, alpha/beta
-    for split in (1, 2, 3, 5, 9):
-        sk = dict(C.cfg(16, 32, 16, 4, 2), SPLIT=split)
-        run(t04_splitk, 3, 40, 50, torch.float16, "fp16", cfg=sk)     # 4 K steps of 16, last one partial
-        run(t04_splitk, 17, 33, 37, torch.float32, "ieee", cfg=sk)
-        run(t04_splitk, 5, 24, 20, torch.float32, "ieee", la="t", lb="t", cfg=sk)
-    run(t04_splitk, 1, 64, 16, torch.float16, "fp16", cfg=dict(C.cfg(16, 64, 16, 4, 2), SPLIT=4))  # split > K steps
-    run(t04_splitk, 20, 24, 40, torch.float16, "fp16", batch=2, cfg=dict(C.cfg(16, 16, 16, 4, 2), SPLIT=3))
-    run(t04_splitk, 9, 16, 48, torch.float32, "ieee", batch=2, bcast=True, cfg=dict(C.cfg(16, 16, 16, 4, 2), SPLIT=2))
-    run(t04_splitk, 19, 33, 70, torch.float32, "ieee", alpha=0.5, beta=2.0, cfg=dict(C.cfg(16, 32, 16, 4, 2), SPLIT=3))
+    # split-K, with a second reduction kernel and fused (the last slice of a tile sums it): K not a
+    # multiple of BK, more slices than K steps (empty slices), batch, alpha/beta
+    for fused in (False, True):
+        f = dict(FUSED=True) if fused else {}
+        for split in (1, 2, 3, 5, 9):
+            sk = dict(C.cfg(16, 32, 16, 4, 2), SPLIT=split, **f)
+            run(t04_splitk, 3, 40, 50, torch.float16, "fp16", cfg=sk)     # 4 K steps of 16, last one partial
+            run(t04_splitk, 17, 33, 37, torch.float32, "ieee", cfg=sk)
+            run(t04_splitk, 5, 24, 20, torch.float32, "ieee", la="t", lb="t", cfg=sk)
+        run(t04_splitk, 1, 64, 16, torch.float16, "fp16", cfg=dict(C.cfg(16, 64, 16, 4, 2), SPLIT=4, **f))  # split > K steps
+        run(t04_splitk, 20, 24, 40, torch.float16, "fp16", batch=2, cfg=dict(C.cfg(16, 16, 16, 4, 2), SPLIT=3, **f))
+        run(t04_splitk, 9, 16, 48, torch.float32, "ieee", batch=2, bcast=True, cfg=dict(C.cfg(16, 16, 16, 4, 2), SPLIT=2, **f))
+        run(t04_splitk, 19, 33, 70, torch.float32, "ieee", alpha=0.5, beta=2.0, cfg=dict(C.cfg(16, 32, 16, 4, 2), SPLIT=3, **f))
 
     for mod in (t01_tiled, t02_persistent, t03_tma_persistent, t04_splitk):
         for (m, n, k) in [(1, 1, 1), (5, 23, 7), (33, 17, 40), (64, 48, 80), (1, 64, 32), (70, 1, 96)]:
@@ -191,6 +195,7 @@ def test_interpreter_splitk_edge_cases(interpreter_results):
     """Split counts 1…9 over 4 K steps (empty slices write zeros), K not a multiple of BK."""
     mine = [r for r in interpreter_results if r["kernel"] == "tc_splitk" and r.get("split")]
     assert {r["split"] for r in mine} >= {1, 2, 3, 4, 5, 9}
+    assert {r["split"] for r in mine if r["fused"]} >= {1, 2, 3, 4, 5, 9}
     assert any(r["shape"][2] % 16 for r in mine) and any(r["batch"] for r in mine) and any(r["beta"] for r in mine)
     bad = [r["msg"] for r in mine if not r["ok"]]
     assert not bad, "\n".join(bad[:5])
@@ -210,7 +215,8 @@ def test_splitk_registered_and_candidates():
             assert t04.applicable(p, sms=132)
             cands = t04.candidates(p)
             fp8 = dt == torch.float8_e4m3fn
-            assert 1 <= len(cands) <= (14 if fp8 and m <= 16 else 10)
+            assert 1 <= len(cands) <= 2 * (14 if fp8 and m <= 16 else 10)
+            assert cands[0].get("FUSED") and {**cands[0], "FUSED": False} == {**cands[1], "FUSED": False}
             if fp8 and m <= 16:  # Hopper's FP8 MMA is wgmma (64-row tiles): tried first
                 assert cands[0]["BM"] == 64
             for c in cands:
@@ -326,10 +332,12 @@ def test_gpu_matmul_auto_picks_tensor_cores_and_returns_caller_kind():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("fused", [False, True])
 @pytest.mark.parametrize("split", [1, 2, 7, 64])
 @pytest.mark.parametrize("precision", ["fp16", "bf16", "tf32", "fp8"])
-def test_gpu_splitk_explicit_splits(precision, split):
-    """Forced split counts on a decode shape, K not a multiple of BK, 64 slices > K steps."""
+def test_gpu_splitk_explicit_splits(precision, split, fused):
+    """Forced split counts on a decode shape, K not a multiple of BK, 64 slices > K steps; fused:
+    twice, so the second launch finds the tile counters the first one reset."""
     from tilegemm.kernels.tensorcore import _common as C
     from tilegemm.kernels.tensorcore import t04_splitk as t04
 
@@ -339,7 +347,10 @@ def test_gpu_splitk_explicit_splits(precision, split):
     c = torch.full((m, n), float("nan"), dtype=out, device="cuda")
     sa = sb = torch.ones(1, device="cuda") if precision == "fp8" else None
     bk = {"fp8": 128, "tf32": 32}.get(precision, 64)
-    t04.gemm(C.Problem(a, b, c, precision, scale_a=sa, scale_b=sb), dict(C.cfg(16, 64, bk, 4, 3), SPLIT=split))
+    cfg = dict(C.cfg(16, 64, bk, 4, 3), SPLIT=split, **({"FUSED": True} if fused else {}))
+    for _ in range(2 if fused else 1):
+        c.fill_(float("nan"))
+        t04.gemm(C.Problem(a, b, c, precision, scale_a=sa, scale_b=sb), cfg)
     chk = validate.check(c.double().cpu().numpy(), a.double().cpu().numpy(), b.double().cpu().numpy(),
                          dtype=TOL[precision], kernel="tc_splitk", out_dtype="bfloat16" if precision == "fp8" else None)
     assert chk.ok, str(chk)
