@@ -139,10 +139,10 @@ def main() -> int:
         doc["_path"] = "results/h200/ladder.json"
         res_path = H200 / "resources.json"
         res = json.loads(res_path.read_text()) if res_path.exists() else []
-        text = ladder.render(doc, res)
         llm = H200 / "ladder_llm.json"
-        if llm.exists():  # a second run over the transformer shape set: its summary table only
-            ldoc = results.load(llm)
+        ldoc = results.load(llm) if llm.exists() else None
+        text = ladder.render(doc, res, also={r["kernel"] for r in ldoc["records"]} if ldoc else ())
+        if ldoc:  # a second run over the transformer shape set: its summary table only
             ldoc["_path"] = "results/h200/ladder_llm.json"
             summary = ladder.render(ldoc, []).split("## Summary", 1)[1].split("## Machine code", 1)[0]
             head, tail = text.split("## Machine code", 1)

@@ -54,10 +54,12 @@ def resource_table_md(resources: list[dict], kernels) -> list[str]:
     return lines
 
 
-def render(doc: dict, resources: list[dict]) -> str:
+def render(doc: dict, resources: list[dict], also=()) -> str:
+    """The page for results document `doc`; `also`: names of rungs measured elsewhere (another
+    shape set) that still get their machine code and docstring sections."""
     recs = [r for r in doc["records"] if r.get("dtype", "float32") == "float32"]
     kernels = [k for k in registry.all_kernels() if k.backend == "simt" and k.supports("float32")
-               and "broken" not in k.tags and any(r["kernel"] == k.name for r in recs)]
+               and "broken" not in k.tags and (k.name in also or any(r["kernel"] == k.name for r in recs))]
     by = {(r["kernel"], r["m"], r["n"], r["k"]): r for r in recs}
     env = doc.get("environment", {})
     gpu = (env.get("gpu") or {}).get("name", "?")
