@@ -46,53 +46,15 @@ REDUCE_BLOCK = 1024
 
 
 @triton.jit
-def splitk_partial_kernel(a_ptr, b_ptr, w_ptr, M, N, K, K_PER_SPLIT, SPLIT,
-                          sab, sam, sak, sbb, sbk, sbn,
-                          BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-                          PRECISION: tl.constexpr):
+def _slice_partial(a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, sbn,
+                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+                   PRECISION: tl.constexpr):
+    """This program's slice of K for its tile: the FP32 partial sum, with the tile's rows and
+    columns, their mask and the tile's origin."""
     pid = tl.program_id(0)
     s = tl.program_id(1)
     bid = tl.program_id(2).to(tl.int64)
     pid_m, pid_n = grouped_tile(pid, tl.cdiv(M, BM), tl.cdiv(N, BN), GROUP_M)
-    offs_m = pid_m * BM + tl.arange(0, BM)
-    offs_n = pid_n * BN + tl.arange(0, BN)
-    offs_k = tl.arange(0, BK)
-    mask_m = offs_m[:, None] < M
-    mask_n = offs_n[None, :] < N
-    k_lo = s * K_PER_SPLIT
-    k_hi = tl.minimum(k_lo + K_PER_SPLIT, K)
-    a_ptrs = a_ptr + bid * sab + offs_m[:, None] * sam + (k_lo + offs_k)[None, :] * sak
-    b_ptrs = b_ptr + bid * sbb + (k_lo + offs_k)[:, None] * sbk + offs_n[None, :] * sbn
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k0 in range(k_lo, k_hi, BK):
-        kk = k0 + offs_k
-        a = tl.load(a_ptrs, mask=mask_m & (kk[None, :] < k_hi), other=0.0)
-        b = tl.load(b_ptrs, mask=(kk[:, None] < k_hi) & mask_n, other=0.0)
-        acc = tl.dot(a, b, acc, input_precision=PRECISION)
-        a_ptrs += BK * sak
-        b_ptrs += BK * sbk
-    w = w_ptr + ((bid * SPLIT + s) * M + offs_m[:, None]) * N + offs_n[None, :]
-    tl.store(w, acc, mask=mask_m & mask_n)
-
-
-@triton.jit
-def splitk_fused_kernel(a_ptr, b_ptr, w_ptr, cnt_ptr, c_ptr, i_ptr, sa_ptr, sb_ptr, M, N, K, K_PER_SPLIT, SPLIT,
-                        sab, sam, sak, sbb, sbk, sbn, scb, scm, scn, sib, sim, sin_, alpha, beta,
-                        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-                        PRECISION: tl.constexpr, HAS_BETA: tl.constexpr, HAS_SCALE: tl.constexpr):
-    """splitk_partial_kernel, and the last slice of a tile to finish sums the tile: one launch.
-
-    Each program stores its FP32 partial, then takes a ticket from the tile's counter (an atomic
-    with release/acquire ordering, after a barrier so that every thread's stores come first).
-    The program holding the last ticket adds the SPLIT partials in slice order (its own from
-    registers), so the sum does not depend on which slice finished last, applies the epilogue,
-    stores C and resets the counter for the next launch."""
-    pid = tl.program_id(0)
-    s = tl.program_id(1)
-    bid = tl.program_id(2).to(tl.int64)
-    num_pid_m = tl.cdiv(M, BM)
-    num_pid_n = tl.cdiv(N, BN)
-    pid_m, pid_n = grouped_tile(pid, num_pid_m, num_pid_n, GROUP_M)
     off_m = pid_m * BM
     off_n = pid_n * BN
     offs_m = off_m + tl.arange(0, BM)
@@ -112,11 +74,41 @@ def splitk_fused_kernel(a_ptr, b_ptr, w_ptr, cnt_ptr, c_ptr, i_ptr, sa_ptr, sb_p
         acc = tl.dot(a, b, acc, input_precision=PRECISION)
         a_ptrs += BK * sak
         b_ptrs += BK * sbk
+    return acc, offs_m, offs_n, mask_m & mask_n, off_m, off_n
+
+
+@triton.jit
+def splitk_partial_kernel(a_ptr, b_ptr, w_ptr, M, N, K, K_PER_SPLIT, SPLIT,
+                          sab, sam, sak, sbb, sbk, sbn,
+                          BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+                          PRECISION: tl.constexpr):
+    acc, offs_m, offs_n, mask, _, _ = _slice_partial(a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk,
+                                                     sbn, BM, BN, BK, GROUP_M, PRECISION)
+    s = tl.program_id(1)
+    bid = tl.program_id(2).to(tl.int64)
+    tl.store(w_ptr + ((bid * SPLIT + s) * M + offs_m[:, None]) * N + offs_n[None, :], acc, mask=mask)
+
+
+@triton.jit
+def splitk_fused_kernel(a_ptr, b_ptr, w_ptr, cnt_ptr, c_ptr, i_ptr, sa_ptr, sb_ptr, M, N, K, K_PER_SPLIT, SPLIT,
+                        sab, sam, sak, sbb, sbk, sbn, scb, scm, scn, sib, sim, sin_, alpha, beta,
+                        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+                        PRECISION: tl.constexpr, HAS_BETA: tl.constexpr, HAS_SCALE: tl.constexpr):
+    """splitk_partial_kernel, and the last slice of a tile to finish sums the tile: one launch.
+
+    Each program stores its FP32 partial, then takes a ticket from the tile's counter (an atomic
+    with release/acquire ordering, after a barrier so that every thread's stores come first).
+    The program holding the last ticket adds the SPLIT partials in slice order (its own from
+    registers), so the sum does not depend on which slice finished last, applies the epilogue,
+    stores C and resets the counter for the next launch."""
+    acc, offs_m, offs_n, mask, off_m, off_n = _slice_partial(
+        a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, sbn, BM, BN, BK, GROUP_M, PRECISION)
+    s = tl.program_id(1)
+    bid = tl.program_id(2).to(tl.int64)
     tile_w = w_ptr + (bid * SPLIT * M + offs_m[:, None]) * N + offs_n[None, :]
-    mask = mask_m & mask_n
     tl.store(tile_w + s * M * N, acc, mask=mask)
     tl.debug_barrier()  # every thread's partial is stored before the ticket is taken
-    counter = cnt_ptr + bid * num_pid_m * num_pid_n + pid
+    counter = cnt_ptr + bid * tl.cdiv(M, BM) * tl.cdiv(N, BN) + tl.program_id(0)
     ticket = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
     if ticket == SPLIT - 1:
         total = tl.zeros((BM, BN), dtype=tl.float32)
