@@ -140,7 +140,21 @@ INTERP_SCRIPT = textwrap.dedent(r"""
             out.append(dict(kernel=mod.NAME, ran=used.get("kernel", mod.NAME), shape=[m, n, k], prec=prec,
                             layout=la + lb, batch=batch, bcast=bcast, beta=beta, ok=bool(chk.ok),
                             rel=chk.rel_err, msg=str(chk), split=(cfg or {}).get("SPLIT"),
-                            fused=bool((cfg or {}).get("FUSED"))))
+                            fused=bool((cfg or {}).get("FUSED")), swap=bool((cfg or {}).get("SWAP"))))
+
+    # C^T = B^T·A^T (SWAP) with forced configurations: every layout, edge tiles, batch, alpha/beta
+    sw3 = dict(C.cfg(16, 32, 16, 4, 2), C_TMA=False, WS=False, SWAP=True, REG_A=True)
+    for la in "nt":
+        for lb in "nt":
+            run(t03_tma_persistent, 20, 36, 28, torch.float32, "ieee", la, lb, cfg=sw3)
+            run(t03_tma_persistent, 40, 24, 56, torch.float16, "fp16", la, lb, cfg=sw3)
+            for f in ({}, {"FUSED": True}):
+                run(t04_splitk, 5, 40, 50, torch.float32, "ieee", la, lb, cfg=dict(sw3, SPLIT=3, **f))
+                run(t04_splitk, 17, 24, 40, torch.float16, "fp16", la, lb, cfg=dict(sw3, SPLIT=2, **f))
+    run(t03_tma_persistent, 20, 24, 32, torch.float16, "fp16", batch=3, cfg=sw3)
+    run(t03_tma_persistent, 40, 32, 48, torch.float32, "ieee", alpha=0.5, beta=2.0, cfg=sw3)
+    run(t04_splitk, 9, 16, 48, torch.float32, "ieee", batch=2, bcast=True, cfg=dict(sw3, SPLIT=2))
+    run(t04_splitk, 19, 33, 70, torch.float32, "ieee", alpha=0.5, beta=2.0, cfg=dict(sw3, SPLIT=3, FUSED=True))
 
     # split-K, with a second reduction kernel and fused (the last slice of a tile sums it): K not a
     # multiple of BK, more slices than K steps (empty slices), batch, alpha/beta
@@ -201,6 +215,60 @@ def test_interpreter_splitk_edge_cases(interpreter_results):
     assert not bad, "\n".join(bad[:5])
 
 
+def test_interpreter_swapped_operands(interpreter_results):
+    """C^T = B^T·A^T: both rungs, all four layouts, edge tiles, batch and alpha/beta, each checked."""
+    mine = [r for r in interpreter_results if r["swap"]]
+    for name in ("tc_tma_persistent", "tc_splitk"):
+        ran = [r for r in mine if r["ran"] == name]
+        assert {r["layout"] for r in ran} == {"nn", "nt", "tn", "tt"}, name
+        assert any(r["beta"] for r in ran) and any(r["batch"] for r in ran), name
+    assert any(r["fused"] for r in mine)
+    bad = [r["msg"] for r in mine if not r["ok"]]
+    assert not bad, "\n".join(bad[:5])
+
+
+def test_mma_operand_rules():
+    """wgmma reads 32- and 8-bit B operands only K-major, A operands K-major or from registers."""
+    from tilegemm.kernels.tensorcore import _common as C
+    from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
+
+    def prob(dt, a_t, b_t, m=4096):
+        a, b = torch.empty(m, 4096, dtype=dt), torch.empty(4096, 4096, dtype=dt)
+        a = a.t().contiguous().t() if a_t else a
+        b = b.t().contiguous().t() if b_t else b
+        return C.Problem(a, b, torch.empty(m, 4096, dtype=torch.float32), C.precision_of(dt))
+
+    f32 = torch.float32
+    assert C.reg_a(prob(f32, False, True), False) is False        # both K-major: as is
+    assert C.reg_a(prob(f32, True, True), False) is True          # A column-major: A from registers
+    assert C.reg_a(prob(f32, False, False), False) is None        # row-major B cannot be wgmma's B
+    assert C.reg_a(prob(f32, False, False), True) is True         # ... swapped, it is A, from registers
+    assert C.reg_a(prob(f32, True, False), True) is None and C.reg_a(prob(f32, True, False), False) is None
+    assert C.reg_a(prob(torch.float16, True, False), False) is False  # 16-bit: any layout from shared memory
+    cands = t03.candidates(prob(f32, False, False))  # TF32, row-major B: no copy first (swapped), then a copy
+    assert cands[0]["SWAP"] and cands[0]["REG_A"] and not cands[0].get("KMAJOR")
+    assert any(c.get("KMAJOR") for c in cands) and all(c.get("SWAP") or c.get("KMAJOR") for c in cands)
+    assert not any(c.get("SWAP") or c.get("KMAJOR") for c in t03.candidates(prob(f32, False, True)))
+    small = t03.candidates(prob(torch.float16, False, False, m=16))  # 16-row tiles: swapped first
+    assert small[0]["BM"] < 64 and small[0]["SWAP"] and not small[0]["REG_A"]
+
+
+def test_tuning_probe_rejects_a_wrong_result():
+    """The tuner checks each candidate's output before timing it (CPU tensors here, same code)."""
+    from tilegemm.kernels.tensorcore import _common as C
+
+    for prec, dt in (("fp16", torch.float16), ("tf32", torch.float32)):
+        a = (torch.rand(40, 300) * 2 - 1).to(dt)
+        b = (torch.rand(300, 70) * 2 - 1).to(dt)
+        c = torch.empty(40, 70, dtype=dt)
+        p = C.Problem(a, b, c, prec)
+        probe = C._Probe(p)
+        c.copy_((a.double() @ b.double()).to(dt))
+        assert probe.wrong() == ""
+        c[probe.rows[3], probe.cols[5]] += 0.5  # one element off, as a race leaves it
+        assert "WRONG" in probe.wrong()
+
+
 def test_splitk_registered_and_candidates():
     from tilegemm.kernels.tensorcore import _common as C
     from tilegemm.kernels.tensorcore import t04_splitk as t04
@@ -215,10 +283,13 @@ def test_splitk_registered_and_candidates():
             assert t04.applicable(p, sms=132)
             cands = t04.candidates(p)
             fp8 = dt == torch.float8_e4m3fn
-            assert 1 <= len(cands) <= 2 * (14 if fp8 and m <= 16 else 10)
+            assert 1 <= len(cands) <= 4 * (14 if fp8 and m <= 16 else 10)
             assert cands[0].get("FUSED") and {**cands[0], "FUSED": False} == {**cands[1], "FUSED": False}
             if fp8 and m <= 16:  # Hopper's FP8 MMA is wgmma (64-row tiles): tried first
                 assert cands[0]["BM"] == 64
+            if m <= 16:  # 16-row tiles are wgmma's N when swapped (tried before mma.sync)
+                i = next(i for i, c in enumerate(cands) if c["BM"] == 16)
+                assert cands[i]["SWAP"] and cands[i + 1]["SWAP"] and not cands[i + 2].get("SWAP")
             for c in cands:
                 assert c["BM"] <= max(64 if fp8 else 16, triton.next_power_of_2(m)) and c["SPLIT"] >= 1
                 assert (c["BM"] * c["BK"] + c["BK"] * c["BN"]) * a.element_size() * c["num_stages"] <= C.SMEM_BUDGET
@@ -357,6 +428,63 @@ def test_gpu_splitk_explicit_splits(precision, split, fused):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("precision", ["fp16", "bf16", "tf32", "fp8"])
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("bm", [16, 64])
+def test_gpu_swapped_and_register_operands(precision, layout, bm):
+    """Forced C^T = B^T·A^T and register-A configurations on wgmma (t03 and t04), each layout the
+    operand rules allow, edge tiles in M, N and K."""
+    from tilegemm.kernels.tensorcore import _common as C
+    from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
+    from tilegemm.kernels.tensorcore import t04_splitk as t04
+
+    m, n, k = 48 if bm == 16 else 208, 144, 208
+    a, b = _gpu_operands(m, n, k, precision, layout[0], layout[1])
+    out = torch.bfloat16 if precision == "fp8" else a.dtype
+    sa = sb = torch.ones(1, device="cuda") if precision == "fp8" else None
+    bk = {"fp8": 128, "tf32": 32}.get(precision, 64)
+    ran = 0
+    for swap in (True, False):
+        c = torch.full((m, n), float("nan"), dtype=out, device="cuda")
+        p = C.Problem(a, b, c, precision, scale_a=sa, scale_b=sb)
+        reg = C.reg_a(p, swap)
+        if reg is None:
+            continue
+        base = dict(C.cfg(bm, 64, bk, 4, 3), SWAP=swap, REG_A=reg)
+        for mod, cfg in ((t03, dict(base, C_TMA=False, WS=False)), (t04, dict(base, SPLIT=2, FUSED=True))):
+            c.fill_(float("nan"))
+            used = mod.gemm(p, cfg)
+            assert used["kernel"] == mod.NAME
+            chk = validate.check(c.double().cpu().numpy(), a.double().cpu().numpy(), b.double().cpu().numpy(),
+                                 dtype=TOL[precision], kernel=f"{mod.NAME} {cfg}",
+                                 out_dtype="bfloat16" if precision == "fp8" else None)
+            assert chk.ok, str(chk)
+            ran += 1
+    # 32/8-bit with A column-major and B row-major: neither form avoids a copy (t03 copies instead)
+    assert ran >= 2 or (precision in ("tf32", "fp8") and layout == "tn")
+
+
+@pytest.mark.gpu
+def test_gpu_tuner_never_picks_a_wrong_configuration(tmp_path, monkeypatch):
+    from tilegemm.kernels.tensorcore import _common as C
+
+    monkeypatch.setenv("TILEGEMM_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TILEGEMM_AUTOTUNE", "1")
+    a, b = _gpu_operands(256, 256, 256, "fp16", "n", "n")
+    p = C.Problem(a, b, torch.empty(256, 256, dtype=torch.float16, device="cuda"), "fp16")
+
+    def run(q, cfg):
+        if cfg["BM"] == 16:
+            q.c.zero_()  # fast, and wrong
+        else:
+            torch.matmul(q.a, q.b, out=q.c)
+
+    got = C.choose_entry("probe-test", p, [C.cfg(16, 16, 16, 4, 2), C.cfg(64, 64, 64, 4, 2)], {}, run)
+    assert got["config"]["BM"] == 64
+    assert any("wrong result" in why for _, why in C.last_tuning["failed"])
+
+
+@pytest.mark.gpu
 def test_gpu_fast_path_and_graph_capture_match():
     """The cached-plan direct launch and a CUDA-graph replay give the first call's result."""
     from tilegemm.kernels import tensorcore as tc
@@ -449,5 +577,5 @@ def test_direct_launch_pads_grid_and_seeds_first():
     a = torch.empty(4096, 4096, dtype=torch.float32)
     p = C.Problem(a, a, a, "tf32")
     first = t03.candidates(p)[0]
-    assert (first["BM"], first["BN"], first["BK"], first["num_stages"], first["WS"], first.get("KMAJOR")) == \
-        (128, 256, 32, 3, True, True)
+    assert (first["BM"], first["BN"], first["BK"], first["num_stages"], first["WS"]) == (128, 256, 32, 3, True)
+    assert first.get("SWAP") or first.get("KMAJOR")  # row-major B: never Triton's transpose in shared memory

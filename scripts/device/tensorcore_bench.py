@@ -51,6 +51,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cache-from", default="", help="tuning cache JSON to start from (copied, never written)")
     ap.add_argument("--no-graph", action="store_true", help="eager timings only")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--shapes", default="", help="only these, e.g. 16x4096x4096,1024x1024x1024")
     ap.add_argument("--small", action="store_true", help="only products under 2^35 FLOPs (tuned on CUDA graphs)")
     args = ap.parse_args(argv)
     out_dir = os.path.dirname(os.path.abspath(args.out))
@@ -100,6 +101,8 @@ def main(argv=None) -> int:
     for dtype in args.dtypes.split(","):
         for (m, n, k) in shapes_for(dtype, args.quick):
             if args.small and 2 * m * n * k >= 2**35:
+                continue
+            if args.shapes and f"{m}x{n}x{k}" not in args.shapes.split(","):
                 continue
             if time.perf_counter() - t_start > args.budget_s:
                 result["records"].append(dict(dtype=dtype, m=m, n=n, k=k, ok=False, error="skipped: time budget"))
@@ -182,6 +185,7 @@ def one(dtype, m, n, k, dev, torch, triton, C, t03, validate, graphs=True):
     c = torch.full((m, n), float("nan"), dtype=out_dt, device=dev)  # poisoned
     p = C.Problem(a, b, c, precision, scale_a=sa, scale_b=sb)
     C.last_tuning.clear()
+    C.tuning_log.clear()
     t0 = time.perf_counter()
     used = tc.auto_gemm(p)  # tunes the candidate rungs for this bucket (cached), then runs the winner
     torch.cuda.synchronize()
@@ -211,7 +215,8 @@ def one(dtype, m, n, k, dev, torch, triton, C, t03, validate, graphs=True):
     torch.cuda.synchronize()
     chk2 = check()
     rec = dict(ok=bool(chk.ok and chk2.ok), rel_err=max(chk.rel_err, chk2.rel_err), config=dict(used),
-               tune_s=round(tune_s, 2), first_call_s=round(first_s, 2), ran=used.get("kernel"))
+               tune_s=round(tune_s, 2), first_call_s=round(first_s, 2), ran=used.get("kernel"),
+               tuning=list(C.tuning_log))
     if not (chk.ok and chk2.ok):
         rec["check"] = (str(chk) if not chk.ok else "second call: " + str(chk2))[:800]
     flops = 2.0 * m * n * k

@@ -211,6 +211,32 @@ def grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
+def mma_a(x, REG_A: tl.constexpr):
+    """x as the MMA's A operand, forced into registers if REG_A. Triton leaves an A operand that
+    comes straight from a load in shared memory, where wgmma reads 32-bit and 8-bit elements only
+    K-major; a computed A operand goes to registers (wgmma's register-A form), which has no layout
+    rule. An identity move (which ptxas removes) makes it computed. Not for the interpreter."""
+    if REG_A:
+        x = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=x.dtype, is_pure=True,
+                                      pack=32 // x.dtype.primitive_bitwidth)
+    return x
+
+
+def reg_a(p: "Problem", swap: bool) -> bool | None:
+    """Whether the MMA's A operand must come from registers for p's layouts, computing C = A·B
+    (swap False) or C^T = B^T·A^T (swap True); None when no choice works without a copy.
+    16-bit wgmma reads either layout from shared memory. 32- and 8-bit wgmma read the B operand
+    only K-major, and the A operand K-major or from registers."""
+    if p.a.element_size() == 2:
+        return False
+    a_k, b_k = p.a.stride(-1) == 1, p.b.stride(-2) == 1
+    mma_a_k, mma_b_k = (b_k, a_k) if swap else (a_k, b_k)
+    if not mma_b_k:
+        return None
+    return not mma_a_k
+
+
+@triton.jit
 def mainloop_ptr(a_ptr, b_ptr, M, N, K, sam, sak, sbk, sbn, off_m, off_n,
                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PRECISION: tl.constexpr):
     """acc[BM, BN] = A[off_m:+BM, :] @ B[:, off_n:+BN] with masked loads (zeros past the edges)."""
@@ -369,6 +395,7 @@ def shape_bucket(p: Problem) -> str:
 _LOCK = threading.Lock()
 _CACHE: dict | None = None
 last_tuning: dict = {}  # what the most recent tuning did: key, seconds, timings, failures
+tuning_log: list = []  # every tuning of this process: key, seconds, the fastest few (ms, config)
 
 
 def cache_path() -> str:
@@ -418,7 +445,7 @@ def autotune_enabled() -> bool:
     return os.environ.get("TILEGEMM_AUTOTUNE", "1").strip() not in ("0", "") and not interpreting()
 
 
-TUNER_VERSION = "v2"  # v2: short products are timed in CUDA graphs (entries timed eagerly are stale)
+TUNER_VERSION = "v3"  # v2: short products timed in CUDA graphs; v3: SWAP/REG_A candidates
 GRAPH_FLOPS = 2**35  # below this many FLOPs (2048³ is 2^34) a product is tuned on CUDA-graph replays
 
 
@@ -444,6 +471,49 @@ def time_ms(fn, budget_ms: float = 60.0, graph: bool = False) -> float:
         except Exception:  # noqa: BLE001  (a launch that cannot be captured is timed eagerly)
             torch.cuda.synchronize()
     return float(triton.testing.do_bench(fn, warmup=max(budget_ms / 4, 2), rep=budget_ms, return_mode="median"))
+
+
+class _Probe:
+    """Checks a tuning candidate's output: up to 16 rows × 256 columns (batch 0) against a float64
+    product of the same inputs, to the precision's tolerance (validate.check). A configuration
+    that Triton compiles wrongly (seen: a race in one swapped TF32 tile shape, 0.7% of elements
+    off) fails here instead of winning on speed."""
+
+    def __init__(self, p: Problem):
+        from ... import validate
+
+        self.p, self.validate = p, validate
+        g = torch.Generator(device="cpu").manual_seed(p.m * 31 + p.n * 17 + p.k)
+        self.rows = torch.randperm(p.m, generator=g)[:16].to(p.c.device)
+        self.cols = torch.randperm(p.n, generator=g)[:256].to(p.c.device)
+        a = p.a[0] if p.a.dim() == 3 else p.a
+        b = p.b[0] if p.b.dim() == 3 else p.b
+        scale = float(p.alpha)
+        if p.scale_a is not None:
+            scale *= float(p.scale_a.double().prod() * p.scale_b.double().prod())
+        self.a = (_take(a, 0, self.rows).double() * scale).cpu().numpy()
+        self.b = _take(b, 1, self.cols).double().cpu().numpy()
+        self.ref = self.a @ self.b
+        if p.has_beta:
+            ci = p.c_in[0] if p.c_in.dim() == 3 else p.c_in
+            self.ref = self.ref + float(p.beta) * ci[self.rows][:, self.cols].double().cpu().numpy()
+        self.tol = {"fp16": "float16", "bf16": "bfloat16", "tf32": "tf32", "ieee": "float32"}.get(
+            p.precision, "float8_e4m3fn")
+        names = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32"}
+        self.out = names.get(p.c.dtype)
+
+    def wrong(self) -> str:
+        c = self.p.c[0] if self.p.c.dim() == 3 else self.p.c
+        got = c[self.rows][:, self.cols].double().cpu().numpy()
+        chk = self.validate.check(got, self.a, self.b, dtype=self.tol, ref=self.ref, out_dtype=self.out)
+        return "" if chk.ok else str(chk).splitlines()[0][:300]
+
+
+def _take(x: torch.Tensor, dim: int, idx: torch.Tensor) -> torch.Tensor:
+    """index_select, through a uint8 view for FP8 (the same bytes)."""
+    if x.element_size() == 1 and x.is_floating_point():
+        return x.view(torch.uint8).index_select(dim, idx).view(x.dtype)
+    return x.index_select(dim, idx)
 
 
 def choose(kernel_name: str, p: Problem, candidates: list[dict], default: dict, run, variant: str = "") -> dict:
@@ -478,13 +548,19 @@ def choose_entry(kernel_name: str, p: Problem, candidates, default: dict, run, v
     graph = p.flops() < GRAPH_FLOPS
     t0 = time.perf_counter()
     timings, failed = [], []
+    probe = _Probe(trial)
     for c in candidates:
         if time.perf_counter() - t0 > budget_s and timings:
             failed.append((c, "skipped: tuning budget spent"))
             continue
         try:
+            scratch.fill_(float("nan"))
             run(trial, c)
             torch.cuda.synchronize(p.c.device)
+            wrong = probe.wrong()
+            if wrong:  # never pick a fast configuration that computes something else
+                failed.append((c, "wrong result: " + wrong))
+                continue
             ms = time_ms(lambda: run(trial, c), budget_ms=min(60.0, max(10.0, budget_s * 1000 / (4 * len(candidates)))),
                          graph=graph)
             timings.append((ms, c))
@@ -505,6 +581,9 @@ def choose_entry(kernel_name: str, p: Problem, candidates, default: dict, run, v
     _MEMO[key] = entry
     last_tuning.clear()
     last_tuning.update(key=key, seconds=seconds, timings=timings, failed=failed, config=best)
+    del tuning_log[:-255]
+    tuning_log.append(dict(key=key, seconds=round(seconds, 2), tried=len(timings), failed=len(failed),
+                           fastest=[(round(ms, 5), c) for ms, c in sorted(timings, key=lambda t: t[0])[:6]]))
     return entry
 
 

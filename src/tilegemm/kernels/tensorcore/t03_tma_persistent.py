@@ -39,7 +39,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 from ...registry import Kernel, ceil_div, register
 from . import _common as C
 from . import t02_persistent
-from ._common import grouped_tile, scale_acc, store_ptr
+from ._common import grouped_tile, mma_a, scale_acc, store_ptr
 
 NAME = "tc_tma_persistent"
 fallbacks: dict[str, str] = {}  # key -> why t02 ran instead (or why warp specialisation was dropped)
@@ -70,7 +70,7 @@ def tma_persistent_kernel(a_desc, b_desc, c_desc, c_ptr, i_ptr, sa_ptr, sb_ptr, 
                           NUM_SMS: tl.constexpr, PRECISION: tl.constexpr,
                           A_T: tl.constexpr, B_T: tl.constexpr, A_3D: tl.constexpr, B_3D: tl.constexpr,
                           C_TMA: tl.constexpr, HAS_BETA: tl.constexpr, HAS_SCALE: tl.constexpr,
-                          WS: tl.constexpr):
+                          WS: tl.constexpr, SWAP: tl.constexpr = False, REG_A: tl.constexpr = False):
     start = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BM)
     num_pid_n = tl.cdiv(N, BN)
@@ -81,12 +81,20 @@ def tma_persistent_kernel(a_desc, b_desc, c_desc, c_ptr, i_ptr, sa_ptr, sb_ptr, 
         pid_m, pid_n = grouped_tile(t % tiles, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BM
         off_n = pid_n * BN
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        if SWAP:  # C^T = B^T·A^T: B's tile is the MMA's A operand, A's tile its B operand
+            acc = tl.zeros((BN, BM), dtype=tl.float32)
+        else:
+            acc = tl.zeros((BM, BN), dtype=tl.float32)
         for kt in range(k_tiles):
             off_k = kt * BK
             a = _load_tile(a_desc, bid, off_m, off_k, BM, BK, A_T, A_3D)
             b = _load_tile(b_desc, bid, off_k, off_n, BK, BN, B_T, B_3D)
-            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+            if SWAP:
+                acc = tl.dot(mma_a(b.T, REG_A), a.T, acc, input_precision=PRECISION)
+            else:
+                acc = tl.dot(mma_a(a, REG_A), b, acc, input_precision=PRECISION)
+        if SWAP:
+            acc = acc.T
         b64 = bid.to(tl.int64)
         acc = scale_acc(acc, i_ptr + b64 * sib, sa_ptr, sb_ptr, M, N, sim, sin_, alpha, beta, off_m, off_n,
                         BM, BN, HAS_BETA, HAS_SCALE)
@@ -153,11 +161,10 @@ def usable(p: C.Problem) -> str:
 def candidates(p: C.Problem) -> list[dict]:
     ins, outs = p.a.element_size(), p.c.element_size()
     c_tma_possible = p.batch == 1 and _squeeze(p.c).dim() == 2 and _tma_ok(_squeeze(p.c), -1)
-    narrow = ins != 2  # TF32 / FP8: wgmma wants K-major operands
+    narrow = ins != 2  # TF32 / FP8: wgmma wants K-major operands from shared memory
     bad_layout = narrow and (not _is_kmajor(p.a, "a") or not _is_kmajor(p.b, "b"))
-    # the copy moves 2·K·N·s (or 2·M·K·s) bytes: cheap beside a large product, dearer than the whole
-    # product's reads when M (or N) is small, where B (or A) is most of the traffic
-    copy_cheap = min(p.m, p.n) > 512
+    # without a copy: C = A·B, or C^T = B^T·A^T with B^T in registers (row-major B in TF32)
+    plain, swapped = C.reg_a(p, False), C.reg_a(p, True)
     out = []
     for i, c in enumerate(C.prune(C.base_configs(p), p, tma_store=False)):
         c = dict(c, C_TMA=c_tma_possible and C.smem_bytes(c, ins, outs, True) <= C.SMEM_BUDGET, WS=False)
@@ -167,11 +174,18 @@ def candidates(p: C.Problem) -> list[dict]:
             # TF32 tries it first: 128×256×32 s3 WS K-major won runs 2 and 3
             variants = [dict(c, WS=True), c] if ins == 4 else [c, dict(c, WS=True)]
         for v in variants:
-            if bad_layout:  # with and without a K-major copy; the copy first where it is cheap
-                both = [dict(v, KMAJOR=True), dict(v, KMAJOR=False)]
-                out += both if copy_cheap else both[::-1]
-            else:
-                out.append(v)
+            mine = []
+            # below 64 rows wgmma cannot take A's tile as its M; swapped, the tile is wgmma's N (8…256)
+            # (not with BM = 256, wgmma N = 256: Triton 3.6 computed 0.7% of C wrong there on the H200)
+            if swapped is not None and (c["BM"] < 64 or plain is None) and c["BM"] <= 128:
+                mine.append(dict(v, SWAP=True, REG_A=swapped))
+            if plain is not None:
+                mine.append(dict(v, REG_A=True) if plain else v)
+            if bad_layout:  # a K-major copy (2·K·N·s extra bytes, counted), then Triton's own way
+                mine.append(dict(v, KMAJOR=True))
+                if plain is None and swapped is None:
+                    mine.append(v)
+            out += mine
     return out
 
 
@@ -205,6 +219,7 @@ def _launch_args(p: C.Problem, cfg: dict):
         BM=BM, BN=BN, BK=BK, GROUP_M=cfg["GROUP_M"], NUM_SMS=sms, PRECISION=p.dot_precision,
         A_T=a_t, B_T=b_t, A_3D=a.dim() == 3, B_3D=b.dim() == 3, C_TMA=c_tma,
         HAS_BETA=p.has_beta, HAS_SCALE=p.scale_a is not None, WS=bool(cfg.get("WS")),
+        SWAP=bool(cfg.get("SWAP")), REG_A=bool(cfg.get("REG_A")) and not C.interpreting(),
     )
     return (min(sms, tiles),), kwargs
 

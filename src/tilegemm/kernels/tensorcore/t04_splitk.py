@@ -39,7 +39,7 @@ import triton.language as tl
 
 from ...registry import Kernel, ceil_div, register
 from . import _common as C
-from ._common import grouped_tile, scale_acc, store_ptr
+from ._common import grouped_tile, mma_a, scale_acc, store_ptr
 
 NAME = "tc_splitk"
 REDUCE_BLOCK = 1024
@@ -48,7 +48,7 @@ REDUCE_BLOCK = 1024
 @triton.jit
 def _slice_partial(a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, sbn,
                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-                   PRECISION: tl.constexpr):
+                   PRECISION: tl.constexpr, SWAP: tl.constexpr, REG_A: tl.constexpr):
     """This program's slice of K for its tile: the FP32 partial sum, with the tile's rows and
     columns, their mask and the tile's origin."""
     pid = tl.program_id(0)
@@ -66,14 +66,22 @@ def _slice_partial(a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, 
     k_hi = tl.minimum(k_lo + K_PER_SPLIT, K)
     a_ptrs = a_ptr + bid * sab + offs_m[:, None] * sam + (k_lo + offs_k)[None, :] * sak
     b_ptrs = b_ptr + bid * sbb + (k_lo + offs_k)[:, None] * sbk + offs_n[None, :] * sbn
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    if SWAP:  # C^T = B^T·A^T: a tile of BM < 64 rows becomes the MMA's N (wgmma takes N = 8…256)
+        acc = tl.zeros((BN, BM), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k0 in range(k_lo, k_hi, BK):
         kk = k0 + offs_k
         a = tl.load(a_ptrs, mask=mask_m & (kk[None, :] < k_hi), other=0.0)
         b = tl.load(b_ptrs, mask=(kk[:, None] < k_hi) & mask_n, other=0.0)
-        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        if SWAP:
+            acc = tl.dot(mma_a(b.T, REG_A), a.T, acc, input_precision=PRECISION)
+        else:
+            acc = tl.dot(mma_a(a, REG_A), b, acc, input_precision=PRECISION)
         a_ptrs += BK * sak
         b_ptrs += BK * sbk
+    if SWAP:
+        acc = acc.T
     return acc, offs_m, offs_n, mask_m & mask_n, off_m, off_n
 
 
@@ -81,9 +89,9 @@ def _slice_partial(a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, 
 def splitk_partial_kernel(a_ptr, b_ptr, w_ptr, M, N, K, K_PER_SPLIT, SPLIT,
                           sab, sam, sak, sbb, sbk, sbn,
                           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-                          PRECISION: tl.constexpr):
+                          PRECISION: tl.constexpr, SWAP: tl.constexpr = False, REG_A: tl.constexpr = False):
     acc, offs_m, offs_n, mask, _, _ = _slice_partial(a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk,
-                                                     sbn, BM, BN, BK, GROUP_M, PRECISION)
+                                                     sbn, BM, BN, BK, GROUP_M, PRECISION, SWAP, REG_A)
     s = tl.program_id(1)
     bid = tl.program_id(2).to(tl.int64)
     tl.store(w_ptr + ((bid * SPLIT + s) * M + offs_m[:, None]) * N + offs_n[None, :], acc, mask=mask)
@@ -93,7 +101,8 @@ def splitk_partial_kernel(a_ptr, b_ptr, w_ptr, M, N, K, K_PER_SPLIT, SPLIT,
 def splitk_fused_kernel(a_ptr, b_ptr, w_ptr, cnt_ptr, c_ptr, i_ptr, sa_ptr, sb_ptr, M, N, K, K_PER_SPLIT, SPLIT,
                         sab, sam, sak, sbb, sbk, sbn, scb, scm, scn, sib, sim, sin_, alpha, beta,
                         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-                        PRECISION: tl.constexpr, HAS_BETA: tl.constexpr, HAS_SCALE: tl.constexpr):
+                        PRECISION: tl.constexpr, HAS_BETA: tl.constexpr, HAS_SCALE: tl.constexpr,
+                        SWAP: tl.constexpr = False, REG_A: tl.constexpr = False):
     """splitk_partial_kernel, and the last slice of a tile to finish sums the tile: one launch.
 
     Each program stores its FP32 partial, then takes a ticket from the tile's counter (an atomic
@@ -102,7 +111,7 @@ def splitk_fused_kernel(a_ptr, b_ptr, w_ptr, cnt_ptr, c_ptr, i_ptr, sa_ptr, sb_p
     registers), so the sum does not depend on which slice finished last, applies the epilogue,
     stores C and resets the counter for the next launch."""
     acc, offs_m, offs_n, mask, off_m, off_n = _slice_partial(
-        a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, sbn, BM, BN, BK, GROUP_M, PRECISION)
+        a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, sbn, BM, BN, BK, GROUP_M, PRECISION, SWAP, REG_A)
     s = tl.program_id(1)
     bid = tl.program_id(2).to(tl.int64)
     tile_w = w_ptr + (bid * SPLIT * M + offs_m[:, None]) * N + offs_n[None, :]
@@ -189,6 +198,7 @@ def run(p: C.Problem, cfg: dict):
             float(p.alpha), float(p.beta),
             BM=BM, BN=BN, BK=BK, GROUP_M=cfg["GROUP_M"], PRECISION=p.dot_precision,
             HAS_BETA=p.has_beta, HAS_SCALE=p.scale_a is not None,
+            SWAP=bool(cfg.get("SWAP")), REG_A=bool(cfg.get("REG_A")) and not C.interpreting(),
             num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
         )
         return
@@ -196,6 +206,7 @@ def run(p: C.Problem, cfg: dict):
         a, b, w, p.m, p.n, p.k, k_per_split(p.k, BK, split), split,
         p.bstride(a), *p.mat_strides(a), p.bstride(b), *p.mat_strides(b),
         BM=BM, BN=BN, BK=BK, GROUP_M=cfg["GROUP_M"], PRECISION=p.dot_precision,
+        SWAP=bool(cfg.get("SWAP")), REG_A=bool(cfg.get("REG_A")) and not C.interpreting(),
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
     )
     c_in, sa, sb = C.epilogue_args(p)
@@ -272,8 +283,21 @@ def candidates(p: C.Problem, limit: int = 10) -> list[dict]:
         seen.add(sig)
         out.append(c)
     out = out[:limit + (4 if size == 1 and p.m <= 16 else 0)] or [default_config(p)]
+    out = [v for c in out for v in _mma_variants(p, c)]
     # each with the reduction fused into the same launch first (one launch less: µs at these sizes)
     return [v for c in out for v in (dict(c, FUSED=True), c)]
+
+
+def _mma_variants(p: C.Problem, c: dict) -> list[dict]:
+    """c as C^T = B^T·A^T (SWAP) and as C = A·B. Swapped, a tile of BM < 64 rows is wgmma's N
+    (8…256) instead of mma.sync's rows, and a row-major TF32 B is read from registers instead of
+    being transposed in shared memory."""
+    plain, swapped = C.reg_a(p, False), C.reg_a(p, True)
+    out = []
+    if swapped is not None and (c["BM"] < 64 or plain is None) and c["BM"] <= 128:  # as t03: not N = 256
+        out.append(dict(c, SWAP=True, REG_A=swapped))
+    out.append(dict(c, REG_A=True) if plain and c["BM"] >= 64 else c)
+    return out
 
 
 def _decode_candidates(p, size, scale, sms, mcap, ncap) -> list[dict]:
