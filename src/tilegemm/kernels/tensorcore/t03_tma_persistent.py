@@ -13,10 +13,18 @@ and math overlap without the software pipeline's prologue and epilogue.
 
 Operands in either layout: a row-major A is described as M×K with BM×BK boxes, a column-major A
 as K×M (boxes BK×BM, transposed in shared memory with `.T`, no copy); likewise B. TF32 and FP8
-wgmma read only K-major operands from shared memory, so for those a config may ask for a
-K-major copy of a badly laid out operand first (KMAJOR; 2·K·N·s extra bytes, counted in the
-time). Needs sm_90, 16-byte aligned bases and row strides; anything else runs t02 instead, and
-the reason is recorded in `fallbacks`.
+wgmma read the B operand only K-major from shared memory, and the A operand K-major or from
+registers. Left to itself, Triton meets that for a row-major (N-major) TF32 B by transposing
+every B tile through shared memory (per k-step and thread, in the PTX: 8 vector loads, 32
+scalar stores and barriers), which ran at half of cuBLAS. Two configuration options avoid it
+without a copy: SWAP computes C^T = B^T·A^T (B's tile becomes the MMA's A operand, A's tile,
+K-major when A is row-major, its B operand; the FP32 accumulator is transposed once per tile),
+and REG_A loads the MMA's A operand into registers (wgmma's register-A form) through an identity
+move that keeps Triton from feeding it from shared memory. SWAP also lets a tile of fewer than
+64 rows of C be wgmma's N (8…256) rather than its M (64). Where neither works (both operands
+N-/M-major), a config may ask for a K-major copy first (KMAJOR; 2·K·N·s extra bytes, counted in
+the time). Needs sm_90, 16-byte aligned bases and row strides; anything else runs t02 instead,
+and the reason is recorded in `fallbacks`.
 
 Global traffic is t02's, moved in bulk:
     reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM),  writes = M·N   (elements)

@@ -17,7 +17,8 @@ At decode sizes the whole product takes 5–10 µs, and the second launch's 1–
 
 Loads are masked pointer loads (Triton pipelines them with cp.async over num_stages buffers), so
 every layout, alignment and batched operand runs without copies; tl.dot uses wgmma for BM ≥ 64
-and mma.sync below.
+and mma.sync below, unless the config swaps the product (SWAP, as t03: C^T = B^T·A^T, so a
+16-row tile is wgmma's N; REG_A reads a row-major TF32 B into registers).
 
 Global traffic (elements; s input size, 4 for the FP32 workspace, s_c for C):
     reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM)     (as t01; for M ≤ BM: A re-read per column of tiles,
