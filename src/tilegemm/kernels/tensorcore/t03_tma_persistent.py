@@ -129,10 +129,6 @@ def _squeeze(x: torch.Tensor) -> torch.Tensor:
     return x[0] if x.dim() == 3 and x.shape[0] == 1 else x
 
 
-def _is_kmajor(x: torch.Tensor, which: str) -> bool:
-    return x.stride(-1) == 1 if which == "a" else x.stride(-2) == 1
-
-
 def _make_kmajor(x: torch.Tensor, which: str) -> torch.Tensor:
     if which == "a":
         return x.contiguous()
@@ -170,7 +166,7 @@ def candidates(p: C.Problem) -> list[dict]:
     ins, outs = p.a.element_size(), p.c.element_size()
     c_tma_possible = p.batch == 1 and _squeeze(p.c).dim() == 2 and _tma_ok(_squeeze(p.c), -1)
     narrow = ins != 2  # TF32 / FP8: wgmma wants K-major operands from shared memory
-    bad_layout = narrow and (not _is_kmajor(p.a, "a") or not _is_kmajor(p.b, "b"))
+    bad_layout = narrow and (not C.is_kmajor(p.a, "a") or not C.is_kmajor(p.b, "b"))
     # without a copy: C = A·B, or C^T = B^T·A^T with B^T in registers (row-major B in TF32)
     plain, swapped = C.reg_a(p, False), C.reg_a(p, True)
     out = []
@@ -183,10 +179,9 @@ def candidates(p: C.Problem) -> list[dict]:
             variants = [dict(c, WS=True), c] if ins == 4 else [c, dict(c, WS=True)]
         for v in variants:
             mine = []
-            # below 64 rows wgmma cannot take A's tile as its M; swapped, the tile is wgmma's N (8…256)
-            # (not with BM = 256, wgmma N = 256: Triton 3.6 computed 0.7% of C wrong there on the H200)
-            if swapped is not None and (c["BM"] < 64 or plain is None) and c["BM"] <= 128:
-                mine.append(dict(v, SWAP=True, REG_A=swapped))
+            swap = C.swap_form(p, c["BM"])
+            if swap:
+                mine.append(dict(v, **swap))
             if plain is not None:
                 mine.append(dict(v, REG_A=True) if plain else v)
             if bad_layout:  # a K-major copy (2·K·N·s extra bytes, counted), then Triton's own way
@@ -205,9 +200,9 @@ def _launch_args(p: C.Problem, cfg: dict):
     """(grid, kwargs) of one launch of `tma_persistent_kernel` for problem p and configuration cfg."""
     a, b = p.a, p.b
     if cfg.get("KMAJOR"):
-        if not _is_kmajor(a, "a"):
+        if not C.is_kmajor(a, "a"):
             a = _make_kmajor(a, "a")
-        if not _is_kmajor(b, "b"):
+        if not C.is_kmajor(b, "b"):
             b = _make_kmajor(b, "b")
     a, b = _squeeze(a), _squeeze(b)
     c2 = _squeeze(p.c)

@@ -188,6 +188,7 @@ def run(p: C.Problem, cfg: dict):
     w = torch.empty((p.batch, split, p.m, p.n), dtype=torch.float32, device=p.c.device)
     a, b = p.a, p.b
     grid = (ceil_div(p.m, BM) * ceil_div(p.n, BN), split, p.batch)
+    form = dict(SWAP=bool(cfg.get("SWAP")), REG_A=bool(cfg.get("REG_A")) and not C.interpreting())
     if cfg.get("FUSED"):
         c_in, sa, sb = C.epilogue_args(p)
         stream = torch.cuda.current_stream(p.c.device).cuda_stream if p.c.device.type == "cuda" else 0
@@ -199,7 +200,7 @@ def run(p: C.Problem, cfg: dict):
             float(p.alpha), float(p.beta),
             BM=BM, BN=BN, BK=BK, GROUP_M=cfg["GROUP_M"], PRECISION=p.dot_precision,
             HAS_BETA=p.has_beta, HAS_SCALE=p.scale_a is not None,
-            SWAP=bool(cfg.get("SWAP")), REG_A=bool(cfg.get("REG_A")) and not C.interpreting(),
+            **form,
             num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
         )
         return
@@ -207,7 +208,7 @@ def run(p: C.Problem, cfg: dict):
         a, b, w, p.m, p.n, p.k, k_per_split(p.k, BK, split), split,
         p.bstride(a), *p.mat_strides(a), p.bstride(b), *p.mat_strides(b),
         BM=BM, BN=BN, BK=BK, GROUP_M=cfg["GROUP_M"], PRECISION=p.dot_precision,
-        SWAP=bool(cfg.get("SWAP")), REG_A=bool(cfg.get("REG_A")) and not C.interpreting(),
+        **form,
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
     )
     c_in, sa, sb = C.epilogue_args(p)
@@ -293,12 +294,9 @@ def _mma_variants(p: C.Problem, c: dict) -> list[dict]:
     """c as C^T = B^T·A^T (SWAP) and as C = A·B. Swapped, a tile of BM < 64 rows is wgmma's N
     (8…256) instead of mma.sync's rows, and a row-major TF32 B is read from registers instead of
     being transposed in shared memory."""
-    plain, swapped = C.reg_a(p, False), C.reg_a(p, True)
-    out = []
-    if swapped is not None and (c["BM"] < 64 or plain is None) and c["BM"] <= 128:  # as t03: not N = 256
-        out.append(dict(c, SWAP=True, REG_A=swapped))
-    out.append(dict(c, REG_A=True) if plain and c["BM"] >= 64 else c)
-    return out
+    swap = C.swap_form(p, c["BM"])
+    plain = dict(c, REG_A=True) if C.reg_a(p, False) and c["BM"] >= 64 else c
+    return [dict(c, **swap), plain] if swap else [plain]
 
 
 def _decode_candidates(p, size, scale, sms, mcap, ncap) -> list[dict]:
