@@ -67,10 +67,22 @@ def ladder_outcomes(doc: dict, shape=(4096, 4096, 4096)) -> str:
     return "\n".join(rows)
 
 
-def tensorcore_summary(doc: dict) -> str:
-    """Per dtype: geometric-mean ratio to cuBLAS / torch._scaled_mm, the ratio at ≥ 8192³, the worst shape."""
+def _tc_means(doc: dict, dt: str):
+    """(geometric-mean ratio, the same at ≥ 8192³ or None, records) of one dtype's valid records."""
     import math
 
+    rs = [r for r in doc["records"] if r.get("ratio") and r.get("ok") and r["dtype"] == dt]
+    if not rs:
+        return None, None, rs
+    big = [r["ratio"] for r in rs if r["m"] * r["n"] * r["k"] >= 8192**3]
+    return (math.exp(sum(math.log(r["ratio"]) for r in rs) / len(rs)),
+            math.exp(sum(map(math.log, big)) / len(big)) if big else None, rs)
+
+
+def tensorcore_summary(doc: dict, repeat: dict | None = None) -> str:
+    """Per dtype: geometric-mean ratio to cuBLAS / torch._scaled_mm, the ratio at ≥ 8192³, the worst
+    shape; the GPU's clocks under load; and, given a repeat run of the same code, its means beside
+    (run-to-run spread, stated rather than hidden)."""
     recs = [r for r in doc["records"] if r.get("ratio") and r.get("ok")]
     ref = {"fp8": "torch._scaled_mm", "tf32": "cuBLAS TF32"}
     rows = [f"Tensor-core kernels on {doc.get('gpu', '?')} ({doc.get('date', '?')}); ratio = reference time / ours "
@@ -79,15 +91,31 @@ def tensorcore_summary(doc: dict) -> str:
             "| dtype | shapes | geometric mean | at ≥ 8192³ | worst shape (ratio) | reference |",
             "|---|---:|---:|---:|---|---|"]
     for dt in ("bf16", "fp16", "fp8", "tf32"):
-        rs = [r for r in recs if r["dtype"] == dt]
+        geo, big, rs = _tc_means(doc, dt)
         if not rs:
             continue
-        geo = math.exp(sum(math.log(r["ratio"]) for r in rs) / len(rs))
-        big = [r["ratio"] for r in rs if r["m"] * r["n"] * r["k"] >= 8192**3]
-        big_s = f"{math.exp(sum(map(math.log, big)) / len(big)):.3f}" if big else "—"
+        big_s = f"{big:.3f}" if big else "—"
         w = min(rs, key=lambda r: r["ratio"])
         rows.append(f"| {dt} | {len(rs)} | {geo:.3f} | {big_s} | {w['m']}×{w['n']}×{w['k']} ({w['ratio']:.2f}) | "
                     f"{ref.get(dt, 'cuBLAS')} |")
+    clk = doc.get("clocks") or {}
+    if clk.get("first"):
+        f, last = clk["first"], clk["last"]
+
+        def mhz(r, key):
+            return f"{r[key]:.0f}" if isinstance(r.get(key), (int, float)) else "?"
+        rows += ["", f"GPU clocks under load: SM {mhz(f, 'sm_mhz')} → {mhz(last, 'sm_mhz')} MHz, memory "
+                 f"{mhz(f, 'mem_mhz')} → {mhz(last, 'mem_mhz')} MHz (first and last shape); "
+                 f"{clk.get('warning') or 'no throttle reason and no clock move'}."]
+    if repeat:
+        rows += ["", f"Run-to-run: the same kernels and candidates in another run ({repeat.get('date', '?')}), "
+                 "tuned and timed afresh:", "",
+                 "| dtype | geometric mean: this run / repeat | at ≥ 8192³: this run / repeat |", "|---|---:|---:|"]
+        for dt in ("bf16", "fp16", "fp8", "tf32"):
+            (g1, b1, _), (g2, b2, _) = _tc_means(doc, dt), _tc_means(repeat, dt)
+            if g1 and g2:
+                rows.append(f"| {dt} | {g1:.3f} / {g2:.3f} | "
+                            f"{f'{b1:.3f} / {b2:.3f}' if b1 and b2 else '—'} |")
     rows += ["", "| dtype | M×N×K | ours TFLOP/s | reference TFLOP/s | ratio | timing |", "|---|---|---:|---:|---:|---|"]
     for r in recs:
         rows.append(f"| {r['dtype']} | {r['m']}×{r['n']}×{r['k']} | {r['tflops']:.1f} | {r['ref_tflops']:.1f} | "
@@ -129,7 +157,9 @@ def main() -> int:
         README.write_text(replace_marked(README.read_text(), "outcomes:simt", out, "README.md"))
     tc = H200 / "tensorcore.json"
     if tc.exists():
-        out = tensorcore_summary(json.loads(tc.read_text()))
+        rep_tc = H200 / "tensorcore-session4-repeat.json"
+        out = tensorcore_summary(json.loads(tc.read_text()),
+                                 json.loads(rep_tc.read_text()) if rep_tc.exists() else None)
         notes = replace_marked(notes, "outcomes:tensorcore", out, "docs/perf-notes.md")
         short = out.split("\n\n| dtype | M×N×K")[0]
         README.write_text(replace_marked(README.read_text(), "outcomes:tensorcore", short, "README.md"))

@@ -465,6 +465,56 @@ def test_gpu_swapped_and_register_operands(precision, layout, bm):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("precision", ["fp16", "bf16", "tf32", "fp8"])
+@pytest.mark.parametrize("batch", [0, 3])
+def test_gpu_flattened_loop(precision, batch):
+    """FLAT (one loop over tile and k-step): several tiles per program (more tiles than SMs), edge
+    tiles in M, N and K, alpha/beta, batched, C by TMA and by pointers."""
+    from tilegemm.kernels.tensorcore import _common as C
+    from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
+
+    m, n, k = 1000, 1000, 208  # K: an edge k-step, rows still 16-byte aligned (TMA) for FP8
+    a, b = _gpu_operands(m, n, k, precision, "n", "t" if precision in ("tf32", "fp8") else "n", batch)
+    out = torch.bfloat16 if precision == "fp8" else a.dtype
+    sa = sb = torch.full((1,), 0.5, device="cuda") if precision == "fp8" else None
+    shape = (batch, m, n) if batch else (m, n)
+    c0 = torch.rand(shape, device="cuda").to(out)
+    bk = {"fp8": 128, "tf32": 32}.get(precision, 64)
+    for c_tma in ((False,) if batch else (False, True)):
+        c = c0.clone()
+        p = C.Problem(a, b, c, precision, alpha=1.5, beta=-0.5, c_in=c, scale_a=sa, scale_b=sb)
+        assert -(-m // 64) * -(-n // 64) > C.num_sms(a.device)
+        used = t03.gemm(p, dict(C.cfg(64, 64, bk, 4, 3), C_TMA=c_tma, FLAT=True))
+        assert used["kernel"] == t03.NAME and used["FLAT"]
+        ref = 1.5 * 0.25 ** (precision == "fp8") * (a.double() @ b.double()) - 0.5 * c0.double()
+        err = ((c.double() - ref).abs().max() / ref.abs().max()).item()
+        assert err < {"fp16": 2e-3, "bf16": 1e-2, "tf32": 2e-3, "fp8": 1e-2}[precision], err
+
+
+@pytest.mark.gpu
+def test_gpu_warp_specialize_is_a_no_op_on_hopper():
+    """Triton 3.6 accepts warp_specialize on sm_90 and emits the same PTX, so the tuner does not
+    try it. If this fails, a newer Triton specialises on this GPU: time WS again."""
+    from tilegemm.kernels.tensorcore import _common as C
+    from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
+
+    if C.capability(torch.device("cuda")) != (9, 0):
+        pytest.skip("the claim is about sm_90")
+    a, b = _gpu_operands(512, 512, 512, "fp16", "n", "n")
+    p = C.Problem(a, b, torch.empty(512, 512, dtype=torch.float16, device="cuda"), "fp16")
+    cfg = dict(C.cfg(128, 256, 64, 8, 3), C_TMA=True)
+    def ptx(extra):  # the code: no debug sections or .file/.loc lines (source paths differ when one
+        text = t03.run(p, dict(cfg, **extra)).asm["ptx"]  # kernel came from Triton's disk cache)
+        code = text.split("\t.section\t.debug")[0]
+        return [line for line in code.splitlines() if not line.lstrip().startswith((".file", ".loc"))]
+
+    plain = ptx({"WS": False})
+    assert ptx({"WS": True}) == plain
+    assert ptx({"FLAT": True}) != plain
+    assert not any(c.get("WS") for c in t03.candidates(p))
+
+
+@pytest.mark.gpu
 def test_gpu_tuner_never_picks_a_wrong_configuration(tmp_path, monkeypatch):
     from tilegemm.kernels.tensorcore import _common as C
 
@@ -486,7 +536,8 @@ def test_gpu_tuner_never_picks_a_wrong_configuration(tmp_path, monkeypatch):
 
 @pytest.mark.gpu
 def test_gpu_fast_path_and_graph_capture_match():
-    """The cached-plan direct launch and a CUDA-graph replay give the first call's result."""
+    """The cached-plan direct launch (new addresses, and reused arguments) and a CUDA-graph replay
+    give the first call's result."""
     from tilegemm.kernels import tensorcore as tc
     from tilegemm.kernels.tensorcore import _common as C
 
@@ -499,6 +550,13 @@ def test_gpu_fast_path_and_graph_capture_match():
         c.fill_(float("nan"))
         tc.auto_gemm(p)
         assert torch.equal(c, first)
+        c2 = torch.full_like(c, float("nan"))  # same plan, new addresses: arguments built again
+        tc.auto_gemm(C.Problem(a, b, c2, "fp16"))
+        assert torch.equal(c2, first)
+        a.mul_(2)  # same addresses, new contents: the reused arguments read them
+        tc.auto_gemm(p)
+        assert torch.equal(c, 2 * first)
+        a.mul_(0.5)
         c.fill_(float("nan"))
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
@@ -554,10 +612,16 @@ def test_mixed_half_fp32_output():
     assert np.array_equal(got, a.astype(np.float64) @ b.astype(np.float64))  # small integers: exact
 
 
-def test_direct_launch_pads_grid_and_seeds_first():
+def test_direct_launch_pads_grid_and_keeps_no_tensor_alive():
     """CompiledKernel's runner reads grid[0..2]: a 1-D grid must be padded (run 3 lost every direct
-    launch to an IndexError, paying t03's K-major copy twice per TF32 call). Known-good configs
-    come first in the tuning order."""
+    launch to an IndexError, paying t03's K-major copy twice per TF32 call). A plan's cached launch
+    arguments hold addresses, not tensors (and descriptors over addresses), so the plan cache
+    keeps no memory alive. Known-good configs come first in the tuning order."""
+    import gc
+    import weakref
+
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
     from tilegemm.kernels.tensorcore import _common as C
     from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
 
@@ -570,12 +634,27 @@ def test_direct_launch_pads_grid_and_seeds_first():
             return lambda *args: seen.setdefault("args", args)
 
     class Jit:
-        arg_names = ["x", "y"]
+        arg_names = ["x", "t", "d"]
 
-    t03.launch_direct(Jit, Fake(), (7,), {"x": 1, "y": 2})
-    assert seen["grid"] == (7, 1, 1) and seen["args"] == (1, 2)
+    x = torch.zeros(64, 64)
+    alive = weakref.ref(x)
+    desc = TensorDescriptor(x, [64, 64], [64, 1], [16, 16])
+    args = t03.positional(Jit, {"d": desc, "t": x, "x": 1})
+    t03.runner(Fake(), (7,))(*args)
+    assert seen["grid"] == (7, 1, 1) and seen["args"][:2] == (1, x.data_ptr())
+    kept = seen["args"][2]
+    assert kept.base.data_ptr() == x.data_ptr() and kept.block_shape == [16, 16] and kept.strides == [64, 1]
+    del x, desc
+    gc.collect()
+    assert alive() is None
+    # FP8 with A column-major and B row-major needs a K-major copy; with K·s not a multiple of 16
+    # bytes TMA could not describe the copy, so it is not a candidate (Triton's own way is)
+    a8 = torch.empty(4104, 512, dtype=torch.float8_e4m3fn).t()
+    b8 = torch.empty(4104, 384, dtype=torch.float8_e4m3fn)
+    odd = t03.candidates(C.Problem(a8, b8, torch.empty(512, 384, dtype=torch.bfloat16), "fp8"))
+    assert odd and not any(c.get("KMAJOR") for c in odd)
     a = torch.empty(4096, 4096, dtype=torch.float32)
     p = C.Problem(a, a, a, "tf32")
     first = t03.candidates(p)[0]
-    assert (first["BM"], first["BN"], first["BK"], first["num_stages"], first["WS"]) == (128, 256, 32, 3, True)
+    assert (first["BM"], first["BN"], first["BK"], first["num_stages"]) == (128, 256, 32, 3)
     assert first.get("SWAP") or first.get("KMAJOR")  # row-major B: never Triton's transpose in shared memory

@@ -3,10 +3,11 @@
     . scripts/device/env.sh && python3 scripts/device/host_probe.py --out $OUT/host_probe.json
 
 For small products the GPU finishes before Python has launched the next one, so the time per
-call is the host's. Per shape and precision: tilegemm.gemm, tensorcore.auto_gemm on a prepared
-Problem, each rung's gemm with its tuned configuration, and torch.matmul, each called N times
-back to back (no synchronisation inside) with the mean host µs per call; then a cProfile of
-auto_gemm's calls (top functions by own time) for the first case.
+call is the host's. Per shape and precision: tilegemm.gemm (new output, and into a given c),
+tilegemm.matmul, tensorcore.auto_gemm on a prepared Problem, each rung's gemm with its tuned
+configuration, and torch.matmul, each called N times back to back (no synchronisation inside)
+with the mean host µs per call; then cProfiles of auto_gemm's and gemm's calls (top functions by
+own time) for the first case.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def main():
     out = {"gpu": torch.cuda.get_device_name(0), "date": time.strftime("%Y-%m-%dT%H:%M:%S"), "rows": [],
            "profile": ""}
     cases = [("fp16", 1024, 1024, 1024), ("bf16", 1024, 1024, 1024), ("tf32", 1024, 1024, 1024),
-             ("fp16", 16, 4096, 4096), ("fp16", 2048, 2048, 2048)]
+             ("fp16", 16, 4096, 4096), ("fp16", 2048, 2048, 2048),
+             ("tf32", 2048, 2048, 2048)]
     for prec, m, n, k in cases:
         dt = {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32}[prec]
         a = torch.randn(m, k, device="cuda", dtype=dt)
@@ -62,6 +64,9 @@ def main():
         row["auto_config"] = tc.auto_gemm(p)  # tunes (once) and says which rung
         row["torch_us"] = per_call_us(lambda: torch.matmul(a, b, out=c))
         row["gemm_us"] = per_call_us(lambda: tilegemm.gemm(a, b, precision=prec))
+        row["gemm_into_c_us"] = per_call_us(lambda: tilegemm.gemm(a, b, precision=prec, c=c))
+        if prec != "tf32":
+            row["matmul_us"] = per_call_us(lambda: tilegemm.matmul(a, b))
         row["auto_gemm_us"] = per_call_us(lambda: tc.auto_gemm(p))
         for name in ("tc_persistent", "tc_tma_persistent", "tc_splitk"):
             mod = tc.rung_module(name)
@@ -73,16 +78,20 @@ def main():
         print(row, flush=True)
         out["rows"].append(row)
         if not out["profile"]:
-            pr = cProfile.Profile()
-            pr.enable()
-            for _ in range(300):
-                tc.auto_gemm(p)
-            pr.disable()
-            torch.cuda.synchronize()
-            s = io.StringIO()
-            pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(25)
-            out["profile"] = s.getvalue()[-6000:]
+            for what, fn in (("auto_gemm", lambda: tc.auto_gemm(p)), ("gemm", lambda: tilegemm.gemm(a, b, c=c))):
+                pr = cProfile.Profile()
+                pr.enable()
+                for _ in range(300):
+                    fn()
+                pr.disable()
+                torch.cuda.synchronize()
+                s = io.StringIO()
+                pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(25)
+                out["profile"] += f"---- {what}\n" + s.getvalue()[-6000:]
             print(out["profile"], flush=True)
+    from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
+
+    out["direct_launch"] = dict(t03.DIRECT)
     with open(args.out, "w") as f:
         json.dump(out, f, indent=1, default=str)
 

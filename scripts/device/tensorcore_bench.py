@@ -79,6 +79,7 @@ def main(argv=None) -> int:
     import triton
 
     from tilegemm import validate
+    from tilegemm.bench import clocks
     from tilegemm.kernels.tensorcore import _common as C
     from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
 
@@ -88,7 +89,7 @@ def main(argv=None) -> int:
                   versions=dict(torch=torch.__version__, triton=triton.__version__, python=sys.version.split()[0],
                                 cuda=torch.version.cuda),
                   cache=C.cache_path(), warm_start=args.cache_from or None, warm_keys=len(warm),
-                  records=[], fallbacks={})
+                  records=[], fallbacks={}, clocks={"idle_before": clocks.read()})
     torch.manual_seed(0)
 
     def save():
@@ -113,6 +114,7 @@ def main(argv=None) -> int:
             except Exception as e:  # noqa: BLE001  (record, go on)
                 rec.update(ok=False, error=f"{type(e).__name__}: {e}"[:500], trace=traceback.format_exc()[-1500:])
             finally:
+                rec["clock"] = clocks.read()  # right after this shape's timings: clocks under load
                 torch.cuda.empty_cache()
             result["records"].append(rec)
             print(f"{dtype:5s} {m:>6d}×{n:<6d}×{k:<6d} ok={rec.get('ok')} "
@@ -121,8 +123,13 @@ def main(argv=None) -> int:
                   f"{rec.get('ratio_eager', float('nan')):.3f}) tune {rec.get('tune_s', 0):.1f}s "
                   f"{rec.get('config', '')} {rec.get('error', '')[:160]}", flush=True)
             save()
+    loaded = [r["clock"] for r in result["records"] if r.get("clock")]
+    if loaded:  # the first and last readings under load (the one before the run is at idle clocks)
+        result["clocks"].update(first=loaded[0], last=loaded[-1], warning=clocks.warning(loaded[0], loaded[-1]))
     save()
     table(result, C)
+    if result["clocks"].get("warning"):
+        print("clocks:", result["clocks"]["warning"])
     return 0
 
 
@@ -142,6 +149,14 @@ def operands(dtype, m, n, k, dev, torch):
     a8 = (a32 / sa).to(torch.float8_e4m3fn)
     b8 = (b32 / sb).to(torch.float8_e4m3fn).t().contiguous().t()  # K×N, column-major
     return a8, b8, sa, sb
+
+
+def library_call(dtype, a, b, sa, sb, torch):
+    """The yardstick's call: torch._scaled_mm for FP8 (per-tensor scales, BF16 out), else
+    torch.matmul (cuBLAS; the caller sets allow_tf32 for TF32)."""
+    if dtype == "fp8":
+        return lambda: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+    return lambda: torch.matmul(a, b)
 
 
 def graph_ms(fn, torch, eager_ms):
@@ -226,12 +241,7 @@ def one(dtype, m, n, k, dev, torch, triton, C, t03, validate, graphs=True):
         tc.auto_gemm(p)
 
     ms = triton.testing.do_bench(ours, warmup=20, rep=rep, return_mode="median")
-    if dtype == "fp8":
-        def ref():
-            torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
-    else:
-        def ref():
-            torch.matmul(a, b)
+    ref = library_call(dtype, a, b, sa, sb, torch)
     prev = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
     try:

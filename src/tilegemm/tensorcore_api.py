@@ -21,7 +21,11 @@ from .errors import DeviceError, DTypeError, ShapeError
 PRECISION_NAMES = ("auto", "fp16", "bf16", "tf32", "ieee", "fp8")
 
 
-def _torch_in(x, what):
+def _torch_in(x, what, torch):
+    """(torch CUDA tensor, the caller's Operand); a torch CUDA tensor passes straight through
+    (Operand None: the caller's kind is that tensor's), the common case, at no cost per call."""
+    if type(x) is torch.Tensor and x.is_cuda:
+        return x, None
     from .kernels.tensorcore import to_torch_cuda
 
     op = arrays.describe(x, what)
@@ -49,14 +53,14 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
 
     if not tc.AVAILABLE:
         raise DeviceError(f"gemm: needs triton and torch ({tc.IMPORT_ERROR})")
-    if not torch.cuda.is_available():
+    if not tc.cuda_available():
         raise DeviceError("gemm: needs a CUDA GPU")
     from .kernels.tensorcore import _common as C
 
     if precision not in PRECISION_NAMES:
         raise DTypeError(f"gemm: precision must be one of {', '.join(PRECISION_NAMES)}; got {precision!r}")
-    ta, A = _torch_in(a, "a")
-    tb, _ = _torch_in(b, "b")
+    ta, A = _torch_in(a, "a", torch)
+    tb, _ = _torch_in(b, "b", torch)
     if ta.dim() not in (2, 3) or tb.dim() not in (2, 3):
         raise ShapeError(f"gemm: a and b must be 2-D or 3-D; got {tuple(ta.shape)} and {tuple(tb.shape)}")
     if ta.shape[-1] != tb.shape[-2]:
@@ -76,12 +80,12 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     m, n = ta.shape[-2], tb.shape[-1]
     shape = (batch, m, n) if (ta.dim() == 3 or tb.dim() == 3) else (m, n)
     if c is not None:
-        tc_out, O = _torch_in(c, "c")
+        tc_out, O = _torch_in(c, "c", torch)
         if tuple(tc_out.shape) != shape:
             raise ShapeError(f"gemm: c has shape {tuple(tc_out.shape)}; the product is {shape}")
         if tc_out.dtype != odt:
             raise DTypeError(f"gemm: c is {tc_out.dtype} but out_dtype is {odt}")
-        host_c = O.on_host
+        host_c = O is not None and O.on_host
     else:
         tc_out, host_c = torch.empty(shape, dtype=odt, device=ta.device), False
     if 0 in shape:
@@ -90,7 +94,7 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
         tc_out.mul_(beta) if beta != 0 else tc_out.zero_()
         return _back(tc_out, A, c, host_c)
     p = C.Problem(ta, tb, tc_out, precision, float(alpha), float(beta), tc_out if beta != 0 else None, sa, sb)
-    with torch.cuda.device(ta.device):
+    with tc.on_device(ta.device):
         if kernel == "auto":
             tc.auto_gemm(p)
         else:
@@ -144,6 +148,8 @@ def _back(t, A, c, host_c):
             else:
                 c.copy_(host)
         return c
+    if A is None:  # a torch CUDA tensor came in
+        return t
     if A.kind == "numpy" and t.dtype == __import__("torch").bfloat16:
         return t.cpu()  # NumPy has no bfloat16: a torch CPU tensor
     return to_kind(t, A)

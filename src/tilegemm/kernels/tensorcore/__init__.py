@@ -51,19 +51,19 @@ def auto_gemm(p) -> dict:
     Where split-K can matter (`t04_splitk.applicable`: few tiles of C for the SMs), t02, t03 (where
     TMA can run) and t04 are tuned (each once per bucket, cached) and the one with the lowest tuned
     median runs; with tuning off, t04 runs for M ≤ 64. Everything else runs t03 (t02 below sm_90)."""
-    from . import _common as C
-    from . import t02_persistent, t03_tma_persistent as t03, t04_splitk as t04
-
-    if not any(x is _AUTO for x in C.PLAN_CACHES):
-        C.PLAN_CACHES.append(_AUTO)
-    key = t03.plan_key(p, "auto")
+    t03 = t03_tma_persistent
+    key = t03.plan_key(p)
     mod = _AUTO.get(key)
     if mod is None:
-        mod = _pick(p, C, t02_persistent, t03, t04)
+        from . import _common as C
+
+        if not any(x is _AUTO for x in C.PLAN_CACHES):
+            C.PLAN_CACHES.append(_AUTO)
+        mod = _pick(p, C, t02_persistent, t03, t04_splitk)
         if len(_AUTO) > 4096:
             _AUTO.clear()
         _AUTO[key] = mod
-    return mod.gemm(p)
+    return t03.gemm(p, key=key) if mod is t03 else mod.gemm(p)
 
 
 def _pick(p, C, t02, t03, t04):
@@ -109,6 +109,39 @@ def rung_module(name: str):
 
 # ---- arrays of any kind <-> torch CUDA tensors -------------------------------------------------
 
+_CUDA_SEEN = []  # non-empty once torch has reported a CUDA device in this process
+
+
+def cuda_available() -> bool:
+    """torch.cuda.is_available(), asked until it first says yes (a device does not go away)."""
+    if not _CUDA_SEEN:
+        import torch
+
+        if torch.cuda.is_available():
+            _CUDA_SEEN.append(True)
+    return bool(_CUDA_SEEN)
+
+
+class on_device:
+    """`with on_device(d):` makes CUDA device d current (Triton launches there) only when it is not
+    already: torch.cuda.device costs microseconds on every call, a comparison does not."""
+
+    __slots__ = ("ctx",)
+
+    def __init__(self, device):
+        import torch
+
+        self.ctx = None if device.index is None or device.index == torch.cuda.current_device() \
+            else torch.cuda.device(device)
+
+    def __enter__(self):
+        if self.ctx is not None:
+            self.ctx.__enter__()
+
+    def __exit__(self, *exc):
+        return self.ctx.__exit__(*exc) if self.ctx is not None else False
+
+
 
 def to_torch_cuda(op):
     """A torch CUDA tensor for an `arrays.Operand`: no copy for CUDA arrays (CUDA array interface),
@@ -151,7 +184,7 @@ def run_torch(kern, A, B, out, shape, dtype: str):
 
     a, b = to_torch_cuda(A), to_torch_cuda(B)
     tdtype = getattr(torch, dtype)
-    with torch.cuda.device(a.device):
+    with on_device(a.device):
         if out is None:
             c = torch.empty(shape, dtype=tdtype, device=a.device)
             kern.launch(a, b, c, None)

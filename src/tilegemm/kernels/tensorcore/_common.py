@@ -72,21 +72,24 @@ class Problem:
     batch: int = field(init=False)
 
     def __post_init__(self):
-        self.m, self.k = self.a.shape[-2:]
-        self.n = self.b.shape[-1]
-        self.batch = max(x.shape[0] if x.dim() == 3 else 1 for x in (self.a, self.b, self.c))
-        if self.b.shape[-2] != self.k:
-            raise ValueError(f"inner dimensions differ: a {tuple(self.a.shape)}, b {tuple(self.b.shape)}")
-        if tuple(self.c.shape[-2:]) != (self.m, self.n):
-            raise ValueError(f"c has shape {tuple(self.c.shape)}; the product is {self.m}×{self.n}")
-        for x, what in ((self.a, "a"), (self.b, "b"), (self.c, "c"), (self.c_in, "c_in")):
-            if x is not None and x.dim() == 3 and x.shape[0] not in (1, self.batch):
+        a, b, c = self.a, self.b, self.c
+        self.m, self.k = a.shape[-2:]
+        self.n = b.shape[-1]
+        self.batch = max(a.shape[0] if a.dim() == 3 else 1, b.shape[0] if b.dim() == 3 else 1,
+                         c.shape[0] if c.dim() == 3 else 1)
+        if b.shape[-2] != self.k:
+            raise ValueError(f"inner dimensions differ: a {tuple(a.shape)}, b {tuple(b.shape)}")
+        if c.shape[-2] != self.m or c.shape[-1] != self.n:
+            raise ValueError(f"c has shape {tuple(c.shape)}; the product is {self.m}×{self.n}")
+        for x, what in ((a, "a"), (b, "b"), (c, "c"), (self.c_in, "c_in")):
+            if x is None:
+                continue
+            if x.dim() == 3 and x.shape[0] not in (1, self.batch):
                 raise ValueError(f"{what}: batch {x.shape[0]} does not broadcast to {self.batch}")
-            if x is not None:
-                span = sum((d - 1) * abs(s) for d, s in zip(x.shape[-2:], x.stride()[-2:]))
-                if span > INT32_MAX:
-                    raise ValueError(f"{what}: one matrix spans more than 2^31 elements; split the product")
-        if self.c.dim() == 2 and self.batch > 1:
+            (rows, cols), (s0, s1) = x.shape[-2:], x.stride()[-2:]
+            if (rows - 1) * abs(s0) + (cols - 1) * abs(s1) > INT32_MAX:
+                raise ValueError(f"{what}: one matrix spans more than 2^31 elements; split the product")
+        if c.dim() == 2 and self.batch > 1:
             raise ValueError("c must be 3-D for a batched product")
 
     @property
@@ -370,8 +373,8 @@ def base_configs(p: Problem) -> list[dict]:
         small = [cfg(64, 128, 64, 4, 4), cfg(64, 64, 128, 4, 4), cfg(32, 64, 128, 4, 4), cfg(16, 64, 128, 4, 5),
                  cfg(16, 32, 256, 4, 4)]
     else:  # FP32 inputs (TF32 or IEEE)
-        # TF32: 128×256×32 (3 stages, 2 consumer warpgroups, WS, K-major B) won runs 2 and 3; the
-        # others test deeper pipelines (4–5 stages of BK = 32) and BK = 64
+        # TF32: 128×256×32 (3 stages, 2 consumer warpgroups) won runs 2–4; the others test deeper
+        # pipelines (4–5 stages of BK = 32) and BK = 64
         big = [cfg(128, 256, 32, 8, 3), cfg(128, 256, 32, 8, 4), cfg(128, 128, 64, 8, 3), cfg(128, 128, 32, 8, 5),
                cfg(256, 128, 32, 8, 3), cfg(128, 128, 32, 4, 4)]
         small = [cfg(64, 128, 32, 4, 4), cfg(64, 64, 64, 4, 4), cfg(32, 64, 64, 4, 4), cfg(16, 64, 64, 4, 4)]
@@ -461,7 +464,7 @@ def autotune_enabled() -> bool:
     return os.environ.get("TILEGEMM_AUTOTUNE", "1").strip() not in ("0", "") and not interpreting()
 
 
-TUNER_VERSION = "v3"  # v2: short products timed in CUDA graphs; v3: SWAP/REG_A candidates
+TUNER_VERSION = "v4"  # v2: short products timed in CUDA graphs; v3: SWAP/REG_A; v4: FLAT, no WS
 GRAPH_FLOPS = 2**35  # below this many FLOPs (2048³ is 2^34) a product is tuned on CUDA-graph replays
 
 

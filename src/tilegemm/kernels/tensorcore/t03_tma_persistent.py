@@ -7,9 +7,13 @@ bulk tensor copy (cp.async.bulk.tensor, Hopper's copy engine) straight into swiz
 memory, completing on an mbarrier. No address arithmetic or masks in registers: the copy engine
 fills out-of-bounds rows and columns with zeros and clips the store of edge tiles. The registers
 freed go to the accumulator (128×256 FP32 tiles over 8 warps), and wgmma reads both operands from
-shared memory. With `warp_specialize` (a config option, tried by the tuner) Triton splits each
-program into a producer warp issuing TMA copies and consumer warpgroups issuing wgmma, so copies
-and math overlap without the software pipeline's prologue and epilogue.
+shared memory. Copies and MMAs overlap through Triton's software pipeline (num_stages buffers).
+Per tile, that pipeline fills and drains: with `FLAT` (a config option the tuner tries for
+FP16/BF16/FP8) the tile loop and the k-loop become one flattened loop, so the copies of the next
+tile's first k-steps are in flight during this tile's epilogue. `WS` (`warp_specialize`) is
+accepted but changes nothing on sm_90 with Triton 3.6: its automatic warp specialisation is for
+Blackwell, and the PTX is byte-identical with and without it (checked by a test), so the tuner
+no longer spends time on it.
 
 Operands in either layout: a row-major A is described as M×K with BM×BK boxes, a column-major A
 as K×M (boxes BK×BM, transposed in shared memory with `.T`, no copy); likewise B. TF32 and FP8
@@ -78,13 +82,14 @@ def tma_persistent_kernel(a_desc, b_desc, c_desc, c_ptr, i_ptr, sa_ptr, sb_ptr, 
                           NUM_SMS: tl.constexpr, PRECISION: tl.constexpr,
                           A_T: tl.constexpr, B_T: tl.constexpr, A_3D: tl.constexpr, B_3D: tl.constexpr,
                           C_TMA: tl.constexpr, HAS_BETA: tl.constexpr, HAS_SCALE: tl.constexpr,
-                          WS: tl.constexpr, SWAP: tl.constexpr = False, REG_A: tl.constexpr = False):
+                          WS: tl.constexpr, SWAP: tl.constexpr = False, REG_A: tl.constexpr = False,
+                          FLAT: tl.constexpr = False):
     start = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BM)
     num_pid_n = tl.cdiv(N, BN)
     tiles = num_pid_m * num_pid_n
     k_tiles = tl.cdiv(K, BK)
-    for t in tl.range(start, tiles * BATCH, NUM_SMS, warp_specialize=WS):
+    for t in tl.range(start, tiles * BATCH, NUM_SMS, warp_specialize=WS, flatten=FLAT):
         bid = t // tiles
         pid_m, pid_n = grouped_tile(t % tiles, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BM
@@ -171,12 +176,13 @@ def candidates(p: C.Problem) -> list[dict]:
     plain, swapped = C.reg_a(p, False), C.reg_a(p, True)
     out = []
     for i, c in enumerate(C.prune(C.base_configs(p), p, tma_store=False)):
-        c = dict(c, C_TMA=c_tma_possible and C.smem_bytes(c, ins, outs, True) <= C.SMEM_BUDGET, WS=False)
+        c = dict(c, C_TMA=c_tma_possible and C.smem_bytes(c, ins, outs, True) <= C.SMEM_BUDGET)
         variants = [c]
-        if (i < (4 if narrow and ins == 4 else 2) or c["BN"] == 256) and p.m > 256 and c["num_warps"] == 8:
-            # warp specialisation (one producer warp, two consumer warpgroups) for the 8-warp tiles;
-            # TF32 tries it first: 128×256×32 s3 WS K-major won runs 2 and 3
-            variants = [dict(c, WS=True), c] if ins == 4 else [c, dict(c, WS=True)]
+        if ins != 4 and (i < 2 or c["BN"] == 256) and p.m > 256:
+            # FLAT: one loop over (tile, k-step), so the next tile's first copies overlap this
+            # tile's epilogue. It won some FP8/FP16 shapes and lost others, so both are timed;
+            # it lost every TF32 shape tried, so FP32 operands skip it (docs/perf-notes.md, 16)
+            variants = [c, dict(c, FLAT=True)]
         for v in variants:
             mine = []
             swap = C.swap_form(p, c["BM"])
@@ -185,7 +191,8 @@ def candidates(p: C.Problem) -> list[dict]:
             if plain is not None:
                 mine.append(dict(v, REG_A=True) if plain else v)
             if bad_layout:  # a K-major copy (2·K·N·s extra bytes, counted), then Triton's own way
-                mine.append(dict(v, KMAJOR=True))
+                if p.k * ins % 16 == 0:  # the copy's rows are K long: TMA needs them 16-byte aligned
+                    mine.append(dict(v, KMAJOR=True))
                 if plain is None and swapped is None:
                     mine.append(v)
             out += mine
@@ -222,7 +229,7 @@ def _launch_args(p: C.Problem, cfg: dict):
         BM=BM, BN=BN, BK=BK, GROUP_M=cfg["GROUP_M"], NUM_SMS=sms, PRECISION=p.dot_precision,
         A_T=a_t, B_T=b_t, A_3D=a.dim() == 3, B_3D=b.dim() == 3, C_TMA=c_tma,
         HAS_BETA=p.has_beta, HAS_SCALE=p.scale_a is not None, WS=bool(cfg.get("WS")),
-        SWAP=bool(cfg.get("SWAP")), REG_A=bool(cfg.get("REG_A")) and not C.interpreting(),
+        SWAP=bool(cfg.get("SWAP")), REG_A=bool(cfg.get("REG_A")) and not C.interpreting(), FLAT=bool(cfg.get("FLAT")),
     )
     return (min(sms, tiles),), kwargs
 
@@ -236,9 +243,11 @@ def run(p: C.Problem, cfg: dict):
 # ---- the launch plan cache -------------------------------------------------------------------
 # A product of the same shapes, strides, dtypes and alignment as an earlier one reuses that call's
 # decisions (TMA usable or not, the configuration) and Triton's compiled kernel, launched directly:
-# no tuner lookup, no capability query, no Triton argument binding. Keys hold no pointers or
-# tensors (only whether each base is 16-byte aligned, which Triton specialises on), so the cache
-# keeps no memory alive. TILEGEMM_FAST_LAUNCH=0 turns the direct launch off.
+# no tuner lookup, no capability query, no Triton argument binding. When the operands are also at
+# the same addresses as the plan's last call (a model's weights, a benchmark loop), the launch
+# arguments themselves are reused: no descriptors or keyword dictionaries are built again. Keys
+# and cached arguments hold addresses, never tensors, so the cache keeps no memory alive.
+# TILEGEMM_FAST_LAUNCH=0 turns the direct launch off.
 
 _PLANS: dict = {}
 C.PLAN_CACHES.append(_PLANS)
@@ -261,29 +270,76 @@ def plan_key(p: C.Problem, tag: str = "") -> tuple:
             p.scale_a is not None)
 
 
+def addresses(p: C.Problem) -> tuple:
+    """Where p's tensors are: with the plan key, all a launch's arguments depend on."""
+    return (p.a.data_ptr(), p.b.data_ptr(), p.c.data_ptr(), p.c_in.data_ptr() if p.has_beta else 0,
+            0 if p.scale_a is None else p.scale_a.data_ptr(), 0 if p.scale_b is None else p.scale_b.data_ptr())
+
+
 # Direct launches done, and why they were turned off (one failure turns them off for the process:
 # a failed attempt has already paid _launch_args, a K-major copy included, before the slow path).
-DIRECT: dict = {"enabled": True, "launches": 0, "error": ""}
+DIRECT: dict = {"enabled": True, "launches": 0, "reused_args": 0, "error": ""}
 
 
-def launch_direct(jit_fn, compiled, grid, kwargs) -> None:
-    """Launch an already compiled Triton kernel with its parameters in declaration order.
-    CompiledKernel's runner indexes grid[0], grid[1], grid[2] (JITFunction.run pads, it does not):
-    pad the grid to three dimensions."""
+class _Address:
+    """A device address standing in for a tensor as a TensorDescriptor's base: Triton's launcher
+    reads only data_ptr() (the constructor also its dtype), so a kept descriptor keeps no tensor."""
+
+    __slots__ = ("ptr", "dtype")
+
+    def __init__(self, ptr: int, dtype):
+        self.ptr, self.dtype = ptr, dtype
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+
+def _by_address(v):
+    """A launch argument with tensors replaced by their addresses (the launcher takes ints as
+    pointers, and then skips its per-call pointer query)."""
+    if isinstance(v, torch.Tensor):
+        return v.data_ptr()
+    if isinstance(v, TensorDescriptor):
+        return TensorDescriptor(_Address(v.base.data_ptr(), v.base.dtype), v.shape, v.strides, v.block_shape,
+                                v.padding)
+    return v
+
+
+def positional(jit_fn, kwargs) -> list:
+    """kwargs in jit_fn's parameter order, tensors as addresses."""
     names = _ARG_NAMES.get(jit_fn)
     if names is None:
         names = _ARG_NAMES[jit_fn] = tuple(jit_fn.arg_names)
-    grid = tuple(grid) + (1,) * (3 - len(grid))
-    compiled[grid](*[kwargs[n] for n in names])
+    return [_by_address(kwargs[n]) for n in names]
+
+
+def runner(compiled, grid):
+    """Triton's launcher for an already compiled kernel. CompiledKernel's runner indexes grid[0],
+    grid[1], grid[2] (JITFunction.run pads, it does not): pad the grid to three dimensions."""
+    return compiled[tuple(grid) + (1,) * (3 - len(grid))]
 
 
 class Plan:
-    """What `gemm` decided for one plan key, and the compiled kernel once it has run."""
+    """What `gemm` decided for one plan key, the compiled kernel once it has run, and the launch
+    arguments of its last call with the addresses they were built for."""
 
-    __slots__ = ("cfg", "result", "compiled", "runs")
+    __slots__ = ("cfg", "result", "compiled", "reuse", "addresses", "args", "run")
 
-    def __init__(self, cfg, result):
-        self.cfg, self.result, self.compiled, self.runs = cfg, result, None, 0
+    def __init__(self, cfg, result, compiled):
+        self.cfg, self.result, self.compiled = cfg, result, compiled
+        self.reuse = not cfg.get("KMAJOR")  # a K-major copy is a new tensor on every call
+        self.addresses, self.args, self.run = None, None, None
+
+    def launch(self, p: C.Problem) -> None:
+        where = addresses(p)
+        if where == self.addresses:
+            DIRECT["reused_args"] += 1
+        else:
+            grid, kwargs = _launch_args(p, self.cfg)
+            self.args = positional(tma_persistent_kernel, kwargs)
+            self.run = runner(self.compiled, grid)
+            self.addresses = where if self.reuse else None
+        self.run(*self.args)
 
 
 def remember(key, plan) -> None:
@@ -298,16 +354,17 @@ def _fallback(key: str, why: str) -> None:
         warnings.warn(f"{NAME}: {why}", RuntimeWarning, stacklevel=3)
 
 
-def gemm(p: C.Problem, config: dict | None = None) -> dict:
+def gemm(p: C.Problem, config: dict | None = None, key: tuple | None = None) -> dict:
     """Run p through TMA when possible; otherwise (or if this Triton cannot build it) through t02.
-    Returns the configuration used, with "kernel" naming the rung that ran."""
-    fast = fast_launch_enabled() and DIRECT["enabled"] and p.a.device.type == "cuda"
-    key = plan_key(p, "t03" if config is None else ("t03", tuple(sorted(config.items())))) if fast else None
+    Returns the configuration used, with "kernel" naming the rung that ran. key: p's plan_key,
+    when the caller (auto_gemm) has computed it already."""
+    fast = DIRECT["enabled"] and p.a.device.type == "cuda" and fast_launch_enabled()
+    if fast and (key is None or config is not None):
+        key = plan_key(p, "" if config is None else tuple(sorted(config.items())))
     plan = _PLANS.get(key) if fast else None
-    if plan is not None and plan.compiled is not None:
+    if plan is not None:
         try:
-            grid, kwargs = _launch_args(p, plan.cfg)
-            launch_direct(tma_persistent_kernel, plan.compiled, grid, kwargs)
+            plan.launch(p)
             DIRECT["launches"] += 1
             return plan.result
         except Exception as e:  # noqa: BLE001  (a direct launch this Triton refuses: go the long way, from now on)
@@ -317,10 +374,7 @@ def gemm(p: C.Problem, config: dict | None = None) -> dict:
             fast = False
     result, compiled = _gemm_slow(p, config)
     if fast and result.get("kernel") == NAME and compiled is not None and hasattr(compiled, "packed_metadata"):
-        cfg = {k: v for k, v in result.items() if k != "kernel"}
-        plan = Plan(cfg, result)
-        plan.compiled = compiled
-        remember(key, plan)
+        remember(key, Plan({k: v for k, v in result.items() if k != "kernel"}, result, compiled))
     return result
 
 
@@ -335,9 +389,10 @@ def _gemm_slow(p: C.Problem, config: dict | None):
         return dict(cfg, kernel=NAME), compiled
     except Exception as e:  # noqa: BLE001  (compile errors of this Triton: degrade, say why)
         err = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
-        if cfg.get("WS"):
-            _fallback(C.tune_key(NAME, p, "ws"), f"warp_specialize failed ({err}); ran without it")
-            cfg2 = dict(cfg, WS=False)
+        loop_opts = [o for o in ("WS", "FLAT") if cfg.get(o)]  # loop attributes another Triton may refuse
+        if loop_opts:
+            _fallback(C.tune_key(NAME, p, "loop"), f"{'+'.join(loop_opts)} failed ({err}); ran without")
+            cfg2 = dict(cfg, WS=False, FLAT=False)
             try:
                 compiled = run(p, cfg2)
                 return dict(cfg2, kernel=NAME), compiled

@@ -181,43 +181,45 @@ def counters(device, stream_id: int, n: int):
     return t
 
 
-def run(p: C.Problem, cfg: dict):
+def launches(p: C.Problem, cfg: dict) -> list[tuple]:
+    """The launches of one split-K product: (kernel, grid, every parameter by name, num_warps,
+    num_stages); one with FUSED, the partial and the reduction kernels without."""
     import torch
 
     BM, BN, BK, split = cfg["BM"], cfg["BN"], cfg["BK"], int(cfg["SPLIT"])
     w = torch.empty((p.batch, split, p.m, p.n), dtype=torch.float32, device=p.c.device)
     a, b = p.a, p.b
     grid = (ceil_div(p.m, BM) * ceil_div(p.n, BN), split, p.batch)
-    form = dict(SWAP=bool(cfg.get("SWAP")), REG_A=bool(cfg.get("REG_A")) and not C.interpreting())
+    tile = dict(BM=BM, BN=BN, BK=BK, GROUP_M=cfg["GROUP_M"], PRECISION=p.dot_precision,
+                SWAP=bool(cfg.get("SWAP")), REG_A=bool(cfg.get("REG_A")) and not C.interpreting())
+    c_in, sa, sb = C.epilogue_args(p)
+    epilogue = dict(HAS_BETA=p.has_beta, HAS_SCALE=p.scale_a is not None)
+    kps = k_per_split(p.k, BK, split)
     if cfg.get("FUSED"):
-        c_in, sa, sb = C.epilogue_args(p)
         stream = torch.cuda.current_stream(p.c.device).cuda_stream if p.c.device.type == "cuda" else 0
         cnt = counters(p.c.device, stream, grid[0] * p.batch)
-        splitk_fused_kernel[grid](
-            a, b, w, cnt, p.c, c_in, sa, sb, p.m, p.n, p.k, k_per_split(p.k, BK, split), split,
-            p.bstride(a), *p.mat_strides(a), p.bstride(b), *p.mat_strides(b),
-            p.bstride(p.c), *p.mat_strides(p.c), p.bstride(c_in), *p.mat_strides(c_in),
-            float(p.alpha), float(p.beta),
-            BM=BM, BN=BN, BK=BK, GROUP_M=cfg["GROUP_M"], PRECISION=p.dot_precision,
-            HAS_BETA=p.has_beta, HAS_SCALE=p.scale_a is not None,
-            **form,
-            num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
-        )
-        return
-    splitk_partial_kernel[grid](
-        a, b, w, p.m, p.n, p.k, k_per_split(p.k, BK, split), split,
-        p.bstride(a), *p.mat_strides(a), p.bstride(b), *p.mat_strides(b),
-        BM=BM, BN=BN, BK=BK, GROUP_M=cfg["GROUP_M"], PRECISION=p.dot_precision,
-        **form,
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
-    )
-    c_in, sa, sb = C.epilogue_args(p)
-    splitk_reduce_kernel[(ceil_div(p.m * p.n, REDUCE_BLOCK), p.batch)](
-        w, p.c, c_in, sa, sb, p.m, p.n, split,
-        p.bstride(p.c), *p.mat_strides(p.c), p.bstride(c_in), *p.mat_strides(c_in),
-        float(p.alpha), float(p.beta),
-        BLOCK=REDUCE_BLOCK, HAS_BETA=p.has_beta, HAS_SCALE=p.scale_a is not None, num_warps=4,
-    )
+        args = (a, b, w, cnt, p.c, c_in, sa, sb, p.m, p.n, p.k, kps, split,
+                p.bstride(a), *p.mat_strides(a), p.bstride(b), *p.mat_strides(b),
+                p.bstride(p.c), *p.mat_strides(p.c), p.bstride(c_in), *p.mat_strides(c_in),
+                float(p.alpha), float(p.beta))
+        return [(splitk_fused_kernel, grid, _named(splitk_fused_kernel, args, **tile, **epilogue),
+                 cfg["num_warps"], cfg["num_stages"])]
+    args = (a, b, w, p.m, p.n, p.k, kps, split, p.bstride(a), *p.mat_strides(a), p.bstride(b), *p.mat_strides(b))
+    reduce_args = (w, p.c, c_in, sa, sb, p.m, p.n, split, p.bstride(p.c), *p.mat_strides(p.c),
+                   p.bstride(c_in), *p.mat_strides(c_in), float(p.alpha), float(p.beta))
+    return [(splitk_partial_kernel, grid, _named(splitk_partial_kernel, args, **tile), cfg["num_warps"],
+             cfg["num_stages"]),
+            (splitk_reduce_kernel, (ceil_div(p.m * p.n, REDUCE_BLOCK), p.batch),
+             _named(splitk_reduce_kernel, reduce_args, BLOCK=REDUCE_BLOCK, **epilogue), 4, 3)]
+
+
+def _named(fn, args: tuple, **consts) -> dict:
+    return dict(zip(fn.arg_names, args), **consts)
+
+
+def run(p: C.Problem, cfg: dict) -> list:
+    """Launch once with configuration cfg; returns Triton's compiled kernels."""
+    return [fn[grid](**kw, num_warps=nw, num_stages=ns) for fn, grid, kw, nw, ns in launches(p, cfg)]
 
 
 def _bases(size: int) -> list[tuple]:
@@ -338,11 +340,41 @@ def tuned_entry(p: C.Problem) -> dict:
     return C.choose_entry(NAME, p, lambda: candidates(p), default_config(p), run)
 
 
+# Launch plans, as t03's: a product of the same shapes, strides, dtypes and alignment as an earlier
+# one reuses its configuration and Triton's compiled kernels, launched directly (no tuner lookup,
+# no argument binding); the arguments are built again each call (the workspace is new).
+_PLANS: dict = {}
+C.PLAN_CACHES.append(_PLANS)
+
+
 def gemm(p: C.Problem, config: dict | None = None) -> dict:
     """Run problem p with split-K (tuned or cached configuration unless one is given)."""
+    from . import t03_tma_persistent as t03
+
+    direct = t03.DIRECT
+    fast = direct["enabled"] and p.a.device.type == "cuda" and t03.fast_launch_enabled()
+    key = t03.plan_key(p, NAME if config is None else (NAME,) + tuple(sorted(config.items()))) if fast else None
+    plan = _PLANS.get(key) if fast else None
+    if plan is not None:
+        cfg, result, compiled = plan
+        try:
+            for (fn, grid, kw, _, _), kernel in zip(launches(p, cfg), compiled):
+                t03.runner(kernel, grid)(*t03.positional(fn, kw))
+            direct["launches"] += 1
+            return result
+        except Exception as e:  # noqa: BLE001  (as t03: the long way, from now on)
+            _PLANS.clear()
+            direct["enabled"] = False
+            direct["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+            fast = False
     cfg = config or tuned_entry(p)["config"]
-    run(p, cfg)
-    return dict(cfg, kernel=NAME)
+    compiled = run(p, cfg)
+    result = dict(cfg, kernel=NAME)
+    if fast and all(hasattr(k, "packed_metadata") for k in compiled):
+        if len(_PLANS) >= 4096:
+            _PLANS.clear()
+        _PLANS[key] = (cfg, result, compiled)
+    return result
 
 
 def launch(a, b, c, stream=None):
