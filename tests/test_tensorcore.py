@@ -45,6 +45,24 @@ def test_rungs_registered_for_half_precisions_only():
     assert registry.get("tc_tma_persistent").requires == "sm_90"
 
 
+def test_import_is_light_and_rungs_load_on_first_use():
+    """`import tilegemm` registers the tensor-core rungs without importing torch or Triton (about
+    two seconds); the first use of a rung loads them."""
+    code = textwrap.dedent("""
+        import sys
+        import tilegemm
+        from tilegemm import registry
+        assert "torch" not in sys.modules and "triton" not in sys.modules, "imported eagerly"
+        k = registry.get("tc_tma_persistent")
+        assert k.traffic(256, 256, 256, 2) > 0
+        assert "triton" in sys.modules and "tilegemm.kernels.tensorcore.t03_tma_persistent" in sys.modules
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, TRITON_INTERPRET="0"))
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
 def test_not_runnable_without_gpu_says_why():
     ok, why = registry.get("tc_tiled").runnable()

@@ -51,7 +51,7 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
 
     from .kernels import tensorcore as tc
 
-    if not tc.AVAILABLE:
+    if not tc.load():
         raise DeviceError(f"gemm: needs triton and torch ({tc.IMPORT_ERROR})")
     if not tc.cuda_available():
         raise DeviceError("gemm: needs a CUDA GPU")

@@ -1,7 +1,7 @@
 """Every kernel module, imported once so that it registers itself.
 
-SIMT (Numba CUDA) rungs are numbered by lineage; the tensor-core (Triton) kernels load only
-when Triton and torch can be imported.
+SIMT (Numba CUDA) rungs are numbered by lineage; the tensor-core (Triton) kernels are registered
+where Triton and torch are installed, and import them on first use.
 """
 
 from .. import _cuda  # noqa: F401  (real GPU or simulator, decided before numba.cuda loads)

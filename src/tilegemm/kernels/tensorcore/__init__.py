@@ -1,25 +1,44 @@
-"""Tensor-core kernels written in Triton (FP16/BF16/TF32/FP8). Loaded only when Triton imports.
+"""Tensor-core kernels written in Triton (FP16/BF16/TF32/FP8). torch and Triton load on first use.
 
 Rungs: t01_tiled (tl.dot on tiles, grouped order), t02_persistent (one program per SM),
-t03_tma_persistent (TMA descriptors, optional warp specialisation; sm_90), t04_splitk (K split
-over programs, FP32 partials reduced by a second kernel; small M). `auto_gemm` picks per shape
-bucket: t03 (t02 below sm_90), or t04 where the tuner timed it faster. They register for
-float16 and bfloat16, the dtypes `matmul(kernel="auto")` may give them; TF32 (not IEEE FP32) and
-FP8 with scales are reached through `tilegemm.tensorcore_api.gemm`.
+t03_tma_persistent (TMA descriptors, flattened loop option; sm_90), t04_splitk (K split over
+programs, FP32 partials reduced in the same launch or by a second kernel; small M). `auto_gemm`
+picks per shape bucket: t03 (t02 below sm_90), or t04 where the tuner timed it faster. The rungs
+are registered here, without importing torch or Triton (`import tilegemm` stays light: about
+two seconds of torch and Triton are paid by the first tensor-core call, not by every import);
+a rung's module loads when it first runs. They register for float16 and bfloat16, the dtypes
+`matmul(kernel="auto")` may give them; TF32 (not IEEE FP32) and FP8 with scales are reached
+through `tilegemm.tensorcore_api.gemm`.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 
-AVAILABLE = False
-IMPORT_ERROR = ""
+from ...registry import Kernel, register
+
+AVAILABLE = importlib.util.find_spec("triton") is not None and importlib.util.find_spec("torch") is not None
+IMPORT_ERROR = "" if AVAILABLE else "needs triton and torch (pip install 'tilegemm[gpu]')"
+RUNGS = {"tc_tiled": "t01_tiled", "tc_persistent": "t02_persistent", "tc_tma_persistent": "t03_tma_persistent",
+         "tc_splitk": "t04_splitk"}
+
+
+def load() -> bool:
+    """Import torch, Triton and the rungs (once); False, with IMPORT_ERROR saying why, if they fail."""
+    global AVAILABLE, IMPORT_ERROR
+    if AVAILABLE and "t04_splitk" not in globals():
+        try:
+            from . import t01_tiled, t02_persistent, t03_tma_persistent, t04_splitk  # noqa: F401
+        except Exception as e:  # noqa: BLE001  (a broken install: say so where it is used)
+            AVAILABLE, IMPORT_ERROR = False, f"{type(e).__name__}: {e}"
+    return AVAILABLE
 
 
 def triton_status(kernel) -> tuple[bool, str]:
     """Can a Triton kernel run here? Needs torch with a CUDA GPU and Triton."""
-    if importlib.util.find_spec("triton") is None or importlib.util.find_spec("torch") is None:
-        return False, "needs triton and torch (pip install 'tilegemm[gpu]')"
+    if not load():
+        return False, IMPORT_ERROR
     import torch
 
     if not torch.cuda.is_available():
@@ -29,19 +48,35 @@ def triton_status(kernel) -> tuple[bool, str]:
     return True, ""
 
 
-try:  # register the rungs only where triton and torch import (CPU builds included)
-    import torch as _torch  # noqa: F401
-    import triton as _triton  # noqa: F401
-except Exception as _e:  # noqa: BLE001
-    IMPORT_ERROR = f"{type(_e).__name__}: {_e}"
-else:
-    from . import t01_tiled, t02_persistent, t03_tma_persistent, t04_splitk  # noqa: F401
+def _from_rung(module: str, name: str):
+    """A function of a rung's module, imported when first called."""
+    resolved = []
 
-    AVAILABLE = True
+    def call(*args, **kwargs):
+        if not resolved:
+            load()
+            resolved.append(getattr(importlib.import_module(f"{__name__}.{module}"), name))
+        return resolved[0](*args, **kwargs)
+
+    call.__name__ = f"{module}.{name}"
+    return call
 
 
-RUNGS = {"tc_tiled": "t01_tiled", "tc_persistent": "t02_persistent", "tc_tma_persistent": "t03_tma_persistent",
-         "tc_splitk": "t04_splitk"}
+def _register_rungs() -> None:
+    for name, module, label, rung, rank, requires, tags in (
+            ("tc_tiled", "t01_tiled", "Triton tiled tl.dot", 1, 10, "", ()),
+            ("tc_persistent", "t02_persistent", "Triton persistent", 2, 20, "", ()),
+            ("tc_tma_persistent", "t03_tma_persistent", "Triton TMA persistent", 3, 30, "sm_90", ("tma",)),
+            ("tc_splitk", "t04_splitk", "Triton split-K (small M)", 4, 5, "", ())):
+        register(Kernel(name=name, backend="tensorcore", dtypes=("float16", "bfloat16"),
+                        launch=_from_rung(module, "launch"), traffic=_from_rung(module, "traffic"), label=label,
+                        rung=rung, module=f"{__name__}.{module}", auto_rank=rank, requires=requires,
+                        tags=("triton", "tensorcore") + tags))
+
+
+if AVAILABLE:  # where torch and Triton are installed (CPU builds included); they load on first use
+    _register_rungs()
+
 _AUTO: dict = {}  # plan key -> rung module chosen for it (emptied by _common.reset_cache)
 
 
@@ -51,7 +86,9 @@ def auto_gemm(p) -> dict:
     Where split-K can matter (`t04_splitk.applicable`: few tiles of C for the SMs), t02, t03 (where
     TMA can run) and t04 are tuned (each once per bucket, cached) and the one with the lowest tuned
     median runs; with tuning off, t04 runs for M ≤ 64. Everything else runs t03 (t02 below sm_90)."""
-    t03 = t03_tma_persistent
+    if "t04_splitk" not in globals():
+        load()
+    t03 = t03_tma_persistent  # noqa: F821  (imported by load())
     key = t03.plan_key(p)
     mod = _AUTO.get(key)
     if mod is None:
@@ -59,7 +96,7 @@ def auto_gemm(p) -> dict:
 
         if not any(x is _AUTO for x in C.PLAN_CACHES):
             C.PLAN_CACHES.append(_AUTO)
-        mod = _pick(p, C, t02_persistent, t03, t04_splitk)
+        mod = _pick(p, C, t02_persistent, t03, t04_splitk)  # noqa: F821
         if len(_AUTO) > 4096:
             _AUTO.clear()
         _AUTO[key] = mod
@@ -100,8 +137,6 @@ def _pick(p, C, t02, t03, t04):
 
 def rung_module(name: str):
     """The module of a tensor-core kernel by registry name."""
-    import importlib
-
     if name not in RUNGS:
         raise KeyError(f"{name!r} is not a tensor-core kernel; one of {', '.join(RUNGS)}")
     return importlib.import_module(f"{__name__}.{RUNGS[name]}")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...registry import Kernel, ceil_div, register
+from ...registry import ceil_div
 from . import _common as C
 from ._common import grouped_tile, mainloop_ptr, scale_acc, store_ptr
 
@@ -81,8 +81,3 @@ def launch(a, b, c, stream=None):
 def traffic(m, n, k, s, bm=128, bn=128):
     return (m * k * ceil_div(n, bn) + k * n * ceil_div(m, bm) + m * n) * float(s)
 
-
-register(Kernel(
-    name=NAME, backend="tensorcore", dtypes=("float16", "bfloat16"), launch=launch, traffic=traffic,
-    label="Triton tiled tl.dot", rung=1, module=__name__, auto_rank=10, tags=("triton", "tensorcore"),
-))

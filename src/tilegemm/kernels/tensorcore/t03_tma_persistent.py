@@ -48,7 +48,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from ...registry import Kernel, ceil_div, register
+from ...registry import ceil_div
 from . import _common as C
 from . import t02_persistent
 from ._common import grouped_tile, mma_a, scale_acc, store_ptr
@@ -414,10 +414,4 @@ def launch(a, b, c, stream=None):
 def traffic(m, n, k, s, bm=128, bn=256):
     return (m * k * ceil_div(n, bn) + k * n * ceil_div(m, bm) + m * n) * float(s)
 
-
-register(Kernel(
-    name=NAME, backend="tensorcore", dtypes=("float16", "bfloat16"), launch=launch, traffic=traffic,
-    label="Triton TMA persistent", rung=3, module=__name__, auto_rank=30, requires="sm_90",
-    tags=("triton", "tensorcore", "tma"),
-))
 

@@ -38,7 +38,7 @@ import math
 import triton
 import triton.language as tl
 
-from ...registry import Kernel, ceil_div, register
+from ...registry import ceil_div
 from . import _common as C
 from ._common import grouped_tile, mma_a, scale_acc, store_ptr
 
@@ -385,8 +385,3 @@ def launch(a, b, c, stream=None):
 def traffic(m, n, k, s, bm=16, bn=64, split=4):
     return (m * k * ceil_div(n, bn) + k * n * ceil_div(m, bm) + m * n) * float(s) + 8.0 * split * m * n
 
-
-register(Kernel(
-    name=NAME, backend="tensorcore", dtypes=("float16", "bfloat16"), launch=launch, traffic=traffic,
-    label="Triton split-K (small M)", rung=4, module=__name__, auto_rank=5, tags=("triton", "tensorcore"),
-))
