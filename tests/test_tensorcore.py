@@ -58,9 +58,19 @@ def test_import_is_light_and_rungs_load_on_first_use():
         assert "triton" in sys.modules and "tilegemm.kernels.tensorcore.t03_tma_persistent" in sys.modules
         print("ok")
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         env=dict(os.environ, TRITON_INTERPRET="0"))
-    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+    # one rung imported on its own first (scripts and tests do) must not stop load() loading the rest
+    first_one = textwrap.dedent("""
+        import sys
+        from tilegemm.kernels import tensorcore as tc
+        from tilegemm.kernels.tensorcore import t04_splitk  # noqa: F401
+        assert tc.load() and tc._LOADED
+        assert "tilegemm.kernels.tensorcore.t03_tma_persistent" in sys.modules
+        print("ok")
+    """)
+    for snippet in (code, first_one):
+        out = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True, timeout=300,
+                             env=dict(os.environ, TRITON_INTERPRET="0"))
+        assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
@@ -558,16 +568,19 @@ def test_gpu_fast_path_and_graph_capture_match():
     give the first call's result."""
     from tilegemm.kernels import tensorcore as tc
     from tilegemm.kernels.tensorcore import _common as C
+    from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
 
     for m in (16, 512):
         a, b = _gpu_operands(m, 384, 768, "fp16", "n", "n")
         c = torch.empty(m, 384, dtype=torch.float16, device="cuda")
         p = C.Problem(a, b, c, "fp16")
-        tc.auto_gemm(p)
+        reused = t03.DIRECT["reused_args"]
+        used = tc.auto_gemm(p)
         first = c.clone()
-        c.fill_(float("nan"))
-        tc.auto_gemm(p)
-        assert torch.equal(c, first)
+        for _ in range(2):  # the plan's first direct launch builds its arguments, the next reuses them
+            c.fill_(float("nan"))
+            tc.auto_gemm(p)
+            assert torch.equal(c, first)
         c2 = torch.full_like(c, float("nan"))  # same plan, new addresses: arguments built again
         tc.auto_gemm(C.Problem(a, b, c2, "fp16"))
         assert torch.equal(c2, first)
@@ -575,6 +588,15 @@ def test_gpu_fast_path_and_graph_capture_match():
         tc.auto_gemm(p)
         assert torch.equal(c, 2 * first)
         a.mul_(0.5)
+        for alpha in (2.0, 4.0, 2.0):  # same addresses, new alpha: arguments built again
+            tc.auto_gemm(C.Problem(a, b, c, "fp16", alpha=alpha))
+            assert torch.equal(c, alpha * first)
+        for beta in (1.0, 2.0, 1.0):  # c ← A·B + beta·c, beta changing at the same addresses
+            c.copy_(first)
+            tc.auto_gemm(C.Problem(a, b, c, "fp16", beta=beta, c_in=c))
+            assert torch.allclose(c.float(), (1 + beta) * first.float(), rtol=5e-3, atol=0.05)
+        if m > 64:  # with tuning off, t03 runs these (t04 below): its plans reused arguments
+            assert used["kernel"] == t03.NAME and t03.DIRECT["reused_args"] > reused
         c.fill_(float("nan"))
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):

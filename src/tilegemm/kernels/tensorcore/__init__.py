@@ -24,12 +24,16 @@ RUNGS = {"tc_tiled": "t01_tiled", "tc_persistent": "t02_persistent", "tc_tma_per
          "tc_splitk": "t04_splitk"}
 
 
+_LOADED = False  # set once load() has imported every rung (importing one rung alone does not)
+
+
 def load() -> bool:
     """Import torch, Triton and the rungs (once); False, with IMPORT_ERROR saying why, if they fail."""
-    global AVAILABLE, IMPORT_ERROR
-    if AVAILABLE and "t04_splitk" not in globals():
+    global AVAILABLE, IMPORT_ERROR, _LOADED
+    if AVAILABLE and not _LOADED:
         try:
             from . import t01_tiled, t02_persistent, t03_tma_persistent, t04_splitk  # noqa: F401
+            _LOADED = True
         except Exception as e:  # noqa: BLE001  (a broken install: say so where it is used)
             AVAILABLE, IMPORT_ERROR = False, f"{type(e).__name__}: {e}"
     return AVAILABLE
@@ -86,7 +90,7 @@ def auto_gemm(p) -> dict:
     Where split-K can matter (`t04_splitk.applicable`: few tiles of C for the SMs), t02, t03 (where
     TMA can run) and t04 are tuned (each once per bucket, cached) and the one with the lowest tuned
     median runs; with tuning off, t04 runs for M ≤ 64. Everything else runs t03 (t02 below sm_90)."""
-    if "t04_splitk" not in globals():
+    if not _LOADED:
         load()
     t03 = t03_tma_persistent  # noqa: F821  (imported by load())
     key = t03.plan_key(p)

@@ -264,16 +264,18 @@ def fast_launch_enabled() -> bool:
 def plan_key(p: C.Problem, tag: str = "") -> tuple:
     a, b, c = p.a, p.b, p.c
     ci = p.c_in if p.has_beta else None
-    return (tag, C.autotune_enabled(), a.device, p.precision, a.dtype, c.dtype, a.shape, a.stride(), b.shape, b.stride(), c.shape,
+    return (tag, C.autotune_enabled(), a.device, p.precision, a.dtype, b.dtype, c.dtype, a.shape, a.stride(), b.shape, b.stride(), c.shape,
             c.stride(), a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0, c.data_ptr() % 16 == 0,
             None if ci is None else (ci.shape, ci.stride(), ci.data_ptr() % 16 == 0, ci is c),
             p.scale_a is not None)
 
 
 def addresses(p: C.Problem) -> tuple:
-    """Where p's tensors are: with the plan key, all a launch's arguments depend on."""
+    """Where p's tensors are, and alpha and beta: with the plan key, all a launch's arguments
+    depend on."""
     return (p.a.data_ptr(), p.b.data_ptr(), p.c.data_ptr(), p.c_in.data_ptr() if p.has_beta else 0,
-            0 if p.scale_a is None else p.scale_a.data_ptr(), 0 if p.scale_b is None else p.scale_b.data_ptr())
+            0 if p.scale_a is None else p.scale_a.data_ptr(), 0 if p.scale_b is None else p.scale_b.data_ptr(),
+            p.alpha, p.beta)
 
 
 # Direct launches done, and why they were turned off (one failure turns them off for the process:
