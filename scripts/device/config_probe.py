@@ -74,7 +74,7 @@ def main(argv=None) -> int:
     import triton
 
     from host_probe import per_call_us
-    from tensorcore_bench import graph_ms, library_call, operands
+    from tensorcore_bench import graph_ms, library_call, operands, out_dtype
     from tilegemm.kernels.tensorcore import _common as C
     from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
 
@@ -93,8 +93,7 @@ def main(argv=None) -> int:
         dtype, shape = case.split(":")
         m, n, k = (int(x) for x in shape.split("x"))
         a, b, sa, sb = operands(dtype, m, n, k, dev, torch)
-        out_dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32, "fp8": torch.bfloat16}[dtype]
-        c = torch.empty((m, n), dtype=out_dt, device=dev)
+        c = torch.empty((m, n), dtype=out_dtype(dtype, torch), device=dev)
         p = C.Problem(a, b, c, dtype, scale_a=sa, scale_b=sb)
         base = {kk: v for kk, v in used.get((dtype, m, n, k), {}).items()
                 if kk not in ("kernel", "fallback") and kk not in args.drop.split(",")}

@@ -26,14 +26,14 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     import torch
 
-    from tensorcore_bench import library_call, operands
+    from tensorcore_bench import library_call, operands, out_dtype
     from tilegemm.kernels import tensorcore as tc
     from tilegemm.kernels.tensorcore import _common as C
 
     m, n, k = (int(x) for x in args.shape.split("x"))
     a, b, sa, sb = operands(args.dtype, m, n, k, torch.device("cuda"), torch)
-    out = {"tf32": torch.float32, "fp16": torch.float16}.get(args.dtype, torch.bfloat16)
-    p = C.Problem(a, b, torch.empty(m, n, dtype=out, device="cuda"), args.dtype, scale_a=sa, scale_b=sb)
+    c = torch.empty(m, n, dtype=out_dtype(args.dtype, torch), device="cuda")
+    p = C.Problem(a, b, c, args.dtype, scale_a=sa, scale_b=sb)
     print("ours:", tc.auto_gemm(p), flush=True)
     torch.backends.cuda.matmul.allow_tf32 = args.dtype == "tf32"
     ref = library_call(args.dtype, a, b, sa, sb, torch)

@@ -101,7 +101,7 @@ def main(argv=None) -> int:
 
     for dtype in args.dtypes.split(","):
         for (m, n, k) in shapes_for(dtype, args.quick):
-            if args.small and 2 * m * n * k >= 2**35:
+            if args.small and 2 * m * n * k >= C.GRAPH_FLOPS:
                 continue
             if args.shapes and f"{m}x{n}x{k}" not in args.shapes.split(","):
                 continue
@@ -151,6 +151,11 @@ def operands(dtype, m, n, k, dev, torch):
     return a8, b8, sa, sb
 
 
+def out_dtype(dtype, torch):
+    """C's dtype in the bench: the input's for FP16/BF16, FP32 for TF32, BF16 for FP8."""
+    return {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32, "fp8": torch.bfloat16}[dtype]
+
+
 def library_call(dtype, a, b, sa, sb, torch):
     """The yardstick's call: torch._scaled_mm for FP8 (per-tensor scales, BF16 out), else
     torch.matmul (cuBLAS; the caller sets allow_tf32 for TF32)."""
@@ -195,9 +200,8 @@ def one(dtype, m, n, k, dev, torch, triton, C, t03, validate, graphs=True):
     from tilegemm.kernels import tensorcore as tc
 
     a, b, sa, sb = operands(dtype, m, n, k, dev, torch)
-    precision = {"bf16": "bf16", "fp16": "fp16", "tf32": "tf32", "fp8": "fp8"}[dtype]
-    out_dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32, "fp8": torch.bfloat16}[dtype]
-    c = torch.full((m, n), float("nan"), dtype=out_dt, device=dev)  # poisoned
+    precision = dtype  # the bench's dtype names are the package's precision names
+    c = torch.full((m, n), float("nan"), dtype=out_dtype(dtype, torch), device=dev)  # poisoned
     p = C.Problem(a, b, c, precision, scale_a=sa, scale_b=sb)
     C.last_tuning.clear()
     C.tuning_log.clear()
@@ -210,13 +214,8 @@ def one(dtype, m, n, k, dev, torch, triton, C, t03, validate, graphs=True):
     g = torch.Generator(device="cpu").manual_seed(m * 7 + n * 3 + k)
     rows = torch.randperm(m, generator=g)[:min(m, 48)].to(dev)
     cols = torch.randperm(n, generator=g)[:min(n, 256)].to(dev)
-    def take(x, dim, idx):  # index_select through a uint8 view for FP8 (same bytes)
-        if x.element_size() == 1:
-            return x.view(torch.uint8).index_select(dim, idx).view(x.dtype)
-        return x.index_select(dim, idx)
-
-    a_s = take(a, 0, rows).double() * (sa.double() if sa is not None else 1)
-    b_s = take(b, 1, cols).double() * (sb.double() if sb is not None else 1)
+    a_s = C.take(a, 0, rows).double() * (sa.double() if sa is not None else 1)
+    b_s = C.take(b, 1, cols).double() * (sb.double() if sb is not None else 1)
     tol_name = {"bf16": "bfloat16", "fp16": "float16", "tf32": "tf32", "fp8": "float8_e4m3fn"}[dtype]
 
     def check():

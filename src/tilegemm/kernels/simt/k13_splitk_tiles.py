@@ -41,10 +41,16 @@ TILES = {
 MIN_SLICE = 256  # never split K into slices shorter than this
 
 
+_SMS: dict = {}  # device id -> multiprocessor count, asked once
+
+
 def sm_count() -> int:
-    if _cuda.has_gpu():
-        return _cuda.cuda.get_current_device().MULTIPROCESSOR_COUNT
-    return 132  # the simulator: an H200's count, so plans match the GPU's
+    if not _cuda.has_gpu():
+        return 132  # the simulator: an H200's count, so plans match the GPU's
+    dev = _cuda.cuda.get_current_device()
+    if dev.id not in _SMS:
+        _SMS[dev.id] = dev.MULTIPROCESSOR_COUNT
+    return _SMS[dev.id]
 
 
 def tile_for(m: int) -> tuple[Config, int]:

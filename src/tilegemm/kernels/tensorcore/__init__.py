@@ -20,8 +20,14 @@ from ...registry import Kernel, register
 
 AVAILABLE = importlib.util.find_spec("triton") is not None and importlib.util.find_spec("torch") is not None
 IMPORT_ERROR = "" if AVAILABLE else "needs triton and torch (pip install 'tilegemm[gpu]')"
-RUNGS = {"tc_tiled": "t01_tiled", "tc_persistent": "t02_persistent", "tc_tma_persistent": "t03_tma_persistent",
-         "tc_splitk": "t04_splitk"}
+# name: (module, label, rung, auto rank, requires, extra tags): the one list of rungs
+_TABLE = {
+    "tc_tiled": ("t01_tiled", "Triton tiled tl.dot", 1, 10, "", ()),
+    "tc_persistent": ("t02_persistent", "Triton persistent", 2, 20, "", ()),
+    "tc_tma_persistent": ("t03_tma_persistent", "Triton TMA persistent", 3, 30, "sm_90", ("tma",)),
+    "tc_splitk": ("t04_splitk", "Triton split-K (small M)", 4, 5, "", ()),
+}
+RUNGS = {name: row[0] for name, row in _TABLE.items()}  # name -> module
 
 
 _LOADED = False  # set once load() has imported every rung (importing one rung alone does not)
@@ -52,28 +58,24 @@ def triton_status(kernel) -> tuple[bool, str]:
     return True, ""
 
 
-def _from_rung(module: str, name: str):
+def _from_rung(rung: str, name: str):
     """A function of a rung's module, imported when first called."""
     resolved = []
 
     def call(*args, **kwargs):
         if not resolved:
             load()
-            resolved.append(getattr(importlib.import_module(f"{__name__}.{module}"), name))
+            resolved.append(getattr(rung_module(rung), name))
         return resolved[0](*args, **kwargs)
 
-    call.__name__ = f"{module}.{name}"
+    call.__name__ = f"{RUNGS[rung]}.{name}"
     return call
 
 
 def _register_rungs() -> None:
-    for name, module, label, rung, rank, requires, tags in (
-            ("tc_tiled", "t01_tiled", "Triton tiled tl.dot", 1, 10, "", ()),
-            ("tc_persistent", "t02_persistent", "Triton persistent", 2, 20, "", ()),
-            ("tc_tma_persistent", "t03_tma_persistent", "Triton TMA persistent", 3, 30, "sm_90", ("tma",)),
-            ("tc_splitk", "t04_splitk", "Triton split-K (small M)", 4, 5, "", ())):
+    for name, (module, label, rung, rank, requires, tags) in _TABLE.items():
         register(Kernel(name=name, backend="tensorcore", dtypes=("float16", "bfloat16"),
-                        launch=_from_rung(module, "launch"), traffic=_from_rung(module, "traffic"), label=label,
+                        launch=_from_rung(name, "launch"), traffic=_from_rung(name, "traffic"), label=label,
                         rung=rung, module=f"{__name__}.{module}", auto_rank=rank, requires=requires,
                         tags=("triton", "tensorcore") + tags))
 
@@ -104,7 +106,7 @@ def auto_gemm(p) -> dict:
         if len(_AUTO) > 4096:
             _AUTO.clear()
         _AUTO[key] = mod
-    return t03.gemm(p, key=key) if mod is t03 else mod.gemm(p)
+    return mod.gemm(p, key=key) if mod is not t02_persistent else mod.gemm(p)  # noqa: F821
 
 
 def _pick(p, C, t02, t03, t04):

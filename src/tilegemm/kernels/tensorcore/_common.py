@@ -239,6 +239,12 @@ def reg_a(p: "Problem", swap: bool) -> bool | None:
     return not mma_a_k
 
 
+def mma_form(cfg: dict) -> dict:
+    """A configuration's SWAP and REG_A launch arguments (REG_A off under the interpreter, which
+    has no inline assembly)."""
+    return {"SWAP": bool(cfg.get("SWAP")), "REG_A": bool(cfg.get("REG_A")) and not interpreting()}
+
+
 def is_kmajor(x: torch.Tensor, which: str) -> bool:
     """Is operand `which` ("a": M×K, "b": K×N) stored with K contiguous?"""
     return x.stride(-1) == 1 if which == "a" else x.stride(-2) == 1
@@ -510,8 +516,8 @@ class _Probe:
         scale = float(p.alpha)
         if p.scale_a is not None:
             scale *= float(p.scale_a.double().prod() * p.scale_b.double().prod())
-        self.a = (_take(a, 0, self.rows).double() * scale).cpu().numpy()
-        self.b = _take(b, 1, self.cols).double().cpu().numpy()
+        self.a = (take(a, 0, self.rows).double() * scale).cpu().numpy()
+        self.b = take(b, 1, self.cols).double().cpu().numpy()
         self.ref = self.a @ self.b
         if p.has_beta:
             ci = p.c_in[0] if p.c_in.dim() == 3 else p.c_in
@@ -528,7 +534,7 @@ class _Probe:
         return "" if chk.ok else str(chk).splitlines()[0][:300]
 
 
-def _take(x: torch.Tensor, dim: int, idx: torch.Tensor) -> torch.Tensor:
+def take(x: torch.Tensor, dim: int, idx: torch.Tensor) -> torch.Tensor:
     """index_select, through a uint8 view for FP8 (the same bytes)."""
     if x.element_size() == 1 and x.is_floating_point():
         return x.view(torch.uint8).index_select(dim, idx).view(x.dtype)

@@ -140,8 +140,22 @@ def _make_kmajor(x: torch.Tensor, which: str) -> torch.Tensor:
     return x.transpose(-1, -2).contiguous().transpose(-1, -2)
 
 
-def _desc(x: torch.Tensor, rows: int, cols: int, trans: bool) -> TensorDescriptor:
-    """Descriptor for a logical rows×cols operand tile (rows×cols box), stored transposed if trans."""
+class _Address:
+    """A device address standing in for a tensor as a TensorDescriptor's base: Triton's launcher
+    reads only data_ptr() (the constructor also its dtype), so a kept descriptor keeps no tensor."""
+
+    __slots__ = ("ptr", "dtype")
+
+    def __init__(self, ptr: int, dtype):
+        self.ptr, self.dtype = ptr, dtype
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+
+def _desc(x: torch.Tensor, rows: int, cols: int, trans: bool, by_address: bool = False) -> TensorDescriptor:
+    """Descriptor for a logical rows×cols operand tile (rows×cols box), stored transposed if trans;
+    over x's address instead of x itself if by_address (a plan keeps it without keeping x)."""
     if trans:  # memory is (…, cols-dim, rows-dim) with the logical row index contiguous
         shape = list(x.shape[:-2]) + [x.shape[-1], x.shape[-2]]
         strides = list(x.stride()[:-2]) + [x.stride(-1), x.stride(-2)]
@@ -150,7 +164,7 @@ def _desc(x: torch.Tensor, rows: int, cols: int, trans: bool) -> TensorDescripto
         shape, strides, block = list(x.shape), list(x.stride()), [rows, cols]
     if x.dim() == 3:
         block = [1] + block
-    return TensorDescriptor(x, shape, strides, block)
+    return TensorDescriptor(_Address(x.data_ptr(), x.dtype) if by_address else x, shape, strides, block)
 
 
 def usable(p: C.Problem) -> str:
@@ -203,8 +217,9 @@ def default_config(p: C.Problem) -> dict:
     return candidates(p)[0]
 
 
-def _launch_args(p: C.Problem, cfg: dict):
-    """(grid, kwargs) of one launch of `tma_persistent_kernel` for problem p and configuration cfg."""
+def _launch_args(p: C.Problem, cfg: dict, by_address: bool = False):
+    """(grid, kwargs) of one launch of `tma_persistent_kernel` for problem p and configuration cfg;
+    by_address: descriptors over addresses, for a plan to keep (`_desc`)."""
     a, b = p.a, p.b
     if cfg.get("KMAJOR"):
         if not C.is_kmajor(a, "a"):
@@ -215,10 +230,10 @@ def _launch_args(p: C.Problem, cfg: dict):
     c2 = _squeeze(p.c)
     a_t, b_t = a.stride(-1) != 1, b.stride(-1) != 1
     BM, BN, BK = cfg["BM"], cfg["BN"], cfg["BK"]
-    a_desc = _desc(a, BM, BK, a_t)
-    b_desc = _desc(b, BK, BN, b_t)
+    a_desc = _desc(a, BM, BK, a_t, by_address)
+    b_desc = _desc(b, BK, BN, b_t, by_address)
     c_tma = bool(cfg.get("C_TMA")) and c2.dim() == 2
-    c_desc = TensorDescriptor(c2, list(c2.shape), list(c2.stride()), [BM, BN]) if c_tma else a_desc
+    c_desc = _desc(c2, BM, BN, False, by_address) if c_tma else a_desc
     c_in, sa, sb = C.epilogue_args(p)
     sms = C.num_sms(p.a.device)
     tiles = ceil_div(p.m, BM) * ceil_div(p.n, BN) * p.batch
@@ -228,8 +243,8 @@ def _launch_args(p: C.Problem, cfg: dict):
         sib=p.bstride(c_in), sim=c_in.stride(-2), sin_=c_in.stride(-1), alpha=float(p.alpha), beta=float(p.beta),
         BM=BM, BN=BN, BK=BK, GROUP_M=cfg["GROUP_M"], NUM_SMS=sms, PRECISION=p.dot_precision,
         A_T=a_t, B_T=b_t, A_3D=a.dim() == 3, B_3D=b.dim() == 3, C_TMA=c_tma,
-        HAS_BETA=p.has_beta, HAS_SCALE=p.scale_a is not None, WS=bool(cfg.get("WS")),
-        SWAP=bool(cfg.get("SWAP")), REG_A=bool(cfg.get("REG_A")) and not C.interpreting(), FLAT=bool(cfg.get("FLAT")),
+        HAS_BETA=p.has_beta, HAS_SCALE=p.scale_a is not None, WS=bool(cfg.get("WS")), FLAT=bool(cfg.get("FLAT")),
+        **C.mma_form(cfg),
     )
     return (min(sms, tiles),), kwargs
 
@@ -283,28 +298,10 @@ def addresses(p: C.Problem) -> tuple:
 DIRECT: dict = {"enabled": True, "launches": 0, "reused_args": 0, "error": ""}
 
 
-class _Address:
-    """A device address standing in for a tensor as a TensorDescriptor's base: Triton's launcher
-    reads only data_ptr() (the constructor also its dtype), so a kept descriptor keeps no tensor."""
-
-    __slots__ = ("ptr", "dtype")
-
-    def __init__(self, ptr: int, dtype):
-        self.ptr, self.dtype = ptr, dtype
-
-    def data_ptr(self) -> int:
-        return self.ptr
-
-
-def _by_address(v):
-    """A launch argument with tensors replaced by their addresses (the launcher takes ints as
-    pointers, and then skips its per-call pointer query)."""
-    if isinstance(v, torch.Tensor):
-        return v.data_ptr()
-    if isinstance(v, TensorDescriptor):
-        return TensorDescriptor(_Address(v.base.data_ptr(), v.base.dtype), v.shape, v.strides, v.block_shape,
-                                v.padding)
-    return v
+def by_address(args) -> list:
+    """Launch arguments with tensors replaced by their addresses (the launcher takes ints as
+    pointers, and then skips its per-call pointer query; a kept list keeps no tensor alive)."""
+    return [v.data_ptr() if isinstance(v, torch.Tensor) else v for v in args]
 
 
 def positional(jit_fn, kwargs) -> list:
@@ -312,7 +309,7 @@ def positional(jit_fn, kwargs) -> list:
     names = _ARG_NAMES.get(jit_fn)
     if names is None:
         names = _ARG_NAMES[jit_fn] = tuple(jit_fn.arg_names)
-    return [_by_address(kwargs[n]) for n in names]
+    return by_address([kwargs[n] for n in names])
 
 
 def runner(compiled, grid):
@@ -337,17 +334,18 @@ class Plan:
         if where == self.addresses:
             DIRECT["reused_args"] += 1
         else:
-            grid, kwargs = _launch_args(p, self.cfg)
+            grid, kwargs = _launch_args(p, self.cfg, by_address=True)
             self.args = positional(tma_persistent_kernel, kwargs)
             self.run = runner(self.compiled, grid)
             self.addresses = where if self.reuse else None
         self.run(*self.args)
 
 
-def remember(key, plan) -> None:
-    if len(_PLANS) >= _PLAN_MAX:
-        _PLANS.clear()
-    _PLANS[key] = plan
+def remember(key, plan, plans: dict = _PLANS) -> None:
+    """plans[key] = plan, emptying plans first when it holds _PLAN_MAX of them (t04 keeps its own)."""
+    if len(plans) >= _PLAN_MAX:
+        plans.clear()
+    plans[key] = plan
 
 
 def _fallback(key: str, why: str) -> None:

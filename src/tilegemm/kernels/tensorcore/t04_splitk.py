@@ -182,7 +182,7 @@ def counters(device, stream_id: int, n: int):
 
 
 def launches(p: C.Problem, cfg: dict) -> list[tuple]:
-    """The launches of one split-K product: (kernel, grid, every parameter by name, num_warps,
+    """The launches of one split-K product: (kernel, grid, every parameter in order, num_warps,
     num_stages); one with FUSED, the partial and the reduction kernels without."""
     import torch
 
@@ -190,8 +190,7 @@ def launches(p: C.Problem, cfg: dict) -> list[tuple]:
     w = torch.empty((p.batch, split, p.m, p.n), dtype=torch.float32, device=p.c.device)
     a, b = p.a, p.b
     grid = (ceil_div(p.m, BM) * ceil_div(p.n, BN), split, p.batch)
-    tile = dict(BM=BM, BN=BN, BK=BK, GROUP_M=cfg["GROUP_M"], PRECISION=p.dot_precision,
-                SWAP=bool(cfg.get("SWAP")), REG_A=bool(cfg.get("REG_A")) and not C.interpreting())
+    tile = dict(BM=BM, BN=BN, BK=BK, GROUP_M=cfg["GROUP_M"], PRECISION=p.dot_precision, **C.mma_form(cfg))
     c_in, sa, sb = C.epilogue_args(p)
     epilogue = dict(HAS_BETA=p.has_beta, HAS_SCALE=p.scale_a is not None)
     kps = k_per_split(p.k, BK, split)
@@ -202,24 +201,25 @@ def launches(p: C.Problem, cfg: dict) -> list[tuple]:
                 p.bstride(a), *p.mat_strides(a), p.bstride(b), *p.mat_strides(b),
                 p.bstride(p.c), *p.mat_strides(p.c), p.bstride(c_in), *p.mat_strides(c_in),
                 float(p.alpha), float(p.beta))
-        return [(splitk_fused_kernel, grid, _named(splitk_fused_kernel, args, **tile, **epilogue),
+        return [(splitk_fused_kernel, grid, _in_order(splitk_fused_kernel, args, **tile, **epilogue),
                  cfg["num_warps"], cfg["num_stages"])]
     args = (a, b, w, p.m, p.n, p.k, kps, split, p.bstride(a), *p.mat_strides(a), p.bstride(b), *p.mat_strides(b))
     reduce_args = (w, p.c, c_in, sa, sb, p.m, p.n, split, p.bstride(p.c), *p.mat_strides(p.c),
                    p.bstride(c_in), *p.mat_strides(c_in), float(p.alpha), float(p.beta))
-    return [(splitk_partial_kernel, grid, _named(splitk_partial_kernel, args, **tile), cfg["num_warps"],
+    return [(splitk_partial_kernel, grid, _in_order(splitk_partial_kernel, args, **tile), cfg["num_warps"],
              cfg["num_stages"]),
             (splitk_reduce_kernel, (ceil_div(p.m * p.n, REDUCE_BLOCK), p.batch),
-             _named(splitk_reduce_kernel, reduce_args, BLOCK=REDUCE_BLOCK, **epilogue), 4, 3)]
+             _in_order(splitk_reduce_kernel, reduce_args, BLOCK=REDUCE_BLOCK, **epilogue), 4, 3)]
 
 
-def _named(fn, args: tuple, **consts) -> dict:
-    return dict(zip(fn.arg_names, args), **consts)
+def _in_order(fn, args: tuple, **consts) -> list:
+    """args, then the constexpr parameters after them, in fn's parameter order."""
+    return [*args, *(consts[n] for n in fn.arg_names[len(args):])]
 
 
 def run(p: C.Problem, cfg: dict) -> list:
     """Launch once with configuration cfg; returns Triton's compiled kernels."""
-    return [fn[grid](**kw, num_warps=nw, num_stages=ns) for fn, grid, kw, nw, ns in launches(p, cfg)]
+    return [fn[grid](*args, num_warps=nw, num_stages=ns) for fn, grid, args, nw, ns in launches(p, cfg)]
 
 
 def _bases(size: int) -> list[tuple]:
@@ -347,19 +347,21 @@ _PLANS: dict = {}
 C.PLAN_CACHES.append(_PLANS)
 
 
-def gemm(p: C.Problem, config: dict | None = None) -> dict:
-    """Run problem p with split-K (tuned or cached configuration unless one is given)."""
+def gemm(p: C.Problem, config: dict | None = None, key: tuple | None = None) -> dict:
+    """Run problem p with split-K (tuned or cached configuration unless one is given). key: p's
+    plan_key, when the caller (auto_gemm) has computed it already."""
     from . import t03_tma_persistent as t03
 
     direct = t03.DIRECT
     fast = direct["enabled"] and p.a.device.type == "cuda" and t03.fast_launch_enabled()
-    key = t03.plan_key(p, NAME if config is None else (NAME,) + tuple(sorted(config.items()))) if fast else None
+    if fast and (key is None or config is not None):
+        key = t03.plan_key(p, "" if config is None else tuple(sorted(config.items())))
     plan = _PLANS.get(key) if fast else None
     if plan is not None:
         cfg, result, compiled = plan
         try:
-            for (fn, grid, kw, _, _), kernel in zip(launches(p, cfg), compiled):
-                t03.runner(kernel, grid)(*t03.positional(fn, kw))
+            for (_, grid, args, _, _), kernel in zip(launches(p, cfg), compiled):
+                t03.runner(kernel, grid)(*t03.by_address(args))
             direct["launches"] += 1
             return result
         except Exception as e:  # noqa: BLE001  (as t03: the long way, from now on)
@@ -371,9 +373,7 @@ def gemm(p: C.Problem, config: dict | None = None) -> dict:
     compiled = run(p, cfg)
     result = dict(cfg, kernel=NAME)
     if fast and all(hasattr(k, "packed_metadata") for k in compiled):
-        if len(_PLANS) >= 4096:
-            _PLANS.clear()
-        _PLANS[key] = (cfg, result, compiled)
+        t03.remember(key, (cfg, result, compiled), _PLANS)
     return result
 
 
