@@ -79,10 +79,10 @@ def _tc_means(doc: dict, dt: str):
             math.exp(sum(map(math.log, big)) / len(big)) if big else None, rs)
 
 
-def tensorcore_summary(doc: dict, repeat: dict | None = None) -> str:
+def tensorcore_summary(doc: dict, earlier: list[tuple[str, dict]] = ()) -> str:
     """Per dtype: geometric-mean ratio to cuBLAS / torch._scaled_mm, the ratio at ≥ 8192³, the worst
-    shape; the GPU's clocks under load; and, given a repeat run of the same code, its means beside
-    (run-to-run spread, stated rather than hidden)."""
+    shape; the GPU's clocks under load; the means of earlier runs beside this one's (run-to-run
+    spread, stated rather than hidden); every shape with the rung that ran it."""
     recs = [r for r in doc["records"] if r.get("ratio") and r.get("ok")]
     ref = {"fp8": "torch._scaled_mm", "tf32": "cuBLAS TF32"}
     rows = [f"Tensor-core kernels on {doc.get('gpu', '?')} ({doc.get('date', '?')}); ratio = reference time / ours "
@@ -107,19 +107,22 @@ def tensorcore_summary(doc: dict, repeat: dict | None = None) -> str:
         rows += ["", f"GPU clocks under load: SM {mhz(f, 'sm_mhz')} → {mhz(last, 'sm_mhz')} MHz, memory "
                  f"{mhz(f, 'mem_mhz')} → {mhz(last, 'mem_mhz')} MHz (first and last shape); "
                  f"{clk.get('warning') or 'no throttle reason and no clock move'}."]
-    if repeat:
-        rows += ["", f"Run-to-run: the same kernels and candidates in another run ({repeat.get('date', '?')}), "
-                 "tuned and timed afresh:", "",
-                 "| dtype | geometric mean: this run / repeat | at ≥ 8192³: this run / repeat |", "|---|---:|---:|"]
+    if earlier:
+        names = " / ".join(["this run"] + [name for name, _ in earlier])
+        rows += ["", "Run-to-run: earlier runs, each tuned and timed afresh ("
+                 + "; ".join(f"{name}: {d.get('date', '?')}" for name, d in earlier) + "):", "",
+                 f"| dtype | geometric mean: {names} | at ≥ 8192³: {names} |", "|---|---:|---:|"]
         for dt in ("bf16", "fp16", "fp8", "tf32"):
-            (g1, b1, _), (g2, b2, _) = _tc_means(doc, dt), _tc_means(repeat, dt)
-            if g1 and g2:
-                rows.append(f"| {dt} | {g1:.3f} / {g2:.3f} | "
-                            f"{f'{b1:.3f} / {b2:.3f}' if b1 and b2 else '—'} |")
-    rows += ["", "| dtype | M×N×K | ours TFLOP/s | reference TFLOP/s | ratio | timing |", "|---|---|---:|---:|---:|---|"]
+            means = [_tc_means(d, dt) for d in [doc] + [d for _, d in earlier]]
+            if all(g for g, _, _ in means):
+                rows.append(f"| {dt} | {' / '.join(f'{g:.3f}' for g, _, _ in means)} | "
+                            + (" / ".join(f"{b:.3f}" for _, b, _ in means) if all(b for _, b, _ in means) else "—")
+                            + " |")
+    rows += ["", "| dtype | M×N×K | ours TFLOP/s | reference TFLOP/s | ratio | timing | rung |",
+             "|---|---|---:|---:|---:|---|---|"]
     for r in recs:
         rows.append(f"| {r['dtype']} | {r['m']}×{r['n']}×{r['k']} | {r['tflops']:.1f} | {r['ref_tflops']:.1f} | "
-                    f"{r['ratio']:.3f} | {r.get('ratio_mode', '')} |")
+                    f"{r['ratio']:.3f} | {r.get('ratio_mode', '')} | {r.get('ran', '?')} |")
     return "\n".join(rows)
 
 
@@ -157,9 +160,10 @@ def main() -> int:
         README.write_text(replace_marked(README.read_text(), "outcomes:simt", out, "README.md"))
     tc = H200 / "tensorcore.json"
     if tc.exists():
-        rep_tc = H200 / "tensorcore-session4-repeat.json"
-        out = tensorcore_summary(json.loads(tc.read_text()),
-                                 json.loads(rep_tc.read_text()) if rep_tc.exists() else None)
+        earlier = [(name, json.loads((H200 / f).read_text())) for name, f in (
+            ("session 4", "tensorcore-session4.json"), ("session 4 repeat", "tensorcore-session4-repeat.json"))
+            if (H200 / f).exists()]
+        out = tensorcore_summary(json.loads(tc.read_text()), earlier)
         notes = replace_marked(notes, "outcomes:tensorcore", out, "docs/perf-notes.md")
         short = out.split("\n\n| dtype | M×N×K")[0]
         README.write_text(replace_marked(README.read_text(), "outcomes:tensorcore", short, "README.md"))

@@ -374,7 +374,7 @@ def _gpu_operands(m, n, k, precision, la, lb, batch=0):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kernel", ALL_TC + ("auto",))
+@pytest.mark.parametrize("kernel", ALL_TC + ("tc_warp_specialized", "auto"))
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
 @pytest.mark.parametrize("shape", GPU_SHAPES, ids=lambda s: "x".join(map(str, s)))
@@ -699,3 +699,72 @@ def test_direct_launch_pads_grid_and_keeps_no_tensor_alive():
     first = t03.candidates(p)[0]
     assert (first["BM"], first["BN"], first["BK"], first["num_stages"]) == (128, 256, 32, 3)
     assert first.get("SWAP") or first.get("KMAJOR")  # row-major B: never Triton's transpose in shared memory
+
+
+# ---- t05, the warp-specialised Gluon rung ------------------------------------------------------
+
+
+def test_warp_specialized_rung_registered_and_its_configs_fit():
+    from tilegemm.kernels.tensorcore import _common as C
+    from tilegemm.kernels.tensorcore import t05_warp_specialized as t05
+
+    k = registry.get("tc_warp_specialized")
+    assert k.backend == "tensorcore" and k.requires == "sm_90" and "gluon" in k.tags
+    assert k.doc.splitlines()[0] and k.auto_rank < registry.get("tc_tma_persistent").auto_rank
+    a = torch.empty(4096, 4096, dtype=torch.bfloat16)
+    for out in (torch.bfloat16, torch.float32):
+        p = C.Problem(a, a, torch.empty(4096, 4096, dtype=out), "bf16")
+        cands = t05.candidates(p)
+        assert len(cands) == len(t05.STAGE_CONFIGS)  # an FP32 C is stored in more, smaller slices
+        for cfg in cands:
+            assert t05.smem_bytes(cfg, 2, out.itemsize) <= C.SMEM_BUDGET, cfg
+            assert cfg["BN"] % cfg["SPLIT"] == 0 and cfg["BM"] // cfg["CONSUMERS"] == 64 * (2 // cfg["CONSUMERS"])
+    assert "sm_90" in t05.usable(p)  # CPU tensors
+
+
+def test_warp_specialized_partitions_in_the_ptx():
+    """Compiled for sm_90 here, without a GPU: the producer warp runs on 24 registers and the
+    consumers on 240 (setmaxnreg); wgmma is m64n256k16; with one consumer partition the two
+    warpgroups meet at a 256-thread barrier before freeing a stage, with two they never do; the
+    shared memory used is what smem_bytes budgets."""
+    import re
+
+    from tilegemm.kernels.tensorcore import t05_warp_specialized as t05
+
+    for consumers in (1, 2):
+        cfg = t05.cfg(128, 256, 64, 3, 1, consumers)
+        k = t05.compile_for_sm90(cfg)
+        ptx = k.asm["ptx"]
+        regs = set(re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)", ptx))
+        assert {"24", "240"} <= regs, regs
+        assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16" in ptx
+        barriers = set(re.findall(r"bar\.sync\s+\d+, (\d+);", ptx))
+        assert barriers == ({"256"} if consumers == 1 else {"128"}), barriers
+        assert k.metadata.shared <= t05.smem_bytes(cfg, 2, 2) <= k.metadata.shared + 512
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lb", ["n", "t"])
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_gpu_warp_specialized_every_config(precision, lb):
+    """Each t05 candidate, forced, on edge tiles and a partial last k-step (300×520×200), and on
+    more tiles than SMs (2100×2056×520: programs take a second tile, the ring's phases run on
+    across tiles), with FP16/BF16 and FP32 C."""
+    from tilegemm.kernels.tensorcore import _common as C
+    from tilegemm.kernels.tensorcore import t05_warp_specialized as t05
+
+    for m, n, k in ((300, 520, 200), (2100, 2056, 520)):
+        a, b = _gpu_operands(m, n, k, precision, "n", lb)
+        ref = a.double() @ b.double()
+        for out in (a.dtype, torch.float32):
+            c = torch.empty(m, n, dtype=out, device="cuda")
+            p = C.Problem(a, b, c, precision)
+            assert t05.usable(p) == ""
+            for cfg in t05.candidates(p):
+                c.fill_(float("nan"))
+                used = t05.gemm(p, cfg)
+                assert used["kernel"] == t05.NAME
+                chk = validate.check(c.double().cpu().numpy(), a.double().cpu().numpy(), b.double().cpu().numpy(),
+                                     dtype=TOL[precision], ref=ref.cpu().numpy(),
+                                     out_dtype=None if out == torch.float32 else TOL[precision], kernel=str(cfg))
+                assert chk.ok, str(chk)

@@ -2,8 +2,10 @@
 
 Rungs: t01_tiled (tl.dot on tiles, grouped order), t02_persistent (one program per SM),
 t03_tma_persistent (TMA descriptors, flattened loop option; sm_90), t04_splitk (K split over
-programs, FP32 partials reduced in the same launch or by a second kernel; small M). `auto_gemm`
-picks per shape bucket: t03 (t02 below sm_90), or t04 where the tuner timed it faster. The rungs
+programs, FP32 partials reduced in the same launch or by a second kernel; small M),
+t05_warp_specialized (Gluon: a producer warp and consumer warpgroups; sm_90, FP16/BF16).
+`auto_gemm` picks per shape bucket: t03 (t02 below sm_90), t04 where the tuner timed it faster,
+or t05 where the tuner timed it faster than t03 (products of at least a wave of 128×256 tiles). The rungs
 are registered here, without importing torch or Triton (`import tilegemm` stays light: about
 two seconds of torch and Triton are paid by the first tensor-core call, not by every import);
 a rung's module loads when it first runs. They register for float16 and bfloat16, the dtypes
@@ -26,10 +28,13 @@ _TABLE = {
     "tc_persistent": ("t02_persistent", "Triton persistent", 2, 20, "", ()),
     "tc_tma_persistent": ("t03_tma_persistent", "Triton TMA persistent", 3, 30, "sm_90", ("tma",)),
     "tc_splitk": ("t04_splitk", "Triton split-K (small M)", 4, 5, "", ()),
+    "tc_warp_specialized": ("t05_warp_specialized", "Gluon warp-specialised (producer warp)", 5, 3, "sm_90",
+                            ("tma", "gluon")),
 }
 RUNGS = {name: row[0] for name, row in _TABLE.items()}  # name -> module
 
 
+GLUON = [False, "not loaded"]  # [t05 importable, why not]
 _LOADED = False  # set once load() has imported every rung (importing one rung alone does not)
 
 
@@ -42,6 +47,11 @@ def load() -> bool:
             _LOADED = True
         except Exception as e:  # noqa: BLE001  (a broken install: say so where it is used)
             AVAILABLE, IMPORT_ERROR = False, f"{type(e).__name__}: {e}"
+        try:  # Gluon (Triton's explicit layer) is newer than Triton 3.2: without it, t05 is not a candidate
+            from . import t05_warp_specialized  # noqa: F401
+            GLUON[:] = [True, ""]
+        except Exception as e:  # noqa: BLE001
+            GLUON[:] = [False, f"{type(e).__name__}: {e}"]
     return AVAILABLE
 
 
@@ -55,6 +65,8 @@ def triton_status(kernel) -> tuple[bool, str]:
         return False, "needs a CUDA GPU"
     if kernel.requires == "sm_90" and torch.cuda.get_device_capability() < (9, 0):
         return False, "needs a Hopper GPU (sm_90)"
+    if "gluon" in kernel.tags and not GLUON[0]:
+        return False, f"needs Triton's Gluon ({GLUON[1]})"
     return True, ""
 
 
@@ -115,7 +127,7 @@ def _pick(p, C, t02, t03, t04):
     nothing (every config failed) cannot win."""
     big = t03 if C.capability(p.a.device) >= (9, 0) else t02
     if not t04.applicable(p):
-        return big
+        return _t03_or_t05(p, C, t03) if big is t03 else big
     if not C.autotune_enabled() or p.c.device.type != "cuda":
         return t04 if p.m <= 64 else big
     timed = []
@@ -139,6 +151,26 @@ def _pick(p, C, t02, t03, t04):
     if not timed:
         return big if big is t02 or not t03.usable(p) else t02
     return min(timed, key=lambda t: (t[0], t[1]))[2]
+
+
+def _t03_or_t05(p, C, t03):
+    """For products of at least a wave of 128×256 tiles that t05 can run (FP16/BF16, no epilogue
+    extras, sm_90, Gluon present): both are tuned and the lower tuned median wins; t03 otherwise,
+    and with tuning off (its configurations are the better-known ones)."""
+    if not GLUON[0] or not C.autotune_enabled() or p.c.device.type != "cuda" or t03.usable(p):
+        return t03
+    t05 = t05_warp_specialized  # noqa: F821  (imported by load())
+    if t05.usable(p) or not t05.worth_tuning(p):
+        return t03
+    timed = []
+    for rank, mod in ((0, t03), (1, t05)):
+        try:
+            e = C.choose_entry(mod.NAME, p, lambda: mod.candidates(p), mod.default_config(p), mod.run)
+            if e.get("ms") is not None:
+                timed.append((e["ms"], rank, mod))
+        except Exception:  # noqa: BLE001  (tuning is best effort; the other still competes)
+            pass
+    return min(timed, key=lambda t: (t[0], t[1]))[2] if timed else t03
 
 
 def rung_module(name: str):

@@ -348,6 +348,23 @@ def remember(key, plan, plans: dict = _PLANS) -> None:
     plans[key] = plan
 
 
+def planned(plans: dict, direct: dict, key, p: C.Problem):
+    """The result of launching p on plans[key] directly, or None when there is no plan or the
+    launch failed; a failure turns the rung's direct launches off (direct["error"] says why)."""
+    plan = plans.get(key)
+    if plan is None:
+        return None
+    try:
+        plan.launch(p)
+        direct["launches"] += 1
+        return plan.result
+    except Exception as e:  # noqa: BLE001  (a direct launch this Triton refuses: go the long way, from now on)
+        plans.pop(key, None)
+        direct["enabled"] = False
+        direct["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+        return None
+
+
 def _fallback(key: str, why: str) -> None:
     if key not in fallbacks:
         fallbacks[key] = why
@@ -361,17 +378,11 @@ def gemm(p: C.Problem, config: dict | None = None, key: tuple | None = None) -> 
     fast = DIRECT["enabled"] and p.a.device.type == "cuda" and fast_launch_enabled()
     if fast and (key is None or config is not None):
         key = plan_key(p, "" if config is None else tuple(sorted(config.items())))
-    plan = _PLANS.get(key) if fast else None
-    if plan is not None:
-        try:
-            plan.launch(p)
-            DIRECT["launches"] += 1
-            return plan.result
-        except Exception as e:  # noqa: BLE001  (a direct launch this Triton refuses: go the long way, from now on)
-            _PLANS.pop(key, None)
-            DIRECT["enabled"] = False
-            DIRECT["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
-            fast = False
+    if fast:
+        done = planned(_PLANS, DIRECT, key, p)
+        if done is not None:
+            return done
+        fast = DIRECT["enabled"]
     result, compiled = _gemm_slow(p, config)
     if fast and result.get("kernel") == NAME and compiled is not None and hasattr(compiled, "packed_metadata"):
         remember(key, Plan({k: v for k, v in result.items() if k != "kernel"}, result, compiled))

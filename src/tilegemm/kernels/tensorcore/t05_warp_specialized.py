@@ -1,0 +1,355 @@
+"""t05 warp-specialised persistent GEMM for Hopper, written in Gluon: a producer warp and consumer warpgroups.
+
+Changes against t03: the roles are split between warps instead of being interleaved in every warp
+by the compiler's software pipeline. Triton 3.6 does not do this on sm_90 (its automatic
+`warp_specialize` is Blackwell-only: docs/perf-notes.md, 16), so this rung is written in Gluon,
+Triton's explicit layer, where the kernel states its partitions, barriers and shared buffers:
+
+- a **producer** partition of one warp walks the same persistent, grouped tile order and, for
+  each k-step, waits until a stage of the shared-memory ring is free (`empty[s]`) and issues the
+  two TMA copies into it, which complete on `ready[s]`. It holds 24 registers
+  (`setmaxnreg`), so the
+- **consumer** partition (two warpgroups, 8 warps, each warpgroup 64 rows of a BM = 128 tile)
+  gets 240: it waits on `ready[s]`, issues wgmma on the stage, keeps one wgmma group in flight,
+  and frees the previous stage (`empty[prev]`) once that group has retired. Its epilogue
+  (accumulator → output dtype → shared → TMA store, in SPLIT slices of BN/SPLIT columns so that
+  the epilogue buffer is small and the ring can be deeper) runs while the producer is already
+  filling the ring with the next tile's operands, which t03 cannot do without FLAT.
+  With CONSUMERS = 2 the two warpgroups are two partitions, each over 64 rows of the tile, and
+  each frees a stage on its own (the `empty` barrier counts two arrivals): no 256-thread barrier
+  between them, at the price of a second epilogue buffer.
+
+Operands: A row-major (M×K), B row-major (K×N) or column-major (B_T; FP8 needs that, its wgmma
+reads B only K-major); C row-major, FP16/BF16/FP32. Per-tensor FP8 scales, alpha and beta are
+not in this rung; t03 serves those calls.
+
+Global traffic is t03's (the same tiles, in the same order):
+    reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM),  writes = M·N   (elements)
+so arithmetic intensity against DRAM is unchanged, ≈ 2·BM·BN / (s·(BM + BN)) FLOP/byte before L2
+reuse. What changes is issue: per k-step the consumer warps issue only wgmma and barrier waits,
+and the ring holds STAGES·(BM + BN)·BK·s bytes (4 stages of 128×256×64 in 16 bits: 192 KB, against
+t03's 3), so a late copy stalls the tensor cores less often.
+"""
+
+from __future__ import annotations
+
+import torch
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                               warpgroup_mma_wait)
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+from ...registry import ceil_div
+from . import _common as C
+from . import t03_tma_persistent as t03
+
+NAME = "tc_warp_specialized"
+# Gluon is experimental and renames things: Triton 3.9 calls the TMA copies async_load/async_store
+# (3.6, the H200's, has only the older names)
+_tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+_tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+
+
+@gluon.jit
+def _tile(t, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
+    """Grouped order (t03's): GROUP_M rows of tiles share each column of B while it is in L2."""
+    in_group = GROUP_M * num_pid_n
+    first_m = (t // in_group) * GROUP_M
+    rows = gl.minimum(num_pid_m - first_m, GROUP_M)
+    return first_m + (t % in_group) % rows, (t % in_group) // rows
+
+
+@gluon.jit
+def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K,
+              BN: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr, B_T: gl.constexpr):
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    STAGES: gl.constexpr = a_bufs.type.shape[0]
+    nbytes: gl.constexpr = a_desc.block_type.nbytes + b_desc.block_type.nbytes
+    num_pid_m = gl.cdiv(M, BM)
+    num_pid_n = gl.cdiv(N, BN)
+    i = 0  # k-steps issued by this program, over all its tiles: stage i % STAGES, lap i // STAGES
+    for t in range(gl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
+        pid_m, pid_n = _tile(t, num_pid_m, num_pid_n, GROUP_M)
+        for kk in range(gl.cdiv(K, BK)):
+            s = i % STAGES
+            # a fresh barrier counts as having completed the lap before the first, so lap 0 passes
+            mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)
+            mbarrier.expect(ready.index(s), nbytes)
+            _tma_load(a_desc, [pid_m * BM, kk * BK], ready.index(s), a_bufs.index(s))
+            if B_T:
+                _tma_load(b_desc, [pid_n * BN, kk * BK], ready.index(s), b_bufs.index(s))
+            else:
+                _tma_load(b_desc, [kk * BK, pid_n * BN], ready.index(s), b_bufs.index(s))
+            i += 1
+
+
+@gluon.jit
+def _halves(xs):
+    """Each BM×W tile of xs split into its left and right BM×W/2 halves, in order (registers only:
+    a column's high bit is a register index in the wgmma layout)."""
+    out = ()
+    for j in gl.static_range(len(xs)):
+        x = xs[j]
+        lo, hi = x.reshape([x.shape[0], 2, x.shape[1] // 2]).permute(0, 2, 1).split()
+        out = out + (lo, hi)
+    return out
+
+
+@gluon.jit
+def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, M, N, K,
+              BN: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr, B_T: gl.constexpr,
+              ROWS: gl.constexpr, ROW0: gl.constexpr, WARPS: gl.constexpr):
+    """Rows ROW0 … ROW0+ROWS-1 of every tile, on WARPS warps (ROWS = 16·WARPS)."""
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    EPI_N: gl.constexpr = c_desc.block_type.shape[1]
+    STAGES: gl.constexpr = a_bufs.type.shape[0]
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BN, 256 // a_desc.dtype.primitive_bitwidth])
+    c_smem = c_bufs.index(ROW0 // ROWS)
+    num_pid_m = gl.cdiv(M, BM)
+    num_pid_n = gl.cdiv(N, BN)
+    i = 0
+    for t in range(gl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
+        pid_m, pid_n = _tile(t, num_pid_m, num_pid_n, GROUP_M)
+        acc = gl.zeros((ROWS, BN), gl.float32, acc_layout)
+        prev = 0
+        for kk in range(gl.cdiv(K, BK)):
+            s = i % STAGES
+            mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+            a = a_bufs.index(s)
+            if ROWS != BM:
+                a = a.slice(ROW0, ROWS)
+            b = b_bufs.index(s)
+            if B_T:
+                b = b.permute((1, 0))
+            acc = warpgroup_mma(a, b, acc, use_acc=kk > 0, is_async=True)
+            # one group in flight: the previous k-step's wgmma has retired, so its stage is free
+            acc = warpgroup_mma_wait(1, deps=(acc, ))
+            mbarrier.arrive(empty.index(prev), count=1, pred=kk > 0)
+            prev = s
+            i += 1
+        acc = warpgroup_mma_wait(0, deps=(acc, ))
+        mbarrier.arrive(empty.index(prev), count=1)
+        parts = (acc.to(c_desc.dtype), )
+        for _ in gl.static_range((BN // EPI_N).bit_length() - 1):
+            parts = _halves(parts)
+        for j in gl.static_range(len(parts)):
+            tma.store_wait(0)  # the previous slice's store has read c_smem
+            c_smem.store(parts[j])
+            fence_async_shared()
+            _tma_store(c_desc, [pid_m * BM + ROW0, pid_n * BN + j * EPI_N], c_smem)
+    tma.store_wait(0)
+
+
+@gluon.jit
+def ws_kernel(a_desc, b_desc, c_desc, M, N, K, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr,
+              STAGES: gl.constexpr, B_T: gl.constexpr, CONSUMERS: gl.constexpr, num_warps: gl.constexpr):
+    """CONSUMERS = 1: one consumer partition of num_warps warps over the whole tile; 2: two
+    partitions of num_warps warps, each over half of the tile's rows, each freeing stages on its own."""
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BN: gl.constexpr = b_desc.block_type.shape[0] if B_T else b_desc.block_type.shape[1]
+    ROWS: gl.constexpr = BM // CONSUMERS
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
+    c_bufs = gl.allocate_shared_memory(c_desc.dtype, [CONSUMERS] + c_desc.block_type.shape, c_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(ready.index(s), count=1)
+        mbarrier.init(empty.index(s), count=CONSUMERS)
+    if CONSUMERS == 1:
+        gl.warp_specialize([
+            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, M, N, K,
+                         BN, GROUP_M, NUM_SMS, B_T, BM, 0, num_warps)),
+            (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BN, GROUP_M, NUM_SMS, B_T)),
+        ], [1], [24])
+    else:
+        gl.warp_specialize([
+            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, M, N, K,
+                         BN, GROUP_M, NUM_SMS, B_T, ROWS, 0, num_warps)),
+            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, M, N, K,
+                         BN, GROUP_M, NUM_SMS, B_T, ROWS, ROWS, num_warps)),
+            (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BN, GROUP_M, NUM_SMS, B_T)),
+        ], [num_warps, 1], [240, 24])
+
+
+# ---- host side --------------------------------------------------------------------------------
+
+_GL = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16, torch.float32: gl.float32}
+STAGE_CONFIGS = (  # (BM, BN, BK, STAGES, SPLIT, CONSUMERS): the tuner's candidates, first = default
+    (128, 256, 64, 3, 1, 1),  # t03's best tile, one consumer partition of 8 warps
+    (128, 256, 64, 4, 2, 1),  # a fourth stage, paid for by storing C in two 128×128 slices
+    (128, 256, 64, 3, 1, 2),  # two consumer partitions, each freeing its stages on its own
+    (128, 128, 64, 6, 1, 1),  # narrower tile, deeper ring
+)
+
+
+def cfg(bm, bn, bk, stages, split=1, consumers=1, group=8) -> dict:
+    return dict(BM=bm, BN=bn, BK=bk, STAGES=stages, SPLIT=split, CONSUMERS=consumers, GROUP_M=group)
+
+
+def smem_bytes(c: dict, in_size: int, out_size: int) -> int:
+    """The ring, the C slices (one per consumer partition) and the barriers."""
+    ring = (c["BM"] + c["BN"]) * c["BK"] * in_size * c["STAGES"]
+    return ring + c["BM"] * c["BN"] // c["SPLIT"] * out_size + 256  # + barriers and alignment
+
+
+def _row_major(x: torch.Tensor) -> bool:
+    return x.dim() == 2 and x.stride(1) == 1 and t03._tma_ok(x, -1)
+
+
+def usable(p: C.Problem) -> str:
+    """'' when this rung can run p, else why not."""
+    a, b, c = t03._squeeze(p.a), t03._squeeze(p.b), t03._squeeze(p.c)
+    if a.device.type != "cuda" or C.capability(a.device)[0] != 9:
+        return "wgmma and setmaxnreg are sm_90 only"
+    if a.dtype not in (torch.float16, torch.bfloat16) or b.dtype != a.dtype or c.dtype not in _GL:
+        return "FP16/BF16 inputs, FP16/BF16/FP32 output only"
+    if p.batch != 1 or a.dim() != 2 or b.dim() != 2 or c.dim() != 2:
+        return "2-D operands only"
+    if p.alpha != 1.0 or p.has_beta or p.scale_a is not None:
+        return "no alpha, beta or scales in this rung's epilogue"
+    if p.k == 0:
+        return "K = 0"
+    if not _row_major(a) or not _row_major(c):
+        return "A and C row-major, 16-byte aligned (TMA)"
+    if not (_row_major(b) or (b.stride(0) == 1 and t03._tma_ok(b, -2))):
+        return "B row- or column-major, 16-byte aligned (TMA)"
+    return ""
+
+
+def worth_tuning(p: C.Problem) -> bool:
+    """At least a wave of 128×256 tiles: below that t03's and t04's smaller tiles are the ones to
+    time (every candidate here is 128 rows high), and the tuner's time is better spent there."""
+    return ceil_div(p.m, 128) * ceil_div(p.n, 256) >= C.num_sms(p.a.device)
+
+
+def candidates(p: C.Problem) -> list[dict]:
+    ins, outs = p.a.element_size(), p.c.element_size()
+    out = []
+    for bm, bn, bk, stages, split, consumers in STAGE_CONFIGS:
+        c = cfg(bm, bn, bk, stages, split * outs // 2 if outs > 2 else split, consumers)
+        if smem_bytes(c, ins, outs) <= C.SMEM_BUDGET and bn % c["SPLIT"] == 0:
+            out.append(c)
+    return out
+
+
+def default_config(p: C.Problem) -> dict:
+    return candidates(p)[0]
+
+
+def _args(p: C.Problem, cfg: dict, by_address: bool = False, num_sms: int | None = None):
+    """(grid, positional arguments of ws_kernel but num_warps) for p; descriptors over addresses if
+    by_address."""
+    a, b, c = t03._squeeze(p.a), t03._squeeze(p.b), t03._squeeze(p.c)
+    bm, bn, bk, consumers = cfg["BM"], cfg["BN"], cfg["BK"], cfg["CONSUMERS"]
+    b_t = not _row_major(b)
+
+    def desc(x, block):
+        base = t03._Address(x.data_ptr(), x.dtype) if by_address else x
+        layout = gl.NVMMASharedLayout.get_default_for(block, _GL[x.dtype])
+        return TensorDescriptor(base, list(x.shape), list(x.stride()), block, layout)
+
+    sms = min(num_sms or C.num_sms(p.a.device), ceil_div(p.m, bm) * ceil_div(p.n, bn))
+    args = [desc(a, [bm, bk]), desc(b.t(), [bn, bk]) if b_t else desc(b, [bk, bn]),
+            desc(c, [bm // consumers, bn // cfg["SPLIT"]]), p.m, p.n, p.k,
+            cfg["GROUP_M"], sms, cfg["STAGES"], b_t, consumers]
+    return (sms, ), args
+
+
+def _warps(cfg: dict) -> int:
+    """Warps of the default (consumer) partition: 16 rows of the tile per warp."""
+    return cfg["BM"] // 16 // cfg["CONSUMERS"]
+
+
+def run(p: C.Problem, cfg: dict):
+    """Launch once with configuration cfg; returns the compiled kernel."""
+    grid, args = _args(p, cfg)
+    return ws_kernel[grid](*args, num_warps=_warps(cfg), maxnreg=MAXNREG)
+
+
+# 12 warps (8 consumer, the producer's warpgroup) × 168 registers = the SM's 64 Ki; setmaxnreg
+# then moves them: producer 24, consumers 240
+MAXNREG = 168
+_PLANS: dict = {}
+C.PLAN_CACHES.append(_PLANS)
+DIRECT: dict = {"enabled": True, "launches": 0, "reused_args": 0, "error": ""}
+
+
+class Plan:
+    """The configuration and compiled kernel for one plan key, and the launch arguments of its
+    last call with the addresses they were built for (t03's plan, for this kernel's arguments)."""
+
+    __slots__ = ("cfg", "result", "compiled", "addresses", "args", "run")
+
+    def __init__(self, cfg, result, compiled):
+        self.cfg, self.result, self.compiled = cfg, result, compiled
+        self.addresses, self.args, self.run = None, None, None
+
+    def launch(self, p: C.Problem) -> None:
+        where = t03.addresses(p)
+        if where == self.addresses:
+            DIRECT["reused_args"] += 1
+        else:
+            grid, args = _args(p, self.cfg, by_address=True)
+            self.args = t03.by_address(args + [_warps(self.cfg)])
+            self.run = t03.runner(self.compiled, grid)
+            self.addresses = where
+        self.run(*self.args)
+
+
+def gemm(p: C.Problem, config: dict | None = None, key: tuple | None = None) -> dict:
+    """Run p (which `usable` accepts); returns the configuration used, with "kernel"."""
+    fast = DIRECT["enabled"] and t03.fast_launch_enabled()
+    if fast and (key is None or config is not None):
+        key = t03.plan_key(p, "t05" if config is None else tuple(sorted(config.items())))
+    if fast:
+        done = t03.planned(_PLANS, DIRECT, key, p)
+        if done is not None:
+            return done
+        fast = DIRECT["enabled"]
+    why = usable(p)
+    if why:  # t03 runs it instead (t02 where TMA cannot), and the result says why
+        return dict(t03.gemm(p), fallback=why)
+    cfg = config or C.choose(NAME, p, candidates(p), default_config(p), run)
+    compiled = run(p, cfg)
+    result = dict(cfg, kernel=NAME)
+    if fast and hasattr(compiled, "packed_metadata"):
+        t03.remember(key, Plan(cfg, result, compiled), _PLANS)
+    return result
+
+
+def launch(a, b, c, stream=None):
+    """The registry's launcher: this rung (tuned), or t03 where it cannot run."""
+    with C.on_stream(stream):
+        gemm(C.problem_2d(a, b, c))
+
+
+def traffic(m, n, k, s, bm=128, bn=256):
+    return t03.traffic(m, n, k, s, bm, bn)
+
+
+def compile_for_sm90(cfg: dict, dtype=torch.bfloat16, out_dtype=None, b_t: bool = False):
+    """Compile ws_kernel for sm_90 without a GPU (Triton's bundled ptxas): the CompiledKernel, whose
+    .asm["ptx"] shows the partitions (setmaxnreg), the wgmma shape and the barriers."""
+    from triton import compile as triton_compile
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.runtime.jit import mangle_type
+
+    bm, bn, bk = cfg["BM"], cfg["BN"], cfg["BK"]
+    a = torch.empty(bm, bk, dtype=dtype)
+    b = torch.empty(bn, bk, dtype=dtype).t() if b_t else torch.empty(bk, bn, dtype=dtype)
+    c = torch.empty(bm, bn, dtype=out_dtype or dtype)
+    p = C.Problem(a, b, c, C.precision_of(dtype))
+    _, args = _args(p, cfg, num_sms=132)
+    names = ws_kernel.arg_names
+    consts = dict(zip(names[6:], args[6:]), num_warps=_warps(cfg))
+    sig = {n: "constexpr" if n in consts else (mangle_type(v) if i < 3 else "i32")
+           for i, (n, v) in enumerate(zip(names, args + [None]))}
+    src = GluonASTSource(fn=ws_kernel, signature=sig, constexprs=consts)
+    return triton_compile(src, target=GPUTarget("cuda", 90, 32),
+                          options=dict(num_warps=_warps(cfg), maxnreg=MAXNREG))
