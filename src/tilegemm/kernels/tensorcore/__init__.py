@@ -130,27 +130,36 @@ def _pick(p, C, t02, t03, t04):
         return _t03_or_t05(p, C, t03) if big is t03 else big
     if not C.autotune_enabled() or p.c.device.type != "cuda":
         return t04 if p.m <= 64 else big
-    timed = []
+    tuners = []
     if big is t03 and not t03.usable(p):  # usable() is '' when TMA can run, else the reason it cannot
-        try:
-            e3 = C.choose_entry(t03.NAME, p, lambda: t03.candidates(p), t03.default_config(p), t03.run)
-            timed.append((e3.get("ms"), 0, t03))
-        except Exception:  # noqa: BLE001  (tuning is best effort; the others still compete)
-            pass
-    try:
-        e2 = C.choose_entry(t02.NAME, p, lambda: C.prune(C.base_configs(p), p, tma_store=False),
-                            t02.default_config(p), t02.run)
-        timed.append((e2.get("ms"), 1, t02))
-    except Exception:  # noqa: BLE001
-        pass
-    try:
-        timed.append((t04.tuned_entry(p).get("ms"), 2, t04))
-    except Exception:  # noqa: BLE001
-        pass
-    timed = [t for t in timed if t[0] is not None]
-    if not timed:
+        tuners.append((t03, lambda: _entry(p, C, t03)))
+    tuners.append((t02, lambda: C.choose_entry(t02.NAME, p, lambda: C.prune(C.base_configs(p), p, tma_store=False),
+                                               t02.default_config(p), t02.run)))
+    tuners.append((t04, lambda: t04.tuned_entry(p)))
+    won = _fastest(tuners)
+    if won is None:
         return big if big is t02 or not t03.usable(p) else t02
-    return min(timed, key=lambda t: (t[0], t[1]))[2]
+    return won
+
+
+def _entry(p, C, mod):
+    """mod's tuning entry for p (tuned now unless cached), over mod.candidates."""
+    return C.choose_entry(mod.NAME, p, lambda: mod.candidates(p), mod.default_config(p), mod.run)
+
+
+def _fastest(tuners):
+    """The module whose tuning gave the lowest median (the earlier one on a tie), from (module,
+    entry function) pairs; None when none timed anything. Tuning is best effort: a tuner that
+    fails leaves the others to compete."""
+    timed = []
+    for rank, (mod, entry) in enumerate(tuners):
+        try:
+            ms = entry().get("ms")
+        except Exception:  # noqa: BLE001
+            continue
+        if ms is not None:
+            timed.append((ms, rank, mod))
+    return min(timed, key=lambda t: (t[0], t[1]))[2] if timed else None
 
 
 def _t03_or_t05(p, C, t03):
@@ -162,15 +171,7 @@ def _t03_or_t05(p, C, t03):
     t05 = t05_warp_specialized  # noqa: F821  (imported by load())
     if t05.usable(p) or not t05.worth_tuning(p):
         return t03
-    timed = []
-    for rank, mod in ((0, t03), (1, t05)):
-        try:
-            e = C.choose_entry(mod.NAME, p, lambda: mod.candidates(p), mod.default_config(p), mod.run)
-            if e.get("ms") is not None:
-                timed.append((e["ms"], rank, mod))
-        except Exception:  # noqa: BLE001  (tuning is best effort; the other still competes)
-            pass
-    return min(timed, key=lambda t: (t[0], t[1]))[2] if timed else t03
+    return _fastest([(t03, lambda: _entry(p, C, t03)), (t05, lambda: _entry(p, C, t05))]) or t03
 
 
 def rung_module(name: str):

@@ -318,24 +318,32 @@ def runner(compiled, grid):
     return compiled[tuple(grid) + (1,) * (3 - len(grid))]
 
 
+def _plan_args(p: C.Problem, cfg: dict):
+    """(grid, positional launch arguments over addresses) of tma_persistent_kernel for p."""
+    grid, kwargs = _launch_args(p, cfg, by_address=True)
+    return grid, positional(tma_persistent_kernel, kwargs)
+
+
 class Plan:
     """What `gemm` decided for one plan key, the compiled kernel once it has run, and the launch
-    arguments of its last call with the addresses they were built for."""
+    arguments of its last call with the addresses they were built for. build(p, cfg) gives
+    (grid, positional arguments over addresses); direct holds the rung's launch counters (t05
+    keeps plans of this kind for its own kernel)."""
 
-    __slots__ = ("cfg", "result", "compiled", "reuse", "addresses", "args", "run")
+    __slots__ = ("cfg", "result", "compiled", "reuse", "addresses", "args", "run", "build", "direct")
 
-    def __init__(self, cfg, result, compiled):
+    def __init__(self, cfg, result, compiled, build=_plan_args, direct=None):
         self.cfg, self.result, self.compiled = cfg, result, compiled
+        self.build, self.direct = build, DIRECT if direct is None else direct
         self.reuse = not cfg.get("KMAJOR")  # a K-major copy is a new tensor on every call
         self.addresses, self.args, self.run = None, None, None
 
     def launch(self, p: C.Problem) -> None:
         where = addresses(p)
         if where == self.addresses:
-            DIRECT["reused_args"] += 1
+            self.direct["reused_args"] += 1
         else:
-            grid, kwargs = _launch_args(p, self.cfg, by_address=True)
-            self.args = positional(tma_persistent_kernel, kwargs)
+            grid, self.args = self.build(p, self.cfg)
             self.run = runner(self.compiled, grid)
             self.addresses = where if self.reuse else None
         self.run(*self.args)

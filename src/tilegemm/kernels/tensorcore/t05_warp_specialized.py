@@ -279,26 +279,10 @@ C.PLAN_CACHES.append(_PLANS)
 DIRECT: dict = {"enabled": True, "launches": 0, "reused_args": 0, "error": ""}
 
 
-class Plan:
-    """The configuration and compiled kernel for one plan key, and the launch arguments of its
-    last call with the addresses they were built for (t03's plan, for this kernel's arguments)."""
-
-    __slots__ = ("cfg", "result", "compiled", "addresses", "args", "run")
-
-    def __init__(self, cfg, result, compiled):
-        self.cfg, self.result, self.compiled = cfg, result, compiled
-        self.addresses, self.args, self.run = None, None, None
-
-    def launch(self, p: C.Problem) -> None:
-        where = t03.addresses(p)
-        if where == self.addresses:
-            DIRECT["reused_args"] += 1
-        else:
-            grid, args = _args(p, self.cfg, by_address=True)
-            self.args = t03.by_address(args + [_warps(self.cfg)])
-            self.run = t03.runner(self.compiled, grid)
-            self.addresses = where
-        self.run(*self.args)
+def _plan_args(p: C.Problem, cfg: dict):
+    """(grid, positional arguments over addresses, num_warps included) for a plan (t03.Plan)."""
+    grid, args = _args(p, cfg, by_address=True)
+    return grid, t03.by_address(args + [_warps(cfg)])
 
 
 def gemm(p: C.Problem, config: dict | None = None, key: tuple | None = None) -> dict:
@@ -318,7 +302,7 @@ def gemm(p: C.Problem, config: dict | None = None, key: tuple | None = None) -> 
     compiled = run(p, cfg)
     result = dict(cfg, kernel=NAME)
     if fast and hasattr(compiled, "packed_metadata"):
-        t03.remember(key, Plan(cfg, result, compiled), _PLANS)
+        t03.remember(key, t03.Plan(cfg, result, compiled, _plan_args, DIRECT), _PLANS)
     return result
 
 
