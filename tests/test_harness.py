@@ -10,7 +10,7 @@ import pytest
 
 from tilegemm import _cuda
 from tilegemm.bench import ceilings, clocks, compare, results, shapes
-from tilegemm.bench.timing import Timing, measure, median_rse
+from tilegemm.bench.timing import Timing, interleave, measure, median_rse
 
 
 # ---- timing.measure with a fake clock ----------------------------------------------------------
@@ -67,6 +67,35 @@ def test_measure_passes_flush_only_to_timed_batches():
     measure(lambda: None, clock=clock, flush=lambda: flushes.append(1), warmup_s=0, budget_s=60, batch=5)
     assert clock.calls[0][0] is False and all(f for f, _ in clock.calls[1:])
     assert len(flushes) == sum(n for _, n in clock.calls[1:])
+
+
+def test_interleave_alternates_in_abba_order_with_equal_counts():
+    log = []
+    clock = FakeClock([1.0, 2.0])  # too noisy for the target: runs to max_reps
+    runs = {"ours": lambda: log.append("o"), "ref": lambda: log.append("r")}
+    t = interleave(runs, clock=clock, flush=lambda: None, warmup_s=0, budget_s=60, target_rse=1e-9,
+                   max_reps=12, batch=3)
+    assert log[:2] == ["o", "r"]  # one untimed warm-up call each
+    timed = "".join(log[2:])
+    assert timed == "ooorrr" "rrrooo" "ooorrr" "rrrooo"  # reversed every round, never twice in a row
+    assert t["ours"].reps == t["ref"].reps == 12 and t["ours"].stopped_by == "max_reps"
+    assert t["ours"].extra["interleaved_with"] == ["ref"]
+    assert [f for f, _ in clock.calls[:2]] == [False, False] and all(f for f, _ in clock.calls[2:])
+
+
+def test_interleave_stops_when_every_series_is_steady():
+    class TwoClock(FakeClock):  # 'ours' steady at 1 ms; 'ref' noisy for its first 40 samples
+        def batch(self, run, flush, n):
+            run()
+            noisy = run is runs["ref"] and self.pos < 40
+            self.pos += n if run is runs["ref"] else 0
+            return [1.0 + (0.5 * (i % 2) if noisy else 0.0) for i in range(n)]
+
+    runs = {"ours": lambda: None, "ref": lambda: None}
+    t = interleave(runs, clock=TwoClock([0]), warmup_s=0, budget_s=60, min_reps=10, max_reps=400,
+                   target_rse=0.05, batch=5)
+    assert t["ours"].stopped_by == "rse"
+    assert t["ours"].reps == t["ref"].reps > 10  # 'ours' alone was steady at 10; it waited for 'ref'
 
 
 def test_timing_statistics_and_rse():

@@ -12,6 +12,9 @@
   sees operands in DRAM, as a first call in an application would; the mode is recorded.
 - Samples are taken until the relative standard error of the median falls below `target_rse`
   (estimated robustly from the IQR), or the time budget or `max_reps` runs out.
+- Two or more things to compare are timed with `interleave`: in alternating batches, ABBA
+  order, so that a slow drift of the GPU's state (clocks under a power cap, temperature) falls
+  on all of them alike instead of on whichever was timed last (docs/perf-notes.md, 22).
 - The stated spread (`spread_ms`) is the larger of half the IQR and REPRODUCIBILITY_FLOOR of the
   median. Samples of one series share their buffers and GPU state; a second series of the same
   kernel in the same run (fresh buffers) differed by up to 0.46% on the H200 while its IQR was
@@ -194,21 +197,35 @@ class DeviceClock:
 
 
 class L2Flush:
-    """Evict L2 by overwriting a device buffer of `factor`× the L2 size (memset, device-side)."""
+    """Evict L2 by overwriting a device buffer of `factor`× the L2 size (memset, device-side).
 
-    def __init__(self, factor: float = 2.0):
-        from numba.cuda.cudadrv import driver
+    framework 'numba': Numba's memset, which returns to the host only when it is done, so a
+    sample starts with an idle GPU. 'torch': torch's zero_() on the current stream, asynchronous
+    as triton.testing.do_bench's flush is: the host enqueues the sample while the GPU still
+    flushes, so a call's host overhead shows only where it exceeds the flush (eager timing)."""
 
-        dev = _cuda.cuda.get_current_device()
-        l2 = int(getattr(dev, "L2_CACHE_SIZE", 0) or 0) or 64 * 2**20
+    def __init__(self, factor: float = 2.0, framework: str = "numba"):
+        if framework == "torch":
+            import torch
+
+            l2 = int(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0)
+                     or 64 * 2**20)
+            self.nbytes = int(max(factor * l2, 32 * 2**20))
+            self.buf = torch.empty(self.nbytes, dtype=torch.uint8, device="cuda")
+            self._run = self.buf.zero_
+        else:
+            from numba.cuda.cudadrv import driver
+
+            dev = _cuda.cuda.get_current_device()
+            l2 = int(getattr(dev, "L2_CACHE_SIZE", 0) or 0) or 64 * 2**20
+            self.nbytes = int(max(factor * l2, 32 * 2**20))
+            self.buf = _cuda.cuda.device_array(self.nbytes, dtype=np.uint8)
+            self._run = lambda: driver.device_memset(self.buf, 0, self.nbytes)
         self.l2_bytes = l2
-        self.nbytes = int(max(factor * l2, 32 * 2**20))
-        self.buf = _cuda.cuda.device_array(self.nbytes, dtype=np.uint8)
-        self._memset = driver.device_memset
-        self.mode = f"l2-flush {self.nbytes // 2**20} MiB (L2 {l2 // 2**20} MiB)"
+        self.mode = f"l2-flush {self.nbytes // 2**20} MiB (L2 {l2 // 2**20} MiB, {framework})"
 
     def __call__(self):
-        self._memset(self.buf, 0, self.nbytes)
+        self._run()
 
 
 def measure(run: Callable[[], None], *, clock, flush: Callable | None = None, warmup_s: float = 0.05,
@@ -236,3 +253,39 @@ def measure(run: Callable[[], None], *, clock, flush: Callable | None = None, wa
             break
     mode = getattr(flush, "mode", "none") if flush else "none"
     return Timing(samples, clock.name, mode, warm_ms, stopped_by=stopped)
+
+
+def interleave(runs: dict[str, Callable[[], None]], *, clock, flush: Callable | None = None,
+               warmup_s: float = 0.05, budget_s: float = 1.0, min_reps: int = 10, max_reps: int = 200,
+               target_rse: float = 0.005, batch: int = 5) -> dict[str, Timing]:
+    """Time several runs against each other: warm each up (alternately, `warmup_s` in all), then
+    take `batch` samples of each in turn, the order reversed every round (A B, B A, A B, …), until
+    every series' median is within `target_rse`, or `budget_s` is spent, or `max_reps` samples each.
+    Every series gets the same number of samples, taken over the same stretch of time."""
+    names = list(runs)
+    t0 = time.perf_counter()
+    for name in names:  # compile/tune/load, untimed
+        clock.batch(runs[name], None, 1)
+    while time.perf_counter() - t0 < warmup_s:
+        for name in names:
+            clock.batch(runs[name], None, 1)
+    warm_ms = (time.perf_counter() - t0) * 1e3
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    start = time.perf_counter()
+    stopped, rnd = "max_reps", 0
+    while len(samples[names[0]]) < max_reps:
+        n = min(batch, max_reps - len(samples[names[0]]))
+        for name in (names if rnd % 2 == 0 else names[::-1]):
+            samples[name] += clock.batch(runs[name], flush, n)
+        rnd += 1
+        reps = len(samples[names[0]])
+        if reps >= min_reps and all(median_rse(s) < target_rse for s in samples.values()):
+            stopped = "rse"
+            break
+        if time.perf_counter() - start > budget_s and reps >= min(min_reps, 3):
+            stopped = "budget"
+            break
+    mode = getattr(flush, "mode", "none") if flush else "none"
+    return {name: Timing(samples[name], clock.name, mode, warm_ms, stopped_by=stopped,
+                         extra=dict(interleaved_with=[x for x in names if x != name], order="ABBA"))
+            for name in names}
