@@ -542,6 +542,55 @@ def test_gpu_warp_specialize_is_a_no_op_on_hopper():
     assert not any(c.get("WS") for c in t03.candidates(p))
 
 
+def test_settle_cancels_a_drifting_clock(monkeypatch):
+    """On a GPU that slows by 1% with every timing (clocks falling under a power cap), one pass in a
+    fixed order picks whichever went first; settle's alternating rounds pick the faster kernel."""
+    from tilegemm.kernels.tensorcore import _common as C
+
+    calls = []
+
+    def drifting(fn, budget_ms=0.0, graph=False):
+        calls.append(fn)
+        return fn() * (1 + 0.01 * (len(calls) - 1))
+
+    monkeypatch.setattr(C, "time_ms", drifting)
+    slow, fast = (lambda: 1.005), (lambda: 1.000)
+    single = [C.time_ms(f) for f in (slow, fast)]
+    assert single[0] < single[1]  # one pass, slow first: the order wins
+    calls.clear()
+    ms = C.settle([slow, fast], budget_ms=1.0, graph=False, rounds=4)
+    assert ms[1] < ms[0] and len(calls) == 8
+    assert calls[:4] == [slow, fast, fast, slow]  # the order reversed every round
+
+
+@pytest.mark.gpu
+def test_gpu_tuner_settles_and_caches_the_t03_t05_verdict(tmp_path, monkeypatch):
+    """A tuning re-times its fastest few against each other (the entry says how many), and the
+    t03-or-t05 choice is stored once per bucket and reused without timing again."""
+    from tilegemm.kernels import tensorcore as tc
+    from tilegemm.kernels.tensorcore import _common as C
+
+    monkeypatch.setenv("TILEGEMM_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TILEGEMM_AUTOTUNE", "1")
+    monkeypatch.setenv("TILEGEMM_TUNE_BUDGET_S", "3")
+    C.reset_cache()
+    a, b = _gpu_operands(4096, 4096, 1024, "bf16", "n", "n")
+    c = torch.empty(4096, 4096, dtype=torch.bfloat16, device="cuda")
+    p = C.Problem(a, b, c, "bf16")
+    tc.auto_gemm(p)
+    t03, t05 = tc.rung_module("tc_tma_persistent"), tc.rung_module("tc_warp_specialized")
+    entries = {m.NAME: C.cached_entry(C.tune_key(m.NAME, p)) for m in (t03, t05)}
+    assert all(e and e["settled"] == min(C.SETTLE, e["tried"]) for e in entries.values()), entries
+    verdict = C.cached_entry(C.tune_key(f"{t03.NAME}+{t05.NAME}", p))
+    assert verdict["winner"] in (t03.NAME, t05.NAME) and set(verdict["ms"]) == {t03.NAME, t05.NAME}
+    ref = a.double() @ b.double()
+    assert float((c.double() - ref).norm() / ref.norm()) < 1e-2
+    C.tuning_log.clear()
+    tc._AUTO.clear()
+    tc.auto_gemm(p)
+    assert not C.tuning_log  # the verdict came from the cache
+
+
 @pytest.mark.gpu
 def test_gpu_tuner_never_picks_a_wrong_configuration(tmp_path, monkeypatch):
     from tilegemm.kernels.tensorcore import _common as C
@@ -722,6 +771,58 @@ def test_warp_specialized_rung_registered_and_its_configs_fit():
     assert "sm_90" in t05.usable(p)  # CPU tensors
 
 
+@pytest.mark.parametrize("bt", [False, True], ids=["b_row", "b_col"])
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float32], ids=["fp8", "tf32"])
+def test_warp_specialized_configs_for_fp8_and_tf32(dtype, bt):
+    """8- and 32-bit inputs keep 128 bytes of K per row (BK 128 for FP8, 32 for TF32); TF32 with a
+    row-major B takes the swapped tiles (256 of C's rows × 128 of its columns), every other case
+    the plain ones; every candidate fits the shared memory with its C slices."""
+    from tilegemm.kernels.tensorcore import _common as C
+    from tilegemm.kernels.tensorcore import t05_warp_specialized as t05
+
+    a = torch.empty(4096, 4096, dtype=dtype)
+    b = torch.empty(4096, 4096, dtype=dtype)
+    if bt:
+        b = b.t().contiguous().t()
+    out = torch.float32 if dtype == torch.float32 else torch.bfloat16
+    p = C.Problem(a, b, torch.empty(4096, 4096, dtype=out), "tf32" if dtype == torch.float32 else "fp8")
+    cands = t05.candidates(p)
+    swap = dtype == torch.float32 and not bt
+    assert len(cands) == len(t05.SWAP_CONFIGS if swap else t05.STAGE_CONFIGS)
+    for cfg in cands:
+        assert cfg["BK"] * dtype.itemsize == 128 and bool(cfg.get("SWAP")) == swap, cfg
+        assert (cfg["BM"], cfg["BN"]) in (((256, 128), ) if swap else ((128, 256), (128, 128))), cfg
+        assert t05.smem_bytes(cfg, dtype.itemsize, out.itemsize) <= C.SMEM_BUDGET, cfg
+        assert t05._warps(cfg) * 16 * cfg["CONSUMERS"] == 128, cfg  # the MMA's 128 rows, 16 a warp
+        assert cfg["CONSUMERS"] == 2 or not swap  # one warpgroup per partition when swapped
+
+
+def test_warp_specialized_fp8_and_tf32_in_the_ptx():
+    """FP8: m64n256k32 e4m3 from shared memory, the two scales loaded once per tile in the epilogue.
+    TF32 with a row-major B, swapped: m64n256k8 with its A operand in registers (four 32-bit
+    registers, loaded from shared memory: B's N-major tile), and no operand transposed through
+    shared memory in the loop. Both keep the producer/consumer register split."""
+    import re
+
+    from tilegemm.kernels.tensorcore import t05_warp_specialized as t05
+
+    k = t05.compile_for_sm90(t05.cfg(128, 256, 128, 3), torch.float8_e4m3fn, b_t=True)
+    ptx = k.asm["ptx"]
+    assert "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3" in ptx
+    assert len(re.findall(r"ld\.global\.b32", ptx)) == 2  # scale_a, scale_b
+    assert {"24", "240"} <= set(re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)", ptx))
+
+    cfg = t05.cfg(256, 128, 32, 4, 4, 2, swap=True)
+    k = t05.compile_for_sm90(cfg, torch.float32)
+    ptx = k.asm["ptx"]
+    reg_a = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n256k8\.f32\.tf32\.tf32 \{[^}]*\}, "
+                       r"\{%r\d+,%r\d+,%r\d+,%r\d+\}, %rd", ptx)
+    assert len(reg_a) == 8, len(reg_a)  # two partitions × BK 32 = four k8 steps, each with a register A
+    assert ptx.count("ld.shared") >= 32  # A fragments: 64 rows × 32 of K over a warpgroup's 128 threads, × 2
+    assert {"24", "240"} <= set(re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)", ptx))
+    assert k.metadata.shared <= t05.smem_bytes(cfg, 4, 4) <= k.metadata.shared + 512
+
+
 def test_warp_specialized_partitions_in_the_ptx():
     """Compiled for sm_90 here, without a GPU: the producer warp runs on 24 registers and the
     consumers on 240 (setmaxnreg); wgmma is m64n256k16; with one consumer partition the two
@@ -745,26 +846,38 @@ def test_warp_specialized_partitions_in_the_ptx():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("lb", ["n", "t"])
-@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+@pytest.mark.parametrize("precision", ["fp16", "bf16", "tf32", "fp8"])
 def test_gpu_warp_specialized_every_config(precision, lb):
     """Each t05 candidate, forced, on edge tiles and a partial last k-step (300×520×200), and on
     more tiles than SMs (2100×2056×520: programs take a second tile, the ring's phases run on
-    across tiles), with FP16/BF16 and FP32 C."""
+    across tiles), with a 16-bit and an FP32 C; FP8 with scales (B column-major only), TF32
+    plain (B column-major) and swapped (B row-major)."""
     from tilegemm.kernels.tensorcore import _common as C
     from tilegemm.kernels.tensorcore import t05_warp_specialized as t05
 
     for m, n, k in ((300, 520, 200), (2100, 2056, 520)):
+        if precision == "fp8":  # TMA needs 16-byte rows: K a multiple of 16 one-byte elements
+            k += -k % 16
         a, b = _gpu_operands(m, n, k, precision, "n", lb)
-        ref = a.double() @ b.double()
-        for out in (a.dtype, torch.float32):
+        sa = sb = None
+        if precision == "fp8":
+            sa, sb = torch.tensor([0.5], device="cuda"), torch.tensor([2.0], device="cuda")
+        a64, b64 = (a.double() * 0.5, b.double() * 2.0) if sa is not None else (a.double(), b.double())
+        ref = a64 @ b64
+        half = torch.bfloat16 if precision == "fp8" else a.dtype
+        for out in dict.fromkeys((half if half != torch.float32 else torch.float16, torch.float32)):
             c = torch.empty(m, n, dtype=out, device="cuda")
-            p = C.Problem(a, b, c, precision)
+            p = C.Problem(a, b, c, precision, scale_a=sa, scale_b=sb)
+            if precision == "fp8" and lb == "n":
+                assert "column-major" in t05.usable(p)
+                assert t05.gemm(p)["fallback"]  # t03 runs it, and says why
+                continue
             assert t05.usable(p) == ""
             for cfg in t05.candidates(p):
                 c.fill_(float("nan"))
                 used = t05.gemm(p, cfg)
                 assert used["kernel"] == t05.NAME
-                chk = validate.check(c.double().cpu().numpy(), a.double().cpu().numpy(), b.double().cpu().numpy(),
+                chk = validate.check(c.double().cpu().numpy(), a64.cpu().numpy(), b64.cpu().numpy(),
                                      dtype=TOL[precision], ref=ref.cpu().numpy(),
-                                     out_dtype=None if out == torch.float32 else TOL[precision], kernel=str(cfg))
+                                     out_dtype=None if out == torch.float32 else str(out).split(".")[1], kernel=str(cfg))
                 assert chk.ok, str(chk)

@@ -3,9 +3,9 @@
 Rungs: t01_tiled (tl.dot on tiles, grouped order), t02_persistent (one program per SM),
 t03_tma_persistent (TMA descriptors, flattened loop option; sm_90), t04_splitk (K split over
 programs, FP32 partials reduced in the same launch or by a second kernel; small M),
-t05_warp_specialized (Gluon: a producer warp and consumer warpgroups; sm_90, FP16/BF16).
+t05_warp_specialized (Gluon: a producer warp and consumer warpgroups; sm_90, FP16/BF16/FP8/TF32).
 `auto_gemm` picks per shape bucket: t03 (t02 below sm_90), t04 where the tuner timed it faster,
-or t05 where the tuner timed it faster than t03 (products of at least a wave of 128×256 tiles). The rungs
+or t05 where the tuner timed it faster than t03 (products of at least ¾ of a wave of 128×256 tiles). The rungs
 are registered here, without importing torch or Triton (`import tilegemm` stays light: about
 two seconds of torch and Triton are paid by the first tensor-core call, not by every import);
 a rung's module loads when it first runs. They register for float16 and bfloat16, the dtypes
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import time
 
 from ...registry import Kernel, register
 
@@ -163,15 +164,48 @@ def _fastest(tuners):
 
 
 def _t03_or_t05(p, C, t03):
-    """For products of at least a wave of 128×256 tiles that t05 can run (FP16/BF16, no epilogue
-    extras, sm_90, Gluon present): both are tuned and the lower tuned median wins; t03 otherwise,
-    and with tuning off (its configurations are the better-known ones)."""
+    """For products of at least ¾ of a wave of 128×256 tiles that t05 can run (FP16/BF16/FP8/TF32,
+    no alpha or beta, sm_90, Gluon present): both are tuned and their winners re-timed against
+    each other, interleaved (C.settle), and the faster runs; t03 otherwise, and with tuning off
+    (its configurations are the better-known ones). The verdict is cached with the tuning."""
     if not GLUON[0] or not C.autotune_enabled() or p.c.device.type != "cuda" or t03.usable(p):
         return t03
     t05 = t05_warp_specialized  # noqa: F821  (imported by load())
     if t05.usable(p) or not t05.worth_tuning(p):
         return t03
-    return _fastest([(t03, lambda: _entry(p, C, t03)), (t05, lambda: _entry(p, C, t05))]) or t03
+    return _settled(p, C, (t03, t05)) or t03
+
+
+def _settled(p, C, rungs):
+    """The rung, of `rungs`, whose tuned configuration ran fastest for p when the rungs' winners were
+    timed against each other in alternating rounds; None when none tuned. Each rung's own tuning
+    ran at a different time, on a GPU whose clocks drift under its power cap, so their tuned
+    medians alone would compare the moments as much as the kernels."""
+    key = C.tune_key("+".join(m.NAME for m in rungs), p)
+    hit = C.cached_entry(key)
+    by_name = {m.NAME: m for m in rungs}
+    if hit is not None and hit.get("winner") in by_name:
+        return by_name[hit["winner"]]
+    tuned = []
+    for mod in rungs:
+        try:
+            entry = _entry(p, C, mod)
+        except Exception:  # noqa: BLE001  (tuning is best effort: the others compete)
+            continue
+        if entry.get("ms") is not None:
+            tuned.append((mod, entry["config"]))
+    if not tuned:
+        return None
+    ms = [None]
+    if len(tuned) > 1:
+        trial = C.trial_problem(p)
+        ms = C.settle([lambda m=m, c=c: m.run(trial, c) for m, c in tuned], budget_ms=30.0,
+                      graph=p.flops() < C.GRAPH_FLOPS)
+    i = min(range(len(tuned)), key=lambda j: (ms[j] or 0.0, j))
+    C.store_entry(key, dict(winner=tuned[i][0].NAME, ms={m.NAME: t for (m, _), t in zip(tuned, ms)},
+                            when=time.strftime("%Y-%m-%dT%H:%M:%S")))
+    C.tuning_log.append(dict(key=key, settled={m.NAME: t for (m, _), t in zip(tuned, ms)}))
+    return tuned[i][0]
 
 
 def rung_module(name: str):

@@ -19,16 +19,24 @@ Triton's explicit layer, where the kernel states its partitions, barriers and sh
   each frees a stage on its own (the `empty` barrier counts two arrivals): no 256-thread barrier
   between them, at the price of a second epilogue buffer.
 
-Operands: A row-major (M×K), B row-major (K×N) or column-major (B_T; FP8 needs that, its wgmma
-reads B only K-major); C row-major, FP16/BF16/FP32. Per-tensor FP8 scales, alpha and beta are
-not in this rung; t03 serves those calls.
+Operands: A row-major (M×K); B row-major (K×N) or column-major (B_T); C row-major,
+FP16/BF16/FP32. Inputs FP16, BF16, FP8 (e4m3/e5m2, per-tensor scales applied in the epilogue) or
+FP32 as TF32. 8- and 32-bit wgmma read shared-memory operands only K-major, so:
+- FP8 needs B column-major (as torch._scaled_mm does);
+- TF32 with a row-major B runs swapped (SWAP), as cuBLAS's TF32 kernel does: the MMA computes
+  C^T = B^T·A^T over a tile of 128 of C's columns × 256 of its rows; B's tile, N-major in shared
+  memory, is the MMA's A operand and is loaded into registers (no layout rule there), A's tile
+  is its K-major B operand, and the epilogue stores the transposed accumulator.
+Alpha and beta are not in this rung; t03 serves those calls.
 
 Global traffic is t03's (the same tiles, in the same order):
     reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM),  writes = M·N   (elements)
 so arithmetic intensity against DRAM is unchanged, ≈ 2·BM·BN / (s·(BM + BN)) FLOP/byte before L2
-reuse. What changes is issue: per k-step the consumer warps issue only wgmma and barrier waits,
+reuse. What changes is issue: per k-step the consumer warps issue only wgmma and barrier waits
+(and, swapped, the register operand's shared loads),
 and the ring holds STAGES·(BM + BN)·BK·s bytes (4 stages of 128×256×64 in 16 bits: 192 KB, against
-t03's 3), so a late copy stalls the tensor cores less often.
+t03's 3), so a late copy stalls the tensor cores less often. Every width keeps BK·s = 128 bytes (the
+TMA swizzle's row): BK = 64 for 16 bits, 128 for FP8, 32 for TF32.
 """
 
 from __future__ import annotations
@@ -98,34 +106,48 @@ def _halves(xs):
 
 
 @gluon.jit
-def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, M, N, K,
+def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_ptr, sb_ptr, M, N, K,
               BN: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr, B_T: gl.constexpr,
-              ROWS: gl.constexpr, ROW0: gl.constexpr, WARPS: gl.constexpr):
-    """Rows ROW0 … ROW0+ROWS-1 of every tile, on WARPS warps (ROWS = 16·WARPS)."""
+              SWAP: gl.constexpr, HAS_SCALE: gl.constexpr, ROWS: gl.constexpr, ROW0: gl.constexpr,
+              WARPS: gl.constexpr):
+    """Rows ROW0 … ROW0+ROWS-1 of every tile of the MMA (C's rows, or with SWAP C's columns: the
+    MMA computes C^T = B^T·A^T), on WARPS warps (ROWS = 16·WARPS)."""
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
-    EPI_N: gl.constexpr = c_desc.block_type.shape[1]
+    EPI: gl.constexpr = c_desc.block_type.shape[0] if SWAP else c_desc.block_type.shape[1]
     STAGES: gl.constexpr = a_bufs.type.shape[0]
+    MMA_N: gl.constexpr = BM if SWAP else BN
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BN, 256 // a_desc.dtype.primitive_bitwidth])
+        version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, MMA_N, 256 // a_desc.dtype.primitive_bitwidth])
+    # with SWAP, B's tile (N-major in shared memory, which 32-bit wgmma cannot read) is the MMA's
+    # A operand, loaded into registers, where wgmma has no layout rule
+    reg_a: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout,
+                                              k_width=32 // a_desc.dtype.primitive_bitwidth)
     c_smem = c_bufs.index(ROW0 // ROWS)
     num_pid_m = gl.cdiv(M, BM)
     num_pid_n = gl.cdiv(N, BN)
     i = 0
     for t in range(gl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
         pid_m, pid_n = _tile(t, num_pid_m, num_pid_n, GROUP_M)
-        acc = gl.zeros((ROWS, BN), gl.float32, acc_layout)
+        acc = gl.zeros((ROWS, MMA_N), gl.float32, acc_layout)
         prev = 0
         for kk in range(gl.cdiv(K, BK)):
             s = i % STAGES
             mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-            a = a_bufs.index(s)
-            if ROWS != BM:
-                a = a.slice(ROW0, ROWS)
-            b = b_bufs.index(s)
-            if B_T:
-                b = b.permute((1, 0))
-            acc = warpgroup_mma(a, b, acc, use_acc=kk > 0, is_async=True)
+            if SWAP:
+                b = b_bufs.index(s)
+                if ROWS != BN:
+                    b = b.slice(ROW0, ROWS, dim=1)
+                acc = warpgroup_mma(b.permute((1, 0)).load(reg_a), a_bufs.index(s).permute((1, 0)), acc,
+                                    use_acc=kk > 0, is_async=True)
+            else:
+                a = a_bufs.index(s)
+                if ROWS != BM:
+                    a = a.slice(ROW0, ROWS)
+                b = b_bufs.index(s)
+                if B_T:
+                    b = b.permute((1, 0))
+                acc = warpgroup_mma(a, b, acc, use_acc=kk > 0, is_async=True)
             # one group in flight: the previous k-step's wgmma has retired, so its stage is free
             acc = warpgroup_mma_wait(1, deps=(acc, ))
             mbarrier.arrive(empty.index(prev), count=1, pred=kk > 0)
@@ -133,25 +155,34 @@ def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, M, N
             i += 1
         acc = warpgroup_mma_wait(0, deps=(acc, ))
         mbarrier.arrive(empty.index(prev), count=1)
+        if HAS_SCALE:
+            acc = acc * (gl.load(sa_ptr) * gl.load(sb_ptr))
         parts = (acc.to(c_desc.dtype), )
-        for _ in gl.static_range((BN // EPI_N).bit_length() - 1):
+        for _ in gl.static_range((MMA_N // EPI).bit_length() - 1):
             parts = _halves(parts)
         for j in gl.static_range(len(parts)):
             tma.store_wait(0)  # the previous slice's store has read c_smem
-            c_smem.store(parts[j])
-            fence_async_shared()
-            _tma_store(c_desc, [pid_m * BM + ROW0, pid_n * BN + j * EPI_N], c_smem)
+            if SWAP:  # a slice of C^T's columns is a slice of C's rows
+                c_smem.store(parts[j].permute((1, 0)))
+                fence_async_shared()
+                _tma_store(c_desc, [pid_m * BM + j * EPI, pid_n * BN + ROW0], c_smem)
+            else:
+                c_smem.store(parts[j])
+                fence_async_shared()
+                _tma_store(c_desc, [pid_m * BM + ROW0, pid_n * BN + j * EPI], c_smem)
     tma.store_wait(0)
 
 
 @gluon.jit
-def ws_kernel(a_desc, b_desc, c_desc, M, N, K, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr,
-              STAGES: gl.constexpr, B_T: gl.constexpr, CONSUMERS: gl.constexpr, num_warps: gl.constexpr):
+def ws_kernel(a_desc, b_desc, c_desc, sa_ptr, sb_ptr, M, N, K, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr,
+              STAGES: gl.constexpr, B_T: gl.constexpr, SWAP: gl.constexpr, HAS_SCALE: gl.constexpr,
+              CONSUMERS: gl.constexpr, num_warps: gl.constexpr):
     """CONSUMERS = 1: one consumer partition of num_warps warps over the whole tile; 2: two
-    partitions of num_warps warps, each over half of the tile's rows, each freeing stages on its own."""
+    partitions of num_warps warps, each over half of the MMA's rows, each freeing stages on its
+    own. SWAP: the MMA computes C^T = B^T·A^T (B row-major, 32-bit: TF32)."""
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BN: gl.constexpr = b_desc.block_type.shape[0] if B_T else b_desc.block_type.shape[1]
-    ROWS: gl.constexpr = BM // CONSUMERS
+    ROWS: gl.constexpr = (BN if SWAP else BM) // CONSUMERS
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
     c_bufs = gl.allocate_shared_memory(c_desc.dtype, [CONSUMERS] + c_desc.block_type.shape, c_desc.layout)
@@ -162,33 +193,47 @@ def ws_kernel(a_desc, b_desc, c_desc, M, N, K, GROUP_M: gl.constexpr, NUM_SMS: g
         mbarrier.init(empty.index(s), count=CONSUMERS)
     if CONSUMERS == 1:
         gl.warp_specialize([
-            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, M, N, K,
-                         BN, GROUP_M, NUM_SMS, B_T, BM, 0, num_warps)),
+            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_ptr, sb_ptr, M, N, K,
+                         BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, ROWS, 0, num_warps)),
             (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BN, GROUP_M, NUM_SMS, B_T)),
         ], [1], [24])
     else:
         gl.warp_specialize([
-            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, M, N, K,
-                         BN, GROUP_M, NUM_SMS, B_T, ROWS, 0, num_warps)),
-            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, M, N, K,
-                         BN, GROUP_M, NUM_SMS, B_T, ROWS, ROWS, num_warps)),
+            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_ptr, sb_ptr, M, N, K,
+                         BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, ROWS, 0, num_warps)),
+            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_ptr, sb_ptr, M, N, K,
+                         BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, ROWS, ROWS, num_warps)),
             (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BN, GROUP_M, NUM_SMS, B_T)),
         ], [num_warps, 1], [240, 24])
 
 
 # ---- host side --------------------------------------------------------------------------------
 
-_GL = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16, torch.float32: gl.float32}
-STAGE_CONFIGS = (  # (BM, BN, BK, STAGES, SPLIT, CONSUMERS): the tuner's candidates, first = default
+_GL = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16, torch.float32: gl.float32,
+       torch.float8_e4m3fn: gl.float8e4nv, torch.float8_e5m2: gl.float8e5}
+_OUT = (torch.float16, torch.bfloat16, torch.float32)
+# (BM, BN, BK, STAGES, SPLIT, CONSUMERS): the tuner's candidates, first = default. BK is for 16-bit
+# inputs; other widths keep its 128 bytes of K per row (BK·2/size: FP8 128, TF32 32)
+STAGE_CONFIGS = (
     (128, 256, 64, 3, 1, 1),  # t03's best tile, one consumer partition of 8 warps
     (128, 256, 64, 4, 2, 1),  # a fourth stage, paid for by storing C in two 128×128 slices
     (128, 256, 64, 3, 1, 2),  # two consumer partitions, each freeing its stages on its own
     (128, 128, 64, 6, 1, 1),  # narrower tile, deeper ring
 )
+# The swapped form (TF32 with a row-major B): the MMA's tile is 128 of C's columns × 256 of its
+# rows (cuBLAS's TF32 tile, seen in ncu: docs/perf-notes.md, 20), one consumer partition per
+# warpgroup (64 of the 128 columns each); SPLIT slices C's rows. One partition of 8 warps over all
+# 128 computed wrong results on the H200 (most of C; the tuner's check rejected it), so it is not
+# a candidate.
+SWAP_CONFIGS = (
+    (256, 128, 64, 3, 2, 2),  # 3 stages (144 KB) and two 128×64 FP32 slices of C
+    (256, 128, 64, 4, 4, 2),  # 4 stages (192 KB), the slices 64×64
+)
 
 
-def cfg(bm, bn, bk, stages, split=1, consumers=1, group=8) -> dict:
-    return dict(BM=bm, BN=bn, BK=bk, STAGES=stages, SPLIT=split, CONSUMERS=consumers, GROUP_M=group)
+def cfg(bm, bn, bk, stages, split=1, consumers=1, group=8, swap=False) -> dict:
+    c = dict(BM=bm, BN=bn, BK=bk, STAGES=stages, SPLIT=split, CONSUMERS=consumers, GROUP_M=group)
+    return dict(c, SWAP=True) if swap else c
 
 
 def smem_bytes(c: dict, in_size: int, out_size: int) -> int:
@@ -201,38 +246,50 @@ def _row_major(x: torch.Tensor) -> bool:
     return x.dim() == 2 and x.stride(1) == 1 and t03._tma_ok(x, -1)
 
 
+def _col_major(x: torch.Tensor) -> bool:
+    return x.dim() == 2 and x.stride(0) == 1 and t03._tma_ok(x, -2)
+
+
 def usable(p: C.Problem) -> str:
     """'' when this rung can run p, else why not."""
     a, b, c = t03._squeeze(p.a), t03._squeeze(p.b), t03._squeeze(p.c)
     if a.device.type != "cuda" or C.capability(a.device)[0] != 9:
         return "wgmma and setmaxnreg are sm_90 only"
-    if a.dtype not in (torch.float16, torch.bfloat16) or b.dtype != a.dtype or c.dtype not in _GL:
-        return "FP16/BF16 inputs, FP16/BF16/FP32 output only"
+    if a.dtype not in _GL or b.dtype != a.dtype or c.dtype not in _OUT:
+        return "FP16, BF16, TF32 or FP8 inputs (both the same), FP16/BF16/FP32 output only"
+    if a.dtype == torch.float32 and p.dot_precision != "tf32":
+        return "FP32 inputs only as TF32 (exact FP32 is the SIMT ladder's, or t03's)"
     if p.batch != 1 or a.dim() != 2 or b.dim() != 2 or c.dim() != 2:
         return "2-D operands only"
-    if p.alpha != 1.0 or p.has_beta or p.scale_a is not None:
-        return "no alpha, beta or scales in this rung's epilogue"
+    if p.alpha != 1.0 or p.has_beta:
+        return "no alpha or beta in this rung's epilogue"
     if p.k == 0:
         return "K = 0"
     if not _row_major(a) or not _row_major(c):
         return "A and C row-major, 16-byte aligned (TMA)"
-    if not (_row_major(b) or (b.stride(0) == 1 and t03._tma_ok(b, -2))):
+    if not (_row_major(b) or _col_major(b)):
         return "B row- or column-major, 16-byte aligned (TMA)"
+    if a.element_size() == 1 and not _col_major(b):
+        return "FP8 wgmma reads B only K-major: B column-major"
     return ""
 
 
 def worth_tuning(p: C.Problem) -> bool:
-    """At least a wave of 128×256 tiles: below that t03's and t04's smaller tiles are the ones to
-    time (every candidate here is 128 rows high), and the tuner's time is better spent there."""
-    return ceil_div(p.m, 128) * ceil_div(p.n, 256) >= C.num_sms(p.a.device)
+    """At least three quarters of a wave of 128×256 tiles (2048² is 128 tiles for 132 SMs): below
+    that t03's and t04's smaller tiles are the ones to time (every candidate here is 128 by 256
+    or 128 by 128), and the tuner's time is better spent there."""
+    return 4 * ceil_div(p.m, 128) * ceil_div(p.n, 256) >= 3 * C.num_sms(p.a.device)
 
 
 def candidates(p: C.Problem) -> list[dict]:
     ins, outs = p.a.element_size(), p.c.element_size()
+    swap = ins == 4 and not _col_major(t03._squeeze(p.b))
     out = []
-    for bm, bn, bk, stages, split, consumers in STAGE_CONFIGS:
-        c = cfg(bm, bn, bk, stages, split * outs // 2 if outs > 2 else split, consumers)
-        if smem_bytes(c, ins, outs) <= C.SMEM_BUDGET and bn % c["SPLIT"] == 0:
+    for bm, bn, bk, stages, split, consumers in SWAP_CONFIGS if swap else STAGE_CONFIGS:
+        if not swap and outs > 2:
+            split *= outs // 2  # room for a wider C slice
+        c = cfg(bm, bn, bk * 2 // ins, stages, split, consumers, swap=swap)
+        if smem_bytes(c, ins, outs) <= C.SMEM_BUDGET and (bm if swap else bn) % split == 0:
             out.append(c)
     return out
 
@@ -245,8 +302,8 @@ def _args(p: C.Problem, cfg: dict, by_address: bool = False, num_sms: int | None
     """(grid, positional arguments of ws_kernel but num_warps) for p; descriptors over addresses if
     by_address."""
     a, b, c = t03._squeeze(p.a), t03._squeeze(p.b), t03._squeeze(p.c)
-    bm, bn, bk, consumers = cfg["BM"], cfg["BN"], cfg["BK"], cfg["CONSUMERS"]
-    b_t = not _row_major(b)
+    bm, bn, bk, consumers, split = cfg["BM"], cfg["BN"], cfg["BK"], cfg["CONSUMERS"], cfg["SPLIT"]
+    b_t, swap = _col_major(b), bool(cfg.get("SWAP"))
 
     def desc(x, block):
         base = t03._Address(x.data_ptr(), x.dtype) if by_address else x
@@ -254,15 +311,16 @@ def _args(p: C.Problem, cfg: dict, by_address: bool = False, num_sms: int | None
         return TensorDescriptor(base, list(x.shape), list(x.stride()), block, layout)
 
     sms = min(num_sms or C.num_sms(p.a.device), ceil_div(p.m, bm) * ceil_div(p.n, bn))
-    args = [desc(a, [bm, bk]), desc(b.t(), [bn, bk]) if b_t else desc(b, [bk, bn]),
-            desc(c, [bm // consumers, bn // cfg["SPLIT"]]), p.m, p.n, p.k,
-            cfg["GROUP_M"], sms, cfg["STAGES"], b_t, consumers]
+    sa, sb = (p.scale_a, p.scale_b) if p.scale_a is not None else (c, c)  # c: never read
+    c_block = [bm // split, bn // consumers] if swap else [bm // consumers, bn // split]
+    args = [desc(a, [bm, bk]), desc(b.t(), [bn, bk]) if b_t else desc(b, [bk, bn]), desc(c, c_block),
+            sa, sb, p.m, p.n, p.k, cfg["GROUP_M"], sms, cfg["STAGES"], b_t, swap, p.scale_a is not None, consumers]
     return (sms, ), args
 
 
 def _warps(cfg: dict) -> int:
-    """Warps of the default (consumer) partition: 16 rows of the tile per warp."""
-    return cfg["BM"] // 16 // cfg["CONSUMERS"]
+    """Warps of the default (consumer) partition: 16 rows of the MMA's tile per warp."""
+    return (cfg["BN"] if cfg.get("SWAP") else cfg["BM"]) // 16 // cfg["CONSUMERS"]
 
 
 def run(p: C.Problem, cfg: dict):
@@ -318,7 +376,8 @@ def traffic(m, n, k, s, bm=128, bn=256):
 
 def compile_for_sm90(cfg: dict, dtype=torch.bfloat16, out_dtype=None, b_t: bool = False):
     """Compile ws_kernel for sm_90 without a GPU (Triton's bundled ptxas): the CompiledKernel, whose
-    .asm["ptx"] shows the partitions (setmaxnreg), the wgmma shape and the barriers."""
+    .asm["ptx"] shows the partitions (setmaxnreg), the wgmma shape and the barriers. FP8 inputs get
+    per-tensor scales; FP32 inputs are TF32."""
     from triton import compile as triton_compile
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -327,12 +386,15 @@ def compile_for_sm90(cfg: dict, dtype=torch.bfloat16, out_dtype=None, b_t: bool 
     bm, bn, bk = cfg["BM"], cfg["BN"], cfg["BK"]
     a = torch.empty(bm, bk, dtype=dtype)
     b = torch.empty(bn, bk, dtype=dtype).t() if b_t else torch.empty(bk, bn, dtype=dtype)
-    c = torch.empty(bm, bn, dtype=out_dtype or dtype)
-    p = C.Problem(a, b, c, C.precision_of(dtype))
+    c = torch.empty(bm, bn, dtype=out_dtype or (torch.bfloat16 if dtype in C.FP8_DTYPES else dtype))
+    scale = torch.ones(1) if dtype in C.FP8_DTYPES else None
+    p = C.Problem(a, b, c, "tf32" if dtype == torch.float32 else C.precision_of(dtype), scale_a=scale,
+                  scale_b=scale)
     _, args = _args(p, cfg, num_sms=132)
     names = ws_kernel.arg_names
-    consts = dict(zip(names[6:], args[6:]), num_warps=_warps(cfg))
-    sig = {n: "constexpr" if n in consts else (mangle_type(v) if i < 3 else "i32")
+    first_const = names.index("GROUP_M")
+    consts = dict(zip(names[first_const:], args[first_const:]), num_warps=_warps(cfg))
+    sig = {n: "constexpr" if n in consts else (mangle_type(v) if i < 5 else "i32")
            for i, (n, v) in enumerate(zip(names, args + [None]))}
     src = GluonASTSource(fn=ws_kernel, signature=sig, constexprs=consts)
     return triton_compile(src, target=GPUTarget("cuda", 90, 32),
