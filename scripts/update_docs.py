@@ -79,6 +79,13 @@ def _tc_means(doc: dict, dt: str):
             math.exp(sum(map(math.log, big)) / len(big)) if big else None, rs)
 
 
+def _timing_method(doc: dict) -> str:
+    t = doc.get("timing")
+    if t:
+        return f"Timing: {t['order']}; {t['clock']}; {t['flush']}."
+    return "Timing: ours, then the reference (not interleaved: see perf-notes 22)."
+
+
 def tensorcore_summary(doc: dict, earlier: list[tuple[str, dict]] = ()) -> str:
     """Per dtype: geometric-mean ratio to cuBLAS / torch._scaled_mm, the ratio at ≥ 8192³, the worst
     shape; the GPU's clocks under load; the means of earlier runs beside this one's (run-to-run
@@ -86,8 +93,9 @@ def tensorcore_summary(doc: dict, earlier: list[tuple[str, dict]] = ()) -> str:
     recs = [r for r in doc["records"] if r.get("ratio") and r.get("ok")]
     ref = {"fp8": "torch._scaled_mm", "tf32": "cuBLAS TF32"}
     rows = [f"Tensor-core kernels on {doc.get('gpu', '?')} ({doc.get('date', '?')}); ratio = reference time / ours "
-            "(> 1: ours is faster), same inputs, same run; graph-mode device time where eager timing is launch-bound "
-            "(the JSON has both).", "",
+            "(> 1: ours is faster), same inputs, same run; graph-mode device time (L2 warm) where a side's eager time "
+            "(L2 flushed) exceeds its graph time by 30% "
+            "(the JSON has both). " + _timing_method(doc), "",
             "| dtype | shapes | geometric mean | at ≥ 8192³ | worst shape (ratio) | reference |",
             "|---|---:|---:|---:|---|---|"]
     for dt in ("bf16", "fp16", "fp8", "tf32"):
@@ -110,7 +118,8 @@ def tensorcore_summary(doc: dict, earlier: list[tuple[str, dict]] = ()) -> str:
     if earlier:
         names = " / ".join(["this run"] + [name for name, _ in earlier])
         rows += ["", "Run-to-run: earlier runs, each tuned and timed afresh ("
-                 + "; ".join(f"{name}: {d.get('date', '?')}" for name, d in earlier) + "):", "",
+                 + "; ".join(f"{name}: {d.get('date', '?')}, {'interleaved' if d.get('timing') else 'ours first'}"
+                             for name, d in earlier) + "):", "",
                  f"| dtype | geometric mean: {names} | at ≥ 8192³: {names} |", "|---|---:|---:|"]
         for dt in ("bf16", "fp16", "fp8", "tf32"):
             means = [_tc_means(d, dt) for d in [doc] + [d for _, d in earlier]]
@@ -161,7 +170,8 @@ def main() -> int:
     tc = H200 / "tensorcore.json"
     if tc.exists():
         earlier = [(name, json.loads((H200 / f).read_text())) for name, f in (
-            ("session 4", "tensorcore-session4.json"), ("session 4 repeat", "tensorcore-session4-repeat.json"))
+            ("session 4", "tensorcore-session4.json"), ("session 4 repeat", "tensorcore-session4-repeat.json"),
+            ("session 5", "tensorcore-session5.json"), ("session 6 before settle", "tensorcore-session6-before-settle.json"))
             if (H200 / f).exists()]
         out = tensorcore_summary(json.loads(tc.read_text()), earlier)
         notes = replace_marked(notes, "outcomes:tensorcore", out, "docs/perf-notes.md")

@@ -6,14 +6,17 @@ For bf16, fp16, tf32 and fp8-e4m3 over square and LLM shapes: check each result 
 rows × columns against a float64 product of the same inputs), then time our kernel (tuned, with
 the tuning cache written beside the JSON) and the library in the same run on the same inputs:
 torch.matmul (cuBLAS; TF32 with allow_tf32) or torch._scaled_mm for FP8 with per-tensor scales.
-Two timings per side, both for ours and the library, the same way:
-  eager: median of triton.testing.do_bench (L2 flushed before every call): what a Python caller
-         gets, host launch overhead included whenever it exceeds the GPU's work;
+Two timings per side, both for ours and the library, the same way, and always interleaved
+(tilegemm.bench.timing.interleave: batches of ours and the library's alternate, ABBA, so that the
+GPU's drift under its power cap falls on both alike; docs/perf-notes.md, 22):
+  eager: median of single calls between CUDA events, L2 flushed before every call, a hold kernel
+         between the flush and the call so that the events bracket device time only (Python's
+         launch overhead is measured apart: scripts/device/host_probe.py);
   graph: N back-to-back launches captured in one torch.cuda.CUDAGraph, replays timed with CUDA
          events, per-launch median: device time without host overhead (no L2 flush is possible
          inside a graph, so inputs that fit the 60 MB L2 stay warm: "graph, L2 warm").
 The primary ratio ("ratio", mode in "ratio_mode") is the graph one where either side's eager time
-is launch-bound (eager > 1.3× graph) and the eager one elsewhere; both are kept. Ours runs through
+is more than 1.3× its graph time, and the eager one elsewhere; both are kept. Ours runs through
 `tensorcore.auto_gemm` (per-shape rung choice: t03 TMA persistent, or t04 split-K for small M).
 The result is checked twice against float64 (first call, and a later fast-path call into a
 poisoned C). One failure is recorded and the run goes on. Prints a table last.
@@ -32,6 +35,7 @@ import time
 import traceback
 
 SQUARES = [1024, 2048, 4096, 8192, 16384]
+HOLD_US = 200  # the hold before each timed call: longer than a Python launch of ours (≈ 20–60 µs)
 LLM = [(4096, 14336, 4096), (8192, 8192, 1024), (16, 4096, 4096), (128, 4096, 4096), (1, 4096, 4096),
        (64, 8192, 8192)]
 
@@ -80,6 +84,7 @@ def main(argv=None) -> int:
 
     from tilegemm import validate
     from tilegemm.bench import clocks
+    from tilegemm.bench.timing import L2Flush
     from tilegemm.kernels.tensorcore import _common as C
     from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
 
@@ -91,6 +96,10 @@ def main(argv=None) -> int:
                   cache=C.cache_path(), warm_start=args.cache_from or None, warm_keys=len(warm),
                   records=[], fallbacks={}, clocks={"idle_before": clocks.read()})
     torch.manual_seed(0)
+    flush = L2Flush(framework="torch")  # asynchronous, as do_bench's: eager times keep their meaning
+    result["timing"] = dict(order="ours and the library interleaved, ABBA batches of 5", flush=flush.mode,
+                            clock=f"CUDA events on torch's stream, one call per sample, after a {HOLD_US} µs hold "
+                                  "kernel (device time only)")
 
     def save():
         result["fallbacks"] = dict(t03.fallbacks)
@@ -110,7 +119,7 @@ def main(argv=None) -> int:
                 continue
             rec = dict(dtype=dtype, kernel=t03.NAME, m=m, n=n, k=k)
             try:
-                rec.update(one(dtype, m, n, k, dev, torch, triton, C, t03, validate, graphs=not args.no_graph))
+                rec.update(one(dtype, m, n, k, dev, torch, C, t03, validate, flush, graphs=not args.no_graph))
             except Exception as e:  # noqa: BLE001  (record, go on)
                 rec.update(ok=False, error=f"{type(e).__name__}: {e}"[:500], trace=traceback.format_exc()[-1500:])
             finally:
@@ -164,10 +173,10 @@ def library_call(dtype, a, b, sa, sb, torch):
     return lambda: torch.matmul(a, b)
 
 
-def graph_ms(fn, torch, eager_ms):
-    """Per-launch median (ms) of N launches of fn captured in one CUDA graph, replays timed with
-    events. fn must already be warm (compiled, tuned): nothing may allocate host-side state or
-    synchronise inside the capture."""
+def captured(fn, torch, eager_ms):
+    """(replay, n): N launches of fn captured in one CUDA graph, and a function that replays it.
+    fn must already be warm (compiled, tuned): nothing may allocate host-side state or synchronise
+    inside the capture."""
     n = max(1, min(50, int(2.0 / max(eager_ms, 1e-3))))  # about 2 ms of launches per replay
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
@@ -180,23 +189,21 @@ def graph_ms(fn, torch, eager_ms):
     with torch.cuda.graph(g):
         for _ in range(n):
             fn()
-    for _ in range(3):
-        g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(25):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        g.replay()
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1) / n)
-    del g
-    times.sort()
-    return times[len(times) // 2], n
+    return g.replay, n
 
 
-def one(dtype, m, n, k, dev, torch, triton, C, t03, validate, graphs=True):
+def timed(runs, flush, budget_s):
+    """Interleaved medians and quartiles (ms) of runs {name: fn}, one call per sample. A 200 µs
+    hold kernel before each sample lets the host enqueue the call while the GPU is busy, so the
+    events bracket device time only, however long Python takes to launch (docs/perf-notes.md, 23)."""
+    from tilegemm.bench.timing import DeviceClock, interleave
+
+    t = interleave(runs, clock=DeviceClock("torch", hold_us=HOLD_US), flush=flush, warmup_s=0.02,
+                   budget_s=budget_s, min_reps=10, max_reps=100, target_rse=0.002)
+    return {name: (x.median_ms, x.q1_ms, x.q3_ms, x.reps) for name, x in t.items()}
+
+
+def one(dtype, m, n, k, dev, torch, C, t03, validate, flush, graphs=True):
     from tilegemm.kernels import tensorcore as tc
 
     a, b, sa, sb = operands(dtype, m, n, k, dev, torch)
@@ -234,36 +241,36 @@ def one(dtype, m, n, k, dev, torch, triton, C, t03, validate, graphs=True):
     if not (chk.ok and chk2.ok):
         rec["check"] = (str(chk) if not chk.ok else "second call: " + str(chk2))[:800]
     flops = 2.0 * m * n * k
-    rep = 100
 
     def ours():
         tc.auto_gemm(p)
 
-    ms = triton.testing.do_bench(ours, warmup=20, rep=rep, return_mode="median")
     ref = library_call(dtype, a, b, sa, sb, torch)
     prev = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
     try:
-        ref()
-        ref_ms = triton.testing.do_bench(ref, warmup=20, rep=rep, return_mode="median")
-        rec.update(ms=ms, ref_ms=ref_ms, ratio_eager=ref_ms / ms)
+        t = timed(dict(ours=ours, ref=ref), flush, budget_s=0.6)
+        ms, ref_ms = t["ours"][0], t["ref"][0]
+        rec.update(ms=ms, ref_ms=ref_ms, ratio_eager=ref_ms / ms, timing="interleaved ABBA, L2 flushed",
+                   quartiles=dict(ours=t["ours"][1:], ref=t["ref"][1:]))
         g_ms = g_ref = None
         if graphs and min(ms, ref_ms) < 0.5:  # beyond that, launch overhead is < 1% of a call
             try:
-                g_ms, rec["graph_n"] = graph_ms(ours, torch, ms)
-                g_ref, _ = graph_ms(ref, torch, ref_ms)
+                (g_ours, n_ours), (g_lib, n_lib) = captured(ours, torch, ms), captured(ref, torch, ref_ms)
+                t = timed(dict(ours=g_ours, ref=g_lib), None, budget_s=0.4)
+                g_ms, g_ref, rec["graph_n"] = t["ours"][0] / n_ours, t["ref"][0] / n_lib, n_ours
             except Exception as e:  # noqa: BLE001
                 rec["graph_error"] = f"{type(e).__name__}: {e}"[:300]
                 g_ms = g_ref = None
                 torch.cuda.synchronize()
         if g_ms and g_ref:
             rec.update(graph_ms=g_ms, graph_ref_ms=g_ref, ratio_graph=g_ref / g_ms)
-            launch_bound = ms > 1.3 * g_ms or ref_ms > 1.3 * g_ref
+            use_graph = ms > 1.3 * g_ms or ref_ms > 1.3 * g_ref
         else:
-            launch_bound = False
+            use_graph = False
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev
-    if launch_bound:
+    if use_graph:
         t_ours, t_ref, mode = rec["graph_ms"], rec["graph_ref_ms"], "graph, L2 warm"
     else:
         t_ours, t_ref, mode = ms, ref_ms, "eager, L2 flushed"
