@@ -16,8 +16,11 @@ GPU's drift under its power cap falls on both alike; docs/perf-notes.md, 22):
          events, per-launch median: device time without host overhead (no L2 flush is possible
          inside a graph, so inputs that fit the 60 MB L2 stay warm: "graph, L2 warm").
 The primary ratio ("ratio", mode in "ratio_mode") is the graph one where either side's eager time
-is more than 1.3× its graph time, and the eager one elsewhere; both are kept. Ours runs through
-`tensorcore.auto_gemm` (per-shape rung choice: t03 TMA persistent, or t04 split-K for small M).
+is more than 1.3× its graph time, and the eager one elsewhere; both are kept. Both being device
+time, that difference is the L2: small products whose operands stay in the 60 MB L2 between calls
+(as in a model's loop) are compared warm, large ones from DRAM. Ours runs through
+`tensorcore.auto_gemm` (per-shape rung choice: t03 TMA persistent, t05 warp-specialised where the
+tuner timed it faster, or t04 split-K for small M).
 The result is checked twice against float64 (first call, and a later fast-path call into a
 poisoned C). One failure is recorded and the run goes on. Prints a table last.
 
@@ -96,7 +99,7 @@ def main(argv=None) -> int:
                   cache=C.cache_path(), warm_start=args.cache_from or None, warm_keys=len(warm),
                   records=[], fallbacks={}, clocks={"idle_before": clocks.read()})
     torch.manual_seed(0)
-    flush = L2Flush(framework="torch")  # asynchronous, as do_bench's: eager times keep their meaning
+    flush = L2Flush(framework="torch")  # on torch's stream, ordered with the hold kernel and the calls
     result["timing"] = dict(order="ours and the library interleaved, ABBA batches of 5", flush=flush.mode,
                             clock=f"CUDA events on torch's stream, one call per sample, after a {HOLD_US} µs hold "
                                   "kernel (device time only)")
@@ -195,7 +198,8 @@ def captured(fn, torch, eager_ms):
 def timed(runs, flush, budget_s):
     """Interleaved medians and quartiles (ms) of runs {name: fn}, one call per sample. A 200 µs
     hold kernel before each sample lets the host enqueue the call while the GPU is busy, so the
-    events bracket device time only, however long Python takes to launch (docs/perf-notes.md, 23)."""
+    events bracket device time only, for any call whose Python launch takes under 200 µs
+    (ours: 20–60 µs; docs/perf-notes.md, 17 and 23)."""
     from tilegemm.bench.timing import DeviceClock, interleave
 
     t = interleave(runs, clock=DeviceClock("torch", hold_us=HOLD_US), flush=flush, warmup_s=0.02,

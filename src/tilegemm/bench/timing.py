@@ -208,20 +208,21 @@ class L2Flush:
         if framework == "torch":
             import torch
 
-            l2 = int(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0)
-                     or 64 * 2**20)
-            self.nbytes = int(max(factor * l2, 32 * 2**20))
+            props = torch.cuda.get_device_properties(torch.cuda.current_device())
+            l2 = int(getattr(props, "L2_cache_size", 0) or 0) or 64 * 2**20
+        else:
+            dev = _cuda.cuda.get_current_device()
+            l2 = int(getattr(dev, "L2_CACHE_SIZE", 0) or 0) or 64 * 2**20
+        self.l2_bytes = l2
+        self.nbytes = int(max(factor * l2, 32 * 2**20))
+        if framework == "torch":
             self.buf = torch.empty(self.nbytes, dtype=torch.uint8, device="cuda")
             self._run = self.buf.zero_
         else:
             from numba.cuda.cudadrv import driver
 
-            dev = _cuda.cuda.get_current_device()
-            l2 = int(getattr(dev, "L2_CACHE_SIZE", 0) or 0) or 64 * 2**20
-            self.nbytes = int(max(factor * l2, 32 * 2**20))
             self.buf = _cuda.cuda.device_array(self.nbytes, dtype=np.uint8)
             self._run = lambda: driver.device_memset(self.buf, 0, self.nbytes)
-        self.l2_bytes = l2
         self.mode = f"l2-flush {self.nbytes // 2**20} MiB (L2 {l2 // 2**20} MiB, {framework})"
 
     def __call__(self):

@@ -180,31 +180,43 @@ def _settled(p, C, rungs):
     """The rung, of `rungs`, whose tuned configuration ran fastest for p when the rungs' winners were
     timed against each other in alternating rounds; None when none tuned. Each rung's own tuning
     ran at a different time, on a GPU whose clocks drift under its power cap, so their tuned
-    medians alone would compare the moments as much as the kernels."""
+    medians alone would compare the moments as much as the kernels. The verdict is cached only
+    when every rung tuned and the re-timing ran, and holds only while the rungs' tuned
+    configurations are the ones it compared."""
     key = C.tune_key("+".join(m.NAME for m in rungs), p)
-    hit = C.cached_entry(key)
     by_name = {m.NAME: m for m in rungs}
+    hit = C.cached_entry(key)
     if hit is not None and hit.get("winner") in by_name:
-        return by_name[hit["winner"]]
-    tuned = []
+        now = {m.NAME: (C.cached_entry(C.tune_key(m.NAME, p)) or {}).get("config") for m in rungs}
+        if now == hit.get("configs"):
+            return by_name[hit["winner"]]
+    tuned, why = [], {}
     for mod in rungs:
         try:
             entry = _entry(p, C, mod)
-        except Exception:  # noqa: BLE001  (tuning is best effort: the others compete)
+        except Exception as e:  # noqa: BLE001  (tuning is best effort: the others compete)
+            why[mod.NAME] = f"{type(e).__name__}: {e}"[:200]
             continue
-        if entry.get("ms") is not None:
-            tuned.append((mod, entry["config"]))
+        if entry.get("ms") is None:
+            why[mod.NAME] = "no configuration ran"
+        else:
+            tuned.append((mod, entry))
     if not tuned:
         return None
-    ms = [None]
+    ms = [e["ms"] for _, e in tuned]  # the rungs' own tunings: the fallback
     if len(tuned) > 1:
         trial = C.trial_problem(p)
-        ms = C.settle([lambda m=m, c=c: m.run(trial, c) for m, c in tuned], budget_ms=30.0,
-                      graph=p.flops() < C.GRAPH_FLOPS)
-    i = min(range(len(tuned)), key=lambda j: (ms[j] or 0.0, j))
-    C.store_entry(key, dict(winner=tuned[i][0].NAME, ms={m.NAME: t for (m, _), t in zip(tuned, ms)},
-                            when=time.strftime("%Y-%m-%dT%H:%M:%S")))
-    C.tuning_log.append(dict(key=key, settled={m.NAME: t for (m, _), t in zip(tuned, ms)}))
+        try:
+            ms = C.settle([lambda m=m, c=e["config"]: m.run(trial, c) for m, e in tuned], budget_ms=30.0,
+                          graph=p.flops() < C.GRAPH_FLOPS)
+        except Exception as e:  # noqa: BLE001  (keep the tuned medians; cache no verdict)
+            why["settle"] = f"{type(e).__name__}: {e}"[:200]
+    i = min(range(len(tuned)), key=lambda j: (ms[j], j))
+    times = {m.NAME: t for (m, _), t in zip(tuned, ms)}
+    C.tuning_log.append(dict(key=key, settled=times, **({"why": why} if why else {})))
+    if len(tuned) == len(rungs) and not why:
+        C.store_entry(key, dict(winner=tuned[i][0].NAME, ms=times, configs={m.NAME: e["config"] for m, e in tuned},
+                                when=time.strftime("%Y-%m-%dT%H:%M:%S")))
     return tuned[i][0]
 
 

@@ -627,15 +627,19 @@ def choose_entry(kernel_name: str, p: Problem, candidates, default: dict, run, v
         last_tuning.update(key=key, seconds=time.perf_counter() - t0, timings=[], failed=failed, config=default)
         return {"config": default, "ms": None}
     timings.sort(key=lambda t: t[0])
-    first = [(ms, c) for ms, c in timings]  # the single pass, kept for the log
+    first, settled = list(timings), 0  # the single pass, kept for the log
     if len(timings) > 1:  # the fastest few, again, against each other (settle); they are known to run
         top = timings[:SETTLE]
-        again = settle([lambda c=c: run(trial, c) for _, c in top], budget_ms=per_ms, graph=graph)
-        timings = sorted(zip(again, (c for _, c in top)), key=lambda t: t[0]) + timings[SETTLE:]
+        try:
+            again = settle([lambda c=c: run(trial, c) for _, c in top], budget_ms=per_ms, graph=graph)
+            timings = sorted(zip(again, (c for _, c in top)), key=lambda t: t[0]) + timings[SETTLE:]
+            settled = len(top)
+        except Exception as e:  # noqa: BLE001  (the single pass stands; the log says why)
+            failed.append((top[0][1], f"settle: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"))
     seconds = time.perf_counter() - t0
     best_ms, best = timings[0]
     entry = dict(config=best, ms=best_ms, timing="graph" if graph else "eager", tune_s=round(seconds, 3),
-                 tried=len(timings), failed=len(failed), settled=min(SETTLE, len(timings)),
+                 tried=len(timings), failed=len(failed), settled=settled,
                  m=p.m, n=p.n, k=p.k, when=time.strftime("%Y-%m-%dT%H:%M:%S"))
     store_entry(key, entry)
     last_tuning.clear()

@@ -9,8 +9,8 @@ Triton's explicit layer, where the kernel states its partitions, barriers and sh
   each k-step, waits until a stage of the shared-memory ring is free (`empty[s]`) and issues the
   two TMA copies into it, which complete on `ready[s]`. It holds 24 registers
   (`setmaxnreg`), so the
-- **consumer** partition (two warpgroups, 8 warps, each warpgroup 64 rows of a BM = 128 tile)
-  gets 240: it waits on `ready[s]`, issues wgmma on the stage, keeps one wgmma group in flight,
+- **consumer** partition (two warpgroups, 8 warps, each warpgroup 64 rows of the MMA's 128-row
+  tile: C's rows, or in the swapped TF32 form C's columns) gets 240: it waits on `ready[s]`, issues wgmma on the stage, keeps one wgmma group in flight,
   and frees the previous stage (`empty[prev]`) once that group has retired. Its epilogue
   (accumulator → output dtype → shared → TMA store, in SPLIT slices of BN/SPLIT columns so that
   the epilogue buffer is small and the ring can be deeper) runs while the producer is already
@@ -263,6 +263,8 @@ def usable(p: C.Problem) -> str:
         return "2-D operands only"
     if p.alpha != 1.0 or p.has_beta:
         return "no alpha or beta in this rung's epilogue"
+    if (p.scale_a is None) != (p.scale_b is None):
+        return "both per-tensor scales or neither"
     if p.k == 0:
         return "K = 0"
     if not _row_major(a) or not _row_major(c):
@@ -304,6 +306,10 @@ def _args(p: C.Problem, cfg: dict, by_address: bool = False, num_sms: int | None
     a, b, c = t03._squeeze(p.a), t03._squeeze(p.b), t03._squeeze(p.c)
     bm, bn, bk, consumers, split = cfg["BM"], cfg["BN"], cfg["BK"], cfg["CONSUMERS"], cfg["SPLIT"]
     b_t, swap = _col_major(b), bool(cfg.get("SWAP"))
+    if swap != (a.element_size() == 4 and not b_t) or (swap and consumers != 2):
+        raise ValueError(f"t05: configuration {cfg} does not fit {a.dtype} with B "
+                         f"{'column' if b_t else 'row'}-major (the swapped form is for TF32 with a row-major B, "
+                         "on two consumer partitions)")
 
     def desc(x, block):
         base = t03._Address(x.data_ptr(), x.dtype) if by_address else x
@@ -311,7 +317,7 @@ def _args(p: C.Problem, cfg: dict, by_address: bool = False, num_sms: int | None
         return TensorDescriptor(base, list(x.shape), list(x.stride()), block, layout)
 
     sms = min(num_sms or C.num_sms(p.a.device), ceil_div(p.m, bm) * ceil_div(p.n, bn))
-    sa, sb = (p.scale_a, p.scale_b) if p.scale_a is not None else (c, c)  # c: never read
+    _, sa, sb = C.epilogue_args(p)  # C itself where there are no scales (never read then)
     c_block = [bm // split, bn // consumers] if swap else [bm // consumers, bn // split]
     args = [desc(a, [bm, bk]), desc(b.t(), [bn, bk]) if b_t else desc(b, [bk, bn]), desc(c, c_block),
             sa, sb, p.m, p.n, p.k, cfg["GROUP_M"], sms, cfg["STAGES"], b_t, swap, p.scale_a is not None, consumers]
