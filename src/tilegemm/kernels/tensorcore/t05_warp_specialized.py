@@ -276,6 +276,12 @@ def usable(p: C.Problem) -> str:
     return ""
 
 
+def _swapped(p: C.Problem) -> bool:
+    """TF32 with a row-major B: the plain form's B operand would be N-major, which 32-bit wgmma
+    cannot read (C.reg_a finds no plain form), so the MMA computes C^T = B^T·A^T."""
+    return p.a.element_size() == 4 and C.reg_a(p, False) is None
+
+
 def worth_tuning(p: C.Problem) -> bool:
     """At least three quarters of a wave of 128×256 tiles (2048² is 128 tiles for 132 SMs): below
     that t03's and t04's smaller tiles are the ones to time (every candidate here is 128 by 256
@@ -285,7 +291,7 @@ def worth_tuning(p: C.Problem) -> bool:
 
 def candidates(p: C.Problem) -> list[dict]:
     ins, outs = p.a.element_size(), p.c.element_size()
-    swap = ins == 4 and not _col_major(t03._squeeze(p.b))
+    swap = _swapped(p)
     out = []
     for bm, bn, bk, stages, split, consumers in SWAP_CONFIGS if swap else STAGE_CONFIGS:
         if not swap and outs > 2:
@@ -306,7 +312,7 @@ def _args(p: C.Problem, cfg: dict, by_address: bool = False, num_sms: int | None
     a, b, c = t03._squeeze(p.a), t03._squeeze(p.b), t03._squeeze(p.c)
     bm, bn, bk, consumers, split = cfg["BM"], cfg["BN"], cfg["BK"], cfg["CONSUMERS"], cfg["SPLIT"]
     b_t, swap = _col_major(b), bool(cfg.get("SWAP"))
-    if swap != (a.element_size() == 4 and not b_t) or (swap and consumers != 2):
+    if swap != _swapped(p) or (swap and consumers != 2):
         raise ValueError(f"t05: configuration {cfg} does not fit {a.dtype} with B "
                          f"{'column' if b_t else 'row'}-major (the swapped form is for TF32 with a row-major B, "
                          "on two consumer partitions)")
