@@ -23,6 +23,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", default="tf32", choices=("bf16", "fp16", "tf32", "fp8"))
     ap.add_argument("--shape", default="4096x4096x4096")
     ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--cfg", help="K=V,... : run t05 with this configuration instead of the tuned choice")
     args = ap.parse_args(argv)
     import torch
 
@@ -34,13 +35,20 @@ def main(argv=None) -> int:
     a, b, sa, sb = operands(args.dtype, m, n, k, torch.device("cuda"), torch)
     c = torch.empty(m, n, dtype=out_dtype(args.dtype, torch), device="cuda")
     p = C.Problem(a, b, c, args.dtype, scale_a=sa, scale_b=sb)
-    print("ours:", tc.auto_gemm(p), flush=True)
+    if args.cfg:
+        from tilegemm.kernels.tensorcore import t05_warp_specialized as t05
+
+        cfg = dict(t05.cfg(128, 256, 64, 3), **{k: int(v) for k, v in (kv.split("=") for kv in args.cfg.split(","))})
+        ours = lambda: t05.gemm(p, cfg)  # noqa: E731
+    else:
+        ours = lambda: tc.auto_gemm(p)  # noqa: E731
+    print("ours:", ours(), flush=True)
     torch.backends.cuda.matmul.allow_tf32 = args.dtype == "tf32"
     ref = library_call(args.dtype, a, b, sa, sb, torch)
     ref()
     torch.cuda.synchronize()
     for _ in range(args.reps):
-        tc.auto_gemm(p)
+        ours()
         torch.cuda.synchronize()
         ref()
         torch.cuda.synchronize()
