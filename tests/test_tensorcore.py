@@ -817,7 +817,7 @@ def test_warp_specialized_configs_for_fp8_and_tf32(dtype, bt):
         assert (cfg["BM"], cfg["BN"]) in (((256, 128), ) if swap else ((128, 256), (128, 128))), cfg
         assert t05.smem_bytes(cfg, dtype.itemsize, out.itemsize) <= C.SMEM_BUDGET, cfg
         assert t05._warps(cfg) * 16 * cfg["CONSUMERS"] == 128, cfg  # the MMA's 128 rows, 16 a warp
-        assert cfg["CONSUMERS"] == 2 or not swap  # one warpgroup per partition when swapped
+        assert cfg["CONSUMERS"] == 1 or not swap  # swapped: one 8-warp partition (ptxas pipelines it)
 
 
 def test_warp_specialized_fp8_and_tf32_in_the_ptx():
@@ -835,15 +835,47 @@ def test_warp_specialized_fp8_and_tf32_in_the_ptx():
     assert len(re.findall(r"ld\.global\.b32", ptx)) == 2  # scale_a, scale_b
     assert {"24", "240"} <= set(re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)", ptx))
 
-    cfg = t05.cfg(256, 128, 32, 4, 4, 2, swap=True)
+    cfg = t05.cfg(256, 128, 32, 4, 4, 1, swap=True)
     k = t05.compile_for_sm90(cfg, torch.float32)
     ptx = k.asm["ptx"]
     reg_a = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n256k8\.f32\.tf32\.tf32 \{[^}]*\}, "
-                       r"\{%r\d+,%r\d+,%r\d+,%r\d+\}, %rd", ptx)
-    assert len(reg_a) == 8, len(reg_a)  # two partitions × BK 32 = four k8 steps, each with a register A
-    assert ptx.count("ld.shared") >= 32  # A fragments: 64 rows × 32 of K over a warpgroup's 128 threads, × 2
+                       r"\{(%r\d+,%r\d+,%r\d+,%r\d+)\}, %rd", ptx)
+    # BK 32 = four k8 steps, each with a register A; the loop's two k-steps and the odd last one
+    assert len(reg_a) == 12, len(reg_a)
+    first, second = set(",".join(reg_a[:4]).split(",")), set(",".join(reg_a[4:8]).split(","))
+    assert len(first) == len(second) == 16 and not first & second  # two sets of operand registers
+    assert ptx.count("ld.shared") >= 48  # A fragments: 128 rows × 32 of K over 256 threads, × 3
     assert {"24", "240"} <= set(re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)", ptx))
     assert k.metadata.shared <= t05.smem_bytes(cfg, 4, 4) <= k.metadata.shared + 512
+
+
+def test_warp_specialized_swapped_wgmma_stays_pipelined():
+    """In the machine code ptxas made of the swapped TF32 form, wgmma is pipelined: the waits in
+    the k-loop leave a group in flight (WARPGROUP.DEPBAR.LE gsb0, 0x1), and at most the tile's
+    final wait drains them. With two consumer partitions ptxas serialises every one (a full wait
+    after each HGMMA; warning C7512): the reason the swapped candidates have one partition."""
+    import re
+    import subprocess
+    import tempfile
+
+    from tilegemm.bench.sass import _tool
+    from tilegemm.kernels.tensorcore import t05_warp_specialized as t05
+
+    nvdisasm = _tool("nvdisasm")
+    assert nvdisasm, "Triton's wheel ships nvdisasm (triton/backends/nvidia/bin)"
+
+    def waits(consumers):
+        k = t05.compile_for_sm90(t05.cfg(256, 128, 32, 4, 4, consumers, swap=True), torch.float32)
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(k.asm["cubin"])
+            f.flush()
+            sass = subprocess.run([nvdisasm, "-c", f.name], capture_output=True, text=True, check=True).stdout
+        return sass.count("HGMMA"), re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x\d)", sass)
+
+    hgmma, depbar = waits(1)
+    assert hgmma == 12 and depbar.count("0x0") <= 1 and depbar.count("0x1") >= 3, (hgmma, depbar)
+    hgmma, depbar = waits(2)
+    assert depbar.count("0x0") == hgmma, (hgmma, depbar)
 
 
 def test_warp_specialized_partitions_in_the_ptx():
@@ -878,7 +910,8 @@ def test_gpu_warp_specialized_every_config(precision, lb):
     from tilegemm.kernels.tensorcore import _common as C
     from tilegemm.kernels.tensorcore import t05_warp_specialized as t05
 
-    for m, n, k in ((300, 520, 200), (2100, 2056, 520)):
+    # k-steps: 7 (TF32; FP8 2, 16-bit 4), 8 (even), 1 (partial), 17 over two tiles a program
+    for m, n, k in ((300, 520, 200), (300, 520, 256), (130, 260, 24), (2100, 2056, 520)):
         if precision == "fp8":  # TMA needs 16-byte rows: K a multiple of 16 one-byte elements
             k += -k % 16
         a, b = _gpu_operands(m, n, k, precision, "n", lb)
@@ -896,7 +929,8 @@ def test_gpu_warp_specialized_every_config(precision, lb):
                 assert t05.gemm(p)["fallback"]  # t03 runs it, and says why
                 continue
             assert t05.usable(p) == ""
-            for cfg in t05.candidates(p):
+            forced = [t05.cfg(256, 128, 32, 4, 4, 2, swap=True)] if t05._swapped(p) else []  # correct, not tuned
+            for cfg in t05.candidates(p) + forced:
                 c.fill_(float("nan"))
                 used = t05.gemm(p, cfg)
                 assert used["kernel"] == t05.NAME

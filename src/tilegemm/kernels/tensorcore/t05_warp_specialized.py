@@ -26,7 +26,10 @@ FP32 as TF32. 8- and 32-bit wgmma read shared-memory operands only K-major, so:
 - TF32 with a row-major B runs swapped (SWAP), as cuBLAS's TF32 kernel does: the MMA computes
   C^T = B^T·A^T over a tile of 128 of C's columns × 256 of its rows; B's tile, N-major in shared
   memory, is the MMA's A operand and is loaded into registers (no layout rule there), A's tile
-  is its K-major B operand, and the epilogue stores the transposed accumulator.
+  is its K-major B operand, and the epilogue stores the transposed accumulator. The consumer
+  runs two k-steps a trip with two sets of operand registers, so that a wgmma in flight never has
+  its registers overwritten, and it is one 8-warp partition, on which ptxas keeps the wgmma
+  pipelined (SWAP_CONFIGS says why not two).
 Alpha and beta are not in this rung; t03 serves those calls.
 
 Global traffic is t03's (the same tiles, in the same order):
@@ -106,6 +109,39 @@ def _halves(xs):
 
 
 @gluon.jit
+def _k_step(acc, a_bufs, b_bufs, ready, empty, i, kk, prev, reg_a: gl.constexpr, B_T: gl.constexpr,
+            SWAP: gl.constexpr, ROW0: gl.constexpr):
+    """The consumer's k-step kk, its i-th over all its tiles: wait for stage i % STAGES, issue its
+    wgmma (acc's ROWS rows of the MMA from ROW0), and once the previous step's wgmma has retired
+    free that step's stage (prev). Returns (acc, this step's stage)."""
+    STAGES: gl.constexpr = a_bufs.type.shape[0]
+    BK: gl.constexpr = a_bufs.type.shape[2]
+    ROWS: gl.constexpr = acc.type.shape[0]
+    s = i % STAGES
+    mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+    if SWAP:
+        b = b_bufs.index(s)
+        BN: gl.constexpr = b.type.shape[1]
+        if ROWS != BN:
+            b = b.slice(ROW0, ROWS, dim=1)
+        acc = warpgroup_mma(b.permute((1, 0)).load(reg_a), a_bufs.index(s).permute((1, 0)), acc, use_acc=kk > 0,
+                            is_async=True)
+    else:
+        a = a_bufs.index(s)
+        if ROWS != a.type.shape[0]:
+            a = a.slice(ROW0, ROWS)
+        b = b_bufs.index(s)
+        if B_T:
+            b = b.permute((1, 0))
+        acc = warpgroup_mma(a, b, acc, use_acc=kk > 0, is_async=True)
+    # one group in flight: the previous k-step's wgmma has retired, so its stage (and, swapped, its
+    # register operand) is free
+    acc = warpgroup_mma_wait(1, deps=(acc, ))
+    mbarrier.arrive(empty.index(prev), count=1, pred=kk > 0)
+    return acc, s
+
+
+@gluon.jit
 def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_ptr, sb_ptr, M, N, K,
               BN: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr, B_T: gl.constexpr,
               SWAP: gl.constexpr, HAS_SCALE: gl.constexpr, ROWS: gl.constexpr, ROW0: gl.constexpr,
@@ -115,7 +151,6 @@ def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_p
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     EPI: gl.constexpr = c_desc.block_type.shape[0] if SWAP else c_desc.block_type.shape[1]
-    STAGES: gl.constexpr = a_bufs.type.shape[0]
     MMA_N: gl.constexpr = BM if SWAP else BN
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, MMA_N, 256 // a_desc.dtype.primitive_bitwidth])
@@ -131,28 +166,26 @@ def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_p
         pid_m, pid_n = _tile(t, num_pid_m, num_pid_n, GROUP_M)
         acc = gl.zeros((ROWS, MMA_N), gl.float32, acc_layout)
         prev = 0
-        for kk in range(gl.cdiv(K, BK)):
-            s = i % STAGES
-            mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-            if SWAP:
-                b = b_bufs.index(s)
-                if ROWS != BN:
-                    b = b.slice(ROW0, ROWS, dim=1)
-                acc = warpgroup_mma(b.permute((1, 0)).load(reg_a), a_bufs.index(s).permute((1, 0)), acc,
-                                    use_acc=kk > 0, is_async=True)
-            else:
-                a = a_bufs.index(s)
-                if ROWS != BM:
-                    a = a.slice(ROW0, ROWS)
-                b = b_bufs.index(s)
-                if B_T:
-                    b = b.permute((1, 0))
-                acc = warpgroup_mma(a, b, acc, use_acc=kk > 0, is_async=True)
-            # one group in flight: the previous k-step's wgmma has retired, so its stage is free
-            acc = warpgroup_mma_wait(1, deps=(acc, ))
-            mbarrier.arrive(empty.index(prev), count=1, pred=kk > 0)
-            prev = s
-            i += 1
+        n_k = gl.cdiv(K, BK)
+        if SWAP:
+            # Two k-steps a trip, so that their register operands are two sets of registers: the
+            # step after next may load into a set only once the wait in the step between has
+            # retired the wgmma reading it. In a one-step loop each step's loads overwrite the
+            # registers of the wgmma still in flight, which PTX leaves undefined (on the H200 it
+            # gave wrong results with one 8-warp partition; docs/perf-notes.md, 26).
+            for kk in range(0, n_k - 1, 2):
+                acc, prev = _k_step(acc, a_bufs, b_bufs, ready, empty, i, kk, prev, reg_a, B_T, SWAP, ROW0)
+                acc, prev = _k_step(acc, a_bufs, b_bufs, ready, empty, i + 1, kk + 1, prev, reg_a, B_T, SWAP,
+                                    ROW0)
+                i += 2
+            if n_k % 2 == 1:
+                acc, prev = _k_step(acc, a_bufs, b_bufs, ready, empty, i, n_k - 1, prev, reg_a, B_T, SWAP,
+                                    ROW0)
+                i += 1
+        else:
+            for kk in range(n_k):
+                acc, prev = _k_step(acc, a_bufs, b_bufs, ready, empty, i, kk, prev, reg_a, B_T, SWAP, ROW0)
+                i += 1
         acc = warpgroup_mma_wait(0, deps=(acc, ))
         mbarrier.arrive(empty.index(prev), count=1)
         if HAS_SCALE:
@@ -221,13 +254,14 @@ STAGE_CONFIGS = (
     (128, 128, 64, 6, 1, 1),  # narrower tile, deeper ring
 )
 # The swapped form (TF32 with a row-major B): the MMA's tile is 128 of C's columns × 256 of its
-# rows (cuBLAS's TF32 tile, seen in ncu: docs/perf-notes.md, 20), one consumer partition per
-# warpgroup (64 of the 128 columns each); SPLIT slices C's rows. One partition of 8 warps over all
-# 128 computed wrong results on the H200 (most of C; the tuner's check rejected it), so it is not
-# a candidate.
+# rows (cuBLAS's TF32 tile, seen in ncu: docs/perf-notes.md, 20), on one consumer partition of 8
+# warps (each warpgroup 64 of the 128 columns); SPLIT slices C's rows. Two partitions compute
+# correctly, but Triton 3.6's ptxas then serialises every wgmma of the form (warning C7512: with a
+# register operand, a worker partition's setmaxnreg defeats its wgmma pipelining), 5–10% slower
+# on every shape timed (docs/perf-notes.md, 26), so they are not candidates.
 SWAP_CONFIGS = (
-    (256, 128, 64, 3, 2, 2),  # 3 stages (144 KB) and two 128×64 FP32 slices of C
-    (256, 128, 64, 4, 4, 2),  # 4 stages (192 KB), the slices 64×64
+    (256, 128, 64, 4, 4, 1),  # 4 stages (192 KB), C stored in four 64×128 FP32 slices
+    (256, 128, 64, 3, 2, 1),  # 3 stages (144 KB), two 128×128 slices
 )
 
 
@@ -312,10 +346,9 @@ def _args(p: C.Problem, cfg: dict, by_address: bool = False, num_sms: int | None
     a, b, c = t03._squeeze(p.a), t03._squeeze(p.b), t03._squeeze(p.c)
     bm, bn, bk, consumers, split = cfg["BM"], cfg["BN"], cfg["BK"], cfg["CONSUMERS"], cfg["SPLIT"]
     b_t, swap = _col_major(b), bool(cfg.get("SWAP"))
-    if swap != _swapped(p) or (swap and consumers != 2):
+    if swap != _swapped(p):
         raise ValueError(f"t05: configuration {cfg} does not fit {a.dtype} with B "
-                         f"{'column' if b_t else 'row'}-major (the swapped form is for TF32 with a row-major B, "
-                         "on two consumer partitions)")
+                         f"{'column' if b_t else 'row'}-major (the swapped form is for TF32 with a row-major B)")
 
     def desc(x, block):
         base = t03._Address(x.data_ptr(), x.dtype) if by_address else x
