@@ -114,7 +114,10 @@ def test_racecheck_flags_the_broken_kernel():
 
 
 def test_hold_keeps_launch_latency_out_of_event_times():
-    """A 1×1×1 product: bare events measure Python's launch latency; with the hold they don't."""
+    """A 1×1×1 product (a few µs on the GPU) launched from Python (≈ 27 µs of host time on the H200):
+    with the hold, the events bracket the kernel alone, well under one launch. Bare events may
+    (the driver sends the first event to the GPU before the launch) or may not (it sends them
+    together) take the launch in, so bare is only an upper bound here."""
     from numba import cuda
 
     from tilegemm.bench.timing import DeviceClock, measure
@@ -124,4 +127,4 @@ def test_hold_keeps_launch_latency_out_of_event_times():
     c = cuda.device_array((1, 1), np.float32)
     bare = measure(lambda: kern.launch(a, a, c), clock=DeviceClock(hold_us=0), budget_s=0.3)
     held = measure(lambda: kern.launch(a, a, c), clock=DeviceClock(hold_us=200), budget_s=0.3)
-    assert held.median_ms < bare.median_ms, (held.median_ms, bare.median_ms)
+    assert held.median_ms < 0.010 and held.median_ms <= bare.median_ms, (held.median_ms, bare.median_ms)

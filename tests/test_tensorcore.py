@@ -903,15 +903,17 @@ def test_warp_specialized_partitions_in_the_ptx():
 @pytest.mark.parametrize("lb", ["n", "t"])
 @pytest.mark.parametrize("precision", ["fp16", "bf16", "tf32", "fp8"])
 def test_gpu_warp_specialized_every_config(precision, lb):
-    """Each t05 candidate, forced, on edge tiles and a partial last k-step (300×520×200), and on
-    more tiles than SMs (2100×2056×520: programs take a second tile, the ring's phases run on
-    across tiles), with a 16-bit and an FP32 C; FP8 with scales (B column-major only), TF32
-    plain (B column-major) and swapped (B row-major)."""
+    """Each t05 candidate, forced, on edge tiles and a partial last k-step (300×520×200), an even
+    number of k-steps (300×520×256), one partial k-step (130×264×24), and more tiles than SMs
+    (2100×2056×520: programs take a second tile, the ring's phases run on across tiles), with a
+    16-bit and an FP32 C; FP8 with scales (B column-major only), TF32 plain (B column-major) and
+    swapped (B row-major; the swapped loop takes k-steps in pairs), and the swapped form forced
+    onto two partitions (correct, not a candidate)."""
     from tilegemm.kernels.tensorcore import _common as C
     from tilegemm.kernels.tensorcore import t05_warp_specialized as t05
 
     # k-steps: 7 (TF32; FP8 2, 16-bit 4), 8 (even), 1 (partial), 17 over two tiles a program
-    for m, n, k in ((300, 520, 200), (300, 520, 256), (130, 260, 24), (2100, 2056, 520)):
+    for m, n, k in ((300, 520, 200), (300, 520, 256), (130, 264, 24), (2100, 2056, 520)):
         if precision == "fp8":  # TMA needs 16-byte rows: K a multiple of 16 one-byte elements
             k += -k % 16
         a, b = _gpu_operands(m, n, k, precision, "n", lb)
