@@ -586,6 +586,25 @@ def test_settle_cancels_a_drifting_clock(monkeypatch):
 
 
 @pytest.mark.gpu
+def test_gpu_tuner_times_device_time_not_the_launch():
+    """A call that spends 80 µs on the host and a few µs on the GPU: the tuner's eager timing
+    (L2 flush, then a hold while the call is launched) reports the GPU's few µs."""
+    import time
+
+    from tilegemm.kernels.tensorcore import _common as C
+
+    x = torch.zeros(1024, device="cuda")
+
+    def slow_launch():
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 80e-6:
+            pass
+        x.add_(1.0)
+
+    assert C.time_ms(slow_launch, budget_ms=20.0) < 0.04
+
+
+@pytest.mark.gpu
 def test_gpu_tuner_settles_and_caches_the_t03_t05_verdict(tmp_path, monkeypatch):
     """A tuning re-times its fastest few against each other (the entry says how many), and the
     t03-or-t05 choice is stored once per bucket and reused without timing again."""

@@ -485,10 +485,34 @@ def tune_key(kernel_name: str, p: Problem, variant: str = "") -> str:
     ])
 
 
-def time_ms(fn, budget_ms: float = 60.0, graph: bool = False) -> float:
-    """Median time of fn() in ms.
+HOLD_CYCLES = 1_000_000  # the hold before each tuning sample: ≈ 0.5–0.7 ms at the H200's 1.4–2 GHz
 
-    graph=False: one launch per sample, L2 flushed between runs (triton.testing.do_bench).
+
+def _held_samples(fn, n: int) -> list[float]:
+    """n device times of fn() in ms: before each, L2 flushed (a 256 MB memset, as
+    triton.testing.do_bench does) and then the GPU held busy (torch.cuda._sleep) while the host
+    enqueues the start event, fn's launch and the end event, so the events bracket fn's kernels
+    only, however long fn takes on the host."""
+    flush = torch.empty(64 * 2**20, dtype=torch.int32, device="cuda")
+    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+    for start, end in pairs:
+        flush.zero_()
+        torch.cuda._sleep(HOLD_CYCLES)
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) for s, e in pairs]
+
+
+def time_ms(fn, budget_ms: float = 60.0, graph: bool = False) -> float:
+    """Median device time of fn() in ms.
+
+    graph=False: one launch per sample, L2 flushed before each and the GPU held busy while fn is
+    launched (_held_samples). Without the hold (triton.testing.do_bench), a launch whose Python
+    side outlasts the flush is timed too: a forced configuration builds its TMA descriptors on
+    every call (0.1 ms and more), which on a 0.1 ms product made t05 look 15% slower than it runs
+    and lost it the t03/t05 verdict (docs/perf-notes.md, 26).
     graph=True: launches captured back to back in a CUDA graph and replayed
     (triton.testing.do_bench_cudagraph; L2 warm). For a product whose GPU time is a few µs a
     Python launch (20–100 µs) takes longer than the kernel, so eager samples time the host,
@@ -498,7 +522,13 @@ def time_ms(fn, budget_ms: float = 60.0, graph: bool = False) -> float:
             return float(triton.testing.do_bench_cudagraph(fn, rep=max(budget_ms / 2, 5.0), return_mode="median"))
         except Exception:  # noqa: BLE001  (a launch that cannot be captured is timed eagerly)
             torch.cuda.synchronize()
-    return float(triton.testing.do_bench(fn, warmup=max(budget_ms / 4, 2), rep=budget_ms, return_mode="median"))
+    fn()
+    torch.cuda.synchronize()
+    est = max(statistics.median(_held_samples(fn, 3)), 1e-3)
+    for _ in range(min(100, int(max(budget_ms / 4, 2.0) / est) + 1)):  # warm-up, as do_bench's
+        fn()
+    per_sample = est + 0.8  # the flush and the hold
+    return float(statistics.median(_held_samples(fn, max(5, min(500, int(budget_ms / per_sample))))))
 
 
 def settle(fns, budget_ms: float, graph: bool, rounds: int = 4) -> list[float]:
