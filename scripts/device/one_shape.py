@@ -37,8 +37,9 @@ def main(argv=None) -> int:
     p = C.Problem(a, b, c, args.dtype, scale_a=sa, scale_b=sb)
     if args.cfg:
         from tilegemm.kernels.tensorcore import t05_warp_specialized as t05
+        from ws_probe import t05_config
 
-        cfg = dict(t05.cfg(128, 256, 64, 3), **{k: int(v) for k, v in (kv.split("=") for kv in args.cfg.split(","))})
+        cfg = t05_config(args.cfg)
         ours = lambda: t05.gemm(p, cfg)  # noqa: E731
     else:
         ours = lambda: tc.auto_gemm(p)  # noqa: E731

@@ -29,6 +29,13 @@ def parse(s: str) -> dict:
     return {k: int(v) for k, v in (kv.split("=") for kv in s.split(","))}
 
 
+def t05_config(s: str) -> dict:
+    """A forced t05 configuration from "K=V,...": t05's 128×256×64, 3-stage defaults, overridden."""
+    from tilegemm.kernels.tensorcore import t05_warp_specialized as t05
+
+    return dict(t05.cfg(128, 256, 64, 3), **parse(s))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "ws_probe.json"))
@@ -68,15 +75,13 @@ def main(argv=None) -> int:
         ref = lib().float()
         flops = 2.0 * m * n * k
         row = dict(dtype=dtype, m=m, n=n, k=k, runs=[])
-        base = {kk: v for kk, v in used.get((dtype, m, n, k), {}).items() if kk not in ("kernel", "fallback", "WS")}
-        todo = [("t03", base)] if base and base.get("kernel") != t05.NAME and "CONSUMERS" not in base else []
-        todo += [("t05", parse(s)) for s in (args.cfg or DEFAULT_CFGS)]
+        committed = used.get((dtype, m, n, k), {})
+        base = {kk: v for kk, v in committed.items() if kk not in ("kernel", "fallback", "WS")}
+        todo = [("t03", base)] if committed.get("kernel") == t03.NAME else []
+        todo += [("t05", t05_config(s)) for s in (args.cfg or DEFAULT_CFGS)]
         for kernel, cfg in todo:
             rec = dict(kernel=kernel, config=cfg)
             p = C.Problem(a, b, c, dtype, scale_a=sa, scale_b=sb)
-            if kernel == "t05":
-                cfg = dict(t05.cfg(128, 256, 64, 3), **cfg)
-                rec["config"] = cfg
             gemm = t03.gemm if kernel == "t03" else t05.gemm
             fn = lambda: gemm(p, cfg)  # noqa: E731
             try:

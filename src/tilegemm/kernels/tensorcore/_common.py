@@ -488,12 +488,11 @@ def tune_key(kernel_name: str, p: Problem, variant: str = "") -> str:
 HOLD_CYCLES = 1_000_000  # the hold before each tuning sample: ≈ 0.5–0.7 ms at the H200's 1.4–2 GHz
 
 
-def _held_samples(fn, n: int) -> list[float]:
-    """n device times of fn() in ms: before each, L2 flushed (a 256 MB memset, as
+def _held_samples(fn, n: int, flush: torch.Tensor) -> list[float]:
+    """n device times of fn() in ms: before each, L2 flushed (flush zeroed: 256 MB, as
     triton.testing.do_bench does) and then the GPU held busy (torch.cuda._sleep) while the host
     enqueues the start event, fn's launch and the end event, so the events bracket fn's kernels
     only, however long fn takes on the host."""
-    flush = torch.empty(64 * 2**20, dtype=torch.int32, device="cuda")
     pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
     for start, end in pairs:
         flush.zero_()
@@ -524,11 +523,12 @@ def time_ms(fn, budget_ms: float = 60.0, graph: bool = False) -> float:
             torch.cuda.synchronize()
     fn()
     torch.cuda.synchronize()
-    est = max(statistics.median(_held_samples(fn, 3)), 1e-3)
+    flush = torch.empty(64 * 2**20, dtype=torch.int32, device="cuda")
+    est = max(statistics.median(_held_samples(fn, 3, flush)), 1e-3)
     for _ in range(min(100, int(max(budget_ms / 4, 2.0) / est) + 1)):  # warm-up, as do_bench's
         fn()
     per_sample = est + 0.8  # the flush and the hold
-    return float(statistics.median(_held_samples(fn, max(5, min(500, int(budget_ms / per_sample))))))
+    return float(statistics.median(_held_samples(fn, max(5, min(500, int(budget_ms / per_sample))), flush)))
 
 
 def settle(fns, budget_ms: float, graph: bool, rounds: int = 4) -> list[float]:
