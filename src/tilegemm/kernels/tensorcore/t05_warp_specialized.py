@@ -72,48 +72,28 @@ def _tile(t, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
 
 
 @gluon.jit
-def _load_stage(a_desc, b_desc, a_bufs, b_bufs, ready, empty, i, pid_m, pid_n, kk, BM: gl.constexpr,
-                BN: gl.constexpr, B_T: gl.constexpr):
-    """Fill stage i % STAGES with k-step kk of tile (pid_m, pid_n), once the consumers have freed it
-    (`empty`); the copies complete on `ready`. i counts the program's k-steps over all its tiles."""
-    PIECE: gl.constexpr = a_bufs.type.shape[1]  # A's rows per copy and buffer: BM, or 64 where BM = 192
-    PIECES: gl.constexpr = BM // PIECE
-    BK: gl.constexpr = a_desc.block_type.shape[1]
-    STAGES: gl.constexpr = b_bufs.type.shape[0]
-    nbytes: gl.constexpr = a_desc.block_type.nbytes * PIECES + b_desc.block_type.nbytes
-    s = i % STAGES
-    # a fresh barrier counts as having completed the lap before the first, so lap 0 passes
-    mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)
-    mbarrier.expect(ready.index(s), nbytes)
-    for j in gl.static_range(PIECES):
-        _tma_load(a_desc, [pid_m * BM + j * PIECE, kk * BK], ready.index(s), a_bufs.index(s * PIECES + j))
-    if B_T:
-        _tma_load(b_desc, [pid_n * BN, kk * BK], ready.index(s), b_bufs.index(s))
-    else:
-        _tma_load(b_desc, [kk * BK, pid_n * BN], ready.index(s), b_bufs.index(s))
-
-
-@gluon.jit
-def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BM: gl.constexpr,
+def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K,
               BN: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr, B_T: gl.constexpr):
+    BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
+    STAGES: gl.constexpr = a_bufs.type.shape[0]
+    nbytes: gl.constexpr = a_desc.block_type.nbytes + b_desc.block_type.nbytes
     num_pid_m = gl.cdiv(M, BM)
     num_pid_n = gl.cdiv(N, BN)
     i = 0  # k-steps issued by this program, over all its tiles: stage i % STAGES, lap i // STAGES
     for t in range(gl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
         pid_m, pid_n = _tile(t, num_pid_m, num_pid_n, GROUP_M)
         for kk in range(gl.cdiv(K, BK)):
-            _load_stage(a_desc, b_desc, a_bufs, b_bufs, ready, empty, i, pid_m, pid_n, kk, BM, BN, B_T)
+            s = i % STAGES
+            # a fresh barrier counts as having completed the lap before the first, so lap 0 passes
+            mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)
+            mbarrier.expect(ready.index(s), nbytes)
+            _tma_load(a_desc, [pid_m * BM, kk * BK], ready.index(s), a_bufs.index(s))
+            if B_T:
+                _tma_load(b_desc, [pid_n * BN, kk * BK], ready.index(s), b_bufs.index(s))
+            else:
+                _tma_load(b_desc, [kk * BK, pid_n * BN], ready.index(s), b_bufs.index(s))
             i += 1
-
-
-@gluon.jit
-def _fetch(a_desc, b_desc, a_bufs, b_bufs, ready, empty, j, n_k, num_pid_m, num_pid_n, BM: gl.constexpr,
-           BN: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr, B_T: gl.constexpr):
-    """The producer's work for the program's k-step j, from a consumer (the form without a producer
-    warp): its tile is the program's (j // n_k)-th."""
-    pid_m, pid_n = _tile(gl.program_id(0) + (j // n_k) * NUM_SMS, num_pid_m, num_pid_n, GROUP_M)
-    _load_stage(a_desc, b_desc, a_bufs, b_bufs, ready, empty, j, pid_m, pid_n, j % n_k, BM, BN, B_T)
 
 
 @gluon.jit
@@ -134,9 +114,8 @@ def _k_step(acc, a_bufs, b_bufs, ready, empty, i, kk, prev, reg_a: gl.constexpr,
     """The consumer's k-step kk, its i-th over all its tiles: wait for stage i % STAGES, issue its
     wgmma (acc's ROWS rows of the MMA from ROW0), and once the previous step's wgmma has retired
     free that step's stage (prev). Returns (acc, this step's stage)."""
-    STAGES: gl.constexpr = b_bufs.type.shape[0]
-    PIECE: gl.constexpr = a_bufs.type.shape[1]  # A's stage is a_bufs[s·PIECES …], PIECE rows each
-    PIECES: gl.constexpr = a_bufs.type.shape[0] // STAGES
+    STAGES: gl.constexpr = a_bufs.type.shape[0]
+    BK: gl.constexpr = a_bufs.type.shape[2]
     ROWS: gl.constexpr = acc.type.shape[0]
     s = i % STAGES
     mbarrier.wait(ready.index(s), (i // STAGES) & 1)
@@ -145,13 +124,12 @@ def _k_step(acc, a_bufs, b_bufs, ready, empty, i, kk, prev, reg_a: gl.constexpr,
         BN: gl.constexpr = b.type.shape[1]
         if ROWS != BN:
             b = b.slice(ROW0, ROWS, dim=1)
-        acc = warpgroup_mma(b.permute((1, 0)).load(reg_a), a_bufs.index(s * PIECES).permute((1, 0)), acc,
-                            use_acc=kk > 0,
+        acc = warpgroup_mma(b.permute((1, 0)).load(reg_a), a_bufs.index(s).permute((1, 0)), acc, use_acc=kk > 0,
                             is_async=True)
     else:
-        a = a_bufs.index(s * PIECES + ROW0 // PIECE)
-        if ROWS != PIECE:
-            a = a.slice(ROW0 % PIECE, ROWS)
+        a = a_bufs.index(s)
+        if ROWS != a.type.shape[0]:
+            a = a.slice(ROW0, ROWS)
         b = b_bufs.index(s)
         if B_T:
             b = b.permute((1, 0))
@@ -165,15 +143,14 @@ def _k_step(acc, a_bufs, b_bufs, ready, empty, i, kk, prev, reg_a: gl.constexpr,
 
 @gluon.jit
 def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_ptr, sb_ptr, M, N, K,
-              BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr, B_T: gl.constexpr,
+              BN: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr, B_T: gl.constexpr,
               SWAP: gl.constexpr, HAS_SCALE: gl.constexpr, ROWS: gl.constexpr, ROW0: gl.constexpr,
-              WARPS: gl.constexpr, LOADS: gl.constexpr = False):
+              WARPS: gl.constexpr):
     """Rows ROW0 … ROW0+ROWS-1 of every tile of the MMA (C's rows, or with SWAP C's columns: the
-    MMA computes C^T = B^T·A^T), on WARPS warps (ROWS = 16·WARPS). LOADS: this partition is the
-    producer too, STAGES - 1 k-steps ahead of its MMA (the form without a producer warp)."""
+    MMA computes C^T = B^T·A^T), on WARPS warps (ROWS = 16·WARPS)."""
+    BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
-    EPI: gl.constexpr = c_bufs.type.shape[1] if SWAP else c_bufs.type.shape[2]
-    PIECE: gl.constexpr = c_desc.block_type.shape[0]  # C's rows per store (ROWS, or 64 where it is 192)
+    EPI: gl.constexpr = c_desc.block_type.shape[0] if SWAP else c_desc.block_type.shape[1]
     MMA_N: gl.constexpr = BM if SWAP else BN
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, MMA_N, 256 // a_desc.dtype.primitive_bitwidth])
@@ -184,18 +161,12 @@ def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_p
     c_smem = c_bufs.index(ROW0 // ROWS)
     num_pid_m = gl.cdiv(M, BM)
     num_pid_n = gl.cdiv(N, BN)
-    STAGES: gl.constexpr = b_bufs.type.shape[0]
-    n_k = gl.cdiv(K, BK)
-    steps = gl.cdiv(num_pid_m * num_pid_n - gl.program_id(0), NUM_SMS) * n_k  # the program's k-steps
-    if LOADS:
-        for first in range(gl.minimum(STAGES - 1, steps)):
-            _fetch(a_desc, b_desc, a_bufs, b_bufs, ready, empty, first, n_k, num_pid_m, num_pid_n, BM, BN, GROUP_M,
-                   NUM_SMS, B_T)
     i = 0
     for t in range(gl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
         pid_m, pid_n = _tile(t, num_pid_m, num_pid_n, GROUP_M)
         acc = gl.zeros((ROWS, MMA_N), gl.float32, acc_layout)
         prev = 0
+        n_k = gl.cdiv(K, BK)
         if SWAP:
             # Two k-steps a trip, so that their register operands are two sets of registers: the
             # step after next may load into a set only once the wait in the step between has
@@ -214,10 +185,6 @@ def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_p
         else:
             for kk in range(n_k):
                 acc, prev = _k_step(acc, a_bufs, b_bufs, ready, empty, i, kk, prev, reg_a, B_T, SWAP, ROW0)
-                if LOADS:  # into the stage just freed, once the other consumers have freed it too
-                    if i + STAGES - 1 < steps:
-                        _fetch(a_desc, b_desc, a_bufs, b_bufs, ready, empty, i + STAGES - 1, n_k, num_pid_m,
-                               num_pid_n, BM, BN, GROUP_M, NUM_SMS, B_T)
                 i += 1
         acc = warpgroup_mma_wait(0, deps=(acc, ))
         mbarrier.arrive(empty.index(prev), count=1)
@@ -235,33 +202,23 @@ def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_p
             else:
                 c_smem.store(parts[j])
                 fence_async_shared()
-                for r in gl.static_range(ROWS // PIECE):
-                    c_piece = c_smem
-                    if PIECE != ROWS:
-                        c_piece = c_smem.slice(r * PIECE, PIECE)
-                    _tma_store(c_desc, [pid_m * BM + ROW0 + r * PIECE, pid_n * BN + j * EPI], c_piece)
+                _tma_store(c_desc, [pid_m * BM + ROW0, pid_n * BN + j * EPI], c_smem)
     tma.store_wait(0)
 
 
 @gluon.jit
-def ws_kernel(a_desc, b_desc, c_desc, sa_ptr, sb_ptr, M, N, K, BM: gl.constexpr, GROUP_M: gl.constexpr,
-              NUM_SMS: gl.constexpr,
+def ws_kernel(a_desc, b_desc, c_desc, sa_ptr, sb_ptr, M, N, K, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr,
               STAGES: gl.constexpr, B_T: gl.constexpr, SWAP: gl.constexpr, HAS_SCALE: gl.constexpr,
               CONSUMERS: gl.constexpr, num_warps: gl.constexpr):
     """CONSUMERS = 1: one consumer partition of num_warps warps over the whole tile; 2: two
     partitions of num_warps warps, each over half of the MMA's rows, each freeing stages on its
     own. SWAP: the MMA computes C^T = B^T·A^T (B row-major, 32-bit: TF32)."""
-    BK: gl.constexpr = a_desc.block_type.shape[1]
+    BM: gl.constexpr = a_desc.block_type.shape[0]
     BN: gl.constexpr = b_desc.block_type.shape[0] if B_T else b_desc.block_type.shape[1]
     ROWS: gl.constexpr = (BN if SWAP else BM) // CONSUMERS
-    EPI: gl.constexpr = c_desc.block_type.shape[1]
-    PIECE: gl.constexpr = a_desc.block_type.shape[0]
-    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES * (BM // PIECE), PIECE, BK], a_desc.layout)
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
-    if SWAP:
-        c_bufs = gl.allocate_shared_memory(c_desc.dtype, [CONSUMERS] + c_desc.block_type.shape, c_desc.layout)
-    else:
-        c_bufs = gl.allocate_shared_memory(c_desc.dtype, [CONSUMERS, ROWS, EPI], c_desc.layout)
+    c_bufs = gl.allocate_shared_memory(c_desc.dtype, [CONSUMERS] + c_desc.block_type.shape, c_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for s in gl.static_range(STAGES):
@@ -270,29 +227,17 @@ def ws_kernel(a_desc, b_desc, c_desc, sa_ptr, sb_ptr, M, N, K, BM: gl.constexpr,
     if CONSUMERS == 1:
         gl.warp_specialize([
             (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_ptr, sb_ptr, M, N, K,
-                         BM, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, ROWS, 0, num_warps)),
-            (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BM, BN, GROUP_M, NUM_SMS, B_T)),
+                         BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, ROWS, 0, num_warps)),
+            (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BN, GROUP_M, NUM_SMS, B_T)),
         ], [1], [24])
-    elif CONSUMERS == 2:
-        gl.warp_specialize([
-            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_ptr, sb_ptr, M, N, K,
-                         BM, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, ROWS, 0, num_warps)),
-            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_ptr, sb_ptr, M, N, K,
-                         BM, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, ROWS, ROWS, num_warps)),
-            (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BM, BN, GROUP_M, NUM_SMS, B_T)),
-        ], [num_warps, 1], [240, 24])
     else:
-        # three warpgroups over a 192-row tile, the first also the producer: a producer warp would
-        # take a fourth warpgroup's registers, and ptxas holds every partition to the launch's
-        # 64 Ki / 512 = 128 a thread, fewer than a 64×256 accumulator and its wgmma need (about 154)
         gl.warp_specialize([
             (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_ptr, sb_ptr, M, N, K,
-                         BM, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, ROWS, 0, num_warps, True)),
+                         BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, ROWS, 0, num_warps)),
             (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_ptr, sb_ptr, M, N, K,
-                         BM, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, ROWS, ROWS, num_warps)),
-            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_ptr, sb_ptr, M, N, K,
-                         BM, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, ROWS, 2 * ROWS, num_warps)),
-        ], [num_warps, num_warps], [168, 168])
+                         BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, ROWS, ROWS, num_warps)),
+            (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BN, GROUP_M, NUM_SMS, B_T)),
+        ], [num_warps, 1], [240, 24])
 
 
 # ---- host side --------------------------------------------------------------------------------
@@ -307,7 +252,6 @@ STAGE_CONFIGS = (
     (128, 256, 64, 4, 2, 1),  # a fourth stage, paid for by storing C in two 128×128 slices
     (128, 256, 64, 3, 1, 2),  # two consumer partitions, each freeing its stages on its own
     (128, 128, 64, 6, 1, 1),  # narrower tile, deeper ring
-    (192, 256, 64, 3, 2, 3),  # 22% less L2 → shared traffic a FLOP; three warpgroups, the first the producer
 )
 # The swapped form (TF32 with a row-major B): the MMA's tile is 128 of C's columns × 256 of its
 # rows (cuBLAS's TF32 tile, seen in ncu: docs/perf-notes.md, 20), on one consumer partition of 8
@@ -413,12 +357,9 @@ def _args(p: C.Problem, cfg: dict, by_address: bool = False, num_sms: int | None
 
     sms = min(num_sms or C.num_sms(p.a.device), ceil_div(p.m, bm) * ceil_div(p.n, bn))
     _, sa, sb = C.epilogue_args(p)  # C itself where there are no scales (never read then)
-    # TMA boxes are powers of two: a 192-row tile moves A and C in 64-row pieces
-    piece = bm & -bm
-    c_block = [bm // split, bn // consumers] if swap else [min(piece, bm // consumers), bn // split]
-    args = [desc(a, [piece, bk]), desc(b.t(), [bn, bk]) if b_t else desc(b, [bk, bn]), desc(c, c_block),
-            sa, sb, p.m, p.n, p.k, bm, cfg["GROUP_M"], sms, cfg["STAGES"], b_t, swap, p.scale_a is not None,
-            consumers]
+    c_block = [bm // split, bn // consumers] if swap else [bm // consumers, bn // split]
+    args = [desc(a, [bm, bk]), desc(b.t(), [bn, bk]) if b_t else desc(b, [bk, bn]), desc(c, c_block),
+            sa, sb, p.m, p.n, p.k, cfg["GROUP_M"], sms, cfg["STAGES"], b_t, swap, p.scale_a is not None, consumers]
     return (sms, ), args
 
 
@@ -430,15 +371,12 @@ def _warps(cfg: dict) -> int:
 def run(p: C.Problem, cfg: dict):
     """Launch once with configuration cfg; returns the compiled kernel."""
     grid, args = _args(p, cfg)
-    return ws_kernel[grid](*args, num_warps=_warps(cfg), maxnreg=maxnreg(cfg))
+    return ws_kernel[grid](*args, num_warps=_warps(cfg), maxnreg=MAXNREG)
 
 
-def maxnreg(cfg: dict) -> int:
-    """Registers a thread at launch, so that the consumer warps and the producer's warpgroup fill
-    the SM's 64 Ki: 12 warps (8 consumer) × 168, or 16 (12 consumer, BM = 192) × 128; setmaxnreg
-    then moves them, the producer down to 24 and the consumers up."""
-    warps = _warps(cfg) * cfg["CONSUMERS"] + (4 if cfg["CONSUMERS"] < 3 else 0)  # + the producer's warpgroup
-    return 65536 // (32 * warps) // 8 * 8
+# 12 warps (8 consumer, the producer's warpgroup) × 168 registers = the SM's 64 Ki; setmaxnreg
+# then moves them: producer 24, consumers 240
+MAXNREG = 168
 _PLANS: dict = {}
 C.PLAN_CACHES.append(_PLANS)
 DIRECT: dict = {"enabled": True, "launches": 0, "reused_args": 0, "error": ""}
@@ -499,10 +437,10 @@ def compile_for_sm90(cfg: dict, dtype=torch.bfloat16, out_dtype=None, b_t: bool 
                   scale_b=scale)
     _, args = _args(p, cfg, num_sms=132)
     names = ws_kernel.arg_names
-    first_const = names.index("BM")
+    first_const = names.index("GROUP_M")
     consts = dict(zip(names[first_const:], args[first_const:]), num_warps=_warps(cfg))
     sig = {n: "constexpr" if n in consts else (mangle_type(v) if i < 5 else "i32")
            for i, (n, v) in enumerate(zip(names, args + [None]))}
     src = GluonASTSource(fn=ws_kernel, signature=sig, constexprs=consts)
     return triton_compile(src, target=GPUTarget("cuda", 90, 32),
-                          options=dict(num_warps=_warps(cfg), maxnreg=maxnreg(cfg)))
+                          options=dict(num_warps=_warps(cfg), maxnreg=MAXNREG))
