@@ -168,8 +168,7 @@ INTERP_SCRIPT = textwrap.dedent(r"""
             out.append(dict(kernel=mod.NAME, ran=used.get("kernel", mod.NAME), shape=[m, n, k], prec=prec,
                             layout=la + lb, batch=batch, bcast=bcast, beta=beta, ok=bool(chk.ok),
                             rel=chk.rel_err, msg=str(chk), split=(cfg or {}).get("SPLIT"),
-                            fused=bool((cfg or {}).get("FUSED")), swap=bool((cfg or {}).get("SWAP")),
-                            fma=bool((cfg or {}).get("FMA"))))
+                            fused=bool((cfg or {}).get("FUSED")), swap=bool((cfg or {}).get("SWAP"))))
 
     # C^T = B^T·A^T (SWAP) with forced configurations: every layout, edge tiles, batch, alpha/beta
     sw3 = dict(C.cfg(16, 32, 16, 4, 2), C_TMA=False, WS=False, SWAP=True, REG_A=True)
@@ -198,18 +197,6 @@ INTERP_SCRIPT = textwrap.dedent(r"""
         run(t04_splitk, 20, 24, 40, torch.float16, "fp16", batch=2, cfg=dict(C.cfg(16, 16, 16, 4, 2), SPLIT=3, **f))
         run(t04_splitk, 9, 16, 48, torch.float32, "ieee", batch=2, bcast=True, cfg=dict(C.cfg(16, 16, 16, 4, 2), SPLIT=2, **f))
         run(t04_splitk, 19, 33, 70, torch.float32, "ieee", alpha=0.5, beta=2.0, cfg=dict(C.cfg(16, 32, 16, 4, 2), SPLIT=3, **f))
-
-    # M = 1 on CUDA cores (FMA): every layout, edge columns, K not a multiple of BK, fused or not,
-    # more slices than K steps, batch with a broadcast B, alpha/beta
-    for f in ({}, {"FUSED": True}):
-        fma = dict(C.cfg(1, 32, 16, 4, 2), FMA=True, **f)
-        for la in "nt":
-            for lb in "nt":
-                run(t04_splitk, 1, 40, 50, torch.float32, "ieee", la, lb, cfg=dict(fma, SPLIT=3))
-                run(t04_splitk, 1, 70, 37, torch.float16, "fp16", la, lb, cfg=dict(fma, SPLIT=2))
-        run(t04_splitk, 1, 24, 20, torch.float16, "fp16", cfg=dict(fma, SPLIT=4))
-        run(t04_splitk, 1, 33, 48, torch.float32, "ieee", batch=2, bcast=True, cfg=dict(fma, SPLIT=2))
-        run(t04_splitk, 1, 33, 70, torch.float32, "ieee", alpha=0.5, beta=2.0, cfg=dict(fma, SPLIT=3))
 
     for mod in (t01_tiled, t02_persistent, t03_tma_persistent, t04_splitk):
         for (m, n, k) in [(1, 1, 1), (5, 23, 7), (33, 17, 40), (64, 48, 80), (1, 64, 32), (70, 1, 96)]:
@@ -252,17 +239,6 @@ def test_interpreter_splitk_edge_cases(interpreter_results):
     assert {r["split"] for r in mine} >= {1, 2, 3, 4, 5, 9}
     assert {r["split"] for r in mine if r["fused"]} >= {1, 2, 3, 4, 5, 9}
     assert any(r["shape"][2] % 16 for r in mine) and any(r["batch"] for r in mine) and any(r["beta"] for r in mine)
-    bad = [r["msg"] for r in mine if not r["ok"]]
-    assert not bad, "\n".join(bad[:5])
-
-
-def test_interpreter_splitk_fma_form(interpreter_results):
-    """M = 1 on CUDA cores: all four layouts, fused and not, more slices than K steps, batch,
-    alpha/beta, each checked against float64."""
-    mine = [r for r in interpreter_results if r["fma"]]
-    assert {r["layout"] for r in mine} == {"nn", "nt", "tn", "tt"} and {r["shape"][0] for r in mine} == {1}
-    assert {r["fused"] for r in mine} == {False, True} and {r["prec"] for r in mine} == {"fp16", "ieee"}
-    assert any(r["batch"] for r in mine) and any(r["beta"] for r in mine) and any(r["split"] == 4 for r in mine)
     bad = [r["msg"] for r in mine if not r["ok"]]
     assert not bad, "\n".join(bad[:5])
 
@@ -333,15 +309,8 @@ def test_splitk_registered_and_candidates():
             a, b = torch.empty(m, 4096, dtype=dt), torch.empty(4096, 4096, dtype=dt)
             p = C.Problem(a, b, torch.empty(m, 4096, dtype=torch.float16), C.precision_of(dt))
             assert t04.applicable(p, sms=132)
+            cands = t04.candidates(p)
             fp8 = dt == torch.float8_e4m3fn
-            fma = [c for c in t04.candidates(p) if c.get("FMA")]  # M = 1: CUDA-core tiles, tried first
-            assert len(fma) == (2 * len(t04.FMA_TILES) if m == 1 else 0) and all(c["BM"] == 1 for c in fma)
-            assert t04.candidates(p)[:len(fma)] == fma
-            sms = C.num_sms(a.device)
-            for c in fma:  # ≈ 3 programs per SM (while K lasts), 8 or 16 KB of B a k-step
-                assert 2 * sms <= 4096 // c["BN"] * c["SPLIT"] <= max(6 * sms, 4096 // c["BN"]), c
-                assert c["BK"] * c["BN"] * a.element_size() in (8192, 16384), c
-            cands = t04.candidates(p)[len(fma):]
             assert 1 <= len(cands) <= 4 * (14 if fp8 and m <= 16 else 10)
             assert cands[0].get("FUSED") and {**cands[0], "FUSED": False} == {**cands[1], "FUSED": False}
             if fp8 and m <= 16:  # Hopper's FP8 MMA is wgmma (64-row tiles): tried first
@@ -423,38 +392,6 @@ def test_gpu_every_dtype_layout_shape(kernel, precision, layout, shape):
     chk = validate.check(c.double().cpu().numpy(), a64.cpu().numpy(), b64.cpu().numpy(), dtype=TOL[precision],
                          kernel=kernel, out_dtype="bfloat16" if precision == "fp8" else None)
     assert chk.ok, str(chk)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("lb", ["n", "t"])
-@pytest.mark.parametrize("precision", ["fp16", "bf16", "tf32", "ieee", "fp8"])
-def test_gpu_splitk_fma_every_candidate(precision, lb):
-    """M = 1 on CUDA cores: every FMA candidate the tuner would time, on edge columns and a K that is
-    not a multiple of BK (1×520×1000) and on the bench's shape with a ragged N (1×4100×4096), B row-
-    and column-major, FP8 with scales; fused ones twice (the second finds the counters reset)."""
-    from tilegemm.kernels.tensorcore import _common as C
-    from tilegemm.kernels.tensorcore import t04_splitk as t04
-
-    for n, k in ((520, 1000), (4100, 4096)):
-        a, b = _gpu_operands(1, n, k, precision, "n", lb)
-        out = torch.bfloat16 if precision == "fp8" else a.dtype
-        sa = sb = None
-        a64, b64 = a.double(), b.double()
-        if precision == "fp8":
-            sa, sb = torch.tensor([0.5], device="cuda"), torch.tensor([4.0], device="cuda")
-            a64, b64 = a64 * 0.5, b64 * 4.0
-        c = torch.empty((1, n), dtype=out, device="cuda")
-        p = C.Problem(a, b, c, precision, scale_a=sa, scale_b=sb)
-        fma = [cfg for cfg in t04.candidates(p) if cfg.get("FMA")]
-        assert len(fma) == 2 * len(t04.FMA_TILES)
-        for cfg in fma:
-            for _ in range(2 if cfg.get("FUSED") else 1):
-                c.fill_(float("nan"))
-                t04.gemm(p, cfg)
-            chk = validate.check(c.double().cpu().numpy(), a64.cpu().numpy(), b64.cpu().numpy(),
-                                 dtype=TOL[precision], kernel=str(cfg),
-                                 out_dtype="bfloat16" if precision == "fp8" else None)
-            assert chk.ok, str(chk)
 
 
 @pytest.mark.gpu

@@ -49,10 +49,9 @@ REDUCE_BLOCK = 1024
 @triton.jit
 def _slice_partial(a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, sbn,
                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-                   PRECISION: tl.constexpr, SWAP: tl.constexpr, REG_A: tl.constexpr, FMA: tl.constexpr):
+                   PRECISION: tl.constexpr, SWAP: tl.constexpr, REG_A: tl.constexpr):
     """This program's slice of K for its tile: the FP32 partial sum, with the tile's rows and
-    columns, their mask and the tile's origin. FMA (BM = 1): CUDA-core products, each B element
-    loaded into registers and used once, summed over K after the loop."""
+    columns, their mask and the tile's origin."""
     pid = tl.program_id(0)
     s = tl.program_id(1)
     bid = tl.program_id(2).to(tl.int64)
@@ -70,8 +69,6 @@ def _slice_partial(a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, 
     b_ptrs = b_ptr + bid * sbb + (k_lo + offs_k)[:, None] * sbk + offs_n[None, :] * sbn
     if SWAP:  # C^T = B^T·A^T: a tile of BM < 64 rows becomes the MMA's N (wgmma takes N = 8…256)
         acc = tl.zeros((BN, BM), dtype=tl.float32)
-    elif FMA:  # one product per B element, in FP32 (exact for FP32 inputs, where TF32 would round)
-        acc = tl.zeros((BK, BN), dtype=tl.float32)
     else:
         acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k0 in range(k_lo, k_hi, BK):
@@ -80,16 +77,12 @@ def _slice_partial(a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, 
         b = tl.load(b_ptrs, mask=(kk[:, None] < k_hi) & mask_n, other=0.0)
         if SWAP:
             acc = tl.dot(mma_a(b.T, REG_A), a.T, acc, input_precision=PRECISION)
-        elif FMA:
-            acc += a.T.to(tl.float32) * b.to(tl.float32)
         else:
             acc = tl.dot(mma_a(a, REG_A), b, acc, input_precision=PRECISION)
         a_ptrs += BK * sak
         b_ptrs += BK * sbk
     if SWAP:
         acc = acc.T
-    if FMA:
-        acc = tl.sum(acc, axis=0)[None, :]
     return acc, offs_m, offs_n, mask_m & mask_n, off_m, off_n
 
 
@@ -97,10 +90,9 @@ def _slice_partial(a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, 
 def splitk_partial_kernel(a_ptr, b_ptr, w_ptr, M, N, K, K_PER_SPLIT, SPLIT,
                           sab, sam, sak, sbb, sbk, sbn,
                           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-                          PRECISION: tl.constexpr, SWAP: tl.constexpr = False, REG_A: tl.constexpr = False,
-                          FMA: tl.constexpr = False):
+                          PRECISION: tl.constexpr, SWAP: tl.constexpr = False, REG_A: tl.constexpr = False):
     acc, offs_m, offs_n, mask, _, _ = _slice_partial(a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk,
-                                                     sbn, BM, BN, BK, GROUP_M, PRECISION, SWAP, REG_A, FMA)
+                                                     sbn, BM, BN, BK, GROUP_M, PRECISION, SWAP, REG_A)
     s = tl.program_id(1)
     bid = tl.program_id(2).to(tl.int64)
     tl.store(w_ptr + ((bid * SPLIT + s) * M + offs_m[:, None]) * N + offs_n[None, :], acc, mask=mask)
@@ -111,7 +103,7 @@ def splitk_fused_kernel(a_ptr, b_ptr, w_ptr, cnt_ptr, c_ptr, i_ptr, sa_ptr, sb_p
                         sab, sam, sak, sbb, sbk, sbn, scb, scm, scn, sib, sim, sin_, alpha, beta,
                         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                         PRECISION: tl.constexpr, HAS_BETA: tl.constexpr, HAS_SCALE: tl.constexpr,
-                        SWAP: tl.constexpr = False, REG_A: tl.constexpr = False, FMA: tl.constexpr = False):
+                        SWAP: tl.constexpr = False, REG_A: tl.constexpr = False):
     """splitk_partial_kernel, and the last slice of a tile to finish sums the tile: one launch.
 
     Each program stores its FP32 partial, then takes a ticket from the tile's counter (an atomic
@@ -120,8 +112,7 @@ def splitk_fused_kernel(a_ptr, b_ptr, w_ptr, cnt_ptr, c_ptr, i_ptr, sa_ptr, sb_p
     registers), so the sum does not depend on which slice finished last, applies the epilogue,
     stores C and resets the counter for the next launch."""
     acc, offs_m, offs_n, mask, off_m, off_n = _slice_partial(
-        a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, sbn, BM, BN, BK, GROUP_M, PRECISION, SWAP, REG_A,
-        FMA)
+        a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, sbn, BM, BN, BK, GROUP_M, PRECISION, SWAP, REG_A)
     s = tl.program_id(1)
     bid = tl.program_id(2).to(tl.int64)
     tile_w = w_ptr + (bid * SPLIT * M + offs_m[:, None]) * N + offs_n[None, :]
@@ -199,8 +190,7 @@ def launches(p: C.Problem, cfg: dict) -> list[tuple]:
     w = torch.empty((p.batch, split, p.m, p.n), dtype=torch.float32, device=p.c.device)
     a, b = p.a, p.b
     grid = (ceil_div(p.m, BM) * ceil_div(p.n, BN), split, p.batch)
-    tile = dict(BM=BM, BN=BN, BK=BK, GROUP_M=cfg["GROUP_M"], PRECISION=p.dot_precision, FMA=bool(cfg.get("FMA")),
-                **C.mma_form(cfg))
+    tile = dict(BM=BM, BN=BN, BK=BK, GROUP_M=cfg["GROUP_M"], PRECISION=p.dot_precision, **C.mma_form(cfg))
     c_in, sa, sb = C.epilogue_args(p)
     epilogue = dict(HAS_BETA=p.has_beta, HAS_SCALE=p.scale_a is not None)
     kps = k_per_split(p.k, BK, split)
@@ -289,17 +279,14 @@ def candidates(p: C.Problem, limit: int = 10) -> list[dict]:
         seeds = SEEDS["fp8_decode"] if size == 1 and p.m <= 16 else (SEEDS["decode"] if p.m <= 16 else [])
         rest = _decode_candidates(p, size, scale, sms, mcap, ncap)
     front = [dict(C.cfg(bm, bn, int(bk16 * scale), w, st), SPLIT=sp) for bm, bn, bk16, w, st, sp in seeds]
-    if p.m == 1:
-        front = _fma_candidates(p, size, sms) + front
     out, seen = [], set()
     for c in front + rest:
-        sig = (c["BM"], c["BN"], c["BK"], c["num_warps"], c["num_stages"], c["SPLIT"], bool(c.get("FMA")))
+        sig = (c["BM"], c["BN"], c["BK"], c["num_warps"], c["num_stages"], c["SPLIT"])
         if sig in seen or not fits(c):
             continue
         seen.add(sig)
         out.append(c)
-    out = out[:limit + (4 if size == 1 and p.m <= 16 else 0) + (len(FMA_TILES) if p.m == 1 else 0)] \
-        or [default_config(p)]
+    out = out[:limit + (4 if size == 1 and p.m <= 16 else 0)] or [default_config(p)]
     out = [v for c in out for v in _mma_variants(p, c)]
     # each with the reduction fused into the same launch first (one launch less: µs at these sizes)
     return [v for c in out for v in (dict(c, FUSED=True), c)]
@@ -308,29 +295,10 @@ def candidates(p: C.Problem, limit: int = 10) -> list[dict]:
 def _mma_variants(p: C.Problem, c: dict) -> list[dict]:
     """c as C^T = B^T·A^T (SWAP) and as C = A·B. Swapped, a tile of BM < 64 rows is wgmma's N
     (8…256) instead of mma.sync's rows, and a row-major TF32 B is read from registers instead of
-    being transposed in shared memory. The FMA form has no MMA."""
-    if c.get("FMA"):
-        return [c]
+    being transposed in shared memory."""
     swap = C.swap_form(p, c["BM"])
     plain = dict(c, REG_A=True) if C.reg_a(p, False) and c["BM"] >= 64 else c
     return [dict(c, **swap), plain] if swap else [plain]
-
-
-# M = 1, the FMA form: (BN, bytes of K, warps, stages), 8 or 16 KB of B a k-step
-FMA_TILES = ((64, 128, 4, 3), (32, 256, 4, 3), (64, 256, 8, 3), (64, 128, 4, 1), (128, 128, 8, 1))
-
-
-def _fma_candidates(p: C.Problem, size: int, sms: int) -> list[dict]:
-    """M = 1, a matrix-vector product: tensor cores would pad the row to 16 or 64 and bring nothing
-    to a product bound by reading B (2 FLOPs a B element). CUDA-core tiles of BN columns load B
-    into registers; SPLIT makes about 3 programs per SM."""
-    out = []
-    for bn, k_bytes, warps, stages in FMA_TILES:
-        bk = max(16, k_bytes // size)
-        columns = ceil_div(p.n, bn) * p.batch
-        split = max(1, min(ceil_div(p.k, bk), 2 ** round(math.log2(max(1.0, 3 * sms / columns)))))
-        out.append(dict(C.cfg(1, bn, bk, warps, stages), SPLIT=split, FMA=True))
-    return out
 
 
 def _decode_candidates(p, size, scale, sms, mcap, ncap) -> list[dict]:
