@@ -698,6 +698,42 @@ def test_gpu_fast_path_and_graph_capture_match():
 
 
 @pytest.mark.gpu
+def test_gpu_t02_direct_launch():
+    """t02's plans: the second call of a product launches the compiled kernel directly (counted),
+    the third reuses its arguments, and new addresses, new contents, alpha, beta and a batch give
+    what the first call gave."""
+    from tilegemm.kernels.tensorcore import _common as C
+    from tilegemm.kernels.tensorcore import t02_persistent as t02
+
+    cfg = C.cfg(16, 32, 128, 4, 4)
+    for batch in (0, 2):
+        a, b = _gpu_operands(16, 384, 1000, "tf32", "n", "n", batch=batch)
+        c = torch.empty(*a.shape[:-1], 384, dtype=torch.float32, device="cuda")
+        p = C.Problem(a, b, c, "tf32")
+        t02.gemm(p, cfg)
+        first = c.clone()
+        launches, reused = t02.DIRECT["launches"], t02.DIRECT["reused_args"]
+        for _ in range(2):
+            c.fill_(float("nan"))
+            t02.gemm(p, cfg)
+            assert torch.equal(c, first)
+        assert t02.DIRECT["launches"] == launches + 2 and t02.DIRECT["reused_args"] == reused + 1
+        c2 = torch.full_like(c, float("nan"))
+        t02.gemm(C.Problem(a, b, c2, "tf32"), cfg)
+        assert torch.equal(c2, first)
+        a.mul_(2)
+        t02.gemm(p, cfg)
+        assert torch.equal(c, 2 * first)
+        a.mul_(0.5)
+        t02.gemm(C.Problem(a, b, c, "tf32", alpha=4.0), cfg)
+        assert torch.equal(c, 4 * first)
+        c.copy_(first)
+        t02.gemm(C.Problem(a, b, c, "tf32", beta=1.0, c_in=c), cfg)
+        assert torch.allclose(c, 2 * first, rtol=1e-5, atol=1e-4)
+    assert t02.DIRECT["enabled"], t02.DIRECT["error"]
+
+
+@pytest.mark.gpu
 def test_gpu_tuning_cache_persists(tmp_path, monkeypatch):
     from tilegemm.kernels.tensorcore import _common as C
     from tilegemm.tensorcore_api import gemm

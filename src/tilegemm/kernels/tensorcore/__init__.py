@@ -119,7 +119,7 @@ def auto_gemm(p) -> dict:
         if len(_AUTO) > 4096:
             _AUTO.clear()
         _AUTO[key] = mod
-    return mod.gemm(p, key=key) if mod is not t02_persistent else mod.gemm(p)  # noqa: F821
+    return mod.gemm(p, key=key)
 
 
 def _pick(p, C, t02, t03, t04):

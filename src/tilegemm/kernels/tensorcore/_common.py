@@ -374,19 +374,24 @@ def base_configs(p: Problem) -> list[dict]:
                cfg(128, 128, 128, 4, 4)]
         small = [cfg(64, 128, 128, 4, 4), cfg(64, 64, 256, 4, 4), cfg(32, 64, 256, 4, 4), cfg(16, 64, 256, 4, 5),
                  cfg(16, 32, 256, 4, 4), cfg(16, 64, 512, 4, 3), cfg(16, 32, 512, 4, 4)]
+        decode = []
     elif size == 2:  # FP16 / BF16
         big = [cfg(128, 256, 64, 8, 3), cfg(128, 256, 64, 8, 4), cfg(128, 128, 64, 8, 4), cfg(256, 128, 64, 8, 3),
                cfg(128, 128, 64, 4, 4)]
         small = [cfg(64, 128, 64, 4, 4), cfg(64, 64, 128, 4, 4), cfg(32, 64, 128, 4, 4), cfg(16, 64, 128, 4, 5),
                  cfg(16, 32, 256, 4, 4)]
+        decode = []
     else:  # FP32 inputs (TF32 or IEEE)
         # TF32: 128×256×32 (3 stages, 2 consumer warpgroups) won runs 2–4; the others test deeper
         # pipelines (4–5 stages of BK = 32) and BK = 64
         big = [cfg(128, 256, 32, 8, 3), cfg(128, 256, 32, 8, 4), cfg(128, 128, 64, 8, 3), cfg(128, 128, 32, 8, 5),
                cfg(256, 128, 32, 8, 3), cfg(128, 128, 32, 4, 4)]
         small = [cfg(64, 128, 32, 4, 4), cfg(64, 64, 64, 4, 4), cfg(32, 64, 64, 4, 4), cfg(16, 64, 64, 4, 4)]
+        # decode: 32 columns a program, 128 programs at 4096 columns, each over all of K with no
+        # split to reduce (cuBLAS's GEMV there: 128 blocks; docs/perf-notes.md, 29)
+        decode = [cfg(16, 32, 128, 4, 4), cfg(16, 32, 256, 4, 3)]
     if m <= 16:
-        return seeded(small[3:] if size == 1 else small[-3:], size, "small")
+        return seeded((small[3:] if size == 1 else small[-3:]) + decode, size, "small")
     if m <= 64:
         return seeded(small[:4] if size == 1 else small, size, "small")
     if m <= 256:
