@@ -476,8 +476,8 @@ def autotune_enabled() -> bool:
     return os.environ.get("TILEGEMM_AUTOTUNE", "1").strip() not in ("0", "") and not interpreting()
 
 
-TUNER_VERSION = "v6"  # v2: short products timed in CUDA graphs; v3: SWAP/REG_A; v4: FLAT, no WS; v5: settle;
-# v6: t05 swapped TF32 on one pipelined partition
+TUNER_VERSION = "v7"  # v2: short products timed in CUDA graphs; v3: SWAP/REG_A; v4: FLAT, no WS; v5: settle;
+# v6: t05 swapped TF32 on one pipelined partition; v7: no-split decode tiles for FP32 inputs
 SETTLE = 3  # the fastest few candidates of a tuning, re-timed against each other (settle) before one wins
 GRAPH_FLOPS = 2**35  # below this many FLOPs (2048³ is 2^34) a product is tuned on CUDA-graph replays
 
