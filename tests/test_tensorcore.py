@@ -649,8 +649,13 @@ def test_gpu_tuner_never_picks_a_wrong_configuration(tmp_path, monkeypatch):
             torch.matmul(q.a, q.b, out=q.c)
 
     got = C.choose_entry("probe-test", p, [C.cfg(16, 16, 16, 4, 2), C.cfg(64, 64, 64, 4, 2)], {}, run)
-    assert got["config"]["BM"] == 64
+    assert got["config"]["BM"] == 64 and got["failed"] == 1 and got["skipped"] == 0
     assert any("wrong result" in why for _, why in C.last_tuning["failed"])
+    # with the budget spent after the first timing, the rest are counted as skipped, not failed
+    monkeypatch.setenv("TILEGEMM_TUNE_BUDGET_S", "0")
+    got = C.choose_entry("budget-test", p, [C.cfg(64, 64, 64, 4, 2), C.cfg(32, 32, 32, 4, 2), C.cfg(16, 16, 16, 4, 2)],
+                         {}, run)
+    assert (got["tried"], got["failed"], got["skipped"]) == (1, 0, 2), got
 
 
 @pytest.mark.gpu

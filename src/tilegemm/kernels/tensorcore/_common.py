@@ -640,12 +640,12 @@ def choose_entry(kernel_name: str, p: Problem, candidates, default: dict, run, v
     scratch = trial.c
     graph = p.flops() < GRAPH_FLOPS
     t0 = time.perf_counter()
-    timings, failed = [], []
+    timings, failed, skipped = [], [], 0
     probe = _Probe(trial)
     per_ms = min(60.0, max(10.0, budget_s * 1000 / (4 * len(candidates))))
     for c in candidates:
         if time.perf_counter() - t0 > budget_s and timings:
-            failed.append((c, "skipped: tuning budget spent"))
+            skipped += 1  # the tuning budget is spent: not timed, and not a failure
             continue
         try:
             scratch.fill_(float("nan"))
@@ -675,13 +675,13 @@ def choose_entry(kernel_name: str, p: Problem, candidates, default: dict, run, v
     seconds = time.perf_counter() - t0
     best_ms, best = timings[0]
     entry = dict(config=best, ms=best_ms, timing="graph" if graph else "eager", tune_s=round(seconds, 3),
-                 tried=len(timings), failed=len(failed), settled=settled,
+                 tried=len(timings), failed=len(failed), skipped=skipped, settled=settled,
                  m=p.m, n=p.n, k=p.k, when=time.strftime("%Y-%m-%dT%H:%M:%S"))
     store_entry(key, entry)
     last_tuning.clear()
     last_tuning.update(key=key, seconds=seconds, timings=timings, failed=failed, config=best)
     del tuning_log[:-255]
-    tuning_log.append(dict(key=key, seconds=round(seconds, 2), tried=len(timings), failed=len(failed),
+    tuning_log.append(dict(key=key, seconds=round(seconds, 2), tried=len(timings), failed=len(failed), skipped=skipped,
                            fastest=[(round(ms, 5), c) for ms, c in timings[:6]],
                            single_pass=[(round(ms, 5), c) for ms, c in first[:SETTLE]]))
     return entry
