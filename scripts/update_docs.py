@@ -173,7 +173,8 @@ def main() -> int:
             ("session 4", "tensorcore-session4.json"), ("session 4 repeat", "tensorcore-session4-repeat.json"),
             ("session 5", "tensorcore-session5.json"), ("session 6 before settle", "tensorcore-session6-before-settle.json"),
             ("session 6", "tensorcore-session6.json"),
-            ("session 7 before the tuner's hold", "tensorcore-session7-before-tuner-hold.json"))
+            ("session 7 before the tuner's hold", "tensorcore-session7-before-tuner-hold.json"),
+            ("session 7", "tensorcore-session7.json"))
             if (H200 / f).exists()]
         out = tensorcore_summary(json.loads(tc.read_text()), earlier)
         notes = replace_marked(notes, "outcomes:tensorcore", out, "docs/perf-notes.md")
