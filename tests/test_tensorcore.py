@@ -715,12 +715,12 @@ def test_gpu_t02_direct_launch():
         a, b = _gpu_operands(16, 384, 1000, "tf32", "n", "n", batch=batch)
         c = torch.empty(*a.shape[:-1], 384, dtype=torch.float32, device="cuda")
         p = C.Problem(a, b, c, "tf32")
-        t02.gemm(p, cfg)
+        assert t02.gemm(p, cfg) == dict(cfg, kernel=t02.NAME)
         first = c.clone()
         launches, reused = t02.DIRECT["launches"], t02.DIRECT["reused_args"]
         for _ in range(2):
             c.fill_(float("nan"))
-            t02.gemm(p, cfg)
+            assert t02.gemm(p, cfg)["kernel"] == t02.NAME  # the plan's result says which rung ran
             assert torch.equal(c, first)
         assert t02.DIRECT["launches"] == launches + 2 and t02.DIRECT["reused_args"] == reused + 1
         c2 = torch.full_like(c, float("nan"))

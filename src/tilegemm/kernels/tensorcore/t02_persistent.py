@@ -89,7 +89,8 @@ def _plan_args(p: C.Problem, cfg: dict):
 
 def gemm(p: C.Problem, config: dict | None = None, key: tuple | None = None) -> dict:
     """Run p (tuned or cached configuration unless one is given); returns the configuration. key:
-    p's plan_key, when the caller (auto_gemm) has computed it already."""
+    p's plan_key, when the caller (auto_gemm) has computed it already. Returns the configuration
+    used, with "kernel"."""
     from . import t03_tma_persistent as t03  # t03 imports this module (its fallback)
 
     fast = DIRECT["enabled"] and p.a.device.type == "cuda" and t03.fast_launch_enabled()
@@ -102,9 +103,10 @@ def gemm(p: C.Problem, config: dict | None = None, key: tuple | None = None) -> 
         fast = DIRECT["enabled"]
     cfg = config or C.choose(NAME, p, C.prune(C.base_configs(p), p, tma_store=False), default_config(p), run)
     compiled = run(p, cfg)
+    result = dict(cfg, kernel=NAME)
     if fast and hasattr(compiled, "packed_metadata"):
-        t03.remember(key, t03.Plan(cfg, cfg, compiled, _plan_args, DIRECT), _PLANS)
-    return cfg
+        t03.remember(key, t03.Plan(cfg, result, compiled, _plan_args, DIRECT), _PLANS)
+    return result
 
 
 def launch(a, b, c, stream=None):
