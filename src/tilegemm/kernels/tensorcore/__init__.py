@@ -134,8 +134,7 @@ def _pick(p, C, t02, t03, t04):
     tuners = []
     if big is t03 and not t03.usable(p):  # usable() is '' when TMA can run, else the reason it cannot
         tuners.append((t03, lambda: _entry(p, C, t03)))
-    tuners.append((t02, lambda: C.choose_entry(t02.NAME, p, lambda: C.prune(C.base_configs(p), p, tma_store=False),
-                                               t02.default_config(p), t02.run)))
+    tuners.append((t02, lambda: _entry(p, C, t02)))
     tuners.append((t04, lambda: t04.tuned_entry(p)))
     won = _fastest(tuners)
     if won is None:

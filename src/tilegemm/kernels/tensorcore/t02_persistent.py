@@ -67,8 +67,12 @@ def run(p: C.Problem, cfg: dict):
     return persistent_kernel[grid](*args, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
 
 
+def candidates(p: C.Problem) -> list[dict]:
+    return C.prune(C.base_configs(p), p, tma_store=False)
+
+
 def default_config(p: C.Problem) -> dict:
-    return C.prune(C.base_configs(p), p, tma_store=False)[0]
+    return candidates(p)[0]
 
 
 # Launch plans, as t03's (t03_tma_persistent.Plan): a product of the same shapes, strides, dtypes
@@ -88,25 +92,16 @@ def _plan_args(p: C.Problem, cfg: dict):
 
 
 def gemm(p: C.Problem, config: dict | None = None, key: tuple | None = None) -> dict:
-    """Run p (tuned or cached configuration unless one is given); returns the configuration. key:
-    p's plan_key, when the caller (auto_gemm) has computed it already. Returns the configuration
-    used, with "kernel"."""
+    """Run p (tuned or cached configuration unless one is given); returns the configuration used,
+    with "kernel". key: p's plan_key, when the caller (auto_gemm) has computed it already."""
     from . import t03_tma_persistent as t03  # t03 imports this module (its fallback)
 
-    fast = DIRECT["enabled"] and p.a.device.type == "cuda" and t03.fast_launch_enabled()
-    if fast and (key is None or config is not None):
-        key = t03.plan_key(p, "t02" if config is None else ("t02", tuple(sorted(config.items()))))
-    if fast:
-        done = t03.planned(_PLANS, DIRECT, key, p)
-        if done is not None:
-            return done
-        fast = DIRECT["enabled"]
-    cfg = config or C.choose(NAME, p, C.prune(C.base_configs(p), p, tma_store=False), default_config(p), run)
-    compiled = run(p, cfg)
-    result = dict(cfg, kernel=NAME)
-    if fast and hasattr(compiled, "packed_metadata"):
-        t03.remember(key, t03.Plan(cfg, result, compiled, _plan_args, DIRECT), _PLANS)
-    return result
+    return t03.through_plan(_PLANS, DIRECT, p, config, key, "t02", _gemm_slow, _plan_args)
+
+
+def _gemm_slow(p: C.Problem, config: dict | None):
+    cfg = config or C.choose(NAME, p, lambda: candidates(p), default_config(p), run)
+    return dict(cfg, kernel=NAME), run(p, cfg)
 
 
 def launch(a, b, c, stream=None):

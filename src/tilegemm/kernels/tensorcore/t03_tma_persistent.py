@@ -373,6 +373,27 @@ def planned(plans: dict, direct: dict, key, p: C.Problem):
         return None
 
 
+def through_plan(plans: dict, direct: dict, p: C.Problem, config: dict | None, key, tag: str, slow,
+                 build=_plan_args) -> dict:
+    """A rung's gemm around its launch plans: p launched directly on plans[key] where there is one;
+    else slow(p, config) -> (result, compiled) runs it, and a plan is kept for the next call when
+    compiled is the rung's own kernel (None where another rung ran p). key: p's plan_key when the
+    caller (auto_gemm) has it already, else made here from tag (and the forced config, if any)."""
+    fast = direct["enabled"] and p.a.device.type == "cuda" and fast_launch_enabled()
+    if fast and (key is None or config is not None):
+        key = plan_key(p, tag if config is None else (tag, tuple(sorted(config.items()))))
+    if fast:
+        done = planned(plans, direct, key, p)
+        if done is not None:
+            return done
+        fast = direct["enabled"]
+    result, compiled = slow(p, config)
+    if fast and compiled is not None and hasattr(compiled, "packed_metadata"):
+        cfg = {k: v for k, v in result.items() if k != "kernel"}
+        remember(key, Plan(cfg, result, compiled, build, direct), plans)
+    return result
+
+
 def _fallback(key: str, why: str) -> None:
     if key not in fallbacks:
         fallbacks[key] = why
@@ -383,18 +404,7 @@ def gemm(p: C.Problem, config: dict | None = None, key: tuple | None = None) -> 
     """Run p through TMA when possible; otherwise (or if this Triton cannot build it) through t02.
     Returns the configuration used, with "kernel" naming the rung that ran. key: p's plan_key,
     when the caller (auto_gemm) has computed it already."""
-    fast = DIRECT["enabled"] and p.a.device.type == "cuda" and fast_launch_enabled()
-    if fast and (key is None or config is not None):
-        key = plan_key(p, "" if config is None else tuple(sorted(config.items())))
-    if fast:
-        done = planned(_PLANS, DIRECT, key, p)
-        if done is not None:
-            return done
-        fast = DIRECT["enabled"]
-    result, compiled = _gemm_slow(p, config)
-    if fast and result.get("kernel") == NAME and compiled is not None and hasattr(compiled, "packed_metadata"):
-        remember(key, Plan({k: v for k, v in result.items() if k != "kernel"}, result, compiled))
-    return result
+    return through_plan(_PLANS, DIRECT, p, config, key, "t03", _gemm_slow)
 
 
 def _gemm_slow(p: C.Problem, config: dict | None):

@@ -390,23 +390,16 @@ def _plan_args(p: C.Problem, cfg: dict):
 
 def gemm(p: C.Problem, config: dict | None = None, key: tuple | None = None) -> dict:
     """Run p (which `usable` accepts); returns the configuration used, with "kernel"."""
-    fast = DIRECT["enabled"] and t03.fast_launch_enabled()
-    if fast and (key is None or config is not None):
-        key = t03.plan_key(p, "t05" if config is None else tuple(sorted(config.items())))
-    if fast:
-        done = t03.planned(_PLANS, DIRECT, key, p)
-        if done is not None:
-            return done
-        fast = DIRECT["enabled"]
+    return t03.through_plan(_PLANS, DIRECT, p, config, key, "t05", _gemm_slow, _plan_args)
+
+
+def _gemm_slow(p: C.Problem, config: dict | None):
+    """(result, compiled kernel), or (t03's result, None) where this rung cannot run p."""
     why = usable(p)
     if why:  # t03 runs it instead (t02 where TMA cannot), and the result says why
-        return dict(t03.gemm(p), fallback=why)
+        return dict(t03.gemm(p), fallback=why), None
     cfg = config or C.choose(NAME, p, candidates(p), default_config(p), run)
-    compiled = run(p, cfg)
-    result = dict(cfg, kernel=NAME)
-    if fast and hasattr(compiled, "packed_metadata"):
-        t03.remember(key, t03.Plan(cfg, result, compiled, _plan_args, DIRECT), _PLANS)
-    return result
+    return dict(cfg, kernel=NAME), run(p, cfg)
 
 
 def launch(a, b, c, stream=None):
