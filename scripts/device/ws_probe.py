@@ -43,7 +43,6 @@ def main(argv=None) -> int:
     ap.add_argument("--cfg", action="append", default=[], help="K=V,... for t05")
     ap.add_argument("--from", dest="src", default="results/h200/tensorcore.json")
     ap.add_argument("--budget-s", type=float, default=1.5, help="timing budget per configuration")
-    ap.add_argument("--sk", action="store_true", help="also t03's configuration as t06 (stream-K), SK = 1 and 2")
     args = ap.parse_args(argv)
 
     import torch
@@ -54,7 +53,6 @@ def main(argv=None) -> int:
     from tilegemm.kernels.tensorcore import _common as C
     from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
     from tilegemm.kernels.tensorcore import t05_warp_specialized as t05
-    from tilegemm.kernels.tensorcore import t06_stream_k as t06
 
     used = {}
     with open(args.src) as f:
@@ -80,17 +78,11 @@ def main(argv=None) -> int:
         committed = used.get((dtype, m, n, k), {})
         base = {kk: v for kk, v in committed.items() if kk not in ("kernel", "fallback", "WS")}
         todo = [("t03", base)] if committed.get("kernel") == t03.NAME else []
-        if args.sk:  # stream-K on t03's tiles: the committed t03 configuration, else t03's first
-            p0 = C.Problem(a, b, c, dtype, scale_a=sa, scale_b=sb)
-            tiles = base if committed.get("kernel") == t03.NAME else t03.candidates(p0)[0]
-            if not todo:
-                todo.append(("t03", tiles))
-            todo += [("t06", dict(tiles, SK=sk)) for sk in (1, 2)]
-        todo += [("t05", t05_config(s)) for s in (args.cfg if args.cfg or not args.sk else DEFAULT_CFGS[:1])]
+        todo += [("t05", t05_config(s)) for s in (args.cfg or DEFAULT_CFGS)]
         for kernel, cfg in todo:
             rec = dict(kernel=kernel, config=cfg)
             p = C.Problem(a, b, c, dtype, scale_a=sa, scale_b=sb)
-            gemm = {"t03": t03.gemm, "t05": t05.gemm, "t06": t06.gemm}[kernel]
+            gemm = t03.gemm if kernel == "t03" else t05.gemm
             fn = lambda: gemm(p, cfg)  # noqa: E731
             try:
                 c.fill_(float("nan"))

@@ -374,12 +374,11 @@ def planned(plans: dict, direct: dict, key, p: C.Problem):
 
 
 def through_plan(plans: dict, direct: dict, p: C.Problem, config: dict | None, key, tag: str, slow,
-                 build=_plan_args, plan_cls=None) -> dict:
+                 build=_plan_args) -> dict:
     """A rung's gemm around its launch plans: p launched directly on plans[key] where there is one;
     else slow(p, config) -> (result, compiled) runs it, and a plan is kept for the next call when
     compiled is the rung's own kernel (None where another rung ran p). key: p's plan_key when the
-    caller (auto_gemm) has it already, else made here from tag (and the forced config, if any).
-    plan_cls: the kind of plan to keep (Plan unless the rung needs its own)."""
+    caller (auto_gemm) has it already, else made here from tag (and the forced config, if any)."""
     fast = direct["enabled"] and p.a.device.type == "cuda" and fast_launch_enabled()
     if fast and (key is None or config is not None):
         key = plan_key(p, tag if config is None else (tag, tuple(sorted(config.items()))))
@@ -391,7 +390,7 @@ def through_plan(plans: dict, direct: dict, p: C.Problem, config: dict | None, k
     result, compiled = slow(p, config)
     if fast and compiled is not None and hasattr(compiled, "packed_metadata"):
         cfg = {k: v for k, v in result.items() if k != "kernel"}
-        remember(key, (plan_cls or Plan)(cfg, result, compiled, build, direct), plans)
+        remember(key, Plan(cfg, result, compiled, build, direct), plans)
     return result
 
 
