@@ -566,7 +566,8 @@ def test_gpu_warp_specialized_fp8_e5m2():
 
 def test_settle_cancels_a_drifting_clock(monkeypatch):
     """On a GPU that slows by 1% with every timing (clocks falling under a power cap), one pass in a
-    fixed order picks whichever went first; settle's alternating rounds pick the faster kernel."""
+    fixed order picks whichever went first; settle's alternating rounds pick the faster kernel
+    (graph mode: rounds of one time_ms each)."""
     from tilegemm.kernels.tensorcore import _common as C
 
     calls = []
@@ -580,9 +581,33 @@ def test_settle_cancels_a_drifting_clock(monkeypatch):
     single = [C.time_ms(f) for f in (slow, fast)]
     assert single[0] < single[1]  # one pass, slow first: the order wins
     calls.clear()
-    ms = C.settle([slow, fast], budget_ms=1.0, graph=False, rounds=4)
+    ms = C.settle([slow, fast], budget_ms=1.0, graph=True, rounds=4)
     assert ms[1] < ms[0] and len(calls) == 8
     assert calls[:4] == [slow, fast, fast, slow]  # the order reversed every round
+
+
+def test_settle_interleaves_single_samples(monkeypatch):
+    """Eager settle takes held samples in batches of five, alternating ABBA, at least SETTLE_MIN of
+    each, so a drift of 0.1% a sample cannot beat a kernel 0.5% faster."""
+    from tilegemm.kernels.tensorcore import _common as C
+
+    taken = []
+
+    def held(fn, n, flush):
+        out = []
+        for _ in range(n):
+            taken.append(fn)
+            out.append(fn() * (1 + 0.001 * len(taken)))
+        return out
+
+    monkeypatch.setattr(C, "_held_samples", held)
+    monkeypatch.setattr(C, "_flush_buffer", lambda: None)
+    slow, fast = (lambda: 1.005), (lambda: 1.000)
+    ms = C.settle([slow, fast], budget_ms=0.0, graph=False)
+    assert ms[1] < ms[0]
+    timed = taken[2:]  # after one warm sample each
+    assert timed[:20] == [slow] * 5 + [fast] * 10 + [slow] * 5  # batches of five, ABBA
+    assert timed.count(slow) == timed.count(fast) >= C.SETTLE_MIN
 
 
 @pytest.mark.gpu

@@ -33,6 +33,7 @@ from typing import Callable
 import numpy as np
 
 from .. import _cuda
+from ..sampling import alternate, median_rse  # noqa: F401  (median_rse: part of this module's interface)
 
 
 REPRODUCIBILITY_FLOOR = 0.005  # fraction of the median; see the module docstring
@@ -85,23 +86,6 @@ class Timing:
         if not samples:
             d.pop("samples_ms")
         return d
-
-
-def median_rse(samples) -> float:
-    """Relative standard error of the sample median: 1.2533·σ/√n/median, σ from the IQR (robust
-    to the occasional slow outlier that a standard deviation would let dominate)."""
-    n = len(samples)
-    if n < 2:
-        return math.inf
-    med = statistics.median(samples)
-    if n >= 4:
-        q = statistics.quantiles(samples, n=4, method="inclusive")
-        sigma = (q[2] - q[0]) / 1.349
-    else:
-        sigma = statistics.stdev(samples)
-    if sigma == 0:
-        sigma = statistics.pstdev(samples)
-    return 1.2533 * sigma / math.sqrt(n) / med if med > 0 else math.inf
 
 
 class HostClock:
@@ -241,17 +225,8 @@ def measure(run: Callable[[], None], *, clock, flush: Callable | None = None, wa
     while warmup_runs and time.perf_counter() - t0 < warmup_s:
         clock.batch(run, None, 1)
     warm_ms = (time.perf_counter() - t0) * 1e3
-    samples: list[float] = []
-    start = time.perf_counter()
-    stopped = "max_reps"
-    while len(samples) < max_reps:
-        samples += clock.batch(run, flush, min(batch, max_reps - len(samples)))
-        if len(samples) >= min_reps and median_rse(samples) < target_rse:
-            stopped = "rse"
-            break
-        if time.perf_counter() - start > budget_s and len(samples) >= min(min_reps, 3):
-            stopped = "budget"
-            break
+    (samples,), stopped = alternate([lambda n: clock.batch(run, flush, n)], budget_s=budget_s, min_reps=min_reps,
+                                    max_reps=max_reps, target_rse=target_rse, batch=batch)
     mode = getattr(flush, "mode", "none") if flush else "none"
     return Timing(samples, clock.name, mode, warm_ms, stopped_by=stopped)
 
@@ -271,21 +246,10 @@ def interleave(runs: dict[str, Callable[[], None]], *, clock, flush: Callable | 
         for name in names:
             clock.batch(runs[name], None, 1)
     warm_ms = (time.perf_counter() - t0) * 1e3
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    start = time.perf_counter()
-    stopped, rnd = "max_reps", 0
-    while len(samples[names[0]]) < max_reps:
-        n = min(batch, max_reps - len(samples[names[0]]))
-        for name in (names if rnd % 2 == 0 else names[::-1]):
-            samples[name] += clock.batch(runs[name], flush, n)
-        rnd += 1
-        reps = len(samples[names[0]])
-        if reps >= min_reps and all(median_rse(s) < target_rse for s in samples.values()):
-            stopped = "rse"
-            break
-        if time.perf_counter() - start > budget_s and reps >= min(min_reps, 3):
-            stopped = "budget"
-            break
+    series, stopped = alternate([lambda n, r=runs[name]: clock.batch(r, flush, n) for name in names],
+                                budget_s=budget_s, min_reps=min_reps, max_reps=max_reps, target_rse=target_rse,
+                                batch=batch)
+    samples = dict(zip(names, series))
     mode = getattr(flush, "mode", "none") if flush else "none"
     return {name: Timing(samples[name], clock.name, mode, warm_ms, stopped_by=stopped,
                          extra=dict(interleaved_with=[x for x in names if x != name], order="ABBA"))

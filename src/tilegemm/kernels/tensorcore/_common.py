@@ -26,6 +26,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ...sampling import alternate
+
 SMEM_BUDGET = 227 * 1024  # bytes of shared memory one block may use on sm_90
 INT32_MAX = 2**31 - 1
 
@@ -476,8 +478,9 @@ def autotune_enabled() -> bool:
     return os.environ.get("TILEGEMM_AUTOTUNE", "1").strip() not in ("0", "") and not interpreting()
 
 
-TUNER_VERSION = "v7"  # v2: short products timed in CUDA graphs; v3: SWAP/REG_A; v4: FLAT, no WS; v5: settle;
-# v6: t05 swapped TF32 on one pipelined partition; v7: no-split decode tiles for FP32 inputs
+TUNER_VERSION = "v8"  # v2: short products timed in CUDA graphs; v3: SWAP/REG_A; v4: FLAT, no WS; v5: settle;
+# v6: t05 swapped TF32 on one pipelined partition; v7: no-split decode tiles for FP32 inputs; v8: settle
+# interleaves single samples in batches (sampling.alternate), as the bench does
 SETTLE = 3  # the fastest few candidates of a tuning, re-timed against each other (settle) before one wins
 GRAPH_FLOPS = 2**35  # below this many FLOPs (2048³ is 2^34) a product is tuned on CUDA-graph replays
 
@@ -491,6 +494,13 @@ def tune_key(kernel_name: str, p: Problem, variant: str = "") -> str:
 
 
 HOLD_CYCLES = 1_000_000  # the hold before each tuning sample: ≈ 0.5–0.7 ms at the H200's 1.4–2 GHz
+HOLD_MS = 0.8  # a sample's time besides the call: the hold and the flush
+SETTLE_MIN = 20  # samples of each candidate, at least, in settle's eager re-timing
+
+
+def _flush_buffer() -> torch.Tensor:
+    """256 MB to zero before each sample (over 4× the H200's L2, as triton.testing.do_bench)."""
+    return torch.empty(64 * 2**20, dtype=torch.int32, device="cuda")
 
 
 def _held_samples(fn, n: int, flush: torch.Tensor) -> list[float]:
@@ -528,24 +538,38 @@ def time_ms(fn, budget_ms: float = 60.0, graph: bool = False) -> float:
             torch.cuda.synchronize()
     fn()
     torch.cuda.synchronize()
-    flush = torch.empty(64 * 2**20, dtype=torch.int32, device="cuda")
+    flush = _flush_buffer()
     est = max(statistics.median(_held_samples(fn, 3, flush)), 1e-3)
     for _ in range(min(100, int(max(budget_ms / 4, 2.0) / est) + 1)):  # warm-up, as do_bench's
         fn()
-    per_sample = est + 0.8  # the flush and the hold
+    per_sample = est + HOLD_MS
     return float(statistics.median(_held_samples(fn, max(5, min(500, int(budget_ms / per_sample))), flush)))
 
 
 def settle(fns, budget_ms: float, graph: bool, rounds: int = 4) -> list[float]:
-    """Each fn's median over `rounds` of time_ms, the fns timed in turn and the order reversed every
-    round. Timed once each in a fixed order, the later ones run on a GPU that has been working
-    longer, whose clocks have dropped further under its power cap (docs/perf-notes.md, 22–23):
-    a margin of a few per cent between close candidates is then the order's, not theirs."""
-    times: list[list[float]] = [[] for _ in fns]
-    for r in range(rounds):
-        for i in (range(len(fns)) if r % 2 == 0 else reversed(range(len(fns)))):
-            times[i].append(time_ms(fns[i], budget_ms=budget_ms, graph=graph))
-    return [statistics.median(t) for t in times]
+    """Each fn's median device time in ms, the fns timed against each other in alternating
+    batches, the order reversed every round (sampling.alternate, the bench's rule). Timed once each
+    in a fixed order, the later ones run on a GPU that has been working longer, whose clocks have
+    dropped further under its power cap (docs/perf-notes.md, 22–23).
+
+    Eager (graph=False): batches of five held samples (_held_samples: L2 flushed, the GPU held
+    while the call is launched), until every median is known to 0.1%, or about
+    budget_ms·rounds·len(fns) is spent (and at least SETTLE_MIN samples each), or 100 samples
+    each. Before v8 each round timed each fn as one block (time_ms), which left whole blocks on
+    either side of a drift: two such re-timings of the same four 8192³ configurations ranked them
+    in opposite orders (docs/perf-notes.md, 31).
+    graph=True: `rounds` rounds of one time_ms (itself a median of CUDA-graph replays) each."""
+    if graph:
+        takers = [lambda n, f=f: [time_ms(f, budget_ms=budget_ms, graph=True) for _ in range(n)] for f in fns]
+        series, _ = alternate(takers, budget_s=math.inf, min_reps=rounds, max_reps=rounds, target_rse=0.0, batch=1)
+    else:
+        flush = _flush_buffer()
+        one = [_held_samples(f, 1, flush)[0] for f in fns]  # warm, and how long a sample takes
+        at_least = SETTLE_MIN * sum(ms + HOLD_MS for ms in one) / 1e3  # SETTLE_MIN samples each
+        takers = [lambda n, f=f: _held_samples(f, n, flush) for f in fns]
+        series, _ = alternate(takers, budget_s=max(budget_ms * rounds * len(fns) / 1e3, at_least),
+                              min_reps=SETTLE_MIN, max_reps=100, target_rse=0.001)
+    return [statistics.median(t) for t in series]
 
 
 def trial_problem(p: Problem) -> Problem:
