@@ -174,7 +174,8 @@ def main() -> int:
             ("session 5", "tensorcore-session5.json"), ("session 6 before settle", "tensorcore-session6-before-settle.json"),
             ("session 6", "tensorcore-session6.json"),
             ("session 7 before the tuner's hold", "tensorcore-session7-before-tuner-hold.json"),
-            ("session 7", "tensorcore-session7.json"), ("session 8 first", "tensorcore-session8-first.json"))
+            ("session 7", "tensorcore-session7.json"), ("session 8 first", "tensorcore-session8-first.json"),
+            ("session 8", "tensorcore-session8.json"))
             if (H200 / f).exists()]
         out = tensorcore_summary(json.loads(tc.read_text()), earlier)
         notes = replace_marked(notes, "outcomes:tensorcore", out, "docs/perf-notes.md")

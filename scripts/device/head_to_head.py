@@ -31,6 +31,8 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=4)
     ap.add_argument("--budget-s", type=float, default=4.0, help="timing budget per repetition")
     ap.add_argument("--tuner", action="store_true", help="also time the four as the tuner's verdict does")
+    ap.add_argument("--hold-us", type=int, default=None,
+                    help="the hold before each sample, for both series (default: the bench's and the tuner's own)")
     args = ap.parse_args(argv)
 
     import torch
@@ -42,11 +44,14 @@ def main(argv=None) -> int:
     from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
     from tilegemm.kernels.tensorcore import t05_warp_specialized as t05
 
+    hold_us = HOLD_US if args.hold_us is None else args.hold_us
+    if args.hold_us is not None:
+        C.HOLD_CYCLES = int(args.hold_us * 1980)  # µs at the H200's 1980 MHz top clock
     flush = L2Flush(framework="torch")
     result = dict(gpu=torch.cuda.get_device_name(0), date=time.strftime("%Y-%m-%dT%H:%M:%S"),
                   versions=dict(torch=torch.__version__, triton=triton.__version__),
-                  timing=f"all runs of a case interleaved in one series (ABBA, L2 flushed, {HOLD_US} µs hold, "
-                         "device time), repeated", rows=[])
+                  timing=f"all runs of a case interleaved in one series (ABBA, L2 flushed, {hold_us} µs hold, "
+                         "device time), repeated", tuner_hold_cycles=C.HOLD_CYCLES, rows=[])
     torch.manual_seed(0)
     for case in args.case:
         dtype, shape = case.split(":")
@@ -64,7 +69,7 @@ def main(argv=None) -> int:
         runs["library"] = library_call(dtype, a, b, sa, sb, torch)
         row = dict(dtype=dtype, m=m, n=n, k=k, configs={nm: cfg for nm, (_, cfg) in forced.items()}, reps=[])
         for _ in range(args.reps):
-            t = interleave(runs, clock=DeviceClock("torch", hold_us=HOLD_US), flush=flush, warmup_s=0.05,
+            t = interleave(runs, clock=DeviceClock("torch", hold_us=hold_us), flush=flush, warmup_s=0.05,
                            budget_s=args.budget_s, min_reps=10, max_reps=60, target_rse=0.001)
             row["reps"].append({nm: x.median_ms for nm, x in t.items()})
         row["ratio"] = {}
