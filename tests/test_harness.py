@@ -339,3 +339,27 @@ def test_overhead_timer_counts_calls():
     n = []
     r = time_calls(lambda: n.append(1), calls=50, warmup=3, batch=20)
     assert r["calls"] == 50 and len(n) == 53 and 0 <= r["q1_us"] <= r["median_us"] <= r["q3_us"]
+
+
+def test_alternate_budget_stops_only_above_its_floor():
+    """With the budget spent at once, sampling stops after the first round that gives every series
+    `floor` samples (default: three, the bench's rule), in whole batches, ABBA."""
+    from tilegemm.sampling import alternate
+
+    order = []
+
+    def taker(name):
+        def take(n):
+            order.extend([name] * n)
+            return [1.0 + 0.01 * len(order) for _ in range(n)]
+        return take
+
+    series, stopped = alternate([taker("a"), taker("b")], budget_s=0.0, min_reps=50, max_reps=100,
+                                target_rse=0.0, batch=5)
+    assert stopped == "budget" and [len(s) for s in series] == [5, 5]
+    order.clear()
+    series, stopped = alternate([taker("a"), taker("b")], budget_s=0.0, min_reps=50, max_reps=100,
+                                target_rse=0.0, batch=5, floor=12)
+    assert stopped == "budget" and [len(s) for s in series] == [15, 15]
+    assert order[:20] == ["a"] * 5 + ["b"] * 10 + ["a"] * 5
+    assert alternate([], budget_s=1.0, min_reps=1, max_reps=1, target_rse=0.0) == ([], "max_reps")

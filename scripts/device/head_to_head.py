@@ -46,7 +46,7 @@ def main(argv=None) -> int:
 
     hold_us = HOLD_US if args.hold_us is None else args.hold_us
     if args.hold_us is not None:
-        C.HOLD_CYCLES = int(args.hold_us * 1980)  # µs at the H200's 1980 MHz top clock
+        C.HOLD_CYCLES = int(args.hold_us * 1980)  # µs at the H200's 1980 MHz top clock: longer when capped
     flush = L2Flush(framework="torch")
     result = dict(gpu=torch.cuda.get_device_name(0), date=time.strftime("%Y-%m-%dT%H:%M:%S"),
                   versions=dict(torch=torch.__version__, triton=triton.__version__),
@@ -91,7 +91,7 @@ def main(argv=None) -> int:
         result["rows"].append(row)
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)
-        del a, b, c, p
+        del a, b, c, p, runs
         torch.cuda.empty_cache()
     return 0
 

@@ -3,8 +3,8 @@
 Two or more things are timed in alternating batches, the order reversed every round (A B, B A,
 A B, …), so that a slow drift of the GPU's state (clocks under a power cap, temperature) falls on
 all of them alike instead of on whichever was timed last (docs/perf-notes.md, 22 and 31). Sampling
-stops when every series' median is known to `target_rse`, or the budget is spent, or every series
-has `max_reps` samples. How one sample is taken (events, hold, flush) is the caller's: this module
+stops when every series' median is known to `target_rse`, or the budget is spent (once every series
+has a few samples), or every series has `max_reps` samples. How one sample is taken (events, hold, flush) is the caller's: this module
 imports nothing but the standard library, so the kernels' tuner and `bench.timing` can both use it.
 """
 
@@ -34,10 +34,15 @@ def median_rse(samples) -> float:
 
 
 def alternate(takers: list[Callable[[int], list[float]]], *, budget_s: float, min_reps: int, max_reps: int,
-              target_rse: float, batch: int = 5) -> tuple[list[list[float]], str]:
+              target_rse: float, batch: int = 5, floor: int | None = None) -> tuple[list[list[float]], str]:
     """Samples of each series, taken in alternating batches: takers[i](n) returns n samples of
-    series i. Returns (samples per series, what stopped it: "rse", "budget" or "max_reps"); every
-    series gets the same number of samples, over the same stretch of time."""
+    series i. The precision rule needs min_reps samples each; the budget stops sampling only once
+    every series has `floor` (default: min(min_reps, 3)). Returns (samples per series, what
+    stopped it: "rse", "budget" or "max_reps"); every series gets the same number of samples, over
+    the same stretch of time."""
+    if not takers:
+        return [], "max_reps"
+    floor = min(min_reps, 3) if floor is None else floor
     samples: list[list[float]] = [[] for _ in takers]
     order = list(range(len(takers)))
     start = time.perf_counter()
@@ -50,6 +55,6 @@ def alternate(takers: list[Callable[[int], list[float]]], *, budget_s: float, mi
         reps = len(samples[0])
         if reps >= min_reps and all(median_rse(s) < target_rse for s in samples):
             return samples, "rse"
-        if time.perf_counter() - start > budget_s and reps >= min(min_reps, 3):
+        if time.perf_counter() - start > budget_s and reps >= floor:
             return samples, "budget"
     return samples, "max_reps"

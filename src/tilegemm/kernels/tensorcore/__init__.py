@@ -177,7 +177,7 @@ def _t03_or_t05(p, C, t03):
 
 def _settled(p, C, rungs):
     """The rung, of `rungs`, whose tuned configuration ran fastest for p when the rungs' winners were
-    timed against each other in alternating rounds; None when none tuned. Each rung's own tuning
+    timed against each other, interleaved (C.settle); None when none tuned. Each rung's own tuning
     ran at a different time, on a GPU whose clocks drift under its power cap, so their tuned
     medians alone would compare the moments as much as the kernels. The verdict is cached only
     when every rung tuned and the re-timing ran, and holds only while the rungs' tuned

@@ -480,7 +480,7 @@ def autotune_enabled() -> bool:
 
 TUNER_VERSION = "v8"  # v2: short products timed in CUDA graphs; v3: SWAP/REG_A; v4: FLAT, no WS; v5: settle;
 # v6: t05 swapped TF32 on one pipelined partition; v7: no-split decode tiles for FP32 inputs; v8: settle
-# interleaves single samples in batches (sampling.alternate), as the bench does
+# (eager) interleaves single samples in batches (sampling.alternate), as the bench does
 SETTLE = 3  # the fastest few candidates of a tuning, re-timed against each other (settle) before one wins
 GRAPH_FLOPS = 2**35  # below this many FLOPs (2048³ is 2^34) a product is tuned on CUDA-graph replays
 
@@ -495,7 +495,7 @@ def tune_key(kernel_name: str, p: Problem, variant: str = "") -> str:
 
 HOLD_CYCLES = 1_000_000  # the hold before each tuning sample: ≈ 0.5–0.7 ms at the H200's 1.4–2 GHz
 HOLD_MS = 0.8  # a sample's time besides the call: the hold and the flush
-SETTLE_MIN = 20  # samples of each candidate, at least, in settle's eager re-timing
+SETTLE_MIN = 20  # samples of each candidate, at least, in settle's eager re-timing (its budget notwithstanding)
 
 
 def _flush_buffer() -> torch.Tensor:
@@ -554,21 +554,23 @@ def settle(fns, budget_ms: float, graph: bool, rounds: int = 4) -> list[float]:
 
     Eager (graph=False): batches of five held samples (_held_samples: L2 flushed, the GPU held
     while the call is launched), until every median is known to 0.1%, or about
-    budget_ms·rounds·len(fns) is spent (and at least SETTLE_MIN samples each), or 100 samples
+    budget_ms·rounds·len(fns) is spent and every fn has SETTLE_MIN samples, or 100 samples
     each. Before v8 each round timed each fn as one block (time_ms), which left whole blocks on
-    either side of a drift: two such re-timings of the same four 8192³ configurations ranked them
-    in opposite orders (docs/perf-notes.md, 31).
+    either side of a drift: two such re-timings of the same four 8192³ configurations ranked
+    them in opposite orders (docs/perf-notes.md, 31).
     graph=True: `rounds` rounds of one time_ms (itself a median of CUDA-graph replays) each."""
+    if not fns:
+        return []
     if graph:
         takers = [lambda n, f=f: [time_ms(f, budget_ms=budget_ms, graph=True) for _ in range(n)] for f in fns]
         series, _ = alternate(takers, budget_s=math.inf, min_reps=rounds, max_reps=rounds, target_rse=0.0, batch=1)
     else:
         flush = _flush_buffer()
-        one = [_held_samples(f, 1, flush)[0] for f in fns]  # warm, and how long a sample takes
-        at_least = SETTLE_MIN * sum(ms + HOLD_MS for ms in one) / 1e3  # SETTLE_MIN samples each
+        for f in fns:  # warm (the fns have run before: compiled, tuned)
+            _held_samples(f, 1, flush)
         takers = [lambda n, f=f: _held_samples(f, n, flush) for f in fns]
-        series, _ = alternate(takers, budget_s=max(budget_ms * rounds * len(fns) / 1e3, at_least),
-                              min_reps=SETTLE_MIN, max_reps=100, target_rse=0.001)
+        series, _ = alternate(takers, budget_s=budget_ms * rounds * len(fns) / 1e3, min_reps=SETTLE_MIN,
+                              max_reps=100, target_rse=0.001, floor=SETTLE_MIN)
     return [statistics.median(t) for t in series]
 
 
