@@ -2,10 +2,11 @@
 
 Two or more things are timed in alternating batches, the order reversed every round (A B, B A,
 A B, …), so that a slow drift of the GPU's state (clocks under a power cap, temperature) falls on
-all of them alike instead of on whichever was timed last (docs/perf-notes.md, 22 and 31). Sampling
-stops when every series' median is known to `target_rse`, or the budget is spent (once every series
-has a few samples), or every series has `max_reps` samples. How one sample is taken (events, hold, flush) is the caller's: this module
-imports nothing but the standard library, so the kernels' tuner and `bench.timing` can both use it.
+all of them alike instead of on whichever was timed last (docs/perf-notes.md, 22 and 31).
+Sampling stops when every series' median is known to `target_rse`, or the budget is spent (once
+every series has a few samples), or every series has `max_reps` samples. How one sample is taken
+(events, hold, flush) is the caller's: this module imports nothing but the standard library, so
+the kernels' tuner and `bench.timing` can both use it.
 """
 
 from __future__ import annotations
