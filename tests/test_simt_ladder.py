@@ -128,7 +128,7 @@ def test_warptile_config_checks():
             bad.check()
 
 
-def test_autotune_search_cache_and_modes(monkeypatch):
+def test_autotune_search_cache_and_modes(monkeypatch, tmp_path):
     import json
 
     from tilegemm.kernels.simt import k10_warptile as k10
@@ -144,13 +144,15 @@ def test_autotune_search_cache_and_modes(monkeypatch):
     with open(k11.cache_path()) as f:
         entry = json.load(f)[k11.cache_key("float32")]
     assert entry["winner"] == res["winner"]
+    for mode in ("0", "1"):  # a cached winner is used whether or not calls may search
+        k11._chosen.clear()
+        monkeypatch.setenv("TILEGEMM_AUTOTUNE", mode)
+        assert k11.current_config() == k10.Config(**res["winner"])  # read back from the cache
     k11._chosen.clear()
-    monkeypatch.setenv("TILEGEMM_AUTOTUNE", "1")
-    assert k11.current_config() == k10.Config(**res["winner"])  # read back from the cache
-    k11._chosen.clear()
-    monkeypatch.setenv("TILEGEMM_AUTOTUNE", "0")
-    assert k11.current_config() == k10.DEFAULT
-    monkeypatch.setenv("TILEGEMM_AUTOTUNE", "1")
+    monkeypatch.delenv("TILEGEMM_AUTOTUNE")
+    monkeypatch.setenv("TILEGEMM_CACHE_DIR", str(tmp_path / "empty"))
+    assert k11.current_config() == k10.DEFAULT  # nothing cached or shipped for the simulator, and no search
+    monkeypatch.setenv("TILEGEMM_CACHE_DIR", str(tmp_path / "cache"))
     k11._chosen.clear()
     a, b = integer_operands(70, 72, 12, seed=9)  # launch with the cached (64-tile) winner
     assert np.array_equal(run("autotuned", a, b), a.astype(np.float64) @ b.astype(np.float64))

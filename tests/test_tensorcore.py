@@ -58,13 +58,13 @@ def test_import_is_light_and_rungs_load_on_first_use():
         assert "triton" in sys.modules and "tilegemm.kernels.tensorcore.t03_tma_persistent" in sys.modules
         print("ok")
     """)
-    # one rung imported on its own first (scripts and tests do) must not stop load() loading the rest
+    # one rung imported on its own first (scripts and tests do) must not stop the others loading
     first_one = textwrap.dedent("""
         import sys
         from tilegemm.kernels import tensorcore as tc
         from tilegemm.kernels.tensorcore import t04_splitk  # noqa: F401
-        assert tc.load() and tc._LOADED
-        assert "tilegemm.kernels.tensorcore.t03_tma_persistent" in sys.modules
+        assert tc.load()
+        assert tc.rung_module("tc_tma_persistent").NAME == "tc_tma_persistent"
         print("ok")
     """)
     for snippet in (code, first_one):
@@ -80,55 +80,37 @@ def test_not_runnable_without_gpu_says_why():
 
 
 def test_configs_fit_shared_memory_and_shape():
-    from tilegemm.kernels.tensorcore import _common as C
-    from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
+    from tilegemm.kernels.tensorcore import _problem as P
+    from tilegemm.tuning import space as S
 
     for dt in (torch.float16, torch.float32, torch.float8_e4m3fn):
         for m in (1, 16, 100, 128, 4096):
             a = torch.empty(m, 512, dtype=dt)
             b = torch.empty(512, 1024, dtype=dt)
             c = torch.empty(m, 1024, dtype=torch.float16)
-            p = C.Problem(a, b, c, C.precision_of(dt))
-            cands = t03.candidates(p)
+            p = P.Problem(a, b, c, P.precision_of(dt))
+            cands = S.candidates(S.T03, p)
             assert cands
             for cfg in cands:
-                assert C.smem_bytes(cfg, a.element_size(), 2, cfg["C_TMA"]) <= C.SMEM_BUDGET, cfg
+                assert S.smem_bytes(cfg, a.element_size(), 2, cfg["C_TMA"]) <= S.SMEM_BUDGET, cfg
                 assert cfg["BM"] <= 2 * max(triton.next_power_of_2(m), 16), (m, cfg)
     # 128×256×64 BF16 with 4 stages and its C tile does not fit; the pruner must drop it
-    big = C.cfg(128, 256, 64, 8, 4)
-    assert C.smem_bytes(big, 2, 2, True) > C.SMEM_BUDGET
+    big = S.cfg(128, 256, 64, 8, 4)
+    assert S.smem_bytes(big, 2, 2, True) > S.SMEM_BUDGET
     a = torch.empty(4096, 4096, dtype=torch.bfloat16)
-    p = C.Problem(a, a, a, "bf16")
-    assert big not in C.prune([big, C.cfg(128, 128, 64, 8, 4)], p, tma_store=True)
+    p = P.Problem(a, a, a, "bf16")
+    assert big not in S.prune([big, S.cfg(128, 128, 64, 8, 4)], p, tma_store=True)
 
 
-def test_shape_bucket_and_cache_roundtrip(tmp_path, monkeypatch):
-    from tilegemm.kernels.tensorcore import _common as C
+def test_shape_bucket_and_layout():
+    from tilegemm.kernels.tensorcore import _problem as P
+    from tilegemm.tuning import space as S
 
-    monkeypatch.setenv("TILEGEMM_CACHE_DIR", str(tmp_path))
-    C.reset_cache()
     a = torch.empty(100, 3000, dtype=torch.float16)
     b = torch.empty(3000, 5000, dtype=torch.float16)
-    p = C.Problem(a, b, torch.empty(100, 5000, dtype=torch.float16), "fp16")
-    assert C.shape_bucket(p) == "128x8192x4096"
-    assert p.layout() == "nn" and C.Problem(a, b.t().contiguous().t(), p.c, "fp16").layout() == "nt"
-    C._load_cache()["k"] = {"config": {"BM": 64}}
-    C._save_cache()
-    C.reset_cache()
-    assert C._load_cache()["k"]["config"]["BM"] == 64
-    assert os.path.exists(os.path.join(tmp_path, "tensorcore.json"))
-    C.reset_cache()
-
-
-def test_autotune_off_means_heuristic(monkeypatch):
-    from tilegemm.kernels.tensorcore import _common as C
-
-    monkeypatch.setenv("TILEGEMM_AUTOTUNE", "0")
-    calls = []
-    a = torch.empty(64, 64, dtype=torch.float16)
-    p = C.Problem(a, a, torch.empty(64, 64, dtype=torch.float16), "fp16")
-    got = C.choose("x", p, [C.cfg(64, 64, 64, 4, 2)], {"default": True}, lambda *x: calls.append(x))
-    assert got == {"default": True} and not calls
+    p = P.Problem(a, b, torch.empty(100, 5000, dtype=torch.float16), "fp16")
+    assert S.shape_bucket(p) == "128x8192x4096"
+    assert p.layout() == "nn" and P.Problem(a, b.t().contiguous().t(), p.c, "fp16").layout() == "nt"
 
 
 # ---- the interpreter, in a fresh process --------------------------------------------------------
@@ -137,8 +119,9 @@ INTERP_SCRIPT = textwrap.dedent(r"""
     import json, os, sys
     assert os.environ.get("TRITON_INTERPRET") == "1"
     import numpy as np, torch
-    from tilegemm import validate
-    from tilegemm.kernels.tensorcore import _common as C, t01_tiled, t02_persistent, t03_tma_persistent, t04_splitk
+    from tilegemm import dispatch, validate
+    from tilegemm.kernels.tensorcore import _problem as C, t01_tiled, t02_persistent, t03_tma_persistent, t04_splitk
+    from tilegemm.tuning.space import cfg as tile
     torch.manual_seed(0)
     out = []
 
@@ -155,7 +138,7 @@ INTERP_SCRIPT = textwrap.dedent(r"""
         cshape = (batch, m, n) if batch else (m, n)
         c0 = (torch.rand(*cshape) * 2 - 1).to(dt)
         c = c0.clone() if beta else torch.full(cshape, float("nan"), dtype=dt)
-        used = mod.gemm(C.Problem(a, b, c, prec, alpha, beta, c if beta else None), cfg)
+        used = dispatch.run_problem(C.Problem(a, b, c, prec, alpha, beta, c if beta else None), mod.NAME, config=cfg)
         a64, b64, c64 = a.double().numpy(), b.double().numpy(), c.double().numpy()
         tol = {"ieee": "float32", "fp16": "float16"}[prec]
         for i in range(max(batch, 1)):
@@ -171,7 +154,7 @@ INTERP_SCRIPT = textwrap.dedent(r"""
                             fused=bool((cfg or {}).get("FUSED")), swap=bool((cfg or {}).get("SWAP"))))
 
     # C^T = B^T·A^T (SWAP) with forced configurations: every layout, edge tiles, batch, alpha/beta
-    sw3 = dict(C.cfg(16, 32, 16, 4, 2), C_TMA=False, WS=False, SWAP=True, REG_A=True)
+    sw3 = dict(tile(16, 32, 16, 4, 2), C_TMA=False, WS=False, SWAP=True, REG_A=True)
     for la in "nt":
         for lb in "nt":
             run(t03_tma_persistent, 20, 36, 28, torch.float32, "ieee", la, lb, cfg=sw3)
@@ -189,14 +172,14 @@ INTERP_SCRIPT = textwrap.dedent(r"""
     for fused in (False, True):
         f = dict(FUSED=True) if fused else {}
         for split in (1, 2, 3, 5, 9):
-            sk = dict(C.cfg(16, 32, 16, 4, 2), SPLIT=split, **f)
+            sk = dict(tile(16, 32, 16, 4, 2), SPLIT=split, **f)
             run(t04_splitk, 3, 40, 50, torch.float16, "fp16", cfg=sk)     # 4 K steps of 16, last one partial
             run(t04_splitk, 17, 33, 37, torch.float32, "ieee", cfg=sk)
             run(t04_splitk, 5, 24, 20, torch.float32, "ieee", la="t", lb="t", cfg=sk)
-        run(t04_splitk, 1, 64, 16, torch.float16, "fp16", cfg=dict(C.cfg(16, 64, 16, 4, 2), SPLIT=4, **f))  # split > K steps
-        run(t04_splitk, 20, 24, 40, torch.float16, "fp16", batch=2, cfg=dict(C.cfg(16, 16, 16, 4, 2), SPLIT=3, **f))
-        run(t04_splitk, 9, 16, 48, torch.float32, "ieee", batch=2, bcast=True, cfg=dict(C.cfg(16, 16, 16, 4, 2), SPLIT=2, **f))
-        run(t04_splitk, 19, 33, 70, torch.float32, "ieee", alpha=0.5, beta=2.0, cfg=dict(C.cfg(16, 32, 16, 4, 2), SPLIT=3, **f))
+        run(t04_splitk, 1, 64, 16, torch.float16, "fp16", cfg=dict(tile(16, 64, 16, 4, 2), SPLIT=4, **f))  # split > K steps
+        run(t04_splitk, 20, 24, 40, torch.float16, "fp16", batch=2, cfg=dict(tile(16, 16, 16, 4, 2), SPLIT=3, **f))
+        run(t04_splitk, 9, 16, 48, torch.float32, "ieee", batch=2, bcast=True, cfg=dict(tile(16, 16, 16, 4, 2), SPLIT=2, **f))
+        run(t04_splitk, 19, 33, 70, torch.float32, "ieee", alpha=0.5, beta=2.0, cfg=dict(tile(16, 32, 16, 4, 2), SPLIT=3, **f))
 
     for mod in (t01_tiled, t02_persistent, t03_tma_persistent, t04_splitk):
         for (m, n, k) in [(1, 1, 1), (5, 23, 7), (33, 17, 40), (64, 48, 80), (1, 64, 32), (70, 1, 96)]:
@@ -257,8 +240,8 @@ def test_interpreter_swapped_operands(interpreter_results):
 
 def test_mma_operand_rules():
     """wgmma reads 32- and 8-bit B operands only K-major, A operands K-major or from registers."""
-    from tilegemm.kernels.tensorcore import _common as C
-    from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
+    from tilegemm.kernels.tensorcore import _problem as C
+    from tilegemm.tuning import space as S
 
     def prob(dt, a_t, b_t, m=4096):
         a, b = torch.empty(m, 4096, dtype=dt), torch.empty(4096, 4096, dtype=dt)
@@ -273,24 +256,25 @@ def test_mma_operand_rules():
     assert C.reg_a(prob(f32, False, False), True) is True         # ... swapped, it is A, from registers
     assert C.reg_a(prob(f32, True, False), True) is None and C.reg_a(prob(f32, True, False), False) is None
     assert C.reg_a(prob(torch.float16, True, False), False) is False  # 16-bit: any layout from shared memory
-    cands = t03.candidates(prob(f32, False, False))  # TF32, row-major B: no copy first (swapped), then a copy
+    cands = S.candidates(S.T03, prob(f32, False, False))  # TF32, row-major B: no copy first (swapped), then a copy
     assert cands[0]["SWAP"] and cands[0]["REG_A"] and not cands[0].get("KMAJOR")
     assert any(c.get("KMAJOR") for c in cands) and all(c.get("SWAP") or c.get("KMAJOR") for c in cands)
-    assert not any(c.get("SWAP") or c.get("KMAJOR") for c in t03.candidates(prob(f32, False, True)))
-    small = t03.candidates(prob(torch.float16, False, False, m=16))  # 16-row tiles: swapped first
+    assert not any(c.get("SWAP") or c.get("KMAJOR") for c in S.candidates(S.T03, prob(f32, False, True)))
+    small = S.candidates(S.T03, prob(torch.float16, False, False, m=16))  # 16-row tiles: swapped first
     assert small[0]["BM"] < 64 and small[0]["SWAP"] and not small[0]["REG_A"]
 
 
 def test_tuning_probe_rejects_a_wrong_result():
     """The tuner checks each candidate's output before timing it (CPU tensors here, same code)."""
-    from tilegemm.kernels.tensorcore import _common as C
+    from tilegemm.kernels.tensorcore import _problem as C
+    from tilegemm.tuning import tuner
 
     for prec, dt in (("fp16", torch.float16), ("tf32", torch.float32)):
         a = (torch.rand(40, 300) * 2 - 1).to(dt)
         b = (torch.rand(300, 70) * 2 - 1).to(dt)
         c = torch.empty(40, 70, dtype=dt)
         p = C.Problem(a, b, c, prec)
-        probe = C._Probe(p)
+        probe = tuner._Probe(p)
         c.copy_((a.double() @ b.double()).to(dt))
         assert probe.wrong() == ""
         c[probe.rows[3], probe.cols[5]] += 0.5  # one element off, as a race leaves it
@@ -298,8 +282,9 @@ def test_tuning_probe_rejects_a_wrong_result():
 
 
 def test_splitk_registered_and_candidates():
-    from tilegemm.kernels.tensorcore import _common as C
+    from tilegemm.kernels.tensorcore import _problem as C
     from tilegemm.kernels.tensorcore import t04_splitk as t04
+    from tilegemm.tuning import space as S
 
     k = registry.get("tc_splitk")
     assert k.backend == "tensorcore" and 0 < k.auto_rank < registry.get("tc_tiled").auto_rank
@@ -308,8 +293,8 @@ def test_splitk_registered_and_candidates():
         for m in (1, 16, 64, 128):
             a, b = torch.empty(m, 4096, dtype=dt), torch.empty(4096, 4096, dtype=dt)
             p = C.Problem(a, b, torch.empty(m, 4096, dtype=torch.float16), C.precision_of(dt))
-            assert t04.applicable(p, sms=132)
-            cands = t04.candidates(p)
+            assert S.splitk_applicable(p, sms=132)
+            cands = S.candidates(S.T04, p)
             fp8 = dt == torch.float8_e4m3fn
             assert 1 <= len(cands) <= 4 * (14 if fp8 and m <= 16 else 10)
             assert cands[0].get("FUSED") and {**cands[0], "FUSED": False} == {**cands[1], "FUSED": False}
@@ -320,9 +305,9 @@ def test_splitk_registered_and_candidates():
                 assert cands[i]["SWAP"] and cands[i + 1]["SWAP"] and not cands[i + 2].get("SWAP")
             for c in cands:
                 assert c["BM"] <= max(64 if fp8 else 16, triton.next_power_of_2(m)) and c["SPLIT"] >= 1
-                assert (c["BM"] * c["BK"] + c["BK"] * c["BN"]) * a.element_size() * c["num_stages"] <= C.SMEM_BUDGET
+                assert (c["BM"] * c["BK"] + c["BK"] * c["BN"]) * a.element_size() * c["num_stages"] <= S.SMEM_BUDGET
     big = torch.empty(8192, 8192, dtype=torch.float16)
-    assert not t04.applicable(C.Problem(big, big, big, "fp16"), sms=132)
+    assert not S.splitk_applicable(C.Problem(big, big, big, "fp16"), sms=132)
     assert t04.k_per_split(50, 16, 9) == 16 and t04.k_per_split(4096, 128, 4) == 1024
 
 
@@ -437,8 +422,9 @@ def test_gpu_matmul_auto_picks_tensor_cores_and_returns_caller_kind():
 def test_gpu_splitk_explicit_splits(precision, split, fused):
     """Forced split counts on a decode shape, K not a multiple of BK, 64 slices > K steps; fused:
     twice, so the second launch finds the tile counters the first one reset."""
-    from tilegemm.kernels.tensorcore import _common as C
-    from tilegemm.kernels.tensorcore import t04_splitk as t04
+    from tilegemm import dispatch
+    from tilegemm.kernels.tensorcore import _problem as C
+    from tilegemm.tuning.space import cfg as tile
 
     m, n, k = 16, 520, 1000
     a, b = _gpu_operands(m, n, k, precision, "n", "n")
@@ -446,10 +432,10 @@ def test_gpu_splitk_explicit_splits(precision, split, fused):
     c = torch.full((m, n), float("nan"), dtype=out, device="cuda")
     sa = sb = torch.ones(1, device="cuda") if precision == "fp8" else None
     bk = {"fp8": 128, "tf32": 32}.get(precision, 64)
-    cfg = dict(C.cfg(16, 64, bk, 4, 3), SPLIT=split, **({"FUSED": True} if fused else {}))
+    cfg = dict(tile(16, 64, bk, 4, 3), SPLIT=split, **({"FUSED": True} if fused else {}))
     for _ in range(2 if fused else 1):
         c.fill_(float("nan"))
-        t04.gemm(C.Problem(a, b, c, precision, scale_a=sa, scale_b=sb), cfg)
+        dispatch.run_problem(C.Problem(a, b, c, precision, scale_a=sa, scale_b=sb), "tc_splitk", config=cfg)
     chk = validate.check(c.double().cpu().numpy(), a.double().cpu().numpy(), b.double().cpu().numpy(),
                          dtype=TOL[precision], kernel="tc_splitk", out_dtype="bfloat16" if precision == "fp8" else None)
     assert chk.ok, str(chk)
@@ -462,9 +448,9 @@ def test_gpu_splitk_explicit_splits(precision, split, fused):
 def test_gpu_swapped_and_register_operands(precision, layout, bm):
     """Forced C^T = B^T·A^T and register-A configurations on wgmma (t03 and t04), each layout the
     operand rules allow, edge tiles in M, N and K."""
-    from tilegemm.kernels.tensorcore import _common as C
-    from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
-    from tilegemm.kernels.tensorcore import t04_splitk as t04
+    from tilegemm import dispatch
+    from tilegemm.kernels.tensorcore import _problem as C
+    from tilegemm.tuning.space import cfg as tile
 
     m, n, k = 48 if bm == 16 else 208, 144, 208
     a, b = _gpu_operands(m, n, k, precision, layout[0], layout[1])
@@ -478,13 +464,14 @@ def test_gpu_swapped_and_register_operands(precision, layout, bm):
         reg = C.reg_a(p, swap)
         if reg is None:
             continue
-        base = dict(C.cfg(bm, 64, bk, 4, 3), SWAP=swap, REG_A=reg)
-        for mod, cfg in ((t03, dict(base, C_TMA=False, WS=False)), (t04, dict(base, SPLIT=2, FUSED=True))):
+        base = dict(tile(bm, 64, bk, 4, 3), SWAP=swap, REG_A=reg)
+        for rung, cfg in (("tc_tma_persistent", dict(base, C_TMA=False, WS=False)),
+                          ("tc_splitk", dict(base, SPLIT=2, FUSED=True))):
             c.fill_(float("nan"))
-            used = mod.gemm(p, cfg)
-            assert used["kernel"] == mod.NAME
+            used = dispatch.run_problem(p, rung, config=cfg)
+            assert used["kernel"] == rung
             chk = validate.check(c.double().cpu().numpy(), a.double().cpu().numpy(), b.double().cpu().numpy(),
-                                 dtype=TOL[precision], kernel=f"{mod.NAME} {cfg}",
+                                 dtype=TOL[precision], kernel=f"{rung} {cfg}",
                                  out_dtype="bfloat16" if precision == "fp8" else None)
             assert chk.ok, str(chk)
             ran += 1
@@ -498,8 +485,9 @@ def test_gpu_swapped_and_register_operands(precision, layout, bm):
 def test_gpu_flattened_loop(precision, batch):
     """FLAT (one loop over tile and k-step): several tiles per program (more tiles than SMs), edge
     tiles in M, N and K, alpha/beta, batched, C by TMA and by pointers."""
-    from tilegemm.kernels.tensorcore import _common as C
-    from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
+    from tilegemm import dispatch
+    from tilegemm.kernels.tensorcore import _problem as C
+    from tilegemm.tuning.space import cfg as tile
 
     m, n, k = 1000, 1000, 208  # K: an edge k-step, rows still 16-byte aligned (TMA) for FP8
     a, b = _gpu_operands(m, n, k, precision, "n", "t" if precision in ("tf32", "fp8") else "n", batch)
@@ -512,8 +500,8 @@ def test_gpu_flattened_loop(precision, batch):
         c = c0.clone()
         p = C.Problem(a, b, c, precision, alpha=1.5, beta=-0.5, c_in=c, scale_a=sa, scale_b=sb)
         assert -(-m // 64) * -(-n // 64) > C.num_sms(a.device)
-        used = t03.gemm(p, dict(C.cfg(64, 64, bk, 4, 3), C_TMA=c_tma, FLAT=True))
-        assert used["kernel"] == t03.NAME and used["FLAT"]
+        used = dispatch.run_problem(p, "tc_tma_persistent", config=dict(tile(64, 64, bk, 4, 3), C_TMA=c_tma, FLAT=True))
+        assert used["kernel"] == "tc_tma_persistent" and used["FLAT"]
         ref = 1.5 * 0.25 ** (precision == "fp8") * (a.double() @ b.double()) - 0.5 * c0.double()
         err = ((c.double() - ref).abs().max() / ref.abs().max()).item()
         assert err < {"fp16": 2e-3, "bf16": 1e-2, "tf32": 2e-3, "fp8": 1e-2}[precision], err
@@ -523,30 +511,34 @@ def test_gpu_flattened_loop(precision, batch):
 def test_gpu_warp_specialize_is_a_no_op_on_hopper():
     """Triton 3.6 accepts warp_specialize on sm_90 and emits the same PTX, so the tuner does not
     try it. If this fails, a newer Triton specialises on this GPU: time WS again."""
-    from tilegemm.kernels.tensorcore import _common as C
+    from tilegemm.kernels import tensorcore as tc
+    from tilegemm.kernels.tensorcore import _problem as C
     from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
+    from tilegemm.tuning import space as S
 
     if C.capability(torch.device("cuda")) != (9, 0):
         pytest.skip("the claim is about sm_90")
     a, b = _gpu_operands(512, 512, 512, "fp16", "n", "n")
     p = C.Problem(a, b, torch.empty(512, 512, dtype=torch.float16, device="cuda"), "fp16")
-    cfg = dict(C.cfg(128, 256, 64, 8, 3), C_TMA=True)
+    cfg = dict(S.cfg(128, 256, 64, 8, 3), C_TMA=True)
     def ptx(extra):  # the code: no debug sections or .file/.loc lines (source paths differ when one
-        text = t03.run(p, dict(cfg, **extra)).asm["ptx"]  # kernel came from Triton's disk cache)
+        text = tc.launch_calls(t03.launches(p, dict(cfg, **extra)))[0].asm["ptx"]  # kernel came from Triton's disk cache)
         code = text.split("\t.section\t.debug")[0]
         return [line for line in code.splitlines() if not line.lstrip().startswith((".file", ".loc"))]
 
     plain = ptx({"WS": False})
     assert ptx({"WS": True}) == plain
     assert ptx({"FLAT": True}) != plain
-    assert not any(c.get("WS") for c in t03.candidates(p))
+    assert not any(c.get("WS") for c in S.candidates(S.T03, p))
 
 
 @pytest.mark.gpu
 def test_gpu_warp_specialized_fp8_e5m2():
     """e5m2 operands (wider range, 2 mantissa bits) through t05 with scales, against float64."""
-    from tilegemm.kernels.tensorcore import _common as C
+    from tilegemm import dispatch
+    from tilegemm.kernels.tensorcore import _problem as C
     from tilegemm.kernels.tensorcore import t05_warp_specialized as t05
+    from tilegemm.tuning import space as S
 
     m, n, k = 2100, 2056, 528
     a32, b32 = _gpu_operands(m, n, k, "tf32", "n", "t")
@@ -556,7 +548,7 @@ def test_gpu_warp_specialized_fp8_e5m2():
     c = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
     p = C.Problem(a, b, c, "fp8", scale_a=sa, scale_b=sb)
     assert t05.usable(p) == ""
-    used = t05.gemm(p, t05.default_config(p))
+    used = dispatch.run_problem(p, S.T05, config=S.default(S.T05, p))
     assert used["kernel"] == t05.NAME
     a64, b64 = a.double() * 0.25, b.double() * 4.0
     chk = validate.check(c.double().cpu().numpy(), a64.cpu().numpy(), b64.cpu().numpy(), dtype="float8_e5m2",
@@ -568,7 +560,7 @@ def test_settle_cancels_a_drifting_clock(monkeypatch):
     """On a GPU that slows by 1% with every timing (clocks falling under a power cap), one pass in a
     fixed order picks whichever went first; settle's alternating rounds pick the faster kernel
     (graph mode: rounds of one time_ms each)."""
-    from tilegemm.kernels.tensorcore import _common as C
+    from tilegemm.tuning import timer as C
 
     calls = []
 
@@ -589,7 +581,7 @@ def test_settle_cancels_a_drifting_clock(monkeypatch):
 def test_settle_interleaves_single_samples(monkeypatch):
     """Eager settle takes held samples in batches of five, alternating ABBA, at least SETTLE_MIN of
     each, so a drift of 0.1% a sample cannot beat a kernel 0.5% faster."""
-    from tilegemm.kernels.tensorcore import _common as C
+    from tilegemm.tuning import timer as C
 
     taken = []
 
@@ -617,7 +609,7 @@ def test_gpu_tuner_times_device_time_not_the_launch():
     (L2 flush, then a hold while the call is launched) reports the GPU's few µs."""
     import time
 
-    from tilegemm.kernels.tensorcore import _common as C
+    from tilegemm.tuning import timer as C
 
     x = torch.zeros(1024, device="cuda")
 
@@ -634,155 +626,59 @@ def test_gpu_tuner_times_device_time_not_the_launch():
 def test_gpu_tuner_settles_and_caches_the_t03_t05_verdict(tmp_path, monkeypatch):
     """A tuning re-times its fastest few against each other (the entry says how many), and the
     t03-or-t05 choice is stored once per bucket and reused without timing again."""
-    from tilegemm.kernels import tensorcore as tc
-    from tilegemm.kernels.tensorcore import _common as C
+    from tilegemm import dispatch
+    from tilegemm.kernels.tensorcore import _problem as P
+    from tilegemm.tuning import cache, tuner
 
     monkeypatch.setenv("TILEGEMM_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("TILEGEMM_AUTOTUNE", "1")
     monkeypatch.setenv("TILEGEMM_TUNE_BUDGET_S", "3")
-    C.reset_cache()
+    cache.reset()
     a, b = _gpu_operands(4096, 4096, 1024, "bf16", "n", "n")
     c = torch.empty(4096, 4096, dtype=torch.bfloat16, device="cuda")
-    p = C.Problem(a, b, c, "bf16")
-    tc.auto_gemm(p)
-    t03, t05 = tc.rung_module("tc_tma_persistent"), tc.rung_module("tc_warp_specialized")
-    entries = {m.NAME: C.cached_entry(C.tune_key(m.NAME, p)) for m in (t03, t05)}
+    p = P.Problem(a, b, c, "bf16")
+    used = dispatch.run_problem(p)
+    assert "tuned now" in used["source"]
+    names = ("tc_tma_persistent", "tc_warp_specialized")
+    entries = {n: cache.cached_entry(cache.tune_key(n, p)) for n in names}
     assert all(e and e["tried"] >= 2 and e["settled"] >= 2 for e in entries.values()), entries  # re-timed
-    C.reset_cache()  # from here on, what the file holds
-    verdict = C.cached_entry(C.tune_key(f"{t03.NAME}+{t05.NAME}", p))
-    assert verdict["winner"] in (t03.NAME, t05.NAME) and set(verdict["ms"]) == {t03.NAME, t05.NAME}
+    cache.reset()  # from here on, what the file holds
+    verdict = cache.cached_entry(cache.tune_key("+".join(names), p))
+    assert verdict["winner"] in names and set(verdict["ms"]) == set(names)
     assert verdict["configs"] == {name: e["config"] for name, e in entries.items()}
     ref = a.double() @ b.double()
     assert float((c.double() - ref).norm() / ref.norm()) < 1e-2
-    C.tuning_log.clear()
-    tc.auto_gemm(p)
-    assert not C.tuning_log  # the verdict and the configurations came from the file
+    tuner.tuning_log.clear()
+    again = dispatch.run_problem(p)
+    assert not tuner.tuning_log and "your tuning cache" in again["source"]  # the decision came from the file
 
 
 @pytest.mark.gpu
 def test_gpu_tuner_never_picks_a_wrong_configuration(tmp_path, monkeypatch):
-    from tilegemm.kernels.tensorcore import _common as C
+    from tilegemm.kernels.tensorcore import _problem as P
+    from tilegemm.tuning import cache, tuner
+    from tilegemm.tuning.space import cfg as tile
 
     monkeypatch.setenv("TILEGEMM_CACHE_DIR", str(tmp_path))
-    monkeypatch.setenv("TILEGEMM_AUTOTUNE", "1")
+    cache.reset()
     a, b = _gpu_operands(256, 256, 256, "fp16", "n", "n")
-    p = C.Problem(a, b, torch.empty(256, 256, dtype=torch.float16, device="cuda"), "fp16")
+    p = P.Problem(a, b, torch.empty(256, 256, dtype=torch.float16, device="cuda"), "fp16")
 
-    def run(q, cfg):
+    def run(rung, q, cfg):
         if cfg["BM"] == 16:
             q.c.zero_()  # fast, and wrong
         else:
             torch.matmul(q.a, q.b, out=q.c)
 
-    got = C.choose_entry("probe-test", p, [C.cfg(16, 16, 16, 4, 2), C.cfg(64, 64, 64, 4, 2)], {}, run)
+    monkeypatch.setattr(tuner, "run", run)
+    got = tuner.tune_rung("tc_persistent", p, [tile(16, 16, 16, 4, 2), tile(64, 64, 64, 4, 2)], variant="probe-test")
     assert got["config"]["BM"] == 64 and got["failed"] == 1 and got["skipped"] == 0
-    assert any("wrong result" in why for _, why in C.last_tuning["failed"])
+    assert any("wrong result" in why for _, why in tuner.last_tuning["failed"])
     # with the budget spent after the first timing, the rest are counted as skipped, not failed
     monkeypatch.setenv("TILEGEMM_TUNE_BUDGET_S", "0")
-    got = C.choose_entry("budget-test", p, [C.cfg(64, 64, 64, 4, 2), C.cfg(32, 32, 32, 4, 2), C.cfg(16, 16, 16, 4, 2)],
-                         {}, run)
+    got = tuner.tune_rung("tc_persistent", p, [tile(64, 64, 64, 4, 2), tile(32, 32, 32, 4, 2), tile(16, 16, 16, 4, 2)],
+                          variant="budget-test")
     assert (got["tried"], got["failed"], got["skipped"]) == (1, 0, 2), got
-
-
-@pytest.mark.gpu
-def test_gpu_fast_path_and_graph_capture_match():
-    """The cached-plan direct launch (new addresses, and reused arguments) and a CUDA-graph replay
-    give the first call's result."""
-    from tilegemm.kernels import tensorcore as tc
-    from tilegemm.kernels.tensorcore import _common as C
-    from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
-
-    for m in (16, 512):
-        a, b = _gpu_operands(m, 384, 768, "fp16", "n", "n")
-        c = torch.empty(m, 384, dtype=torch.float16, device="cuda")
-        p = C.Problem(a, b, c, "fp16")
-        reused = t03.DIRECT["reused_args"]
-        used = tc.auto_gemm(p)
-        first = c.clone()
-        for _ in range(2):  # the plan's first direct launch builds its arguments, the next reuses them
-            c.fill_(float("nan"))
-            tc.auto_gemm(p)
-            assert torch.equal(c, first)
-        c2 = torch.full_like(c, float("nan"))  # same plan, new addresses: arguments built again
-        tc.auto_gemm(C.Problem(a, b, c2, "fp16"))
-        assert torch.equal(c2, first)
-        a.mul_(2)  # same addresses, new contents: the reused arguments read them
-        tc.auto_gemm(p)
-        assert torch.equal(c, 2 * first)
-        a.mul_(0.5)
-        for alpha in (2.0, 4.0, 2.0):  # same addresses, new alpha: arguments built again
-            tc.auto_gemm(C.Problem(a, b, c, "fp16", alpha=alpha))
-            assert torch.equal(c, alpha * first)
-        for beta in (1.0, 2.0, 1.0):  # c ← A·B + beta·c, beta changing at the same addresses
-            c.copy_(first)
-            tc.auto_gemm(C.Problem(a, b, c, "fp16", beta=beta, c_in=c))
-            assert torch.allclose(c.float(), (1 + beta) * first.float(), rtol=5e-3, atol=0.05)
-        if m > 64:  # with tuning off, t03 runs these (t04 below): its plans reused arguments
-            assert used["kernel"] == t03.NAME and t03.DIRECT["reused_args"] > reused
-        c.fill_(float("nan"))
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            tc.auto_gemm(p)
-        g.replay()
-        torch.cuda.synchronize()
-        assert torch.equal(c, first)
-
-
-@pytest.mark.gpu
-def test_gpu_t02_direct_launch():
-    """t02's plans: the second call of a product launches the compiled kernel directly (counted),
-    the third reuses its arguments, and new addresses, new contents, alpha, beta and a batch give
-    what the first call gave."""
-    from tilegemm.kernels.tensorcore import _common as C
-    from tilegemm.kernels.tensorcore import t02_persistent as t02
-
-    cfg = C.cfg(16, 32, 128, 4, 4)
-    for batch in (0, 2):
-        a, b = _gpu_operands(16, 384, 1000, "tf32", "n", "n", batch=batch)
-        c = torch.empty(*a.shape[:-1], 384, dtype=torch.float32, device="cuda")
-        p = C.Problem(a, b, c, "tf32")
-        assert t02.gemm(p, cfg) == dict(cfg, kernel=t02.NAME)
-        first = c.clone()
-        launches, reused = t02.DIRECT["launches"], t02.DIRECT["reused_args"]
-        for _ in range(2):
-            c.fill_(float("nan"))
-            assert t02.gemm(p, cfg)["kernel"] == t02.NAME  # the plan's result says which rung ran
-            assert torch.equal(c, first)
-        assert t02.DIRECT["launches"] == launches + 2 and t02.DIRECT["reused_args"] == reused + 1
-        c2 = torch.full_like(c, float("nan"))
-        t02.gemm(C.Problem(a, b, c2, "tf32"), cfg)
-        assert torch.equal(c2, first)
-        a.mul_(2)
-        t02.gemm(p, cfg)
-        assert torch.equal(c, 2 * first)
-        a.mul_(0.5)
-        t02.gemm(C.Problem(a, b, c, "tf32", alpha=4.0), cfg)
-        assert torch.equal(c, 4 * first)
-        c.copy_(first)
-        t02.gemm(C.Problem(a, b, c, "tf32", beta=1.0, c_in=c), cfg)
-        assert torch.allclose(c, 2 * first, rtol=1e-5, atol=1e-4)
-    assert t02.DIRECT["enabled"], t02.DIRECT["error"]
-
-
-@pytest.mark.gpu
-def test_gpu_tuning_cache_persists(tmp_path, monkeypatch):
-    from tilegemm.kernels.tensorcore import _common as C
-    from tilegemm.tensorcore_api import gemm
-
-    monkeypatch.setenv("TILEGEMM_CACHE_DIR", str(tmp_path))
-    monkeypatch.setenv("TILEGEMM_AUTOTUNE", "1")
-    monkeypatch.setenv("TILEGEMM_TUNE_BUDGET_S", "5")
-    C.reset_cache()
-    a, b = _gpu_operands(512, 512, 512, "fp16", "n", "n")
-    gemm(a, b)
-    assert C.last_tuning.get("seconds", 0) > 0
-    data = json.loads(open(os.path.join(tmp_path, "tensorcore.json")).read())
-    assert any("fp16" in key for key in data)
-    C.last_tuning.clear()
-    C.reset_cache()
-    gemm(a, b)
-    assert not C.last_tuning, "a cached shape must not tune again"
-    C.reset_cache()
 
 
 # ---- the SIMT mixed-precision rung (simulator or GPU) ----------------------------------------------
@@ -810,51 +706,20 @@ def test_mixed_half_fp32_output():
     assert np.array_equal(got, a.astype(np.float64) @ b.astype(np.float64))  # small integers: exact
 
 
-def test_direct_launch_pads_grid_and_keeps_no_tensor_alive():
-    """CompiledKernel's runner reads grid[0..2]: a 1-D grid must be padded (run 3 lost every direct
-    launch to an IndexError, paying t03's K-major copy twice per TF32 call). A plan's cached launch
-    arguments hold addresses, not tensors (and descriptors over addresses), so the plan cache
-    keeps no memory alive. Known-good configs come first in the tuning order."""
-    import gc
-    import weakref
+def test_fp8_kmajor_copy_needs_aligned_rows_and_known_good_tf32_first():
+    """FP8 with A column-major and B row-major needs a K-major copy; with K·s not a multiple of 16
+    bytes TMA could not describe the copy, so it is not a candidate (Triton's own way is). Known-good
+    configurations come first in the tuning order."""
+    from tilegemm.kernels.tensorcore import _problem as C
+    from tilegemm.tuning import space as S
 
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
-    from tilegemm.kernels.tensorcore import _common as C
-    from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
-
-    seen = {}
-
-    class Fake:
-        def __getitem__(self, grid):
-            assert len(grid) == 3
-            seen["grid"] = grid
-            return lambda *args: seen.setdefault("args", args)
-
-    class Jit:
-        arg_names = ["x", "t", "d"]
-
-    x = torch.zeros(64, 64)
-    alive = weakref.ref(x)
-    desc = t03._desc(x, 16, 16, False, by_address=True)  # as a plan builds its descriptors
-    assert isinstance(desc, TensorDescriptor)
-    args = t03.positional(Jit, {"d": desc, "t": x, "x": 1})
-    t03.runner(Fake(), (7,))(*args)
-    assert seen["grid"] == (7, 1, 1) and seen["args"][:2] == (1, x.data_ptr())
-    kept = seen["args"][2]
-    assert kept.base.data_ptr() == x.data_ptr() and kept.block_shape == [16, 16] and kept.strides == [64, 1]
-    del x, desc
-    gc.collect()
-    assert alive() is None
-    # FP8 with A column-major and B row-major needs a K-major copy; with K·s not a multiple of 16
-    # bytes TMA could not describe the copy, so it is not a candidate (Triton's own way is)
     a8 = torch.empty(4104, 512, dtype=torch.float8_e4m3fn).t()
     b8 = torch.empty(4104, 384, dtype=torch.float8_e4m3fn)
-    odd = t03.candidates(C.Problem(a8, b8, torch.empty(512, 384, dtype=torch.bfloat16), "fp8"))
+    odd = S.candidates(S.T03, C.Problem(a8, b8, torch.empty(512, 384, dtype=torch.bfloat16), "fp8"))
     assert odd and not any(c.get("KMAJOR") for c in odd)
     a = torch.empty(4096, 4096, dtype=torch.float32)
     p = C.Problem(a, a, a, "tf32")
-    first = t03.candidates(p)[0]
+    first = S.candidates(S.T03, p)[0]
     assert (first["BM"], first["BN"], first["BK"], first["num_stages"]) == (128, 256, 32, 3)
     assert first.get("SWAP") or first.get("KMAJOR")  # row-major B: never Triton's transpose in shared memory
 
@@ -863,8 +728,9 @@ def test_direct_launch_pads_grid_and_keeps_no_tensor_alive():
 
 
 def test_warp_specialized_rung_registered_and_its_configs_fit():
-    from tilegemm.kernels.tensorcore import _common as C
+    from tilegemm.kernels.tensorcore import _problem as C
     from tilegemm.kernels.tensorcore import t05_warp_specialized as t05
+    from tilegemm.tuning import space as S
 
     k = registry.get("tc_warp_specialized")
     assert k.backend == "tensorcore" and k.requires == "sm_90" and "gluon" in k.tags
@@ -872,10 +738,10 @@ def test_warp_specialized_rung_registered_and_its_configs_fit():
     a = torch.empty(4096, 4096, dtype=torch.bfloat16)
     for out in (torch.bfloat16, torch.float32):
         p = C.Problem(a, a, torch.empty(4096, 4096, dtype=out), "bf16")
-        cands = t05.candidates(p)
-        assert len(cands) == len(t05.STAGE_CONFIGS)  # an FP32 C is stored in more, smaller slices
+        cands = S.candidates(S.T05, p)
+        assert len(cands) == len(S.T05_STAGE_CONFIGS)  # an FP32 C is stored in more, smaller slices
         for cfg in cands:
-            assert t05.smem_bytes(cfg, 2, out.itemsize) <= C.SMEM_BUDGET, cfg
+            assert S.t05_smem_bytes(cfg, 2, out.itemsize) <= S.SMEM_BUDGET, cfg
             assert cfg["BN"] % cfg["SPLIT"] == 0 and cfg["BM"] // cfg["CONSUMERS"] == 64 * (2 // cfg["CONSUMERS"])
     assert "sm_90" in t05.usable(p)  # CPU tensors
 
@@ -886,8 +752,9 @@ def test_warp_specialized_configs_for_fp8_and_tf32(dtype, bt):
     """8- and 32-bit inputs keep 128 bytes of K per row (BK 128 for FP8, 32 for TF32); TF32 with a
     row-major B takes the swapped tiles (256 of C's rows × 128 of its columns), every other case
     the plain ones; every candidate fits the shared memory with its C slices."""
-    from tilegemm.kernels.tensorcore import _common as C
+    from tilegemm.kernels.tensorcore import _problem as C
     from tilegemm.kernels.tensorcore import t05_warp_specialized as t05
+    from tilegemm.tuning import space as S
 
     a = torch.empty(4096, 4096, dtype=dtype)
     b = torch.empty(4096, 4096, dtype=dtype)
@@ -895,13 +762,13 @@ def test_warp_specialized_configs_for_fp8_and_tf32(dtype, bt):
         b = b.t().contiguous().t()
     out = torch.float32 if dtype == torch.float32 else torch.bfloat16
     p = C.Problem(a, b, torch.empty(4096, 4096, dtype=out), "tf32" if dtype == torch.float32 else "fp8")
-    cands = t05.candidates(p)
+    cands = S.candidates(S.T05, p)
     swap = dtype == torch.float32 and not bt
-    assert len(cands) == len(t05.SWAP_CONFIGS if swap else t05.STAGE_CONFIGS)
+    assert len(cands) == len(S.T05_SWAP_CONFIGS if swap else S.T05_STAGE_CONFIGS)
     for cfg in cands:
         assert cfg["BK"] * dtype.itemsize == 128 and bool(cfg.get("SWAP")) == swap, cfg
         assert (cfg["BM"], cfg["BN"]) in (((256, 128), ) if swap else ((128, 256), (128, 128))), cfg
-        assert t05.smem_bytes(cfg, dtype.itemsize, out.itemsize) <= C.SMEM_BUDGET, cfg
+        assert S.t05_smem_bytes(cfg, dtype.itemsize, out.itemsize) <= S.SMEM_BUDGET, cfg
         assert t05._warps(cfg) * 16 * cfg["CONSUMERS"] == 128, cfg  # the MMA's 128 rows, 16 a warp
         assert cfg["CONSUMERS"] == 1 or not swap  # swapped: one 8-warp partition (ptxas pipelines it)
 
@@ -914,14 +781,15 @@ def test_warp_specialized_fp8_and_tf32_in_the_ptx():
     import re
 
     from tilegemm.kernels.tensorcore import t05_warp_specialized as t05
+    from tilegemm.tuning import space as S
 
-    k = t05.compile_for_sm90(t05.cfg(128, 256, 128, 3), torch.float8_e4m3fn, b_t=True)
+    k = t05.compile_for_sm90(S.t05_cfg(128, 256, 128, 3), torch.float8_e4m3fn, b_t=True)
     ptx = k.asm["ptx"]
     assert "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3" in ptx
     assert len(re.findall(r"ld\.global\.b32", ptx)) == 2  # scale_a, scale_b
     assert {"24", "240"} <= set(re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)", ptx))
 
-    cfg = t05.cfg(256, 128, 32, 4, 4, 1, swap=True)
+    cfg = S.t05_cfg(256, 128, 32, 4, 4, 1, swap=True)
     k = t05.compile_for_sm90(cfg, torch.float32)
     ptx = k.asm["ptx"]
     reg_a = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n256k8\.f32\.tf32\.tf32 \{[^}]*\}, "
@@ -932,7 +800,7 @@ def test_warp_specialized_fp8_and_tf32_in_the_ptx():
     assert len(first) == len(second) == 16 and not first & second  # two sets of operand registers
     assert ptx.count("ld.shared") >= 48  # A fragments: 128 rows × 32 of K over 256 threads, × 3
     assert {"24", "240"} <= set(re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)", ptx))
-    assert k.metadata.shared <= t05.smem_bytes(cfg, 4, 4) <= k.metadata.shared + 512
+    assert k.metadata.shared <= S.t05_smem_bytes(cfg, 4, 4) <= k.metadata.shared + 512
 
 
 def test_warp_specialized_swapped_wgmma_stays_pipelined():
@@ -946,12 +814,13 @@ def test_warp_specialized_swapped_wgmma_stays_pipelined():
 
     from tilegemm.bench.sass import _tool
     from tilegemm.kernels.tensorcore import t05_warp_specialized as t05
+    from tilegemm.tuning import space as S
 
     nvdisasm = _tool("nvdisasm")
     assert nvdisasm, "Triton's wheel ships nvdisasm (triton/backends/nvidia/bin)"
 
     def waits(consumers):
-        k = t05.compile_for_sm90(t05.cfg(256, 128, 32, 4, 4, consumers, swap=True), torch.float32)
+        k = t05.compile_for_sm90(S.t05_cfg(256, 128, 32, 4, 4, consumers, swap=True), torch.float32)
         with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
             f.write(k.asm["cubin"])
             f.flush()
@@ -972,9 +841,10 @@ def test_warp_specialized_partitions_in_the_ptx():
     import re
 
     from tilegemm.kernels.tensorcore import t05_warp_specialized as t05
+    from tilegemm.tuning import space as S
 
     for consumers in (1, 2):
-        cfg = t05.cfg(128, 256, 64, 3, 1, consumers)
+        cfg = S.t05_cfg(128, 256, 64, 3, 1, consumers)
         k = t05.compile_for_sm90(cfg)
         ptx = k.asm["ptx"]
         regs = set(re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)", ptx))
@@ -982,7 +852,7 @@ def test_warp_specialized_partitions_in_the_ptx():
         assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16" in ptx
         barriers = set(re.findall(r"bar\.sync\s+\d+, (\d+);", ptx))
         assert barriers == ({"256"} if consumers == 1 else {"128"}), barriers
-        assert k.metadata.shared <= t05.smem_bytes(cfg, 2, 2) <= k.metadata.shared + 512
+        assert k.metadata.shared <= S.t05_smem_bytes(cfg, 2, 2) <= k.metadata.shared + 512
 
 
 @pytest.mark.gpu
@@ -995,8 +865,10 @@ def test_gpu_warp_specialized_every_config(precision, lb):
     16-bit and an FP32 C; FP8 with scales (B column-major only), TF32 plain (B column-major) and
     swapped (B row-major; the swapped loop takes k-steps in pairs), and the swapped form forced
     onto two partitions (correct, not a candidate)."""
-    from tilegemm.kernels.tensorcore import _common as C
+    from tilegemm import dispatch
+    from tilegemm.kernels.tensorcore import _problem as C
     from tilegemm.kernels.tensorcore import t05_warp_specialized as t05
+    from tilegemm.tuning import space as S
 
     # k-steps: 7 (TF32; FP8 2, 16-bit 4), 8 (even), 1 (partial), 17 over two tiles a program
     for m, n, k in ((300, 520, 200), (300, 520, 256), (130, 264, 24), (2100, 2056, 520)):
@@ -1014,13 +886,14 @@ def test_gpu_warp_specialized_every_config(precision, lb):
             p = C.Problem(a, b, c, precision, scale_a=sa, scale_b=sb)
             if precision == "fp8" and lb == "n":
                 assert "column-major" in t05.usable(p)
-                assert t05.gemm(p)["fallback"]  # t03 runs it, and says why
+                used = dispatch.run_problem(p, S.T05)
+                assert used["kernel"] == S.T03 and "cannot run" in used["source"]  # t03 runs it, and says why
                 continue
             assert t05.usable(p) == ""
-            forced = [t05.cfg(256, 128, 32, 4, 4, 2, swap=True)] if t05._swapped(p) else []  # correct, not tuned
-            for cfg in t05.candidates(p) + forced:
+            forced = [S.t05_cfg(256, 128, 32, 4, 4, 2, swap=True)] if C.swapped_tf32(p) else []  # correct, not tuned
+            for cfg in S.candidates(S.T05, p) + forced:
                 c.fill_(float("nan"))
-                used = t05.gemm(p, cfg)
+                used = dispatch.run_problem(p, S.T05, config=cfg)
                 assert used["kernel"] == t05.NAME
                 chk = validate.check(c.double().cpu().numpy(), a64.cpu().numpy(), b64.cpu().numpy(),
                                      dtype=TOL[precision], ref=ref.cpu().numpy(),

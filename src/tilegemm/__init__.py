@@ -7,9 +7,8 @@
     c = tilegemm.gemm(a16, b16)         # tensor cores (Triton): fp16/bf16/tf32/fp8, batched, alpha/beta
 """
 
-from . import _cuda  # noqa: F401  (first: picks real GPU or Numba's simulator)
-from . import kernels as _kernel_modules  # noqa: F401  (registers every kernel; imported before
-#                                           the name `kernels` is rebound to the listing function)
+from . import kernels as _kernel_modules  # noqa: F401  (registers every kernel, importing no backend;
+#                                           imported before the name `kernels` is rebound to the listing function)
 from .api import explain, kernels, matmul, plan
 from .tensorcore_api import gemm
 from .errors import (

@@ -6,6 +6,9 @@ ctypes (cuInit + cuDeviceGetCount), which needs no CUDA Python package, and swit
 simulator on when no device answers, so the lab and the library run on a laptop.
 
 `TILEGEMM_SIMULATOR=1` forces the simulator on a GPU machine; `=0` forbids it.
+
+Both are made on first use (`_cuda.SIMULATOR`, `_cuda.cuda`: module attributes computed by
+`__getattr__`), so that `import tilegemm` neither probes the driver nor imports Numba.
 """
 
 from __future__ import annotations
@@ -53,15 +56,24 @@ def _decide() -> bool:
     return False
 
 
-SIMULATOR: bool = _decide()
-
-from numba import cuda  # noqa: E402  (must follow the decision above)
+def __getattr__(name: str):
+    """SIMULATOR (the decision) and cuda (numba.cuda, imported after it), made on first access."""
+    if name == "SIMULATOR":
+        value = _decide()
+    elif name == "cuda":
+        globals().setdefault("SIMULATOR", _decide())
+        from numba import cuda as value  # must follow the decision above
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
 
 def has_gpu() -> bool:
     """A real CUDA device is usable."""
-    return not SIMULATOR and cuda.is_available()
+    mod = sys.modules[__name__]
+    return not mod.SIMULATOR and mod.cuda.is_available()
 
 
 def gpu_backend_label() -> str:
-    return "Numba CUDA simulator" if SIMULATOR else "CUDA GPU"
+    return "Numba CUDA simulator" if sys.modules[__name__].SIMULATOR else "CUDA GPU"

@@ -3,9 +3,11 @@
     c = tilegemm.matmul(a, b)                        # NumPy in, NumPy out
     c = tilegemm.matmul(a_cuda, b_cuda, kernel="smem_tiled_32")   # torch/CuPy/Numba in, same out
 
-Data flows one way: normalise the operands (arrays.py), check them, choose a kernel from the
-registry, move operands to the kernel's array kind (no copy for CUDA arrays), launch, and hand
-back the caller's kind.
+Data flows one way: a repeated call on torch CUDA tensors is served by its launch plan
+(`dispatch.fast_matmul`). Otherwise: normalise the operands (arrays.py), check them, choose a
+kernel from the registry, and hand them to `dispatch`, which moves them to the kernel's array
+kind (no copy for CUDA arrays), launches (keeping a plan for next time), and hands back the
+caller's kind.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _cuda, arrays, registry
+from . import _cuda, arrays, dispatch, registry
 from .arrays import Operand
-from .errors import DeviceError, DTypeError, LayoutError, OutOfDeviceMemory, ShapeError
+from .errors import DeviceError, DTypeError, LayoutError, ShapeError
 
 
 @dataclass
@@ -104,10 +106,25 @@ def _plan(A: Operand, B: Operand, kernel: str) -> Plan:
 
 
 def explain(a, b, kernel: str = "auto") -> str:
-    """Say which kernel `matmul(a, b)` would run, and why."""
+    """Say which kernel `matmul(a, b)` would run, and why; for the tensor cores also which rung
+    and configuration, and where the configuration comes from (tuning cache, shipped database,
+    heuristic)."""
     p = plan(a, b, kernel)
     lines = [f"{p.m}×{p.k} @ {p.k}×{p.n}, {p.dtype}: {p.kernel.name} ({p.kernel.label})"]
     lines += [f"  - {r}" for r in p.reasons]
+    if p.kernel.backend == "tensorcore" and p.kernel.runnable()[0] and min(p.m, p.n, p.k) > 0:
+        import torch
+
+        from .kernels.tensorcore import _problem as P
+
+        A, B = arrays.describe(a, "a"), arrays.describe(b, "b")
+        ta = A.obj if A.kind == "torch" and not A.on_host else torch.empty(A.shape, dtype=getattr(torch, A.dtype),
+                                                                           device="cuda")
+        tb = B.obj if B.kind == "torch" and not B.on_host else torch.empty(B.shape, dtype=getattr(torch, B.dtype),
+                                                                           device="cuda")
+        c = torch.empty((p.m, p.n), dtype=ta.dtype, device=ta.device)
+        lines += [f"  - {x}" for x in dispatch.explain_problem(P.problem_2d(ta, tb, c),
+                                                                "auto" if kernel == "auto" else p.kernel.name)]
     return "\n".join(lines)
 
 
@@ -129,17 +146,6 @@ def _check_out(out, A: Operand, shape, dtype: str, inputs) -> Operand:
     return O
 
 
-def _check_free_memory(need: int) -> None:
-    if _cuda.SIMULATOR:
-        return
-    free, total = _cuda.cuda.current_context().get_memory_info()
-    if need > free:
-        raise OutOfDeviceMemory(
-            f"matmul: needs {need / 2**20:.1f} MiB of device memory, {free / 2**20:.1f} MiB free "
-            f"of {total / 2**20:.1f} MiB"
-        )
-
-
 def matmul(a, b, *, kernel: str = "auto", out=None):
     """C = A @ B for 2-D float32/float64 operands (the tensor-core kernels add half precisions).
 
@@ -150,6 +156,10 @@ def matmul(a, b, *, kernel: str = "auto", out=None):
     out: optional M×N array of the caller's kind and dtype, written and returned.
     Returns the caller's kind. The inputs are never modified.
     """
+    if out is None and kernel == "auto":
+        c = dispatch.fast_matmul(a, b)
+        if c is not None:
+            return c
     A, B = arrays.describe(a, "a"), arrays.describe(b, "b")
     p = _plan(A, B, kernel)
     shape, dtype = (p.m, p.n), p.dtype
@@ -161,92 +171,7 @@ def matmul(a, b, *, kernel: str = "auto", out=None):
             return arrays.zeros_like_kind(A, shape, dtype)
         arrays.fill_zero(out)
         return out
-    kern = p.kernel
-    if kern.backend == "cpu":
-        return _run_host(kern, A, B, O, shape, dtype)
-    if kern.backend == "simt":
-        return _run_numba(kern, A, B, O, out, shape, dtype)
-    from .kernels.tensorcore import run_torch
-
-    return run_torch(kern, A, B, out, shape, dtype)
-
-
-def _run_host(kern, A: Operand, B: Operand, O, shape, dtype):
-    a, b = arrays.host_view(A), arrays.host_view(B)
-    if O is not None:
-        c = arrays.host_view(O)
-        kern.launch(a, b, c)
-        return O.obj
-    c = np.empty(shape, dtype=dtype)
-    kern.launch(a, b, c)
-    if A.kind == "torch":
-        import torch
-
-        return torch.from_numpy(c)
-    return c
-
-
-def _run_numba(kern, A: Operand, B: Operand, O, out, shape, dtype):
-    cuda = _cuda.cuda
-    if A.on_host:
-        _check_free_memory(arrays.nbytes(A.shape, dtype) + arrays.nbytes(B.shape, dtype) + arrays.nbytes(shape, dtype))
-        a_d, b_d = arrays.to_numba(A), arrays.to_numba(B)
-        c_d = cuda.device_array(shape, dtype=dtype)
-        kern.launch(a_d, b_d, c_d, None)
-        host = arrays.host_view(O) if O is not None else np.empty(shape, dtype=dtype)
-        if host.flags.c_contiguous:
-            c_d.copy_to_host(host)
-        else:
-            host[...] = c_d.copy_to_host()
-        if O is not None:
-            return O.obj
-        if A.kind == "torch":
-            import torch
-
-            return torch.from_numpy(host)
-        return host
-    with _on_device(arrays.device_index(A)):
-        result = out if out is not None else _allocate(A, shape, dtype)
-        stream = arrays.numba_stream(A)
-        R = arrays.describe(result, "out")
-        need = kern.needs_contiguous
-        a_d = arrays.to_numba(A, stream, contiguous=need)
-        b_d = arrays.to_numba(B, stream, contiguous=need)
-        c_d = arrays.to_numba(R, stream)
-        if need and not R.contiguous:  # compute into a contiguous buffer, then scatter into `out`
-            tmp = cuda.device_array(shape, dtype=dtype, stream=stream) if stream else cuda.device_array(shape, dtype=dtype)
-            kern.launch(a_d, b_d, tmp, stream)
-            arrays.copy_2d(tmp, c_d, stream)
-        else:
-            kern.launch(a_d, b_d, c_d, stream)
-    return result
-
-
-class _nullcontext:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
-
-def _on_device(index: int):
-    """The operands' device as Numba's current one (a no-op when it already is)."""
-    if _cuda.SIMULATOR or _cuda.cuda.get_current_device().id == index:
-        return _nullcontext()
-    return _cuda.cuda.gpus[index]
-
-
-def _allocate(A: Operand, shape, dtype: str):
-    """The result array, of the caller's kind; running out of memory becomes a clear error.
-    (No free-memory query up front: it would cost a driver call on every product.)"""
-    try:
-        return arrays.empty_like_kind(A, shape, dtype)
-    except Exception as e:  # noqa: BLE001  (torch, CuPy and Numba each raise their own OOM type)
-        if "out of memory" not in str(e).lower() and "OUT_OF_MEMORY" not in str(e):
-            raise
-        _check_free_memory(arrays.nbytes(shape, dtype))
-        raise OutOfDeviceMemory(f"matmul: could not allocate the {shape[0]}×{shape[1]} {dtype} result: {e}") from e
+    return dispatch.execute_matmul(p.kernel, kernel == "auto", A, B, O, out, shape, dtype)
 
 
 def kernels() -> list[dict]:

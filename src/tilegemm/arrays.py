@@ -13,7 +13,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _cuda
-from ._cuda import cuda
 from .errors import DeviceError, DTypeError
 
 HOST = "cpu"
@@ -54,7 +53,7 @@ def describe(x, what: str) -> Operand:
     if root == "cupy":
         return Operand(x, "cupy", x.shape, x.dtype.name, f"cuda:{x.device.id}", x.flags.c_contiguous)
     if hasattr(x, "__cuda_array_interface__") or type(x).__name__ in ("DeviceNDArray", "FakeCUDAArray"):
-        arr = x if type(x).__name__ in ("DeviceNDArray", "FakeCUDAArray") else cuda.as_cuda_array(x)
+        arr = x if type(x).__name__ in ("DeviceNDArray", "FakeCUDAArray") else _cuda.cuda.as_cuda_array(x)
         kind = "numba" if arr is x else "cai"
         contiguous = bool(arr.is_c_contiguous()) if hasattr(arr, "is_c_contiguous") else True
         return Operand(x, kind, tuple(arr.shape), np.dtype(arr.dtype).name, _numba_device(arr), contiguous)
@@ -68,9 +67,9 @@ def _numba_device(arr) -> str:
     if _cuda.SIMULATOR:
         return "cuda:0"
     try:
-        return f"cuda:{arr.gpu_data.device.id}" if hasattr(arr, "gpu_data") else f"cuda:{cuda.get_current_device().id}"
+        return f"cuda:{arr.gpu_data.device.id}" if hasattr(arr, "gpu_data") else f"cuda:{_cuda.cuda.get_current_device().id}"
     except Exception:  # noqa: BLE001  (foreign CAI memory: assume the current device)
-        return f"cuda:{cuda.get_current_device().id}"
+        return f"cuda:{_cuda.cuda.get_current_device().id}"
 
 
 def device_index(op: Operand) -> int:
@@ -103,7 +102,7 @@ def _external(ptr: int):
     if ptr == 0:
         return None
     if ptr not in _STREAMS:
-        _STREAMS[ptr] = cuda.external_stream(ptr)
+        _STREAMS[ptr] = _cuda.cuda.external_stream(ptr)
     return _STREAMS[ptr]
 
 
@@ -111,10 +110,10 @@ def to_numba(op: Operand, stream=None, contiguous: bool = False):
     """A Numba device array viewing (CUDA kinds) or holding a copy of (host kinds) the operand.
     contiguous=True: a C-contiguous device copy is made of a strided CUDA operand."""
     if op.kind == "numba" or op.kind in ("cupy", "cai") or (op.kind == "torch" and not op.on_host):
-        arr = op.obj if op.kind == "numba" else cuda.as_cuda_array(op.obj)
+        arr = op.obj if op.kind == "numba" else _cuda.cuda.as_cuda_array(op.obj)
         return contiguous_copy(arr, stream) if contiguous and not op.contiguous else arr
     host = np.ascontiguousarray(host_view(op))
-    return cuda.to_device(host, stream=stream) if stream else cuda.to_device(host)
+    return _cuda.cuda.to_device(host, stream=stream) if stream else _cuda.cuda.to_device(host)
 
 
 _copy_kernel = None
@@ -123,6 +122,7 @@ _copy_kernel = None
 def copy_2d(src, dst, stream=None) -> None:
     """dst[...] = src on the device, any strides (a Numba kernel: works for every CUDA kind)."""
     global _copy_kernel
+    cuda = _cuda.cuda
     if _copy_kernel is None:
         @cuda.jit
         def copy2d(s, d):
@@ -138,6 +138,7 @@ def copy_2d(src, dst, stream=None) -> None:
 
 
 def contiguous_copy(arr, stream=None):
+    cuda = _cuda.cuda
     out = cuda.device_array(arr.shape, dtype=arr.dtype, stream=stream) if stream else cuda.device_array(arr.shape, dtype=arr.dtype)
     copy_2d(arr, out, stream)
     return out
@@ -168,7 +169,7 @@ def empty_like_kind(op: Operand, shape, dtype: str):
 
         with cupy.cuda.Device(device_index(op)):
             return cupy.empty(shape, dtype=dtype)
-    return cuda.device_array(shape, dtype=dtype)
+    return _cuda.cuda.device_array(shape, dtype=dtype)
 
 
 def zeros_like_kind(op: Operand, shape, dtype: str):
@@ -228,3 +229,35 @@ def overlaps(x, y) -> bool:
     if sx is None or sy is None:
         return x is y
     return sx[0] < sy[1] and sy[0] < sx[1]
+
+
+# ---- to and from torch CUDA tensors (the tensor-core kernels) -----------------------------------
+
+
+def to_torch_cuda(op: Operand):
+    """A torch CUDA tensor for an operand: no copy for CUDA arrays (CUDA array interface), one
+    host-to-device copy for NumPy arrays and torch CPU tensors."""
+    import torch
+
+    x = op.obj
+    if op.kind == "torch":
+        return x if x.is_cuda else x.cuda()
+    if op.kind == "numpy":
+        return torch.from_numpy(x if x.flags.writeable and min(x.strides, default=0) >= 0 else x.copy()).cuda()
+    if op.kind == "cupy":
+        return torch.as_tensor(x, device=f"cuda:{x.device.id}")
+    # numba device arrays and other __cuda_array_interface__ objects
+    return torch.as_tensor(x, device="cuda")
+
+
+def to_kind(t, op: Operand):
+    """Torch CUDA tensor t as the caller's kind (the kind of operand `op`)."""
+    if op.kind == "torch":
+        return t if op.obj.is_cuda else t.cpu()
+    if op.kind == "numpy":
+        return t.cpu().numpy()
+    if op.kind == "cupy":
+        import cupy
+
+        return cupy.asarray(t)
+    return _cuda.cuda.as_cuda_array(t)

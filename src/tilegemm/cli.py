@@ -21,7 +21,8 @@ from rich.table import Table
 from . import _cuda
 
 TOOL_MODULES = ("tilegemm.bench.ceilings", "tilegemm.bench.traffic", "tilegemm.bench.report",
-                "tilegemm.bench.compare", "tilegemm.bench.results", "tilegemm.bench.ladder")
+                "tilegemm.bench.compare", "tilegemm.bench.results", "tilegemm.bench.ladder",
+                "tilegemm.bench.library", "tilegemm.tuning.command")
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:

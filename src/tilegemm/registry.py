@@ -1,11 +1,15 @@
 """The one list of kernels. The CLI, the API's dispatch, the tests and the benchmarks all read it.
 
-A kernel file registers itself once with `register(Kernel(...))`; adding a rung means adding one
-file under `tilegemm/kernels/` and one import line in `tilegemm/kernels/__init__.py`.
+A kernel is registered once, from the table in `tilegemm/kernels/__init__.py` (the Triton rungs:
+`tilegemm/kernels/tensorcore/__init__.py`), with its metadata and `lazy` stand-ins for its
+launcher, cost model and compiled kernels: its module, and the backend it imports (Numba, Triton),
+load when one of them is first called, so `import tilegemm` imports neither. Adding a rung means
+adding one file under `tilegemm/kernels/` and one row to that table.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
@@ -20,6 +24,23 @@ BACKEND_ARRAYS = {
     "tensorcore": "torch",  # torch CUDA tensors (Triton)
     "cpu": "numpy",  # host NumPy arrays
 }
+
+
+def lazy(target: str, *args) -> Callable:
+    """A callable standing for `module:attr`, imported on its first call (with args: attr(*args)
+    is what it stands for, a factory's product)."""
+    module, _, attr = target.partition(":")
+    resolved: list = []
+
+    def call(*a, **kw):
+        if not resolved:
+            obj = getattr(importlib.import_module(module), attr)
+            resolved.append(obj(*args) if args else obj)
+        return resolved[0](*a, **kw)
+
+    call.__name__ = f"{module}.{attr}"
+    call.target = target
+    return call
 
 
 def flops_gemm(m: int, n: int, k: int) -> float:
@@ -64,8 +85,6 @@ class Kernel:
 
     @property
     def doc(self) -> str:
-        import importlib
-
         mod = importlib.import_module(self.module) if self.module else None
         return inspect.cleandoc(mod.__doc__ or "") if mod else ""
 
@@ -124,8 +143,6 @@ def register(kernel: Kernel) -> Kernel:
 
 
 def _load() -> None:
-    import importlib
-
     # By module path: the package attribute `tilegemm.kernels` is the listing function.
     importlib.import_module(f"{__package__}.kernels")
 

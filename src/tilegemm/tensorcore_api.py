@@ -15,7 +15,7 @@ inputs mean "ieee", never TF32 behind the caller's back.
 
 from __future__ import annotations
 
-from . import arrays
+from . import arrays, dispatch
 from .errors import DeviceError, DTypeError, ShapeError
 
 PRECISION_NAMES = ("auto", "fp16", "bf16", "tf32", "ieee", "fp8")
@@ -23,13 +23,11 @@ PRECISION_NAMES = ("auto", "fp16", "bf16", "tf32", "ieee", "fp8")
 
 def _torch_in(x, what, torch):
     """(torch CUDA tensor, the caller's Operand); a torch CUDA tensor passes straight through
-    (Operand None: the caller's kind is that tensor's), the common case, at no cost per call."""
-    if type(x) is torch.Tensor and x.is_cuda:
+    (Operand None: the caller's kind is that tensor's)."""
+    if isinstance(x, torch.Tensor) and x.is_cuda:
         return x, None
-    from .kernels.tensorcore import to_torch_cuda
-
     op = arrays.describe(x, what)
-    return to_torch_cuda(op), op
+    return arrays.to_torch_cuda(op), op
 
 
 def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, beta: float = 0.0, c=None,
@@ -43,22 +41,29 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     dtype; default: the input dtype for fp16/bf16, bfloat16 for fp8, float32 for tf32/ieee.
     c: existing output (beta ≠ 0 reads it); written in place and returned, in the caller's kind.
     scale_a, scale_b: per-tensor scales (float or one-element tensor), FP8 only.
-    kernel: "auto" (per shape bucket: split-K where the tuner timed it faster for small M, else TMA
-    persistent on sm_90, else persistent) or "tc_tiled", "tc_persistent", "tc_tma_persistent",
-    "tc_splitk".
+    kernel: "auto" (the rung and configuration tilegemm.tuning gives the shape: see
+    `tilegemm.explain`) or "tc_tiled", "tc_persistent", "tc_tma_persistent", "tc_splitk",
+    "tc_warp_specialized".
+    A repeated call with the same shapes, strides, dtypes and arguments on torch CUDA tensors is
+    served by its launch plan (tilegemm.dispatch): one allocation and one driver call per kernel.
     """
-    import torch
-
+    done = dispatch.fast_gemm(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel)
+    if done is not None:
+        return done
     from .kernels import tensorcore as tc
 
     if not tc.load():
         raise DeviceError(f"gemm: needs triton and torch ({tc.IMPORT_ERROR})")
-    if not tc.cuda_available():
+    import torch
+
+    if not torch.cuda.is_available():
         raise DeviceError("gemm: needs a CUDA GPU")
-    from .kernels.tensorcore import _common as C
+    from .kernels.tensorcore import _problem as P
 
     if precision not in PRECISION_NAMES:
         raise DTypeError(f"gemm: precision must be one of {', '.join(PRECISION_NAMES)}; got {precision!r}")
+    if kernel != "auto" and kernel not in tc.RUNGS:
+        raise DTypeError(f"gemm: kernel must be 'auto' or one of {', '.join(tc.RUNGS)}; got {kernel!r}")
     ta, A = _torch_in(a, "a", torch)
     tb, _ = _torch_in(b, "b", torch)
     if ta.dim() not in (2, 3) or tb.dim() not in (2, 3):
@@ -67,18 +72,19 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
         raise ShapeError(f"gemm: inner dimensions differ: a {tuple(ta.shape)}, b {tuple(tb.shape)}")
     if ta.device != tb.device:
         raise DeviceError(f"gemm: operands on different devices: {ta.device}, {tb.device}")
-    if precision == "auto":
+    prec = precision
+    if prec == "auto":
         if ta.dtype != tb.dtype:
             raise DTypeError(f"gemm: mixed dtypes {ta.dtype}, {tb.dtype}; name a precision or cast one")
-        precision = C.precision_of(ta.dtype)
-    ta, sa = _convert(ta, precision, scale_a, "a")
-    tb, sb = _convert(tb, precision, scale_b, "b")
-    if ta.dtype != tb.dtype:
-        raise DTypeError(f"gemm: mixed FP8 formats {ta.dtype}, {tb.dtype}; use one")
-    odt = _out_dtype(out_dtype, precision, ta.dtype)
-    batch = max(x.shape[0] if x.dim() == 3 else 1 for x in (ta, tb))
-    m, n = ta.shape[-2], tb.shape[-1]
-    shape = (batch, m, n) if (ta.dim() == 3 or tb.dim() == 3) else (m, n)
+        prec = P.precision_of(ta.dtype)
+    xa, sa = _convert(ta, prec, scale_a, "a")
+    xb, sb = _convert(tb, prec, scale_b, "b")
+    if xa.dtype != xb.dtype:
+        raise DTypeError(f"gemm: mixed FP8 formats {xa.dtype}, {xb.dtype}; use one")
+    odt = _out_dtype(out_dtype, prec, xa.dtype)
+    batch = max(x.shape[0] if x.dim() == 3 else 1 for x in (xa, xb))
+    m, n = xa.shape[-2], xb.shape[-1]
+    shape = (batch, m, n) if (xa.dim() == 3 or xb.dim() == 3) else (m, n)
     if c is not None:
         tc_out, O = _torch_in(c, "c", torch)
         if tuple(tc_out.shape) != shape:
@@ -87,32 +93,45 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
             raise DTypeError(f"gemm: c is {tc_out.dtype} but out_dtype is {odt}")
         host_c = O is not None and O.on_host
     else:
-        tc_out, host_c = torch.empty(shape, dtype=odt, device=ta.device), False
+        tc_out, host_c = torch.empty(shape, dtype=odt, device=xa.device), False
     if 0 in shape:
         return _back(tc_out, A, c, host_c)
-    if ta.shape[-1] == 0:  # empty sum
+    if xa.shape[-1] == 0:  # empty sum
         tc_out.mul_(beta) if beta != 0 else tc_out.zero_()
         return _back(tc_out, A, c, host_c)
-    p = C.Problem(ta, tb, tc_out, precision, float(alpha), float(beta), tc_out if beta != 0 else None, sa, sb)
-    with tc.on_device(ta.device):
-        if kernel == "auto":
-            tc.auto_gemm(p)
-        else:
-            tc.rung_module(kernel).gemm(p)
+    p = P.Problem(xa, xb, tc_out, prec, float(alpha), float(beta), tc_out if beta != 0 else None, sa, sb)
+    own = (_own_scale(scale_a, sa), _own_scale(scale_b, sb))
+    planned = (xa is a and xb is b and dispatch.plain(a) and dispatch.plain(b) and None not in own
+               and (c is None or (tc_out is c and dispatch.plain(c))))
+    key = dispatch.gemm_key(a, b, a.data_ptr(), b.data_ptr(), precision, out_dtype, alpha, beta, c, scale_a,
+                            scale_b, kernel) if planned else None
+    with dispatch.on_device(xa.device):
+        dispatch.run_problem(p, kernel, key, own_scales=own)
     return _back(tc_out, A, c, host_c)
+
+
+def _own_scale(given, used):
+    """Whether the scale tensor used is the API's own (from a float, or 1 for FP8 inputs without
+    one): False where it is the caller's tensor (same memory), None where it is a converted copy
+    of the caller's (a plan could not follow the caller's tensor)."""
+    if used is None:
+        return False
+    if given is None or isinstance(given, (int, float)):
+        return True
+    return False if getattr(given, "data_ptr", lambda: -1)() == used.data_ptr() else None
 
 
 def _convert(t, precision, scale, what):
     """Inputs in the precision's dtype, and the scale tensor (FP8 only)."""
     import torch
 
-    from .kernels.tensorcore import _common as C
+    from .kernels.tensorcore import _problem as P
 
     if precision == "fp8":
-        if t.dtype in C.FP8_DTYPES:
-            return t, C.scale_tensor(1.0 if scale is None else scale, t.device)
+        if t.dtype in P.FP8_DTYPES:
+            return t, P.scale_tensor(1.0 if scale is None else scale, t.device)
         if scale is not None:
-            s = C.scale_tensor(scale, t.device)
+            s = P.scale_tensor(scale, t.device)
         else:  # quantise: per-tensor scale so that amax maps to the e4m3 maximum
             amax = t.detach().abs().amax().float().clamp(min=1e-12)
             s = (amax / torch.finfo(torch.float8_e4m3fn).max).reshape(1)
@@ -120,7 +139,7 @@ def _convert(t, precision, scale, what):
     if scale is not None:
         raise DTypeError(f"gemm: scale_{what} is for precision='fp8' only")
     want = {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32, "ieee": torch.float32}[precision]
-    if t.dtype in C.FP8_DTYPES:
+    if t.dtype in P.FP8_DTYPES:
         raise DTypeError(f"gemm: {what} is {t.dtype}; use precision='fp8'")
     return (t if t.dtype == want else t.to(want)), None
 
@@ -138,8 +157,6 @@ def _out_dtype(out_dtype, precision, in_dtype):
 
 def _back(t, A, c, host_c):
     """The caller's kind: c itself when given (copied back for host c), else A's kind."""
-    from .kernels.tensorcore import to_kind
-
     if c is not None:
         if host_c:
             host = t.cpu()
@@ -152,4 +169,4 @@ def _back(t, A, c, host_c):
         return t
     if A.kind == "numpy" and t.dtype == __import__("torch").bfloat16:
         return t.cpu()  # NumPy has no bfloat16: a torch CPU tensor
-    return to_kind(t, A)
+    return arrays.to_kind(t, A)

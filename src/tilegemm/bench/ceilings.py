@@ -27,7 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from .. import _cuda
-from numba import cuda, float32  # noqa: E402  (after _cuda: GPU or simulator decided)
+
+cuda = _cuda.cuda  # GPU or simulator decided first, then numba.cuda bound to it
+from numba import float32  # noqa: E402
 
 SCHEMA = "tilegemm.ceilings/1"
 CHAINS = 16  # independent FMA chains per thread: enough to hide the FMA latency at full occupancy

@@ -12,7 +12,6 @@ import functools
 import numba
 import numpy as np
 
-from ...registry import Kernel, register
 
 
 @functools.lru_cache(maxsize=None)
@@ -40,8 +39,3 @@ def launch(a, b, c, stream=None):
 def traffic(m, n, k, s):
     return (2.0 * m * n * k + m * n) * s
 
-
-register(Kernel(
-    name="cpu_naive", backend="cpu", dtypes=("float32", "float64"), launch=launch,
-    traffic=traffic, label="CPU naive", rung=0, module=__name__,
-))

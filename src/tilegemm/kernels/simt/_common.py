@@ -1,8 +1,11 @@
-"""Helpers shared by the Numba CUDA kernels: one compiled kernel per dtype, grid arithmetic."""
+"""Helpers shared by the Numba CUDA kernels: one compiled kernel per dtype, grid arithmetic, and
+the launch every rung's launcher goes through (`configure`), which can record what it launches."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
 
 import numba
 import numpy as np
@@ -36,6 +39,27 @@ def grid_2d(m: int, n: int, rows_per_block: int, cols_per_block: int) -> tuple[i
     return ceil_div(n, cols_per_block), ceil_div(m, rows_per_block)
 
 
+_RECORDING = threading.local()  # .launches: the list being recorded on this thread, if any
+
+
 def configure(kernel, grid, block, stream=None):
-    """kernel[grid, block(, stream)]: the stream only when one is given."""
-    return kernel[grid, block] if stream is None else kernel[grid, block, stream]
+    """kernel[grid, block(, stream)]: the stream only when one is given. Inside `recording()`, the
+    launch is also recorded, as it happens: (compiled kernel, grid, block, shared memory, args)."""
+    launch = kernel[grid, block] if stream is None else kernel[grid, block, stream]
+    record = getattr(_RECORDING, "launches", None)
+    if record is not None:  # (the simulator's launches have no callbacks: plans are for a real GPU only)
+        launch.pre_launch_callbacks.append(
+            lambda compiled, cfg: record.append((compiled, cfg.griddim, cfg.blockdim, cfg.sharedmem, list(cfg.args))))
+    return launch
+
+
+@contextlib.contextmanager
+def recording():
+    """Record every launch made through `configure` on this thread (a launch plan replays them:
+    tilegemm.dispatch)."""
+    launches: list = []
+    _RECORDING.launches = launches
+    try:
+        yield launches
+    finally:
+        _RECORDING.launches = None

@@ -11,7 +11,7 @@ Traffic and intensity are k02's at TILE = 32 (≈ 2·M·N·K/32 reads, M·N writ
 
 from numba import cuda
 
-from ...registry import Kernel, ceil_div, register
+from ...registry import ceil_div
 from ._common import SIMT_DTYPES, configure, grid_2d, per_dtype
 
 TILE = 32
@@ -54,8 +54,6 @@ def traffic(m, n, k, s):
     return (m * k * ceil_div(n, TILE) + k * n * ceil_div(m, TILE) + m * n) * float(s)
 
 
-register(Kernel(
-    name="broken_nosync", backend="simt", dtypes=SIMT_DTYPES, launch=launch, traffic=traffic,
-    label="GPU broken (no sync)", rung=2, module=__name__, teaching=True, tags=("broken",),
-    jit_kernels=lambda dt: [kernel_for(dt)],
-))
+def jit_kernels(dt) -> list:
+    """The Numba dispatchers this rung compiles for dtype dt (the SASS and resource tables read them)."""
+    return [kernel_for(dt)]

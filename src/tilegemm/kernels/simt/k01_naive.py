@@ -14,7 +14,7 @@ bandwidth-bound, and only the L1/L2 caches catching the re-reads keep it from be
 
 from numba import cuda
 
-from ...registry import Kernel, register
+
 from ._common import SIMT_DTYPES, configure, grid_2d, per_dtype
 
 BLOCK = 16
@@ -45,8 +45,6 @@ def traffic(m, n, k, s):
     return (2.0 * m * n * k + m * n) * s
 
 
-register(Kernel(
-    name="naive", backend="simt", dtypes=SIMT_DTYPES, launch=launch, traffic=traffic,
-    label="GPU naive", rung=1, module=__name__, auto_rank=1,
-    jit_kernels=lambda dt: [kernel_for(dt)],
-))
+def jit_kernels(dt) -> list:
+    """The Numba dispatchers this rung compiles for dtype dt (the SASS and resource tables read them)."""
+    return [kernel_for(dt)]

@@ -17,7 +17,7 @@ shared-memory loads, so shared-memory bandwidth, not DRAM, becomes the limit.
 
 from numba import cuda
 
-from ...registry import Kernel, ceil_div, register
+from ...registry import ceil_div
 from ._common import SIMT_DTYPES, configure, grid_2d, per_dtype
 
 
@@ -62,12 +62,13 @@ def _make(tile: int) -> None:
     def traffic(m, n, k, s):
         return (m * k * ceil_div(n, tile) + k * n * ceil_div(m, tile) + m * n) * float(s)
 
-    register(Kernel(
-        name=f"smem_tiled_{tile}", backend="simt", dtypes=SIMT_DTYPES, launch=launch,
-        traffic=traffic, label=f"GPU tiled-{tile}", rung=2, module=__name__,
-        auto_rank=2 if tile == 16 else 3, jit_kernels=lambda dt: [kernel_for(dt)],
-    ))
-    globals()[f"kernel_for_{tile}"] = kernel_for
+    def jit_kernels(dt) -> list:
+        return [kernel_for(dt)]
+
+    # the registry's members for kernel smem_tiled_{tile} (kernels/__init__.py)
+    for name, member in (("launch", launch), ("traffic", traffic), ("jit_kernels", jit_kernels),
+                         ("kernel_for", kernel_for)):
+        globals()[f"{name}_{tile}"] = member
 
 
 _make(16)

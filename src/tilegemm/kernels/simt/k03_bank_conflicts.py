@@ -20,7 +20,7 @@ still land on the same four banks, so the conflict stays, in fewer instructions.
 
 from numba import cuda
 
-from ...registry import Kernel, ceil_div, register
+from ...registry import ceil_div
 from ._common import SIMT_DTYPES, configure, grid_2d, per_dtype
 
 TILE = 32
@@ -60,19 +60,20 @@ def _traffic(m, n, k, s):
     return (m * k * ceil_div(n, TILE) + k * n * ceil_div(m, TILE) + m * n) * float(s)
 
 
-def _make(name: str, row: int, label: str) -> None:
+def _make(suffix: str, row: int) -> None:
     kernel_for = per_dtype(_factory(row))
 
     def launch(a, b, c, stream=None):
         m, n = c.shape
         configure(kernel_for(c.dtype), grid_2d(m, n, TILE, TILE), (TILE, TILE), stream)(a, b, c)
 
-    register(Kernel(
-        name=name, backend="simt", dtypes=SIMT_DTYPES, launch=launch, traffic=_traffic,
-        label=label, rung=3, module=__name__, teaching=True,
-        jit_kernels=lambda dt: [kernel_for(dt)],
-    ))
+    def jit_kernels(dt) -> list:
+        return [kernel_for(dt)]
+
+    # the registry's members for kernel smem32_{suffix} (kernels/__init__.py)
+    for name, member in (("launch", launch), ("traffic", _traffic), ("jit_kernels", jit_kernels)):
+        globals()[f"{name}_{suffix}"] = member
 
 
-_make("smem32_conflicted", TILE, "GPU tiled-32 conflicted")
-_make("smem32_padded", TILE + 1, "GPU tiled-32 padded")
+_make("conflicted", TILE)
+_make("padded", TILE + 1)

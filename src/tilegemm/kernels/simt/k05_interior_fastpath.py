@@ -18,7 +18,7 @@ and against shared memory 2·TM·TN/(TM + TN) = 4 FLOP-pairs per shared word, as
 
 from numba import cuda
 
-from ...registry import Kernel, ceil_div, register
+from ...registry import ceil_div
 from ._common import SIMT_DTYPES, configure, grid_2d, per_dtype
 
 BM = 64  # rows of C per block
@@ -108,8 +108,6 @@ def traffic(m, n, k, s):
     return (m * k * ceil_div(n, BN) + k * n * ceil_div(m, BM) + m * n) * float(s)
 
 
-register(Kernel(
-    name="interior_fastpath", backend="simt", dtypes=SIMT_DTYPES, launch=launch, traffic=traffic,
-    label="GPU 4x4 + interior fast path", rung=5, module=__name__, auto_rank=5,
-    jit_kernels=lambda dt: [kernel_for(dt)],
-))
+def jit_kernels(dt) -> list:
+    """The Numba dispatchers this rung compiles for dtype dt (the SASS and resource tables read them)."""
+    return [kernel_for(dt)]

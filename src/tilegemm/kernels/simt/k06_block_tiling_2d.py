@@ -26,7 +26,7 @@ accumulators alone and keeps the compiler's choice.) The later rungs inherit the
 
 from numba import cuda
 
-from ...registry import Kernel, ceil_div, register
+from ...registry import ceil_div
 from ._common import SIMT_DTYPES, configure, grid_2d, per_dtype
 from ._jit import kernel
 from ._vec import at
@@ -119,8 +119,6 @@ def traffic(m, n, k, s):
     return (m * k * ceil_div(n, BN) + k * n * ceil_div(m, BM) + m * n) * float(s)
 
 
-register(Kernel(
-    name="block_tiling_2d", backend="simt", dtypes=SIMT_DTYPES, launch=launch, traffic=traffic,
-    label="GPU 8x8 block-tiled", rung=6, module=__name__, auto_rank=6,
-    jit_kernels=lambda dt: [kernel_for(dt)],
-))
+def jit_kernels(dt) -> list:
+    """The Numba dispatchers this rung compiles for dtype dt (the SASS and resource tables read them)."""
+    return [kernel_for(dt)]

@@ -23,7 +23,7 @@ index arithmetic around them. Global traffic and intensity are k06's:
 
 from numba import cuda
 
-from ...registry import Kernel, ceil_div, register
+from ...registry import ceil_div
 from ._common import SIMT_DTYPES, configure, grid_2d, per_dtype
 from ._jit import kernel
 from ._vec import SMEM_ALIGN, lds4
@@ -115,8 +115,6 @@ def traffic(m, n, k, s):
     return (m * k * ceil_div(n, BN) + k * n * ceil_div(m, BM) + m * n) * float(s)
 
 
-register(Kernel(
-    name="smem_transposed", backend="simt", dtypes=SIMT_DTYPES, launch=launch, traffic=traffic,
-    label="GPU 8x8 A-transposed LDS.128", rung=7, module=__name__, auto_rank=7,
-    jit_kernels=lambda dt: [kernel_for(dt)],
-))
+def jit_kernels(dt) -> list:
+    """The Numba dispatchers this rung compiles for dtype dt (the SASS and resource tables read them)."""
+    return [kernel_for(dt)]

@@ -22,7 +22,7 @@ LSU instructions for the tiles and for C). Global traffic and intensity are k07'
 
 from numba import cuda
 
-from ...registry import Kernel, ceil_div, register
+from ...registry import ceil_div
 from . import k07_smem_transposed as k07
 from ._common import configure, grid_2d, per_dtype
 from ._jit import kernel
@@ -135,8 +135,6 @@ def traffic(m, n, k, s):
     return (m * k * ceil_div(n, BN) + k * n * ceil_div(m, BM) + m * n) * float(s)
 
 
-register(Kernel(
-    name="vectorized", backend="simt", dtypes=("float32",), launch=launch, traffic=traffic,
-    label="GPU 8x8 LDG.128", rung=8, module=__name__, auto_rank=8, needs_contiguous=True,
-    jit_kernels=lambda dt: [kernel_for(dt), k07.kernel_for(dt)],
-))
+def jit_kernels(dt) -> list:
+    """The Numba dispatchers this rung compiles for dtype dt (the SASS and resource tables read them)."""
+    return [kernel_for(dt), k07.kernel_for(dt)]

@@ -28,7 +28,7 @@ across the FMA loop. The 16-byte path needs K % 4 == N % 4 == 0 and aligned oper
 
 from numba import cuda
 
-from ...registry import Kernel, ceil_div, register
+from ...registry import ceil_div
 from . import k07_smem_transposed as k07
 from ._common import configure, grid_2d, per_dtype
 from ._jit import inline_device, kernel
@@ -153,8 +153,6 @@ def traffic(m, n, k, s):
     return (m * k * ceil_div(n, BN) + k * n * ceil_div(m, BM) + m * n) * float(s)
 
 
-register(Kernel(
-    name="double_buffer", backend="simt", dtypes=("float32",), launch=launch, traffic=traffic,
-    label="GPU 8x8 double-buffered", rung=9, module=__name__, auto_rank=9, needs_contiguous=True,
-    jit_kernels=lambda dt: [kernel_for(dt), k07.kernel_for(dt)],
-))
+def jit_kernels(dt) -> list:
+    """The Numba dispatchers this rung compiles for dtype dt (the SASS and resource tables read them)."""
+    return [kernel_for(dt), k07.kernel_for(dt)]

@@ -34,7 +34,7 @@ import numba
 import numpy as np
 from numba import cuda
 
-from ...registry import Kernel, ceil_div, register
+from ...registry import ceil_div
 from . import k07_smem_transposed as k07
 from ._common import configure, grid_2d
 from ._jit import inline_device, kernel
@@ -237,9 +237,8 @@ def traffic_for(cfg: Config):
 
 
 NT = DEFAULT.threads  # threads per block of the registered (default) configuration
+traffic = traffic_for(DEFAULT)
 
-register(Kernel(
-    name="warptile", backend="simt", dtypes=("float32",), launch=launch, traffic=traffic_for(DEFAULT),
-    label="GPU warp-tiled", rung=10, module=__name__, auto_rank=10, needs_contiguous=True,
-    jit_kernels=lambda dt: [kernel_for(dt), k07.kernel_for(dt)],
-))
+def jit_kernels(dt) -> list:
+    """The Numba dispatchers this rung compiles for dtype dt (the SASS and resource tables read them)."""
+    return [kernel_for(dt), k07.kernel_for(dt)]

@@ -5,13 +5,15 @@ bound on registers, and how many copies of the p-loop body each trip runs) is no
 `autotune()` compiles every candidate in CANDIDATES, rejects any that fails to compile or to
 produce the right product on an awkward shape, times the rest on a 4096³ product, and stores
 the fastest in a JSON file in the user's cache directory (`~/.cache/tilegemm/autotune.json`, or
-$TILEGEMM_CACHE_DIR), keyed by GPU name, dtype and the version of the candidate list. Later
-launches read the winner from there.
+$TILEGEMM_CACHE_DIR), keyed by GPU name, dtype and the version of the candidate list. Launches
+take, in order: that cached winner; the winner shipped in the package for this GPU (or for the
+known GPU with the same compute capability and the nearest SM count: `tilegemm.shipped`, written
+by `tilegemm tune --dtypes fp32 --ship`); k10's defaults. No launch waits for a search unless asked:
 
-    TILEGEMM_AUTOTUNE=0      always k10's defaults; never search
-    TILEGEMM_AUTOTUNE=1      (default) use the cached winner; search once, at the first launch
-                             on a GPU that has none (bounded by TILEGEMM_AUTOTUNE_BUDGET_S, 60 s)
-    TILEGEMM_AUTOTUNE=force  search again at the first launch in this process
+    TILEGEMM_AUTOTUNE unset or 0   cached, else shipped, else k10's defaults; never search
+    TILEGEMM_AUTOTUNE=1            as unset, but search once, at the first launch on a GPU with no
+                                   cached winner (bounded by TILEGEMM_AUTOTUNE_BUDGET_S, 60 s)
+    TILEGEMM_AUTOTUNE=force        search again at the first launch in this process
 
 Under the simulator no search runs (its timings mean nothing) unless `autotune()` is called.
 
@@ -33,7 +35,7 @@ from dataclasses import asdict
 import numpy as np
 
 from ... import _cuda
-from ...registry import Kernel, ceil_div, register
+from ...registry import ceil_div
 from . import k07_smem_transposed as k07
 from . import k10_warptile as k10
 from .k10_warptile import Config
@@ -191,22 +193,38 @@ def autotune(dtype="float32", *, budget_s: float = 60.0, force: bool = False, ca
     return {"key": key, **entry}
 
 
+def shipped_config(dtype="float32") -> Config | None:
+    """The winner shipped in the package for this GPU (or the known GPU most like it), or None."""
+    if not _cuda.has_gpu():
+        return None
+    from ... import shipped
+
+    dev = _cuda.cuda.get_current_device()
+    db, _ = shipped.database_for(gpu_name(), tuple(dev.compute_capability), int(dev.MULTIPROCESSOR_COUNT))
+    entry = ((db or {}).get("simt") or {}).get(f"{np.dtype(dtype).name}|{VERSION}")
+    try:
+        cfg = Config(**entry["winner"])
+        cfg.check()
+        return cfg
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def current_config(dtype="float32", *, tune: bool = True) -> Config:
     """The configuration launches use, per TILEGEMM_AUTOTUNE (see the module docstring)."""
     name = np.dtype(dtype).name
-    mode = os.environ.get("TILEGEMM_AUTOTUNE", "1").strip().lower()
-    if mode in ("0", "off", "false", "no"):
-        return k10.DEFAULT
+    mode = os.environ.get("TILEGEMM_AUTOTUNE", "0").strip().lower()
     if name in _chosen:
         return _chosen[name]
+    search = mode in ("1", "on", "true", "yes", "force")
     cfg = None if mode == "force" else cached_config(name)
-    if cfg is None:
-        if not tune:  # asked without permission to search (resource tables, traffic): don't pin
-            return k10.DEFAULT
-        if _cuda.has_gpu():
-            budget = float(os.environ.get("TILEGEMM_AUTOTUNE_BUDGET_S", "60"))
-            res = autotune(name, budget_s=budget, force=True)
-            cfg = Config(**res["winner"]) if res.get("winner") else None
+    if cfg is None and search and tune and _cuda.has_gpu():
+        budget = float(os.environ.get("TILEGEMM_AUTOTUNE_BUDGET_S", "60"))
+        res = autotune(name, budget_s=budget, force=True)
+        cfg = Config(**res["winner"]) if res.get("winner") else None
+    cfg = cfg or shipped_config(name)
+    if cfg is None and not tune:  # asked without permission to search (resource tables, traffic): don't pin
+        return k10.DEFAULT
     cfg = cfg or k10.DEFAULT
     _chosen[name] = cfg
     return cfg
@@ -225,8 +243,6 @@ def threads_for(kernel) -> int:
     return current_config("float32", tune=False).threads
 
 
-register(Kernel(
-    name="autotuned", backend="simt", dtypes=("float32",), launch=launch, traffic=traffic,
-    label="GPU warp-tiled, autotuned", rung=11, module=__name__, auto_rank=11, needs_contiguous=True,
-    jit_kernels=lambda dt: [k10.kernel_for(dt, current_config(dt, tune=False)), k07.kernel_for(dt)],
-))
+def jit_kernels(dt) -> list:
+    """The Numba dispatchers this rung compiles for dtype dt (the SASS and resource tables read them)."""
+    return [k10.kernel_for(dt, current_config(dt, tune=False)), k07.kernel_for(dt)]

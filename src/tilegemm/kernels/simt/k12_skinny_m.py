@@ -24,7 +24,7 @@ Arithmetic intensity ≈ 2·M·K·N / (K·N·ceil(M/RM)·s) ≈ 2·min(M, RM)/s 
 
 from numba import cuda, types
 
-from ...registry import Kernel, ceil_div, register
+from ...registry import ceil_div
 from ._common import configure, per_dtype
 from ._vec import SMEM_ALIGN, at, lds4
 from . import k11_autotuned as k11
@@ -149,8 +149,6 @@ def traffic(m, n, k, s):
     return (k * n * ceil_div(m, rm) + m * k * ceil_div(n, BNS) + m * n + 2 * m * n * splits) * float(s)
 
 
-register(Kernel(
-    name="skinny_m", backend="simt", dtypes=("float32",), launch=launch, traffic=traffic,
-    label="GPU k11 + skinny-M split-K", rung=12, module=__name__, auto_rank=12, needs_contiguous=True,
-    jit_kernels=lambda dt: [kernel_for[16](dt), kernel_for[4](dt)],
-))
+def jit_kernels(dt) -> list:
+    """The Numba dispatchers this rung compiles for dtype dt (the SASS and resource tables read them)."""
+    return [kernel_for[16](dt), kernel_for[4](dt)]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 
 from ... import _cuda
-from ...registry import Kernel, ceil_div, register
+from ...registry import ceil_div
 from ._common import configure
 from . import k10_warptile as k10
 from . import k11_autotuned as k11
@@ -108,8 +108,6 @@ def threads_for(kernel) -> list[int]:
     return [cfg.threads for cfg, _ in TILES.values()]
 
 
-register(Kernel(
-    name="splitk_tiles", backend="simt", dtypes=("float32",), launch=launch, traffic=traffic,
-    label="GPU k12 + split-K tiles", rung=13, module=__name__, auto_rank=13, needs_contiguous=True,
-    jit_kernels=lambda dt: [k10.kernel_for(dt, cfg) for cfg, _ in TILES.values()],
-))
+def jit_kernels(dt) -> list:
+    """The Numba dispatchers this rung compiles for dtype dt (the SASS and resource tables read them)."""
+    return [k10.kernel_for(dt, cfg) for cfg, _ in TILES.values()]

@@ -24,8 +24,8 @@ import triton
 import triton.language as tl
 
 from ...registry import ceil_div
-from . import _common as C
-from ._common import grouped_tile, mainloop_ptr, scale_acc, store_ptr
+from . import _problem as P
+from ._jit import grouped_tile, mainloop_ptr, scale_acc, store_ptr
 
 NAME = "tc_tiled"
 
@@ -47,37 +47,17 @@ def tiled_kernel(a_ptr, b_ptr, c_ptr, i_ptr, sa_ptr, sb_ptr, M, N, K,
     store_ptr(acc, c_ptr + bid * scb, M, N, scm, scn, off_m, off_n, BM, BN)
 
 
-def run(p: C.Problem, cfg: dict) -> None:
-    """Launch once with configuration cfg."""
-    c_in, sa, sb = C.epilogue_args(p)
+def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
+    """One launch: a program per tile of C (grid axis 0) and per batch (axis 1)."""
+    c_in, sa, sb = P.epilogue_args(p)
     grid = (ceil_div(p.m, cfg["BM"]) * ceil_div(p.n, cfg["BN"]), p.batch)
-    tiled_kernel[grid](
-        p.a, p.b, p.c, c_in, sa, sb, p.m, p.n, p.k,
-        p.bstride(p.a), *p.mat_strides(p.a), p.bstride(p.b), *p.mat_strides(p.b),
-        p.bstride(p.c), *p.mat_strides(p.c), p.bstride(c_in), *p.mat_strides(c_in),
-        float(p.alpha), float(p.beta),
-        BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], GROUP_M=cfg["GROUP_M"], PRECISION=p.dot_precision,
-        HAS_BETA=p.has_beta, HAS_SCALE=p.scale_a is not None,
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
-    )
-
-
-def default_config(p: C.Problem) -> dict:
-    return C.prune(C.base_configs(p), p, tma_store=False)[0]
-
-
-def gemm(p: C.Problem, config: dict | None = None) -> dict:
-    """Run problem p (tuned or cached configuration unless one is given); returns the config used."""
-    cfg = config or C.choose(NAME, p, C.prune(C.base_configs(p), p, tma_store=False), default_config(p), run)
-    run(p, cfg)
-    return cfg
-
-
-def launch(a, b, c, stream=None):
-    with C.on_stream(stream):
-        gemm(C.problem_2d(a, b, c))
+    args = [p.a, p.b, p.c, c_in, sa, sb, p.m, p.n, p.k,
+            p.bstride(p.a), *p.mat_strides(p.a), p.bstride(p.b), *p.mat_strides(p.b),
+            p.bstride(p.c), *p.mat_strides(p.c), p.bstride(c_in), *p.mat_strides(c_in),
+            float(p.alpha), float(p.beta),
+            cfg["BM"], cfg["BN"], cfg["BK"], cfg["GROUP_M"], p.dot_precision, p.has_beta, p.scale_a is not None]
+    return [P.KernelCall(tiled_kernel, grid, args, dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"]))]
 
 
 def traffic(m, n, k, s, bm=128, bn=128):
     return (m * k * ceil_div(n, bn) + k * n * ceil_div(m, bm) + m * n) * float(s)
-

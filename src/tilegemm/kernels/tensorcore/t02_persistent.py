@@ -20,8 +20,8 @@ import triton
 import triton.language as tl
 
 from ...registry import ceil_div
-from . import _common as C
-from ._common import grouped_tile, mainloop_ptr, scale_acc, store_ptr
+from . import _problem as P
+from ._jit import grouped_tile, mainloop_ptr, scale_acc, store_ptr
 
 NAME = "tc_persistent"
 
@@ -48,67 +48,19 @@ def persistent_kernel(a_ptr, b_ptr, c_ptr, i_ptr, sa_ptr, sb_ptr, M, N, K, BATCH
         store_ptr(acc, c_ptr + bid * scb, M, N, scm, scn, off_m, off_n, BM, BN)
 
 
-def _args(p: C.Problem, cfg: dict):
-    """(grid, every parameter of persistent_kernel in order) for p."""
-    c_in, sa, sb = C.epilogue_args(p)
-    sms = C.num_sms(p.a.device)
+def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
+    """One launch of min(#SMs, tiles) programs."""
+    c_in, sa, sb = P.epilogue_args(p)
+    sms = P.num_sms(p.a.device)
     tiles = ceil_div(p.m, cfg["BM"]) * ceil_div(p.n, cfg["BN"]) * p.batch
     args = [p.a, p.b, p.c, c_in, sa, sb, p.m, p.n, p.k, p.batch,
             p.bstride(p.a), *p.mat_strides(p.a), p.bstride(p.b), *p.mat_strides(p.b),
             p.bstride(p.c), *p.mat_strides(p.c), p.bstride(c_in), *p.mat_strides(c_in),
             float(p.alpha), float(p.beta),
             cfg["BM"], cfg["BN"], cfg["BK"], cfg["GROUP_M"], sms, p.dot_precision, p.has_beta, p.scale_a is not None]
-    return (min(sms, tiles), ), args
-
-
-def run(p: C.Problem, cfg: dict):
-    """Launch once with configuration cfg; returns the compiled kernel."""
-    grid, args = _args(p, cfg)
-    return persistent_kernel[grid](*args, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-
-
-def candidates(p: C.Problem) -> list[dict]:
-    return C.prune(C.base_configs(p), p, tma_store=False)
-
-
-def default_config(p: C.Problem) -> dict:
-    return candidates(p)[0]
-
-
-# Launch plans, as t03's (t03_tma_persistent.Plan): a product of the same shapes, strides, dtypes
-# and alignment as an earlier one launches the compiled kernel directly, without the tuner lookup
-# and Triton's argument binding. Without them a call costs the host about as long as a decode-sized
-# product runs on the GPU (docs/perf-notes.md, 29).
-_PLANS: dict = {}
-C.PLAN_CACHES.append(_PLANS)
-DIRECT: dict = {"enabled": True, "launches": 0, "reused_args": 0, "error": ""}
-
-
-def _plan_args(p: C.Problem, cfg: dict):
-    from . import t03_tma_persistent as t03
-
-    grid, args = _args(p, cfg)
-    return grid, t03.by_address(args)
-
-
-def gemm(p: C.Problem, config: dict | None = None, key: tuple | None = None) -> dict:
-    """Run p (tuned or cached configuration unless one is given); returns the configuration used,
-    with "kernel". key: p's plan_key, when the caller (auto_gemm) has computed it already."""
-    from . import t03_tma_persistent as t03  # t03 imports this module (its fallback)
-
-    return t03.through_plan(_PLANS, DIRECT, p, config, key, "t02", _gemm_slow, _plan_args)
-
-
-def _gemm_slow(p: C.Problem, config: dict | None):
-    cfg = config or C.choose(NAME, p, lambda: candidates(p), default_config(p), run)
-    return dict(cfg, kernel=NAME), run(p, cfg)
-
-
-def launch(a, b, c, stream=None):
-    with C.on_stream(stream):
-        gemm(C.problem_2d(a, b, c))
+    return [P.KernelCall(persistent_kernel, (min(sms, tiles),), args,
+                         dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"]))]
 
 
 def traffic(m, n, k, s, bm=128, bn=128):
     return (m * k * ceil_div(n, bn) + k * n * ceil_div(m, bm) + m * n) * float(s)
-

@@ -52,7 +52,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from ...registry import ceil_div
-from . import _common as C
+from . import _problem as P
 from . import t03_tma_persistent as t03
 
 NAME = "tc_warp_specialized"
@@ -245,35 +245,9 @@ def ws_kernel(a_desc, b_desc, c_desc, sa_ptr, sb_ptr, M, N, K, GROUP_M: gl.const
 _GL = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16, torch.float32: gl.float32,
        torch.float8_e4m3fn: gl.float8e4nv, torch.float8_e5m2: gl.float8e5}
 _OUT = (torch.float16, torch.bfloat16, torch.float32)
-# (BM, BN, BK, STAGES, SPLIT, CONSUMERS): the tuner's candidates, first = default. BK is for 16-bit
-# inputs; other widths keep its 128 bytes of K per row (BK·2/size: FP8 128, TF32 32)
-STAGE_CONFIGS = (
-    (128, 256, 64, 3, 1, 1),  # t03's best tile, one consumer partition of 8 warps
-    (128, 256, 64, 4, 2, 1),  # a fourth stage, paid for by storing C in two 128×128 slices
-    (128, 256, 64, 3, 1, 2),  # two consumer partitions, each freeing its stages on its own
-    (128, 128, 64, 6, 1, 1),  # narrower tile, deeper ring
-)
-# The swapped form (TF32 with a row-major B): the MMA's tile is 128 of C's columns × 256 of its
-# rows (cuBLAS's TF32 tile, seen in ncu: docs/perf-notes.md, 20), on one consumer partition of 8
-# warps (each warpgroup 64 of the 128 columns); SPLIT slices C's rows. Two partitions compute
-# correctly, but Triton 3.6's ptxas then serialises every wgmma of the form (warning C7512: with a
-# register operand, a worker partition's setmaxnreg defeats its wgmma pipelining), 5–10% slower
-# on every shape timed (docs/perf-notes.md, 26), so they are not candidates.
-SWAP_CONFIGS = (
-    (256, 128, 64, 4, 4, 1),  # 4 stages (192 KB), C stored in four 64×128 FP32 slices
-    (256, 128, 64, 3, 2, 1),  # 3 stages (144 KB), two 128×128 slices
-)
-
-
-def cfg(bm, bn, bk, stages, split=1, consumers=1, group=8, swap=False) -> dict:
-    c = dict(BM=bm, BN=bn, BK=bk, STAGES=stages, SPLIT=split, CONSUMERS=consumers, GROUP_M=group)
-    return dict(c, SWAP=True) if swap else c
-
-
-def smem_bytes(c: dict, in_size: int, out_size: int) -> int:
-    """The ring, the C slices (one per consumer partition) and the barriers."""
-    ring = (c["BM"] + c["BN"]) * c["BK"] * in_size * c["STAGES"]
-    return ring + c["BM"] * c["BN"] // c["SPLIT"] * out_size + 256  # + barriers and alignment
+# 12 warps (8 consumer, the producer's warpgroup) × 168 registers = the SM's 64 Ki; setmaxnreg
+# then moves them: producer 24, consumers 240
+MAXNREG = 168
 
 
 def _row_major(x: torch.Tensor) -> bool:
@@ -284,10 +258,10 @@ def _col_major(x: torch.Tensor) -> bool:
     return x.dim() == 2 and x.stride(0) == 1 and t03._tma_ok(x, -2)
 
 
-def usable(p: C.Problem) -> str:
+def usable(p: P.Problem) -> str:
     """'' when this rung can run p, else why not."""
     a, b, c = t03._squeeze(p.a), t03._squeeze(p.b), t03._squeeze(p.c)
-    if a.device.type != "cuda" or C.capability(a.device)[0] != 9:
+    if a.device.type != "cuda" or P.capability(a.device)[0] != 9:
         return "wgmma and setmaxnreg are sm_90 only"
     if a.dtype not in _GL or b.dtype != a.dtype or c.dtype not in _OUT:
         return "FP16, BF16, TF32 or FP8 inputs (both the same), FP16/BF16/FP32 output only"
@@ -310,53 +284,21 @@ def usable(p: C.Problem) -> str:
     return ""
 
 
-def _swapped(p: C.Problem) -> bool:
-    """TF32 with a row-major B: the plain form's B operand would be N-major, which 32-bit wgmma
-    cannot read (C.reg_a finds no plain form), so the MMA computes C^T = B^T·A^T."""
-    return p.a.element_size() == 4 and C.reg_a(p, False) is None
-
-
-def worth_tuning(p: C.Problem) -> bool:
-    """At least three quarters of a wave of 128×256 tiles (2048² is 128 tiles for 132 SMs): below
-    that t03's and t04's smaller tiles are the ones to time (every candidate here is 128 by 256
-    or 128 by 128), and the tuner's time is better spent there."""
-    return 4 * ceil_div(p.m, 128) * ceil_div(p.n, 256) >= 3 * C.num_sms(p.a.device)
-
-
-def candidates(p: C.Problem) -> list[dict]:
-    ins, outs = p.a.element_size(), p.c.element_size()
-    swap = _swapped(p)
-    out = []
-    for bm, bn, bk, stages, split, consumers in SWAP_CONFIGS if swap else STAGE_CONFIGS:
-        if not swap and outs > 2:
-            split *= outs // 2  # room for a wider C slice
-        c = cfg(bm, bn, bk * 2 // ins, stages, split, consumers, swap=swap)
-        if smem_bytes(c, ins, outs) <= C.SMEM_BUDGET and (bm if swap else bn) % split == 0:
-            out.append(c)
-    return out
-
-
-def default_config(p: C.Problem) -> dict:
-    return candidates(p)[0]
-
-
-def _args(p: C.Problem, cfg: dict, by_address: bool = False, num_sms: int | None = None):
-    """(grid, positional arguments of ws_kernel but num_warps) for p; descriptors over addresses if
-    by_address."""
+def _args(p: P.Problem, cfg: dict, num_sms: int | None = None):
+    """(grid, positional arguments of ws_kernel) for p."""
     a, b, c = t03._squeeze(p.a), t03._squeeze(p.b), t03._squeeze(p.c)
     bm, bn, bk, consumers, split = cfg["BM"], cfg["BN"], cfg["BK"], cfg["CONSUMERS"], cfg["SPLIT"]
     b_t, swap = _col_major(b), bool(cfg.get("SWAP"))
-    if swap != _swapped(p):
+    if swap != P.swapped_tf32(p):
         raise ValueError(f"t05: configuration {cfg} does not fit {a.dtype} with B "
                          f"{'column' if b_t else 'row'}-major (the swapped form is for TF32 with a row-major B)")
 
     def desc(x, block):
-        base = t03._Address(x.data_ptr(), x.dtype) if by_address else x
         layout = gl.NVMMASharedLayout.get_default_for(block, _GL[x.dtype])
-        return TensorDescriptor(base, list(x.shape), list(x.stride()), block, layout)
+        return TensorDescriptor(x, list(x.shape), list(x.stride()), block, layout)
 
-    sms = min(num_sms or C.num_sms(p.a.device), ceil_div(p.m, bm) * ceil_div(p.n, bn))
-    _, sa, sb = C.epilogue_args(p)  # C itself where there are no scales (never read then)
+    sms = min(num_sms or P.num_sms(p.a.device), ceil_div(p.m, bm) * ceil_div(p.n, bn))
+    _, sa, sb = P.epilogue_args(p)  # C itself where there are no scales (never read then)
     c_block = [bm // split, bn // consumers] if swap else [bm // consumers, bn // split]
     args = [desc(a, [bm, bk]), desc(b.t(), [bn, bk]) if b_t else desc(b, [bk, bn]), desc(c, c_block),
             sa, sb, p.m, p.n, p.k, cfg["GROUP_M"], sms, cfg["STAGES"], b_t, swap, p.scale_a is not None, consumers]
@@ -368,44 +310,10 @@ def _warps(cfg: dict) -> int:
     return (cfg["BN"] if cfg.get("SWAP") else cfg["BM"]) // 16 // cfg["CONSUMERS"]
 
 
-def run(p: C.Problem, cfg: dict):
-    """Launch once with configuration cfg; returns the compiled kernel."""
+def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
+    """One launch of min(#SMs, tiles) programs (p must pass `usable`)."""
     grid, args = _args(p, cfg)
-    return ws_kernel[grid](*args, num_warps=_warps(cfg), maxnreg=MAXNREG)
-
-
-# 12 warps (8 consumer, the producer's warpgroup) × 168 registers = the SM's 64 Ki; setmaxnreg
-# then moves them: producer 24, consumers 240
-MAXNREG = 168
-_PLANS: dict = {}
-C.PLAN_CACHES.append(_PLANS)
-DIRECT: dict = {"enabled": True, "launches": 0, "reused_args": 0, "error": ""}
-
-
-def _plan_args(p: C.Problem, cfg: dict):
-    """(grid, positional arguments over addresses, num_warps included) for a plan (t03.Plan)."""
-    grid, args = _args(p, cfg, by_address=True)
-    return grid, t03.by_address(args + [_warps(cfg)])
-
-
-def gemm(p: C.Problem, config: dict | None = None, key: tuple | None = None) -> dict:
-    """Run p (which `usable` accepts); returns the configuration used, with "kernel"."""
-    return t03.through_plan(_PLANS, DIRECT, p, config, key, "t05", _gemm_slow, _plan_args)
-
-
-def _gemm_slow(p: C.Problem, config: dict | None):
-    """(result, compiled kernel), or (t03's result, None) where this rung cannot run p."""
-    why = usable(p)
-    if why:  # t03 runs it instead (t02 where TMA cannot), and the result says why
-        return dict(t03.gemm(p), fallback=why), None
-    cfg = config or C.choose(NAME, p, candidates(p), default_config(p), run)
-    return dict(cfg, kernel=NAME), run(p, cfg)
-
-
-def launch(a, b, c, stream=None):
-    """The registry's launcher: this rung (tuned), or t03 where it cannot run."""
-    with C.on_stream(stream):
-        gemm(C.problem_2d(a, b, c))
+    return [P.KernelCall(ws_kernel, grid, args, dict(num_warps=_warps(cfg), maxnreg=MAXNREG))]
 
 
 def traffic(m, n, k, s, bm=128, bn=256):
@@ -424,9 +332,9 @@ def compile_for_sm90(cfg: dict, dtype=torch.bfloat16, out_dtype=None, b_t: bool 
     bm, bn, bk = cfg["BM"], cfg["BN"], cfg["BK"]
     a = torch.empty(bm, bk, dtype=dtype)
     b = torch.empty(bn, bk, dtype=dtype).t() if b_t else torch.empty(bk, bn, dtype=dtype)
-    c = torch.empty(bm, bn, dtype=out_dtype or (torch.bfloat16 if dtype in C.FP8_DTYPES else dtype))
-    scale = torch.ones(1) if dtype in C.FP8_DTYPES else None
-    p = C.Problem(a, b, c, "tf32" if dtype == torch.float32 else C.precision_of(dtype), scale_a=scale,
+    c = torch.empty(bm, bn, dtype=out_dtype or (torch.bfloat16 if dtype in P.FP8_DTYPES else dtype))
+    scale = torch.ones(1) if dtype in P.FP8_DTYPES else None
+    p = P.Problem(a, b, c, "tf32" if dtype == torch.float32 else P.precision_of(dtype), scale_a=scale,
                   scale_b=scale)
     _, args = _args(p, cfg, num_sms=132)
     names = ws_kernel.arg_names

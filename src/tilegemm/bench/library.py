@@ -1,0 +1,407 @@
+"""The library as users call it: eager and device time against cuBLAS, host µs per call, first calls.
+
+    tilegemm library --json results/h200/library.json            # on a GPU (minutes)
+    tilegemm library --shapes 256,4096x14336x4096 --dtypes bf16 --runs 1
+
+Two clocks, always named:
+- eager: back-to-back calls through the public API (`tilegemm.matmul`, `tilegemm.gemm`), as a
+  model's forward pass makes them. A sample flushes L2, waits for the GPU, then times `calls`
+  back-to-back calls with CUDA events on torch's stream; the time per call is what a user gets,
+  whichever of the host (Python, dispatch, launch) and the GPU is slower. Only the first call of
+  a sample starts from a cold L2.
+- device: one call between CUDA events after the L2 flush and a hold kernel (`tilegemm.hold`)
+  that keeps the GPU busy while the host enqueues the call, so the events bracket the kernels
+  only: how good the kernels are.
+The reference (cuBLAS through torch.matmul; torch._scaled_mm for FP8) runs the same way, on the
+same inputs, interleaved with ours in ABBA batches (`tilegemm.sampling.alternate`), and the whole
+set is run `runs` times: each record keeps every run and the median of them. Every result is
+checked against a float64 product (sampled rows and columns) before it is timed.
+
+Also: host µs per repeated call at 64³ (400 calls back to back with no synchronisation, median of
+15 repetitions, torch's call beside each path), and the first call on a shape never seen, in a
+fresh process, with an empty Triton cache (compile included) and with a warm one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+DTYPES = ("bf16", "fp16", "tf32", "fp8", "fp32")
+FP32_MAX_FLOPS = 2**40  # the SIMT path's products above this many FLOPs take too long to time (~30 ms each)
+HOLD_US = 200
+EAGER_SAMPLE_US = 400.0  # a sample of eager calls lasts about this long
+
+
+def _library_call(dtype, a, b, sa, sb):
+    """Ours, through the public API."""
+    import tilegemm
+
+    if dtype == "fp8":
+        return lambda: tilegemm.gemm(a, b, scale_a=sa, scale_b=sb)
+    if dtype == "tf32":
+        return lambda: tilegemm.gemm(a, b, precision="tf32")
+    return lambda: tilegemm.matmul(a, b)
+
+
+def _reference_call(dtype, a, b, sa, sb):
+    """cuBLAS through torch (TF32 on for tf32, off for fp32: the caller sets it), or _scaled_mm."""
+    import torch
+
+    if dtype == "fp8":
+        return lambda: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+    return lambda: torch.matmul(a, b)
+
+
+def operands(dtype, m, n, k):
+    """Fresh inputs in [-1, 1) (never zeros); FP8 with per-tensor scales and B column-major."""
+    import torch
+
+    dev = torch.device("cuda")
+    a32 = torch.rand(m, k, device=dev) * 2 - 1
+    b32 = torch.rand(k, n, device=dev) * 2 - 1
+    if dtype in ("bf16", "fp16"):
+        dt = torch.bfloat16 if dtype == "bf16" else torch.float16
+        return a32.to(dt), b32.to(dt), None, None
+    if dtype in ("tf32", "fp32"):
+        return a32, b32, None, None
+    fmax = torch.finfo(torch.float8_e4m3fn).max
+    sa = (a32.abs().amax() / fmax).reshape(1).float()
+    sb = (b32.abs().amax() / fmax).reshape(1).float()
+    a8 = (a32 / sa).to(torch.float8_e4m3fn)
+    b8 = (b32 / sb).to(torch.float8_e4m3fn).t().contiguous().t()
+    return a8, b8, sa, sb
+
+
+def _check(dtype, a, b, sa, sb, got) -> str:
+    """'' when got matches a float64 product on sampled rows and columns, else the mismatch."""
+    import torch
+
+    from .. import validate
+    from ..kernels.tensorcore._problem import take
+
+    g = torch.Generator(device="cpu").manual_seed(1)
+    rows = torch.randperm(a.shape[0], generator=g)[:32].to(a.device)
+    cols = torch.randperm(b.shape[1], generator=g)[:256].to(a.device)
+    scale = float(sa) * float(sb) if sa is not None else 1.0
+    a64 = (take(a, 0, rows).double() * scale).cpu().numpy()
+    b64 = take(b, 1, cols).double().cpu().numpy()
+    c = got[rows][:, cols].double().cpu().numpy()
+    tol = {"bf16": "bfloat16", "fp16": "float16", "tf32": "tf32", "fp32": "float32", "fp8": "float8_e4m3fn"}[dtype]
+    out = {"bf16": "bfloat16", "fp16": "float16", "fp8": "bfloat16"}.get(dtype, "float32")
+    chk = validate.check(c, a64, b64, dtype=tol, out_dtype=out)
+    return "" if chk.ok else str(chk).splitlines()[0][:300]
+
+
+class _Clock:
+    """The two ways a sample is taken (module docstring), on torch's current stream."""
+
+    def __init__(self):
+        import torch
+
+        from .. import hold
+        from .timing import L2Flush
+
+        self.torch, self.hold = torch, hold
+        self.flush = L2Flush(framework="torch")
+
+    def device(self, fn, n: int) -> list[float]:
+        torch = self.torch
+        stream = torch.cuda.current_stream().cuda_stream
+        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+        for start, end in pairs:
+            self.flush()
+            self.hold.hold(HOLD_US, stream)
+            start.record()
+            fn()
+            end.record()
+        torch.cuda.synchronize()
+        return [s.elapsed_time(e) for s, e in pairs]
+
+    def eager(self, fn, n: int, calls: int) -> list[float]:
+        torch = self.torch
+        out = []
+        for _ in range(n):
+            self.flush()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            start.record()
+            for _ in range(calls):
+                fn()
+            end.record()
+            end.synchronize()
+            out.append(start.elapsed_time(end) / calls)
+        return out
+
+
+def _interleaved(takers, budget_s: float) -> list[list[float]]:
+    from ..sampling import alternate
+
+    series, _ = alternate(takers, budget_s=budget_s, min_reps=10, max_reps=60, target_rse=0.01, batch=5)
+    return series
+
+
+def measure_shape(clock, dtype: str, m: int, n: int, k: int, modes, budget_s: float) -> dict:
+    """One shape and dtype: checked, then timed in each mode, ours and the reference interleaved."""
+    import torch
+
+    rec = dict(dtype=dtype, m=m, n=n, k=k)
+    a, b, sa, sb = operands(dtype, m, n, k)
+    ours, ref = _library_call(dtype, a, b, sa, sb), _reference_call(dtype, a, b, sa, sb)
+    torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+    try:
+        return _measure(clock, rec, dtype, a, b, sa, sb, ours, ref, modes, budget_s)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+
+def _measure(clock, rec, dtype, a, b, sa, sb, ours, ref, modes, budget_s) -> dict:
+    import torch
+
+    t0 = time.perf_counter()
+    got = ours()  # the first call: configuration, compile, launch plan
+    torch.cuda.synchronize()
+    rec["first_call_s"] = round(time.perf_counter() - t0, 4)
+    rec["check"] = _check(dtype, a, b, sa, sb, got) or "ok"
+    got = ours()  # the second: the launch plan's (fast) path must compute the same
+    torch.cuda.synchronize()
+    again = _check(dtype, a, b, sa, sb, got)
+    if again:
+        rec["check"] = "plan path: " + again
+    try:
+        ref()
+        torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001  (e.g. _scaled_mm's shape rules: recorded, no ratio)
+        rec["ref_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        return rec
+    if rec["check"] != "ok":
+        return rec
+    # warm both, and estimate the per-call time that sizes an eager sample
+    est = min(clock.eager(ours, 3, 5) + clock.eager(ref, 3, 5))
+    calls = max(1, min(50, int(EAGER_SAMPLE_US / 1e3 / max(est, 1e-4))))
+    for mode in modes:
+        if mode == "eager":
+            takers = [lambda k_, f=f: clock.eager(f, k_, calls) for f in (ours, ref)]
+        else:
+            takers = [lambda k_, f=f: clock.device(f, k_) for f in (ours, ref)]
+        s_ours, s_ref = _interleaved(takers, budget_s)
+        rec[mode] = dict(ours_ms=statistics.median(s_ours), ref_ms=statistics.median(s_ref), samples=len(s_ours),
+                         calls_per_sample=calls if mode == "eager" else 1)
+    return rec
+
+
+def host_us(reps: int = 15, calls: int = 400) -> list[dict]:
+    """Host µs per repeated call at 64³, per path, with torch's call beside it, in one run: the time
+    of `calls` calls back to back with no synchronisation inside, median of `reps` repetitions."""
+    import torch
+
+    import tilegemm
+
+    def per_call(fn) -> float:
+        for _ in range(20):
+            fn()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            times.append((time.perf_counter() - t0) / calls * 1e6)
+            torch.cuda.synchronize()
+        return statistics.median(times)
+
+    out = []
+    for dtype in ("bf16", "fp16", "fp32", "fp8", "tf32"):
+        a, b, sa, sb = operands(dtype, 64, 64, 64)
+        torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+        paths = {"bf16": [("matmul", _library_call(dtype, a, b, sa, sb)), ("gemm", lambda: tilegemm.gemm(a, b))],
+                 "fp16": [("matmul", _library_call(dtype, a, b, sa, sb)), ("gemm", lambda: tilegemm.gemm(a, b))],
+                 "fp32": [("matmul", _library_call(dtype, a, b, sa, sb))],
+                 "fp8": [("gemm", _library_call(dtype, a, b, sa, sb))],
+                 "tf32": [("gemm", _library_call(dtype, a, b, sa, sb))]}[dtype]
+        ref = _reference_call(dtype, a, b, sa, sb)
+        c = torch.empty(64, 64, device="cuda", dtype=a.dtype if dtype != "fp8" else torch.bfloat16)
+        ref_name = "torch._scaled_mm" if dtype == "fp8" else "torch.mm"
+        for path, fn in paths:
+            ours_us, ref_us = per_call(fn), per_call(ref)
+            rec = dict(dtype=dtype, path=f"tilegemm.{path}", m=64, n=64, k=64, mode="host_us", ours_us=ours_us,
+                       ref=ref_name, ref_us=ref_us, ratio=ref_us / ours_us)
+            if dtype != "fp8":
+                rec["ref_out_us"] = per_call(lambda: torch.mm(a, b, out=c))
+            out.append(rec)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return out
+
+
+_FIRST_CALL = r"""
+import json, os, sys, time
+import torch
+import tilegemm
+dev = torch.device("cuda")
+warm = torch.randn(96, 96, device=dev, dtype=torch.bfloat16)
+tilegemm.matmul(warm, warm); torch.cuda.synchronize()          # imports, driver, one launch done
+m, n, k = map(int, sys.argv[1:4])
+dt = getattr(torch, sys.argv[4])
+a = torch.randn(m, k, device=dev).to(dt); b = torch.randn(k, n, device=dev).to(dt)
+torch.cuda.synchronize()
+t0 = time.perf_counter(); tilegemm.matmul(a, b); torch.cuda.synchronize(); first = time.perf_counter() - t0
+t0 = time.perf_counter(); tilegemm.matmul(a, b); torch.cuda.synchronize(); second = time.perf_counter() - t0
+print("FIRST" + json.dumps(dict(first_s=first, second_s=second)))
+"""
+
+
+def first_calls(shapes=((3000, 5000, 7000), (777, 1234, 4321)), dtype: str = "bfloat16") -> list[dict]:
+    """The first call on a shape never seen in this process, after one warm-up call on another
+    shape, in a fresh process: with an empty Triton cache (the JIT compile included) and again
+    with the cache that run left (warm)."""
+    import tempfile
+
+    out = []
+    with tempfile.TemporaryDirectory() as cache_dir:
+        env = dict(os.environ, TRITON_CACHE_DIR=cache_dir)
+        for state in ("cold", "warm"):
+            for (m, n, k) in shapes:
+                proc = subprocess.run([sys.executable, "-c", _FIRST_CALL, str(m), str(n), str(k), dtype], env=env,
+                                      capture_output=True, text=True, timeout=300)
+                line = [x for x in proc.stdout.splitlines() if x.startswith("FIRST")]
+                rec = dict(mode="first_call", triton_cache=state, dtype=dtype, m=m, n=n, k=k)
+                if line:
+                    rec.update(json.loads(line[0][5:]))
+                else:
+                    rec["error"] = (proc.stderr or proc.stdout)[-500:]
+                out.append(rec)
+    return out
+
+
+def summarise(records: list[dict]) -> dict:
+    """Geometric means and the worst shape per dtype and mode, over records with a ratio."""
+    out = {}
+    for dtype in DTYPES:
+        for mode in ("eager", "device"):
+            rows = [r for r in records if r.get("dtype") == dtype and r.get("mode") == mode and r.get("ratio")]
+            if not rows:
+                continue
+            ratios = [r["ratio"] for r in rows]
+            worst = min(rows, key=lambda r: r["ratio"])
+            out[f"{dtype}/{mode}"] = dict(shapes=len(rows), geomean=math.exp(sum(map(math.log, ratios)) / len(ratios)),
+                                          worst=dict(shape=[worst["m"], worst["n"], worst["k"]], ratio=worst["ratio"]),
+                                          below_095=sum(x < 0.95 for x in ratios))
+    return out
+
+
+def run(shapes, dtypes, modes=("eager", "device"), runs: int = 3, budget_s: float = 0.3, progress=print,
+        with_host: bool = True, with_first: bool = True) -> dict:
+    """The whole measurement: `runs` passes over shapes × dtypes (ours and the reference in the
+    same passes), then the records as medians over the runs."""
+    import torch
+
+    from . import clocks
+    from .results import environment
+
+    clock = _Clock()
+    per = {}  # (dtype, m, n, k) -> list of per-run records
+    doc = dict(schema="tilegemm.library/1", environment=environment(), clocks={"before": clocks.read()},
+               harness=dict(modes=list(modes), runs=runs, hold_us=HOLD_US, eager_sample_us=EAGER_SAMPLE_US,
+                            flush=clock.flush.mode, order="ours and the reference interleaved, ABBA batches of 5",
+                            fp32_max_flops=FP32_MAX_FLOPS))
+    t_start = time.perf_counter()
+    for run_i in range(runs):
+        for dtype in dtypes:
+            for (m, n, k) in shapes:
+                if dtype == "fp32" and 2 * m * n * k > FP32_MAX_FLOPS:
+                    continue
+                try:
+                    rec = measure_shape(clock, dtype, m, n, k, modes, budget_s)
+                except Exception as e:  # noqa: BLE001  (one failure is recorded; the run goes on)
+                    rec = dict(dtype=dtype, m=m, n=n, k=k, error=f"{type(e).__name__}: {e}"[:400])
+                finally:
+                    torch.cuda.empty_cache()
+                per.setdefault((dtype, m, n, k), []).append(rec)
+                e = rec.get("eager", {})
+                progress(f"run {run_i + 1}/{runs} {dtype:4s} {m}×{n}×{k}: "
+                         + (f"eager {e['ref_ms'] / e['ours_ms']:.3f}" if e else rec.get("error", rec.get("ref_error", rec.get("check", "")))[:120])
+                         + (f" device {rec['device']['ref_ms'] / rec['device']['ours_ms']:.3f}" if "device" in rec else "")
+                         + f"  ({time.perf_counter() - t_start:.0f} s)")
+    records = []
+    for (dtype, m, n, k), recs in per.items():
+        for mode in modes:
+            timed = [r[mode] for r in recs if mode in r]
+            base = dict(dtype=dtype, m=m, n=n, k=k, mode=mode)
+            if not timed:
+                bad = recs[0]
+                records.append(dict(base, error=bad.get("error") or bad.get("ref_error") or f"check: {bad.get('check')}"))
+                continue
+            ratios = [t["ref_ms"] / t["ours_ms"] for t in timed]
+            records.append(dict(base, ours_ms=statistics.median(t["ours_ms"] for t in timed),
+                                ref_ms=statistics.median(t["ref_ms"] for t in timed), ratio=statistics.median(ratios),
+                                runs=[dict(ours_ms=t["ours_ms"], ref_ms=t["ref_ms"], ratio=x) for t, x in zip(timed, ratios)],
+                                reference="torch._scaled_mm" if dtype == "fp8" else "cuBLAS (torch.matmul"
+                                + (", TF32)" if dtype == "tf32" else (", TF32 off)" if dtype == "fp32" else ")")),
+                                check=recs[0].get("check"), first_call_s=recs[0].get("first_call_s")))
+    doc["records"] = records
+    doc["clocks"]["after"] = clocks.read()
+    if with_host:
+        progress("host µs per call at 64³ …")
+        doc["host_us"] = host_us()
+    if with_first:
+        progress("first calls in fresh processes …")
+        doc["first_call"] = first_calls()
+    doc["summary"] = summarise(records)
+    doc["elapsed_s"] = round(time.perf_counter() - t_start, 1)
+    return doc
+
+
+def add_cli(subparsers) -> None:
+    p = subparsers.add_parser("library", help="the library as users call it: eager and device time vs cuBLAS (GPU)")
+    p.add_argument("--shapes", default="library", help="a named shape set, a JSON file or a list (default: library)")
+    p.add_argument("--dtypes", default=",".join(DTYPES), help=f"comma-separated, of {', '.join(DTYPES)}")
+    p.add_argument("--modes", default="eager,device", help="eager, device or both")
+    p.add_argument("--runs", type=int, default=3, help="passes over the set; each figure is their median")
+    p.add_argument("--budget", type=float, default=0.3, help="seconds of sampling per shape, dtype and mode")
+    p.add_argument("--no-host", action="store_true", help="skip host µs per call")
+    p.add_argument("--no-first", action="store_true", help="skip the first-call measurements")
+    p.add_argument("--json", help="write the results here")
+    p.set_defaults(func=cli_library)
+
+
+def cli_library(args) -> int:
+    from .shapes import load_shapes
+
+    try:
+        import torch
+    except ImportError:
+        print("tilegemm library: needs torch and triton (pip install 'tilegemm[gpu]')", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("tilegemm library: times the library against cuBLAS on a CUDA GPU; none is visible here",
+              file=sys.stderr)
+        return 2
+    try:
+        shapes = load_shapes(args.shapes)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"tilegemm library: {e}", file=sys.stderr)
+        return 2
+    dtypes = [d for d in args.dtypes.split(",") if d]
+    modes = [x for x in args.modes.split(",") if x]
+    bad = [d for d in dtypes if d not in DTYPES] + [x for x in modes if x not in ("eager", "device")]
+    if bad:
+        print(f"tilegemm library: unknown {', '.join(bad)}", file=sys.stderr)
+        return 2
+    doc = run(shapes, dtypes, modes, runs=args.runs, budget_s=args.budget,
+              progress=lambda s: print(s, flush=True), with_host=not args.no_host, with_first=not args.no_first)
+    for key, s in doc["summary"].items():
+        print(f"{key:12s} shapes {s['shapes']:3d}  geomean {s['geomean']:.3f}  worst {s['worst']['ratio']:.3f} at "
+              f"{'×'.join(map(str, s['worst']['shape']))}  below 0.95: {s['below_095']}")
+    for r in doc.get("host_us", []):
+        print(f"host µs per call, 64³ {r['dtype']:4s} {r['path']:16s} {r['ours_us']:6.1f}   {r['ref']} {r['ref_us']:6.1f}")
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=1, default=str)
+        print(f"results written to {args.json}")
+    return 0

@@ -1,0 +1,509 @@
+"""One path from operands to a launch, for `matmul` and `gemm`: operands → plan → configuration → launch.
+
+A call is keyed by everything that decides its launches except the operands' addresses: the
+shapes, strides, dtypes and device of torch CUDA operands, their 16-byte alignment (Triton
+specialises pointers on it, TMA needs it), and for `gemm` its precision, output dtype, alpha,
+beta, output and scales. The first call of a key takes the slow path: the API's checks, the
+kernel (`api`), the rung and configuration (`tilegemm.tuning.choose`: the user's cache, the
+shipped database, a heuristic; never a tuning unless TILEGEMM_AUTOTUNE=1), the rung's launches
+compiled and run, and kept as a *launch plan* (`tilegemm.launcher`). A later call of the key is a
+dictionary hit, an allocation of the output, and one driver call per kernel: no checks (the key
+says they passed), no device queries, no Triton or Numba argument handling
+(docs/perf-notes.md, 32).
+
+Plans exist for torch CUDA tensors on a real GPU (the SIMT path's too: its Numba kernels are
+recorded as they launch and replayed the same way). Everything else, and any launch the launcher
+cannot replay (a K-major copy, Triton's interpreter, another Triton's ABI), takes the slow path
+every call, through Triton's or Numba's own launchers. TILEGEMM_FAST_LAUNCH=0 turns plans off.
+A captured CUDA graph records a plan's launches like any other (they go to torch's current
+stream).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+
+import numpy as np
+
+from . import _cuda, arrays, launcher
+from .arrays import Operand
+from .errors import OutOfDeviceMemory
+
+PLAN_MAX = 4096  # launch plans kept per process (a new one past this empties the table)
+_PLANS: dict = {}  # call key -> LaunchPlan
+fallbacks: dict[str, str] = {}  # what ran instead of the chosen rung, and why (once per rung and class)
+STATS = {"slow_calls": 0, "plans_built": 0, "not_planned": {}}  # the slow path's counters (the hot path counts nothing)
+
+
+class _NoTensor:  # stands for torch.Tensor until torch is in use: no object is one
+    pass
+
+
+_PLAIN: tuple = (_NoTensor,)  # torch.Tensor and nn.Parameter once torch is in use (not subclasses)
+_empty = _raw_stream = _current_device = None
+
+
+def _bind_torch() -> None:
+    """The torch functions the hot path calls, bound once (torch is imported by the caller's tensors)."""
+    global _PLAIN, _empty, _raw_stream, _current_device
+    if _empty is not None:
+        return
+    import torch
+
+    _PLAIN = (torch.Tensor, torch.nn.Parameter)
+    # (a CPU build of torch has neither stream nor device queries; no plan exists there to ask them)
+    _empty = torch.empty
+    _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    _current_device = getattr(torch._C, "_cuda_getDevice", None)
+
+
+def plain(x) -> bool:
+    """Is x a torch.Tensor (or an nn.Parameter), not a subclass a plan cannot read the memory of?"""
+    _bind_torch()
+    return type(x) in _PLAIN
+
+
+def enabled() -> bool:
+    return os.environ.get("TILEGEMM_FAST_LAUNCH", "1").strip() not in ("0", "")
+
+
+def reset() -> None:
+    """Forget every launch plan (the configurations they were built from may have changed)."""
+    _PLANS.clear()
+
+
+# ---- the hot path -----------------------------------------------------------------------------------
+
+
+def matmul_key(a, b, pa: int, pb: int) -> tuple:
+    return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.get_device(), (pa | pb) & 15)
+
+
+def fast_matmul(a, b):
+    """`matmul(a, b)` by its launch plan, or None (no plan: the caller takes the slow path)."""
+    if type(a) not in _PLAIN or type(b) not in _PLAIN:
+        return None
+    pa, pb = a.data_ptr(), b.data_ptr()
+    plan = _PLANS.get(matmul_key(a, b, pa, pb))
+    return None if plan is None else plan.run(pa, pb, None, 0, 0)
+
+
+def _scale_key(s):
+    if s is None or isinstance(s, (int, float)):
+        return s
+    if type(s) in _PLAIN:
+        return ("tensor", s.dtype, s.get_device(), s.numel())
+    return ("other", id(s))  # never planned (see gemm_plannable)
+
+
+def gemm_key(a, b, pa, pb, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel) -> tuple | None:
+    """The call key of a gemm on torch CUDA tensors, or None where no plan can serve it."""
+    if c is None:
+        ck = None
+    elif type(c) in _PLAIN:
+        ck = (c.shape, c.stride(), c.dtype, c.get_device(), c.data_ptr() & 15)
+    else:
+        return None
+    return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.get_device(), (pa | pb) & 15, precision,
+            out_dtype, alpha, beta, ck, _scale_key(scale_a), _scale_key(scale_b), kernel)
+
+
+def fast_gemm(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel):
+    """`gemm(...)` by its launch plan, or None."""
+    if type(a) not in _PLAIN or type(b) not in _PLAIN:
+        return None
+    pa, pb = a.data_ptr(), b.data_ptr()
+    key = gemm_key(a, b, pa, pb, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel)
+    plan = _PLANS.get(key) if key is not None else None
+    if plan is None:
+        return None
+    psa = scale_a.data_ptr() if type(scale_a) in _PLAIN else 0
+    psb = scale_b.data_ptr() if type(scale_b) in _PLAIN else 0
+    return plan.run(pa, pb, c, psa, psb)
+
+
+class LaunchPlan:
+    """The launches of one call key, and what a call allocates: the output (unless the caller
+    gives it) and the scratch buffers. Addresses are passed to the launches in slot order:
+    (A, B, C, C_in, scale_a, scale_b, scratch…); C_in is C itself where it is read."""
+
+    __slots__ = ("launches", "lock", "out_shape", "out_dtype", "device", "index", "scratch", "stream", "scales", "keep")
+
+    def __init__(self, launches: list, out_shape, out_dtype, device, scratch=(), stream=None, scales=()):
+        self.launches, self.out_shape, self.out_dtype = tuple(launches), tuple(out_shape), out_dtype
+        self.lock = threading.Lock()  # a launch's buffer is shared: bind and launch under one lock
+        self.device, self.index = device, device.index
+        self.scratch = tuple(scratch)  # (numel, dtype) of each scratch buffer
+        self.stream = stream  # the stream a stream-bound plan runs on, else None
+        # scales the plan made itself (from a float, or 1 for FP8 without one): kept, at fixed addresses
+        self.keep = tuple(scales)
+        self.scales = tuple(0 if s is None else s.data_ptr() for s in scales) or (0, 0)
+
+    def run(self, pa: int, pb: int, c, psa: int, psb: int):
+        """Launch for operands at pa, pb (and c, or a new output); None where this plan cannot
+        serve the call (another current device, or another stream for a stream-bound plan)."""
+        if _current_device() != self.index:
+            return None
+        stream = _raw_stream(self.index)
+        if self.stream is not None and stream != self.stream:
+            return None
+        if c is None:
+            c = _empty(self.out_shape, dtype=self.out_dtype, device=self.device)
+        pc = c.data_ptr()
+        psa, psb = psa or self.scales[0], psb or self.scales[1]
+        if self.scratch:
+            bufs = [_empty(n, dtype=dt, device=self.device) for n, dt in self.scratch]
+            addresses = (pa, pb, pc, pc, psa, psb, *(x.data_ptr() for x in bufs))
+        else:
+            addresses = (pa, pb, pc, pc, psa, psb)
+        with self.lock:
+            for launch in self.launches:
+                launch(addresses, stream)
+        return c
+
+    def launch_now(self, addresses: tuple, stream: int) -> None:
+        with self.lock:
+            for launch in self.launches:
+                launch(addresses, stream)
+
+
+def _remember(key, plan: LaunchPlan) -> None:
+    if len(_PLANS) >= PLAN_MAX:
+        _PLANS.clear()
+    _PLANS[key] = plan
+    STATS["plans_built"] += 1
+
+
+def _not_planned(why: str) -> None:
+    STATS["not_planned"][why] = STATS["not_planned"].get(why, 0) + 1
+
+
+# ---- tensor cores: configuration, launches, plans ------------------------------------------------------
+
+
+def _plannable(p) -> str:
+    """'' where p's launches can be kept as a plan, else why not."""
+    if not enabled():
+        return "TILEGEMM_FAST_LAUNCH=0"
+    if p.c.device.type != "cuda":
+        return "not on a GPU (interpreter)"
+    import triton
+
+    if not launcher.triton_version_ok(triton.__version__):
+        return f"Triton {triton.__version__}: launcher ABI not known here"
+    return ""
+
+
+def _slots(p) -> list:
+    return [p.a, p.b, p.c, p.c_in if p.has_beta else None, p.scale_a, p.scale_b]
+
+
+def _build(p, calls, own_scales) -> LaunchPlan | None:
+    """The launch plan of `calls` for problem p (compiling them), or None where a call cannot be
+    launched directly. own_scales: which of p's scales the API made (not the caller's tensors):
+    the plan keeps those, at fixed addresses."""
+    slots, scratch, bound = _slots(p), [], any(c.stream_bound for c in calls)
+    for call in calls:
+        for t in call.scratch:
+            if not any(t is s for s in slots):
+                slots.append(t)
+                scratch.append((t.numel(), t.dtype))
+    launches = []
+    for call in calls:
+        compiled = call.fn.run(*call.args, grid=call.grid, warmup=True, **call.options)
+        if hasattr(compiled, "result"):  # Triton's asynchronous compile mode
+            compiled = compiled.result()
+        one = launcher.triton_launch(compiled, call.grid, call.args, slots, p.c.device.index)
+        if one is None:
+            return None
+        launches.append(one)
+    stream = _raw_stream(p.c.device.index) if bound else None
+    scales = tuple(s if own else None for s, own in zip((p.scale_a, p.scale_b), own_scales))
+    return LaunchPlan(launches, p.c.shape, p.c.dtype, p.c.device, scratch, stream, scales)
+
+
+def _addresses(p, calls) -> tuple:
+    ptr = lambda t: 0 if t is None else t.data_ptr()  # noqa: E731
+    scratch = [t.data_ptr() for call in calls for t in call.scratch]
+    pc = p.c.data_ptr()
+    return (p.a.data_ptr(), p.b.data_ptr(), pc, ptr(p.c_in) if p.has_beta else pc, ptr(p.scale_a), ptr(p.scale_b),
+            *dict.fromkeys(scratch))
+
+
+def _launch(p, decision, key, own_scales) -> None:
+    from .kernels import tensorcore as tc
+
+    calls = tc.rung_module(decision.rung).launches(p, decision.config)
+    why = _plannable(p) if key is not None else "no call key"
+    plan = _build(p, calls, own_scales) if not why else None
+    if plan is None:
+        _not_planned(why or f"{decision.rung}: a launch the launcher cannot replay")
+        tc.launch_calls(calls)
+        return
+    plan.launch_now(_addresses(p, calls), _raw_stream(p.c.device.index))
+    _remember(key, plan)
+
+
+def _fallback(p, decision, error: Exception):
+    """What runs when the chosen rung fails to compile or launch here: the same without the loop
+    options (FLAT, WS) this Triton may refuse, else t02's default; None for t02/t04 themselves."""
+    from .tuning import Decision, space
+
+    err = f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
+    opts = [o for o in ("WS", "FLAT") if decision.config.get(o)]
+    if opts:
+        alt = Decision(decision.rung, dict(decision.config, WS=False, FLAT=False), decision.source)
+        why = f"{'+'.join(opts)} failed ({err}); ran without"
+    elif decision.rung in (space.T03, space.T05, "tc_tiled"):
+        alt = Decision(space.T02, space.default(space.T02, p), f"fallback from {decision.rung}")
+        why = f"{decision.rung} failed ({err}); ran {space.T02}"
+    else:
+        return None
+    tag = f"{decision.rung}|{'+'.join(opts)}"
+    if tag not in fallbacks:
+        fallbacks[tag] = why
+        warnings.warn(f"tilegemm: {why}", RuntimeWarning, stacklevel=4)
+    return alt
+
+
+def run_problem(p, kernel: str = "auto", key=None, own_scales=(False, False), config: dict | None = None) -> dict:
+    """Run tensor-core problem p on the rung and configuration tilegemm.tuning chooses (kernel:
+    "auto" or a rung's name; config: a configuration to force on that rung), keeping a launch plan
+    under `key` where one can be kept (own_scales: which of p's scale tensors are the API's, not
+    the caller's: the plan keeps those). Returns the configuration, with "kernel" naming the rung
+    that ran and "source" where it came from."""
+    from . import tuning
+
+    _bind_torch()
+    STATS["slow_calls"] += 1
+    if config is not None:
+        if kernel == "auto":
+            raise ValueError("run_problem: a forced configuration needs a rung's name")
+        d = tuning.Decision(kernel, dict(config), "forced configuration")
+    else:
+        d = tuning.choose(p, kernel)
+    for _ in range(3):
+        try:
+            _launch(p, d, key, own_scales)
+            return dict(d.config, kernel=d.rung, source=d.source)
+        except Exception as e:  # noqa: BLE001  (a compile or launch this Triton refuses: degrade, say why)
+            alt = _fallback(p, d, e)
+            if alt is None:
+                raise
+            d = alt
+    raise RuntimeError(f"tilegemm: no rung could run {p.m}×{p.n}×{p.k}")
+
+
+def rung_launcher(name: str):
+    """The registry's launcher of tensor-core rung `name`: c = a @ b (torch CUDA tensors) on that
+    rung, with its configuration for the shape, on `stream` (a torch stream) or the current one."""
+
+    def launch(a, b, c, stream=None):
+        import torch
+
+        from .kernels.tensorcore import _problem as P
+
+        with torch.cuda.stream(stream) if isinstance(stream, torch.cuda.Stream) else _nothing():
+            run_problem(P.problem_2d(a, b, c), name)
+
+    launch.__name__ = f"launch_{name}"
+    return launch
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+class on_device:
+    """`with on_device(d):` makes CUDA device d current (Triton compiles and launches there) only
+    when it is not already: torch.cuda.device costs microseconds, a comparison does not."""
+
+    __slots__ = ("ctx",)
+
+    def __init__(self, device):
+        import torch
+
+        self.ctx = None if device.index is None or device.index == torch.cuda.current_device() \
+            else torch.cuda.device(device)
+
+    def __enter__(self):
+        if self.ctx is not None:
+            self.ctx.__enter__()
+
+    def __exit__(self, *exc):
+        return self.ctx.__exit__(*exc) if self.ctx is not None else False
+
+
+def explain_problem(p, kernel: str = "auto") -> list[str]:
+    """Which rung and configuration p gets, and from where (for tilegemm.explain)."""
+    from . import tuning
+
+    d = tuning.choose(p, kernel)
+    cfg = ", ".join(f"{k}={v}" for k, v in d.config.items())
+    return [f"tensor-core rung {d.rung}: {cfg}", f"configuration from {d.source}"]
+
+
+# ---- matmul's execution (api.matmul has checked the operands and chosen the kernel) -----------------
+
+
+def execute_matmul(kern, auto: bool, A: Operand, B: Operand, O, out, shape, dtype: str):
+    """C = A @ B on kernel `kern` (a registry.Kernel; auto: chosen by "auto", so the tensor cores
+    choose their rung per shape), in the caller's kind."""
+    if kern.backend == "cpu":
+        return _run_host(kern, A, B, O, shape, dtype)
+    if kern.backend == "simt":
+        STATS["slow_calls"] += 1
+        return _run_numba(kern, A, B, O, out, shape, dtype)
+    return _run_tensorcore("auto" if auto else kern.name, A, B, out, shape, dtype)
+
+
+def _run_host(kern, A: Operand, B: Operand, O, shape, dtype):
+    a, b = arrays.host_view(A), arrays.host_view(B)
+    if O is not None:
+        kern.launch(a, b, arrays.host_view(O))
+        return O.obj
+    c = np.empty(shape, dtype=dtype)
+    kern.launch(a, b, c)
+    if A.kind == "torch":
+        import torch
+
+        return torch.from_numpy(c)
+    return c
+
+
+def check_free_memory(need: int) -> None:
+    if _cuda.SIMULATOR:
+        return
+    free, total = _cuda.cuda.current_context().get_memory_info()
+    if need > free:
+        raise OutOfDeviceMemory(
+            f"matmul: needs {need / 2**20:.1f} MiB of device memory, {free / 2**20:.1f} MiB free "
+            f"of {total / 2**20:.1f} MiB"
+        )
+
+
+def _run_numba(kern, A: Operand, B: Operand, O, out, shape, dtype):
+    cuda = _cuda.cuda
+    if A.on_host:
+        check_free_memory(arrays.nbytes(A.shape, dtype) + arrays.nbytes(B.shape, dtype) + arrays.nbytes(shape, dtype))
+        a_d, b_d = arrays.to_numba(A), arrays.to_numba(B)
+        c_d = cuda.device_array(shape, dtype=dtype)
+        kern.launch(a_d, b_d, c_d, None)
+        host = arrays.host_view(O) if O is not None else np.empty(shape, dtype=dtype)
+        if host.flags.c_contiguous:
+            c_d.copy_to_host(host)
+        else:
+            host[...] = c_d.copy_to_host()
+        if O is not None:
+            return O.obj
+        if A.kind == "torch":
+            import torch
+
+            return torch.from_numpy(host)
+        return host
+    with _numba_device(arrays.device_index(A)):
+        result = out if out is not None else _allocate(A, shape, dtype)
+        stream = arrays.numba_stream(A)
+        R = arrays.describe(result, "out")
+        need = kern.needs_contiguous
+        a_d = arrays.to_numba(A, stream, contiguous=need)
+        b_d = arrays.to_numba(B, stream, contiguous=need)
+        c_d = arrays.to_numba(R, stream)
+        if need and not R.contiguous:  # compute into a contiguous buffer, then scatter into `out`
+            tmp = cuda.device_array(shape, dtype=dtype, stream=stream) if stream else cuda.device_array(shape, dtype=dtype)
+            kern.launch(a_d, b_d, tmp, stream)
+            arrays.copy_2d(tmp, c_d, stream)
+            return result
+        why = _numba_plannable(A, B, out, need)
+        if why:
+            _not_planned(why)
+            kern.launch(a_d, b_d, c_d, stream)
+            return result
+        from .kernels.simt import _common as S
+
+        with S.recording() as launches:
+            kern.launch(a_d, b_d, c_d, stream)
+        _keep_numba_plan(A, B, result, launches)
+    return result
+
+
+def _numba_plannable(A: Operand, B: Operand, out, need_contiguous: bool) -> str:
+    if not enabled():
+        return "TILEGEMM_FAST_LAUNCH=0"
+    if A.kind != "torch" or B.kind != "torch" or out is not None:
+        return "SIMT plans are kept for torch CUDA tensors without out="
+    if _cuda.SIMULATOR:
+        return "simulator"
+    if need_contiguous and not (A.contiguous and B.contiguous):
+        return "a strided operand is copied first"
+    return ""
+
+
+def _keep_numba_plan(A: Operand, B: Operand, c, records) -> None:
+    a, b = A.obj, B.obj
+    pa, pb, pc = a.data_ptr(), b.data_ptr(), c.data_ptr()
+    if len({pa, pb, pc}) < 3 or not records:
+        _not_planned("aliased operands" if records else "no launch recorded")
+        return
+    slots = (pa, pb, pc, pc, 0, 0)
+    launches = [launcher.numba_launch(kernel, grid, block, shared, args, slots)
+                for kernel, grid, block, shared, args in records]
+    if any(one is None for one in launches):
+        _not_planned("a Numba launch the launcher cannot replay")
+        return
+    _bind_torch()
+    _remember(matmul_key(a, b, pa, pb), LaunchPlan(launches, c.shape, c.dtype, c.device))
+
+
+def _numba_device(index: int):
+    """The operands' device as Numba's current one (a no-op when it already is)."""
+    if _cuda.SIMULATOR or _cuda.cuda.get_current_device().id == index:
+        return _nothing()
+    return _cuda.cuda.gpus[index]
+
+
+def _allocate(A: Operand, shape, dtype: str):
+    """The result array, of the caller's kind; running out of memory becomes a clear error.
+    (No free-memory query up front: it would cost a driver call on every product.)"""
+    try:
+        return arrays.empty_like_kind(A, shape, dtype)
+    except Exception as e:  # noqa: BLE001  (torch, CuPy and Numba each raise their own OOM type)
+        if "out of memory" not in str(e).lower() and "OUT_OF_MEMORY" not in str(e):
+            raise
+        check_free_memory(arrays.nbytes(shape, dtype))
+        raise OutOfDeviceMemory(f"matmul: could not allocate the {shape[0]}×{shape[1]} {dtype} result: {e}") from e
+
+
+def _run_tensorcore(kernel: str, A: Operand, B: Operand, out, shape, dtype: str):
+    """matmul's path to the tensor cores: CUDA operands in place, host ones copied there and back."""
+    import torch
+
+    from .kernels.tensorcore import _problem as P
+
+    _bind_torch()
+    a, b = arrays.to_torch_cuda(A), arrays.to_torch_cuda(B)
+    tdtype = getattr(torch, dtype)
+    planned = A.kind == "torch" and B.kind == "torch" and not A.on_host and out is None and kernel == "auto"
+    with on_device(a.device):
+        if out is None or arrays.describe(out, "out").on_host:
+            c = torch.empty(shape, dtype=tdtype, device=a.device)
+        else:
+            c = arrays.to_torch_cuda(arrays.describe(out, "out"))  # a view of the caller's memory
+        key = matmul_key(a, b, a.data_ptr(), b.data_ptr()) if planned else None
+        run_problem(P.problem_2d(a, b, c), kernel, key)
+    if out is None:
+        return arrays.to_kind(c, A)
+    O = arrays.describe(out, "out")
+    if O.on_host:  # NumPy / torch CPU out: computed on the device, copied back into it
+        host = c.cpu()
+        if O.kind == "numpy":
+            out[...] = host.numpy()
+        else:
+            out.copy_(host)
+    return out

@@ -1,0 +1,290 @@
+"""What the tensor-core rungs share on the host: the problem, its precision, the device's facts.
+
+A `Problem` is one C = alpha·scale_a·scale_b·(A @ B) + beta·C on torch tensors, 2-D or batched
+3-D (a 2-D operand broadcasts over the batch with stride 0). Every operand is passed with its
+strides, so transposed views run without copies. A rung says what it launches for a problem and
+a configuration as a list of `KernelCall`s; `tilegemm.dispatch` launches them (directly, through
+`tilegemm.launcher`, or through Triton).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import torch
+
+SMEM_BUDGET = 227 * 1024  # bytes of shared memory one block may use on sm_90
+INT32_MAX = 2**31 - 1
+
+# precision name -> (torch input dtype, tl.dot input_precision)
+PRECISIONS = {
+    "fp16": (torch.float16, "ieee"),
+    "bf16": (torch.bfloat16, "ieee"),
+    "tf32": (torch.float32, "tf32"),
+    "ieee": (torch.float32, "ieee"),
+    "fp8": (None, "ieee"),  # float8_e4m3fn or float8_e5m2
+}
+FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
+
+
+def precision_of(dtype: torch.dtype) -> str:
+    """Default precision for an input dtype: FP32 means exact IEEE, never TF32 silently."""
+    if dtype == torch.float16:
+        return "fp16"
+    if dtype == torch.bfloat16:
+        return "bf16"
+    if dtype == torch.float32:
+        return "ieee"
+    if dtype in FP8_DTYPES:
+        return "fp8"
+    raise TypeError(f"tensor-core kernels take float16, bfloat16, float32 or float8 inputs; got {dtype}")
+
+
+# ---- the problem ------------------------------------------------------------------------------
+
+
+@dataclass
+class Problem:
+    a: torch.Tensor  # (M, K) or (B, M, K)
+    b: torch.Tensor  # (K, N) or (B, K, N)
+    c: torch.Tensor  # (M, N) or (B, M, N), written
+    precision: str  # key of PRECISIONS
+    alpha: float = 1.0
+    beta: float = 0.0
+    c_in: torch.Tensor | None = None  # read when beta != 0 (may be c itself)
+    scale_a: torch.Tensor | None = None  # one-element float32 tensors (FP8)
+    scale_b: torch.Tensor | None = None
+    m: int = field(init=False)
+    n: int = field(init=False)
+    k: int = field(init=False)
+    batch: int = field(init=False)
+
+    def __post_init__(self):
+        a, b, c = self.a, self.b, self.c
+        self.m, self.k = a.shape[-2:]
+        self.n = b.shape[-1]
+        self.batch = max(a.shape[0] if a.dim() == 3 else 1, b.shape[0] if b.dim() == 3 else 1,
+                         c.shape[0] if c.dim() == 3 else 1)
+        if b.shape[-2] != self.k:
+            raise ValueError(f"inner dimensions differ: a {tuple(a.shape)}, b {tuple(b.shape)}")
+        if c.shape[-2] != self.m or c.shape[-1] != self.n:
+            raise ValueError(f"c has shape {tuple(c.shape)}; the product is {self.m}×{self.n}")
+        for x, what in ((a, "a"), (b, "b"), (c, "c"), (self.c_in, "c_in")):
+            if x is None:
+                continue
+            if x.dim() == 3 and x.shape[0] not in (1, self.batch):
+                raise ValueError(f"{what}: batch {x.shape[0]} does not broadcast to {self.batch}")
+            (rows, cols), (s0, s1) = x.shape[-2:], x.stride()[-2:]
+            if (rows - 1) * abs(s0) + (cols - 1) * abs(s1) > INT32_MAX:
+                raise ValueError(f"{what}: one matrix spans more than 2^31 elements; split the product")
+        if c.dim() == 2 and self.batch > 1:
+            raise ValueError("c must be 3-D for a batched product")
+
+    @property
+    def has_beta(self) -> bool:
+        return self.beta != 0.0 and self.c_in is not None
+
+    @property
+    def in_dtype(self) -> torch.dtype:
+        return self.a.dtype
+
+    @property
+    def dot_precision(self) -> str:
+        return PRECISIONS[self.precision][1]
+
+    def bstride(self, x) -> int:
+        """Batch stride, 0 for a 2-D operand (broadcast) or a batch of one."""
+        return x.stride(0) if x is not None and x.dim() == 3 and x.shape[0] > 1 else 0
+
+    def mat_strides(self, x) -> tuple[int, int]:
+        return x.stride(-2), x.stride(-1)
+
+    def layout(self) -> str:
+        """'n' when an operand's rows are contiguous (row-major), 't' when its columns are."""
+        def one(x):
+            s0, s1 = self.mat_strides(x)
+            return "n" if s1 == 1 else ("t" if s0 == 1 else "s")
+        return one(self.a) + one(self.b)
+
+    def flops(self) -> float:
+        return 2.0 * self.batch * self.m * self.n * self.k
+
+
+def scale_tensor(s, device) -> torch.Tensor:
+    """A per-tensor scale as a one-element float32 tensor on `device` (no host sync)."""
+    if isinstance(s, torch.Tensor):
+        if s.numel() != 1:
+            raise ValueError(f"per-tensor scales only: got a scale with {s.numel()} elements")
+        return s.reshape(1).to(device=device, dtype=torch.float32)
+    return torch.full((1,), float(s), dtype=torch.float32, device=device)
+
+
+# ---- device facts, cached ---------------------------------------------------------------------
+
+_DEV: dict = {}  # device index -> (multiprocessor count, (major, minor), name): read once per process
+
+
+def _dev_index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+def device_facts(device: torch.device) -> tuple[int, tuple[int, int], str]:
+    """(SM count, compute capability, name) of a CUDA device, cached: get_device_properties costs
+    microseconds per call, which a small product cannot afford on every launch."""
+    idx = _dev_index(device)
+    facts = _DEV.get(idx)
+    if facts is None:
+        prop = torch.cuda.get_device_properties(idx)
+        facts = _DEV[idx] = (prop.multi_processor_count, (prop.major, prop.minor), prop.name)
+    return facts
+
+
+def num_sms(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 4  # the interpreter: any small number exercises the persistent loop
+    return device_facts(device)[0]
+
+
+def capability(device: torch.device) -> tuple[int, int]:
+    if device.type != "cuda":
+        return (9, 0)  # the interpreter takes the sm_90 paths (TMA descriptors are emulated)
+    return device_facts(device)[1]
+
+
+def gpu_name(device: torch.device) -> str:
+    if device.type != "cuda":
+        return "interpreter"
+    return device_facts(device)[2]
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def _interpreter_numpy_shim() -> None:
+    """Triton 3.6's interpreter turns a scalar tensor into an int with int(ndarray of shape (1,)),
+    which NumPy 2.4 refuses ("only 0-dimensional arrays can be converted"), so any loop bounded
+    by a run-time scalar fails under TRITON_INTERPRET=1. Re-patch `__index__` to take the one
+    element. Only ever installed in interpreter mode."""
+    import numpy as np
+    from triton.runtime import interpreter as interp
+
+    if getattr(interp, "_tilegemm_shim", False) or not hasattr(interp, "_patch_lang_tensor"):
+        return
+    original = interp._patch_lang_tensor
+
+    def patched(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(np.asarray(self.handle.data).reshape(-1)[0]))
+
+    interp._patch_lang_tensor = patched
+    interp._tilegemm_shim = True
+
+
+if interpreting():
+    _interpreter_numpy_shim()
+
+
+# ---- which MMA form a problem's layouts allow ---------------------------------------------------
+
+
+def reg_a(p: "Problem", swap: bool) -> bool | None:
+    """Whether the MMA's A operand must come from registers for p's layouts, computing C = A·B
+    (swap False) or C^T = B^T·A^T (swap True); None when no choice works without a copy.
+    16-bit wgmma reads either layout from shared memory. 32- and 8-bit wgmma read the B operand
+    only K-major, and the A operand K-major or from registers."""
+    if p.a.element_size() == 2:
+        return False
+    a_k, b_k = is_kmajor(p.a, "a"), is_kmajor(p.b, "b")
+    mma_a_k, mma_b_k = (b_k, a_k) if swap else (a_k, b_k)
+    if not mma_b_k:
+        return None
+    return not mma_a_k
+
+
+def mma_form(cfg: dict) -> dict:
+    """A configuration's SWAP and REG_A launch arguments (REG_A off under the interpreter, which
+    has no inline assembly)."""
+    return {"SWAP": bool(cfg.get("SWAP")), "REG_A": bool(cfg.get("REG_A")) and not interpreting()}
+
+
+def is_kmajor(x: torch.Tensor, which: str) -> bool:
+    """Is operand `which` ("a": M×K, "b": K×N) stored with K contiguous?"""
+    return x.stride(-1) == 1 if which == "a" else x.stride(-2) == 1
+
+
+def swap_form(p: "Problem", bm: int) -> dict | None:
+    """The swapped form (C^T = B^T·A^T) worth trying for a tile of bm rows, or None: where a tile
+    under 64 rows would otherwise miss wgmma (its M is 64; swapped, the tile is its N, 8…256), or
+    where the plain form needs a copy. Not for bm > 128 (wgmma N = 256): Triton 3.6 computed 0.7%
+    of C wrong there on the H200."""
+    swapped = reg_a(p, True)
+    if swapped is None or bm > 128 or not (bm < 64 or reg_a(p, False) is None):
+        return None
+    return {"SWAP": True, "REG_A": swapped}
+
+
+def swapped_tf32(p: Problem) -> bool:
+    """TF32 with a row-major B: the plain form's B operand would be N-major, which 32-bit wgmma
+    cannot read (reg_a finds no plain form), so t05 computes C^T = B^T·A^T."""
+    return p.a.element_size() == 4 and reg_a(p, False) is None
+
+
+def epilogue_args(p: Problem):
+    """(c_in, scale_a, scale_b) tensors to pass; unused ones point at c (never read)."""
+    c_in = p.c_in if p.has_beta else p.c
+    sa = p.scale_a if p.scale_a is not None else p.c
+    sb = p.scale_b if p.scale_b is not None else p.c
+    return c_in, sa, sb
+
+
+class KernelCall(NamedTuple):
+    """One launch a rung asks for: the @triton.jit (or @gluon.jit) function, its grid, every argument
+    in the function's order (constexprs included), the compile options (num_warps, num_stages,
+    maxnreg) and the tensors among the arguments that are scratch (written before read within the
+    call: a plan allocates them afresh for each call; every other tensor that is not an operand is
+    a persistent buffer the plan keeps). stream_bound: a persistent buffer belongs to the stream
+    the call was made on (t04's tile counters), so a plan of it runs on that stream only."""
+
+    fn: object
+    grid: tuple
+    args: list
+    options: dict
+    scratch: tuple = ()
+    stream_bound: bool = False
+
+
+_PARAMS: dict = {}
+
+
+def ordered(fn, args: tuple = (), **kwargs) -> list:
+    """Kernel fn's arguments in its parameter order: `args` first, then the rest by name (a
+    parameter not given takes its default). fn: a @triton.jit or @gluon.jit function (or the
+    interpreter's stand-in for one)."""
+    params = _PARAMS.get(fn)
+    if params is None:
+        params = _PARAMS[fn] = list(inspect.signature(fn.fn).parameters.values())
+    out = list(args)
+    for p in params[len(args):]:
+        if p.name in kwargs:
+            out.append(kwargs[p.name])
+        elif p.default is not inspect.Parameter.empty:
+            out.append(p.default)
+        else:
+            raise TypeError(f"{p.name!r}: no value for this argument of {fn.fn.__name__}")
+    return out
+
+
+def take(x: torch.Tensor, dim: int, idx: torch.Tensor) -> torch.Tensor:
+    """index_select, through a uint8 view for FP8 (the same bytes)."""
+    if x.element_size() == 1 and x.is_floating_point():
+        return x.view(torch.uint8).index_select(dim, idx).view(x.dtype)
+    return x.index_select(dim, idx)
+
+
+def problem_2d(a, b, c) -> Problem:
+    """The registry's launch(a, b, c): C = A @ B with the precision the input dtype implies."""
+    return Problem(a, b, c, precision_of(a.dtype))

@@ -1,0 +1,145 @@
+"""Configurations for the tensor-core rungs: chosen at once, tuned only when asked.
+
+    d = tuning.choose(p)      # Decision(rung, config, source): which rung and configuration run p
+    tilegemm tune ...         # measure, and keep the winners (the user's cache, or --ship: the database)
+
+No call waits for tuning. A problem gets, in order: what this machine tuned for its class and
+shape bucket (the user's cache); with TILEGEMM_AUTOTUNE=1, a tuning now; the database shipped in
+the package for this GPU (the exact bucket, else the nearest tuned bucket whose configuration
+fits the problem), or for the known GPU most like it; else a heuristic (split-K for M ≤ 64 where
+it applies, t03 where TMA can run, t02 otherwise). The only cost of a new shape is then the JIT
+compile of its kernel. `Decision.source` says which of these it was (`tilegemm.explain`).
+
+The package: `space` (the search space), `timer` (the tuner's clock), `cache` (the user's cache
+and the shipped database), `tuner` (the measurement), `command` (`tilegemm tune`).
+"""
+
+from __future__ import annotations
+
+from ..kernels import tensorcore as tc
+from . import cache
+from .cache import Decision, autotune_on_call
+
+__all__ = ["Decision", "choose", "usable_rungs", "autotune_on_call"]
+
+_MEMO: dict = {}  # (class, bucket, kernel, device, rungs that can run it) -> Decision, this process
+cache.ON_RESET.append(_MEMO.clear)
+
+
+def usable(rung: str, p) -> bool:
+    """Can `rung` run p here (capability, TMA's alignment rules, Gluon, t05's layouts)?"""
+    from ..kernels.tensorcore import _problem as P
+    from . import space
+
+    hopper = P.capability(p.a.device) >= (9, 0)
+    if rung == space.T03:
+        return hopper and not tc.rung_module(rung).usable(p)
+    if rung == space.T05:
+        return hopper and tc.gluon_ready() and not tc.rung_module(rung).usable(p)
+    return rung in (space.T02, space.T04, "tc_tiled")
+
+
+def usable_rungs(p) -> list[str]:
+    from . import space
+
+    return [r for r in (space.T02, space.T03, space.T04, space.T05) if usable(r, p)]
+
+
+def heuristic(p) -> Decision:
+    """With nothing tuned: split-K for M ≤ 64 where few tiles leave SMs idle, else t03 (TMA)
+    where it can run, else t02."""
+    from . import space
+
+    if p.m <= 64 and space.splitk_applicable(p):
+        rung = space.T04
+    else:
+        rung = space.T03 if usable(space.T03, p) else space.T02
+    return Decision(rung, space.default(rung, p), "heuristic (nothing tuned or shipped for this shape)")
+
+
+def _from_database(p, want: str | None) -> Decision | None:
+    from ..kernels.tensorcore import _problem as P
+    from . import space
+
+    if p.a.device.type != "cuda":
+        return None
+    sms, cc, gpu = P.device_facts(p.a.device)
+    db, phrase = cache.database_for(gpu, cc, sms)
+    if db is None:
+        return None
+    b = cache.bucket(p)
+    for tuned_bucket, entry in cache.nearest(db.get("entries", {}), cache.problem_class(p), b):
+        rung = entry.get("rung")
+        if (want and rung != want) or not usable(rung, p):
+            continue
+        cfg = space.adapt(rung, p, entry.get("config") or {})
+        if cfg is None:
+            continue
+        where = "exact bucket" if tuned_bucket == b else \
+            f"nearest tuned bucket {tuned_bucket} (tuned at {'×'.join(map(str, entry.get('shape', [])))})"
+        return Decision(rung, cfg, f"{phrase}, {where}", entry.get("ms"))
+    return None
+
+
+def _from_user(p, want: str | None) -> Decision | None:
+    from ..kernels.tensorcore import _problem as P
+    from . import space
+
+    if p.a.device.type != "cuda":
+        return None
+    if want:
+        hit = cache.cached_entry(cache.tune_key(want, p))
+        cfg = hit and hit.get("config") and space.adapt(want, p, hit["config"])
+        return Decision(want, cfg, f"your tuning cache ({cache.cache_path()})", hit.get("ms")) if cfg else None
+    hit = cache.cached_entry(cache.decision_key(p, P.gpu_name(p.a.device)))
+    if hit and usable(hit.get("rung"), p):
+        cfg = space.adapt(hit["rung"], p, hit.get("config") or {})
+        if cfg is not None:
+            return Decision(hit["rung"], cfg, f"your tuning cache ({cache.cache_path()})", hit.get("ms"))
+    return None
+
+
+def choose(p, kernel: str = "auto") -> Decision:
+    """The rung and configuration p runs with (kernel: "auto", or a tensor-core rung's name)."""
+    from . import space
+
+    key = (cache.problem_class(p), cache.bucket(p), kernel, str(p.a.device), tuple(usable_rungs(p)))
+    hit = _MEMO.get(key)
+    if hit is not None:
+        cfg = space.adapt(hit.rung, p, hit.config)  # the bucket's decision, fitted to this shape
+        if cfg is not None:
+            return Decision(hit.rung, cfg, hit.source, hit.ms)
+    d = _choose(p, None if kernel == "auto" else kernel)
+    _MEMO[key] = d
+    return d
+
+
+def _choose(p, want: str | None) -> Decision:
+    from . import space
+
+    if want is not None and want not in tc.RUNGS:
+        raise KeyError(f"{want!r} is not a tensor-core kernel; one of {', '.join(tc.RUNGS)}")
+    if want is not None and not usable(want, p):  # e.g. TMA's alignment rules: the rung below runs it
+        instead = space.T03 if want == space.T05 and usable(space.T03, p) else space.T02
+        why = tc.rung_module(want).usable(p) if want in (space.T03, space.T05) else "not here"
+        d = _choose(p, instead)
+        return Decision(instead, d.config, f"{want} cannot run this problem ({why}); {instead} runs it: {d.source}",
+                        d.ms)
+    d = _from_user(p, want)
+    if d is not None:
+        return d
+    if autotune_on_call() and p.a.device.type == "cuda":
+        from . import tuner
+
+        if want:
+            entry = tuner.tune_rung(want, p)
+            return Decision(want, entry["config"], "tuned now (TILEGEMM_AUTOTUNE=1)", entry.get("ms"))
+        d = tuner.tune(p)
+        if d is not None:
+            return Decision(d.rung, d.config, "tuned now (TILEGEMM_AUTOTUNE=1)", d.ms)
+    d = _from_database(p, want)
+    if d is not None:
+        return d
+    if want:
+        return Decision(want, space.default(want, p), f"{want}'s default configuration (nothing tuned or shipped)")
+    return heuristic(p)

@@ -1,0 +1,211 @@
+"""Where a configuration comes from: the user's tuning cache, and the database shipped in the package.
+
+The user's cache (`~/.cache/tilegemm/tuning.json`, directory from TILEGEMM_CACHE_DIR) holds what
+this machine tuned: `tilegemm tune`, or a call with TILEGEMM_AUTOTUNE=1. Each rung's tuning is
+kept under its own key, and the decision for a problem class and shape bucket (which rung, which
+configuration) under a key of its own. The shipped database (`tilegemm/data/tuning/<gpu>.json`,
+one file per GPU, written by `tilegemm tune --ship`) holds decisions only.
+
+A problem's *class* is what a configuration's legality depends on (precision, input and output
+dtypes, layout, beta); its *bucket* is M, N, K (and the batch) each rounded up to a power of two.
+`lookup` answers, in order: the user's cache (exact bucket), the database of this GPU (exact
+bucket, then the nearest tuned bucket whose configuration fits), then the database of the known
+GPU most like this one (same compute capability, nearest SM count).
+
+Writes are atomic (a temporary file renamed over the old) and serialised between processes by a
+lock file; each write merges into what is on disk, so two processes tuning at once lose nothing.
+A file that is not valid JSON is ignored (with a warning) and replaced on the next write.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import threading
+import time
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from .. import shipped
+
+TUNER_VERSION = "v9"  # v2: graphs for short products; v3: SWAP/REG_A; v4: FLAT; v5: settle; v6: t05 swapped TF32;
+# v7: FP32 decode tiles; v8: settle interleaves single samples; v9: decisions kept apart from the rungs' tunings
+
+_LOCK = threading.Lock()
+_USER: dict | None = None  # the user's cache, read once per process (and after each write)
+_MEMO: dict = {}  # key -> entry resolved in this process
+ON_RESET: list = []  # callbacks run by reset() (the dispatcher empties its plans)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A rung and configuration for a problem, and where it came from (for `tilegemm.explain`)."""
+
+    rung: str
+    config: dict
+    source: str
+    ms: float | None = None
+
+
+def autotune_on_call() -> bool:
+    """TILEGEMM_AUTOTUNE=1: tune a shape the first time it is called (off by default: a call runs
+    at once, with what the cache, the database or the heuristic gives)."""
+    return os.environ.get("TILEGEMM_AUTOTUNE", "0").strip().lower() in ("1", "on", "true", "yes", "force")
+
+
+def cache_dir() -> str:
+    return os.environ.get("TILEGEMM_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tilegemm")
+
+
+def cache_path() -> str:
+    return os.path.join(cache_dir(), "tuning.json")
+
+
+# ---- keys ------------------------------------------------------------------------------------------
+
+
+def problem_class(p) -> str:
+    dt = lambda t: str(t.dtype).removeprefix("torch.")  # noqa: E731
+    return "|".join([p.precision, dt(p.a), dt(p.c), p.layout(), "beta" if p.has_beta else "nobeta"])
+
+
+def bucket(p) -> str:
+    from .space import shape_bucket
+
+    return shape_bucket(p)
+
+
+def tune_key(rung: str, p, variant: str = "") -> str:
+    """A rung's own tuning of p's class and bucket on this GPU."""
+    from ..kernels.tensorcore._problem import gpu_name
+
+    return "|".join([rung, gpu_name(p.a.device), problem_class(p), bucket(p), variant, TUNER_VERSION])
+
+
+def decision_key(p, gpu: str) -> str:
+    return "|".join(["auto", gpu, problem_class(p), bucket(p), TUNER_VERSION])
+
+
+# ---- the user's cache ------------------------------------------------------------------------------
+
+
+def _read(path: str) -> dict:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        return data
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:
+        warnings.warn(f"tilegemm: ignoring the tuning cache {path} ({type(e).__name__}: {e}); it is rewritten on "
+                      "the next tuning", RuntimeWarning, stacklevel=3)
+        return {}
+
+
+def _user() -> dict:
+    global _USER
+    if _USER is None:
+        _USER = _read(cache_path())
+    return _USER
+
+
+@contextmanager
+def _file_lock(path: str):
+    """An exclusive lock on path + '.lock' between processes (where fcntl exists)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: the atomic rename still keeps the file whole
+        yield
+        return
+    with open(path + ".lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def write_json(path: str, update: dict, replace: bool = False) -> dict:
+    """Merge `update` into the JSON object at path (or replace it), atomically and under the lock;
+    returns what is now in the file."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with _file_lock(path):
+        data = {} if replace else _read(path)
+        data.update(update)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tuning.", suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    return data
+
+
+def cached_entry(key: str) -> dict | None:
+    """An entry of the user's cache: this process's copy, else the file's."""
+    hit = _MEMO.get(key)
+    if hit is None:
+        with _LOCK:
+            hit = _user().get(key)
+        if hit is not None:
+            _MEMO[key] = hit
+    return hit
+
+
+def store_entry(key: str, entry: dict) -> None:
+    global _USER
+    with _LOCK:
+        try:
+            _USER = write_json(cache_path(), {key: entry})
+        except OSError:  # a read-only home: keep it for this process, tune again next time
+            _user()[key] = entry
+    _MEMO[key] = entry
+
+
+def reset() -> None:
+    """Forget the in-memory copies (the next lookup rereads the files) and every plan built on them."""
+    global _USER
+    _USER = None
+    shipped.forget()
+    _MEMO.clear()
+    for fn in ON_RESET:
+        fn()
+
+
+# ---- the shipped database --------------------------------------------------------------------------
+
+databases, database_for, slug = shipped.databases, shipped.database_for, shipped.slug
+
+
+def _dims(b: str) -> tuple[float, ...]:
+    """log2 of a bucket's M, N, K (and batch)."""
+    body, _, batch = b.partition("b")
+    dims = [math.log2(int(x)) for x in body.split("x")]
+    return (*dims, math.log2(int(batch)) if batch else 0.0)
+
+
+def distance(b1: str, b2: str) -> float:
+    """How far two buckets are apart: log2 steps, M weighted twice (it sets the regime: decode,
+    split-K, one wave, many), and a crossing of M = 128 (decode against the rest) costs 8 more."""
+    (m1, n1, k1, z1), (m2, n2, k2, z2) = _dims(b1), _dims(b2)
+    regime = 8.0 if (m1 <= 7) != (m2 <= 7) else 0.0
+    return 2 * abs(m1 - m2) + abs(n1 - n2) + abs(k1 - k2) + 2 * abs(z1 - z2) + regime
+
+
+def nearest(entries: dict, cls: str, b: str) -> list[tuple[str, dict]]:
+    """The database's entries of class cls, nearest bucket first (exact first of all)."""
+    mine = [(key.rsplit("|", 1)[1], e) for key, e in entries.items() if key.rsplit("|", 1)[0] == cls]
+    return sorted(mine, key=lambda t: (distance(t[0], b), t[0]))
+
+
+def db_entry_key(p) -> str:
+    return f"{problem_class(p)}|{bucket(p)}"
+
+
+def record(p, decision: Decision, **extra) -> dict:
+    """A decision as a database entry."""
+    return dict(rung=decision.rung, config=decision.config, ms=decision.ms, shape=[p.m, p.n, p.k],
+                when=time.strftime("%Y-%m-%dT%H:%M:%S"), **extra)

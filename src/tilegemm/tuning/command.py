@@ -1,0 +1,187 @@
+"""`tilegemm tune`: measure the fastest rung and configuration for shapes, and keep them.
+
+    tilegemm tune --shapes tuning --dtypes bf16,fp8,tf32        # into your tuning cache
+    tilegemm tune --sizes 4096x14336x4096 --dtypes fp16          # one shape
+    tilegemm tune --shapes tuning --ship                         # this GPU's shipped database
+    tilegemm tune --from-cache --ship                            # the database from your cache, no timing
+
+Each shape and dtype is tuned once per class and bucket (`tilegemm.tuning.tuner.tune`); the
+winner goes to the user's cache, and with --ship (or --db PATH) to the database file of this GPU
+that the package ships (`tilegemm/data/tuning/<gpu>.json`), which every call without a cached
+entry reads. B is row-major except for FP8 (column-major, as torch._scaled_mm wants it);
+--layouts adds others. Needs a CUDA GPU with torch and Triton.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+DTYPES = ("bf16", "fp16", "fp8", "tf32", "fp32")  # fp32: the SIMT ladder's autotuned rung (k11), once per GPU
+_IN = {"bf16": "bfloat16", "fp16": "float16", "tf32": "float32", "fp8": "float8_e4m3fn"}
+_OUT = {"bf16": "bfloat16", "fp16": "float16", "tf32": "float32", "fp8": "bfloat16"}
+
+
+def problem(dtype: str, m: int, n: int, k: int, b_layout: str = ""):
+    """A problem of random operands (never zeros) for tuning: B row-major ('n') or column-major
+    ('t'); default: column-major for FP8, row-major otherwise."""
+    import torch
+
+    from ..kernels.tensorcore import _problem as P
+
+    dev = torch.device("cuda")
+    a = (torch.rand(m, k, device=dev) * 2 - 1).to(getattr(torch, _IN[dtype]))
+    b_t = b_layout == "t" or (not b_layout and dtype == "fp8")
+    b = (torch.rand(n, k, device=dev) * 2 - 1).to(getattr(torch, _IN[dtype])).t() if b_t else \
+        (torch.rand(k, n, device=dev) * 2 - 1).to(getattr(torch, _IN[dtype]))
+    c = torch.empty(m, n, device=dev, dtype=getattr(torch, _OUT[dtype]))
+    scale = torch.ones(1, device=dev) if dtype == "fp8" else None
+    return P.Problem(a, b, c, "tf32" if dtype == "tf32" else dtype, scale_a=scale, scale_b=scale)
+
+
+def db_path(gpu: str) -> str:
+    """The shipped database file of this GPU, inside the package (src/tilegemm/data/tuning/)."""
+    from . import cache
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.join(here, "data", "tuning", f"{cache.slug(gpu)}.json")
+
+
+def write_db(path: str, entries: dict, facts: dict, simt: dict | None = None) -> int:
+    """Merge entries (and SIMT winners) into the database at path, its header refreshed; returns
+    the entry count."""
+    from . import cache
+
+    old = cache._read(path) if os.path.exists(path) else {}
+    merged = dict(old.get("entries", {}))
+    merged.update(entries)
+    winners = dict(old.get("simt", {}))
+    winners.update(simt or {})
+    cache.write_json(path, dict(facts, entries=merged, simt=winners), replace=True)
+    return len(merged)
+
+
+def tune_simt(con) -> dict:
+    """k11's search on this GPU (its own cache written too): {"float32|version": entry}."""
+    from ..kernels.simt import k11_autotuned as k11
+
+    res = k11.autotune("float32", force=True, budget_s=float(os.environ.get("TILEGEMM_AUTOTUNE_BUDGET_S", "60")))
+    if not res.get("winner"):
+        con.print("k11: no candidate ran")
+        return {}
+    con.print(f"k11 (SIMT, fp32): {res['winner']} at {res['tflops']:.1f} TFLOP/s on {'×'.join(map(str, res['shape']))}")
+    return {f"float32|{k11.VERSION}": dict(winner=res["winner"], tflops=res["tflops"], shape=res["shape"],
+                                           when=time.strftime("%Y-%m-%dT%H:%M:%S"))}
+
+
+def device_facts() -> dict:
+    import torch
+    import triton
+
+    from . import cache
+
+    prop = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return dict(gpu=prop.name, capability=[prop.major, prop.minor], sms=prop.multi_processor_count,
+                triton=triton.__version__, torch=torch.__version__, tuner=cache.TUNER_VERSION,
+                date=time.strftime("%Y-%m-%dT%H:%M:%S"))
+
+
+def run(args) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    con = Console(stderr=False, width=None if sys.stdout.isatty() else 160)
+    try:
+        import torch
+    except ImportError:
+        con.print("tilegemm tune: needs torch and triton (pip install 'tilegemm[gpu]')")
+        return 2
+    if not torch.cuda.is_available():
+        con.print("tilegemm tune: needs a CUDA GPU (tuning times kernels on it); none is visible here")
+        return 2
+    from . import cache, tuner
+
+    dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
+    bad = [d for d in dtypes if d not in DTYPES]
+    if bad:
+        con.print(f"tilegemm tune: unknown dtype {', '.join(bad)}; choose from {', '.join(DTYPES)}")
+        return 2
+    if args.budget_s is not None:
+        os.environ["TILEGEMM_TUNE_BUDGET_S"] = str(args.budget_s)
+    facts = device_facts()
+    out_path = args.db or (db_path(facts["gpu"]) if args.ship else None)
+    entries, log, simt = {}, [], {}
+    if "fp32" in dtypes and not args.from_cache:
+        simt = tune_simt(con)
+        dtypes = [d for d in dtypes if d != "fp32"]
+    if args.from_cache:
+        prefix = f"auto|{facts['gpu']}|"
+        for key, e in cache._user().items():
+            if key.startswith(prefix) and key.endswith("|" + cache.TUNER_VERSION):
+                entries[key[len(prefix):].rsplit("|", 1)[0]] = e
+        con.print(f"{len(entries)} decisions for {facts['gpu']} in {cache.cache_path()}")
+    else:
+        from ..bench.shapes import load_shapes
+
+        try:
+            shapes = load_shapes(args.shapes) if args.shapes else []
+        except (ValueError, FileNotFoundError) as e:
+            con.print(f"tilegemm tune: {e}")
+            return 2
+        shapes += args.sizes or []
+        if not shapes and dtypes:
+            con.print("tilegemm tune: no shapes: give --shapes NAME|FILE or --sizes MxNxK,…")
+            return 2
+        layouts = [x for x in (args.layouts or "").split(",") if x] or [""]
+        jobs = [(d, s, lay) for d in dtypes for s in shapes for lay in layouts]
+        with Progress(TextColumn("{task.description:<44}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                      TimeElapsedColumn(), console=con, disable=args.quiet) as prog:
+            task = prog.add_task("tune", total=len(jobs))
+            for dtype, (m, n, k), lay in jobs:
+                prog.update(task, description=f"{dtype} {m}×{n}×{k}{' B ' + lay if lay else ''}")
+                t0 = time.perf_counter()
+                try:
+                    p = problem(dtype, m, n, k, lay)
+                    d = tuner.tune(p)
+                except Exception as e:  # noqa: BLE001  (one shape's failure is reported, the rest go on)
+                    log.append(dict(dtype=dtype, m=m, n=n, k=k, error=f"{type(e).__name__}: {e}"[:300]))
+                    prog.advance(task)
+                    continue
+                rec = dict(dtype=dtype, m=m, n=n, k=k, layout=p.layout(), seconds=round(time.perf_counter() - t0, 2))
+                if d is None:
+                    rec["error"] = "no configuration ran"
+                else:
+                    entries[cache.db_entry_key(p)] = cache.record(p, d)
+                    rec.update(rung=d.rung, ms=d.ms, config=d.config)
+                log.append(rec)
+                torch.cuda.empty_cache()
+                prog.advance(task)
+        failed = [r for r in log if "error" in r]
+        con.print(f"tuned {len(log) - len(failed)} of {len(log)} (shape, dtype) pairs into {cache.cache_path()}"
+                  + (f"; {len(failed)} failed, e.g. {failed[0]}" if failed else ""))
+    if out_path:
+        n = write_db(out_path, entries, facts, simt)
+        con.print(f"database {out_path}: {len(entries)} entries written, {n} in all")
+    if args.log:
+        with open(args.log, "w") as f:
+            json.dump(dict(facts, runs=log), f, indent=1, default=str)
+    return 0
+
+
+def add_cli(sub) -> None:
+    from ..cli import parse_sizes
+
+    t = sub.add_parser("tune", help="tune shapes on this GPU (your cache; --ship: the shipped database)")
+    t.add_argument("--shapes", help="a named shape set (e.g. tuning, library, llm) or a JSON file of shapes")
+    t.add_argument("--sizes", type=parse_sizes, help="comma-separated N or MxNxK")
+    t.add_argument("--dtypes", default="bf16,fp16,fp8,tf32", help=f"comma-separated, of {', '.join(DTYPES)}")
+    t.add_argument("--layouts", default="", help="B layouts to tune besides the default: n (row-major), t (column-major)")
+    t.add_argument("--budget-s", type=float, help="seconds of timing per rung and shape (default 30)")
+    t.add_argument("--ship", action="store_true", help="also write the package's database for this GPU")
+    t.add_argument("--db", help="also write the database to this file")
+    t.add_argument("--from-cache", action="store_true", help="no timing: the database from your tuning cache")
+    t.add_argument("--log", help="write what was tuned (JSON)")
+    t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.set_defaults(func=run)

@@ -1,0 +1,418 @@
+"""The search space: which configurations each tensor-core rung may run a problem with.
+
+For every rung: `candidates(rung, p)` (what the tuner times, known-good ones first),
+`default(rung, p)` (what runs with no tuning and no database entry) and `adapt(rung, p, cfg)`
+(a configuration tuned for another shape, made fit for p, or None where it cannot run p: the
+database's nearest-bucket rule). A configuration is a dict of the rung's tile constants (BM, BN,
+BK, GROUP_M, warps, stages) and options:
+- t02/t03: C_TMA (C stored with TMA), FLAT (tile and k loops flattened), SWAP (C^T = B^T·A^T),
+  REG_A (the MMA's A operand from registers), KMAJOR (a K-major copy first);
+- t04: SPLIT (K slices), FUSED (the reduction in the same launch), SWAP, REG_A;
+- t05: STAGES, SPLIT (C's epilogue slices), CONSUMERS (consumer partitions), SWAP.
+Which MMA forms a layout allows is `_problem.reg_a`/`swap_form`'s rule; every width keeps BK·s of
+128 bytes, the TMA swizzle's row, where the rung's pipeline allows.
+"""
+
+from __future__ import annotations
+
+import math
+
+import triton
+
+from ..kernels.tensorcore import _problem as P
+from ..kernels.tensorcore import t03_tma_persistent as t03
+from ..registry import ceil_div
+
+SMEM_BUDGET = P.SMEM_BUDGET
+T02, T03, T04, T05 = "tc_persistent", "tc_tma_persistent", "tc_splitk", "tc_warp_specialized"
+TILE_KEYS = ("BM", "BN", "BK", "GROUP_M", "num_warps", "num_stages")
+
+
+def cfg(bm, bn, bk, warps, stages, group=8, **extra) -> dict:
+    return dict(BM=bm, BN=bn, BK=bk, GROUP_M=group, num_warps=warps, num_stages=stages, **extra)
+
+
+def smem_bytes(c: dict, in_size: int, out_size: int, tma_store: bool) -> int:
+    """Pipelined A and B tiles, plus the C tile staged for a TMA store."""
+    pipe = (c["BM"] * c["BK"] + c["BK"] * c["BN"]) * in_size * c["num_stages"]
+    return pipe + (c["BM"] * c["BN"] * out_size if tma_store else 0)
+
+
+# Known-good configurations, tried first (a tuning budget that runs out cannot lose them): the
+# H200 winners of runs 2 and 3 by operand width and regime. (BM, BN, BK, warps, stages)
+SEEDS = {
+    1: {"big": [(128, 256, 128, 8, 3)], "mid": [(64, 128, 128, 4, 4), (128, 64, 128, 4, 4)],
+        "small": [(64, 64, 256, 4, 4), (16, 64, 256, 4, 5)]},
+    2: {"big": [(128, 256, 64, 8, 3)], "mid": [(64, 128, 64, 4, 4), (128, 64, 64, 4, 4)],
+        "small": [(64, 64, 128, 4, 4), (16, 32, 256, 4, 4)]},
+    4: {"big": [(128, 256, 32, 8, 3)], "mid": [(64, 128, 32, 4, 4), (128, 64, 32, 4, 4)],
+        "small": [(32, 64, 64, 4, 4), (16, 64, 64, 4, 4)]},
+}
+
+
+def _mid_configs(size: int) -> list[dict]:
+    """Tiles for products with few 128×128 tiles for the SMs (1024³: 64 of them for 132 SMs):
+    64×128, 128×64 and 64×64, BK one or two 128-byte rows, 4 warps, 3–5 stages."""
+    bk = {1: 128, 2: 64, 4: 32}.get(size, 64)
+    return [cfg(64, 128, bk, 4, 4), cfg(128, 64, bk, 4, 4), cfg(64, 64, 2 * bk, 4, 4), cfg(64, 128, 2 * bk, 4, 3),
+            cfg(128, 64, 2 * bk, 4, 3), cfg(64, 64, bk, 4, 5), cfg(64, 128, bk, 4, 3), cfg(64, 64, 2 * bk, 2, 3),
+            cfg(128, 64, bk, 8, 5)]
+
+
+def seeded(configs: list[dict], size: int, regime: str) -> list[dict]:
+    """configs with this width's and regime's known-good ones moved (or added) to the front."""
+    def sig(c):
+        return (c["BM"], c["BN"], c["BK"], c["num_warps"], c["num_stages"])
+    front = [cfg(*t) for t in SEEDS.get(size, {}).get(regime, [])]
+    seen = {sig(c) for c in front}
+    return front + [c for c in configs if sig(c) not in seen and not seen.add(sig(c))]
+
+
+def few_tiles(p: P.Problem) -> bool:
+    """Fewer 128×128 tiles of C than twice the SMs: smaller tiles may fill the GPU better."""
+    tiles = ceil_div(p.m, 128) * ceil_div(p.n, 128) * p.batch
+    return tiles < 2 * P.num_sms(p.a.device)
+
+
+def base_configs(p: P.Problem) -> list[dict]:
+    """t01–t03's tile space before pruning, by operand width and by M (known-good ones first)."""
+    size = p.a.element_size()
+    m = p.m
+    if size == 1:  # FP8
+        big = [cfg(128, 256, 128, 8, 3), cfg(128, 128, 128, 8, 4), cfg(256, 128, 128, 8, 3),
+               cfg(128, 128, 128, 4, 4)]
+        small = [cfg(64, 128, 128, 4, 4), cfg(64, 64, 256, 4, 4), cfg(32, 64, 256, 4, 4), cfg(16, 64, 256, 4, 5),
+                 cfg(16, 32, 256, 4, 4), cfg(16, 64, 512, 4, 3), cfg(16, 32, 512, 4, 4)]
+        decode = []
+    elif size == 2:  # FP16 / BF16
+        big = [cfg(128, 256, 64, 8, 3), cfg(128, 256, 64, 8, 4), cfg(128, 128, 64, 8, 4), cfg(256, 128, 64, 8, 3),
+               cfg(128, 128, 64, 4, 4)]
+        small = [cfg(64, 128, 64, 4, 4), cfg(64, 64, 128, 4, 4), cfg(32, 64, 128, 4, 4), cfg(16, 64, 128, 4, 5),
+                 cfg(16, 32, 256, 4, 4)]
+        decode = []
+    else:  # FP32 inputs (TF32 or IEEE)
+        # TF32: 128×256×32 (3 stages, 2 consumer warpgroups) won runs 2–4; the others test deeper
+        # pipelines (4–5 stages of BK = 32) and BK = 64
+        big = [cfg(128, 256, 32, 8, 3), cfg(128, 256, 32, 8, 4), cfg(128, 128, 64, 8, 3), cfg(128, 128, 32, 8, 5),
+               cfg(256, 128, 32, 8, 3), cfg(128, 128, 32, 4, 4)]
+        small = [cfg(64, 128, 32, 4, 4), cfg(64, 64, 64, 4, 4), cfg(32, 64, 64, 4, 4), cfg(16, 64, 64, 4, 4)]
+        # decode: 32 columns a program, 128 programs at 4096 columns, each over all of K with no
+        # split to reduce (cuBLAS's GEMV there: 128 blocks; docs/perf-notes.md, 29)
+        decode = [cfg(16, 32, 128, 4, 4), cfg(16, 32, 256, 4, 3)]
+    if m <= 16:
+        return seeded((small[3:] if size == 1 else small[-3:]) + decode, size, "small")
+    if m <= 64:
+        return seeded(small[:4] if size == 1 else small, size, "small")
+    if m <= 256:
+        return seeded(small[:2] + _mid_configs(size)[:3] + big, size, "small")
+    if few_tiles(p):
+        mid = _mid_configs(size)
+        return seeded(mid[:2] + big[:1] + mid[2:] + big[-1:], size, "mid")
+    return seeded(big, size, "big")
+
+
+def _oversized(c: dict, p: P.Problem) -> bool:
+    """A tile more than twice the (power-of-two rounded) problem in M or N."""
+    return c["BM"] > 2 * max(triton.next_power_of_2(p.m), 16) or c["BN"] > 2 * max(triton.next_power_of_2(p.n), 16)
+
+
+def prune(configs: list[dict], p: P.Problem, tma_store: bool) -> list[dict]:
+    """Drop configurations that overflow shared memory, and tiles far larger than the problem."""
+    ins, outs = p.a.element_size(), p.c.element_size()
+    keep = [c for c in configs if smem_bytes(c, ins, outs, tma_store) <= SMEM_BUDGET and not _oversized(c, p)]
+    return keep or [min(configs, key=lambda c: c["BM"] * c["BN"])]
+
+
+def shape_bucket(p: P.Problem) -> str:
+    def up(x):
+        return triton.next_power_of_2(max(int(x), 1))
+    return f"{up(p.m)}x{up(p.n)}x{up(p.k)}" + (f"b{p.batch}" if p.batch > 1 else "")
+
+
+def _tile(c: dict) -> dict:
+    return {k: c[k] for k in TILE_KEYS}
+
+
+# ---- t02 persistent (and t01) --------------------------------------------------------------------
+
+
+def _t02_candidates(p: P.Problem) -> list[dict]:
+    return prune(base_configs(p), p, tma_store=False)
+
+
+def _t02_adapt(p: P.Problem, c: dict) -> dict | None:
+    c = _tile(c)
+    return c if smem_bytes(c, p.a.element_size(), p.c.element_size(), False) <= SMEM_BUDGET else None
+
+
+# ---- t03 TMA persistent --------------------------------------------------------------------------
+
+
+def _t03_variants(p: P.Problem, c: dict) -> list[dict]:
+    """The forms of tile c that run p without a copy (swapped where a narrow tile misses wgmma or
+    the plain form needs a copy; plain, with A from registers where a 32/8-bit A is not K-major),
+    and where neither works, a K-major copy first and then Triton's own way."""
+    narrow = p.a.element_size() != 2  # TF32 / FP8: wgmma wants K-major operands from shared memory
+    bad_layout = narrow and (not P.is_kmajor(p.a, "a") or not P.is_kmajor(p.b, "b"))
+    plain, swapped = P.reg_a(p, False), P.reg_a(p, True)
+    out = []
+    swap = P.swap_form(p, c["BM"])
+    if swap:
+        out.append(dict(c, **swap))
+    if plain is not None:
+        out.append(dict(c, REG_A=True) if plain else c)
+    if bad_layout:  # a K-major copy (2·K·N·s extra bytes, counted), then Triton's own way
+        if p.k * p.a.element_size() % 16 == 0:  # the copy's rows are K long: TMA needs them 16-byte aligned
+            out.append(dict(c, KMAJOR=True))
+        if plain is None and swapped is None:
+            out.append(c)
+    return out
+
+
+def _c_tma(p: P.Problem, c: dict) -> bool:
+    """Can C be stored with TMA for tile c (one matrix, aligned, and the staged tile fits)?"""
+    c2 = t03._squeeze(p.c)
+    return (p.batch == 1 and c2.dim() == 2 and t03._tma_ok(c2, -1)
+            and smem_bytes(c, p.a.element_size(), p.c.element_size(), True) <= SMEM_BUDGET)
+
+
+def _t03_candidates(p: P.Problem) -> list[dict]:
+    ins = p.a.element_size()
+    out = []
+    for i, c in enumerate(prune(base_configs(p), p, tma_store=False)):
+        c = dict(c, C_TMA=_c_tma(p, c))
+        variants = [c]
+        if ins != 4 and (i < 2 or c["BN"] == 256) and p.m > 256:
+            # FLAT: one loop over (tile, k-step), so the next tile's first copies overlap this
+            # tile's epilogue. It won some FP8/FP16 shapes and lost others, so both are timed;
+            # it lost every TF32 shape tried, so FP32 operands skip it (docs/perf-notes.md, 16)
+            variants = [c, dict(c, FLAT=True)]
+        for v in variants:
+            out += _t03_variants(p, v)
+    return out
+
+
+def _t03_adapt(p: P.Problem, c: dict) -> dict | None:
+    base = _tile(c)
+    if smem_bytes(base, p.a.element_size(), p.c.element_size(), False) > SMEM_BUDGET:
+        return None
+    base = dict(base, C_TMA=_c_tma(p, base), **({"FLAT": True} if c.get("FLAT") and p.a.element_size() != 4 else {}))
+    forms = _t03_variants(p, base)
+    same = [v for v in forms if bool(v.get("SWAP")) == bool(c.get("SWAP")) and bool(v.get("KMAJOR")) == bool(c.get("KMAJOR"))]
+    return (same or forms or [None])[0]
+
+
+# ---- t04 split-K ---------------------------------------------------------------------------------
+
+
+def splitk_applicable(p: P.Problem, sms: int | None = None) -> bool:
+    """Worth tuning split-K: few tiles of C for the SMs, and K long enough to split."""
+    sms = sms or P.num_sms(p.a.device)
+    tiles = ceil_div(p.m, 128) * ceil_div(p.n, 128) * p.batch
+    return p.k >= 256 and (p.m <= 128 or tiles < sms)
+
+
+def _t04_bases(size: int) -> list[tuple]:
+    """(BM, BN, BK16, warps, stages) with BK16 the depth for 2-byte inputs (×2 for FP8, ÷2 for FP32)."""
+    return [(16, 64, 128, 4, 4), (16, 128, 128, 4, 4), (32, 64, 128, 4, 4), (64, 64, 128, 4, 4),
+            (64, 128, 64, 4, 4), (128, 128, 64, 8, 3), (128, 64, 64, 4, 4)]
+
+
+# Known-good split-K configurations, tried first: (BM, BN, BK16, warps, stages, SPLIT) by regime
+T04_SEEDS = {
+    "decode": [(16, 64, 128, 4, 4, 4), (16, 64, 128, 4, 4, 6)],
+    # FP8 below 64 rows: Hopper's FP8 MMA is wgmma only (64-row tiles); a 16-row tile gets mma.sync
+    # on converted operands, so 64-row tiles, three quarters padding, are tried first
+    "fp8_decode": [(64, 64, 128, 4, 4, 4), (64, 64, 128, 4, 4, 8), (64, 128, 128, 4, 3, 4), (64, 32, 128, 4, 4, 4),
+                   (16, 64, 128, 4, 4, 3), (16, 64, 256, 4, 4, 4), (16, 32, 256, 4, 4, 8), (16, 32, 128, 4, 4, 16)],
+    "mid": [(128, 64, 64, 4, 4, 2), (64, 128, 64, 4, 4, 2), (64, 64, 64, 4, 4, 2)],
+}
+
+
+def _t04_scale(size: int) -> float:
+    return {1: 2.0, 2: 1.0, 4: 0.5}.get(size, 1.0)
+
+
+def _t04_caps(p: P.Problem) -> tuple[int, int]:
+    size = p.a.element_size()
+    mcap = max(64 if size == 1 else 16, triton.next_power_of_2(p.m))  # FP8: wgmma's 64-row tiles
+    return mcap, max(16, triton.next_power_of_2(p.n))
+
+
+def _t04_fits(p: P.Problem, c: dict) -> bool:
+    mcap, ncap = _t04_caps(p)
+    return (c["BM"] <= mcap and c["BN"] <= ncap and c["SPLIT"] <= max(1, ceil_div(p.k, c["BK"]))
+            and (c["BM"] * c["BK"] + c["BK"] * c["BN"]) * p.a.element_size() * c["num_stages"] <= SMEM_BUDGET)
+
+
+def _t04_square(p: P.Problem, scale: float, sms: int) -> list[dict]:
+    """M > 128 with few tiles (1024³): 64/128-wide tiles, 2–4 splits, about 2–4 programs per SM."""
+    out = []
+    for bm, bn, bk16, warps, stages in ((128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (64, 64, 64, 4, 4),
+                                        (64, 64, 128, 4, 3), (128, 128, 64, 8, 3), (64, 128, 64, 4, 3)):
+        bk = int(bk16 * scale)
+        tiles = ceil_div(p.m, bm) * ceil_div(p.n, bn) * p.batch
+        for split in (2, 3, 4):
+            if split > ceil_div(p.k, bk):
+                continue
+            score = abs(math.log2(tiles * split / (2.5 * sms)))
+            out.append((score, dict(cfg(bm, bn, bk, warps, stages), SPLIT=split)))
+    out.sort(key=lambda t: t[0])
+    return [c for _, c in out]
+
+
+def _t04_decode(p: P.Problem, size: int, scale: float, sms: int) -> list[dict]:
+    mcap, ncap = _t04_caps(p)
+    scored = []
+    bases = list(_t04_bases(size))
+    if size == 1 and p.m <= 16:  # FP8 decode: narrow N tiles, deep K (256/512), many splits
+        bases = [(16, 64, 128, 4, 4), (16, 32, 128, 4, 4), (16, 64, 256, 4, 3), (16, 32, 256, 4, 4)] + bases
+    for bm, bn, bk16, warps, stages in bases:
+        bk = int(bk16 * scale)
+        if bm > mcap or bn > ncap or (bm * bk + bk * bn) * size * stages > SMEM_BUDGET:
+            continue
+        tiles = ceil_div(p.m, bm) * ceil_div(p.n, bn) * p.batch
+        k_tiles = ceil_div(p.k, bk)
+        for split in (2, 3, 4, 6, 8, 12, 16):
+            if split > k_tiles:
+                continue
+            score = abs(math.log2(tiles * split / (3.0 * sms)))
+            scored.append((score, bm, dict(cfg(bm, bn, bk, warps, stages), SPLIT=split)))
+    scored.sort(key=lambda t: (t[0], -t[1]))
+    return [c for _, _, c in scored]
+
+
+def _t04_mma_variants(p: P.Problem, c: dict) -> list[dict]:
+    """c as C^T = B^T·A^T (SWAP) and as C = A·B. Swapped, a tile of BM < 64 rows is wgmma's N
+    (8…256) instead of mma.sync's rows, and a row-major TF32 B is read from registers instead of
+    being transposed in shared memory."""
+    swap = P.swap_form(p, c["BM"])
+    plain = dict(c, REG_A=True) if P.reg_a(p, False) and c["BM"] >= 64 else c
+    return [dict(c, **swap), plain] if swap else [plain]
+
+
+def _t04_default(p: P.Problem) -> dict:
+    """Heuristic without tuning: the widest tile M allows, split until ≈ 2 programs per SM."""
+    size = p.a.element_size()
+    bk = {1: 256, 2: 128, 4: 64}.get(size, 128)
+    bm = 16 if p.m <= 16 else (32 if p.m <= 32 else 64)
+    tiles = ceil_div(p.m, bm) * ceil_div(p.n, 64) * p.batch
+    want = max(1, (2 * P.num_sms(p.a.device)) // max(tiles, 1))
+    split = max(1, min(16, want, ceil_div(p.k, bk)))
+    return dict(cfg(bm, 64, bk, 4, 4), SPLIT=split)
+
+
+def _t04_candidates(p: P.Problem, limit: int = 10) -> list[dict]:
+    size = p.a.element_size()
+    sms = P.num_sms(p.a.device)
+    scale = _t04_scale(size)
+    if p.m > 128:
+        seeds, rest = T04_SEEDS["mid"], _t04_square(p, scale, sms)
+    else:
+        seeds = T04_SEEDS["fp8_decode"] if size == 1 and p.m <= 16 else (T04_SEEDS["decode"] if p.m <= 16 else [])
+        rest = _t04_decode(p, size, scale, sms)
+    front = [dict(cfg(bm, bn, int(bk16 * scale), w, st), SPLIT=sp) for bm, bn, bk16, w, st, sp in seeds]
+    out, seen = [], set()
+    for c in front + rest:
+        sig = (c["BM"], c["BN"], c["BK"], c["num_warps"], c["num_stages"], c["SPLIT"])
+        if sig in seen or not _t04_fits(p, c):
+            continue
+        seen.add(sig)
+        out.append(c)
+    out = out[:limit + (4 if size == 1 and p.m <= 16 else 0)] or [_t04_default(p)]
+    out = [v for c in out for v in _t04_mma_variants(p, c)]
+    # each with the reduction fused into the same launch first (one launch less: µs at these sizes)
+    return [v for c in out for v in (dict(c, FUSED=True), c)]
+
+
+def _t04_adapt(p: P.Problem, c: dict) -> dict | None:
+    base = dict(_tile(c), SPLIT=int(c["SPLIT"]))
+    if not _t04_fits(p, base):
+        return None
+    forms = _t04_mma_variants(p, base)
+    same = [v for v in forms if bool(v.get("SWAP")) == bool(c.get("SWAP"))] or forms
+    return dict(same[0], FUSED=True) if c.get("FUSED") else same[0]
+
+
+# ---- t05 warp-specialised ------------------------------------------------------------------------
+
+# (BM, BN, BK, STAGES, SPLIT, CONSUMERS): the tuner's candidates, first = default. BK is for 16-bit
+# inputs; other widths keep its 128 bytes of K per row (BK·2/size: FP8 128, TF32 32)
+T05_STAGE_CONFIGS = (
+    (128, 256, 64, 3, 1, 1),  # t03's best tile, one consumer partition of 8 warps
+    (128, 256, 64, 4, 2, 1),  # a fourth stage, paid for by storing C in two 128×128 slices
+    (128, 256, 64, 3, 1, 2),  # two consumer partitions, each freeing its stages on its own
+    (128, 128, 64, 6, 1, 1),  # narrower tile, deeper ring
+)
+# The swapped form (TF32 with a row-major B): the MMA's tile is 128 of C's columns × 256 of its
+# rows (cuBLAS's TF32 tile, seen in ncu: docs/perf-notes.md, 20), on one consumer partition of 8
+# warps (each warpgroup 64 of the 128 columns); SPLIT slices C's rows. Two partitions compute
+# correctly, but Triton 3.6's ptxas then serialises every wgmma of the form (warning C7512: with a
+# register operand, a worker partition's setmaxnreg defeats its wgmma pipelining), 5–10% slower
+# on every shape timed (docs/perf-notes.md, 26), so they are not candidates.
+T05_SWAP_CONFIGS = (
+    (256, 128, 64, 4, 4, 1),  # 4 stages (192 KB), C stored in four 64×128 FP32 slices
+    (256, 128, 64, 3, 2, 1),  # 3 stages (144 KB), two 128×128 slices
+)
+
+
+def t05_cfg(bm, bn, bk, stages, split=1, consumers=1, group=8, swap=False) -> dict:
+    c = dict(BM=bm, BN=bn, BK=bk, STAGES=stages, SPLIT=split, CONSUMERS=consumers, GROUP_M=group)
+    return dict(c, SWAP=True) if swap else c
+
+
+def t05_smem_bytes(c: dict, in_size: int, out_size: int) -> int:
+    """The ring, the C slices (one per consumer partition) and the barriers."""
+    ring = (c["BM"] + c["BN"]) * c["BK"] * in_size * c["STAGES"]
+    return ring + c["BM"] * c["BN"] // c["SPLIT"] * out_size + 256  # + barriers and alignment
+
+
+def t05_worth_tuning(p: P.Problem) -> bool:
+    """At least three quarters of a wave of 128×256 tiles (2048² is 128 tiles for 132 SMs): below
+    that t03's and t04's smaller tiles are the ones to time (every candidate here is 128 by 256
+    or 128 by 128), and the tuner's time is better spent there."""
+    return 4 * ceil_div(p.m, 128) * ceil_div(p.n, 256) >= 3 * P.num_sms(p.a.device)
+
+
+def _t05_candidates(p: P.Problem) -> list[dict]:
+    ins, outs = p.a.element_size(), p.c.element_size()
+    swap = P.swapped_tf32(p)
+    out = []
+    for bm, bn, bk, stages, split, consumers in T05_SWAP_CONFIGS if swap else T05_STAGE_CONFIGS:
+        if not swap and outs > 2:
+            split *= outs // 2  # room for a wider C slice
+        c = t05_cfg(bm, bn, bk * 2 // ins, stages, split, consumers, swap=swap)
+        if t05_smem_bytes(c, ins, outs) <= SMEM_BUDGET and (bm if swap else bn) % split == 0:
+            out.append(c)
+    return out
+
+
+def _t05_adapt(p: P.Problem, c: dict) -> dict | None:
+    if bool(c.get("SWAP")) != P.swapped_tf32(p):
+        return None
+    return c if t05_smem_bytes(c, p.a.element_size(), p.c.element_size()) <= SMEM_BUDGET else None
+
+
+# ---- by rung ---------------------------------------------------------------------------------------
+
+_CANDIDATES = {T02: _t02_candidates, T03: _t03_candidates, T04: _t04_candidates, T05: _t05_candidates,
+               "tc_tiled": _t02_candidates}
+_ADAPT = {T02: _t02_adapt, T03: _t03_adapt, T04: _t04_adapt, T05: _t05_adapt, "tc_tiled": _t02_adapt}
+
+
+def candidates(rung: str, p: P.Problem) -> list[dict]:
+    """What the tuner times for p on `rung`, known-good configurations first."""
+    return _CANDIDATES[rung](p)
+
+
+def default(rung: str, p: P.Problem) -> dict:
+    """The configuration `rung` runs p with when nothing was tuned."""
+    return _t04_default(p) if rung == T04 else candidates(rung, p)[0]
+
+
+def adapt(rung: str, p: P.Problem, c: dict) -> dict | None:
+    """c (tuned for another shape, or another layout) made fit for p on `rung`, or None."""
+    try:
+        return _ADAPT[rung](p, c)
+    except (KeyError, TypeError, ValueError):  # an entry of another version's format
+        return None

@@ -1,0 +1,224 @@
+"""The tuner: which rung and configuration run a problem fastest on this GPU, measured.
+
+`tune(p)` times every rung that can run p over its search space (`space.candidates`) and returns
+the winner as a `Decision`, kept in the user's cache. Each rung's tuning checks each candidate's
+output against float64 first (a fast configuration that computes something else never wins),
+times the rest (`timer.time_ms`: device time; CUDA-graph replays below GRAPH_FLOPS) and re-times
+the fastest few against each other (`timer.settle`). Between rungs:
+- where split-K can matter (`space.splitk_applicable`: few tiles of C for the SMs), t02, t03
+  (where TMA can describe the operands) and t04 compete on their tuned medians;
+- for products of at least ¾ of a wave of 128×256 tiles that t05 can run, t03's and t05's winners
+  are re-timed against each other, interleaved, and the faster wins (their own tunings ran at
+  different moments of a GPU whose clocks drift under its power cap);
+- everything else runs t03 (t02 where TMA cannot, or below sm_90).
+Nothing here runs unless asked: `tilegemm tune`, or a call with TILEGEMM_AUTOTUNE=1.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+
+from ..kernels import tensorcore as tc
+from ..kernels.tensorcore import _problem as P
+from . import cache, space, timer
+from .cache import Decision
+
+SETTLE = 3  # the fastest few candidates of a tuning, re-timed against each other before one wins
+last_tuning: dict = {}  # what the most recent rung tuning did: key, seconds, timings, failures
+tuning_log: list = []  # every rung tuning of this process: key, seconds, the fastest few (ms, config)
+
+
+def run(rung: str, p: P.Problem, cfg: dict):
+    """Launch p once on `rung` with configuration cfg, through Triton."""
+    return tc.launch_calls(tc.rung_module(rung).launches(p, cfg))
+
+
+def trial_problem(p: P.Problem) -> P.Problem:
+    """p with a scratch output, for tuning: C (and C_in, which may be C itself) stays untouched."""
+    return P.Problem(p.a, p.b, torch.empty_like(p.c), p.precision, p.alpha, p.beta, p.c_in, p.scale_a, p.scale_b)
+
+
+class _Probe:
+    """Checks a tuning candidate's output: up to 16 rows × 256 columns (batch 0) against a float64
+    product of the same inputs, to the precision's tolerance (validate.check). A configuration
+    that Triton compiles wrongly (seen: a race in one swapped TF32 tile shape, 0.7% of elements
+    off) fails here instead of winning on speed."""
+
+    def __init__(self, p: P.Problem):
+        from .. import validate
+
+        self.p, self.validate = p, validate
+        g = torch.Generator(device="cpu").manual_seed(p.m * 31 + p.n * 17 + p.k)
+        self.rows = torch.randperm(p.m, generator=g)[:16].to(p.c.device)
+        self.cols = torch.randperm(p.n, generator=g)[:256].to(p.c.device)
+        a = p.a[0] if p.a.dim() == 3 else p.a
+        b = p.b[0] if p.b.dim() == 3 else p.b
+        scale = float(p.alpha)
+        if p.scale_a is not None:
+            scale *= float(p.scale_a.double().prod() * p.scale_b.double().prod())
+        self.a = (P.take(a, 0, self.rows).double() * scale).cpu().numpy()
+        self.b = P.take(b, 1, self.cols).double().cpu().numpy()
+        self.ref = self.a @ self.b
+        if p.has_beta:
+            ci = p.c_in[0] if p.c_in.dim() == 3 else p.c_in
+            self.ref = self.ref + float(p.beta) * ci[self.rows][:, self.cols].double().cpu().numpy()
+        self.tol = {"fp16": "float16", "bf16": "bfloat16", "tf32": "tf32", "ieee": "float32"}.get(
+            p.precision, "float8_e4m3fn")
+        names = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32"}
+        self.out = names.get(p.c.dtype)
+
+    def wrong(self) -> str:
+        c = self.p.c[0] if self.p.c.dim() == 3 else self.p.c
+        got = c[self.rows][:, self.cols].double().cpu().numpy()
+        chk = self.validate.check(got, self.a, self.b, dtype=self.tol, ref=self.ref, out_dtype=self.out)
+        return "" if chk.ok else str(chk).splitlines()[0][:300]
+
+
+def budget_s() -> float:
+    return float(os.environ.get("TILEGEMM_TUNE_BUDGET_S", "30"))
+
+
+def _err(e: Exception) -> str:
+    return f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+
+
+def tune_rung(rung: str, p: P.Problem, candidates=None, variant: str = "") -> dict:
+    """rung's tuning entry for p's class and bucket: {"config": …, "ms": tuned median or None, …},
+    from the user's cache, else tuned now over `candidates` (default: the rung's search space)."""
+    key = cache.tune_key(rung, p, variant)
+    hit = cache.cached_entry(key)
+    if hit is not None:
+        return hit
+    candidates = list(candidates if candidates is not None else space.candidates(rung, p))
+    limit = budget_s()
+    trial = trial_problem(p)
+    graph = p.flops() < timer.GRAPH_FLOPS
+    t0 = time.perf_counter()
+    timings, failed, skipped = [], [], 0
+    probe = _Probe(trial)
+    per_ms = min(60.0, max(10.0, limit * 1000 / (4 * max(len(candidates), 1))))
+    for c in candidates:
+        if time.perf_counter() - t0 > limit and timings:
+            skipped += 1  # the tuning budget is spent: not timed, and not a failure
+            continue
+        try:
+            trial.c.fill_(float("nan"))
+            run(rung, trial, c)
+            torch.cuda.synchronize(p.c.device)
+            wrong = probe.wrong()
+            if wrong:  # never pick a fast configuration that computes something else
+                failed.append((c, "wrong result: " + wrong))
+                continue
+            timings.append((timer.time_ms(lambda c=c: run(rung, trial, c), budget_ms=per_ms, graph=graph), c))
+        except Exception as e:  # noqa: BLE001  (a config that does not compile is information, not an error)
+            failed.append((c, _err(e)))
+    default = space.default(rung, p)
+    if not timings:
+        last_tuning.clear()
+        last_tuning.update(key=key, seconds=time.perf_counter() - t0, timings=[], failed=failed, config=default)
+        return {"config": default, "ms": None}
+    timings.sort(key=lambda t: t[0])
+    first, settled = list(timings), 0  # the single pass, kept for the log
+    if len(timings) > 1:  # the fastest few, again, against each other; they are known to run
+        top = timings[:SETTLE]
+        try:
+            again = timer.settle([lambda c=c: run(rung, trial, c) for _, c in top], budget_ms=per_ms, graph=graph)
+            timings = sorted(zip(again, (c for _, c in top)), key=lambda t: t[0]) + timings[SETTLE:]
+            settled = len(top)
+        except Exception as e:  # noqa: BLE001  (the single pass stands; the log says why)
+            failed.append((top[0][1], "settle: " + _err(e)))
+    seconds = time.perf_counter() - t0
+    best_ms, best = timings[0]
+    entry = dict(config=best, ms=best_ms, timing="graph" if graph else "eager", tune_s=round(seconds, 3),
+                 tried=len(timings), failed=len(failed), skipped=skipped, settled=settled,
+                 m=p.m, n=p.n, k=p.k, when=time.strftime("%Y-%m-%dT%H:%M:%S"))
+    cache.store_entry(key, entry)
+    last_tuning.clear()
+    last_tuning.update(key=key, seconds=seconds, timings=timings, failed=failed, config=best)
+    del tuning_log[:-255]
+    tuning_log.append(dict(key=key, seconds=round(seconds, 2), tried=len(timings), failed=len(failed), skipped=skipped,
+                           fastest=[(round(ms, 5), c) for ms, c in timings[:6]],
+                           single_pass=[(round(ms, 5), c) for ms, c in first[:SETTLE]]))
+    return entry
+
+
+def _fastest(tuned: list[tuple[str, dict]]) -> tuple[str, dict] | None:
+    """The (rung, entry) with the lowest tuned median (the earlier one on a tie); None when none
+    timed anything."""
+    timed = [(e["ms"], i, r, e) for i, (r, e) in enumerate(tuned) if e.get("ms") is not None]
+    if not timed:
+        return None
+    _, _, rung, entry = min(timed, key=lambda t: (t[0], t[1]))
+    return rung, entry
+
+
+def _tuned(rungs: list[str], p: P.Problem) -> tuple[list[tuple[str, dict]], dict]:
+    """Each rung's tuning entry for p (best effort: a tuner that fails leaves the others), and why
+    the others have none."""
+    tuned, why = [], {}
+    for rung in rungs:
+        try:
+            entry = tune_rung(rung, p)
+        except Exception as e:  # noqa: BLE001
+            why[rung] = _err(e)
+            continue
+        if entry.get("ms") is None:
+            why[rung] = "no configuration ran"
+        else:
+            tuned.append((rung, entry))
+    return tuned, why
+
+
+def _settled(p: P.Problem, tuned: list[tuple[str, dict]]) -> tuple[str, dict]:
+    """Of the tuned rungs, the one whose configuration ran fastest when their winners were timed
+    against each other, interleaved. The verdict is cached while the rungs' tuned configurations
+    are the ones it compared."""
+    key = cache.tune_key("+".join(r for r, _ in tuned), p)
+    configs = {r: e["config"] for r, e in tuned}
+    hit = cache.cached_entry(key)
+    if hit is not None and hit.get("configs") == configs and hit.get("winner") in configs:
+        return next((r, e) for r, e in tuned if r == hit["winner"])
+    trial = trial_problem(p)
+    ms = [e["ms"] for _, e in tuned]
+    why = ""
+    try:
+        ms = timer.settle([lambda r=r, c=e["config"]: run(r, trial, c) for r, e in tuned], budget_ms=30.0,
+                          graph=p.flops() < timer.GRAPH_FLOPS)
+    except Exception as e:  # noqa: BLE001  (keep the tuned medians; cache no verdict)
+        why = "settle: " + _err(e)
+    i = min(range(len(tuned)), key=lambda j: (ms[j], j))
+    times = {r: t for (r, _), t in zip(tuned, ms)}
+    tuning_log.append(dict(key=key, settled=times, **({"why": why} if why else {})))
+    if not why:
+        cache.store_entry(key, dict(winner=tuned[i][0], ms=times, configs=configs,
+                                    when=time.strftime("%Y-%m-%dT%H:%M:%S")))
+    rung, entry = tuned[i]
+    return rung, dict(entry, ms=ms[i])
+
+
+def tune(p: P.Problem) -> Decision | None:
+    """Tune every rung that can run p and return the fastest (None when nothing could be timed)."""
+    from ..kernels.tensorcore import t03_tma_persistent as t03
+
+    hopper = P.capability(p.a.device) >= (9, 0)
+    tma = hopper and not t03.usable(p)
+    if space.splitk_applicable(p):
+        rungs = ([space.T03] if tma else []) + [space.T02, space.T04]
+        won = _fastest(_tuned(rungs, p)[0])
+    else:
+        big = space.T03 if tma else space.T02
+        rungs = [big]
+        if big == space.T03 and tc.gluon_ready() and space.t05_worth_tuning(p) \
+                and not tc.rung_module(space.T05).usable(p):
+            rungs.append(space.T05)
+        tuned, _ = _tuned(rungs, p)
+        won = (_settled(p, tuned) if len(tuned) > 1 else _fastest(tuned))
+    if won is None:
+        return None
+    rung, entry = won
+    decision = Decision(rung, entry["config"], "tuned on this GPU (your tuning cache)", entry.get("ms"))
+    cache.store_entry(cache.decision_key(p, P.gpu_name(p.a.device)), cache.record(p, decision))
+    return decision
