@@ -6,9 +6,8 @@
   which `tilegemm bench --table` wrote) and the results section (from results/h200/lab.json and
   its report, via tilegemm.bench.report.update_readme);
 - results/h200/report/: the Markdown report and plots of the lab run;
-- results/h200/ladder-report/ and docs/ladder.md: the SIMT ladder, from results/h200/ladder.json
+- docs/ladder.md: the SIMT ladder, from results/h200/ladder.json, results/h200/ladder_llm.json
   and results/h200/resources.json;
-- results/h200/repeat-report/: kernels timed twice in one run (results/h200/repeat.json);
 - the measured outcomes in docs/perf-notes.md and README.md (ladder and tensor-core summaries).
 Missing inputs are reported and skipped.
 """
@@ -86,10 +85,9 @@ def _timing_method(doc: dict) -> str:
     return "Timing: ours, then the reference (not interleaved: see perf-notes 22)."
 
 
-def tensorcore_summary(doc: dict, earlier: list[tuple[str, dict]] = ()) -> str:
+def tensorcore_summary(doc: dict) -> str:
     """Per dtype: geometric-mean ratio to cuBLAS / torch._scaled_mm, the ratio at ≥ 8192³, the worst
-    shape; the GPU's clocks under load; the means of earlier runs beside this one's (run-to-run
-    spread, stated rather than hidden); every shape with the rung that ran it."""
+    shape; the GPU's clocks under load; every shape with the rung that ran it."""
     recs = [r for r in doc["records"] if r.get("ratio") and r.get("ok")]
     ref = {"fp8": "torch._scaled_mm", "tf32": "cuBLAS TF32"}
     rows = [f"Tensor-core kernels on {doc.get('gpu', '?')} ({doc.get('date', '?')}); ratio = reference time / ours "
@@ -115,18 +113,6 @@ def tensorcore_summary(doc: dict, earlier: list[tuple[str, dict]] = ()) -> str:
         rows += ["", f"GPU clocks under load: SM {mhz(f, 'sm_mhz')} → {mhz(last, 'sm_mhz')} MHz, memory "
                  f"{mhz(f, 'mem_mhz')} → {mhz(last, 'mem_mhz')} MHz (first and last shape); "
                  f"{clk.get('warning') or 'no throttle reason and no clock move'}."]
-    if earlier:
-        names = " / ".join(["this run"] + [name for name, _ in earlier])
-        rows += ["", "Run-to-run: earlier runs, each tuned and timed afresh ("
-                 + "; ".join(f"{name}: {d.get('date', '?')}, {'interleaved' if d.get('timing') else 'ours first'}"
-                             for name, d in earlier) + "):", "",
-                 f"| dtype | geometric mean: {names} | at ≥ 8192³: {names} |", "|---|---:|---:|"]
-        for dt in ("bf16", "fp16", "fp8", "tf32"):
-            means = [_tc_means(d, dt) for d in [doc] + [d for _, d in earlier]]
-            if all(g for g, _, _ in means):
-                rows.append(f"| {dt} | {' / '.join(f'{g:.3f}' for g, _, _ in means)} | "
-                            + (" / ".join(f"{b:.3f}" for _, b, _ in means) if all(b for _, b, _ in means) else "—")
-                            + " |")
     rows += ["", "| dtype | M×N×K | ours TFLOP/s | reference TFLOP/s | ratio | timing | rung |",
              "|---|---|---:|---:|---:|---|---|"]
     for r in recs:
@@ -155,11 +141,6 @@ def main() -> int:
         report.render(doc, H200 / "report", ceilings=ceil)
         report.update_readme(README, doc, H200 / "report")
         print("wrote results/h200/report and the README's results section")
-    rep = H200 / "repeat.json"
-    if rep.exists():  # the same kernels timed twice in one run: the harness's repeatability check
-        doc = results.load(rep)
-        report.render(doc, H200 / "repeat-report", ceilings=report.find_ceilings(doc, H200 / "ceilings.json"))
-        print("wrote results/h200/repeat-report")
     notes_path = ROOT / "docs" / "perf-notes.md"
     notes = notes_path.read_text()
     lad = H200 / "ladder.json"
@@ -169,15 +150,7 @@ def main() -> int:
         README.write_text(replace_marked(README.read_text(), "outcomes:simt", out, "README.md"))
     tc = H200 / "tensorcore.json"
     if tc.exists():
-        earlier = [(name, json.loads((H200 / f).read_text())) for name, f in (
-            ("session 4", "tensorcore-session4.json"), ("session 4 repeat", "tensorcore-session4-repeat.json"),
-            ("session 5", "tensorcore-session5.json"), ("session 6 before settle", "tensorcore-session6-before-settle.json"),
-            ("session 6", "tensorcore-session6.json"),
-            ("session 7 before the tuner's hold", "tensorcore-session7-before-tuner-hold.json"),
-            ("session 7", "tensorcore-session7.json"), ("session 8 first", "tensorcore-session8-first.json"),
-            ("session 8", "tensorcore-session8.json"))
-            if (H200 / f).exists()]
-        out = tensorcore_summary(json.loads(tc.read_text()), earlier)
+        out = tensorcore_summary(json.loads(tc.read_text()))
         notes = replace_marked(notes, "outcomes:tensorcore", out, "docs/perf-notes.md")
         short = out.split("\n\n| dtype | M×N×K")[0]
         README.write_text(replace_marked(README.read_text(), "outcomes:tensorcore", short, "README.md"))
@@ -197,9 +170,7 @@ def main() -> int:
             text = (head + "## The transformer shape set (`--shapes llm`, a second run, cuBLAS in it)\n"
                     + f"\nFrom `results/h200/ladder_llm.json` ({ldoc['created']}).\n" + summary + "## Machine code" + tail)
         (ROOT / "docs" / "ladder.md").write_text(text)
-        ceil = report.find_ceilings(doc, H200 / "ceilings.json" if (H200 / "ceilings.json").exists() else None)
-        report.render(doc, H200 / "ladder-report", ceilings=ceil)
-        print("wrote docs/ladder.md and results/h200/ladder-report")
+        print("wrote docs/ladder.md")
     return 0
 
 

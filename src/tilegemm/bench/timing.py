@@ -18,7 +18,7 @@
 - The stated spread (`spread_ms`) is the larger of half the IQR and REPRODUCIBILITY_FLOOR of the
   median. Samples of one series share their buffers and GPU state; a second series of the same
   kernel in the same run (fresh buffers) differed by up to 0.46% on the H200 while its IQR was
-  under 0.1% (results/h200/repeat-before-floor.json). A spread below what a repeat reproduces
+  under 0.1% (results/archive/h200/repeat-before-floor.json). A spread below what a repeat reproduces
   would be a false claim, so none is stated.
 """
 

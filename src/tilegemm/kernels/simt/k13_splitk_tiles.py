@@ -64,7 +64,7 @@ def plan(m: int, n: int, k: int, sms: int | None = None) -> tuple[Config, int] |
 
     Splits fill the resident slots (SMs × blocks per SM) once and never overflow them: a grid of
     slots + a few blocks runs a second, nearly empty wave (measured on the H200: 128×4096×4096 at 9
-    splits, 288 blocks for 264 slots, 0.52× cuBLAS; at 8 splits 0.69×; results/h200/splitk_sweep.json)."""
+    splits, 288 blocks for 264 slots, 0.52× cuBLAS; at 8 splits 0.69×; results/archive/h200/splitk_sweep.json)."""
     if m <= SKINNY_ROWS:
         return None
     cfg, per_sm = tile_for(m)
