@@ -8,7 +8,9 @@
 - results/h200/report/: the Markdown report and plots of the lab run;
 - docs/ladder.md: the SIMT ladder, from results/h200/ladder.json, results/h200/ladder_llm.json
   and results/h200/resources.json;
-- the measured outcomes in docs/perf-notes.md and README.md (ladder and tensor-core summaries).
+- the measured outcomes in docs/perf-notes.md and README.md (ladder and tensor-core summaries);
+- the library as users call it: results/<gpu>/library.md (every shape) and the README's headline
+  (both clocks, host µs per call, first calls), from results/<gpu>/library.json.
 Missing inputs are reported and skipped.
 """
 
@@ -21,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from tilegemm.bench import ladder, report, results  # noqa: E402
+from tilegemm.bench import ladder, library, report, results  # noqa: E402
 
 README = ROOT / "README.md"
 H200 = ROOT / "results" / "h200"
@@ -155,6 +157,16 @@ def main() -> int:
         short = out.split("\n\n| dtype | M×N×K")[0]
         README.write_text(replace_marked(README.read_text(), "outcomes:tensorcore", short, "README.md"))
     notes_path.write_text(notes)
+    blocks = []
+    for gpu_dir in sorted(p for p in (ROOT / "results").iterdir() if (p / "library.json").exists()):
+        doc = json.loads((gpu_dir / "library.json").read_text())
+        (gpu_dir / "library.md").write_text("# The library as users call it\n\n" + library.render(doc) + "\n")
+        blocks.append(library.render(doc, full=False) + f"\n\nEvery shape: [{gpu_dir.name}/library.md]"
+                      f"(results/{gpu_dir.name}/library.md).")
+        print(f"wrote results/{gpu_dir.name}/library.md")
+    body = "\n\n".join(blocks) or ("No `tilegemm library` run is committed yet, so the library's eager and device "
+                                    "ratios on the `library` shape set are not measured (docs/perf-notes.md, 32–33).")
+    README.write_text(replace_marked(README.read_text(), "outcomes:library", body, "README.md"))
     if lad.exists():
         doc = results.load(lad)
         doc["_path"] = "results/h200/ladder.json"

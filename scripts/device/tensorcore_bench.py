@@ -11,7 +11,7 @@ Two timings per side, both for ours and the library, the same way, and always in
 GPU's drift under its power cap falls on both alike; docs/perf-notes.md, 22):
   eager: median of single calls between CUDA events, L2 flushed before every call, a hold kernel
          between the flush and the call so that the events bracket device time only (Python's
-         launch overhead is measured apart: scripts/device/host_probe.py);
+         launch overhead is measured apart: `tilegemm library`, host µs per call);
   graph: N back-to-back launches captured in one torch.cuda.CUDAGraph, replays timed with CUDA
          events, per-launch median: device time without host overhead (no L2 flush is possible
          inside a graph, so inputs that fit the 60 MB L2 stay warm: "graph, L2 warm").
@@ -19,12 +19,13 @@ The primary ratio ("ratio", mode in "ratio_mode") is the graph one where either 
 is more than 1.3× its graph time, and the eager one elsewhere; both are kept. Both being device
 time, that difference is the L2: small products whose operands stay in the 60 MB L2 between calls
 (as in a model's loop) are compared warm, large ones from DRAM. Ours runs through
-`tensorcore.auto_gemm` (per-shape rung choice: t03 TMA persistent, t05 warp-specialised where the
-tuner timed it faster, or t04 split-K for small M).
+`tilegemm.dispatch.run_problem` (the rung and configuration `tilegemm.tuning` gives the shape: the
+shipped database, or with --tune a tuning now, cached beside the JSON).
 The result is checked twice against float64 (first call, and a later fast-path call into a
 poisoned C). One failure is recorded and the run goes on. Prints a table last.
 
-    --cache-from PATH   warm-start the tuning cache from an earlier run's tensorcore.json
+    --cache-from PATH   warm-start the tuning cache from an earlier run's tuning cache (JSON)
+    --tune              tune each shape now (TILEGEMM_AUTOTUNE=1) instead of taking the shipped database
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=270.0, help="stop starting new shapes after this")
     ap.add_argument("--tune-s", type=float, default=5.0, help="tuning cap per shape and rung (seconds)")
     ap.add_argument("--cache-from", default="", help="tuning cache JSON to start from (copied, never written)")
+    ap.add_argument("--tune", action="store_true", help="tune each shape now instead of taking the shipped database")
     ap.add_argument("--no-graph", action="store_true", help="eager timings only")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--shapes", default="", help="only these, e.g. 16x4096x4096,1024x1024x1024")
@@ -65,12 +67,14 @@ def main(argv=None) -> int:
     os.makedirs(out_dir, exist_ok=True)
     os.environ.setdefault("TILEGEMM_CACHE_DIR", os.path.join(out_dir, "tilegemm-cache"))
     os.environ.setdefault("TILEGEMM_TUNE_BUDGET_S", str(args.tune_s))
+    if args.tune:
+        os.environ["TILEGEMM_AUTOTUNE"] = "1"
     warm = {}
     if args.cache_from:
         try:
             with open(args.cache_from) as f:
                 warm = json.load(f)
-            target = os.path.join(os.environ["TILEGEMM_CACHE_DIR"], "tensorcore.json")
+            target = os.path.join(os.environ["TILEGEMM_CACHE_DIR"], "tuning.json")
             os.makedirs(os.path.dirname(target), exist_ok=True)
             mine = {}
             if os.path.exists(target):
@@ -85,18 +89,18 @@ def main(argv=None) -> int:
     import torch
     import triton
 
-    from tilegemm import validate
+    from tilegemm import dispatch, validate
     from tilegemm.bench import clocks
     from tilegemm.bench.timing import L2Flush
-    from tilegemm.kernels.tensorcore import _common as C
-    from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
+    from tilegemm.kernels.tensorcore import _problem as C
+    from tilegemm.tuning import cache, timer
 
     t_start = time.perf_counter()
     dev = torch.device("cuda")
     result = dict(gpu=torch.cuda.get_device_name(0), date=time.strftime("%Y-%m-%dT%H:%M:%S"),
                   versions=dict(torch=torch.__version__, triton=triton.__version__, python=sys.version.split()[0],
                                 cuda=torch.version.cuda),
-                  cache=C.cache_path(), warm_start=args.cache_from or None, warm_keys=len(warm),
+                  cache=cache.cache_path(), warm_start=args.cache_from or None, warm_keys=len(warm),
                   records=[], fallbacks={}, clocks={"idle_before": clocks.read()})
     torch.manual_seed(0)
     flush = L2Flush(framework="torch")  # on torch's stream, ordered with the hold kernel and the calls
@@ -105,15 +109,15 @@ def main(argv=None) -> int:
                                   "kernel (device time only)")
 
     def save():
-        result["fallbacks"] = dict(t03.fallbacks)
-        result["direct_launch"] = dict(getattr(t03, "DIRECT", {}))
+        result["fallbacks"] = dict(dispatch.fallbacks)
+        result["direct_launch"] = json.loads(json.dumps(dispatch.STATS))
         result["elapsed_s"] = round(time.perf_counter() - t_start, 1)
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)
 
     for dtype in args.dtypes.split(","):
         for (m, n, k) in shapes_for(dtype, args.quick):
-            if args.small and 2 * m * n * k >= C.GRAPH_FLOPS:
+            if args.small and 2 * m * n * k >= timer.GRAPH_FLOPS:
                 continue
             if args.shapes and f"{m}x{n}x{k}" not in args.shapes.split(","):
                 continue
@@ -122,7 +126,7 @@ def main(argv=None) -> int:
                 continue
             rec = dict(dtype=dtype, kernel="auto", m=m, n=n, k=k)  # auto_gemm's choice: "ran" names the rung
             try:
-                rec.update(one(dtype, m, n, k, dev, torch, C, t03, validate, flush, graphs=not args.no_graph))
+                rec.update(one(dtype, m, n, k, dev, torch, C, validate, flush, graphs=not args.no_graph))
             except Exception as e:  # noqa: BLE001  (record, go on)
                 rec.update(ok=False, error=f"{type(e).__name__}: {e}"[:500], trace=traceback.format_exc()[-1500:])
             finally:
@@ -139,7 +143,7 @@ def main(argv=None) -> int:
     if loaded:  # the first and last readings under load (the one before the run is at idle clocks)
         result["clocks"].update(first=loaded[0], last=loaded[-1], warning=clocks.warning(loaded[0], loaded[-1]))
     save()
-    table(result, C)
+    table(result)
     if result["clocks"].get("warning"):
         print("clocks:", result["clocks"]["warning"])
     return 0
@@ -207,20 +211,22 @@ def timed(runs, flush, budget_s):
     return {name: (x.median_ms, x.q1_ms, x.q3_ms, x.reps) for name, x in t.items()}
 
 
-def one(dtype, m, n, k, dev, torch, C, t03, validate, flush, graphs=True):
-    from tilegemm.kernels import tensorcore as tc
+def one(dtype, m, n, k, dev, torch, C, validate, flush, graphs=True):
+    from tilegemm import dispatch
+    from tilegemm.tuning import tuner
 
     a, b, sa, sb = operands(dtype, m, n, k, dev, torch)
     precision = dtype  # the bench's dtype names are the package's precision names
     c = torch.full((m, n), float("nan"), dtype=out_dtype(dtype, torch), device=dev)  # poisoned
     p = C.Problem(a, b, c, precision, scale_a=sa, scale_b=sb)
-    C.last_tuning.clear()
-    C.tuning_log.clear()
+    tuner.last_tuning.clear()
+    tuner.tuning_log.clear()
+    key = ("bench", dtype, m, n, k)  # the launch plan of this product, as a repeated call keeps it
     t0 = time.perf_counter()
-    used = tc.auto_gemm(p)  # tunes the candidate rungs for this bucket (cached), then runs the winner
+    used = dispatch.run_problem(p, key=key)  # the shipped database's configuration (or a tuning, --tune)
     torch.cuda.synchronize()
     first_s = time.perf_counter() - t0
-    tune_s = C.last_tuning.get("seconds", 0.0)
+    tune_s = tuner.last_tuning.get("seconds", 0.0)
     # validate a sample of rows × columns against float64, on the first call and on a later one
     g = torch.Generator(device="cpu").manual_seed(m * 7 + n * 3 + k)
     rows = torch.randperm(m, generator=g)[:min(m, 48)].to(dev)
@@ -235,20 +241,23 @@ def one(dtype, m, n, k, dev, torch, C, t03, validate, flush, graphs=True):
                               kernel=used.get("kernel", "?"), out_dtype="bfloat16" if dtype == "fp8" else None)
 
     chk = check()
+    plan = dispatch._PLANS.get(key)
+
+    def ours():  # the launch plan (direct launch), as a repeated call runs it; the slow path where none
+        if plan is None or plan.run(a.data_ptr(), b.data_ptr(), c, sa.data_ptr() if sa is not None else 0,
+                                    sb.data_ptr() if sb is not None else 0) is None:
+            dispatch.run_problem(p)
+
     c.fill_(float("nan"))
-    tc.auto_gemm(p)  # the fast path (cached plan, direct launch) must compute the same thing
+    ours()  # the fast path must compute the same thing
     torch.cuda.synchronize()
     chk2 = check()
     rec = dict(ok=bool(chk.ok and chk2.ok), rel_err=max(chk.rel_err, chk2.rel_err), config=dict(used),
                tune_s=round(tune_s, 2), first_call_s=round(first_s, 2), ran=used.get("kernel"),
-               tuning=list(C.tuning_log))
+               tuning=list(tuner.tuning_log), planned=plan is not None)
     if not (chk.ok and chk2.ok):
         rec["check"] = (str(chk) if not chk.ok else "second call: " + str(chk2))[:800]
     flops = 2.0 * m * n * k
-
-    def ours():
-        tc.auto_gemm(p)
-
     ref = library_call(dtype, a, b, sa, sb, torch)
     prev = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
@@ -283,7 +292,12 @@ def one(dtype, m, n, k, dev, torch, C, t03, validate, flush, graphs=True):
     return rec
 
 
-def table(result, C):
+def geomean(xs) -> float:
+    xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def table(result):
     print()
     print(f"{'dtype':5s} {'M×N×K':>18s} {'ok':>2s} {'ours':>7s} {'ref':>7s} {'ratio':>6s} {'mode':5s} "
           f"{'eagerµs':>8s} {'refµs':>7s} {'graphµs':>8s} {'refµs':>7s}  config")
@@ -305,11 +319,11 @@ def table(result, C):
     print()
     for dt, rs in by.items():
         big = [r["ratio"] for r in rs if r["m"] * r["n"] * r["k"] >= 8192**3]
-        print(f"{dt:5s} geo-mean ratio {C.geomean([r['ratio'] for r in rs]):.3f} (eager only "
-              f"{C.geomean([r['ratio_eager'] for r in rs]):.3f})  ≥8192³: {C.geomean(big):.3f}"
+        print(f"{dt:5s} geo-mean ratio {geomean([r['ratio'] for r in rs]):.3f} (eager only "
+              f"{geomean([r['ratio_eager'] for r in rs]):.3f})  ≥8192³: {geomean(big):.3f}"
               f"  min {min(r['ratio'] for r in rs):.3f}  all ok: {all(r['ok'] for r in rs)}  shapes {len(rs)}")
     if result.get("direct_launch"):
-        print("t03 direct launch:", result["direct_launch"])
+        print("launch plans:", result["direct_launch"])
     if result.get("fallbacks"):
         print("fallbacks:", json.dumps(result["fallbacks"])[:1500])
     print(f"elapsed {result.get('elapsed_s')} s; JSON and tuning cache under {os.path.dirname(result['cache'])}")

@@ -356,6 +356,57 @@ def run(shapes, dtypes, modes=("eager", "device"), runs: int = 3, budget_s: floa
     return doc
 
 
+def render(doc: dict, full: bool = True) -> str:
+    """Markdown of a `library` results document: per dtype, the geometric mean and worst shape of
+    both clocks side by side; host µs per call beside torch's; first calls; with full, every shape."""
+    env = doc.get("environment", {})
+    gpu = (env.get("gpu") or {}).get("name", "?")
+    h = doc.get("harness", {})
+    out = [f"`tilegemm library` on {gpu} ({env.get('date', '?')}): ratio = reference time / ours (> 1: ours "
+           f"faster), each figure the median of {h.get('runs', '?')} runs, the reference (cuBLAS through torch; "
+           "torch._scaled_mm for FP8) timed in the same runs, interleaved. *Eager*: back-to-back calls through "
+           "`tilegemm.matmul`/`gemm`, what a user gets. *Device*: the kernels alone (a hold kernel hides the "
+           "host).", "",
+           "| dtype | shapes | eager: geometric mean | eager: worst (shape) | device: geometric mean | device: worst (shape) |",
+           "|---|---:|---:|---|---:|---|"]
+    summ = doc.get("summary") or summarise(doc.get("records", []))
+    for dtype in DTYPES:
+        e, d = summ.get(f"{dtype}/eager"), summ.get(f"{dtype}/device")
+        if not e and not d:
+            continue
+
+        def cell(x):
+            if not x:
+                return "—", "—"
+            shape = "×".join(map(str, x["worst"]["shape"]))
+            return f"{x['geomean']:.3f}", f"{x['worst']['ratio']:.3f} ({shape})"
+
+        (eg, ew), (dg, dw) = cell(e), cell(d)
+        out.append(f"| {dtype} | {(e or d)['shapes']} | {eg} | {ew} | {dg} | {dw} |")
+    host = doc.get("host_us") or []
+    if host:
+        out += ["", "Host µs per repeated call at 64³ (400 calls back to back, median of 15):", "",
+                "| dtype | path | ours µs | reference | reference µs |", "|---|---|---:|---|---:|"]
+        out += [f"| {r['dtype']} | `{r['path']}` | {r['ours_us']:.1f} | `{r['ref']}` | {r['ref_us']:.1f} |" for r in host]
+    first = [r for r in doc.get("first_call") or [] if "first_s" in r]
+    if first:
+        out += ["", "First call on a shape never seen, in a fresh process after one warm-up call:", "",
+                "| Triton cache | shape | first call s | second call |", "|---|---|---:|---:|"]
+        out += [f"| {r['triton_cache']} | {r['m']}×{r['n']}×{r['k']} {r['dtype']} | {r['first_s']:.3f} | "
+                f"{r['second_s'] * 1e3:.2f} ms |" for r in first]
+    if full:
+        out += ["", "| dtype | M×N×K | mode | ours ms | reference ms | ratio | runs |", "|---|---|---|---:|---:|---:|---|"]
+        for r in doc.get("records", []):
+            shape = f"{r['m']}×{r['n']}×{r['k']}"
+            if "ratio" not in r:
+                out.append(f"| {r['dtype']} | {shape} | {r['mode']} | — | — | — | {str(r.get('error', ''))[:80]} |")
+                continue
+            runs = " / ".join(f"{x['ratio']:.3f}" for x in r.get("runs", []))
+            out.append(f"| {r['dtype']} | {shape} | {r['mode']} | {r['ours_ms']:.4f} | {r['ref_ms']:.4f} | "
+                       f"{r['ratio']:.3f} | {runs} |")
+    return "\n".join(out)
+
+
 def add_cli(subparsers) -> None:
     p = subparsers.add_parser("library", help="the library as users call it: eager and device time vs cuBLAS (GPU)")
     p.add_argument("--shapes", default="library", help="a named shape set, a JSON file or a list (default: library)")

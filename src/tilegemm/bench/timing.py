@@ -109,32 +109,16 @@ class HostClock:
         return out
 
 
-_hold_kernel = None
-
-
-def _hold(stream, us: int) -> None:
-    """Keep the GPU busy for about `us` microseconds (one thread, nanosleep in a loop)."""
-    global _hold_kernel
-    cuda = _cuda.cuda
-    if _hold_kernel is None:
-        @cuda.jit
-        def hold(n):
-            for _ in range(n):
-                cuda.nanosleep(1000)
-
-        _hold_kernel = hold
-    (_hold_kernel[1, 1] if stream is None else _hold_kernel[1, 1, stream])(us)
-
-
 class DeviceClock:
     """CUDA events around each sample. `framework` 'numba' records on Numba's default stream
     (which orders with torch's default stream); 'torch' uses torch.cuda.Event on torch's current
     stream.
 
-    Before each sample's start event a one-thread kernel holds the GPU for `hold_us` µs, so that
-    the host enqueues the start event, the work and the end event while the GPU is still busy:
-    the events then bracket device time only, not Python's launch latency, which otherwise
-    dominates kernels shorter than a launch (tens of µs). hold_us=0 turns it off."""
+    Before each sample's start event a one-thread kernel holds the GPU for `hold_us` µs
+    (`tilegemm.hold`, the tuner's too), so that the host enqueues the start event, the work and
+    the end event while the GPU is still busy: the events then bracket device time only, not
+    Python's launch latency, which otherwise dominates kernels shorter than a launch (tens of
+    µs). hold_us=0 turns it off."""
 
     name = "cuda-events"
 
@@ -144,13 +128,13 @@ class DeviceClock:
         if hold_us:
             self.name = f"cuda-events, {hold_us} µs hold before each sample"
 
-    def _stream(self):
+    def _stream(self) -> int:
+        """The raw handle of the stream the samples are taken on (0: the default stream)."""
         if self.framework != "torch":
-            return None
+            return 0
         import torch
 
-        ptr = torch.cuda.current_stream().cuda_stream
-        return _cuda.cuda.external_stream(ptr) if ptr else None
+        return torch.cuda.current_stream().cuda_stream
 
     def _events(self, n):
         if self.framework == "torch":
@@ -161,13 +145,15 @@ class DeviceClock:
         return [(cuda.event(timing=True), cuda.event(timing=True)) for _ in range(n)]
 
     def batch(self, run, flush, n: int) -> list[float]:
+        from .. import hold
+
         pairs = self._events(n)
-        stream = self._stream() if self.hold_us else None
+        stream = self._stream() if self.hold_us else 0
         for start, end in pairs:
             if flush:
                 flush()
             if self.hold_us:
-                _hold(stream, self.hold_us)
+                hold.hold(self.hold_us, stream)
             start.record()
             run()
             end.record()

@@ -68,7 +68,12 @@ def _from_database(p, want: str | None) -> Decision | None:
     if db is None:
         return None
     b = cache.bucket(p)
-    for tuned_bucket, entry in cache.nearest(db.get("entries", {}), cache.problem_class(p), b):
+    cls = cache.problem_class(p)
+    found = cache.nearest(db.get("entries", {}), cls, b)
+    sibling = cache.sibling_class(cls)
+    if sibling:  # FP16 and BF16 share configurations where one of them was not tuned (same width, same MMA rate)
+        found += [(tb, dict(e, sibling=sibling)) for tb, e in cache.nearest(db.get("entries", {}), sibling, b)]
+    for tuned_bucket, entry in found:
         rung = entry.get("rung")
         if (want and rung != want) or not usable(rung, p):
             continue
@@ -77,6 +82,8 @@ def _from_database(p, want: str | None) -> Decision | None:
             continue
         where = "exact bucket" if tuned_bucket == b else \
             f"nearest tuned bucket {tuned_bucket} (tuned at {'×'.join(map(str, entry.get('shape', [])))})"
+        if entry.get("sibling"):
+            where += f", of {entry['sibling'].split('|')[0]} (same width: {cls.split('|')[0]} has no entry)"
         return Decision(rung, cfg, f"{phrase}, {where}", entry.get("ms"))
     return None
 

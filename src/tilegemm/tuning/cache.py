@@ -31,8 +31,9 @@ from dataclasses import dataclass
 
 from .. import shipped
 
-TUNER_VERSION = "v9"  # v2: graphs for short products; v3: SWAP/REG_A; v4: FLAT; v5: settle; v6: t05 swapped TF32;
-# v7: FP32 decode tiles; v8: settle interleaves single samples; v9: decisions kept apart from the rungs' tunings
+TUNER_VERSION = "v8"  # v2: graphs for short products; v3: SWAP/REG_A; v4: FLAT; v5: settle; v6: t05 swapped TF32;
+# v7: FP32 decode tiles; v8: settle interleaves single samples. (The decisions' own keys, "auto|…", came
+# after v8 without changing how any rung is timed, so v8's tunings stand.)
 
 _LOCK = threading.Lock()
 _USER: dict | None = None  # the user's cache, read once per process (and after each write)
@@ -116,13 +117,17 @@ def _user() -> dict:
 
 @contextmanager
 def _file_lock(path: str):
-    """An exclusive lock on path + '.lock' between processes (where fcntl exists)."""
+    """An exclusive lock between processes for the file at path (where fcntl exists), on a lock
+    file in the temporary directory, named after the file's absolute path."""
     try:
         import fcntl
     except ImportError:  # not POSIX: the atomic rename still keeps the file whole
         yield
         return
-    with open(path + ".lock", "a") as f:
+    import hashlib
+
+    name = hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:16]
+    with open(os.path.join(tempfile.gettempdir(), f"tilegemm-{name}.lock"), "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
@@ -140,6 +145,7 @@ def write_json(path: str, update: dict, replace: bool = False) -> dict:
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tuning.", suffix=".json")
         with os.fdopen(fd, "w") as f:
             json.dump(data, f, indent=1, sort_keys=True)
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would make a shipped database unreadable to others
         os.replace(tmp, path)
     return data
 
@@ -199,6 +205,17 @@ def nearest(entries: dict, cls: str, b: str) -> list[tuple[str, dict]]:
     """The database's entries of class cls, nearest bucket first (exact first of all)."""
     mine = [(key.rsplit("|", 1)[1], e) for key, e in entries.items() if key.rsplit("|", 1)[0] == cls]
     return sorted(mine, key=lambda t: (distance(t[0], b), t[0]))
+
+
+_SIBLINGS = {"fp16|float16|float16": "bf16|bfloat16|bfloat16", "bf16|bfloat16|bfloat16": "fp16|float16|float16"}
+
+
+def sibling_class(cls: str) -> str | None:
+    """The class whose configurations stand in for cls where cls has none: FP16 and BF16 (inputs
+    and output of the same width, the same tensor-core rate); None for the others."""
+    parts = cls.split("|")
+    other = _SIBLINGS.get("|".join(parts[:3]))
+    return "|".join([other, *parts[3:]]) if other else None
 
 
 def db_entry_key(p) -> str:

@@ -4,6 +4,7 @@
     tilegemm tune --sizes 4096x14336x4096 --dtypes fp16          # one shape
     tilegemm tune --shapes tuning --ship                         # this GPU's shipped database
     tilegemm tune --from-cache --ship                            # the database from your cache, no timing
+    tilegemm tune --derive CACHE.json --gpu "NVIDIA H200" --db F  # the same, offline, from a cache file
 
 Each shape and dtype is tuned once per class and bucket (`tilegemm.tuning.tuner.tune`); the
 winner goes to the user's cache, and with --ship (or --db PATH) to the database file of this GPU
@@ -76,6 +77,41 @@ def tune_simt(con) -> dict:
                                            when=time.strftime("%Y-%m-%dT%H:%M:%S"))}
 
 
+_ORDER = ("tc_tma_persistent", "tc_persistent", "tc_splitk", "tc_warp_specialized")  # the tuner's tie order
+
+
+def derive(cached: dict, gpu: str) -> dict:
+    """Database entries decided from a cache's rung tunings, by the rule `tuner.tune` applies to
+    them: the t03/t05 verdict where one was re-timed (and still names the configurations it
+    compared), else the lowest tuned median (the tuner's order on a tie). No GPU needed."""
+    from . import cache
+
+    rungs: dict = {}  # (class, bucket) -> {rung: entry}
+    verdicts: dict = {}
+    for key, e in cached.items():
+        parts = key.split("|")
+        if len(parts) != 10 or parts[1] != gpu or parts[9] != cache.TUNER_VERSION or parts[8]:
+            continue
+        where = ("|".join(parts[2:7]), parts[7])
+        if "+" in parts[0]:
+            verdicts[where] = e
+        elif e.get("ms") is not None:
+            rungs.setdefault(where, {})[parts[0]] = e
+    out = {}
+    for (cls, bucket), tuned in rungs.items():
+        v = verdicts.get((cls, bucket))
+        if v and v.get("winner") in tuned and all(tuned.get(r, {}).get("config") == c for r, c in v["configs"].items()):
+            rung = v["winner"]
+            ms = v["ms"][rung]
+        else:
+            rung = min(tuned, key=lambda r: (tuned[r]["ms"], _ORDER.index(r) if r in _ORDER else 9))
+            ms = tuned[rung]["ms"]
+        e = tuned[rung]
+        out[f"{cls}|{bucket}"] = dict(rung=rung, config=e["config"], ms=ms, shape=[e.get("m"), e.get("n"), e.get("k")],
+                                      when=e.get("when"), derived="from the rungs' tunings in the cache")
+    return out
+
+
 def device_facts() -> dict:
     import torch
     import triton
@@ -93,6 +129,8 @@ def run(args) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     con = Console(stderr=False, width=None if sys.stdout.isatty() else 160)
+    if args.derive:
+        return _derive(args, con)
     try:
         import torch
     except ImportError:
@@ -110,6 +148,8 @@ def run(args) -> int:
         return 2
     if args.budget_s is not None:
         os.environ["TILEGEMM_TUNE_BUDGET_S"] = str(args.budget_s)
+    if args.max_candidates:
+        os.environ["TILEGEMM_TUNE_MAX_CANDIDATES"] = str(args.max_candidates)
     facts = device_facts()
     out_path = args.db or (db_path(facts["gpu"]) if args.ship else None)
     entries, log, simt = {}, [], {}
@@ -135,7 +175,8 @@ def run(args) -> int:
             con.print("tilegemm tune: no shapes: give --shapes NAME|FILE or --sizes MxNxK,…")
             return 2
         layouts = [x for x in (args.layouts or "").split(",") if x] or [""]
-        jobs = [(d, s, lay) for d in dtypes for s in shapes for lay in layouts]
+        jobs = [(d, s, lay) for s in shapes for d in dtypes for lay in layouts]  # shape by shape: a run cut short
+        # has tuned every dtype of the shapes it reached
         with Progress(TextColumn("{task.description:<44}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                       TimeElapsedColumn(), console=con, disable=args.quiet) as prog:
             task = prog.add_task("tune", total=len(jobs))
@@ -155,6 +196,8 @@ def run(args) -> int:
                 else:
                     entries[cache.db_entry_key(p)] = cache.record(p, d)
                     rec.update(rung=d.rung, ms=d.ms, config=d.config)
+                    if out_path:  # after every shape: a run cut short keeps what it tuned
+                        write_db(out_path, {cache.db_entry_key(p): entries[cache.db_entry_key(p)]}, facts, simt)
                 log.append(rec)
                 torch.cuda.empty_cache()
                 prog.advance(task)
@@ -170,6 +213,27 @@ def run(args) -> int:
     return 0
 
 
+def _derive(args, con) -> int:
+    """`--derive CACHE`: database entries from a cache file's rung tunings, offline."""
+    from . import cache
+
+    if not args.gpu or not args.db:
+        con.print("tilegemm tune --derive: name the GPU (--gpu 'NVIDIA H200') and the database file (--db PATH)")
+        return 2
+    cached = cache._read(args.derive)
+    if not cached:
+        con.print(f"tilegemm tune --derive: no tuning entries in {args.derive}")
+        return 2
+    entries = derive(cached, args.gpu)
+    old = cache._read(args.db) if os.path.exists(args.db) else {}
+    facts = {k: v for k, v in old.items() if k not in ("entries", "simt")} or dict(gpu=args.gpu, tuner=cache.TUNER_VERSION)
+    mine = old.get("entries", {})
+    new = {k: v for k, v in entries.items() if k not in mine}  # what the GPU tuned itself stands
+    n = write_db(args.db, new, facts)
+    con.print(f"{len(entries)} decisions derived for {args.gpu}; {len(new)} added to {args.db} ({n} entries in all)")
+    return 0
+
+
 def add_cli(sub) -> None:
     from ..cli import parse_sizes
 
@@ -179,9 +243,12 @@ def add_cli(sub) -> None:
     t.add_argument("--dtypes", default="bf16,fp16,fp8,tf32", help=f"comma-separated, of {', '.join(DTYPES)}")
     t.add_argument("--layouts", default="", help="B layouts to tune besides the default: n (row-major), t (column-major)")
     t.add_argument("--budget-s", type=float, help="seconds of timing per rung and shape (default 30)")
+    t.add_argument("--max-candidates", type=int, help="time only the first N candidates of each rung (known-good first)")
     t.add_argument("--ship", action="store_true", help="also write the package's database for this GPU")
     t.add_argument("--db", help="also write the database to this file")
     t.add_argument("--from-cache", action="store_true", help="no timing: the database from your tuning cache")
+    t.add_argument("--derive", metavar="CACHE", help="offline: decisions from a cache file's rung tunings (with --gpu, --db)")
+    t.add_argument("--gpu", help="the GPU a --derive is for, as torch names it")
     t.add_argument("--log", help="write what was tuned (JSON)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.set_defaults(func=run)

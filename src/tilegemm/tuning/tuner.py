@@ -81,6 +81,12 @@ def budget_s() -> float:
     return float(os.environ.get("TILEGEMM_TUNE_BUDGET_S", "30"))
 
 
+def max_candidates() -> int | None:
+    """TILEGEMM_TUNE_MAX_CANDIDATES: time only the first N of a rung's candidates (known-good first)."""
+    n = os.environ.get("TILEGEMM_TUNE_MAX_CANDIDATES", "").strip()
+    return int(n) if n.isdigit() and int(n) > 0 else None
+
+
 def _err(e: Exception) -> str:
     return f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
 
@@ -92,7 +98,7 @@ def tune_rung(rung: str, p: P.Problem, candidates=None, variant: str = "") -> di
     hit = cache.cached_entry(key)
     if hit is not None:
         return hit
-    candidates = list(candidates if candidates is not None else space.candidates(rung, p))
+    candidates = list(candidates if candidates is not None else space.candidates(rung, p)[:max_candidates()])
     limit = budget_s()
     trial = trial_problem(p)
     graph = p.flops() < timer.GRAPH_FLOPS

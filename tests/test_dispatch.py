@@ -1,0 +1,339 @@
+"""The call path: import cost, the direct launcher's parameter packing, launch plans, and (on a GPU)
+plans that compute what the slow path computes, in graphs, threads and on other streams."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+import subprocess
+import sys
+import threading
+from collections import namedtuple
+
+import numpy as np
+import pytest
+
+from tilegemm import dispatch, launcher
+
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+
+
+def test_import_is_fast_and_imports_no_gpu_library():
+    """`import tilegemm` ≤ 0.3 s (the best of three fresh processes) with neither torch, Triton nor
+    Numba imported: kernels register from a table, and their backends load on first use."""
+    code = ("import sys, time; t = time.perf_counter(); import tilegemm; dt = time.perf_counter() - t; "
+            "heavy = [m for m in ('torch', 'triton', 'numba') if m in sys.modules]; print(dt, *heavy)")
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    times = []
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        dt, heavy = out.stdout.split()[0], out.stdout.split()[1:]
+        assert not heavy, f"imported at `import tilegemm`: {heavy}"
+        times.append(float(dt))
+    assert min(times) <= 0.3, times
+
+
+# ---- the direct launcher's parameter packing (no GPU: the buffers are inspected) -----------------
+
+
+class _Tensor:
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+    def data_ptr(self):
+        return self.ptr
+
+
+def test_triton_layout_follows_the_launcher_abi():
+    """Non-constexpr arguments in signature order at their natural alignment; slots where the
+    operands go, constants elsewhere (a persistent buffer's address kept); floats in their width,
+    BF16 as the high half of the FP32 pattern; two null scratch pointers last."""
+    a, b, c, keep = _Tensor(0xA000), _Tensor(0xB000), _Tensor(0xC000), _Tensor(0xD000)
+    sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "n": "i32", "BM": "constexpr", "c_ptr": "*fp16", "alpha": "fp32",
+           "w_ptr": "*i32", "big": "i64", "flag": "i1", "h": "bf16"}
+    args = [a, b, 7, 128, c, 0.5, keep, 2**40, True, 1.5]
+    layout, consts, pointers, descs, kept = launcher.triton_layout(sig, args, None, (a, b, c))
+    assert [f for f, _ in layout.fields] == ["Q", "Q", "i", "Q", "f", "Q", "q", "b", "H", "Q", "Q"]
+    assert [off for _, off in layout.fields] == [0, 8, 16, 24, 32, 40, 48, 56, 58, 64, 72]
+    assert pointers == [(0, 0), (8, 1), (24, 2)] and not descs and kept == [keep]
+    one = launcher.Launch(0x1234, (3,), (128,), 4096, layout, consts, pointers, descs, kept, name="k")
+    one.bind((0x100, 0x200, 0x300))
+    raw = one.parameters()
+    assert struct.unpack_from("<QQi", raw, 0) == (0x100, 0x200, 7)
+    assert struct.unpack_from("<Qf", raw, 24) == (0x300, 0.5)
+    assert struct.unpack_from("<Qqb", raw, 40) == (0xD000, 2**40, 1)
+    assert struct.unpack_from("<H", raw, 58)[0] == struct.unpack("<I", struct.pack("<f", 1.5))[0] >> 16
+    assert struct.unpack_from("<QQ", raw, 64) == (0, 0)  # global and profile scratch
+    assert one.grid == (3, 1, 1) and one.block == (128, 1, 1)
+    # an argument of a kind the ABI here does not cover (a tuple) means no direct launch
+    assert launcher.triton_layout({"t": ("i32", "i32")}, [(1, 2)], None, ()) is None
+
+
+def test_triton_layout_expands_a_tma_descriptor(monkeypatch):
+    """A TMA descriptor: 128 aligned bytes (the encoding of its slot's address), then its shape as
+    i32 and its strides as i64; the encoding is redone only for an address not seen before."""
+    a, c = _Tensor(0xA000), _Tensor(0xC000)
+    Desc = namedtuple("Desc", "base shape strides block_shape padding")
+    desc = Desc(a, [64, 32], [32, 1], [16, 16], "zero")
+    meta = [dict(swizzle=3, elem_size=2, elem_type=8, block_size=[16, 16], fp4_padded=False)]
+    layout, consts, pointers, descs, _ = launcher.triton_layout(
+        {"a_desc": "tensordesc<bf16[16, 16]>", "c_ptr": "*bf16", "M": "i32"}, [desc, c, 64], meta, (a, None, c))
+    assert [f for f, _ in layout.fields][:5] == ["tmap", "i", "i", "q", "q"]
+    d = descs[0]
+    assert d.slot == 0 and d.dtype == 10 and list(d.dims) == [32, 64] and list(d.strides) == [64]
+    assert list(d.box) == [16, 16] and d.swizzle == 3 and d.fill == 0
+    encoded = []
+    monkeypatch.setattr(launcher._Descriptor, "encoded",
+                        lambda self, addr: encoded.append(addr) or bytes([addr & 0xFF]) * 128)
+    one = launcher.Launch(1, (1,), (32,), 0, layout, consts, pointers, descs)
+    one.bind((0xA1, 0, 0xC0))
+    raw = one.parameters()
+    assert raw[:128] == bytes([0xA1]) * 128 and struct.unpack_from("<iiqq", raw, 128) == (64, 32, 32, 1)
+    assert encoded == [0xA1]
+
+
+def test_numba_layout_follows_numba_cudas_abi():
+    """An array expands to meminfo, parent, size, itemsize, data, shape…, strides… (64 bits each),
+    its data bound to the slot holding that address; an array that is no slot (a temporary) means
+    no plan."""
+    from numba.core import types
+
+    class Arr:
+        def __init__(self, ptr, shape):
+            self.__cuda_array_interface__ = {"data": (ptr, False)}
+            self.shape, self.dtype = shape, np.dtype(np.float32)
+            self.size, self.strides = int(np.prod(shape)), (4 * shape[1], 4)
+
+    class Fn:
+        handle = 0x77
+
+    class Kernel:
+        argument_types = [types.Array(types.float32, 2, "C"), types.Array(types.float32, 2, "C"), types.int64]
+        entry_name = "k"
+
+        class _codelibrary:  # noqa: N801
+            @staticmethod
+            def get_cufunc():
+                return Fn
+
+    a, c = Arr(0xA000, (3, 5)), Arr(0xC000, (3, 4))
+    one = launcher.numba_launch(Kernel, (2, 1, 1), (256, 1, 1), 0, [a, c, 9], (0xA000, 0xB000, 0xC000))
+    one.bind((0x1, 0x2, 0x3))
+    raw = one.parameters()
+    assert struct.unpack_from("<9q", raw, 0) == (0, 0, 15, 4, 1, 3, 5, 20, 4)
+    assert struct.unpack_from("<9qq", raw, 72) == (0, 0, 12, 4, 3, 3, 4, 16, 4, 9)
+    assert launcher.numba_launch(Kernel, (1,), (1,), 0, [a, Arr(0xE000, (3, 4)), 9], (0xA000, 0xB000, 0xC000)) is None
+
+
+def test_triton_versions_the_launcher_knows():
+    assert launcher.triton_version_ok("3.6.0") and launcher.triton_version_ok("3.9.1")
+    assert not launcher.triton_version_ok("3.5.0") and not launcher.triton_version_ok("4.0.0")
+
+
+def test_launch_plan_passes_slots_and_refuses_what_it_cannot_serve(monkeypatch):
+    """A plan passes (A, B, C, C, scale_a, scale_b, scratch…) to its launches, with the scales it
+    made itself where the caller gave none; it refuses another current device, and a stream-bound
+    plan refuses another stream."""
+    torch = pytest.importorskip("torch")
+
+    seen = []
+
+    class Fake:
+        def __call__(self, addresses, stream):
+            seen.append((addresses, stream))
+
+    dispatch._bind_torch()
+    monkeypatch.setattr(dispatch, "_current_device", lambda: 0)
+    monkeypatch.setattr(dispatch, "_raw_stream", lambda i: 77)
+    monkeypatch.setattr(dispatch, "_empty", lambda shape, dtype, device: torch.empty(shape, dtype=dtype))
+    Dev = namedtuple("Dev", "index")
+    scale = torch.ones(1)
+    plan = dispatch.LaunchPlan([Fake(), Fake()], (4, 4), torch.float32, Dev(0), scratch=[(16, torch.float32)],
+                               scales=(scale, None))
+    c = plan.run(0xA0, 0xB0, None, 0, 0x5B)
+    assert c.shape == (4, 4) and len(seen) == 2
+    addresses, stream = seen[0]
+    assert addresses[:6] == (0xA0, 0xB0, c.data_ptr(), c.data_ptr(), scale.data_ptr(), 0x5B) and stream == 77
+    assert len(addresses) == 7 and addresses[6] not in addresses[:6]  # a fresh scratch buffer
+    bound = dispatch.LaunchPlan([Fake()], (4, 4), torch.float32, Dev(0), stream=78)
+    assert bound.run(1, 2, None, 0, 0) is None  # made on stream 78, called on 77
+    monkeypatch.setattr(dispatch, "_current_device", lambda: 1)
+    assert plan.run(1, 2, None, 0, 0) is None
+
+
+def test_call_keys_tell_layouts_and_alignment_apart():
+    torch = pytest.importorskip("torch")
+    a = torch.empty(64, 32)
+    b = torch.empty(32, 48)
+    k = dispatch.matmul_key(a, b, 0, 0)
+    assert k != dispatch.matmul_key(a, b.t().contiguous().t(), 0, 0)  # strides
+    assert k != dispatch.matmul_key(a.half(), b.half(), 0, 0)  # dtypes
+    assert k != dispatch.matmul_key(a, b, 0, 4)  # B 16-byte aligned or not
+    assert k == dispatch.matmul_key(torch.empty(64, 32), torch.empty(32, 48), 0, 0)
+
+
+# ---- on a GPU ------------------------------------------------------------------------------------
+
+TOL = {"bf16": 1e-2, "fp16": 3e-3, "fp32": 1e-5, "tf32": 3e-3, "fp8": 2e-2}
+
+
+def _cases(torch):
+    """(name, make operands, call, float64 reference) for every path a plan serves."""
+    dev = torch.device("cuda")
+
+    def mk(dt, m, n, k, bt=False):
+        def make():
+            a = (torch.rand(m, k, device=dev) * 2 - 1).to(dt)
+            b = (torch.rand(n, k, device=dev) * 2 - 1).to(dt).t() if bt else (torch.rand(k, n, device=dev) * 2 - 1).to(dt)
+            return a, b
+        return make
+
+    def fp8(m, n, k):
+        def make():
+            a = (torch.rand(m, k, device=dev) * 2 - 1).to(torch.float8_e4m3fn)
+            b = (torch.rand(n, k, device=dev) * 2 - 1).to(torch.float8_e4m3fn).t()
+            return a, b
+        return make
+
+    import tilegemm
+
+    mm = lambda a, b: tilegemm.matmul(a, b)  # noqa: E731
+    ref = lambda a, b: a.double() @ b.double()  # noqa: E731
+    out = []
+    for dt, name in ((torch.bfloat16, "bf16"), (torch.float16, "fp16"), (torch.float32, "fp32")):
+        for shape in ((64, 64, 64), (1, 1024, 4096), (16, 4096, 4096), (1000, 1000, 1000), (130, 264, 24)):
+            out.append((f"matmul {name} {shape}", mk(dt, *shape), mm, ref, TOL[name]))
+    out.append(("gemm bf16 x@W.T", mk(torch.bfloat16, 512, 1024, 4096, bt=True), lambda a, b: tilegemm.gemm(a, b), ref, 1e-2))
+    out.append(("gemm tf32", mk(torch.float32, 300, 520, 256), lambda a, b: tilegemm.gemm(a, b, precision="tf32"), ref, 3e-3))
+    s = torch.full((1,), 0.5, device=dev)
+    out.append(("gemm fp8 tensor scales", fp8(16, 4096, 4096), lambda a, b: tilegemm.gemm(a, b, scale_a=s, scale_b=s),
+                lambda a, b: 0.25 * ref(a, b), 2e-2))
+    out.append(("gemm fp8 float scales", fp8(256, 512, 512), lambda a, b: tilegemm.gemm(a, b, scale_a=0.5, scale_b=2.0),
+                ref, 2e-2))
+    out.append(("gemm fp16 batched", lambda: (torch.rand(3, 100, 64, device=dev).half(), torch.rand(64, 80, device=dev).half()),
+                lambda a, b: tilegemm.gemm(a, b), lambda a, b: a.double() @ b.double(), 3e-3))
+    return out
+
+
+@pytest.mark.gpu
+def test_gpu_plans_compute_what_the_slow_path_computes():
+    """Every path: the first call of a shape takes the slow path and keeps a plan; the next calls,
+    on the same operands, on new ones (new addresses) and on changed contents, are served by the
+    plan (no slow call) and match float64."""
+    torch = pytest.importorskip("torch")
+    for name, make, call, ref, tol in _cases(torch):
+        a, b = make()
+        before = dispatch.STATS["slow_calls"]
+        results = [call(a, b)]
+        slow = dispatch.STATS["slow_calls"] - before
+        results.append(call(a, b))
+        a2, b2 = make()  # new addresses, new values
+        results.append(call(a2, b2))
+        a1 = a.clone()
+        a.copy_(make()[0])  # same addresses, new contents
+        results.append(call(a, b))
+        torch.cuda.synchronize()
+        assert dispatch.STATS["slow_calls"] - before == slow <= 1, f"{name}: repeated calls took the slow path"
+        for got, (x, y) in zip(results, ((a1, b), (a1, b), (a2, b2), (a, b))):
+            r = ref(x, y)
+            err = float((got.double() - r).norm() / r.norm())
+            assert err < tol, (name, err)
+
+
+@pytest.mark.gpu
+def test_gpu_plan_alpha_beta_c_and_scales_change_with_the_call():
+    """alpha, beta and float scales are part of a call's key; c (given) is written in place."""
+    torch = pytest.importorskip("torch")
+    import tilegemm
+
+    a = torch.rand(128, 256, device="cuda").half()
+    b = torch.rand(256, 192, device="cuda").half()
+    r = a.double() @ b.double()
+    c = torch.rand(128, 192, device="cuda").half()
+    c0 = c.clone()
+    for alpha, beta in ((1.0, 0.0), (2.0, 0.0), (0.5, 1.0), (2.0, 0.0)):
+        c.copy_(c0)
+        got = tilegemm.gemm(a, b, alpha=alpha, beta=beta, c=c)
+        assert got is c
+        want = alpha * r + beta * c0.double()
+        assert float((c.double() - want).norm() / want.norm()) < 3e-3, (alpha, beta)
+
+
+@pytest.mark.gpu
+def test_gpu_graph_capture_replays_a_plan():
+    torch = pytest.importorskip("torch")
+    import tilegemm
+
+    for dt in (torch.bfloat16, torch.float32):
+        a = torch.rand(512, 512, device="cuda").to(dt)
+        b = torch.rand(512, 512, device="cuda").to(dt)
+        tilegemm.matmul(a, b)  # the plan exists before the capture
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            tilegemm.matmul(a, b)
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = tilegemm.matmul(a, b)
+        a.copy_(torch.rand_like(a))
+        g.replay()
+        torch.cuda.synchronize()
+        r = a.double() @ b.double()
+        assert float((out.double() - r).norm() / r.norm()) < 1e-2
+
+
+@pytest.mark.gpu
+def test_gpu_threads_and_streams():
+    """Eight threads calling the same plans at once, each on its own stream, get their own products."""
+    torch = pytest.importorskip("torch")
+    import tilegemm
+
+    shapes = [(64, 64, 64), (16, 4096, 4096), (300, 500, 700)]
+    for dt in (torch.bfloat16, torch.float32):
+        for m, n, k in shapes:  # plans built first, so the threads share them
+            tilegemm.matmul(torch.rand(m, k, device="cuda").to(dt), torch.rand(k, n, device="cuda").to(dt))
+    errors = []
+
+    def work(seed):
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            for _ in range(20):
+                for dt in (torch.bfloat16, torch.float32):
+                    for m, n, k in shapes:
+                        a = torch.rand(m, k, device="cuda", generator=g).to(dt)
+                        b = torch.rand(k, n, device="cuda", generator=g).to(dt)
+                        c = tilegemm.matmul(a, b)
+                        s.synchronize()
+                        r = a.double() @ b.double()
+                        err = float((c.double() - r).norm() / r.norm())
+                        if err > 1e-2:
+                            errors.append((seed, dt, m, n, k, err))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:5]
+
+
+@pytest.mark.gpu
+def test_gpu_explain_says_where_the_configuration_comes_from():
+    torch = pytest.importorskip("torch")
+    import tilegemm
+
+    a = torch.rand(3000, 7000, device="cuda").bfloat16()
+    b = torch.rand(7000, 5000, device="cuda").bfloat16()
+    text = tilegemm.explain(a, b)
+    assert "tensor-core rung tc_" in text and "configuration from" in text
+
+
+def test_ctypes_structure_matches_culaunchconfig():
+    """CUlaunchConfig: seven 32-bit fields, then the stream at offset 32 (8-byte aligned), the
+    attribute pointer and their count."""
+    assert launcher._Config.hStream.offset == 32 and launcher._Config.attrs.offset == 40
+    assert launcher._Config.numAttrs.offset == 48 and ctypes.sizeof(launcher._Config) == 56

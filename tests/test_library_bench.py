@@ -1,0 +1,81 @@
+"""`tilegemm library` and `tilegemm tune` without a GPU: their reports from synthetic results, the
+offline database derivation, and one clear line (no traceback) where a GPU is needed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tilegemm import cli
+from tilegemm.bench import library
+
+
+def _doc():
+    recs = []
+    for (m, n, k), eager, device in (((256, 256, 256), 1.10, 0.98), ((4096, 4096, 4096), 1.02, 1.01),
+                                     ((1, 4096, 4096), 0.90, 1.20)):
+        for mode, ratio in (("eager", eager), ("device", device)):
+            recs.append(dict(dtype="bf16", m=m, n=n, k=k, mode=mode, ours_ms=1.0, ref_ms=ratio, ratio=ratio,
+                             runs=[dict(ours_ms=1.0, ref_ms=ratio, ratio=ratio)] * 3))
+    recs.append(dict(dtype="fp8", m=3000, n=5000, k=7000, mode="eager", error="RuntimeError: _scaled_mm"))
+    return dict(environment=dict(gpu=dict(name="NVIDIA H200"), date="2026-11-23"), harness=dict(runs=3),
+                records=recs, host_us=[dict(dtype="bf16", path="tilegemm.matmul", ours_us=10.1, ref="torch.mm",
+                                            ref_us=11.4)],
+                first_call=[dict(triton_cache="cold", m=3000, n=5000, k=7000, dtype="bfloat16", first_s=0.4,
+                                 second_s=0.0001)])
+
+
+def test_summary_and_report_of_both_clocks():
+    doc = _doc()
+    s = library.summarise(doc["records"])
+    assert s["bf16/eager"]["shapes"] == 3 and s["bf16/eager"]["below_095"] == 1
+    assert s["bf16/eager"]["worst"] == dict(shape=[1, 4096, 4096], ratio=0.90)
+    assert abs(s["bf16/device"]["geomean"] - (0.98 * 1.01 * 1.20) ** (1 / 3)) < 1e-12
+    text = library.render(doc)
+    assert "| bf16 | 3 | 1.003 | 0.900 (1×4096×4096) | 1.059 |" in text  # (1.10·1.02·0.90)^(1/3)
+    assert "`tilegemm.matmul` | 10.1 | `torch.mm` | 11.4" in text and "| cold | 3000×5000×7000 bfloat16 | 0.400 |" in text
+    assert "RuntimeError: _scaled_mm" in text  # a shape with no ratio says why
+    assert "| bf16 | 4096×4096×4096 | eager |" not in library.render(doc, full=False)
+
+
+def test_gpu_commands_say_so_in_one_line(capsys):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("checks the no-GPU message")
+    for argv in (["library"], ["tune", "--sizes", "64"]):
+        assert cli.main(argv) == 2
+        out = capsys.readouterr()
+        text = (out.out + out.err).strip()
+        assert "GPU" in text and "Traceback" not in text and len(text.splitlines()) == 1, text
+
+
+def test_tune_derives_decisions_offline(tmp_path, capsys):
+    """`tilegemm tune --derive`: the t03/t05 verdict where one was re-timed (and still names the
+    configurations it compared), else the lowest tuned median; entries the GPU tuned stay."""
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    cls = "bf16|bfloat16|bfloat16|nn|nobeta"
+    t03, t05, t04 = {"BM": 128}, {"BM": 128, "STAGES": 3}, {"BM": 16, "SPLIT": 4}
+    cache = {
+        f"tc_tma_persistent|NVIDIA H200|{cls}|8192x8192x8192||v8": dict(config=t03, ms=1.40, m=8192, n=8192, k=8192),
+        f"tc_warp_specialized|NVIDIA H200|{cls}|8192x8192x8192||v8": dict(config=t05, ms=1.39, m=8192, n=8192, k=8192),
+        f"tc_tma_persistent+tc_warp_specialized|NVIDIA H200|{cls}|8192x8192x8192||v8":
+            dict(winner="tc_tma_persistent", ms={"tc_tma_persistent": 1.38, "tc_warp_specialized": 1.39},
+                 configs={"tc_tma_persistent": t03, "tc_warp_specialized": t05}),
+        f"tc_tma_persistent|NVIDIA H200|{cls}|16x4096x4096||v8": dict(config=t03, ms=0.012, m=16, n=4096, k=4096),
+        f"tc_splitk|NVIDIA H200|{cls}|16x4096x4096||v8": dict(config=t04, ms=0.009, m=16, n=4096, k=4096),
+        f"tc_splitk|NVIDIA H100|{cls}|16x4096x4096||v8": dict(config=t04, ms=0.001, m=16, n=4096, k=4096),
+        f"tc_splitk|NVIDIA H200|{cls}|1x4096x4096||v7": dict(config=t04, ms=0.001, m=1, n=4096, k=4096),
+    }
+    path = tmp_path / "cache.json"
+    path.write_text(json.dumps(cache))
+    db = tmp_path / "db.json"
+    db.write_text(json.dumps(dict(gpu="NVIDIA H200", capability=[9, 0], sms=132,
+                                  entries={f"{cls}|1024x1024x1024": dict(rung="tc_persistent", config={}, ms=1, shape=[1, 1, 1])})))
+    assert cli.main(["tune", "--derive", str(path), "--gpu", "NVIDIA H200", "--db", str(db)]) == 0
+    got = json.loads(db.read_text())
+    assert got["entries"][f"{cls}|8192x8192x8192"]["rung"] == "tc_tma_persistent"  # the verdict, not the medians
+    assert got["entries"][f"{cls}|16x4096x4096"]["rung"] == "tc_splitk"
+    assert f"{cls}|1x4096x4096" not in got["entries"]  # another tuner version's entry is not used
+    assert got["entries"][f"{cls}|1024x1024x1024"]["rung"] == "tc_persistent" and got["sms"] == 132

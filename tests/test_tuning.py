@@ -1,0 +1,145 @@
+"""Where configurations come from: the user's cache (safe with concurrent writers and a corrupt
+file), the shipped database (exact bucket, nearest bucket, a sibling dtype, an unknown GPU), the
+rules that fit a configuration to another shape, and no tuning on a call unless asked."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from tilegemm import shipped  # noqa: E402
+from tilegemm.kernels.tensorcore import _problem as P  # noqa: E402
+from tilegemm.tuning import cache, space  # noqa: E402
+
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEGEMM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TILEGEMM_AUTOTUNE", raising=False)
+    cache.reset()
+    yield
+    cache.reset()
+
+
+def _problem(m, n, k, dt=torch.bfloat16, b_t=False, out=None):
+    a = torch.empty(m, k, dtype=dt)
+    b = torch.empty(n, k, dtype=dt).t() if b_t else torch.empty(k, n, dtype=dt)
+    c = torch.empty(m, n, dtype=out or (torch.bfloat16 if dt in P.FP8_DTYPES else dt))
+    return P.Problem(a, b, c, "tf32" if dt == torch.float32 else P.precision_of(dt))
+
+
+def test_cache_roundtrip_and_a_corrupt_file():
+    cache.store_entry("k", {"config": {"BM": 64}})
+    cache.reset()
+    assert cache.cached_entry("k")["config"]["BM"] == 64
+    with open(cache.cache_path(), "w") as f:
+        f.write("{not json")
+    cache.reset()
+    with pytest.warns(RuntimeWarning, match="ignoring the tuning cache"):
+        assert cache.cached_entry("k") is None
+    cache.store_entry("k2", {"config": {"BM": 32}})  # the next write replaces the corrupt file
+    assert json.load(open(cache.cache_path()))["k2"]["config"]["BM"] == 32
+
+
+def test_two_processes_writing_at_once_lose_nothing(tmp_path):
+    code = textwrap.dedent("""
+        import sys
+        from tilegemm.tuning import cache
+        who = sys.argv[1]
+        for i in range(40):
+            cache.store_entry(f"{who}-{i}", {"i": i})
+    """)
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               TILEGEMM_CACHE_DIR=str(tmp_path / "shared"))
+    procs = [subprocess.Popen([sys.executable, "-c", code, who], env=env) for who in ("a", "b")]
+    assert all(p.wait(timeout=120) == 0 for p in procs)
+    data = json.load(open(tmp_path / "shared" / "tuning.json"))
+    assert {f"{w}-{i}" for w in "ab" for i in range(40)} <= set(data)
+
+
+def test_nearest_bucket_prefers_the_same_regime():
+    entries = {"c|1x4096x4096": 1, "c|1024x4096x4096": 2, "c|16x4096x4096": 3, "d|1x4096x4096": 4}
+    got = [b for b, _ in cache.nearest(entries, "c", "2x4096x4096")]
+    assert got == ["1x4096x4096", "16x4096x4096", "1024x4096x4096"]
+    # M = 128 is still decode; 256 is not: a decode entry stays behind a same-regime one further away
+    assert cache.distance("128x4096x4096", "1x4096x4096") < cache.distance("256x4096x4096", "1x4096x4096")
+    assert cache.distance("4096x4096x4096", "4096x4096x4096") == 0
+
+
+def test_database_for_this_gpu_or_the_one_most_like_it(monkeypatch):
+    dbs = {"nvidia-h200": dict(gpu="NVIDIA H200", capability=[9, 0], sms=132, entries={}),
+           "nvidia-h100-80gb-hbm3": dict(gpu="NVIDIA H100 80GB HBM3", capability=[9, 0], sms=132, entries={}),
+           "nvidia-a100": dict(gpu="NVIDIA A100", capability=[8, 0], sms=108, entries={})}
+    monkeypatch.setattr(shipped, "_DBS", dbs)
+    db, why = shipped.database_for("NVIDIA H200", (9, 0), 132)
+    assert db is dbs["nvidia-h200"] and "for NVIDIA H200" in why
+    db, why = shipped.database_for("NVIDIA H100 PCIe", (9, 0), 114)  # unknown: same sm_90, nearest SMs, then name
+    assert db is dbs["nvidia-h100-80gb-hbm3"] and "not in the database" in why
+    db, why = shipped.database_for("NVIDIA B200", (10, 0), 148)
+    assert db is None and "no shipped database" in why
+    assert shipped.slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+
+
+def test_the_shipped_databases_are_well_formed():
+    """Every shipped database names its GPU and holds rungs and configurations the rungs accept."""
+    from tilegemm.kernels import tensorcore as tc
+
+    shipped.forget()
+    for name, db in shipped.databases().items():
+        assert shipped.slug(db["gpu"]) == name and len(db["capability"]) == 2 and db["sms"] > 0
+        for key, e in db["entries"].items():
+            assert e["rung"] in tc.RUNGS and isinstance(e["config"], dict), key
+            assert len(key.split("|")) == 6 and e["shape"], key
+
+
+def test_adapt_fits_a_configuration_to_another_shape():
+    big = _problem(4096, 4096, 4096)
+    c = dict(space.cfg(128, 256, 64, 8, 3), C_TMA=True, FLAT=True)
+    odd = _problem(4095, 4097, 1023)  # C's rows are not 16-byte aligned: no TMA store
+    got = space.adapt(space.T03, odd, c)
+    assert got["BM"] == 128 and got["C_TMA"] is False and got["FLAT"]
+    assert space.adapt(space.T03, big, c)["C_TMA"] is True
+    tf32 = _problem(4096, 4096, 4096, torch.float32)  # a row-major TF32 B: only the swapped (or copied) form
+    got = space.adapt(space.T03, tf32, space.cfg(128, 128, 32, 8, 3))
+    assert got.get("SWAP") or got.get("KMAJOR")
+    sk = dict(space.cfg(16, 64, 128, 4, 4), SPLIT=16, FUSED=True)
+    assert space.adapt(space.T04, _problem(16, 4096, 4096), sk)["SPLIT"] == 16
+    assert space.adapt(space.T04, _problem(16, 4096, 512), sk) is None  # 4 k-steps cannot take 16 slices
+    t05 = space.t05_cfg(128, 256, 64, 3)
+    assert space.adapt(space.T05, big, t05) == t05
+    assert space.adapt(space.T05, tf32, t05) is None  # TF32 with a row-major B runs swapped on t05
+    assert space.adapt(space.T03, big, {"not": "a config"}) is None
+
+
+def test_no_call_tunes_unless_asked(monkeypatch):
+    """Without TILEGEMM_AUTOTUNE=1 a problem gets a configuration at once (here: the heuristic, on
+    CPU tensors) and the tuner is never entered."""
+    from tilegemm import tuning
+    from tilegemm.tuning import tuner
+
+    def boom(*a, **k):
+        raise AssertionError("tuned on a call")
+
+    monkeypatch.setattr(tuner, "tune", boom)
+    monkeypatch.setattr(tuner, "tune_rung", boom)
+    for shape in ((1, 4096, 4096), (64, 4096, 4096), (4096, 4096, 4096)):
+        d = tuning.choose(_problem(*shape))
+        assert d.rung in tuning.usable_rungs(_problem(*shape)) and "heuristic" in d.source, d
+    assert tuning.choose(_problem(16, 4096, 4096)).rung == space.T04  # split-K for decode
+    d = tuning.choose(_problem(100, 100, 100), "tc_splitk")
+    assert d.rung == space.T04 and "default" in d.source
+
+
+def test_fp16_takes_bf16_entries_where_it_has_none():
+    assert cache.sibling_class("fp16|float16|float16|nn|nobeta") == "bf16|bfloat16|bfloat16|nn|nobeta"
+    assert cache.sibling_class("fp8|float8_e4m3fn|bfloat16|nt|nobeta") is None
