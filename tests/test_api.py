@@ -111,10 +111,14 @@ def test_inner_dimension_mismatch():
         tilegemm.matmul(np.ones((3, 4), np.float32), np.ones((5, 6), np.float32))
 
 
-@pytest.mark.parametrize("shape", [(3,), (2, 3, 4), ()])
-def test_not_2d(shape):
-    with pytest.raises(tilegemm.ShapeError, match="must be 2-D"):
-        tilegemm.matmul(np.ones(shape, np.float32), np.ones((3, 3), np.float32))
+def test_beyond_2d_follows_numpy_and_a_scalar_is_refused():
+    """1-D and N-D operands follow numpy.matmul (tests/test_matmul_semantics.py has the cases); a 0-D
+    one is refused."""
+    for shape in ((3,), (2, 4, 3)):
+        a = np.ones(shape, np.float32)
+        assert np.array_equal(tilegemm.matmul(a, np.ones((3, 3), np.float32)), np.matmul(a, np.ones((3, 3), np.float32)))
+    with pytest.raises(tilegemm.ShapeError, match="at least one dimension"):
+        tilegemm.matmul(np.ones((), np.float32), np.ones((3, 3), np.float32))
 
 
 def test_mixed_dtypes():

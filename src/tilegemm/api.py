@@ -147,20 +147,30 @@ def _check_out(out, A: Operand, shape, dtype: str, inputs) -> Operand:
 
 
 def matmul(a, b, *, kernel: str = "auto", out=None):
-    """C = A @ B for 2-D float32/float64 operands (the tensor-core kernels add half precisions).
+    """a @ b, as `numpy.matmul` and `torch.matmul` define it, for float32/float64 operands (and
+    float16/bfloat16 on the tensor cores).
 
-    a: M×K, b: K×N, same dtype, same device. NumPy arrays and torch CPU tensors are copied to
-    the GPU and back when a GPU kernel runs; torch CUDA tensors, CuPy arrays, Numba device arrays
-    and other `__cuda_array_interface__` objects are used in place. Any strides are accepted.
+    a: (..., M, K) or (K,); b: (..., K, N) or (K,): a 1-D operand is promoted to a matrix and the
+    added dimension removed from the result; leading (batch) dimensions broadcast; 0-D operands
+    are refused (ValueError). Same dtype, same device. NumPy arrays and torch CPU tensors are
+    copied to the GPU and back when a GPU kernel runs; torch CUDA tensors, CuPy arrays, Numba
+    device arrays and other `__cuda_array_interface__` objects are used in place. Any strides
+    are accepted. A batch runs as one launch where it can (tilegemm.nd says where).
     kernel: "auto" or a registered name (see `tilegemm.kernels()`).
-    out: optional M×N array of the caller's kind and dtype, written and returned.
-    Returns the caller's kind. The inputs are never modified.
+    out: optional array of the caller's kind, dtype and the result's shape, written and returned.
+    Returns the caller's kind. The inputs are never modified. A bad shape raises ShapeError (a
+    ValueError and a RuntimeError, as NumPy and torch raise), a dtype not served DTypeError (a
+    TypeError and a RuntimeError).
     """
     if out is None and kernel == "auto":
         c = dispatch.fast_matmul(a, b)
         if c is not None:
             return c
     A, B = arrays.describe(a, "a"), arrays.describe(b, "b")
+    if len(A.shape) != 2 or len(B.shape) != 2:
+        from . import nd
+
+        return nd.matmul(a, b, A, B, kernel, out, _plan, matmul)
     p = _plan(A, B, kernel)
     shape, dtype = (p.m, p.n), p.dtype
     O = _check_out(out, A, shape, dtype, (a, b)) if out is not None else None

@@ -1,15 +1,20 @@
-"""Typed errors. Each names the problem and the values that caused it."""
+"""Typed errors. Each names the problem and the values that caused it.
+
+Each is also what NumPy and torch raise in the same case, so code written for `np.matmul` or
+`torch.matmul` catches it: a bad shape is a ValueError (NumPy, the array API) and a RuntimeError
+(torch); a dtype not served is a TypeError (NumPy) and a RuntimeError (torch)."""
 
 
 class TileGemmError(Exception):
     """Base class for every error tilegemm raises on purpose."""
 
 
-class ShapeError(TileGemmError, ValueError):
-    """Operands are not 2-D, inner dimensions differ, or `out` has the wrong shape."""
+class ShapeError(TileGemmError, ValueError, RuntimeError):
+    """0-D operands, inner dimensions that differ, batch dimensions that do not broadcast, an `out`
+    of the wrong shape."""
 
 
-class DTypeError(TileGemmError, TypeError):
+class DTypeError(TileGemmError, TypeError, RuntimeError):
     """A dtype the chosen kernel does not support, or operands of different dtypes."""
 
 

@@ -1,0 +1,153 @@
+"""`matmul` beyond two dimensions, as NumPy, torch and the Python array API standard define it.
+
+    matmul(x1, x2): a 1-D x1 (k,) is promoted to (1, k) and a 1-D x2 (k,) to (k, 1), the added
+    dimension removed from the result; all leading dimensions are batch dimensions, broadcast
+    against each other; the last two are multiplied. 0-D operands are refused (ValueError).
+
+On top of the 2-D product (`api.matmul`), a batch runs as one launch where it can:
+- host operands with the CPU's BLAS chosen: one `numpy.matmul`, which has these semantics;
+- a 2-D B (after promotion) and an A whose batch dimensions fold into its rows without a copy
+  (a contiguous activation against a weight, as in a linear layer): one 2-D product of
+  (batch·M)×K by K×N;
+- FP16/BF16 (the tensor cores) and FP32 on a GPU: one batched `gemm` launch (FP32 exactly,
+  `precision="ieee"`: the batched SIMT rungs do not exist), the operands broadcast to the common
+  batch (a 2-D B, or one of batch 1, is passed as such: stride 0, no copy);
+- anything else (FP64 on a GPU, a kernel asked for by name): one 2-D product per batch entry.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import arrays
+from .errors import DeviceError, DTypeError, ShapeError
+
+
+def result_shape(sa: tuple, sb: tuple) -> tuple[tuple, int | None, int | None, tuple]:
+    """(batch shape, M or None for a 1-D a, N or None for a 1-D b, result shape), or ShapeError."""
+    if len(sa) == 0 or len(sb) == 0:
+        raise ShapeError(f"matmul: operands must have at least one dimension; got shapes {tuple(sa)} and {tuple(sb)} "
+                         "(a 0-D operand is a scalar: multiply instead)")
+    ka = sa[-1]
+    kb = sb[0] if len(sb) == 1 else sb[-2]
+    if ka != kb:
+        raise ShapeError(f"matmul: inner dimensions differ: a has shape {tuple(sa)}, b has shape {tuple(sb)} "
+                         f"(a's last dimension {ka} must equal b's {'only' if len(sb) == 1 else 'second-to-last'} "
+                         f"dimension {kb})")
+    try:
+        batch = tuple(np.broadcast_shapes(tuple(sa[:-2]), tuple(sb[:-2])))
+    except ValueError:
+        raise ShapeError(f"matmul: batch dimensions {tuple(sa[:-2])} and {tuple(sb[:-2])} do not broadcast "
+                         f"(shapes {tuple(sa)} and {tuple(sb)})") from None
+    m = sa[-2] if len(sa) >= 2 else None
+    n = sb[-1] if len(sb) >= 2 else None
+    return batch, m, n, batch + ((m,) if m is not None else ()) + ((n,) if n is not None else ())
+
+
+def matmul(a, b, A: arrays.Operand, B: arrays.Operand, kernel: str, out, plan_2d, matmul_2d):
+    """a @ b for operands that are not both 2-D. plan_2d(A, B, kernel) chooses the kernel for a
+    2-D product of these operands (checking dtypes and devices); matmul_2d is api.matmul."""
+    batch, m, n, shape = result_shape(A.shape, B.shape)
+    if A.dtype != B.dtype:
+        raise DTypeError(f"matmul: mixed dtypes a={A.dtype}, b={B.dtype}; cast one of them explicitly")
+    if A.device != B.device:
+        raise DeviceError(f"matmul: operands on different devices: a on {A.device}, b on {B.device}")
+    k = A.shape[-1]
+    probe_a = arrays.Operand(None, A.kind, (m or 1, k), A.dtype, A.device, True)
+    probe_b = arrays.Operand(None, B.kind, (k, n or 1), B.dtype, B.device, True)
+    p = plan_2d(probe_a, probe_b, kernel)  # the kernel a 2-D product of these would get (dtype checks)
+    if out is not None:
+        from .api import _check_out
+
+        _check_out(out, A, shape, A.dtype, (a, b))
+    if A.on_host and p.kernel.backend == "cpu" and kernel == "auto":
+        return _host(A, B, out, shape)
+    if A.kind in ("numpy", "torch") or _has_torch():
+        return _torch(a, b, A, B, kernel, out, batch, m, n, shape, p, matmul_2d)
+    raise DTypeError(f"matmul: {len(A.shape)}-D and {len(B.shape)}-D {A.kind} operands need torch installed "
+                     "(pip install 'tilegemm[gpu]'), or 2-D operands")
+
+
+def _has_torch() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
+
+
+def _host(A: arrays.Operand, B: arrays.Operand, out, shape):
+    """One numpy.matmul (the CPU's BLAS, batched and broadcast by NumPy)."""
+    a, b = arrays.host_view(A), arrays.host_view(B)
+    c = np.matmul(a, b)
+    if out is not None:
+        arrays.host_view(arrays.describe(out, "out"))[...] = c
+        return out
+    if A.kind == "torch":
+        import torch
+
+        return torch.from_numpy(np.array(c))  # np.array: a 0-D result stays 0-D
+    return c
+
+
+def _torch(a, b, A, B, kernel, out, batch, m, n, shape, p, matmul_2d):
+    """The product in torch views of the operands (no copy for CUDA kinds), handed back as the
+    caller's kind."""
+    import torch
+
+    ta = A.obj if A.kind == "torch" else (torch.from_numpy(arrays.host_view(A)) if A.on_host else arrays.to_torch_cuda(A))
+    tb = B.obj if B.kind == "torch" else (torch.from_numpy(arrays.host_view(B)) if B.on_host else arrays.to_torch_cuda(B))
+    ta = ta.unsqueeze(0) if m is None else ta  # (k,) -> (1, k)
+    tb = tb.unsqueeze(-1) if n is None else tb  # (k,) -> (k, 1)
+    moved = A.on_host and p.kernel.backend != "cpu" and kernel == "auto"
+    if moved:  # host operands, a GPU kernel: copied there once, the result back once
+        ta, tb = ta.cuda(), tb.cuda()
+    c = _batched(ta, tb, batch, kernel, matmul_2d)
+    if moved:
+        c = c.cpu()
+    c = c.reshape(shape) if c.shape != shape else c  # drop the promoted dimensions
+    if out is not None:
+        O = arrays.describe(out, "out")
+        if O.kind == "torch":
+            out.copy_(c)
+        elif O.on_host:
+            arrays.host_view(O)[...] = c.cpu().numpy()
+        else:
+            arrays.to_torch_cuda(O).copy_(c)
+        return out
+    if A.kind == "torch":
+        return c
+    if A.kind == "numpy":
+        host = c.cpu().numpy()
+        return host[()] if host.ndim == 0 else host  # NumPy gives a 0-D result as a scalar
+    return arrays.to_kind(c, A)
+
+
+def _batched(ta, tb, batch: tuple, kernel: str, matmul_2d):
+    """(*batch, M, N) = ta @ tb for torch tensors of 2 or more dimensions."""
+    import torch
+
+    mm, k, nn_ = ta.shape[-2], ta.shape[-1], tb.shape[-1]
+    if 0 in batch or mm == 0 or nn_ == 0 or k == 0:  # nothing to multiply: an empty result, or an empty sum
+        make = torch.zeros if k == 0 else torch.empty
+        return make((*batch, mm, nn_), dtype=ta.dtype, device=ta.device)
+    if not batch:
+        return matmul_2d(ta.reshape(mm, k), tb.reshape(k, nn_), kernel=kernel)
+    b_is_2d = tb.dim() == 2 or all(d == 1 for d in tb.shape[:-2])
+    if b_is_2d and tuple(ta.shape[:-2]) == batch:
+        try:  # fold A's batch into its rows: one 2-D product, no copy
+            rows = ta.view(-1, k)
+        except RuntimeError:
+            rows = None
+        if rows is not None:
+            return matmul_2d(rows, tb.reshape(k, nn_), kernel=kernel).view(*batch, mm, nn_)
+    count = int(np.prod(batch))
+    a3 = ta.expand(*batch, mm, k).reshape(count, mm, k)
+    b3 = tb.reshape(k, nn_) if b_is_2d else tb.expand(*batch, k, nn_).reshape(count, k, nn_)
+    if kernel == "auto" and ta.is_cuda and ta.dtype in (torch.float16, torch.bfloat16, torch.float32):
+        from .tensorcore_api import gemm
+
+        c3 = gemm(a3, b3, precision="ieee" if ta.dtype == torch.float32 else "auto")
+        return c3.view(*batch, mm, nn_)
+    c3 = torch.empty((count, mm, nn_), dtype=ta.dtype, device=ta.device)
+    for i in range(count):  # one 2-D product per batch entry (FP64 on a GPU, or a kernel asked for by name)
+        c3[i] = matmul_2d(a3[i], b3 if b3.dim() == 2 else b3[i], kernel=kernel)
+    return c3.view(*batch, mm, nn_)

@@ -1,0 +1,97 @@
+"""`tilegemm.matmul` as NumPy, torch and the Python array API standard define `matmul`.
+
+Covered, each against `numpy.matmul` (NumPy operands) and `torch.matmul` (torch CPU tensors), in
+float32 and float64, through the automatic kernel and through a SIMT rung asked for by name (the
+simulator here; one 2-D launch per batch entry):
+- 1-D · 1-D (a 0-D result), 1-D · 2-D, 2-D · 1-D, 1-D against N-D on either side;
+- N-D · 2-D (a batch folded into rows), N-D · N-D with equal batches, broadcast batches
+  ((2, 1, ·, ·) against (5, ·, ·); (1, ·, ·) against (6, ·, ·)), four dimensions;
+- empty dimensions: a zero batch, M or N zero, K zero (an empty sum: zeros);
+- `out=` for N-D results; inputs untouched;
+- the error cases: 0-D operands, inner dimensions that differ, batches that do not broadcast
+  (ShapeError: a ValueError as NumPy raises and a RuntimeError as torch raises), dtypes no kernel
+  serves (DTypeError: a TypeError and a RuntimeError), mixed dtypes, an `out` of the wrong shape.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tilegemm
+from tilegemm.errors import DTypeError, ShapeError
+
+torch = pytest.importorskip("torch")
+
+SHAPES = [
+    ((4,), (4,)), ((4,), (4, 3)), ((2, 4), (4,)), ((4,), (5, 4, 3)), ((5, 2, 4), (4,)),
+    ((5, 2, 4), (4, 3)), ((3, 2, 4), (3, 4, 5)), ((2, 1, 3, 4), (5, 4, 2)), ((1, 3, 4), (6, 4, 2)),
+    ((2, 3, 2, 4), (2, 3, 4, 2)), ((0, 3, 4), (4, 2)), ((3, 0), (0, 2)), ((2, 3, 0), (2, 0, 5)), ((2, 0, 3), (3, 4)),
+]
+
+
+def _operands(sa, sb, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-1, 1, sa).astype(dtype), rng.uniform(-1, 1, sb).astype(dtype)
+
+
+@pytest.mark.parametrize("kernel", ["auto", "register_blocked"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("sa,sb", SHAPES, ids=lambda s: "x".join(map(str, s)) or "scalar")
+def test_numpy_and_torch_semantics(sa, sb, dtype, kernel):
+    a, b = _operands(sa, sb, dtype)
+    a0, b0 = a.copy(), b.copy()
+    want = np.matmul(a, b)
+    got = tilegemm.matmul(a, b, kernel=kernel)
+    assert type(got) is type(want) and np.shape(got) == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-6)
+    assert np.array_equal(a, a0) and np.array_equal(b, b0)
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    twant = torch.matmul(ta, tb)
+    tgot = tilegemm.matmul(ta, tb, kernel=kernel)
+    assert isinstance(tgot, torch.Tensor) and tgot.shape == twant.shape and tgot.dtype == twant.dtype
+    assert torch.allclose(tgot, twant, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("sa,sb", [((5, 2, 4), (4, 3)), ((2, 1, 3, 4), (5, 4, 2)), ((4,), (5, 4, 3))])
+def test_out_for_batched_results(sa, sb):
+    a, b = _operands(sa, sb, "float32", seed=3)
+    want = np.matmul(a, b)
+    out = np.full(want.shape, np.nan, np.float32)
+    assert tilegemm.matmul(a, b, out=out) is out
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+    tout = torch.full(want.shape, float("nan"))
+    assert tilegemm.matmul(torch.from_numpy(a), torch.from_numpy(b), out=tout) is tout
+    assert torch.allclose(tout, torch.from_numpy(want), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ShapeError):
+        tilegemm.matmul(a, b, out=np.empty((1,) + want.shape, np.float32))
+
+
+@pytest.mark.parametrize("sa,sb,why", [
+    ((), (3,), "at least one dimension"), ((3,), (), "at least one dimension"),
+    ((2, 3), (4, 5), "inner dimensions"), ((3,), (4,), "inner dimensions"), ((5, 2, 3), (4, 2), "inner dimensions"),
+    ((2, 2, 3), (3, 3, 4), "do not broadcast"),
+])
+def test_shape_errors_are_numpys_and_torchs_error_classes(sa, sb, why):
+    a, b = np.ones(sa, np.float32), np.ones(sb, np.float32)
+    with pytest.raises(ValueError):
+        np.matmul(a, b)  # NumPy's class for it …
+    with pytest.raises(ValueError, match=why):  # … is ours
+        tilegemm.matmul(a, b)
+    with pytest.raises(RuntimeError):
+        torch.matmul(torch.from_numpy(a), torch.from_numpy(b))  # torch's …
+    with pytest.raises(RuntimeError, match=why):  # … too
+        tilegemm.matmul(torch.from_numpy(a), torch.from_numpy(b))
+
+
+def test_dtype_errors_name_the_dtypes():
+    for dt in ("int64", "int32", "bool", "complex64"):
+        a = np.ones((2, 3), dt)
+        with pytest.raises(TypeError, match=dt):
+            tilegemm.matmul(a, a.T)
+        with pytest.raises(RuntimeError, match=dt):
+            tilegemm.matmul(torch.from_numpy(a), torch.from_numpy(np.ascontiguousarray(a.T)))
+    with pytest.raises(DTypeError, match="mixed dtypes"):
+        tilegemm.matmul(np.ones((2, 3), np.float32), np.ones((3, 2), np.float64))
+    with pytest.raises(DTypeError, match="mixed dtypes"):
+        tilegemm.matmul(np.ones((2, 2, 3), np.float32), np.ones(3, np.float64))
