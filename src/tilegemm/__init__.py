@@ -5,6 +5,8 @@
     tilegemm.kernels()                  # what is registered and what runs here
     print(tilegemm.explain(a, b))       # which kernel "auto" picks, and why
     c = tilegemm.gemm(a16, b16)         # tensor cores (Triton): fp16/bf16/tf32/fp8, batched, alpha/beta
+    with tilegemm.patch(model):         # a PyTorch model's nn.Linear layers on tilegemm
+        model(x)
 """
 
 from . import kernels as _kernel_modules  # noqa: F401  (registers every kernel, importing no backend;
@@ -12,6 +14,7 @@ from . import kernels as _kernel_modules  # noqa: F401  (registers every kernel,
 from .api import explain, kernels, matmul, plan
 from .tensorcore_api import gemm
 from .errors import (
+    AutogradError,
     DeviceError,
     DTypeError,
     LayoutError,
@@ -23,8 +26,18 @@ from .errors import (
 
 __version__ = "0.1.0"
 
+
+def patch(model, *, matmul: bool = False):
+    """Route every nn.Linear of a torch model (and with matmul=True its torch.matmul, bmm and @
+    calls) through tilegemm, for the dtypes and devices it serves; torch runs the rest. Returns a
+    Patch: a context manager (unpatched on exit), with .undo() and .counts. See tilegemm.torchop."""
+    from .torchop import patch as _patch
+
+    return _patch(model, matmul=matmul)
+
+
 __all__ = [
-    "matmul", "gemm", "explain", "kernels", "plan",
-    "TileGemmError", "ShapeError", "DTypeError", "DeviceError", "LayoutError",
+    "matmul", "gemm", "explain", "kernels", "plan", "patch",
+    "TileGemmError", "ShapeError", "DTypeError", "DeviceError", "LayoutError", "AutogradError",
     "OutOfDeviceMemory", "UnknownKernel",
 ]

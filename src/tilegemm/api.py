@@ -18,7 +18,7 @@ import numpy as np
 
 from . import _cuda, arrays, dispatch, registry
 from .arrays import Operand
-from .errors import DeviceError, DTypeError, LayoutError, ShapeError
+from .errors import AutogradError, DeviceError, DTypeError, LayoutError, ShapeError
 
 
 @dataclass
@@ -167,6 +167,13 @@ def matmul(a, b, *, kernel: str = "auto", out=None):
         if c is not None:
             return c
     A, B = arrays.describe(a, "a"), arrays.describe(b, "b")
+    if A.kind == "torch" and B.kind == "torch" and dispatch.plain(a) and dispatch.wants_grad(a, b):
+        if out is not None:
+            raise AutogradError("matmul: out= with tensors that require grad records no gradient (as torch.matmul: "
+                                "functions with out= don't support automatic differentiation)")
+        from . import torchop
+
+        return torchop.matmul(a, b)  # differentiable: its backward runs tilegemm's GEMMs
     if len(A.shape) != 2 or len(B.shape) != 2:
         from . import nd
 

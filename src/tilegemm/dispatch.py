@@ -42,17 +42,18 @@ class _NoTensor:  # stands for torch.Tensor until torch is in use: no object is 
 
 
 _PLAIN: tuple = (_NoTensor,)  # torch.Tensor and nn.Parameter once torch is in use (not subclasses)
-_empty = _raw_stream = _current_device = None
+_empty = _raw_stream = _current_device = _grad_enabled = None
 
 
 def _bind_torch() -> None:
     """The torch functions the hot path calls, bound once (torch is imported by the caller's tensors)."""
-    global _PLAIN, _empty, _raw_stream, _current_device
+    global _PLAIN, _empty, _raw_stream, _current_device, _grad_enabled
     if _empty is not None:
         return
     import torch
 
     _PLAIN = (torch.Tensor, torch.nn.Parameter)
+    _grad_enabled = torch.is_grad_enabled
     # (a CPU build of torch has neither stream nor device queries; no plan exists there to ask them)
     _empty = torch.empty
     _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
@@ -81,9 +82,14 @@ def matmul_key(a, b, pa: int, pb: int) -> tuple:
     return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.get_device(), (pa | pb) & 15)
 
 
+def wants_grad(a, b) -> bool:
+    """Would torch record a gradient for a product of a and b (tensors that require it, grad mode on)?"""
+    return (a.requires_grad or b.requires_grad) and _grad_enabled()
+
+
 def fast_matmul(a, b):
     """`matmul(a, b)` by its launch plan, or None (no plan: the caller takes the slow path)."""
-    if type(a) not in _PLAIN or type(b) not in _PLAIN:
+    if type(a) not in _PLAIN or type(b) not in _PLAIN or wants_grad(a, b):
         return None
     pa, pb = a.data_ptr(), b.data_ptr()
     plan = _PLANS.get(matmul_key(a, b, pa, pb))
@@ -112,7 +118,7 @@ def gemm_key(a, b, pa, pb, precision, out_dtype, alpha, beta, c, scale_a, scale_
 
 def fast_gemm(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel):
     """`gemm(...)` by its launch plan, or None."""
-    if type(a) not in _PLAIN or type(b) not in _PLAIN:
+    if type(a) not in _PLAIN or type(b) not in _PLAIN or wants_grad(a, b):
         return None
     pa, pb = a.data_ptr(), b.data_ptr()
     key = gemm_key(a, b, pa, pb, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel)

@@ -26,6 +26,11 @@ class LayoutError(TileGemmError, ValueError):
     """Memory layout that cannot be handled (overlapping `out`, unsupported strides)."""
 
 
+class AutogradError(TileGemmError, RuntimeError):
+    """A call that would have to record a gradient and cannot (as torch: `out=` with tensors that
+    require grad; `gemm` with alpha, beta, c, scales or TF32/FP8 precision)."""
+
+
 class OutOfDeviceMemory(TileGemmError, MemoryError):
     """The operation needs more device memory than is free."""
 

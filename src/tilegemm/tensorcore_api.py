@@ -58,6 +58,8 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
 
     if not torch.cuda.is_available():
         raise DeviceError("gemm: needs a CUDA GPU")
+    if dispatch.plain(a) and dispatch.plain(b) and dispatch.wants_grad(a, b):
+        return _differentiable(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel)
     from .kernels.tensorcore import _problem as P
 
     if precision not in PRECISION_NAMES:
@@ -108,6 +110,24 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     with dispatch.on_device(xa.device):
         dispatch.run_problem(p, kernel, key, own_scales=own)
     return _back(tc_out, A, c, host_c)
+
+
+def _differentiable(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel):
+    """gemm on tensors that require grad: the plain product (precision auto, FP16/BF16/FP32 inputs
+    of one dtype, no alpha, beta, c, scales or output dtype) through tilegemm's differentiable
+    operator; anything else is refused rather than returned without its gradient."""
+    from .errors import AutogradError
+
+    plain = (precision == "auto" and out_dtype is None and alpha == 1.0 and beta == 0.0 and c is None
+             and scale_a is None and scale_b is None and kernel == "auto" and a.dtype == b.dtype
+             and str(a.dtype) in ("torch.float16", "torch.bfloat16", "torch.float32"))
+    if not plain:
+        raise AutogradError("gemm: on tensors that require grad only the plain product is differentiable "
+                            "(precision auto, no alpha, beta, c, scales or out_dtype); detach the inputs, or "
+                            "use tilegemm.matmul")
+    from . import torchop
+
+    return torchop.matmul(a, b)
 
 
 def _own_scale(given, used):

@@ -1,0 +1,157 @@
+"""tilegemm inside PyTorch: the differentiable operators (gradcheck in float64), patch(model) with
+its counts, fallback to torch for what tilegemm does not serve, undo, torch.compile without a graph
+break, and (on a GPU) a BF16 model against torch's own forward and gradients."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tilegemm
+from tilegemm.errors import AutogradError
+
+torch = pytest.importorskip("torch")
+from tilegemm import torchop  # noqa: E402  (registers torch.ops.tilegemm.*)
+
+
+@pytest.mark.parametrize("xshape", [(5, 8), (4, 5, 8)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear_gradcheck(xshape, bias):
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(*xshape, dtype=torch.float64, generator=g, requires_grad=True)
+    w = torch.randn(6, 8, dtype=torch.float64, generator=g, requires_grad=True)
+    b = torch.randn(6, dtype=torch.float64, generator=g, requires_grad=True) if bias else None
+    assert torch.autograd.gradcheck(lambda *t: torch.ops.tilegemm.linear(*t), (x, w, b) if bias else (x, w))
+
+
+@pytest.mark.parametrize("sa,sb", [((5, 4), (4, 3)), ((3, 5, 4), (4, 2)), ((2, 1, 3, 4), (5, 4, 2)), ((4,), (4, 3)),
+                                   ((3, 5, 4), (4,)), ((4,), (4,))])
+def test_matmul_gradcheck(sa, sb):
+    """tilegemm.matmul on tensors that require grad records its own backward (tilegemm's GEMMs),
+    broadcast batches and promoted 1-D operands included."""
+    g = torch.Generator().manual_seed(2)
+    a = torch.randn(*sa, dtype=torch.float64, generator=g, requires_grad=True)
+    b = torch.randn(*sb, dtype=torch.float64, generator=g, requires_grad=True)
+    assert torch.autograd.gradcheck(tilegemm.matmul, (a, b))
+    assert "tilegemm" in type(tilegemm.matmul(a, b).grad_fn).__name__
+    with torch.no_grad():
+        assert tilegemm.matmul(a, b).grad_fn is None
+    with pytest.raises(AutogradError, match="out="):
+        tilegemm.matmul(a, b, out=torch.empty(torch.matmul(a, b).shape, dtype=torch.float64))
+
+
+class _Tiny(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Linear(8, 16)
+        self.down = torch.nn.Linear(16, 4, bias=False)
+        self.register_buffer("proj", torch.randn(4, 2))
+
+    def forward(self, x):
+        return self.down(torch.relu(self.up(x))) @ self.proj
+
+
+def test_patch_counts_falls_back_and_undoes():
+    torch.manual_seed(0)
+    m = _Tiny()
+    x = torch.randn(3, 5, 8)
+    ref = m(x)
+    with tilegemm.patch(m) as p:
+        assert torch.allclose(m(x), ref, rtol=1e-5, atol=1e-6)
+        assert p.counts == {"tilegemm": 2, "torch": 0}  # two Linear layers; the @ is left to torch
+    assert "forward" not in vars(m.up)  # undone on exit
+    with tilegemm.patch(m, matmul=True) as p:
+        assert torch.allclose(m(x), ref, rtol=1e-5, atol=1e-6)
+        assert p.counts == {"tilegemm": 3, "torch": 0}  # and the @
+        mb = _Tiny().to(torch.bfloat16)  # BF16 on the host: no tilegemm kernel serves it, torch does
+        with tilegemm.patch(mb) as q:
+            mb(x.bfloat16())
+            assert q.counts == {"tilegemm": 0, "torch": 2}
+    p = tilegemm.patch(m)
+    m(x)
+    p.undo()
+    before = dict(torchop.COUNTS)
+    m(x)
+    assert torchop.COUNTS == before  # unpatched: nothing counted
+    with pytest.raises(TypeError, match="torch.nn.Module"):
+        tilegemm.patch(object())
+
+
+def test_patched_gradients_match_torch():
+    torch.manual_seed(0)
+    m = _Tiny().double()
+    x = torch.randn(3, 5, 8, dtype=torch.float64, requires_grad=True)
+    m(x).square().sum().backward()
+    want = [t.grad.clone() for t in (x, m.up.weight, m.up.bias, m.down.weight)]
+    for t in (x, m.up.weight, m.up.bias, m.down.weight):
+        t.grad = None
+    with tilegemm.patch(m, matmul=True) as p:
+        m(x).square().sum().backward()
+        assert p.counts["tilegemm"] >= 3 + 4  # forward, and backward's products on tilegemm too
+    for t, w in zip((x, m.up.weight, m.up.bias, m.down.weight), want):
+        assert torch.allclose(t.grad, w, rtol=1e-10, atol=1e-12)
+
+
+def test_compile_traces_the_operators_without_a_graph_break():
+    torch.manual_seed(0)
+    m = _Tiny()
+    x = torch.randn(3, 5, 8)
+    ref = m(x)
+    compiled = torch.compile(m, backend="aot_eager", fullgraph=True)  # fullgraph: a graph break is an error
+    with tilegemm.patch(m, matmul=False) as p:
+        y = compiled(x)
+        assert torch.allclose(y, ref, rtol=1e-5, atol=1e-6) and p.counts["tilegemm"] == 2
+        y.sum().backward()
+        assert m.up.weight.grad is not None
+
+
+def test_gemm_with_grad_is_differentiable_or_refused():
+    if not torch.cuda.is_available():
+        a = torch.randn(4, 4, requires_grad=True)
+        with pytest.raises(tilegemm.DeviceError):  # as without grad: gemm is the tensor cores' entry
+            tilegemm.gemm(a, a)
+        return
+    a = torch.randn(64, 32, device="cuda", requires_grad=True)
+    b = torch.randn(32, 16, device="cuda", requires_grad=True)
+    tilegemm.gemm(a.half(), b.half()).float().sum().backward()
+    assert a.grad is not None and b.grad is not None
+    with pytest.raises(AutogradError, match="plain product"):
+        tilegemm.gemm(a, b, precision="tf32")
+
+
+@pytest.mark.gpu
+def test_gpu_patched_bf16_model_matches_torch():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(512, 1024, bias=False), torch.nn.GELU(),
+                            torch.nn.Linear(1024, 512, bias=False)).cuda().bfloat16()
+    x = torch.randn(4, 64, 512, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        ref = m(x).double()
+        with tilegemm.patch(m) as p:
+            got = m(x).double()
+        assert p.counts == {"tilegemm": 2, "torch": 0}
+    assert float((got - ref).norm() / ref.norm()) < 2e-2
+    # the same under a CUDA graph: the patched layers' launches are captured and replayed
+    with torch.no_grad(), tilegemm.patch(m):
+        m(x)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = m(x)
+        x.copy_(torch.randn_like(x))
+        g.replay()
+        torch.cuda.synchronize()
+        F = torch.nn.functional  # torch's own layers, on the replay's new input
+        ref = F.linear(F.gelu(F.linear(x, m[0].weight)), m[2].weight)
+    assert float((out.double() - ref.double()).norm() / ref.double().norm()) < 2e-2
+    # gradients against torch's
+    w = [m[0].weight, m[2].weight]
+    xg = x.detach().requires_grad_()
+    m(xg).float().square().mean().backward()
+    want = [t.grad.clone() for t in w] + [xg.grad.clone()]
+    for t in w:
+        t.grad = None
+    xg.grad = None
+    with tilegemm.patch(m):
+        m(xg).float().square().mean().backward()
+    for t, v in zip(w + [xg], want):
+        assert float((t.grad.double() - v.double()).norm() / v.double().norm()) < 3e-2
