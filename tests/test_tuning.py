@@ -143,3 +143,27 @@ def test_no_call_tunes_unless_asked(monkeypatch):
 def test_fp16_takes_bf16_entries_where_it_has_none():
     assert cache.sibling_class("fp16|float16|float16|nn|nobeta") == "bf16|bfloat16|bfloat16|nn|nobeta"
     assert cache.sibling_class("fp8|float8_e4m3fn|bfloat16|nt|nobeta") is None
+
+
+def test_database_pick_exact_nearest_sibling_and_layout():
+    """A problem takes its class's exact bucket, else the nearest tuned bucket whose configuration
+    fits it, else BF16's entries for FP16, else the same dtypes in another layout; the source says
+    which."""
+    from tilegemm import tuning
+
+    t03 = dict(space.cfg(128, 256, 64, 8, 3), C_TMA=True)
+    t04 = dict(space.cfg(16, 64, 128, 4, 4), SPLIT=4, FUSED=True)
+    bf = "bf16|bfloat16|bfloat16|nn|nobeta"
+    db = {"entries": {f"{bf}|4096x4096x4096": dict(rung=space.T03, config=t03, ms=0.18, shape=[4096] * 3),
+                      f"{bf}|16x4096x4096": dict(rung=space.T04, config=t04, ms=0.009, shape=[16, 4096, 4096])}}
+    d = tuning.pick(db, "db", _problem(4096, 4096, 4096))
+    assert d.rung == space.T03 and "exact bucket" in d.source and d.config["BM"] == 128
+    d = tuning.pick(db, "db", _problem(3000, 5000, 7000))  # another bucket (4096x8192x8192), same regime
+    assert d.rung == space.T03 and "nearest tuned bucket 4096x4096x4096" in d.source
+    d = tuning.pick(db, "db", _problem(8, 4096, 4096))  # decode takes the decode entry, not the nearer-in-N one
+    assert d.rung == space.T04 and d.config["SPLIT"] == 4
+    d = tuning.pick(db, "db", _problem(4096, 4096, 4096, torch.float16))
+    assert d.rung == space.T03 and "of bf16" in d.source
+    d = tuning.pick(db, "db", _problem(4096, 4096, 4096, b_t=True))  # x @ W.T: B column-major
+    assert d.rung == space.T03 and "of layout nn (no entry for nt)" in d.source
+    assert tuning.pick(db, "db", _problem(4096, 4096, 4096), want=space.T05) is None

@@ -59,20 +59,29 @@ def heuristic(p) -> Decision:
 
 def _from_database(p, want: str | None) -> Decision | None:
     from ..kernels.tensorcore import _problem as P
-    from . import space
 
     if p.a.device.type != "cuda":
         return None
     sms, cc, gpu = P.device_facts(p.a.device)
     db, phrase = cache.database_for(gpu, cc, sms)
-    if db is None:
-        return None
+    return None if db is None else pick(db, phrase, p, want)
+
+
+def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
+    """The decision database `db` gives p: its class's exact bucket, else the nearest bucket whose
+    configuration fits p (`space.adapt`); then BF16's for FP16 (and back); then the same dtypes
+    in another layout. want: only entries of that rung."""
+    from . import space
+
     b = cache.bucket(p)
     cls = cache.problem_class(p)
-    found = cache.nearest(db.get("entries", {}), cls, b)
+    entries = db.get("entries", {})
+    found = cache.nearest(entries, cls, b)
     sibling = cache.sibling_class(cls)
     if sibling:  # FP16 and BF16 share configurations where one of them was not tuned (same width, same MMA rate)
-        found += [(tb, dict(e, sibling=sibling)) for tb, e in cache.nearest(db.get("entries", {}), sibling, b)]
+        found += [(tb, dict(e, sibling=sibling)) for tb, e in cache.nearest(entries, sibling, b)]
+    for other in cache.other_layouts(cls):  # last: the same dtypes in another layout (adapt refits the MMA form)
+        found += [(tb, dict(e, sibling=other)) for tb, e in cache.nearest(entries, other, b)]
     for tuned_bucket, entry in found:
         rung = entry.get("rung")
         if (want and rung != want) or not usable(rung, p):
@@ -83,7 +92,9 @@ def _from_database(p, want: str | None) -> Decision | None:
         where = "exact bucket" if tuned_bucket == b else \
             f"nearest tuned bucket {tuned_bucket} (tuned at {'×'.join(map(str, entry.get('shape', [])))})"
         if entry.get("sibling"):
-            where += f", of {entry['sibling'].split('|')[0]} (same width: {cls.split('|')[0]} has no entry)"
+            theirs, mine = entry["sibling"].split("|"), cls.split("|")
+            where += (f", of layout {theirs[3]} (no entry for {mine[3]})" if theirs[:3] == mine[:3] else
+                      f", of {theirs[0]} (same width: {mine[0]} has no entry)")
         return Decision(rung, cfg, f"{phrase}, {where}", entry.get("ms"))
     return None
 

@@ -218,6 +218,13 @@ def sibling_class(cls: str) -> str | None:
     return "|".join([other, *parts[3:]]) if other else None
 
 
+def other_layouts(cls: str) -> list[str]:
+    """cls in the other layouts of A and B (the MMA form a configuration takes is refitted by
+    space.adapt), row-major B first."""
+    parts = cls.split("|")
+    return ["|".join([*parts[:3], lay, *parts[4:]]) for lay in ("nn", "nt", "tn", "tt") if lay != parts[3]]
+
+
 def db_entry_key(p) -> str:
     return f"{problem_class(p)}|{bucket(p)}"
 
