@@ -171,7 +171,20 @@ def test_call_keys_tell_layouts_and_alignment_apart():
     assert k != dispatch.matmul_key(a, b.t().contiguous().t(), 0, 0)  # strides
     assert k != dispatch.matmul_key(a.half(), b.half(), 0, 0)  # dtypes
     assert k != dispatch.matmul_key(a, b, 0, 4)  # B 16-byte aligned or not
+    assert dispatch.matmul_key(a, b, 4, 0) != dispatch.matmul_key(a, b, 0, 4)  # which operand is off: two kernels
     assert k == dispatch.matmul_key(torch.empty(64, 32), torch.empty(32, 48), 0, 0)
+
+
+def test_no_plan_for_aliased_operands():
+    """A plan binds operands to slots by identity: matmul(x, x) or gemm(a, b, c=a) must not become
+    the plan a later matmul(x, y) or gemm(a, b) of the same shapes is served by."""
+    torch = pytest.importorskip("torch")
+    from tilegemm.kernels.tensorcore import _problem as P
+
+    x = torch.empty(64, 64, dtype=torch.float16)
+    assert dispatch._build(P.Problem(x, x, torch.empty(64, 64, dtype=torch.float16), "fp16"), [], (False, False)) is None
+    y = torch.empty(64, 64, dtype=torch.float16)
+    assert dispatch._build(P.Problem(x, y, x, "fp16"), [], (False, False)) is None
 
 
 # ---- on a GPU ------------------------------------------------------------------------------------

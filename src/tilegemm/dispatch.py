@@ -29,6 +29,7 @@ import numpy as np
 
 from . import _cuda, arrays, launcher
 from .arrays import Operand
+from .tuning import cache as _tuning_cache
 from .errors import OutOfDeviceMemory
 
 PLAN_MAX = 4096  # launch plans kept per process (a new one past this empties the table)
@@ -71,15 +72,22 @@ def enabled() -> bool:
 
 
 def reset() -> None:
-    """Forget every launch plan (the configurations they were built from may have changed)."""
+    """Forget every launch plan (the configurations they were built from may have changed): run by
+    tilegemm.tuning.cache.reset()."""
     _PLANS.clear()
+
+
+_tuning_cache.ON_RESET.append(reset)
 
 
 # ---- the hot path -----------------------------------------------------------------------------------
 
 
 def matmul_key(a, b, pa: int, pb: int) -> tuple:
-    return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.get_device(), (pa | pb) & 15)
+    """What decides matmul's launches but the addresses; each operand's own 16-byte alignment
+    (Triton compiles a pointer it sees aligned as such) and its own device."""
+    return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.get_device(), b.get_device(), pa & 15,
+            pb & 15)
 
 
 def wants_grad(a, b) -> bool:
@@ -100,8 +108,8 @@ def _scale_key(s):
     if s is None or isinstance(s, (int, float)):
         return s
     if type(s) in _PLAIN:
-        return ("tensor", s.dtype, s.get_device(), s.numel())
-    return ("other", id(s))  # never planned (see gemm_plannable)
+        return ("tensor", s.dtype, s.get_device(), s.numel(), s.data_ptr() & 15)
+    return ("other", id(s))  # never planned (tensorcore_api.gemm plans only tensor or float scales)
 
 
 def gemm_key(a, b, pa, pb, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel) -> tuple | None:
@@ -112,8 +120,8 @@ def gemm_key(a, b, pa, pb, precision, out_dtype, alpha, beta, c, scale_a, scale_
         ck = (c.shape, c.stride(), c.dtype, c.get_device(), c.data_ptr() & 15)
     else:
         return None
-    return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.get_device(), (pa | pb) & 15, precision,
-            out_dtype, alpha, beta, ck, _scale_key(scale_a), _scale_key(scale_b), kernel)
+    return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.get_device(), b.get_device(), pa & 15,
+            pb & 15, precision, out_dtype, alpha, beta, ck, _scale_key(scale_a), _scale_key(scale_b), kernel)
 
 
 def fast_gemm(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel):
@@ -210,6 +218,9 @@ def _build(p, calls, own_scales) -> LaunchPlan | None:
     """The launch plan of `calls` for problem p (compiling them), or None where a call cannot be
     launched directly. own_scales: which of p's scales the API made (not the caller's tensors):
     the plan keeps those, at fixed addresses."""
+    operands = [t for t in (p.a, p.b, p.c, p.scale_a, p.scale_b) if t is not None]
+    if len({id(t) for t in operands}) < len(operands):  # matmul(x, x), gemm(a, b, c=a): a plan binds operands
+        return None  # by identity, and would read (or write) one slot for two operands on every later call
     slots, scratch, bound = _slots(p), [], any(c.stream_bound for c in calls)
     for call in calls:
         for t in call.scratch:
@@ -245,7 +256,7 @@ def _launch(p, decision, key, own_scales) -> None:
     why = _plannable(p) if key is not None else "no call key"
     plan = _build(p, calls, own_scales) if not why else None
     if plan is None:
-        _not_planned(why or f"{decision.rung}: a launch the launcher cannot replay")
+        _not_planned(why or f"{decision.rung}: an aliased operand, or a launch the launcher cannot replay")
         tc.launch_calls(calls)
         return
     plan.launch_now(_addresses(p, calls), _raw_stream(p.c.device.index))
@@ -290,9 +301,11 @@ def run_problem(p, kernel: str = "auto", key=None, own_scales=(False, False), co
         d = tuning.Decision(kernel, dict(config), "forced configuration")
     else:
         d = tuning.choose(p, kernel)
-    for _ in range(3):
+    for attempt in range(3):
         try:
             _launch(p, d, key, own_scales)
+            if attempt and config is None:  # the bucket's next shapes go straight to what ran
+                tuning.remember(p, kernel, d)
             return dict(d.config, kernel=d.rung, source=d.source)
         except Exception as e:  # noqa: BLE001  (a compile or launch this Triton refuses: degrade, say why)
             alt = _fallback(p, d, e)
@@ -365,7 +378,7 @@ def execute_matmul(kern, auto: bool, A: Operand, B: Operand, O, out, shape, dtyp
         return _run_host(kern, A, B, O, shape, dtype)
     if kern.backend == "simt":
         STATS["slow_calls"] += 1
-        return _run_numba(kern, A, B, O, out, shape, dtype)
+        return _run_numba(kern, auto, A, B, O, out, shape, dtype)
     return _run_tensorcore("auto" if auto else kern.name, A, B, out, shape, dtype)
 
 
@@ -394,7 +407,7 @@ def check_free_memory(need: int) -> None:
         )
 
 
-def _run_numba(kern, A: Operand, B: Operand, O, out, shape, dtype):
+def _run_numba(kern, auto: bool, A: Operand, B: Operand, O, out, shape, dtype):
     cuda = _cuda.cuda
     if A.on_host:
         check_free_memory(arrays.nbytes(A.shape, dtype) + arrays.nbytes(B.shape, dtype) + arrays.nbytes(shape, dtype))
@@ -426,7 +439,7 @@ def _run_numba(kern, A: Operand, B: Operand, O, out, shape, dtype):
             kern.launch(a_d, b_d, tmp, stream)
             arrays.copy_2d(tmp, c_d, stream)
             return result
-        why = _numba_plannable(A, B, out, need)
+        why = _numba_plannable(A, B, out, need) or ("" if auto else "a kernel asked for by name is not the call's plan")
         if why:
             _not_planned(why)
             kern.launch(a_d, b_d, c_d, stream)
@@ -458,7 +471,7 @@ def _keep_numba_plan(A: Operand, B: Operand, c, records) -> None:
         _not_planned("aliased operands" if records else "no launch recorded")
         return
     slots = (pa, pb, pc, pc, 0, 0)
-    launches = [launcher.numba_launch(kernel, grid, block, shared, args, slots)
+    launches = [launcher.numba_launch(kernel, grid, block, shared, args, slots, c.device.index)
                 for kernel, grid, block, shared, args in records]
     if any(one is None for one in launches):
         _not_planned("a Numba launch the launcher cannot replay")

@@ -29,6 +29,7 @@ import ctypes
 import struct
 
 CUDA_SUCCESS = 0
+CUDA_ERROR_INVALID_CONTEXT = 201
 PARAM_SCRATCH = 2  # Triton's trailing global-scratch and profile-scratch pointers
 TRITON_ABI = ((3, 6), (3, 9))  # Triton versions whose launcher ABI this module follows (inclusive)
 DESCRIPTOR_CACHE = 64  # encoded TMA descriptors kept per descriptor argument, by address
@@ -66,6 +67,17 @@ class _Driver:
         self.encode.restype = ctypes.c_int
         self._name = lib.cuGetErrorName
         self._name.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+        self._retain = lib.cuDevicePrimaryCtxRetain
+        self._retain.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]
+        self._set_current = lib.cuCtxSetCurrent
+        self._set_current.argtypes = [ctypes.c_void_p]
+
+    def make_current(self, device: int) -> int:
+        """Make `device`'s primary context current on this thread (a thread whose first CUDA work
+        is a plan's launch has none; Triton's launcher does the same: ensureCudaContext)."""
+        ctx = ctypes.c_void_p()
+        rc = self._retain(ctypes.byref(ctx), device)
+        return rc if rc != CUDA_SUCCESS else self._set_current(ctx)
 
     def error_name(self, code: int) -> str:
         out = ctypes.c_char_p()
@@ -151,8 +163,9 @@ class Launch:
     """One kernel launch of a plan: call it with the slots' addresses and a stream (raw handle)."""
 
     def __init__(self, function: int, grid, block, shared: int, layout: Layout, constants: list,
-                 pointers: list[tuple[int, int]], descriptors: list[_Descriptor], keep=(), name: str = ""):
-        self.name = name
+                 pointers: list[tuple[int, int]], descriptors: list[_Descriptor], keep=(), name: str = "",
+                 device: int = 0):
+        self.name, self.device = name, device
         self._buf = (ctypes.c_char * (layout.size + TMAP_BYTES))()
         base = -(-ctypes.addressof(self._buf) // TMAP_BYTES) * TMAP_BYTES
         self._base = base - ctypes.addressof(self._buf)  # offset of the aligned start in _buf
@@ -191,6 +204,8 @@ class Launch:
             self._config.hStream = stream
             self._stream = stream
         rc = self._launch(self._config_ref, self._function, self._params_ref, None)
+        if rc == CUDA_ERROR_INVALID_CONTEXT and _driver().make_current(self.device) == CUDA_SUCCESS:
+            rc = self._launch(self._config_ref, self._function, self._params_ref, None)
         if rc != CUDA_SUCCESS:
             self._addresses = None
             raise LaunchError(f"cuLaunchKernelEx({self.name})", rc)
@@ -314,13 +329,13 @@ def triton_launch(compiled, grid, args: list, slots, device: int) -> Launch | No
     layout, constants, pointers, descriptors, keep = got
     num_warps, _, shared = compiled.packed_metadata
     return Launch(load_function(compiled, device), grid, (32 * num_warps,), shared, layout, constants, pointers,
-                  descriptors, keep, name=compiled.name)
+                  descriptors, keep, name=compiled.name, device=device)
 
 
 # ---- Numba kernels -------------------------------------------------------------------------------
 
 
-def numba_launch(kernel, grid, block, shared: int, args: list, slot_addresses: tuple) -> Launch | None:
+def numba_launch(kernel, grid, block, shared: int, args: list, slot_addresses: tuple, device: int = 0) -> Launch | None:
     """A Launch of numba-cuda's compiled `_Kernel` for `args` (Numba device arrays and scalars, as
     it was launched with), its arrays' data bound to the slots whose addresses they have; None where
     an array is not one of the slots (a temporary) or an argument is of a kind not handled here."""
@@ -350,7 +365,8 @@ def numba_launch(kernel, grid, block, shared: int, args: list, slot_addresses: t
         else:
             return None
     handle = kernel._codelibrary.get_cufunc().handle
-    return Launch(int(handle), grid, block, shared, layout, constants, pointers, [], name=str(kernel.entry_name))
+    return Launch(int(handle), grid, block, shared, layout, constants, pointers, [], name=str(kernel.entry_name),
+                  device=device)
 
 
 def _c_strides(shape, itemsize) -> tuple:

@@ -93,7 +93,11 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
             raise ShapeError(f"gemm: c has shape {tuple(tc_out.shape)}; the product is {shape}")
         if tc_out.dtype != odt:
             raise DTypeError(f"gemm: c is {tc_out.dtype} but out_dtype is {odt}")
+        if tc_out.device != xa.device:
+            raise DeviceError(f"gemm: c is on {tc_out.device} but the operands are on {xa.device}")
         host_c = O is not None and O.on_host
+    elif beta != 0:
+        raise ShapeError(f"gemm: beta = {beta} scales c, and no c was given")
     else:
         tc_out, host_c = torch.empty(shape, dtype=odt, device=xa.device), False
     if 0 in shape:

@@ -257,23 +257,26 @@ print("FIRST" + json.dumps(dict(first_s=first, second_s=second)))
 
 def first_calls(shapes=((3000, 5000, 7000), (777, 1234, 4321)), dtype: str = "bfloat16") -> list[dict]:
     """The first call on a shape never seen in this process, after one warm-up call on another
-    shape, in a fresh process: with an empty Triton cache (the JIT compile included) and again
-    with the cache that run left (warm)."""
+    shape, in a fresh process: with an empty Triton cache of its own (the JIT compile included),
+    then again with the cache that run left (warm)."""
     import tempfile
 
     out = []
-    with tempfile.TemporaryDirectory() as cache_dir:
-        env = dict(os.environ, TRITON_CACHE_DIR=cache_dir)
-        for state in ("cold", "warm"):
-            for (m, n, k) in shapes:
-                proc = subprocess.run([sys.executable, "-c", _FIRST_CALL, str(m), str(n), str(k), dtype], env=env,
-                                      capture_output=True, text=True, timeout=300)
-                line = [x for x in proc.stdout.splitlines() if x.startswith("FIRST")]
+    for (m, n, k) in shapes:
+        with tempfile.TemporaryDirectory() as cache_dir:  # one per shape: "cold" is cold for each
+            env = dict(os.environ, TRITON_CACHE_DIR=cache_dir)
+            for state in ("cold", "warm"):
                 rec = dict(mode="first_call", triton_cache=state, dtype=dtype, m=m, n=n, k=k)
-                if line:
-                    rec.update(json.loads(line[0][5:]))
-                else:
-                    rec["error"] = (proc.stderr or proc.stdout)[-500:]
+                try:
+                    proc = subprocess.run([sys.executable, "-c", _FIRST_CALL, str(m), str(n), str(k), dtype], env=env,
+                                          capture_output=True, text=True, timeout=300)
+                    line = [x for x in proc.stdout.splitlines() if x.startswith("FIRST")]
+                    if line:
+                        rec.update(json.loads(line[0][5:]))
+                    else:
+                        rec["error"] = (proc.stderr or proc.stdout)[-500:]
+                except subprocess.TimeoutExpired:
+                    rec["error"] = "timed out after 300 s"
                 out.append(rec)
     return out
 
@@ -294,10 +297,34 @@ def summarise(records: list[dict]) -> dict:
     return out
 
 
+def records(per: dict, modes) -> list[dict]:
+    """Per shape, dtype and mode: the median over the runs so far, every run kept, and any check
+    that failed in any run."""
+    out = []
+    for (dtype, m, n, k), recs in per.items():
+        bad = sorted({r["check"] for r in recs if r.get("check") not in (None, "ok")})
+        for mode in modes:
+            timed = [r[mode] for r in recs if mode in r]
+            base = dict(dtype=dtype, m=m, n=n, k=k, mode=mode, **({"failed_checks": bad} if bad else {}))
+            if not timed:
+                first = recs[0]
+                out.append(dict(base, error=first.get("error") or first.get("ref_error") or f"check: {first.get('check')}"))
+                continue
+            ratios = [t["ref_ms"] / t["ours_ms"] for t in timed]
+            out.append(dict(base, ours_ms=statistics.median(t["ours_ms"] for t in timed),
+                            ref_ms=statistics.median(t["ref_ms"] for t in timed), ratio=statistics.median(ratios),
+                            runs=[dict(ours_ms=t["ours_ms"], ref_ms=t["ref_ms"], ratio=x) for t, x in zip(timed, ratios)],
+                            reference="torch._scaled_mm" if dtype == "fp8" else "cuBLAS (torch.matmul"
+                            + (", TF32)" if dtype == "tf32" else (", TF32 off)" if dtype == "fp32" else ")")),
+                            first_call_s=recs[0].get("first_call_s")))
+    return out
+
+
 def run(shapes, dtypes, modes=("eager", "device"), runs: int = 3, budget_s: float = 0.3, progress=print,
-        with_host: bool = True, with_first: bool = True) -> dict:
+        with_host: bool = True, with_first: bool = True, save=None) -> dict:
     """The whole measurement: `runs` passes over shapes × dtypes (ours and the reference in the
-    same passes), then the records as medians over the runs."""
+    same passes), then the records as medians over the runs. save(doc), if given, is called after
+    every shape with the document so far (a run cut short keeps what it measured)."""
     import torch
 
     from . import clocks
@@ -327,32 +354,26 @@ def run(shapes, dtypes, modes=("eager", "device"), runs: int = 3, budget_s: floa
                          + (f"eager {e['ref_ms'] / e['ours_ms']:.3f}" if e else rec.get("error", rec.get("ref_error", rec.get("check", "")))[:120])
                          + (f" device {rec['device']['ref_ms'] / rec['device']['ours_ms']:.3f}" if "device" in rec else "")
                          + f"  ({time.perf_counter() - t_start:.0f} s)")
-    records = []
-    for (dtype, m, n, k), recs in per.items():
-        for mode in modes:
-            timed = [r[mode] for r in recs if mode in r]
-            base = dict(dtype=dtype, m=m, n=n, k=k, mode=mode)
-            if not timed:
-                bad = recs[0]
-                records.append(dict(base, error=bad.get("error") or bad.get("ref_error") or f"check: {bad.get('check')}"))
-                continue
-            ratios = [t["ref_ms"] / t["ours_ms"] for t in timed]
-            records.append(dict(base, ours_ms=statistics.median(t["ours_ms"] for t in timed),
-                                ref_ms=statistics.median(t["ref_ms"] for t in timed), ratio=statistics.median(ratios),
-                                runs=[dict(ours_ms=t["ours_ms"], ref_ms=t["ref_ms"], ratio=x) for t, x in zip(timed, ratios)],
-                                reference="torch._scaled_mm" if dtype == "fp8" else "cuBLAS (torch.matmul"
-                                + (", TF32)" if dtype == "tf32" else (", TF32 off)" if dtype == "fp32" else ")")),
-                                check=recs[0].get("check"), first_call_s=recs[0].get("first_call_s")))
-    doc["records"] = records
+                if save:
+                    doc["records"] = records(per, modes)
+                    doc["summary"] = summarise(doc["records"])
+                    doc["elapsed_s"] = round(time.perf_counter() - t_start, 1)
+                    save(doc)
+    doc["records"] = records(per, modes)
     doc["clocks"]["after"] = clocks.read()
-    if with_host:
-        progress("host µs per call at 64³ …")
-        doc["host_us"] = host_us()
-    if with_first:
-        progress("first calls in fresh processes …")
-        doc["first_call"] = first_calls()
-    doc["summary"] = summarise(records)
+    for name, what, fn in (("host_us", "host µs per call at 64³", host_us), ("first_call", "first calls", first_calls)):
+        if (with_host if name == "host_us" else with_first):
+            progress(f"{what} …")
+            try:
+                doc[name] = fn()
+            except Exception as e:  # noqa: BLE001  (what was measured stays)
+                doc[name + "_error"] = f"{type(e).__name__}: {e}"[:400]
+            if save:
+                save(doc)
+    doc["summary"] = summarise(doc["records"])
     doc["elapsed_s"] = round(time.perf_counter() - t_start, 1)
+    if save:
+        save(doc)
     return doc
 
 
@@ -443,16 +464,20 @@ def cli_library(args) -> int:
     if bad:
         print(f"tilegemm library: unknown {', '.join(bad)}", file=sys.stderr)
         return 2
-    doc = run(shapes, dtypes, modes, runs=args.runs, budget_s=args.budget,
-              progress=lambda s: print(s, flush=True), with_host=not args.no_host, with_first=not args.no_first)
+    def save(doc):
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        tmp = args.json + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(doc, f, indent=1, default=str)
+        os.replace(tmp, args.json)
+
+    doc = run(shapes, dtypes, modes, runs=args.runs, budget_s=args.budget, progress=lambda s: print(s, flush=True),
+              with_host=not args.no_host, with_first=not args.no_first, save=save if args.json else None)
     for key, s in doc["summary"].items():
         print(f"{key:12s} shapes {s['shapes']:3d}  geomean {s['geomean']:.3f}  worst {s['worst']['ratio']:.3f} at "
               f"{'×'.join(map(str, s['worst']['shape']))}  below 0.95: {s['below_095']}")
     for r in doc.get("host_us", []):
         print(f"host µs per call, 64³ {r['dtype']:4s} {r['path']:16s} {r['ours_us']:6.1f}   {r['ref']} {r['ref_us']:6.1f}")
     if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=1, default=str)
         print(f"results written to {args.json}")
     return 0

@@ -132,6 +132,12 @@ def choose(p, kernel: str = "auto") -> Decision:
     return d
 
 
+def remember(p, kernel: str, d: Decision) -> None:
+    """What ran p (a fallback, when the chosen rung failed here) is what p's bucket gets from now on
+    in this process."""
+    _MEMO[(cache.problem_class(p), cache.bucket(p), kernel, str(p.a.device), tuple(usable_rungs(p)))] = d
+
+
 def _choose(p, want: str | None) -> Decision:
     from . import space
 

@@ -42,14 +42,22 @@ def grid_2d(m: int, n: int, rows_per_block: int, cols_per_block: int) -> tuple[i
 _RECORDING = threading.local()  # .launches: the list being recorded on this thread, if any
 
 
+def _record(compiled, cfg) -> None:
+    """numba-cuda's pre-launch callback: the launch, appended to this thread's recording, if any."""
+    record = getattr(_RECORDING, "launches", None)
+    if record is not None:
+        record.append((compiled, cfg.griddim, cfg.blockdim, cfg.sharedmem, list(cfg.args)))
+
+
 def configure(kernel, grid, block, stream=None):
     """kernel[grid, block(, stream)]: the stream only when one is given. Inside `recording()`, the
-    launch is also recorded, as it happens: (compiled kernel, grid, block, shared memory, args)."""
+    launch is also recorded, as it happens: (compiled kernel, grid, block, shared memory, args).
+    numba-cuda caches a launch configuration per (grid, block, stream), so the callback is added
+    once per configuration, and records only on a thread that is recording."""
     launch = kernel[grid, block] if stream is None else kernel[grid, block, stream]
-    record = getattr(_RECORDING, "launches", None)
-    if record is not None:  # (the simulator's launches have no callbacks: plans are for a real GPU only)
-        launch.pre_launch_callbacks.append(
-            lambda compiled, cfg: record.append((compiled, cfg.griddim, cfg.blockdim, cfg.sharedmem, list(cfg.args))))
+    callbacks = getattr(launch, "pre_launch_callbacks", None)  # (the simulator's have none: plans are GPU-only)
+    if getattr(_RECORDING, "launches", None) is not None and callbacks is not None and _record not in callbacks:
+        callbacks.append(_record)
     return launch
 
 

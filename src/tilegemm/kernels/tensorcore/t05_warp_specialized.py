@@ -293,14 +293,16 @@ def _args(p: P.Problem, cfg: dict, num_sms: int | None = None):
         raise ValueError(f"t05: configuration {cfg} does not fit {a.dtype} with B "
                          f"{'column' if b_t else 'row'}-major (the swapped form is for TF32 with a row-major B)")
 
-    def desc(x, block):
+    def desc(x, block, trans=False):
+        """A descriptor over x itself (a plan binds it to x's slot), of x.T's logical shape if trans."""
         layout = gl.NVMMASharedLayout.get_default_for(block, _GL[x.dtype])
-        return TensorDescriptor(x, list(x.shape), list(x.stride()), block, layout)
+        shape, strides = (list(x.shape)[::-1], list(x.stride())[::-1]) if trans else (list(x.shape), list(x.stride()))
+        return TensorDescriptor(x, shape, strides, block, layout)
 
     sms = min(num_sms or P.num_sms(p.a.device), ceil_div(p.m, bm) * ceil_div(p.n, bn))
     _, sa, sb = P.epilogue_args(p)  # C itself where there are no scales (never read then)
     c_block = [bm // split, bn // consumers] if swap else [bm // consumers, bn // split]
-    args = [desc(a, [bm, bk]), desc(b.t(), [bn, bk]) if b_t else desc(b, [bk, bn]), desc(c, c_block),
+    args = [desc(a, [bm, bk]), desc(b, [bn, bk], trans=True) if b_t else desc(b, [bk, bn]), desc(c, c_block),
             sa, sb, p.m, p.n, p.k, cfg["GROUP_M"], sms, cfg["STAGES"], b_t, swap, p.scale_a is not None, consumers]
     return (sms, ), args
 
