@@ -10,7 +10,9 @@
   and results/h200/resources.json;
 - the measured outcomes in docs/perf-notes.md and README.md (ladder and tensor-core summaries);
 - the library as users call it: results/<gpu>/library.md (every shape) and the README's headline
-  (both clocks, host µs per call, first calls), from results/<gpu>/library.json.
+  (both clocks, host µs per call, first calls), from results/<gpu>/library.json;
+- docs/scaleout.md: the distributed cost model's predictions for 1–32 hosts and their plot, from
+  the local GEMM rate measured in results/h200/tensorcore.json.
 Missing inputs are reported and skipped.
 """
 
@@ -167,6 +169,14 @@ def main() -> int:
     body = "\n\n".join(blocks) or ("No `tilegemm library` run is committed yet, so the library's eager and device "
                                     "ratios on the `library` shape set are not measured (docs/perf-notes.md, 32–33).")
     README.write_text(replace_marked(README.read_text(), "outcomes:library", body, "README.md"))
+    if tc.exists():
+        from tilegemm.distributed import costmodel
+
+        hw = costmodel.hardware_from_results(json.loads(tc.read_text()))
+        scale = ROOT / "docs" / "scaleout.md"
+        body = costmodel.render(hw, ROOT / "docs" / "img" / "scaleout.png")
+        scale.write_text(replace_marked(scale.read_text(), "scaleout:model", body, "docs/scaleout.md"))
+        print("wrote docs/scaleout.md and docs/img/scaleout.png")
     if lad.exists():
         doc = results.load(lad)
         doc["_path"] = "results/h200/ladder.json"

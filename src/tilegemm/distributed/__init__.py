@@ -1,0 +1,41 @@
+"""Distributed GEMM on torch.distributed: NCCL between GPUs, gloo between CPU processes.
+
+    # under torchrun, after dist.init_process_group(...)
+    c_rows = tilegemm.distributed.matmul_1d(a_rows, b_rows)             # 1-D: A and B split by rows
+    c_blk = tilegemm.distributed.summa(a_blk, b_blk, grid=(2, 2))       # 2-D SUMMA on a process grid
+    C = tilegemm.distributed.matmul(A, B)                               # DTensors in, a DTensor out
+
+Two algorithms, each overlapping the next step's communication with the current local GEMM
+(tilegemm's own kernel on each rank):
+- 1-D: rank r holds a block of A's rows (any count, none included) and a block of B's rows (its
+  slice of K, in rank order), or all of B. C's rows of rank r are the sum over ranks j of
+  A_r[:, K_j] @ B_j: B_j is broadcast by its owner, the broadcast of B_{j+1} in flight while
+  A_r[:, K_j] @ B_j is computed (double-buffered). With a replicated B there is nothing to send.
+- 2-D SUMMA on a pr × pc grid (rank r = i·pc + j): rank (i, j) holds block (i, j) of A (A's K split
+  over the pc grid columns), of B (B's K split over the pr grid rows) and of C. K is cut into panels
+  at both sets of boundaries; for each panel its owner in grid row i broadcasts A's panel along the
+  row, its owner in grid column j broadcasts B's panel down the column, and every rank adds the
+  panel's product; the next panel's two broadcasts are in flight during the current product.
+Partial sums are kept in FP32 for 16-bit inputs (FP32 accumulation, as one GEMM would) and cast once.
+
+DTensors: on a 1-D mesh, A Shard(0) with B Replicate() is a local product on each rank; otherwise
+A's and B's rows run on the grid that `grid=` names or the cost model (costmodel.py) predicts
+fastest for the shape: P × 1 is the 1-D algorithm, another grid has each rank's blocks cut out of
+the rows first (point-to-point) and C's blocks sent back to A's rows. On a 2-D mesh, A and B
+Shard(0), Shard(1) run SUMMA on the mesh's grid. Other placements are redistributed first. The
+result is a DTensor: Shard(0) on a 1-D mesh, Shard(0), Shard(1) on a 2-D one.
+
+Before any data moves, every rank shares its blocks' shapes, dtype and device (one all-gather of a
+few integers) and all of them check the whole layout: a shard that disagrees is refused on every
+rank with an error naming that rank (no rank waits on a collective the others skipped). A
+collective that fails (a rank died, or the group's timeout passed) ends the call with
+DistributedError on every surviving rank; a partial C is never returned.
+"""
+
+from __future__ import annotations
+
+from ._core import DistributedError, matmul_1d, summa
+from .api import matmul
+from .costmodel import Hardware, choose, predict
+
+__all__ = ["matmul", "matmul_1d", "summa", "choose", "predict", "Hardware", "DistributedError"]

@@ -1,0 +1,187 @@
+"""A cost model of the distributed products: which algorithm and grid, and how efficient, at what size.
+
+The model follows the algorithms as they run (tilegemm.distributed._core): the product is a loop
+over K panels; a panel's broadcasts (A's along a grid row, B's down a grid column) travel while the
+previous panel is multiplied, so after the first panel's communication a panel costs the larger of
+its product and its communication:
+
+    time = comm(panel 0) + Σ_p max(gemm(panel p), comm(panel p + 1))
+    gemm(panel) = 2·(M/pr)·(N/pc)·w / rate(M/pr, N/pc, w)       (the local GEMM's measured rate)
+    comm(panel) = bcast(A's panel along a row) ∥ bcast(B's panel down a column)
+    bcast(bytes, n ranks) = bytes / bandwidth + (n − 1)·latency (pipelined ring or tree)
+
+with the bandwidth of the links the group spans: within a host (NVLink) or between hosts (the
+network). Two broadcasts on different links overlap; two that both cross the network share it.
+Efficiency is the local products' time alone over the predicted time; speed-up is one GPU's whole
+product over the predicted time. The parameters are a `Hardware`: the local GEMM's rate by size
+(from measurements), and the links' bandwidths and latencies (measured, or stated assumptions).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """rate: TFLOP/s of the local GEMM at cube sizes (size: TFLOP/s; other shapes interpolate on
+    the cube root of M·N·K, log-linearly, flat beyond the ends); bandwidths in GB/s one way, per
+    GPU; latencies in µs."""
+
+    name: str
+    rate: dict = field(default_factory=dict)
+    link_gbps: float = 395.0
+    link_latency_us: float = 10.0
+    net_gbps: float = 50.0
+    net_latency_us: float = 20.0
+    gpus_per_host: int = 8
+
+    def tflops(self, m: float, n: float, k: float) -> float:
+        pts = sorted(self.rate.items())
+        if not pts:
+            return math.inf  # no rate known: the products cost nothing and the least communication wins
+        s = (max(m, 1) * max(n, 1) * max(k, 1)) ** (1 / 3)
+        if s <= pts[0][0]:
+            return pts[0][1] * s / pts[0][0]  # below the smallest measured size: rate ∝ size (latency-bound)
+        if s >= pts[-1][0]:
+            return pts[-1][1]
+        for (s0, r0), (s1, r1) in zip(pts, pts[1:]):
+            if s0 <= s <= s1:
+                t = math.log(s / s0) / math.log(s1 / s0)
+                return r0 + t * (r1 - r0)
+        return pts[-1][1]
+
+
+def _spans_hosts(ranks: list[int], per_host: int) -> bool:
+    return len({r // per_host for r in ranks}) > 1
+
+
+def _bcast_s(nbytes: float, n: int, gbps: float, latency_us: float) -> float:
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    return nbytes / (gbps * 1e9) + (n - 1) * latency_us * 1e-6
+
+
+def predict(m: int, n: int, k: int, grid: tuple[int, int], hw: Hardware, itemsize: int = 2,
+            panel: int | None = None) -> dict:
+    """Predicted seconds and efficiency of SUMMA on a pr × pc grid (the 1-D algorithm: P × 1)."""
+    pr, pc = grid
+    p = pr * pc
+    mi, nj = m / pr, n / pc
+    width = panel or (max(256, math.ceil(k / (4 * max(pr, pc)))) if p > 1 else k)
+    panels = max(1, math.ceil(k / width))
+    w = k / panels
+    row = list(range(pc))  # grid row 0's ranks; the others are placed alike
+    col = [i * pc for i in range(pr)]
+    net_row, net_col = _spans_hosts(row, hw.gpus_per_host), _spans_hosts(col, hw.gpus_per_host)
+    bw = lambda net: (hw.net_gbps, hw.net_latency_us) if net else (hw.link_gbps, hw.link_latency_us)  # noqa: E731
+    t_a = _bcast_s(mi * w * itemsize, pc, *bw(net_row))
+    t_b = _bcast_s(w * nj * itemsize, pr, *bw(net_col))
+    comm = t_a + t_b if (net_row and net_col) else max(t_a, t_b)
+    gemm = 2 * mi * nj * w / (hw.tflops(mi, nj, w) * 1e12)
+    local = panels * gemm  # the same local products, alone
+    total = comm + panels * max(gemm, comm) if comm else local
+    one = 2 * m * n * k / (hw.tflops(m, n, k) * 1e12)
+    return dict(algorithm="1d" if pc == 1 else "summa", grid=[pr, pc], gpus=p, seconds=total, local_s=local,
+                comm_s=comm * panels, efficiency=min(1.0, local / total), speedup=one / total,
+                tflops=2 * m * n * k / total / 1e12)
+
+
+def grids(p: int) -> list[tuple[int, int]]:
+    """Every pr × pc = p (pr ≥ 1), the 1-D algorithm's P × 1 among them."""
+    return [(p // c, c) for c in range(1, p + 1) if p % c == 0]
+
+
+def choose(m: int, n: int, k: int, gpus: int, hw: Hardware, itemsize: int = 2) -> dict:
+    """The fastest algorithm and grid for this product on `gpus` GPUs, by the model."""
+    return min((predict(m, n, k, g, hw, itemsize) for g in grids(gpus)), key=lambda r: r["seconds"])
+
+
+HOSTS = (1, 2, 4, 8, 16, 32)
+SIZES = (32768, 65536, 131072, 262144)
+NETWORKS = (25.0, 50.0, 100.0)
+
+
+def hardware_from_results(tensorcore_json: dict, **links) -> Hardware:
+    """An H200-like Hardware whose local BF16 GEMM rate is ours, measured: the committed
+    tensor-core run's BF16 squares (results/h200/tensorcore.json)."""
+    rate = {r["m"]: r["tflops"] for r in tensorcore_json.get("records", [])
+            if r.get("dtype") == "bf16" and r.get("ok") and r["m"] == r["n"] == r["k"] and r.get("tflops")}
+    return Hardware(tensorcore_json.get("gpu", "?"), rate=rate, **links)
+
+
+def shipped_hardware(gpu: str | None = None, **links) -> Hardware:
+    """The Hardware that `tilegemm.distributed` chooses grids with when the user names none: the
+    local BF16 GEMM rate measured for this GPU by `tilegemm tune` (the shipped database's times of
+    its compute-bound shapes, every side at least 1024, which is what a distributed product's
+    blocks are; the H200's where this GPU has none), the links as parameters
+    (`Hardware`'s defaults unless given) and GPUs per host from torchrun's LOCAL_WORLD_SIZE."""
+    import os
+
+    from .. import shipped
+
+    dbs = shipped.databases()
+    db = dbs.get(shipped.slug(gpu)) if gpu else None
+    if db is None:
+        db = dbs.get("nvidia-h200") or next(iter(dbs.values()), {})
+    rate: dict = {}
+    for key, e in db.get("entries", {}).items():
+        if key.startswith("bf16|") and e.get("ms") and len(e.get("shape", ())) == 3 and min(e["shape"]) >= 1024:
+            m, n, k = e["shape"]
+            size = round((m * n * k) ** (1 / 3))
+            rate[size] = max(rate.get(size, 0.0), 2 * m * n * k / (e["ms"] * 1e-3) / 1e12)
+    links.setdefault("gpus_per_host", int(os.environ.get("LOCAL_WORLD_SIZE", "8")))
+    return Hardware(db.get("gpu", "?"), rate=rate, **links)
+
+
+def render(hw: Hardware, plot_path=None) -> str:
+    """docs/scaleout.md's generated part: the chosen algorithm and grid, efficiency and speed-up for
+    1–32 hosts of 8 GPUs at large square sizes, at three network bandwidths, and a plot."""
+    from dataclasses import replace
+
+    lines = [f"Local BF16 GEMM rate (ours, measured on {hw.name}): "
+             + ", ".join(f"{s}³ {r:.0f} TFLOP/s" for s, r in sorted(hw.rate.items()))
+             + f". Within a host: {hw.link_gbps:.0f} GB/s and {hw.link_latency_us:.0f} µs per broadcast step; "
+             f"{hw.gpus_per_host} GPUs a host, ranks numbered host by host.", "",
+             "Between hosts (a stated parameter, per GPU, one way): the table is at "
+             f"{hw.net_gbps:.0f} GB/s and {hw.net_latency_us:.0f} µs; the last column says where efficiency "
+             "falls under 0.9 at 25 and 100 GB/s.", "",
+             "| N (M = N = K, BF16) | hosts | GPUs | algorithm, grid | efficiency | speed-up over one GPU | TFLOP/s |",
+             "|---:|---:|---:|---|---:|---:|---:|"]
+    for n in SIZES:
+        for h in HOSTS:
+            c = choose(n, n, n, h * hw.gpus_per_host, hw)
+            flag = " **< 0.9**" if c["efficiency"] < 0.9 else ""
+            lines.append(f"| {n} | {h} | {c['gpus']} | {c['algorithm']} {c['grid'][0]}×{c['grid'][1]} | "
+                         f"{c['efficiency']:.3f}{flag} | {c['speedup']:.1f} | {c['tflops']:.0f} |")
+    lines += ["", "| N | under 0.9 from (hosts), network 25 GB/s | 50 GB/s | 100 GB/s |", "|---:|---|---|---|"]
+    for n in SIZES:
+        cells = []
+        for bw in NETWORKS:
+            hh = replace(hw, net_gbps=bw)
+            low = [h for h in HOSTS if choose(n, n, n, h * hw.gpus_per_host, hh)["efficiency"] < 0.9]
+            cells.append(str(low[0]) if low else "never, to 32")
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    if plot_path is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for n in SIZES:
+            best = [choose(n, n, n, h * hw.gpus_per_host, hw)["efficiency"] for h in HOSTS]
+            one_d = [predict(n, n, n, (h * hw.gpus_per_host, 1), hw)["efficiency"] for h in HOSTS]
+            line, = ax.plot(HOSTS, best, marker="o", label=f"N = {n}, best grid")
+            ax.plot(HOSTS, one_d, linestyle="--", color=line.get_color(), label=f"N = {n}, 1-D")
+        ax.axhline(0.9, color="grey", linewidth=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel(f"hosts of {hw.gpus_per_host} GPUs")
+        ax.set_ylabel("efficiency (local products / time)")
+        ax.set_title(f"Predicted efficiency, network {hw.net_gbps:.0f} GB/s per GPU")
+        ax.legend(fontsize=7, ncol=2)
+        fig.tight_layout()
+        fig.savefig(plot_path, dpi=110)
+        plt.close(fig)
+    return "\n".join(lines)

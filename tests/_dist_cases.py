@@ -1,0 +1,219 @@
+"""Distributed cases, run by tests/test_distributed.py in several processes (torchrun, or spawned).
+
+    torchrun --nproc-per-node 4 tests/_dist_cases.py grid OUTDIR
+
+Every rank builds the same global A and B (small integers: every product is exact in FP32), takes
+its own blocks, runs the distributed product and compares its block of C with the single-process
+A @ B exactly; it writes {case: "ok" | what failed} to OUTDIR/rank<r>.json.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+import traceback
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
+
+from tilegemm import distributed as D  # noqa: E402
+
+
+def operands(m, n, k, seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed * 7919 + m * 31 + n * 17 + k)
+    a = torch.randint(-3, 4, (m, k), generator=g).to(dtype)
+    b = torch.randint(-3, 4, (k, n), generator=g).to(dtype)
+    return a, b
+
+
+def split(x, parts, dim):
+    return torch.tensor_split(x, parts, dim=dim)
+
+
+def check_1d(m, n, k, sharded, panel=None):
+    rank, world = dist.get_rank(), dist.get_world_size()
+    a, b = operands(m, n, k)
+    a_r = split(a, world, 0)[rank].contiguous()
+    b_r = split(b, world, 0)[rank].contiguous() if sharded else b
+    c_r = D.matmul_1d(a_r, b_r, b_sharded=sharded, panel=panel)
+    want = split(a.double() @ b.double(), world, 0)[rank]
+    assert c_r.shape == want.shape and torch.equal(c_r.double(), want), (c_r.shape, want.shape)
+
+
+def check_grid(m, n, k, pr, pc, panel=None):
+    rank = dist.get_rank()
+    i, j = divmod(rank, pc)
+    a, b = operands(m, n, k, seed=1)
+    a_blk = split(split(a, pr, 0)[i], pc, 1)[j].contiguous()  # A's K split over the grid's columns
+    b_blk = split(split(b, pr, 0)[i], pc, 1)[j].contiguous()  # B's K split over its rows: other boundaries
+    c_blk = D.summa(a_blk, b_blk, (pr, pc), panel=panel)
+    want = split(split(a.double() @ b.double(), pr, 0)[i], pc, 1)[j]
+    assert c_blk.shape == want.shape and torch.equal(c_blk.double(), want), (c_blk.shape, want.shape)
+
+
+def check_refused(kind):
+    """A shard that disagrees: every rank raises, naming the rank."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    a, b = operands(8, 6, 10)
+    a_r, b_r = split(a, world, 0)[rank], split(b, world, 0)[rank]
+    if rank == world - 1:
+        a_r = a_r[:, :-1] if kind == "shape" else a_r.double()
+    try:
+        D.matmul_1d(a_r.contiguous(), b_r.contiguous())
+    except D.DistributedError as e:
+        assert f"rank {world - 1}" in str(e), str(e)
+        return
+    raise AssertionError("a disagreeing shard was not refused")
+
+
+def check_dtensor_1d():
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    world = dist.get_world_size()
+    mesh = init_device_mesh("cpu", (world,))
+    a, b = operands(11, 7, 9, seed=2)
+    want = a.double() @ b.double()
+    for pa, pb in (([Shard(0)], [Shard(0)]), ([Shard(0)], [Replicate()]), ([Shard(1)], [Shard(0)]),
+                   ([Replicate()], [Shard(1)])):
+        for grid in [None, (world, 1), (1, world)] + ([(2, world // 2)] if world == 4 else []):
+            c = D.matmul(distribute_tensor(a, mesh, pa), distribute_tensor(b, mesh, pb), grid=grid)
+            assert tuple(c.placements) == (Shard(0),), c.placements
+            assert torch.equal(c.full_tensor().double(), want), (pa, pb, grid)
+    try:
+        D.matmul(distribute_tensor(a, mesh, [Shard(0)]), distribute_tensor(b, mesh, [Shard(0)]), grid=(world + 1, 1))
+    except D.DistributedError as e:
+        assert "does not hold" in str(e), str(e)
+    else:
+        raise AssertionError("a grid that does not hold the mesh was taken")
+
+
+def check_relayout(m, n):
+    """Rows in rank order -> columns in reverse rank order, and back: exact."""
+    from tilegemm.distributed._core import blocks, relayout
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    x = operands(m, n, 1, seed=4)[0].reshape(m, 1).expand(m, n) + torch.arange(n)  # distinct columns
+    ro, co = blocks(m, world), blocks(n, world)
+    rows = [(ro[r], ro[r + 1], 0, n) for r in range(world)]
+    cols = [(0, m, co[world - 1 - r], co[world - r]) for r in range(world)]
+    mine = relayout(x[ro[rank]:ro[rank + 1]].contiguous(), rows, cols)
+    assert torch.equal(mine, x[:, cols[rank][2]:cols[rank][3]]), (mine, cols[rank])
+    back = relayout(mine, cols, rows)
+    assert torch.equal(back, x[ro[rank]:ro[rank + 1]])
+
+
+def check_dtensor_2d():
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    mesh = init_device_mesh("cpu", (2, dist.get_world_size() // 2))
+    a, b = operands(13, 9, 11, seed=3)
+    want = a.double() @ b.double()
+    for pa, pb in (([Shard(0), Shard(1)], [Shard(0), Shard(1)]), ([Replicate(), Replicate()], [Shard(0), Replicate()])):
+        c = D.matmul(distribute_tensor(a, mesh, pa), distribute_tensor(b, mesh, pb))
+        assert tuple(c.placements) == (Shard(0), Shard(1)), c.placements
+        assert torch.equal(c.full_tensor().double(), want), (pa, pb)
+
+
+def cases(which: str, world: int):
+    out = {
+        "1d": [(f"1d sharded {s}", lambda s=s: check_1d(*s, True)) for s in
+               [(7, 5, 13), (1, 3, 2), (0, 4, 5), (5, 0, 3), (9, 4, 0), (17, 23, 29)]]
+        + [(f"1d replicated {s}", lambda s=s: check_1d(*s, False)) for s in [(7, 5, 13), (1, 3, 2)]]
+        + [("1d sharded, panels of 3", lambda: check_1d(12, 8, 31, True, panel=3))]
+        + [("refused: a shape", lambda: check_refused("shape")), ("refused: a dtype", lambda: check_refused("dtype"))]
+        + [("dtensor 1-D mesh", check_dtensor_1d)]
+        + [(f"relayout {s}", lambda s=s: check_relayout(*s)) for s in [(5, 7), (2, 9), (9, 1)]],
+        "grid": [(f"summa {g} {s}", lambda g=g, s=s: check_grid(*s, *g)) for g in
+                 [(world, 1), (1, world)] + ([(2, world // 2)] if world % 2 == 0 and world > 2 else [])
+                 for s in [(7, 5, 13), (3, 2, 17), (1, 1, 1), (13, 11, 7)]]
+        + [("summa 2x2 panels of 2", lambda: check_grid(10, 6, 19, 2, world // 2, panel=2))] * (world == 4)
+        + [("dtensor 2-D mesh", check_dtensor_2d)] * (world % 2 == 0 and world > 2),
+    }
+    return out[which] if which != "all" else out["1d"] + out["grid"]
+
+
+def run(which: str, outdir: str) -> None:
+    rank, world = dist.get_rank(), dist.get_world_size()
+    results = {}
+    for name, fn in cases(which, world):
+        try:
+            fn()
+            results[name] = "ok"
+        except Exception:  # noqa: BLE001  (reported to the test)
+            results[name] = traceback.format_exc()[-1500:]
+    with open(os.path.join(outdir, f"rank{rank}.json"), "w") as f:
+        json.dump(dict(world=world, results=results), f)
+
+
+def killed(rank: int, world: int, port: int, outdir: str, how: str) -> None:
+    """Spawned: rank 1 dies before the product ("dies-before"), dies after its first panel
+    ("dies-during"), or never calls ("stalls", alive); the others must raise DistributedError
+    within the group's timeout, never hang and never return a C."""
+    import time
+
+    from tilegemm.distributed import _core
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=10))
+    a, b = operands(64, 32, 48)
+    dist.barrier()
+    if rank == 1 and how == "dies-before":
+        os._exit(3)
+    if rank == 1 and how == "stalls":
+        time.sleep(25)  # past the others' 10 s timeout
+        os._exit(0)
+    if rank == 1 and how == "dies-during":
+        real = _core._accumulate
+
+        def accumulate_then_die(*args):
+            real(*args)
+            os._exit(3)
+
+        _core._accumulate = accumulate_then_die
+    start = time.perf_counter()
+    try:
+        D.matmul_1d(split(a, world, 0)[rank].contiguous(), split(b, world, 0)[rank].contiguous(), panel=8)
+        verdict = "returned a result"
+    except D.DistributedError as e:
+        verdict = "DistributedError: " + str(e)[:300]
+    except Exception as e:  # noqa: BLE001
+        verdict = f"{type(e).__name__}: {e}"[:300]
+    with open(os.path.join(outdir, f"{how}{rank}.txt"), "w") as f:
+        f.write(f"{time.perf_counter() - start:.1f} s: {verdict}")
+    os._exit(0)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+if __name__ == "__main__" and sys.argv[1] == "killed":
+    import multiprocessing as mp
+
+    port, ctx = free_port(), mp.get_context("spawn")
+    procs = [ctx.Process(target=killed, args=(r, 3, port, sys.argv[2], sys.argv[3])) for r in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=60)  # the group's timeout is 10 s: a rank still alive after this hangs
+    hung = [r for r, p in enumerate(procs) if p.is_alive()]
+    for r in hung:
+        procs[r].kill()
+    print("hung ranks:", hung)
+    sys.exit(0)
+
+if __name__ == "__main__":
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+    run(sys.argv[1], sys.argv[2])
+    dist.barrier()
+    dist.destroy_process_group()

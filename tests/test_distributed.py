@@ -1,0 +1,155 @@
+"""tilegemm.distributed on CPU: gloo with 2 and 4 local processes (torchrun), two torchrun "hosts"
+on this machine, ranks that die or stall, and the pure parts (panels, the layout check, the cost
+model) in this process. Every distributed result is compared exactly with the single-process
+product of small integers (tests/_dist_cases.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
+if not dist.is_available() or not dist.is_gloo_available():
+    pytest.skip("this torch has no gloo backend", allow_module_level=True)
+
+from tilegemm.distributed import DistributedError, Hardware, choose, predict  # noqa: E402
+from tilegemm.distributed import costmodel  # noqa: E402
+from tilegemm.distributed._core import _panels, blocks, check_grid  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CASES = os.path.join(HERE, "_dist_cases.py")
+ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.path.join(os.path.dirname(HERE), "src"),
+           NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _results(outdir, world: int) -> dict:
+    """{case: [what failed on which rank]} over every rank's file; every rank must have written one."""
+    failed: dict = {}
+    names = None
+    for r in range(world):
+        path = os.path.join(outdir, f"rank{r}.json")
+        assert os.path.exists(path), f"rank {r} wrote no results"
+        doc = json.load(open(path))
+        assert doc["world"] == world
+        names = names or set(doc["results"])
+        assert set(doc["results"]) == names, "the ranks ran different cases"
+        for case, verdict in doc["results"].items():
+            if verdict != "ok":
+                failed.setdefault(case, []).append(f"rank {r}: {verdict}")
+    assert len(names) >= 10
+    return failed
+
+
+def _torchrun(args: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", *args], env=ENV, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_one_host(world, tmp_path):
+    """1-D (B sharded and replicated), SUMMA on every grid of `world` ranks, prime sizes, empty
+    blocks, a grid dimension larger than a matrix dimension, refusals, block moves, DTensors."""
+    run = _torchrun(["--nnodes", "1", "--nproc-per-node", str(world), "--master-addr", "127.0.0.1",
+                     "--master-port", str(_free_port()), CASES, "all", str(tmp_path)])
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert _results(tmp_path, world) == {}
+
+
+def test_two_hosts(tmp_path):
+    """Two torchrun agents on this machine as two hosts of two ranks (--nnodes 2, a static
+    rendezvous on localhost): the multi-host path, the process groups spanning both."""
+    port = _free_port()
+    common = ["--nnodes", "2", "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(port)]
+    hosts = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *common, "--node-rank", str(h),
+                               CASES, "all", str(tmp_path)], env=ENV, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for h in (0, 1)]
+    try:
+        outs = [h.communicate(timeout=300) for h in hosts]
+    finally:
+        for h in hosts:
+            h.kill()
+    for h, (_, err) in zip(hosts, outs):
+        assert h.returncode == 0, err[-3000:]
+    assert _results(tmp_path, 4) == {}
+
+
+@pytest.mark.parametrize("how", ["dies-before", "dies-during", "stalls"])
+def test_a_failed_rank_ends_the_product_on_every_rank(how, tmp_path):
+    """Rank 1 of 3 dies before the product, dies after its first panel, or never calls: ranks 0
+    and 2 raise DistributedError (a timeout of 10 s bounds the stall); none hangs, none returns C."""
+    run = subprocess.run([sys.executable, CASES, "killed", str(tmp_path), how], env=ENV, capture_output=True,
+                         text=True, timeout=150)
+    assert run.returncode == 0 and "hung ranks: []" in run.stdout, run.stdout + run.stderr[-2000:]
+    for r in (0, 2):
+        verdict = (tmp_path / f"{how}{r}.txt").read_text()
+        assert "DistributedError" in verdict and "returned a result" not in verdict, verdict
+        assert f"on rank {r}" in verdict, verdict
+        seconds = float(verdict.split(" s:")[0])
+        assert seconds < 30, verdict
+
+
+def test_panels_cut_at_both_boundaries():
+    # A's K over 2 grid columns: 5 | 6; B's K over 3 grid rows: 4 | 4 | 3
+    ps = _panels([5, 6], [4, 4, 3], None)
+    assert [(k0, k1) for k0, k1, _, _ in ps] == [(0, 4), (4, 5), (5, 8), (8, 11)]
+    assert [(ja, ib) for _, _, ja, ib in ps] == [(0, 0), (0, 1), (1, 1), (1, 2)]
+    assert [(k0, k1) for k0, k1, _, _ in _panels([11], [11], 4)] == [(0, 4), (4, 8), (8, 11)]
+    assert _panels([0, 0], [0, 0], None) == []  # K = 0: no panel, C is zeros
+    assert blocks(10, 4) == [0, 3, 6, 8, 10] and blocks(2, 4) == [0, 1, 2, 2, 2]
+
+
+def test_layout_check_names_the_rank():
+    ok = [[2, 2, 0, 4, 6, 6, 3]] * 2  # a 2 × 1 grid: A 4×6 on each, B 6×3 on each (K = 6 + 6 vs 6)
+    with pytest.raises(DistributedError, match="A's blocks span K = 6"):
+        check_grid(ok, 2, 1)
+    good = [[2, 2, 0, 4, 12, 6, 3], [2, 2, 0, 5, 12, 6, 3]]
+    assert check_grid(good, 2, 1) == ([4, 5], [3], [12], [6, 6])
+    bad = [good[0], [2, 3, 0, 5, 12, 6, 4]]
+    with pytest.raises(DistributedError) as e:
+        check_grid(bad, 2, 1)
+    assert "rank 1: B is float64" in str(e.value) and "rank 1 (grid 1,0): B has 4 columns" in str(e.value)
+
+
+HW = Hardware("test", rate={1024: 400.0, 8192: 800.0}, link_gbps=400.0, link_latency_us=10.0,
+              net_gbps=50.0, net_latency_us=20.0, gpus_per_host=8)
+
+
+def test_cost_model_follows_the_algorithm():
+    one = predict(8192, 8192, 8192, (1, 1), HW)
+    assert one["comm_s"] == 0 and one["efficiency"] == 1.0
+    assert one["seconds"] == pytest.approx(2 * 8192 ** 3 / 800e12)
+    two = predict(65536, 65536, 65536, (2, 1), HW)
+    assert 0.95 < two["efficiency"] <= 1.0 and 1.9 < two["speedup"] <= 2.0  # big: the broadcasts hide
+    small = predict(1024, 1024, 1024, (8, 1), HW)
+    assert small["efficiency"] < 0.5  # small: latency and bandwidth dominate
+    slow = Hardware("slow net", rate=HW.rate, net_gbps=5.0, gpus_per_host=8)
+    assert predict(32768, 32768, 32768, (16, 1), slow)["seconds"] > predict(32768, 32768, 32768, (16, 1), HW)["seconds"]
+    # across hosts, a square grid moves less than a 1-D split of 64 ranks
+    assert choose(65536, 65536, 65536, 64, HW)["grid"] != [64, 1]
+    assert costmodel.grids(6) == [(6, 1), (3, 2), (2, 3), (1, 6)]
+
+
+def test_grid_chosen_from_the_shipped_rates():
+    hw = costmodel.shipped_hardware()
+    assert hw.rate and all(r > 0 for r in hw.rate.values())
+    c = choose(32768, 32768, 32768, 2, hw)
+    assert c["grid"] in ([2, 1], [1, 2]) and c["efficiency"] > 0.9
+
+
+def test_scaleout_doc_is_generated():
+    text = costmodel.render(HW)
+    assert text.count("\n| 65536 |") == len(costmodel.HOSTS) + 1
+    assert "summa" in text or "1d" in text
