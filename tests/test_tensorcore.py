@@ -194,6 +194,23 @@ INTERP_SCRIPT = textwrap.dedent(r"""
         run(mod, 9, 11, 16, torch.float32, "ieee", batch=2, la="t", lb="t")
         run(mod, 40, 32, 48, torch.float32, "ieee", alpha=0.5, beta=2.0)
         run(mod, 31, 33, 35, torch.float16, "fp16", alpha=-1.5, beta=0.25)
+    # beyond the kernels' int32 offsets, in miniature (the limit lowered): run_problem cuts A's and
+    # C's rows into pieces that fit, with alpha/beta and a batch; a B too large is refused
+    C.INT32_MAX, before = 800, len(out)
+    for mod in (t02_persistent, t03_tma_persistent):
+        run(mod, 70, 24, 32, torch.float16, "fp16")
+        run(mod, 70, 24, 32, torch.float32, "ieee", alpha=0.5, beta=2.0)
+        run(mod, 30, 24, 32, torch.float32, "ieee", batch=2)
+    for r in out[before:]:
+        r["pieces"] = len(C.row_pieces(C.Problem(torch.empty(r["batch"] or 1, r["shape"][0], r["shape"][2]),
+                                                 torch.empty(r["shape"][2], r["shape"][1]),
+                                                 torch.empty(r["batch"] or 1, r["shape"][0], r["shape"][1]), "ieee")))
+    try:
+        run(t03_tma_persistent, 8, 40, 32, torch.float32, "ieee")
+        out.append(dict(kernel="refusal", ok=False, msg="a B beyond the offsets was not refused"))
+    except ValueError as e:
+        out.append(dict(kernel="refusal", ok="split the product along K or N" in str(e), msg=str(e)))
+    C.INT32_MAX = 2**31 - 1
     print("RESULTS" + json.dumps(out))
 """)
 
@@ -228,12 +245,24 @@ def test_interpreter_splitk_edge_cases(interpreter_results):
 
 def test_interpreter_swapped_operands(interpreter_results):
     """C^T = B^T·A^T: both rungs, all four layouts, edge tiles, batch and alpha/beta, each checked."""
-    mine = [r for r in interpreter_results if r["swap"]]
+    mine = [r for r in interpreter_results if r.get("swap")]
     for name in ("tc_tma_persistent", "tc_splitk"):
         ran = [r for r in mine if r["ran"] == name]
         assert {r["layout"] for r in ran} == {"nn", "nt", "tn", "tt"}, name
         assert any(r["beta"] for r in ran) and any(r["batch"] for r in ran), name
     assert any(r["fused"] for r in mine)
+    bad = [r["msg"] for r in mine if not r["ok"]]
+    assert not bad, "\n".join(bad[:5])
+
+
+def test_interpreter_row_pieces(interpreter_results):
+    """A problem beyond int32 offsets (the limit lowered to 800 elements) runs as row pieces, each
+    checked; a B that no cut of rows can fit is refused with a ValueError that says so."""
+    mine = [r for r in interpreter_results if r.get("pieces")]
+    assert len(mine) == 8 and all(r["pieces"] >= 2 for r in mine)  # a batch of 2 is two records
+    assert any(r["beta"] for r in mine) and any(r["batch"] for r in mine)
+    refusal = [r for r in interpreter_results if r["kernel"] == "refusal"]
+    assert refusal and all(r["ok"] for r in refusal), refusal
     bad = [r["msg"] for r in mine if not r["ok"]]
     assert not bad, "\n".join(bad[:5])
 

@@ -77,11 +77,14 @@ class Problem:
                 continue
             if x.dim() == 3 and x.shape[0] not in (1, self.batch):
                 raise ValueError(f"{what}: batch {x.shape[0]} does not broadcast to {self.batch}")
-            (rows, cols), (s0, s1) = x.shape[-2:], x.stride()[-2:]
-            if (rows - 1) * abs(s0) + (cols - 1) * abs(s1) > INT32_MAX:
-                raise ValueError(f"{what}: one matrix spans more than 2^31 elements; split the product")
         if c.dim() == 2 and self.batch > 1:
             raise ValueError("c must be 3-D for a batched product")
+
+    @property
+    def too_large(self) -> bool:
+        """An operand's matrix spans more than 2^31 elements: the kernels' int32 offsets cannot
+        reach it (run_problem cuts such a problem into row_pieces)."""
+        return any(x is not None and span(x) > INT32_MAX for x in (self.a, self.b, self.c, self.c_in))
 
     @property
     def has_beta(self) -> bool:
@@ -283,6 +286,38 @@ def take(x: torch.Tensor, dim: int, idx: torch.Tensor) -> torch.Tensor:
     if x.element_size() == 1 and x.is_floating_point():
         return x.view(torch.uint8).index_select(dim, idx).view(x.dtype)
     return x.index_select(dim, idx)
+
+
+def span(x) -> int:
+    """Elements from a matrix's first to its last, by its strides: what a kernel's offsets must reach."""
+    (rows, cols), (s0, s1) = x.shape[-2:], x.stride()[-2:]
+    return (rows - 1) * abs(s0) + (cols - 1) * abs(s1) if rows and cols else 0
+
+
+def row_pieces(p: Problem, limit: int | None = None) -> list[Problem]:
+    """p cut along M into problems whose every operand spans at most `limit` (INT32_MAX) elements
+    (pieces of A's, C's and c_in's rows; all of B in each), in multiples of 256 rows. Raises
+    ValueError when cutting rows cannot do it: B itself too large, or A or C so wide that one row is."""
+    limit = INT32_MAX if limit is None else limit
+    if span(p.b) > limit:
+        raise ValueError(f"b spans {span(p.b)} elements, more than the kernels' 2^31 offsets reach; "
+                         "split the product along K or N")
+    rows = p.m
+    for x, what in ((p.a, "a"), (p.c, "c"), (p.c_in, "c_in")):
+        if x is None:
+            continue
+        (_, cols), (s0, s1) = x.shape[-2:], x.stride()[-2:]
+        room = limit - (cols - 1) * abs(s1)
+        fit = room // abs(s0) + 1 if s0 else p.m
+        if room < 0 or fit < 1:
+            raise ValueError(f"{what}: a single row spans more than the kernels' 2^31 offsets reach "
+                             f"(shape {tuple(x.shape)}, strides {tuple(x.stride())}); split the product")
+        rows = min(rows, fit)
+    if rows >= 256:
+        rows -= rows % 256
+    cut = lambda x, m0: None if x is None else x[..., m0:m0 + rows, :]  # noqa: E731
+    return [Problem(cut(p.a, m0), p.b, cut(p.c, m0), p.precision, p.alpha,
+                    p.beta, cut(p.c_in, m0), p.scale_a, p.scale_b) for m0 in range(0, p.m, rows)]
 
 
 def problem_2d(a, b, c) -> Problem:
