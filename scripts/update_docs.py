@@ -12,7 +12,8 @@
 - the library as users call it: results/<gpu>/library.md (every shape) and the README's headline
   (both clocks, host µs per call, first calls), from results/<gpu>/library.json;
 - docs/scaleout.md: the distributed cost model's predictions for 1–32 hosts and their plot, from
-  the local GEMM rate measured in results/h200/tensorcore.json.
+  the local GEMM rate measured in results/h200/tensorcore.json and the memory bandwidth in
+  results/h200/ceilings.json.
 Missing inputs are reported and skipped.
 """
 
@@ -172,7 +173,9 @@ def main() -> int:
     if tc.exists():
         from tilegemm.distributed import costmodel
 
-        hw = costmodel.hardware_from_results(json.loads(tc.read_text()))
+        ceil = ROOT / "results" / "h200" / "ceilings.json"
+        hw = costmodel.hardware_from_results(json.loads(tc.read_text()),
+                                             json.loads(ceil.read_text()) if ceil.exists() else None)
         scale = ROOT / "docs" / "scaleout.md"
         body = costmodel.render(hw, ROOT / "docs" / "img" / "scaleout.png")
         scale.write_text(replace_marked(scale.read_text(), "scaleout:model", body, "docs/scaleout.md"))

@@ -169,13 +169,13 @@ def killed(rank: int, world: int, port: int, outdir: str, how: str) -> None:
         time.sleep(25)  # past the others' 10 s timeout
         os._exit(0)
     if rank == 1 and how == "dies-during":
-        real = _core._accumulate
+        real = _core._product
 
-        def accumulate_then_die(*args):
+        def multiply_then_die(*args):
             real(*args)
             os._exit(3)
 
-        _core._accumulate = accumulate_then_die
+        _core._product = multiply_then_die
     start = time.perf_counter()
     try:
         D.matmul_1d(split(a, world, 0)[rank].contiguous(), split(b, world, 0)[rank].contiguous(), panel=8)

@@ -22,7 +22,8 @@ from . import _cuda
 
 TOOL_MODULES = ("tilegemm.bench.ceilings", "tilegemm.bench.traffic", "tilegemm.bench.report",
                 "tilegemm.bench.compare", "tilegemm.bench.results", "tilegemm.bench.ladder",
-                "tilegemm.bench.library", "tilegemm.bench.model", "tilegemm.tuning.command")
+                "tilegemm.bench.library", "tilegemm.bench.model", "tilegemm.bench.distributed",
+                "tilegemm.tuning.command")
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:

@@ -19,11 +19,11 @@ def _mesh_group(mesh):
     return _GROUPS[key]
 
 
-def _chosen_grid(m: int, n: int, k: int, p: int, dtype, device) -> tuple[int, int]:
+def _chosen_grid(m: int, n: int, k: int, p: int, dtype) -> tuple[int, int]:
     from .costmodel import choose, shipped_hardware
 
-    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
-    return tuple(choose(m, n, k, p, shipped_hardware(gpu), torch.empty((), dtype=dtype).element_size())["grid"])
+    # the shipped H200 rates whatever this rank's GPU: every rank must choose the same grid
+    return tuple(choose(m, n, k, p, shipped_hardware(None), torch.empty((), dtype=dtype).element_size())["grid"])
 
 
 def _grid_on_rows(a_rows: torch.Tensor, b_rows: torch.Tensor, m: int, n: int, k: int, grid, group, panel):
@@ -82,7 +82,7 @@ def matmul(a, b, *, grid: tuple[int, int] | None = None, panel: int | None = Non
             c = matmul_1d(a1.to_local(), b.to_local(), group=group, b_sharded=False)
         else:
             b1 = b if tuple(b.placements) == (Shard(0),) else b.redistribute(mesh, [Shard(0)])
-            grid = tuple(grid) if grid is not None else _chosen_grid(m, n, k, p, a.dtype, a.to_local().device)
+            grid = tuple(grid) if grid is not None else _chosen_grid(m, n, k, p, a.dtype)
             if grid[1] == 1:
                 c = matmul_1d(a1.to_local(), b1.to_local(), group=group, panel=panel)
             else:

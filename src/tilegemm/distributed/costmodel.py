@@ -1,20 +1,28 @@
 """A cost model of the distributed products: which algorithm and grid, and how efficient, at what size.
 
-The model follows the algorithms as they run (tilegemm.distributed._core): the product is a loop
-over K panels; a panel's broadcasts (A's along a grid row, B's down a grid column) travel while the
-previous panel is multiplied, so after the first panel's communication a panel costs the larger of
-its product and its communication:
+The model follows the engines as they run (tilegemm.distributed._core). Both are loops over
+panels whose communication travels while the previous panel is multiplied, so after the first
+panel's communication a panel costs the larger of its product and its communication:
 
-    time = comm(panel 0) + Σ_p max(gemm(panel p), comm(panel p + 1))
-    gemm(panel) = 2·(M/pr)·(N/pc)·w / rate(M/pr, N/pc, w)       (the local GEMM's measured rate)
-    comm(panel) = bcast(A's panel along a row) ∥ bcast(B's panel down a column)
-    bcast(bytes, n ranks) = bytes / bandwidth + (n − 1)·latency (pipelined ring or tree)
+    time = comm(panel 0) + Σ_{p < last} max(gemm(panel p), comm(panel p + 1)) + gemm(last) (+ cast, SUMMA)
+
+1-D (P × 1): N in column panels of width w; B's panel (K × w) all-gathered, then one GEMM
+(M/P) × w × K written once:
+    comm = allgather(K·w·size, P) = K·w·size·(P − 1)/P / bandwidth + (P − 1)·latency   (ring)
+    gemm = 2·(M/P)·K·w / rate(M/P, w, K)
+SUMMA (pr × pc): K in panels of width w; A's panel broadcast along a grid row, B's down a grid
+column; each panel's product read-modify-writes the FP32 partial sums of the C block:
+    comm = bcast(A panel, pc) ∥ bcast(B panel, pr),  bcast(bytes, n) = bytes / bandwidth + (n − 1)·latency
+    gemm = 2·(M/pr)·(N/pc)·w / rate(M/pr, N/pc, w) + (M/pr)·(N/pc)·8 bytes / memory bandwidth
+    cast = (M/pr)·(N/pc)·(4 + size) bytes / memory bandwidth, once
 
 with the bandwidth of the links the group spans: within a host (NVLink) or between hosts (the
 network). Two broadcasts on different links overlap; two that both cross the network share it.
 Efficiency is the local products' time alone over the predicted time; speed-up is one GPU's whole
 product over the predicted time. The parameters are a `Hardware`: the local GEMM's rate by size
-(from measurements), and the links' bandwidths and latencies (measured, or stated assumptions).
+(measured), the memory bandwidth, and the links' bandwidths and latencies (measured, or stated
+assumptions). The partial sums' traffic is counted as not overlapping the GEMM (the kernel's
+epilogue reads and writes them after its main loop): an upper bound on what it costs.
 """
 
 from __future__ import annotations
@@ -31,11 +39,12 @@ class Hardware:
 
     name: str
     rate: dict = field(default_factory=dict)
-    link_gbps: float = 395.0
+    link_gbps: float = 395.0  # one H200's NVLink peer copy, measured (shared/H200.md, 2026-11-23)
     link_latency_us: float = 10.0
-    net_gbps: float = 50.0
+    net_gbps: float = 50.0  # between hosts: a stated parameter (400 Gb/s per GPU)
     net_latency_us: float = 20.0
     gpus_per_host: int = 8
+    mem_gbps: float = 4290.0  # one H200's device copy, read + written, measured (results/h200/ceilings.json)
 
     def tflops(self, m: float, n: float, k: float) -> float:
         pts = sorted(self.rate.items())
@@ -63,29 +72,65 @@ def _bcast_s(nbytes: float, n: int, gbps: float, latency_us: float) -> float:
     return nbytes / (gbps * 1e9) + (n - 1) * latency_us * 1e-6
 
 
+def widths(m: int, n: int, k: int, grid: tuple[int, int]) -> list[int]:
+    """The panel widths worth predicting: powers of two from 1024, and the panel dimension (N for
+    1-D, K for SUMMA) cut into 1–32 panels per rank of the grid's longer side, none under 1024
+    (a narrower panel's GEMM fills the GPU worse than the rates, measured on cubes, say)."""
+    pr, pc = grid
+    span, q = (n, pr * pc) if pc == 1 else (k, max(pr, pc))
+    if span <= 0:
+        return [1]
+    out = {min(span, 1024 << i) for i in range(8)}
+    out |= {max(1024, math.ceil(span / (c * q))) for c in (1, 2, 4, 8, 16, 32)}
+    return sorted(x for x in out | {span} if x <= span) or [span]
+
+
 def predict(m: int, n: int, k: int, grid: tuple[int, int], hw: Hardware, itemsize: int = 2,
             panel: int | None = None) -> dict:
-    """Predicted seconds and efficiency of SUMMA on a pr × pc grid (the 1-D algorithm: P × 1)."""
+    """Predicted seconds and efficiency of the product on a pr × pc grid: the 1-D algorithm for
+    P × 1, SUMMA otherwise (the module docstring's formulas), with the panel width given or, when
+    none is, the width among `widths` that the model predicts fastest."""
+    if panel is None and grid[0] * grid[1] > 1:
+        return min((predict(m, n, k, grid, hw, itemsize, w) for w in widths(m, n, k, grid)),
+                   key=lambda r: r["seconds"])
     pr, pc = grid
     p = pr * pc
-    mi, nj = m / pr, n / pc
-    width = panel or (max(256, math.ceil(k / (4 * max(pr, pc)))) if p > 1 else k)
-    panels = max(1, math.ceil(k / width))
-    w = k / panels
-    row = list(range(pc))  # grid row 0's ranks; the others are placed alike
-    col = [i * pc for i in range(pr)]
-    net_row, net_col = _spans_hosts(row, hw.gpus_per_host), _spans_hosts(col, hw.gpus_per_host)
-    bw = lambda net: (hw.net_gbps, hw.net_latency_us) if net else (hw.link_gbps, hw.link_latency_us)  # noqa: E731
-    t_a = _bcast_s(mi * w * itemsize, pc, *bw(net_row))
-    t_b = _bcast_s(w * nj * itemsize, pr, *bw(net_col))
-    comm = t_a + t_b if (net_row and net_col) else max(t_a, t_b)
-    gemm = 2 * mi * nj * w / (hw.tflops(mi, nj, w) * 1e12)
-    local = panels * gemm  # the same local products, alone
-    total = comm + panels * max(gemm, comm) if comm else local
+    if pc == 1:
+        mi = m / p
+        width = panel or max(n, 1)
+        panels = max(1, math.ceil(n / width))
+        w = n / panels
+        gbps, lat = _link(hw, _spans_hosts(list(range(p)), hw.gpus_per_host))
+        comm = k * w * itemsize * (p - 1) / p / (gbps * 1e9) + (p - 1) * lat * 1e-6 if p > 1 else 0.0
+        gemm = 2 * mi * k * w / (hw.tflops(mi, w, k) * 1e12)
+        first, cast = gemm, 0.0
+    else:
+        mi, nj = m / pr, n / pc
+        width = panel or max(k, 1)
+        panels = max(1, math.ceil(k / width))
+        w = k / panels
+        net_row = _spans_hosts(list(range(pc)), hw.gpus_per_host)  # grid row 0's ranks; the others alike
+        net_col = _spans_hosts([i * pc for i in range(pr)], hw.gpus_per_host)
+        t_a = _bcast_s(mi * w * itemsize, pc, *_link(hw, net_row))
+        t_b = _bcast_s(w * nj * itemsize, pr, *_link(hw, net_col))
+        comm = t_a + t_b if (net_row and net_col) else max(t_a, t_b)
+        acc = 4 if itemsize < 4 else itemsize  # FP32 partial sums for 16-bit inputs
+        flops = 2 * mi * nj * w / (hw.tflops(mi, nj, w) * 1e12)
+        first = flops + mi * nj * acc / (hw.mem_gbps * 1e9)  # written
+        gemm = flops + 2 * mi * nj * acc / (hw.mem_gbps * 1e9)  # read and written
+        cast = mi * nj * (acc + itemsize) / (hw.mem_gbps * 1e9) if acc != itemsize else 0.0
+    gemms = [first] + [gemm] * (panels - 1)
+    local = sum(gemms) + cast  # the same local products, alone
+    # panel 0's communication, then each product beside the next panel's, then the last product
+    total = comm + sum(max(g, comm) for g in gemms[:-1]) + gemms[-1] + cast if comm else local
     one = 2 * m * n * k / (hw.tflops(m, n, k) * 1e12)
-    return dict(algorithm="1d" if pc == 1 else "summa", grid=[pr, pc], gpus=p, seconds=total, local_s=local,
+    return dict(algorithm="1d" if pc == 1 else "summa", grid=[pr, pc], gpus=p, panel=width, seconds=total, local_s=local,
                 comm_s=comm * panels, efficiency=min(1.0, local / total), speedup=one / total,
                 tflops=2 * m * n * k / total / 1e12)
+
+
+def _link(hw: Hardware, across_hosts: bool) -> tuple[float, float]:
+    return (hw.net_gbps, hw.net_latency_us) if across_hosts else (hw.link_gbps, hw.link_latency_us)
 
 
 def grids(p: int) -> list[tuple[int, int]]:
@@ -103,11 +148,26 @@ SIZES = (32768, 65536, 131072, 262144)
 NETWORKS = (25.0, 50.0, 100.0)
 
 
-def hardware_from_results(tensorcore_json: dict, **links) -> Hardware:
+_SHIPPED: dict = {}
+
+
+def default_panel(m: int, n: int, k: int, grid: tuple[int, int], itemsize: int, gpu: str | None) -> int:
+    """The engines' panel width when the caller gives none: the model's fastest, with this GPU's
+    shipped rates (read once per process)."""
+    if gpu not in _SHIPPED:
+        _SHIPPED[gpu] = shipped_hardware(gpu)
+    return int(predict(m, n, k, grid, _SHIPPED[gpu], itemsize)["panel"])
+
+
+def hardware_from_results(tensorcore_json: dict, ceilings_json: dict | None = None, **links) -> Hardware:
     """An H200-like Hardware whose local BF16 GEMM rate is ours, measured: the committed
-    tensor-core run's BF16 squares (results/h200/tensorcore.json)."""
+    tensor-core run's BF16 squares (results/h200/tensorcore.json), and its memory bandwidth the
+    measured device copy (results/h200/ceilings.json) where given."""
     rate = {r["m"]: r["tflops"] for r in tensorcore_json.get("records", [])
             if r.get("dtype") == "bf16" and r.get("ok") and r["m"] == r["n"] == r["k"] and r.get("tflops")}
+    dram = ((ceilings_json or {}).get("ceilings") or {}).get("dram") or {}
+    if dram.get("measured"):
+        links.setdefault("mem_gbps", dram["measured"] * 1e3)
     return Hardware(tensorcore_json.get("gpu", "?"), rate=rate, **links)
 
 
@@ -142,18 +202,19 @@ def render(hw: Hardware, plot_path=None) -> str:
 
     lines = [f"Local BF16 GEMM rate (ours, measured on {hw.name}): "
              + ", ".join(f"{s}³ {r:.0f} TFLOP/s" for s, r in sorted(hw.rate.items()))
-             + f". Within a host: {hw.link_gbps:.0f} GB/s and {hw.link_latency_us:.0f} µs per broadcast step; "
-             f"{hw.gpus_per_host} GPUs a host, ranks numbered host by host.", "",
+             + f". Memory {hw.mem_gbps / 1e3:.2f} TB/s. Within a host: {hw.link_gbps:.0f} GB/s and "
+             f"{hw.link_latency_us:.0f} µs per collective step; {hw.gpus_per_host} GPUs a host, ranks numbered host "
+             "by host.", "",
              "Between hosts (a stated parameter, per GPU, one way): the table is at "
              f"{hw.net_gbps:.0f} GB/s and {hw.net_latency_us:.0f} µs; the last column says where efficiency "
              "falls under 0.9 at 25 and 100 GB/s.", "",
-             "| N (M = N = K, BF16) | hosts | GPUs | algorithm, grid | efficiency | speed-up over one GPU | TFLOP/s |",
-             "|---:|---:|---:|---|---:|---:|---:|"]
+             "| N (M = N = K, BF16) | hosts | GPUs | algorithm, grid | panel width | efficiency | speed-up over one GPU | TFLOP/s |",
+             "|---:|---:|---:|---|---:|---:|---:|---:|"]
     for n in SIZES:
         for h in HOSTS:
             c = choose(n, n, n, h * hw.gpus_per_host, hw)
             flag = " **< 0.9**" if c["efficiency"] < 0.9 else ""
-            lines.append(f"| {n} | {h} | {c['gpus']} | {c['algorithm']} {c['grid'][0]}×{c['grid'][1]} | "
+            lines.append(f"| {n} | {h} | {c['gpus']} | {c['algorithm']} {c['grid'][0]}×{c['grid'][1]} | {c['panel']} | "
                          f"{c['efficiency']:.3f}{flag} | {c['speedup']:.1f} | {c['tflops']:.0f} |")
     lines += ["", "| N | under 0.9 from (hosts), network 25 GB/s | 50 GB/s | 100 GB/s |", "|---:|---|---|---|"]
     for n in SIZES:

@@ -1,0 +1,525 @@
+"""`tilegemm dist-bench`: the distributed products against PyTorch's own, in one run.
+
+    tilegemm dist-bench --json results/h200x2/scaleout.json     # every GPU of this host, NCCL
+    torchrun --nnodes 2 ... -m tilegemm.bench.distributed ...   # several hosts: one process a GPU
+    tilegemm dist-bench                                          # no GPU: gloo, 2 CPU processes, small
+
+One process per GPU (spawned here, or the processes torchrun started). Per square size N (M = N =
+K, BF16 on GPUs, FP32 on CPUs), every mode in the same run, each figure the median over `--runs`
+runs of the median of its timed repeats:
+- one-gpu: rank 0 alone multiplies the whole A @ B with torch.mm (cuBLAS: the reference every
+  speed-up is against) and, as `one-gpu/tilegemm`, with tilegemm.matmul;
+- 1d: tilegemm.distributed.matmul_1d, A's and B's rows split over the ranks;
+- summa: tilegemm.distributed.summa on the squarest grid that is not P × 1;
+- dtensor: DTensor's own A Shard(0) @ B Shard(0) (it all-gathers B, then multiplies);
+- dtensor-rs: DTensor's A Shard(1) @ B Shard(0), its partial sums reduce-scattered to Shard(0);
+- fused-ag-mm: torch.ops.symm_mem.fused_all_gather_matmul (A's rows gathered, B's columns split),
+  where this torch has it (NCCL only);
+- beyond (--beyond, default on GPUs): 1d and summa at the size whose A, B and C together exceed
+  one GPU's memory by 25%, the operands made shard by shard on their devices (no one-gpu there).
+A repeat's time is the slowest rank's, from a barrier to its synchronize. Efficiency is the same
+local products alone over the product's time (for 1d and summa: the engine's panel loop with
+nothing sent; for the peers: their local torch.mm); comm_share = 1 − efficiency, the share of the
+time that communication added. Every mode's C is checked on every rank (a corner of each rank's
+block of C against float64) in the first run; a failed check is recorded and the figure dropped.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+GPU_SIZES = (8192, 16384, 32768, 65536)
+CPU_SIZES = (96, 160)
+MODES = ("one-gpu", "1d", "summa", "dtensor", "dtensor-rs", "fused-ag-mm")
+QUIET_MULTICAST = dict(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1")
+CHUNK = 1024  # operands are made in row chunks of this many rows, each from its own seed
+
+
+def _squarest(p: int) -> tuple[int, int]:
+    """The pr × pc = p grid with pc > 1 closest to square (1 × 2 for 2)."""
+    pc = min(c for c in range(2, p + 1) if p % c == 0 and c * c >= p) if p > 1 else 1
+    return p // pc, pc
+
+
+def _blocks(total: int, parts: int) -> list[int]:
+    from ..distributed._core import blocks
+
+    return blocks(total, parts)
+
+
+class _Operands:
+    """A and B of size N, any rows of either made on demand on a device, the same on every rank:
+    row chunk c of matrix `which` comes from seed (which, N, c), so no rank ever holds more than
+    it uses and every rank can make the rows a check needs."""
+
+    def __init__(self, n: int, dtype, device):
+        self.n, self.dtype, self.device = n, dtype, device
+
+    def rows(self, which: int, r0: int, r1: int, c0: int = 0, c1: int | None = None):
+        import torch
+
+        c1 = self.n if c1 is None else c1
+        out = torch.empty((r1 - r0, c1 - c0), dtype=self.dtype, device=self.device)
+        g = torch.Generator(device=self.device)
+        for c in range(r0 // CHUNK, -(-r1 // CHUNK)):
+            lo, hi = max(r0, c * CHUNK), min(r1, (c + 1) * CHUNK)
+            g.manual_seed((which * 1_000_003 + self.n) * 100_003 + c)
+            chunk = torch.randn((CHUNK, self.n), generator=g, device=self.device, dtype=torch.float32)
+            out[lo - r0:hi - r0] = chunk[lo - c * CHUNK:hi - c * CHUNK, c0:c1].to(self.dtype)
+        return out
+
+
+def _check(ops: _Operands, c, r0: int, c0: int) -> float:
+    """Relative error of a corner (≤ 64 × 64) of this rank's block of C, which starts at (r0, c0),
+    against float64 from the same operands' rows."""
+    import torch
+
+    h, w = min(64, c.shape[0]), min(64, c.shape[1])
+    if h == 0 or w == 0:
+        return 0.0
+    a = ops.rows(0, r0, r0 + h).double()
+    b = torch.cat([ops.rows(1, k, min(ops.n, k + CHUNK), c0, c0 + w) for k in range(0, ops.n, CHUNK)]).double()
+    want = a @ b
+    return float((c[:h, :w].double() - want).norm() / want.norm())
+
+
+def _tolerance(dtype) -> float:
+    import torch
+
+    return 2e-2 if dtype in (torch.bfloat16, torch.float16) else 1e-5
+
+
+class _Clock:
+    def __init__(self, device):
+        import torch
+
+        self.cuda = device.type == "cuda"
+        self.torch = torch
+        self.meta = device if self.cuda else torch.device("cpu")
+
+    def sync(self):
+        if self.cuda:
+            self.torch.cuda.synchronize()
+
+    def repeats(self, fn, reps: int | None, budget_s: float) -> list[float]:
+        """ms of each timed repeat, the slowest rank's, after one warm call; reps: that many, or
+        as many as fit the budget (3 to 20) by the warm call's time."""
+        import torch.distributed as dist
+
+        torch = self.torch
+        warm = self.one(fn)
+        if reps is None:
+            est = torch.tensor([warm], dtype=torch.float64, device=self.meta)
+            dist.all_reduce(est, op=dist.ReduceOp.MAX)
+            reps = max(3, min(20, int(budget_s / max(est.item(), 1e-6))))
+        t = torch.tensor([self.one(fn) for _ in range(reps)], dtype=torch.float64, device=self.meta)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return [x * 1e3 for x in t.tolist()]
+
+    def one(self, fn) -> float:
+        import torch.distributed as dist
+
+        self.sync()
+        dist.barrier()
+        self.sync()
+        t0 = time.perf_counter()
+        fn()
+        self.sync()
+        return time.perf_counter() - t0
+
+
+def _modes_for(n: int, world: int, device, ops: _Operands, wanted, beyond: bool) -> dict:
+    """{variant: builder}; a builder makes its operands on this rank (on demand, so that one
+    mode's memory is free before the next is made) and returns (run, local products alone or
+    None, the result's relative error)."""
+    import torch
+    import torch.distributed as dist
+
+    import tilegemm
+    from ..distributed import _core
+
+    rank = dist.get_rank()
+    mo = _blocks(n, world)
+    r0, r1 = mo[rank], mo[rank + 1]
+    box: dict = {}  # the last result of the mode being measured
+
+    def keep(fn):
+        return lambda: box.__setitem__("c", fn())
+
+    def whole(mm):
+        a, b = (ops.rows(0, 0, n), ops.rows(1, 0, n)) if rank == 0 else (None, None)
+        run = keep(lambda: mm(a, b)) if rank == 0 else (lambda: None)
+        return run, None, (lambda: _check(ops, box["c"], 0, 0) if rank == 0 else 0.0)
+
+    def one_d():
+        a, b = ops.rows(0, r0, r1), ops.rows(1, r0, r1)
+        lay = _core.layout_1d(a, b)
+        return (keep(lambda: _core.run_1d(a, b, lay)), lambda: _core.run_1d(a, b, lay, communicate=False),
+                lambda: _check(ops, box["c"], r0, 0))
+
+    def summa(pr, pc):
+        i, j = divmod(rank, pc)
+        rm, cn, ka, kb = _blocks(n, pr), _blocks(n, pc), _blocks(n, pc), _blocks(n, pr)
+        a = ops.rows(0, rm[i], rm[i + 1], ka[j], ka[j + 1])
+        b = ops.rows(1, kb[i], kb[i + 1], cn[j], cn[j + 1])
+        lay = _core.layout(a, b, (pr, pc))
+        return (keep(lambda: _core.run(a, b, lay)), lambda: _core.run(a, b, lay, communicate=False),
+                lambda: _check(ops, box["c"], rm[i], cn[j]))
+
+    def dtensor(reduce_scatter: bool):
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import DTensor, Shard
+
+        mesh = init_device_mesh(device.type, (world,))
+        shape, stride = torch.Size((n, n)), (n, 1)
+        b = ops.rows(1, r0, r1)
+        db = DTensor.from_local(b, mesh, [Shard(0)], shape=shape, stride=stride)
+        if reduce_scatter:  # A's columns (its K) split: partial sums of all of C, reduce-scattered
+            a = ops.rows(0, 0, n, r0, r1)
+            da = DTensor.from_local(a, mesh, [Shard(1)], shape=shape, stride=stride)
+            return (keep(lambda: (da @ db).redistribute(mesh, [Shard(0)]).to_local()), lambda: torch.mm(a, b),
+                    lambda: _check(ops, box["c"], r0, 0))
+        a = ops.rows(0, r0, r1)
+        da = DTensor.from_local(a, mesh, [Shard(0)], shape=shape, stride=stride)
+        b_all = ops.rows(1, 0, n)  # what DTensor's all-gather gives each rank, for its products alone
+        # C as Shard(0) rows, whatever DTensor's propagation chose on the way (a no-op when it is already)
+        return (keep(lambda: (da @ db).redistribute(mesh, [Shard(0)]).to_local()), lambda: torch.mm(a, b_all),
+                lambda: _check(ops, box["c"], r0, 0))
+
+    def fused():
+        from torch.distributed import _symmetric_memory as symm
+
+        group = dist.group.WORLD.group_name
+        try:
+            symm.enable_symm_mem_for_group(group)
+        except Exception:  # noqa: BLE001  (deprecated, or not needed, in newer torch)
+            pass
+        op = torch.ops.symm_mem.fused_all_gather_matmul
+        a, b = ops.rows(0, r0, r1), ops.rows(1, 0, n, r0, r1)  # A's rows, B's columns
+        a_all = ops.rows(0, 0, n)
+        return (keep(lambda: op(a, [b], 0, group, return_A=False)[1][0]), lambda: torch.mm(a_all, b),
+                lambda: _check(ops, box["c"], 0, r0))
+
+    out = {}
+    if "one-gpu" in wanted and not beyond:
+        out["one-gpu"] = lambda: whole(torch.mm)
+        out["one-gpu/tilegemm"] = lambda: whole(tilegemm.matmul)
+    if "1d" in wanted:
+        out["1d"] = one_d
+    if "summa" in wanted and world > 1:
+        pr, pc = _squarest(world)
+        out[f"summa {pr}x{pc}"] = lambda: summa(pr, pc)
+    if beyond:
+        return out
+    if "dtensor" in wanted:
+        out["dtensor"] = lambda: dtensor(False)
+    if "dtensor-rs" in wanted:
+        out["dtensor-rs"] = lambda: dtensor(True)
+    if "fused-ag-mm" in wanted and device.type == "cuda" and hasattr(torch.ops.symm_mem, "fused_all_gather_matmul"):
+        out["fused-ag-mm"] = fused
+    return out
+
+
+def _beyond_size(world: int, itemsize: int, device) -> int:
+    """The N whose A, B and C (3·N²·itemsize) exceed one GPU's memory by 25%, a multiple of
+    1024·world; on a CPU a small stand-in."""
+    import torch
+
+    if device.type != "cuda":
+        return 2 * CPU_SIZES[-1]
+    total = torch.cuda.get_device_properties(device).total_memory
+    n = math.sqrt(1.25 * total / (3 * itemsize))
+    step = 1024 * world
+    return int(math.ceil(n / step) * step)
+
+
+def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: bool, save=None, progress=print) -> dict:
+    """The whole benchmark on this rank (every rank calls it); rank 0's document is returned
+    (None elsewhere) and, with save, written after every size."""
+    import torch
+    import torch.distributed as dist
+
+    from . import clocks
+    from .results import environment
+
+    world, rank = dist.get_world_size(), dist.get_rank()
+    cuda = dist.get_backend() == "nccl"
+    device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
+    dtype = torch.bfloat16 if cuda else torch.float32
+    clock = _Clock(device)
+    doc = None
+    if rank == 0:
+        doc = dict(schema="tilegemm.scaleout/1", environment=environment(), clocks={"before": clocks.read() if cuda else None},
+                   harness=dict(world=world, backend=dist.get_backend(), runs=runs, reps=reps, budget_s=budget_s,
+                                local_world=int(os.environ.get("LOCAL_WORLD_SIZE", world)),
+                                dtype=str(dtype).removeprefix("torch."),
+                                timing="each repeat the slowest rank's wall time from a barrier to its synchronize",
+                                env={k: os.environ.get(k) for k in QUIET_MULTICAST}), runs=[])
+    plan = [(n, False) for n in sizes]
+    if beyond:
+        plan.append((_beyond_size(world, torch.empty((), dtype=dtype).element_size(), device), True))
+    per: dict = {}
+    t0 = time.perf_counter()
+    for run_i in range(runs):
+        for n, big in plan:
+            ops = _Operands(n, dtype, device)
+            for mode, build in _modes_for(n, world, device, ops, modes, big).items():
+                rec = dict(run=run_i)
+                try:
+                    fn, local, check = build()
+                    rec["ms_reps"] = clock.repeats(fn, reps, budget_s)
+                    if run_i == 0:
+                        err = torch.tensor([check()], dtype=torch.float64, device=clock.meta)
+                        dist.all_reduce(err, op=dist.ReduceOp.MAX)
+                        rec["rel_err"] = err.item()
+                    if local is not None:
+                        rec["local_reps"] = clock.repeats(local, reps, budget_s)
+                except Exception as e:  # noqa: BLE001  (recorded; the run goes on)
+                    rec["error"] = f"{type(e).__name__}: {e}"[:300]
+                fn = local = check = None
+                if cuda:
+                    torch.cuda.empty_cache()
+                per.setdefault((n, mode, big), []).append(rec)
+                if rank == 0:
+                    ms = statistics.median(rec["ms_reps"]) if "ms_reps" in rec else float("nan")
+                    progress(f"run {run_i + 1}/{runs} N={n}{' (beyond one GPU)' if big else ''} {mode:18s} "
+                             f"{ms:9.3f} ms" + (f"  err {rec['rel_err']:.1e}" if "rel_err" in rec else "")
+                             + (f"  {rec['error']}" if "error" in rec else "") + f"  ({time.perf_counter() - t0:.0f} s)")
+            if rank == 0:
+                doc["records"] = records(per, world, dtype)
+                if save:
+                    save(doc)
+    if rank == 0:
+        doc["records"] = records(per, world, dtype)
+        doc["clocks"]["after"] = clocks.read() if cuda else None
+        doc["elapsed_s"] = round(time.perf_counter() - t0, 1)
+        if save:
+            save(doc)
+    return doc
+
+
+def records(per: dict, world: int, dtype) -> list[dict]:
+    """One record per size and mode: medians over the runs of each run's median repeat, with the
+    speed-up against the same run's one-gpu (cuBLAS) figure at that size."""
+    import torch
+
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    one = {}
+    for (n, mode, big), runs in per.items():
+        if mode == "one-gpu":
+            good = [statistics.median(r["ms_reps"]) for r in runs if "ms_reps" in r]
+            if good:
+                one[n] = statistics.median(good)
+    out = []
+    order = lambda v: MODES.index(v.split("/")[0].split(" ")[0]) if v.split("/")[0].split(" ")[0] in MODES else 99  # noqa: E731
+    for (n, mode, big), runs in sorted(per.items(), key=lambda kv: (kv[0][2], kv[0][0], order(kv[0][1]), kv[0][1])):
+        rec = dict(mode=mode.split("/")[0].split(" ")[0], variant=mode, gpus=1 if mode.startswith("one-gpu") else world,
+                   m=n, n=n, k=n, dtype=str(dtype).removeprefix("torch."), beyond_one_gpu=big,
+                   bytes_abc=3 * n * n * itemsize)
+        errs = [r["error"] for r in runs if "error" in r]
+        checked = [r["rel_err"] for r in runs if "rel_err" in r]
+        if checked:
+            rec["rel_err"] = max(checked)
+            if rec["rel_err"] > _tolerance(dtype):
+                errs.append(f"result check failed: relative error {rec['rel_err']:.2e}")
+        good = [r for r in runs if "ms_reps" in r]
+        if errs or not good:
+            out.append(dict(rec, error="; ".join(errs) or "not measured"))
+            continue
+        ms_runs = [statistics.median(r["ms_reps"]) for r in good]
+        rec.update(ms=statistics.median(ms_runs), ms_runs=ms_runs, reps=len(good[0]["ms_reps"]))
+        rec["tflops"] = 2 * n ** 3 / (rec["ms"] * 1e-3) / 1e12
+        if n in one and not big:
+            rec["speedup"] = one[n] / rec["ms"]
+        locs = [statistics.median(r["local_reps"]) for r in good if "local_reps" in r]
+        if locs:
+            rec["local_ms"] = statistics.median(locs)
+            rec["efficiency"] = min(1.0, rec["local_ms"] / rec["ms"])
+            rec["comm_share"] = 1.0 - rec["efficiency"]
+        out.append(rec)
+    return out
+
+
+def render(doc: dict) -> str:
+    """Markdown: per size, every mode's time, TFLOP/s, speed-up over one GPU (cuBLAS, same run),
+    efficiency and communication share; the beyond-one-GPU product after."""
+    env = doc.get("environment", {})
+    gpu = (env.get("gpu") or {}).get("name")
+    h = doc.get("harness", {})
+    where = (f"{h.get('world', '?')} × {gpu} (NCCL" if gpu else f"{h.get('world', '?')} CPU processes (gloo; not a GPU's times")
+    one = "one GPU's whole product on cuBLAS (torch.mm)" if gpu else "one process's whole product (torch.mm)"
+    lines = [f"`tilegemm dist-bench` on {where}, {h.get('dtype', '?')}, {env.get('date', '?')}): each figure the "
+             f"median of {h.get('runs', '?')} runs' median repeat, all modes in the same run; speed-up against "
+             f"{one}; efficiency = the same local products alone / the product's time.", "",
+             "| N | mode | GPUs | ms | TFLOP/s | speed-up | efficiency | comm share | runs (ms) |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---|"]
+
+    def f(x, fmt):
+        return format(x, fmt) if isinstance(x, (int, float)) else "—"
+
+    for r in doc.get("records", []):
+        n = f"{r['n']}" + (" (beyond one GPU)" if r.get("beyond_one_gpu") else "")
+        if "error" in r:
+            lines.append(f"| {n} | {r['variant']} | {r['gpus']} | — | — | — | — | — | {r['error'][:90]} |")
+            continue
+        lines.append(f"| {n} | {r['variant']} | {r['gpus']} | {f(r['ms'], '.3f')} | {f(r['tflops'], '.3g')} | "
+                     f"{f(r.get('speedup'), '.2f')} | {f(r.get('efficiency'), '.3f')} | {f(r.get('comm_share'), '.3f')} | "
+                     + " / ".join(f"{x:.3f}" for x in r.get("ms_runs", [])) + " |")
+    big = [r for r in doc.get("records", []) if r.get("beyond_one_gpu") and "ms" in r]
+    if big:
+        gb = big[0]["bytes_abc"] / 1e9
+        mem = ((env.get("gpu") or {}).get("memory_bytes") or 0) / 1e9
+        lines += ["", f"Beyond one GPU: A, B and C of N = {big[0]['n']} take {gb:.0f} GB"
+                  + (f", {gb / mem:.2f}× one GPU's {mem:.0f} GB" if mem else "") + "; operands made shard by shard."]
+    return "\n".join(lines)
+
+
+# --- processes -------------------------------------------------------------------------------
+
+def _init(backend: str, local_rank: int) -> None:
+    import torch
+    import torch.distributed as dist
+
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank)
+        dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank),
+                                timeout=datetime.timedelta(minutes=10))
+    else:
+        dist.init_process_group("gloo", timeout=datetime.timedelta(minutes=5))
+
+
+def _main_of_rank(cfg: dict) -> None:
+    """Every rank: measure; rank 0 saves."""
+    import torch.distributed as dist
+
+    os.environ.update(QUIET_MULTICAST)
+    _init(cfg["backend"], int(os.environ.get("LOCAL_RANK", "0")))
+    try:
+        save = None
+        if cfg.get("json"):
+            def save(doc):
+                path = cfg["json"]
+                os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
+                with open(path + ".tmp", "w") as fh:
+                    json.dump(doc, fh, indent=1, default=str)
+                os.replace(path + ".tmp", path)
+        doc = measure(cfg["sizes"], cfg["modes"], cfg["runs"], cfg["reps"], cfg["budget_s"], cfg["beyond"], save,
+                      progress=lambda s: print(s, flush=True))
+        if doc is not None:
+            print(render(doc), flush=True)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def _spawned(rank: int, world: int, port: int, cfg: dict) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
+                      LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world))
+    if cfg["backend"] == "gloo":
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+    _main_of_rank(cfg)
+
+
+def add_cli(subparsers) -> None:
+    p = subparsers.add_parser("dist-bench", help="distributed GEMM (1-D, SUMMA) against DTensor and one GPU, in one run")
+    _arguments(p)
+    p.set_defaults(func=cli_dist_bench)
+
+
+def _arguments(p) -> None:
+    p.add_argument("--sizes", help=f"square sizes N, comma-separated (default {','.join(map(str, GPU_SIZES))} on GPUs, "
+                   f"{','.join(map(str, CPU_SIZES))} on CPUs)")
+    p.add_argument("--gpus", type=int, help="GPUs of this host to use (default: all; CPU processes without a GPU: 2)")
+    p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
+    p.add_argument("--runs", type=int, default=3, help="runs over every size and mode; each figure is their median")
+    p.add_argument("--reps", type=int, help="timed repeats per figure (default: what fits --budget, 3 to 20)")
+    p.add_argument("--budget", type=float, default=1.0, help="seconds of repeats per figure when --reps is not given")
+    p.add_argument("--beyond", choices=("on", "off"), help="the product beyond one GPU's memory (default: on with GPUs)")
+    p.add_argument("--json", help="write the results here")
+
+
+def _config(args, under_torchrun: bool) -> tuple[dict | None, int, str | None]:
+    """(configuration, processes to spawn, one line of error)."""
+    try:
+        import torch
+        import torch.distributed as dist
+    except ImportError:
+        return None, 0, "needs torch (pip install 'tilegemm[gpu]')"
+    if not dist.is_available():
+        return None, 0, "this torch has no torch.distributed"
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    modes = [m for m in args.modes.split(",") if m]
+    bad = [m for m in modes if m not in MODES]
+    if bad:
+        return None, 0, f"unknown mode {', '.join(bad)}; modes: {', '.join(MODES)}"
+    try:
+        sizes = [int(s) for s in args.sizes.split(",") if s] if args.sizes else list(GPU_SIZES if gpus else CPU_SIZES)
+    except ValueError:
+        return None, 0, f"--sizes {args.sizes!r}: comma-separated integers"
+    if not sizes or min(sizes) < 1:
+        return None, 0, "--sizes: positive integers"
+    if args.runs < 1 or (args.reps is not None and args.reps < 1):
+        return None, 0, "--runs and --reps: at least 1"
+    if under_torchrun:
+        world, backend = int(os.environ["WORLD_SIZE"]), ("nccl" if gpus else "gloo")
+    elif gpus:
+        world, backend = args.gpus or gpus, "nccl"
+        if world < 2 or world > gpus:
+            return None, 0, (f"--gpus {world}: this host has {gpus} GPU{'s' * (gpus != 1)}; a distributed product "
+                             "needs at least 2")
+    else:
+        world, backend = args.gpus or 2, "gloo"
+        if world < 2:
+            return None, 0, "--gpus: at least 2 processes"
+    beyond = (args.beyond or ("on" if gpus else "off")) == "on"
+    cfg = dict(backend=backend, sizes=sizes, modes=modes, runs=args.runs, reps=args.reps, budget_s=args.budget,
+               beyond=beyond, json=args.json)
+    return cfg, world, None
+
+
+def cli_dist_bench(args) -> int:
+    under = "WORLD_SIZE" in os.environ and "RANK" in os.environ
+    cfg, world, err = _config(args, under)
+    if err:
+        print(f"tilegemm dist-bench: {err}", file=sys.stderr)
+        return 2
+    if under:
+        _main_of_rank(cfg)
+        return 0
+    if cfg["backend"] == "gloo":
+        print(f"No CUDA GPU: {world} CPU processes over gloo, small sizes, FP32, to show the benchmark works "
+              "(its times are not a GPU's).", flush=True)
+    import multiprocessing as mp
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_spawned, args=(r, world, port, cfg)) for r in range(world)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    failed = [r for r, p in enumerate(procs) if p.exitcode != 0]
+    if failed:
+        print(f"tilegemm dist-bench: rank{'s' * (len(failed) > 1)} {', '.join(map(str, failed))} failed "
+              f"(exit code {procs[failed[0]].exitcode}); see the lines above", file=sys.stderr)
+        return 1
+    if args.json:
+        print(f"results written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":  # under torchrun: python -m tilegemm.bench.distributed [options]
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m tilegemm.bench.distributed")
+    _arguments(parser)
+    sys.exit(cli_dist_bench(parser.parse_args()))
