@@ -92,6 +92,53 @@ def check_dtensor_1d():
         raise AssertionError("a grid that does not hold the mesh was taken")
 
 
+def check_mesh_out_of_order():
+    """Meshes whose order is not the ranks' order: places follow the mesh's coordinates, as
+    DTensor's shard sizes do. (torch 2.13's distribute_tensor and full_tensor disagree with those
+    sizes on a reversed 1-D mesh, so its DTensors are made and checked here shard by shard.)"""
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.tensor import DTensor, Shard, distribute_tensor
+
+    world = dist.get_world_size()
+    a, b = operands(13, 9, 11, seed=5)
+    want = a.double() @ b.double()
+    mesh1 = DeviceMesh("cpu", torch.arange(world).flip(0))
+    q = mesh1.get_coordinate()[0]
+
+    def rows(x):  # DTensor's Shard(0) piece of coordinate q (torch.chunk's sizes)
+        step = -(-x.shape[0] // world)
+        return x[q * step:(q + 1) * step].contiguous()
+
+    def dt(x):
+        return DTensor.from_local(rows(x), mesh1, [Shard(0)], shape=x.shape, stride=x.stride())
+
+    for grid in [None, (world, 1), (1, world)] + ([(2, world // 2)] if world == 4 else []):
+        c = D.matmul(dt(a), dt(b), grid=grid)
+        assert torch.equal(c.to_local().double(), rows(want)), ("1-D mesh reversed", grid)
+    if world == 4:
+        mesh2 = DeviceMesh("cpu", torch.tensor([[0, 2], [1, 3]]))
+        spec = [Shard(0), Shard(1)]
+        c = D.matmul(distribute_tensor(a, mesh2, spec), distribute_tensor(b, mesh2, spec))
+        assert torch.equal(c.full_tensor().double(), want), "2-D mesh [[0, 2], [1, 3]]"
+
+
+def check_arguments_disagree():
+    """Ranks called with different arguments, or one rank with a block that is not 2-D: refused
+    on every rank (no rank left waiting in a collective), naming the rank."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    a, b = operands(8, 6, 10)
+    a_r, b_r = split(a, world, 0)[rank].contiguous(), split(b, world, 0)[rank].contiguous()
+    for what, call in (("panel", lambda: D.matmul_1d(a_r, b_r, panel=4 if rank == world - 1 else None)),
+                       ("grid", lambda: D.summa(a_r, b_r, (world, 1) if rank != world - 1 else (1, world))),
+                       ("not 2-D", lambda: D.matmul_1d(a_r.flatten() if rank == world - 1 else a_r, b_r))):
+        try:
+            call()
+        except D.DistributedError as e:
+            assert f"rank {world - 1}" in str(e), (what, str(e))
+            continue
+        raise AssertionError(f"{what}: ranks that disagree were not refused")
+
+
 def check_relayout(m, n):
     """Rows in rank order -> columns in reverse rank order, and back: exact."""
     from tilegemm.distributed._core import blocks, relayout
@@ -127,7 +174,8 @@ def cases(which: str, world: int):
         + [(f"1d replicated {s}", lambda s=s: check_1d(*s, False)) for s in [(7, 5, 13), (1, 3, 2)]]
         + [("1d sharded, panels of 3", lambda: check_1d(12, 8, 31, True, panel=3))]
         + [("refused: a shape", lambda: check_refused("shape")), ("refused: a dtype", lambda: check_refused("dtype"))]
-        + [("dtensor 1-D mesh", check_dtensor_1d)]
+        + [("dtensor 1-D mesh", check_dtensor_1d), ("meshes out of order", check_mesh_out_of_order),
+           ("arguments that disagree", check_arguments_disagree)]
         + [(f"relayout {s}", lambda s=s: check_relayout(*s)) for s in [(5, 7), (2, 9), (9, 1)]],
         "grid": [(f"summa {g} {s}", lambda g=g, s=s: check_grid(*s, *g)) for g in
                  [(world, 1), (1, world)] + ([(2, world // 2)] if world % 2 == 0 and world > 2 else [])

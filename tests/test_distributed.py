@@ -112,15 +112,23 @@ def test_panels_cut_at_both_boundaries():
 
 
 def test_layout_check_names_the_rank():
-    ok = [[2, 2, 0, 4, 6, 6, 3]] * 2  # a 2 × 1 grid: A 4×6 on each, B 6×3 on each (K = 6 + 6 vs 6)
+    # by place: global rank, dtype A, dtype B, device, A rows, A cols, B rows, B cols, grid, panel, GPUs a host
+    def meta(g, a_rows, a_cols, b_rows, b_cols, db=2, grid=(2, 1), panel=0):
+        return [g, 2, db, 0, a_rows, a_cols, b_rows, b_cols, *grid, panel, 0]
+
     with pytest.raises(DistributedError, match="A's blocks span K = 6"):
-        check_grid(ok, 2, 1)
-    good = [[2, 2, 0, 4, 12, 6, 3], [2, 2, 0, 5, 12, 6, 3]]
+        check_grid([meta(0, 4, 6, 6, 3), meta(1, 4, 6, 6, 3)], 2, 1)  # K = 6 + 6 rows of B against 6 columns
+    good = [meta(0, 4, 12, 6, 3), meta(1, 5, 12, 6, 3)]
     assert check_grid(good, 2, 1) == ([4, 5], [3], [12], [6, 6])
-    bad = [good[0], [2, 3, 0, 5, 12, 6, 4]]
     with pytest.raises(DistributedError) as e:
-        check_grid(bad, 2, 1)
+        check_grid([good[0], meta(1, 5, 12, 6, 4, db=3)], 2, 1)
     assert "rank 1: B is float64" in str(e.value) and "rank 1 (grid 1,0): B has 4 columns" in str(e.value)
+    with pytest.raises(DistributedError, match="rank 7 was called with grid 1×2 and panel 64, rank 0 with 2×1"):
+        check_grid([good[0], meta(7, 5, 12, 6, 3, grid=(1, 2), panel=64)], 2, 1)
+    with pytest.raises(DistributedError, match="rank 1: its blocks are not 2-D"):
+        check_grid([good[0], meta(1, -1, -1, 6, 3)], 2, 1)
+    with pytest.raises(DistributedError, match="grid 2×2 has 4 places for 2 ranks"):
+        check_grid([meta(0, 4, 12, 6, 3, grid=(2, 2)), meta(1, 5, 12, 6, 3, grid=(2, 2))], 2, 2)
 
 
 HW = Hardware("test", rate={1024: 400.0, 8192: 800.0}, link_gbps=400.0, link_latency_us=10.0,

@@ -15,8 +15,9 @@ runs of the median of its timed repeats:
 - dtensor-rs: DTensor's A Shard(1) @ B Shard(0), its partial sums reduce-scattered to Shard(0);
 - fused-ag-mm: torch.ops.symm_mem.fused_all_gather_matmul (A's rows gathered, B's columns split),
   where this torch has it (NCCL only);
-- beyond (--beyond, default on GPUs): 1d and summa at the size whose A, B and C together exceed
-  one GPU's memory by 25%, the operands made shard by shard on their devices (no one-gpu there).
+- beyond (--beyond, default on GPUs): 1d at the size whose A, B and C together exceed one GPU's
+  memory by 25%, the operands made shard by shard on their devices (no one-gpu there; SUMMA's FP32
+  partial sums, twice C's block, do not fit beside A, B and C at that size).
 A repeat's time is the slowest rank's, from a barrier to its synchronize. Efficiency is the same
 local products alone over the product's time (for 1d and summa: the engine's panel loop with
 nothing sent; for the peers: their local torch.mm); comm_share = 1 − efficiency, the share of the
@@ -122,6 +123,21 @@ class _Clock:
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return [x * 1e3 for x in t.tolist()]
 
+    def agree(self, ok: bool) -> bool:
+        """Whether every rank says ok."""
+        import torch.distributed as dist
+
+        t = self.torch.tensor([int(ok)], dtype=self.torch.int32, device=self.meta)
+        dist.all_reduce(t, op=dist.ReduceOp.MIN)
+        return bool(t.item())
+
+    def largest(self, x: float) -> float:
+        import torch.distributed as dist
+
+        t = self.torch.tensor([x], dtype=self.torch.float64, device=self.meta)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return t.item()
+
     def one(self, fn) -> float:
         import torch.distributed as dist
 
@@ -134,10 +150,11 @@ class _Clock:
         return time.perf_counter() - t0
 
 
-def _modes_for(n: int, world: int, device, ops: _Operands, wanted, beyond: bool) -> dict:
+def _modes_for(n: int, world: int, device, ops: _Operands, wanted, beyond: bool, box: dict) -> dict:
     """{variant: builder}; a builder makes its operands on this rank (on demand, so that one
     mode's memory is free before the next is made) and returns (run, local products alone or
-    None, the result's relative error)."""
+    None, the result's relative error). box: where a run keeps its last C (the caller empties it
+    between modes)."""
     import torch
     import torch.distributed as dist
 
@@ -147,10 +164,12 @@ def _modes_for(n: int, world: int, device, ops: _Operands, wanted, beyond: bool)
     rank = dist.get_rank()
     mo = _blocks(n, world)
     r0, r1 = mo[rank], mo[rank + 1]
-    box: dict = {}  # the last result of the mode being measured
 
     def keep(fn):
-        return lambda: box.__setitem__("c", fn())
+        def go():
+            box.pop("c", None)  # the last result goes before the next is made
+            box["c"] = fn()
+        return go
 
     def whole(mm):
         a, b = (ops.rows(0, 0, n), ops.rows(1, 0, n)) if rank == 0 else (None, None)
@@ -178,6 +197,8 @@ def _modes_for(n: int, world: int, device, ops: _Operands, wanted, beyond: bool)
 
         mesh = init_device_mesh(device.type, (world,))
         shape, stride = torch.Size((n, n)), (n, 1)
+        step = -(-n // world)  # DTensor's Shard pieces (torch.chunk's sizes), not _blocks'
+        r0, r1 = min(n, rank * step), min(n, (rank + 1) * step)
         b = ops.rows(1, r0, r1)
         db = DTensor.from_local(b, mesh, [Shard(0)], shape=shape, stride=stride)
         if reduce_scatter:  # A's columns (its K) split: partial sums of all of C, reduce-scattered
@@ -193,13 +214,15 @@ def _modes_for(n: int, world: int, device, ops: _Operands, wanted, beyond: bool)
                 lambda: _check(ops, box["c"], r0, 0))
 
     def fused():
+        import warnings
+
         from torch.distributed import _symmetric_memory as symm
 
         group = dist.group.WORLD.group_name
-        try:
-            symm.enable_symm_mem_for_group(group)
-        except Exception:  # noqa: BLE001  (deprecated, or not needed, in newer torch)
-            pass
+        if not symm.is_symm_mem_enabled_for_group(group):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # deprecated (and done for every group) in newer torch
+                symm.enable_symm_mem_for_group(group)
         op = torch.ops.symm_mem.fused_all_gather_matmul
         a, b = ops.rows(0, r0, r1), ops.rows(1, 0, n, r0, r1)  # A's rows, B's columns
         a_all = ops.rows(0, 0, n)
@@ -212,7 +235,7 @@ def _modes_for(n: int, world: int, device, ops: _Operands, wanted, beyond: bool)
         out["one-gpu/tilegemm"] = lambda: whole(tilegemm.matmul)
     if "1d" in wanted:
         out["1d"] = one_d
-    if "summa" in wanted and world > 1:
+    if "summa" in wanted and world > 1 and not beyond:  # beyond: its FP32 partial sums of C do not fit
         pr, pc = _squarest(world)
         out[f"summa {pr}x{pc}"] = lambda: summa(pr, pc)
     if beyond:
@@ -221,9 +244,19 @@ def _modes_for(n: int, world: int, device, ops: _Operands, wanted, beyond: bool)
         out["dtensor"] = lambda: dtensor(False)
     if "dtensor-rs" in wanted:
         out["dtensor-rs"] = lambda: dtensor(True)
-    if "fused-ag-mm" in wanted and device.type == "cuda" and hasattr(torch.ops.symm_mem, "fused_all_gather_matmul"):
+    if "fused-ag-mm" in wanted and device.type == "cuda" and _has_fused():
         out["fused-ag-mm"] = fused
     return out
+
+
+def _has_fused() -> bool:
+    """torch.ops.symm_mem.fused_all_gather_matmul exists once its module is imported (torch ≥ 2.5)."""
+    try:
+        import torch
+        import torch.distributed._symmetric_memory  # noqa: F401  (defines the op)
+    except ImportError:
+        return False
+    return hasattr(torch.ops.symm_mem, "fused_all_gather_matmul")
 
 
 def _beyond_size(world: int, itemsize: int, device) -> int:
@@ -269,20 +302,31 @@ def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: 
     for run_i in range(runs):
         for n, big in plan:
             ops = _Operands(n, dtype, device)
-            for mode, build in _modes_for(n, world, device, ops, modes, big).items():
-                rec = dict(run=run_i)
-                try:
-                    fn, local, check = build()
-                    rec["ms_reps"] = clock.repeats(fn, reps, budget_s)
-                    if run_i == 0:
-                        err = torch.tensor([check()], dtype=torch.float64, device=clock.meta)
-                        dist.all_reduce(err, op=dist.ReduceOp.MAX)
-                        rec["rel_err"] = err.item()
-                    if local is not None:
-                        rec["local_reps"] = clock.repeats(local, reps, budget_s)
-                except Exception as e:  # noqa: BLE001  (recorded; the run goes on)
-                    rec["error"] = f"{type(e).__name__}: {e}"[:300]
-                fn = local = check = None
+            box: dict = {}
+            for mode, build in _modes_for(n, world, device, ops, modes, big, box).items():
+                rec, made = dict(run=run_i), {}
+
+                def step(name, fn):
+                    """One phase on every rank; all go on only if all succeeded (no rank is left
+                    in a collective the others skipped; a failure inside one ends at the timeout)."""
+                    if "error" in rec:
+                        return
+                    try:
+                        fn()
+                        ok = True
+                    except Exception as e:  # noqa: BLE001  (recorded; the run goes on)
+                        rec["error"], ok = f"{name}: {type(e).__name__}: {e}"[:300], False
+                    if not clock.agree(ok) and "error" not in rec:
+                        rec["error"] = f"{name}: failed on another rank"
+
+                step("setup", lambda: made.update(zip(("fn", "local", "check"), build())))
+                step("timing", lambda: rec.__setitem__("ms_reps", clock.repeats(made["fn"], reps, budget_s)))
+                if run_i == 0:
+                    step("result check", lambda: rec.__setitem__("rel_err", clock.largest(made["check"]())))
+                if made.get("local") is not None:
+                    step("products alone", lambda: rec.__setitem__("local_reps", clock.repeats(made["local"], reps, budget_s)))
+                made.clear()
+                box.clear()
                 if cuda:
                     torch.cuda.empty_cache()
                 per.setdefault((n, mode, big), []).append(rec)

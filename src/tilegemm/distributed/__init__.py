@@ -5,18 +5,18 @@
     c_blk = tilegemm.distributed.summa(a_blk, b_blk, grid=(2, 2))       # 2-D SUMMA on a process grid
     C = tilegemm.distributed.matmul(A, B)                               # DTensors in, a DTensor out
 
-Two algorithms, each overlapping the next step's communication with the current local GEMM
+Two algorithms, each overlapping the next panel's communication with the current local GEMM
 (tilegemm's own kernel on each rank):
 - 1-D: rank r holds a block of A's rows (any count, none included) and a block of B's rows (its
-  slice of K, in rank order), or all of B. C's rows of rank r are the sum over ranks j of
-  A_r[:, K_j] @ B_j: B_j is broadcast by its owner, the broadcast of B_{j+1} in flight while
-  A_r[:, K_j] @ B_j is computed (double-buffered). With a replicated B there is nothing to send.
-- 2-D SUMMA on a pr × pc grid (rank r = i·pc + j): rank (i, j) holds block (i, j) of A (A's K split
-  over the pc grid columns), of B (B's K split over the pr grid rows) and of C. K is cut into panels
-  at both sets of boundaries; for each panel its owner in grid row i broadcasts A's panel along the
-  row, its owner in grid column j broadcasts B's panel down the column, and every rank adds the
-  panel's product; the next panel's two broadcasts are in flight during the current product.
-Partial sums are kept in FP32 for 16-bit inputs (FP32 accumulation, as one GEMM would) and cast once.
+  slice of K, in rank order), or all of B. N is cut into column panels; each panel of B (all of
+  K) is all-gathered from the ranks' rows of it, and C_r[:, panel] = A_r @ B_panel is one GEMM
+  over all of K, written once (no partial sums). With a replicated B there is nothing to send.
+- 2-D SUMMA on a pr × pc grid (place r = i·pc + j): rank (i, j) holds block (i, j) of A (A's K
+  split over the pc grid columns), of B (B's K split over the pr grid rows) and of C. K is cut
+  into panels at both sets of boundaries; for each panel its owner in grid row i broadcasts A's
+  panel along the row, its owner in grid column j broadcasts B's panel down the column, and every
+  rank adds the panel's product into FP32 partial sums (16-bit inputs), cast once at the end.
+Panel widths, when not given, are the cost model's fastest (costmodel.py).
 
 DTensors: on a 1-D mesh, A Shard(0) with B Replicate() is a local product on each rank; otherwise
 A's and B's rows run on the grid that `grid=` names or the cost model (costmodel.py) predicts
@@ -25,11 +25,12 @@ the rows first (point-to-point) and C's blocks sent back to A's rows. On a 2-D m
 Shard(0), Shard(1) run SUMMA on the mesh's grid. Other placements are redistributed first. The
 result is a DTensor: Shard(0) on a 1-D mesh, Shard(0), Shard(1) on a 2-D one.
 
-Before any data moves, every rank shares its blocks' shapes, dtype and device (one all-gather of a
-few integers) and all of them check the whole layout: a shard that disagrees is refused on every
-rank with an error naming that rank (no rank waits on a collective the others skipped). A
-collective that fails (a rank died, or the group's timeout passed) ends the call with
-DistributedError on every surviving rank; a partial C is never returned.
+Before any data moves, every rank shares its blocks' shapes, dtype, device and the arguments it
+was called with (one all-gather of a few integers) and all of them check the whole layout: a shard
+or an argument that disagrees is refused on every rank with an error naming that rank (no rank
+waits on a collective the others skipped). A collective that fails later raises DistributedError
+on every surviving rank under gloo; under NCCL, PyTorch's watchdog ends the processes when the
+group's timeout passes. A partial C is never returned.
 """
 
 from __future__ import annotations

@@ -1,23 +1,40 @@
 """The engines: SUMMA on a pr × pc process grid, and the 1-D algorithm on A's and B's rows.
 
-SUMMA: rank r = i·pc + j of the group holds block (i, j) of A (M_i × KA_j), of B (KB_i × N_j) and
-of C (M_i × N_j). K is cut into panels at the union of A's and B's K boundaries (and again to at
-most `panel` wide, so that there are panels to overlap); for panel p the rank of grid row i that
-owns A's columns broadcasts them along grid row i, the rank of grid column j that owns B's rows
-broadcasts them down grid column j, and each rank adds A_panel @ B_panel into its C block (kept in
-FP32 for 16-bit inputs). Panel p + 1's broadcasts are issued before panel p's product (two buffers
-each), so they travel while it computes; a broadcast within a group of one is no broadcast.
+SUMMA: the rank at grid place (i, j) (place i·pc + j) holds block (i, j) of A (M_i × KA_j), of B
+(KB_i × N_j) and of C (M_i × N_j). K is cut into panels at the union of A's and B's K boundaries
+(and again to at most `panel` wide, so that there are panels to overlap); for panel p the rank of
+grid row i that owns A's columns broadcasts them along grid row i, the rank of grid column j that
+owns B's rows broadcasts them down grid column j, and each rank adds A_panel @ B_panel into its C
+block (kept in FP32 for 16-bit inputs, written by the first panel). Panel p + 1's broadcasts are
+issued before panel p's product (two buffers each), so they travel while it computes; a broadcast
+within a group of one is no broadcast.
 
-1-D: rank r holds A's rows r (all of K) and B's rows r (its slice of K). N is cut into column
-panels; panel p of B is all-gathered (every rank's rows of those columns), and C_r[:, panel] =
-A_r @ B_panel is one GEMM over all of K, written once in the output dtype: no partial sums, no
-accumulator. Panel p + 1's all-gather travels while panel p is multiplied. (SUMMA on a P × 1 grid
-computes the same product with K panels and an FP32 accumulator that every panel reads and writes
-again: more memory traffic and P times C's memory in FP32; the 1-D engine is what runs for P × 1.)
+1-D: the rank at place r holds A's rows r (all of K) and B's rows r (its slice of K, in place
+order). N is cut into column panels; panel p of B is all-gathered (every rank's rows of those
+columns), and C_r[:, panel] = A_r @ B_panel is one GEMM over all of K, written once in the output
+dtype: no partial sums, no accumulator. Panel p + 1's all-gather travels while panel p is
+multiplied. (SUMMA on a P × 1 grid computes the same product with K panels and an FP32
+accumulator that every panel reads and writes again: more memory traffic and twice C's memory.)
+
+Places and ranks: a `Team` says which groups the ranks of a product share and where each rank
+sits. By default the places are the ranks of one process group in its order; a DeviceMesh gives
+its own coordinates and groups (its order need not be the ranks' order). Every rank learns every
+place's global rank from the one metadata all-gather, and all communication names ranks
+globally, so no ordering of a group is assumed.
+
+Before any data moves, that all-gather shares every rank's blocks' shapes, dtypes, device and the
+arguments it was called with (grid, panel), and every rank checks all of them: a layout that does
+not form one product, or ranks that disagree, are refused on every rank together, naming the
+rank. A collective that breaks afterwards raises DistributedError where the backend reports it:
+gloo does on every surviving rank; NCCL's own watchdog ends the processes when the group's
+timeout passes (PyTorch's default TORCH_NCCL_ASYNC_ERROR_HANDLING), so a failed product is never
+a hang past that timeout and never a partial C presented as whole.
 """
+
 from __future__ import annotations
 
 import itertools
+import os
 from dataclasses import dataclass
 
 import torch
@@ -27,12 +44,12 @@ from ..errors import TileGemmError
 
 _DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 _ALL_GATHER = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor  # renamed in torch 2.13
-_GROUPS: dict = {}  # (parent group, rank tuple) -> process group, made once (new_group is a collective)
+_GROUPS: dict = {}  # (parent's name, member lists) -> this rank's process group, made once (a collective)
 
 
 class DistributedError(TileGemmError, RuntimeError):
-    """A distributed product that cannot run (shards that disagree, named by rank) or that failed
-    (a collective broke: a rank died or the group's timeout passed). Raised on every rank."""
+    """A distributed product that cannot run (shards or arguments that disagree, named by rank)
+    or that failed (a collective broke: a rank died or the group's timeout passed)."""
 
 
 def _collective(what: str, fn):
@@ -46,16 +63,63 @@ def _collective(what: str, fn):
                                "is returned") from e
 
 
+# ---- who is where -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Team:
+    """The ranks of one product. stages: the groups the metadata is all-gathered through, in
+    turn (one group, or a 2-D mesh's row groups then its column groups; together, every rank of
+    the product); pos: this rank's place; parent: the group grid rows and columns are split from
+    when no mesh gives them (None: the default group); axes: a 2-D mesh's (row group, column group)."""
+
+    stages: tuple
+    pos: int
+    parent: object = None
+    axes: tuple | None = None
+
+
+def team(group=None) -> Team:
+    """The ranks of `group` (None: the default group), placed in the group's rank order."""
+    return group if isinstance(group, Team) else Team((group,), dist.get_rank(group), group)
+
+
+def mesh_team(mesh) -> Team:
+    """A DeviceMesh's ranks, placed by their mesh coordinates (row-major, as DTensor places its
+    shards), with the mesh's groups."""
+    if mesh.ndim == 1:
+        g = mesh.get_group(0)
+        return Team((g,), mesh.get_coordinate()[0], g)
+    i, j = mesh.get_coordinate()
+    rows, cols = mesh.get_group(1), mesh.get_group(0)  # same i (a grid row), same j (a grid column)
+    return Team((rows, cols), i * mesh.shape[1] + j, None, (rows, cols))
+
+
 def _meta_device(group):
     return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend(group) == "nccl" else torch.device("cpu")
 
 
-def gather_meta(values: list[int], group) -> list[list[int]]:
-    """Every rank's list of integers (the same length on every rank), in group rank order."""
-    t = torch.tensor(values, dtype=torch.int64, device=_meta_device(group))
-    out = [torch.empty_like(t) for _ in range(dist.get_world_size(group))]
-    _collective("sharing the shards' shapes", lambda: dist.all_gather(out, t, group=group))
-    return [x.tolist() for x in out]
+# the metadata every rank shares: its global rank, then these, by place
+G, DA, DB, DEV, AR, AC, BR, BC, PR, PC, PANEL, LOCAL = range(12)
+
+
+def gather_meta(values: list[int], who: Team) -> list[list[int]]:
+    """Every place's [global rank, *values] (the same number of values on every rank), in place order."""
+    rows = torch.tensor([[who.pos, dist.get_rank(), *values]], dtype=torch.int64, device=_meta_device(who.stages[0]))
+    for g in who.stages:
+        out = torch.empty((dist.get_world_size(g) * rows.shape[0], rows.shape[1]), dtype=rows.dtype, device=rows.device)
+        _collective("sharing the shards' shapes", lambda: _ALL_GATHER(out, rows, group=g))  # noqa: B023 (run at once)
+        rows = out
+    got = sorted(rows.tolist())
+    if [r[0] for r in got] != list(range(len(got))):
+        raise DistributedError(f"the ranks' places are not 0 … {len(got) - 1}: {[r[0] for r in got]}")
+    return [r[1:] for r in got]
+
+
+def _describe_meta(a: torch.Tensor, b: torch.Tensor, grid=(0, 0), panel: int | None = None) -> list[int]:
+    shape = lambda x: list(x.shape) if x.dim() == 2 else [-1, -1]  # noqa: E731
+    return [_code(a), _code(b), int(a.is_cuda), *shape(a), *shape(b), int(grid[0]), int(grid[1]), int(panel or 0),
+            int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0)]
 
 
 def _code(t: torch.Tensor) -> int:
@@ -67,16 +131,24 @@ def _describe(dt_code: int) -> str:
 
 
 def _common_errors(meta: list[list[int]]) -> list[str]:
+    """What every product refuses: blocks not 2-D, dtypes not served or mixed, devices of
+    different kinds, and ranks called with different arguments."""
     errs = []
-    if len({m[2] for m in meta}) > 1:
+    if len({m[DEV] for m in meta}) > 1:
         errs.append("ranks hold their blocks on different kinds of device")
-    for r, m in enumerate(meta):
-        for which, code in (("A", m[0]), ("B", m[1])):
+    for m in meta:
+        r = m[G]
+        if m[AR] < 0 or m[BR] < 0:
+            errs.append(f"rank {r}: its blocks are not 2-D")
+        for which, code in (("A", m[DA]), ("B", m[DB])):
             if code < 0:
                 errs.append(f"rank {r}: {which} is of a dtype this product does not take (float16, bfloat16, "
                             "float32, float64)")
-            elif code != meta[0][0]:
-                errs.append(f"rank {r}: {which} is {_describe(code)}, rank 0's A is {_describe(meta[0][0])}")
+            elif code != meta[0][DA]:
+                errs.append(f"rank {r}: {which} is {_describe(code)}, rank {meta[0][G]}'s A is {_describe(meta[0][DA])}")
+        if m[PR:PANEL + 1] != meta[0][PR:PANEL + 1]:
+            errs.append(f"rank {r} was called with grid {m[PR]}×{m[PC]} and panel {m[PANEL] or 'default'}, rank "
+                        f"{meta[0][G]} with {meta[0][PR]}×{meta[0][PC]} and {meta[0][PANEL] or 'default'}")
     return errs
 
 
@@ -87,25 +159,31 @@ def _refuse(errs: list[str]) -> None:
 
 
 def check_grid(meta: list[list[int]], pr: int, pc: int) -> tuple[list, list, list, list]:
-    """Every rank checks the same gathered layout, so all refuse it together or none does.
-    meta[r] = [dtype A, dtype B, device type, A rows, A cols, B rows, B cols]. Returns (M_i per grid
-    row, N_j per grid column, A's K sizes per grid column, B's K sizes per grid row)."""
+    """Every rank checks the same gathered layout (meta by place: global rank, dtype A, dtype B,
+    device, A rows, A cols, B rows, B cols, grid, panel, …), so all refuse it together or none
+    does. Returns (M_i per grid row, N_j per grid column, A's K sizes per grid column, B's K
+    sizes per grid row)."""
     errs = _common_errors(meta)
+    if len(meta) != pr * pc:
+        errs.append(f"grid {pr}×{pc} has {pr * pc} places for {len(meta)} ranks")
+    if len(meta) != pr * pc or any(m[AR] < 0 or m[BR] < 0 for m in meta):
+        _refuse(errs)  # no shapes to compare
     at = lambda i, j: meta[i * pc + j]  # noqa: E731
-    rows = [at(i, 0)[3] for i in range(pr)]
-    ncols = [at(0, j)[6] for j in range(pc)]
-    ka = [at(0, j)[4] for j in range(pc)]
-    kb = [at(i, 0)[5] for i in range(pr)]
+    rows = [at(i, 0)[AR] for i in range(pr)]
+    ncols = [at(0, j)[BC] for j in range(pc)]
+    ka = [at(0, j)[AC] for j in range(pc)]
+    kb = [at(i, 0)[BR] for i in range(pr)]
     for i, j in itertools.product(range(pr), range(pc)):
-        r, m = i * pc + j, at(i, j)
-        if m[3] != rows[i]:
-            errs.append(f"rank {r} (grid {i},{j}): A has {m[3]} rows, rank {i * pc} of the same grid row {rows[i]}")
-        if m[4] != ka[j]:
-            errs.append(f"rank {r} (grid {i},{j}): A has {m[4]} columns, rank {j} of the same grid column {ka[j]}")
-        if m[5] != kb[i]:
-            errs.append(f"rank {r} (grid {i},{j}): B has {m[5]} rows, rank {i * pc} of the same grid row {kb[i]}")
-        if m[6] != ncols[j]:
-            errs.append(f"rank {r} (grid {i},{j}): B has {m[6]} columns, rank {j} of the same grid column {ncols[j]}")
+        m = at(i, j)
+        where = f"rank {m[G]} (grid {i},{j})"
+        if m[AR] != rows[i]:
+            errs.append(f"{where}: A has {m[AR]} rows, rank {at(i, 0)[G]} of the same grid row {rows[i]}")
+        if m[AC] != ka[j]:
+            errs.append(f"{where}: A has {m[AC]} columns, rank {at(0, j)[G]} of the same grid column {ka[j]}")
+        if m[BR] != kb[i]:
+            errs.append(f"{where}: B has {m[BR]} rows, rank {at(i, 0)[G]} of the same grid row {kb[i]}")
+        if m[BC] != ncols[j]:
+            errs.append(f"{where}: B has {m[BC]} columns, rank {at(0, j)[G]} of the same grid column {ncols[j]}")
     if sum(ka) != sum(kb):
         errs.append(f"A's blocks span K = {sum(ka)} (columns {ka} over the grid's columns) but B's span K = {sum(kb)} "
                     f"(rows {kb} over the grid's rows)")
@@ -113,24 +191,41 @@ def check_grid(meta: list[list[int]], pr: int, pc: int) -> tuple[list, list, lis
     return rows, ncols, ka, kb
 
 
-def _subgroup(group, ranks: list[int]):
-    """The process group of these ranks (ranks of `group`); None for a group of one (no broadcast)."""
-    if len(ranks) == 1:
+def _split(parent, lists: list[list[int]]):
+    """This rank's group among `lists` (global ranks), made once. From the default group every
+    rank makes every group (new_group is collective over all ranks); from another group, its
+    ranks split it (an NCCL group bound to a device)."""
+    mine = next((lst for lst in lists if dist.get_rank() in lst), None)
+    if mine is None or len(mine) == 1:
         return None
-    if len(ranks) == dist.get_world_size(group):
-        return group if group is not None else dist.group.WORLD  # None would read as "a group of one"
-    glob = tuple(dist.get_global_rank(group, r) if group is not None else r for r in ranks)
-    key = (id(group), glob)
+    name = getattr(parent, "group_name", "") if parent is not None else ""
+    key = (name, tuple(tuple(x) for x in lists))
     if key not in _GROUPS:
-        _GROUPS[key] = dist.new_group(list(glob))
+        if parent is None or parent is dist.group.WORLD:
+            made = {tuple(lst): dist.new_group(lst) for lst in lists if len(lst) > 1}
+            _GROUPS[key] = made[tuple(mine)]
+        else:
+            try:
+                _GROUPS[key] = dist.split_group(parent_pg=parent, split_ranks=lists)
+            except Exception as e:  # noqa: BLE001  (gloo, or a group bound to no device)
+                raise DistributedError(f"SUMMA on a group other than the default one splits it into grid rows and "
+                                       f"columns, which this group cannot do ({type(e).__name__}: "
+                                       f"{str(e).splitlines()[0][:200]}); use the default group, or a 2-D DeviceMesh "
+                                       "(tilegemm.distributed.matmul on DTensors), whose groups are used") from e
     return _GROUPS[key]
 
 
-def _grid_groups(group, pr: int, pc: int):
-    """(row groups, column groups), made on every rank in the same order (new_group is collective)."""
-    rows = [_subgroup(group, [i * pc + j for j in range(pc)]) for i in range(pr)]
-    cols = [_subgroup(group, [i * pc + j for i in range(pr)]) for j in range(pc)]
-    return rows, cols
+def _grid_groups(who: Team, pr: int, pc: int, granks: list[int]):
+    """(this rank's grid-row group, its grid-column group); None for a group of one."""
+    if who.axes is not None:
+        rows, cols = who.axes
+        return (rows if pc > 1 else None), (cols if pr > 1 else None)
+    rows = [[granks[i * pc + j] for j in range(pc)] for i in range(pr)]
+    cols = [[granks[i * pc + j] for i in range(pr)] for j in range(pc)]
+    return _split(who.parent, rows), _split(who.parent, cols)
+
+
+# ---- SUMMA ----------------------------------------------------------------------------------------
 
 
 def _panels(ka: list[int], kb: list[int], width: int | None) -> list[tuple[int, int, int, int]]:
@@ -150,13 +245,13 @@ def _panels(ka: list[int], kb: list[int], width: int | None) -> list[tuple[int, 
     return out
 
 
-def _model_panel(m: int, n: int, k: int, grid, a: torch.Tensor) -> int:
+def _model_panel(m: int, n: int, k: int, grid, itemsize: int, per_host: int) -> int:
     """The panel width the cost model predicts fastest for this product (costmodel.default_panel,
-    with the shipped H200 rates whatever this rank's GPU, so that every rank, computing from the
-    same gathered shapes, cuts the same panels)."""
+    with the shipped H200 rates whatever this rank's GPU and rank 0's GPUs per host, so that every
+    rank, computing from the same gathered metadata, cuts the same panels)."""
     from .costmodel import default_panel
 
-    return max(1, default_panel(m, n, k, grid, a.element_size(), None))
+    return max(1, default_panel(m, n, k, grid, itemsize, per_host or None))
 
 
 def _accumulate(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor, first: bool) -> None:
@@ -177,7 +272,7 @@ def _accumulate(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor, first: bool
 @dataclass(frozen=True)
 class Layout:
     """What every rank agreed on before any data moved: the grid, this rank's place in it, the
-    blocks' sizes and the K panels."""
+    blocks' sizes, the K panels and every place's global rank."""
 
     pr: int
     pc: int
@@ -189,30 +284,33 @@ class Layout:
     b_off: list  # B's K offsets per grid row
     panels: list  # (k0, k1, grid column owning A's piece, grid row owning B's piece)
     width: int
+    granks: list  # global rank of each place
 
 
 def layout(a: torch.Tensor, b: torch.Tensor, grid: tuple[int, int], group=None, panel: int | None = None) -> Layout:
-    """Share every rank's blocks' shapes and dtypes (one all-gather), check them on every rank,
-    and cut K into panels (default width: the cost model's fastest; all of K alone)."""
+    """Share every rank's blocks' shapes, dtypes and arguments (one all-gather), check them on
+    every rank, and cut K into panels (default width: the cost model's fastest; all of K alone).
+    group: a process group (places in its rank order) or a Team."""
+    who = team(group)
     pr, pc = int(grid[0]), int(grid[1])
-    world, rank = dist.get_world_size(group), dist.get_rank(group)
-    if pr * pc != world:
-        raise DistributedError(f"grid {pr}×{pc} has {pr * pc} places for a group of {world} ranks")
-    if a.dim() != 2 or b.dim() != 2:
-        raise DistributedError(f"rank {dist.get_rank()}: blocks must be 2-D; got A {tuple(a.shape)}, B {tuple(b.shape)}")
-    meta = gather_meta([_code(a), _code(b), int(a.is_cuda), a.shape[0], a.shape[1], b.shape[0], b.shape[1]], group)
+    meta = gather_meta(_describe_meta(a, b, (pr, pc), panel), who)
     rows, ncols, ka, kb = check_grid(meta, pr, pc)
     k_total = sum(ka)
-    width = panel or (_model_panel(sum(rows), sum(ncols), k_total, (pr, pc), a) if world > 1 else k_total)
-    return Layout(pr, pc, *divmod(rank, pc), rows, ncols, list(itertools.accumulate([0] + ka)),
-                  list(itertools.accumulate([0] + kb)), _panels(ka, kb, width), width)
+    if panel:
+        width = panel
+    elif pr * pc > 1:
+        width = _model_panel(sum(rows), sum(ncols), k_total, (pr, pc), a.element_size(), meta[0][LOCAL])
+    else:
+        width = k_total
+    return Layout(pr, pc, *divmod(who.pos, pc), rows, ncols, list(itertools.accumulate([0] + ka)),
+                  list(itertools.accumulate([0] + kb)), _panels(ka, kb, width), width, [m[G] for m in meta])
 
 
 def summa(a: torch.Tensor, b: torch.Tensor, grid: tuple[int, int], group=None, panel: int | None = None) -> torch.Tensor:
     """C block (i, j) = sum over K of A (row block i) @ B (column block j), on the pr × pc grid of
-    `group`'s ranks (rank r = i·pc + j). a: this rank's block of A, b: its block of B (see the
-    module docstring); returns its block of C. panel: the widest K panel (default: the width the
-    cost model predicts fastest; all of K on a group of one)."""
+    `group`'s ranks (place r = i·pc + j in the group's rank order). a: this rank's block of A, b:
+    its block of B (see the module docstring); returns its block of C. panel: the widest K panel
+    (default: the width the cost model predicts fastest; all of K on a group of one)."""
     return run(a, b, layout(a, b, grid, group, panel), group)
 
 
@@ -221,41 +319,40 @@ def run(a: torch.Tensor, b: torch.Tensor, lay: Layout, group=None, communicate: 
     whatever the receive buffers hold, with nothing sent: what `tilegemm dist-bench` times as
     the products alone (its efficiency's numerator)."""
     i, j, rows, ncols, panels, width = lay.i, lay.j, lay.rows, lay.ncols, lay.panels, lay.width
-    if communicate:
-        row_groups, col_groups = _grid_groups(group, lay.pr, lay.pc)
-    else:
-        row_groups, col_groups = [None] * lay.pr, [None] * lay.pc
+    pr, pc, granks = lay.pr, lay.pc, lay.granks
+    row_g, col_g = _grid_groups(team(group), pr, pc, granks) if communicate else (None, None)
     acc_dtype = torch.float32 if a.dtype in (torch.float16, torch.bfloat16) else a.dtype
     acc = (torch.empty if panels and rows[i] and ncols[j] else torch.zeros)(
         (rows[i], ncols[j]), dtype=acc_dtype, device=a.device)
-    # receive buffers, two of each (panel p + 1 arrives while panel p is used), flat so that a
-    # narrower last panel is still one contiguous block
-    bufs_a = [torch.empty(rows[i] * width, dtype=a.dtype, device=a.device) for _ in range(2)]
-    bufs_b = [torch.empty(width * ncols[j], dtype=b.dtype, device=b.device) for _ in range(2)]
+    # two buffers a direction (panel p + 1 arrives while panel p is used), flat so that a narrower
+    # last panel is still one contiguous block; a direction with nothing to send has none
+    a_moves, b_moves = (row_g is not None or not communicate) and pc > 1, (col_g is not None or not communicate) and pr > 1
+    bufs_a = [torch.empty(rows[i] * width, dtype=a.dtype, device=a.device) for _ in range(2 * a_moves)]
+    bufs_b = [torch.empty(width * ncols[j], dtype=b.dtype, device=b.device) for _ in range(2 * b_moves)]
 
     def post(p: int):
         """Issue panel p's two broadcasts; (A panel, B panel, works) on this rank."""
         k0, k1, ja, ib = panels[p]
         w = k1 - k0
         works = []
-        if ja == j:  # this rank owns A's piece of the panel (always, when pc = 1)
-            pa = a[:, k0 - lay.a_off[ja]:k1 - lay.a_off[ja]]
-            if row_groups[i] is not None:
-                pa = pa.contiguous()  # what is sent must be contiguous
-        else:
+        mine_a = a[:, k0 - lay.a_off[ja]:k1 - lay.a_off[ja]] if ja == j else None
+        if a_moves:
             pa = bufs_a[p % 2][:rows[i] * w].view(rows[i], w)
-        if row_groups[i] is not None and rows[i]:
-            works.append(_collective(f"panel {p}: the broadcast of A's columns {k0}:{k1} along grid row {i}",
-                                     lambda: dist.broadcast(pa, group=row_groups[i], group_src=ja, async_op=True)))
-        if ib == i:
-            pb = b[k0 - lay.b_off[ib]:k1 - lay.b_off[ib], :]
-            if col_groups[j] is not None:
-                pb = pb.contiguous()
+            if mine_a is not None and communicate:
+                pa.copy_(mine_a)  # what is sent must be contiguous: the owner's own buffer
+            if row_g is not None and rows[i]:
+                works.append(_collective(f"panel {p}: the broadcast of A's columns {k0}:{k1} along grid row {i}",
+                                         lambda: dist.broadcast(pa, src=granks[i * pc + ja], group=row_g, async_op=True)))
         else:
-            pb = bufs_b[p % 2][:w * ncols[j]].view(w, ncols[j])
-        if col_groups[j] is not None and ncols[j]:
-            works.append(_collective(f"panel {p}: the broadcast of B's rows {k0}:{k1} down grid column {j}",
-                                     lambda: dist.broadcast(pb, group=col_groups[j], group_src=ib, async_op=True)))
+            pa = mine_a  # pc = 1: every rank owns all of its rows' K
+        mine_b = b[k0 - lay.b_off[ib]:k1 - lay.b_off[ib], :] if ib == i else None  # rows: contiguous
+        if b_moves:
+            pb = mine_b if mine_b is not None and communicate else bufs_b[p % 2][:w * ncols[j]].view(w, ncols[j])
+            if col_g is not None and ncols[j]:
+                works.append(_collective(f"panel {p}: the broadcast of B's rows {k0}:{k1} down grid column {j}",
+                                         lambda: dist.broadcast(pb, src=granks[ib * pc + j], group=col_g, async_op=True)))
+        else:
+            pb = mine_b
         return pa, pb, works
 
     pending = post(0) if panels else None
@@ -270,48 +367,50 @@ def run(a: torch.Tensor, b: torch.Tensor, lay: Layout, group=None, communicate: 
     return acc if acc.dtype == a.dtype else acc.to(a.dtype)
 
 
+# ---- moving blocks ----------------------------------------------------------------------------
+
+
 def relayout(x: torch.Tensor, have: list[tuple[int, int, int, int]], want: list[tuple[int, int, int, int]],
-             group=None) -> torch.Tensor:
-    """Move a matrix from one block layout to another: group rank r holds block have[r] =
+             group=None, granks: list[int] | None = None) -> torch.Tensor:
+    """Move a matrix from one block layout to another: the rank at place r holds block have[r] =
     (row0, row1, col0, col1) of it as x, and gets back block want[r]. Each rank sends each other
     rank the part of its block that the other wants (point-to-point, all posted at once, one
-    message per overlapping pair); nothing else is held whole anywhere."""
-    rank = dist.get_rank(group)
-    r0, r1, c0, c1 = want[rank]
+    message per overlapping pair); nothing else is held whole anywhere. granks: each place's
+    global rank (default: the group's ranks in order)."""
+    who = team(group)
+    me = who.pos
+    g = who.stages[0] if len(who.stages) == 1 else None
+    if granks is None:
+        granks = [dist.get_global_rank(g, r) if g is not None else r for r in range(len(want))]
+    r0, r1, c0, c1 = want[me]
     out = torch.empty((r1 - r0, c1 - c0), dtype=x.dtype, device=x.device)
 
     def overlap(p, q):
         rr0, rr1, cc0, cc1 = max(p[0], q[0]), min(p[1], q[1]), max(p[2], q[2]), min(p[3], q[3])
         return (rr0, rr1, cc0, cc1) if rr0 < rr1 and cc0 < cc1 else None
 
-    ops, keep = [], []
+    h = have[me]
+    ops, landed = [], []
     for peer in range(len(want)):
-        glob = dist.get_global_rank(group, peer) if group is not None else peer
-        sent = overlap(have[rank], want[peer])
-        got = overlap(have[peer], want[rank])
-        if peer == rank:
+        sent, got = overlap(have[me], want[peer]), overlap(have[peer], want[me])
+        if peer == me:
             if sent:
-                h = have[rank]
                 out[sent[0] - r0:sent[1] - r0, sent[2] - c0:sent[3] - c0] = \
                     x[sent[0] - h[0]:sent[1] - h[0], sent[2] - h[2]:sent[3] - h[2]]
             continue
         if sent:
-            h = have[rank]
             piece = x[sent[0] - h[0]:sent[1] - h[0], sent[2] - h[2]:sent[3] - h[2]].contiguous()
-            keep.append(piece)
-            ops.append(dist.P2POp(dist.isend, piece, glob, group))
+            ops.append(dist.P2POp(dist.isend, piece, granks[peer], g))
         if got:
             piece = torch.empty((got[1] - got[0], got[3] - got[2]), dtype=x.dtype, device=x.device)
-            keep.append((piece, got))
-            ops.append(dist.P2POp(dist.irecv, piece, glob, group))
+            landed.append((piece, got))
+            ops.append(dist.P2POp(dist.irecv, piece, granks[peer], g))
     if ops:
         works = _collective("moving blocks between ranks", lambda: dist.batch_isend_irecv(ops))
         for w in works:
             _collective("moving blocks between ranks", w.wait)
-    for item in keep:
-        if isinstance(item, tuple):
-            piece, (g0, g1, h0, h1) = item
-            out[g0 - r0:g1 - r0, h0 - c0:h1 - c0] = piece
+    for piece, (g0, g1, h0, h1) in landed:
+        out[g0 - r0:g1 - r0, h0 - c0:h1 - c0] = piece
     return out
 
 
@@ -321,61 +420,79 @@ def blocks(total: int, parts: int) -> list[int]:
     return list(itertools.accumulate([0] + [q + (i < r) for i in range(parts)]))
 
 
+# ---- 1-D --------------------------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class RowsLayout:
-    """The 1-D algorithm's agreed layout: every rank's rows of A and of B, and N's column panels."""
+    """The 1-D algorithm's agreed layout: every place's rows of A and of B, N's column panels,
+    and where each place's rows land in an all-gather (its rank in the gathering group)."""
 
-    rows: list  # M_r per rank
-    kb: list  # K_r per rank (B's rows, in rank order)
+    rows: list  # M_r per place
+    kb: list  # K_r per place (B's rows, in place order)
     n: int
     panels: list  # (n0, n1) over N
     width: int
+    slots: list  # place -> its rank in the gathering group
 
 
 def layout_1d(a: torch.Tensor, b: torch.Tensor, group=None, panel: int | None = None) -> RowsLayout:
     """Share and check every rank's A rows (M_r × K, all of K) and B rows (K_r × N); cut N into
     panels (default width: the cost model's fastest, rounded up to a multiple of 8; all of N alone)."""
-    world = dist.get_world_size(group)
-    if a.dim() != 2 or b.dim() != 2:
-        raise DistributedError(f"rank {dist.get_rank()}: blocks must be 2-D; got A {tuple(a.shape)}, B {tuple(b.shape)}")
-    meta = gather_meta([_code(a), _code(b), int(a.is_cuda), a.shape[0], a.shape[1], b.shape[0], b.shape[1]], group)
+    who = team(group)
+    if len(who.stages) != 1:
+        raise DistributedError("the 1-D algorithm runs on one group (a 1-D mesh), not on a 2-D mesh's rows and columns")
+    meta = gather_meta(_describe_meta(a, b, (0, 0), panel), who)
     errs = _common_errors(meta)
-    k = sum(m[5] for m in meta)
-    errs += [f"rank {r}: A has {m[4]} columns, but B's rows over the ranks sum to K = {k}"
-             for r, m in enumerate(meta) if m[4] != k]
-    errs += [f"rank {r}: B has {m[6]} columns, rank 0's {meta[0][6]}" for r, m in enumerate(meta) if m[6] != meta[0][6]]
+    if any(m[AR] < 0 or m[BR] < 0 for m in meta):
+        _refuse(errs)  # no shapes to compare
+    k = sum(m[BR] for m in meta)
+    errs += [f"rank {m[G]}: A has {m[AC]} columns, but B's rows over the ranks sum to K = {k}"
+             for m in meta if m[AC] != k]
+    errs += [f"rank {m[G]}: B has {m[BC]} columns, rank {meta[0][G]}'s {meta[0][BC]}" for m in meta if m[BC] != meta[0][BC]]
     _refuse(errs)
-    n = meta[0][6]
-    width = panel or (_model_panel(sum(m[3] for m in meta), n, k, (world, 1), a) if world > 1 else max(n, 1))
+    n, world = meta[0][BC], len(meta)
+    if panel:
+        width = panel
+    elif world > 1:
+        width = _model_panel(sum(m[AR] for m in meta), n, k, (world, 1), a.element_size(), meta[0][LOCAL])
+    else:
+        width = max(n, 1)
     width += -width % 8 if width > 8 else 0  # column panels whose starts keep 16-byte alignment
-    panels = [(n0, min(n, n0 + width)) for n0 in range(0, n, width)]
-    return RowsLayout([m[3] for m in meta], [m[5] for m in meta], n, panels, width)
+    g = who.stages[0]
+    slots = [dist.get_group_rank(g, m[G]) if g is not None else m[G] for m in meta]
+    return RowsLayout([m[AR] for m in meta], [m[BR] for m in meta], n,
+                      [(n0, min(n, n0 + width)) for n0 in range(0, n, width)], width, slots)
 
 
 def run_1d(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, group=None, communicate: bool = True) -> torch.Tensor:
     """C's rows of this rank, a column panel at a time: panel p of B (all of K, the panel's
     columns) is all-gathered from every rank's rows of it, and C[:, panel] = A_r @ B_panel is one
     GEMM over all of K, written once in the output dtype (no partial sums to keep). Panel p + 1's
-    all-gather travels while panel p is multiplied (two buffers); on a GPU the ranks' own pieces
-    are packed on a side stream, off the GEMMs' way. communicate=False: the same packing and
+    all-gather travels while panel p is multiplied (two buffers); on a GPU each rank's own piece
+    is packed on a side stream, off the GEMMs' way. communicate=False: the same packing and
     products with nothing sent (what dist-bench times as the products alone)."""
-    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    who = team(group)
+    g = who.stages[0]
+    world, me = len(lay.rows), who.pos
     k, kmax, n = sum(lay.kb), max(lay.kb), lay.n
     c = torch.empty((a.shape[0], n), dtype=a.dtype, device=a.device)
     if k == 0 or not lay.panels:
         return c.zero_()
-    even = all(x == kmax for x in lay.kb)
     w = lay.width
     # two of each: panel p + 1's own piece (padded to kmax rows) and gathered panel, while p is used
     packed = [torch.zeros(kmax * w, dtype=b.dtype, device=b.device) for _ in range(2)]
     gathered = [torch.empty(world * kmax * w, dtype=b.dtype, device=b.device) for _ in range(2)]
-    keep = None if even else torch.cat([torch.arange(j * kmax, j * kmax + lay.kb[j], device=b.device)
-                                        for j in range(world)])
+    # the gathered rows arrive in the group's rank order, each padded to kmax: the ones in place order
+    straight = lay.slots == list(range(world)) and all(x == kmax for x in lay.kb)
+    keep = None if straight else torch.cat([torch.arange(lay.slots[q] * kmax, lay.slots[q] * kmax + lay.kb[q],
+                                                         device=b.device) for q in range(world)])
     compute = torch.cuda.current_stream(b.device) if b.is_cuda else None
-    side = torch.cuda.Stream(device=b.device) if b.is_cuda and communicate and world > 1 else None
+    side = torch.cuda.Stream(device=b.device) if b.is_cuda and world > 1 else None
     if side is not None:
         for x in packed + gathered:
             x.record_stream(side)
+    sending = communicate and world > 1
 
     def post(p: int):
         """Pack panel p's own piece and issue its all-gather; (gathered panel, work)."""
@@ -383,19 +500,16 @@ def run_1d(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, group=None, commun
         pw = n1 - n0
         mine = packed[p % 2][:kmax * pw].view(kmax, pw)
         out = gathered[p % 2][:world * kmax * pw].view(world * kmax, pw)
-        if side is None:
-            mine[:lay.kb[rank]].copy_(b[:, n0:n1])
-            if not (communicate and world > 1):
+        if side is not None:
+            # the buffers were last used by panel p - 2's all-gather and GEMM, both ordered before
+            # what the compute stream holds now
+            side.wait_stream(compute)
+        with torch.cuda.stream(side) if side is not None else _Nothing():
+            mine[:lay.kb[me]].copy_(b[:, n0:n1])
+            if not sending:
                 return out, None
             return out, _collective(f"panel {p}: the all-gather of B's columns {n0}:{n1}",
-                                    lambda: _ALL_GATHER(out, mine, group=group, async_op=True))
-        # the buffers were last used by panel p - 2's all-gather and panel p - 2's GEMM, both
-        # ordered before what the compute stream holds now
-        side.wait_stream(compute)
-        with torch.cuda.stream(side):
-            mine[:lay.kb[rank]].copy_(b[:, n0:n1])
-            return out, _collective(f"panel {p}: the all-gather of B's columns {n0}:{n1}",
-                                    lambda: _ALL_GATHER(out, mine, group=group, async_op=True))
+                                    lambda: _ALL_GATHER(out, mine, group=g, async_op=True))
 
     pending = post(0)
     for p, (n0, n1) in enumerate(lay.panels):
@@ -404,17 +518,31 @@ def run_1d(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, group=None, commun
             pending = post(p + 1)  # in flight while panel p is multiplied
         if work is not None:
             _collective(f"panel {p}: waiting for its all-gather", work.wait)
-        panel_b = out if even else out.index_select(0, keep)
+        elif side is not None:
+            compute.wait_stream(side)  # nothing sent: the product still waits for its packing
+        panel_b = out if keep is None else out.index_select(0, keep)
         if a.shape[0]:
             _product(a, panel_b, c[:, n0:n1])
     return c
 
 
+class _Nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
 def _product(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
-    """out = a @ b on tilegemm's kernel (out a column panel of C: a strided view)."""
+    """out = a @ b on tilegemm's kernel (out: a column panel of C, a strided view). 16-bit CUDA
+    operands go through gemm(c=out), which keeps a launch plan for the view."""
     import tilegemm
 
-    tilegemm.matmul(a, b, out=out)
+    if out.is_cuda and a.dtype in (torch.float16, torch.bfloat16):
+        tilegemm.gemm(a, b, c=out)
+    else:
+        tilegemm.matmul(a, b, out=out)
 
 
 def matmul_1d(a: torch.Tensor, b: torch.Tensor, group=None, b_sharded: bool = True,
@@ -426,11 +554,13 @@ def matmul_1d(a: torch.Tensor, b: torch.Tensor, group=None, b_sharded: bool = Tr
         return run_1d(a, b, layout_1d(a, b, group, panel), group)
     import tilegemm
 
-    meta = gather_meta([_code(a), _code(b), int(a.is_cuda), a.shape[0], a.shape[1], b.shape[0], b.shape[1]], group)
+    meta = gather_meta(_describe_meta(a, b), team(group))
     errs = _common_errors(meta)
-    errs += [f"rank {r}: B is {m[5]}×{m[6]}, rank 0's {meta[0][5]}×{meta[0][6]} (a replicated B is the same everywhere)"
-             for r, m in enumerate(meta) if m[5:7] != meta[0][5:7]]
-    errs += [f"rank {r}: A has {m[4]} columns, B has {m[5]} rows" for r, m in enumerate(meta) if m[4] != m[5]]
+    if any(m[AR] < 0 or m[BR] < 0 for m in meta):
+        _refuse(errs)  # no shapes to compare
+    errs += [f"rank {m[G]}: B is {m[BR]}×{m[BC]}, rank {meta[0][G]}'s {meta[0][BR]}×{meta[0][BC]} (a replicated B "
+             "is the same everywhere)" for m in meta if m[BR:BC + 1] != meta[0][BR:BC + 1]]
+    errs += [f"rank {m[G]}: A has {m[AC]} columns, B has {m[BR]} rows" for m in meta if m[AC] != m[BR]]
     _refuse(errs)
     if a.shape[0] == 0 or a.shape[1] == 0:
         return torch.zeros((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)

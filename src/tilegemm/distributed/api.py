@@ -3,50 +3,40 @@
 from __future__ import annotations
 
 import torch
-import torch.distributed as dist
 
-from ._core import DistributedError, _GROUPS, blocks, gather_meta, matmul_1d, relayout, summa
-
-
-def _mesh_group(mesh):
-    """The process group of a mesh's ranks, in the mesh's row-major order (group rank r = i·pc + j)."""
-    ranks = [int(r) for r in mesh.mesh.flatten().tolist()]
-    if ranks == list(range(dist.get_world_size())):
-        return None  # the default group, in that order
-    key = ("mesh", tuple(ranks))
-    if key not in _GROUPS:
-        _GROUPS[key] = dist.new_group(ranks)
-    return _GROUPS[key]
+from ._core import DistributedError, G, Team, blocks, gather_meta, matmul_1d, mesh_team, relayout, summa
 
 
 def _chosen_grid(m: int, n: int, k: int, p: int, dtype) -> tuple[int, int]:
     from .costmodel import choose, shipped_hardware
 
-    # the shipped H200 rates whatever this rank's GPU: every rank must choose the same grid
-    return tuple(choose(m, n, k, p, shipped_hardware(None), torch.empty((), dtype=dtype).element_size())["grid"])
+    # the shipped H200 rates and 8 GPUs a host on every rank, whatever its GPU: all ranks must
+    # choose the same grid (layout's metadata check refuses, on every rank, ranks that did not)
+    hw = shipped_hardware(None, gpus_per_host=8)
+    return tuple(choose(m, n, k, p, hw, torch.empty((), dtype=dtype).element_size())["grid"])
 
 
-def _grid_on_rows(a_rows: torch.Tensor, b_rows: torch.Tensor, m: int, n: int, k: int, grid, group, panel):
-    """SUMMA for operands held by rows (A's rows and B's rows, in rank order): each rank's block
+def _grid_on_rows(a_rows: torch.Tensor, b_rows: torch.Tensor, m: int, n: int, k: int, grid, who: Team, panel):
+    """SUMMA for operands held by rows (A's rows and B's rows, in place order): each rank's block
     of A and B is cut out by `relayout`, the product runs on the grid, and C's blocks go back to
     the rows A had (so that C is Shard(0) exactly where A was)."""
     pr, pc = grid
-    meta = gather_meta([a_rows.shape[0], b_rows.shape[0]], group)
-    a_off = [0]
-    b_off = [0]
-    for rows_a, rows_b in meta:
-        a_off.append(a_off[-1] + rows_a)
-        b_off.append(b_off[-1] + rows_b)
+    meta = gather_meta([a_rows.shape[0], b_rows.shape[0]], who)
+    granks = [x[G] for x in meta]
+    a_off, b_off = [0], [0]
+    for x in meta:
+        a_off.append(a_off[-1] + x[1])
+        b_off.append(b_off[-1] + x[2])
     p = pr * pc
     mo, no, ka, kb = blocks(m, pr), blocks(n, pc), blocks(k, pc), blocks(k, pr)
     at = [divmod(r, pc) for r in range(p)]
     a_blk = relayout(a_rows, [(a_off[r], a_off[r + 1], 0, k) for r in range(p)],
-                     [(mo[i], mo[i + 1], ka[j], ka[j + 1]) for i, j in at], group)
+                     [(mo[i], mo[i + 1], ka[j], ka[j + 1]) for i, j in at], who, granks)
     b_blk = relayout(b_rows, [(b_off[r], b_off[r + 1], 0, n) for r in range(p)],
-                     [(kb[i], kb[i + 1], no[j], no[j + 1]) for i, j in at], group)
-    c_blk = summa(a_blk, b_blk, grid, group, panel)
+                     [(kb[i], kb[i + 1], no[j], no[j + 1]) for i, j in at], who, granks)
+    c_blk = summa(a_blk, b_blk, grid, who, panel)
     return relayout(c_blk, [(mo[i], mo[i + 1], no[j], no[j + 1]) for i, j in at],
-                    [(a_off[r], a_off[r + 1], 0, n) for r in range(p)], group)
+                    [(a_off[r], a_off[r + 1], 0, n) for r in range(p)], who, granks)
 
 
 def matmul(a, b, *, grid: tuple[int, int] | None = None, panel: int | None = None):
@@ -54,12 +44,12 @@ def matmul(a, b, *, grid: tuple[int, int] | None = None, panel: int | None = Non
 
     1-D mesh of P ranks: C is Shard(0). With B Replicate() (and no grid named) each rank multiplies
     its rows of A by B, with nothing to send. Otherwise the algorithm runs on a pr × pc grid of the
-    mesh's ranks: `grid`, or the one the cost model (tilegemm.distributed.costmodel, with this GPU's
-    measured GEMM rate) predicts fastest for this shape. (P, 1) is the 1-D algorithm on A Shard(0)
-    and B Shard(0); another grid cuts each rank's blocks out of those rows (point-to-point), runs
-    SUMMA, and sends C's blocks back to A's rows.
-    2-D mesh (pr × pc): SUMMA on the mesh's grid with A and B both Shard(0), Shard(1); C is
-    Shard(0), Shard(1).
+    mesh's ranks (placed by their mesh coordinates): `grid`, or the one the cost model
+    (tilegemm.distributed.costmodel) predicts fastest for this shape. (P, 1) is the 1-D algorithm
+    on A Shard(0) and B Shard(0); another grid cuts each rank's blocks out of those rows
+    (point-to-point), runs SUMMA, and sends C's blocks back to A's rows.
+    2-D mesh (pr × pc): SUMMA on the mesh's grid, over the mesh's own row and column groups, with
+    A and B both Shard(0), Shard(1); C is Shard(0), Shard(1).
     Placements other than those are redistributed first (DTensor's collectives)."""
     from torch.distributed.tensor import DTensor, Replicate, Shard
 
@@ -72,21 +62,21 @@ def matmul(a, b, *, grid: tuple[int, int] | None = None, panel: int | None = Non
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
         raise DistributedError(f"A {tuple(a.shape)} and B {tuple(b.shape)} do not multiply (2-D, A's columns = B's rows)")
     m, n, k = a.shape[0], b.shape[1], a.shape[1]
+    who = mesh_team(mesh)
     if mesh.ndim == 1:
         p = mesh.size()
         if grid is not None and (len(grid) != 2 or grid[0] * grid[1] != p or min(grid) < 1):
             raise DistributedError(f"grid {tuple(grid)} does not hold the mesh's {p} ranks (pr × pc = {p})")
         a1 = a if tuple(a.placements) == (Shard(0),) else a.redistribute(mesh, [Shard(0)])
-        group = _mesh_group(mesh)
         if grid is None and tuple(b.placements) == (Replicate(),):
-            c = matmul_1d(a1.to_local(), b.to_local(), group=group, b_sharded=False)
+            c = matmul_1d(a1.to_local(), b.to_local(), group=who, b_sharded=False)
         else:
             b1 = b if tuple(b.placements) == (Shard(0),) else b.redistribute(mesh, [Shard(0)])
             grid = tuple(grid) if grid is not None else _chosen_grid(m, n, k, p, a.dtype)
             if grid[1] == 1:
-                c = matmul_1d(a1.to_local(), b1.to_local(), group=group, panel=panel)
+                c = matmul_1d(a1.to_local(), b1.to_local(), group=who, panel=panel)
             else:
-                c = _grid_on_rows(a1.to_local(), b1.to_local(), m, n, k, grid, group, panel)
+                c = _grid_on_rows(a1.to_local(), b1.to_local(), m, n, k, grid, who, panel)
         return DTensor.from_local(c, mesh, [Shard(0)], shape=torch.Size((m, n)), stride=(n, 1))
     if mesh.ndim == 2:
         if grid is not None and tuple(grid) != tuple(mesh.shape):
@@ -95,6 +85,6 @@ def matmul(a, b, *, grid: tuple[int, int] | None = None, panel: int | None = Non
         want = (Shard(0), Shard(1))
         a2 = a if tuple(a.placements) == want else a.redistribute(mesh, list(want))
         b2 = b if tuple(b.placements) == want else b.redistribute(mesh, list(want))
-        c = summa(a2.to_local(), b2.to_local(), tuple(mesh.shape), group=_mesh_group(mesh), panel=panel)
+        c = summa(a2.to_local(), b2.to_local(), tuple(mesh.shape), group=who, panel=panel)
         return DTensor.from_local(c, mesh, list(want), shape=torch.Size((m, n)), stride=(n, 1))
     raise DistributedError(f"a {mesh.ndim}-D device mesh: 1-D (rows) or 2-D (SUMMA) meshes only")

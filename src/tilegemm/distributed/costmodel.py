@@ -72,17 +72,22 @@ def _bcast_s(nbytes: float, n: int, gbps: float, latency_us: float) -> float:
     return nbytes / (gbps * 1e9) + (n - 1) * latency_us * 1e-6
 
 
+SUMMA_MAX_PANEL = 8192
+
+
 def widths(m: int, n: int, k: int, grid: tuple[int, int]) -> list[int]:
     """The panel widths worth predicting: powers of two from 1024, and the panel dimension (N for
     1-D, K for SUMMA) cut into 1–32 panels per rank of the grid's longer side, none under 1024
-    (a narrower panel's GEMM fills the GPU worse than the rates, measured on cubes, say)."""
+    (a narrower panel's GEMM fills the GPU worse than the rates, measured on cubes, say) and, for
+    SUMMA, none over SUMMA_MAX_PANEL (its receive buffers, two a direction, grow with the width)."""
     pr, pc = grid
     span, q = (n, pr * pc) if pc == 1 else (k, max(pr, pc))
     if span <= 0:
         return [1]
-    out = {min(span, 1024 << i) for i in range(8)}
-    out |= {max(1024, math.ceil(span / (c * q))) for c in (1, 2, 4, 8, 16, 32)}
-    return sorted(x for x in out | {span} if x <= span) or [span]
+    top = span if pc == 1 else min(span, SUMMA_MAX_PANEL)
+    out = {min(top, 1024 << i) for i in range(8)}
+    out |= {min(top, max(1024, math.ceil(span / (c * q)))) for c in (1, 2, 4, 8, 16, 32)}
+    return sorted(out | {top})
 
 
 def predict(m: int, n: int, k: int, grid: tuple[int, int], hw: Hardware, itemsize: int = 2,
@@ -151,12 +156,14 @@ NETWORKS = (25.0, 50.0, 100.0)
 _SHIPPED: dict = {}
 
 
-def default_panel(m: int, n: int, k: int, grid: tuple[int, int], itemsize: int, gpu: str | None) -> int:
-    """The engines' panel width when the caller gives none: the model's fastest, with this GPU's
-    shipped rates (read once per process)."""
-    if gpu not in _SHIPPED:
-        _SHIPPED[gpu] = shipped_hardware(gpu)
-    return int(predict(m, n, k, grid, _SHIPPED[gpu], itemsize)["panel"])
+def default_panel(m: int, n: int, k: int, grid: tuple[int, int], itemsize: int, per_host: int | None = None) -> int:
+    """The engines' panel width when the caller gives none: the model's fastest with the shipped
+    H200 rates and `per_host` GPUs a host (8 when not known), the same on every rank that asks
+    with the same arguments (read once per process)."""
+    per_host = per_host or 8
+    if per_host not in _SHIPPED:
+        _SHIPPED[per_host] = shipped_hardware(None, gpus_per_host=per_host)
+    return int(predict(m, n, k, grid, _SHIPPED[per_host], itemsize)["panel"])
 
 
 def hardware_from_results(tensorcore_json: dict, ceilings_json: dict | None = None, **links) -> Hardware:
