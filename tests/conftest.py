@@ -30,3 +30,27 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """How many property cases ran and failed (tests/test_properties.py), and a JSON of it where
+    TILEGEMM_PROPERTY_JSON says (the GPU profile's summary is committed from there)."""
+    import sys
+
+    cases = sys.modules.get("_cases")
+    if cases is None or not cases.RAN:
+        return
+    ran, failed = sum(cases.RAN.values()), sum(cases.FAILED.values())
+    per = ", ".join(f"{k} {v}" for k, v in sorted(cases.RAN.items()))
+    terminalreporter.write_line(f"property cases: {ran} ran ({per}), {failed} failed")
+    path = __import__("os").environ.get("TILEGEMM_PROPERTY_JSON")
+    if path:
+        import json
+
+        from tilegemm.bench.results import environment
+
+        doc = dict(schema="tilegemm.properties/1", environment=environment(),
+                   profile=__import__("os").environ.get("TILEGEMM_PROPERTY_PROFILE", "gpu" if _cuda.has_gpu() else "ci"),
+                   ran=dict(cases.RAN), failed=dict(cases.FAILED), exitstatus=int(exitstatus))
+        with open(path, "w") as f:
+            json.dump(doc, f, indent=1, default=str)

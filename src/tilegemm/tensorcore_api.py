@@ -21,13 +21,29 @@ from .errors import DeviceError, DTypeError, ShapeError
 PRECISION_NAMES = ("auto", "fp16", "bf16", "tf32", "ieee", "fp8")
 
 
-def _torch_in(x, what, torch):
+def _torch_in(x, what, torch, interpreted: bool = False):
     """(torch CUDA tensor, the caller's Operand); a torch CUDA tensor passes straight through
-    (Operand None: the caller's kind is that tensor's)."""
-    if isinstance(x, torch.Tensor) and x.is_cuda:
+    (Operand None: the caller's kind is that tensor's). Under Triton's interpreter without a GPU:
+    a torch CPU tensor, NumPy arrays taken as such."""
+    if isinstance(x, torch.Tensor) and (x.is_cuda or interpreted):
         return x, None
     op = arrays.describe(x, what)
+    if interpreted:
+        if op.kind != "numpy":
+            raise DeviceError(f"gemm: under Triton's interpreter {what} must be a torch CPU tensor or a NumPy array")
+        return torch.from_numpy(x if x.flags.writeable and min(x.strides, default=0) >= 0 else x.copy()), op
     return arrays.to_torch_cuda(op), op
+
+
+def interpreted() -> bool:
+    """Triton's interpreter on a machine without a GPU (TRITON_INTERPRET=1): the tensor-core
+    kernels run on the CPU, in NumPy, for learning and tests; FP16 and FP32 only (it computes
+    BF16 and FP8 dots wrongly without an error)."""
+    import os
+
+    import torch
+
+    return os.environ.get("TRITON_INTERPRET") == "1" and not torch.cuda.is_available()
 
 
 def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, beta: float = 0.0, c=None,
@@ -56,8 +72,10 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
         raise DeviceError(f"gemm: needs triton and torch ({tc.IMPORT_ERROR})")
     import torch
 
-    if not torch.cuda.is_available():
-        raise DeviceError("gemm: needs a CUDA GPU")
+    interp = interpreted()
+    if not torch.cuda.is_available() and not interp:
+        raise DeviceError("gemm: needs a CUDA GPU (or, to learn and test on a CPU, Triton's interpreter: "
+                          "TRITON_INTERPRET=1, FP16 and FP32)")
     if dispatch.plain(a) and dispatch.plain(b) and dispatch.wants_grad(a, b):
         return _differentiable(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel)
     from .kernels.tensorcore import _problem as P
@@ -66,8 +84,8 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
         raise DTypeError(f"gemm: precision must be one of {', '.join(PRECISION_NAMES)}; got {precision!r}")
     if kernel != "auto" and kernel not in tc.RUNGS:
         raise DTypeError(f"gemm: kernel must be 'auto' or one of {', '.join(tc.RUNGS)}; got {kernel!r}")
-    ta, A = _torch_in(a, "a", torch)
-    tb, _ = _torch_in(b, "b", torch)
+    ta, A = _torch_in(a, "a", torch, interp)
+    tb, _ = _torch_in(b, "b", torch, interp)
     if ta.dim() not in (2, 3) or tb.dim() not in (2, 3):
         raise ShapeError(f"gemm: a and b must be 2-D or 3-D; got {tuple(ta.shape)} and {tuple(tb.shape)}")
     if ta.shape[-1] != tb.shape[-2]:
@@ -79,6 +97,9 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
         if ta.dtype != tb.dtype:
             raise DTypeError(f"gemm: mixed dtypes {ta.dtype}, {tb.dtype}; name a precision or cast one")
         prec = P.precision_of(ta.dtype)
+    if interp and prec not in ("fp16", "ieee", "tf32"):
+        raise DTypeError(f"gemm: precision {prec} needs a GPU: Triton's interpreter computes BF16 and FP8 dots "
+                         "wrongly without an error (FP16 and FP32 run under it)")
     xa, sa = _convert(ta, prec, scale_a, "a")
     xb, sb = _convert(tb, prec, scale_b, "b")
     if xa.dtype != xb.dtype:
@@ -88,7 +109,7 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     m, n = xa.shape[-2], xb.shape[-1]
     shape = (batch, m, n) if (xa.dim() == 3 or xb.dim() == 3) else (m, n)
     if c is not None:
-        tc_out, O = _torch_in(c, "c", torch)
+        tc_out, O = _torch_in(c, "c", torch, interp)
         if tuple(tc_out.shape) != shape:
             raise ShapeError(f"gemm: c has shape {tuple(tc_out.shape)}; the product is {shape}")
         if tc_out.dtype != odt:
@@ -107,7 +128,7 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
         return _back(tc_out, A, c, host_c)
     p = P.Problem(xa, xb, tc_out, prec, float(alpha), float(beta), tc_out if beta != 0 else None, sa, sb)
     own = (_own_scale(scale_a, sa), _own_scale(scale_b, sb))
-    planned = (xa is a and xb is b and dispatch.plain(a) and dispatch.plain(b) and None not in own
+    planned = (not interp and xa is a and xb is b and dispatch.plain(a) and dispatch.plain(b) and None not in own
                and (c is None or (tc_out is c and dispatch.plain(c))))
     key = dispatch.gemm_key(a, b, a.data_ptr(), b.data_ptr(), precision, out_dtype, alpha, beta, c, scale_a,
                             scale_b, kernel) if planned else None
