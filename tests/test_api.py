@@ -207,3 +207,28 @@ def test_explain_says_what_and_why():
     text = tilegemm.explain(a, b)
     assert "6×4 @ 4×5, float32" in text and "because" not in text.lower() or text
     assert tilegemm.plan(a, b).kernel.name in text
+
+
+def test_host_view_for_torch_copies_negative_strides_and_read_only():
+    """torch.from_numpy takes no negative strides (seen on the GPU: a batched NumPy product with a
+    reversed operand failed there); the view handed to torch is a copy then, the caller's untouched."""
+    from tilegemm import arrays
+
+    base = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    rev = base[:, ::-1]
+    got = arrays.host_view(arrays.describe(rev, "a"), torch_ok=True)
+    assert min(got.strides) >= 0 and np.array_equal(got, rev)
+    ro = base.copy()
+    ro.flags.writeable = False
+    assert arrays.host_view(arrays.describe(ro, "a"), torch_ok=True).flags.writeable
+    assert arrays.host_view(arrays.describe(rev, "a")) is rev  # no copy where NumPy is the consumer
+
+
+def test_fp8_quantise_of_an_empty_operand_has_a_unit_scale():
+    """gemm(precision="fp8") quantises with amax/finfo.max; an empty operand has no amax (the GPU
+    property run found the crash), so its scale is 1."""
+    torch = pytest.importorskip("torch")
+    from tilegemm import tensorcore_api
+
+    q, s = tensorcore_api._convert(torch.zeros(0, 8), "fp8", None, "a")
+    assert q.shape == (0, 8) and q.dtype == torch.float8_e4m3fn and float(s) == 1.0

@@ -9,7 +9,8 @@ give, and the inputs are checked unchanged. `auto` and, at simulator sizes, ever
 by name.
 
 Profiles (TILEGEMM_PROPERTY_PROFILE): "ci" (the default: about 2,400 cases on the CPU, seeded so
-that CI is repeatable) and "gpu" (about 12,000, larger shapes, the GPU kinds). Each run counts
+that CI is repeatable) and "gpu" (about 12,000, larger shapes, the GPU kinds);
+TILEGEMM_PROPERTY_EXAMPLES sets the matmul cases of either (gemm's follow at 30%). Each run counts
 its cases (tests/_cases.py; the terminal summary, and TILEGEMM_PROPERTY_JSON).
 """
 
@@ -35,7 +36,7 @@ _COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, Healt
 settings.register_profile("ci", max_examples=2000, derandomize=True, **_COMMON)
 settings.register_profile("gpu", max_examples=10000, **_COMMON)
 settings.load_profile(PROFILE)
-EXAMPLES = settings.get_profile(PROFILE).max_examples
+EXAMPLES = int(os.environ.get("TILEGEMM_PROPERTY_EXAMPLES") or settings.get_profile(PROFILE).max_examples)
 GPU = _cuda.has_gpu() and PROFILE == "gpu"
 
 SPECIAL = [0, 1, 2, 3, 5, 7, 13, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129]
@@ -222,7 +223,7 @@ def test_gemm_matches_float64():
     env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(here), "src"), TILEGEMM_AUTOTUNE="0")
     if not _cuda.has_gpu():
         env["TRITON_INTERPRET"] = "1"
-    examples = 600 if PROFILE == "ci" else 3000
+    examples = 600 if PROFILE == "ci" else max(600, EXAMPLES * 3 // 10)
     run = subprocess.run([sys.executable, os.path.join(here, "_gemm_properties.py"), str(examples)], env=env,
                          capture_output=True, text=True, timeout=1800)
     line = [ln for ln in run.stdout.splitlines() if ln.startswith("GEMM-PROPERTIES ")]

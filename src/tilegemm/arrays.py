@@ -144,9 +144,12 @@ def contiguous_copy(arr, stream=None):
     return out
 
 
-def host_view(op: Operand) -> np.ndarray:
-    """The operand as a NumPy array (host kinds only; no copy where possible)."""
+def host_view(op: Operand, torch_ok: bool = False) -> np.ndarray:
+    """The operand as a NumPy array (host kinds only; no copy where possible). torch_ok: the
+    array goes to torch.from_numpy, which takes no negative strides (and warns on read-only arrays), so such a view is copied."""
     if op.kind == "numpy":
+        if torch_ok and (any(s < 0 for s in op.obj.strides) or not op.obj.flags.writeable):
+            return op.obj.copy()
         return op.obj
     if op.kind == "torch" and op.on_host:
         t = op.obj.detach()

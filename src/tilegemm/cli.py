@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from rich.console import Console
@@ -195,8 +196,20 @@ def cmd_kernels(args) -> int:
     return 0
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, with a user's mistake said in one line (argparse prints the usage block first)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
+
+
+# what a command raises for a user's mistake or a machine it cannot run on: one line, exit 2
+# (TILEGEMM_DEBUG=1 shows the traceback)
+USER_ERRORS = (ValueError, TypeError, KeyError, LookupError, OSError, RuntimeError)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tilegemm", description="A GPU matrix-multiplication lab.")
+    p = Parser(prog="tilegemm", description="A GPU matrix-multiplication lab.")
     sub = p.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("bench", help="the comparison table: CPU, GPU rungs and cuBLAS")
@@ -251,7 +264,18 @@ def main(argv=None) -> int:
     # Numba warns about small grids on every small launch; the lab launches small grids on purpose.
     warnings.filterwarnings("ignore", message=".*will likely result in GPU under-utilization.*")
     args = build_parser().parse_args(argv)
-    return args.func(args) or 0
+    try:
+        return args.func(args) or 0
+    except USER_ERRORS as e:
+        if os.environ.get("TILEGEMM_DEBUG") == "1":
+            raise
+        msg = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+        print(f"tilegemm {args.command}: {msg.splitlines()[0] if msg else type(e).__name__} "
+              "(TILEGEMM_DEBUG=1 shows where)", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"tilegemm {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -93,8 +93,8 @@ def _torch(a, b, A, B, kernel, out, batch, m, n, shape, p, matmul_2d):
     caller's kind."""
     import torch
 
-    ta = A.obj if A.kind == "torch" else (torch.from_numpy(arrays.host_view(A)) if A.on_host else arrays.to_torch_cuda(A))
-    tb = B.obj if B.kind == "torch" else (torch.from_numpy(arrays.host_view(B)) if B.on_host else arrays.to_torch_cuda(B))
+    ta = A.obj if A.kind == "torch" else (torch.from_numpy(arrays.host_view(A, torch_ok=True)) if A.on_host else arrays.to_torch_cuda(A))
+    tb = B.obj if B.kind == "torch" else (torch.from_numpy(arrays.host_view(B, torch_ok=True)) if B.on_host else arrays.to_torch_cuda(B))
     ta = ta.unsqueeze(0) if m is None else ta  # (k,) -> (1, k)
     tb = tb.unsqueeze(-1) if n is None else tb  # (k,) -> (k, 1)
     moved = A.on_host and p.kernel.backend != "cpu" and kernel == "auto"

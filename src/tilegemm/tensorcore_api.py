@@ -177,6 +177,8 @@ def _convert(t, precision, scale, what):
             return t, P.scale_tensor(1.0 if scale is None else scale, t.device)
         if scale is not None:
             s = P.scale_tensor(scale, t.device)
+        elif t.numel() == 0:  # nothing to quantise (amax of no elements is undefined)
+            s = P.scale_tensor(1.0, t.device)
         else:  # quantise: per-tensor scale so that amax maps to the e4m3 maximum
             amax = t.detach().abs().amax().float().clamp(min=1e-12)
             s = (amax / torch.finfo(torch.float8_e4m3fn).max).reshape(1)

@@ -49,7 +49,7 @@ class CountingArray:
     `shape`, `dtype`, `ndim`, `size` pass through; anything else is refused so that an access
     the counter does not see cannot happen silently."""
 
-    __slots__ = ("_ary", "_name", "_counter", "shape", "dtype", "ndim", "size")
+    __slots__ = ("_ary", "_name", "_counter", "shape", "dtype", "ndim", "size", "data_address")
 
     def __init__(self, ary: np.ndarray, name: str, counter: Counter):
         self._ary = ary
@@ -59,6 +59,7 @@ class CountingArray:
         self.dtype = ary.dtype
         self.ndim = ary.ndim
         self.size = ary.size
+        self.data_address = ary.ctypes.data  # for the kernels' alignment checks (no array interface)
 
     def __getitem__(self, idx):
         v = self._ary[idx]
@@ -221,6 +222,9 @@ def cli_traffic(args) -> int:
     for kern in kernels:
         if kern.backend != "simt":
             console.print(f"{kern.name}: skipped, not a Numba CUDA kernel ({kern.backend})")
+            continue
+        if args.dtype not in kern.dtypes:  # by rule: a kernel counts only the dtypes it takes
+            console.print(f"{kern.name}: skipped, it takes {', '.join(kern.dtypes)}, not {args.dtype}")
             continue
         for m, n, k in shapes:
             c = count(kern, m, n, k, args.dtype)

@@ -134,17 +134,17 @@ def run(args) -> int:
     try:
         import torch
     except ImportError:
-        con.print("tilegemm tune: needs torch and triton (pip install 'tilegemm[gpu]')")
+        print("tilegemm tune: needs torch and triton (pip install 'tilegemm[gpu]')", file=sys.stderr)
         return 2
     if not torch.cuda.is_available():
-        con.print("tilegemm tune: needs a CUDA GPU (tuning times kernels on it); none is visible here")
+        print("tilegemm tune: needs a CUDA GPU (tuning times kernels on it); none is visible here", file=sys.stderr)
         return 2
     from . import cache, tuner
 
     dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     bad = [d for d in dtypes if d not in DTYPES]
     if bad:
-        con.print(f"tilegemm tune: unknown dtype {', '.join(bad)}; choose from {', '.join(DTYPES)}")
+        print(f"tilegemm tune: unknown dtype {', '.join(bad)}; choose from {', '.join(DTYPES)}", file=sys.stderr)
         return 2
     if args.budget_s is not None:
         os.environ["TILEGEMM_TUNE_BUDGET_S"] = str(args.budget_s)
@@ -168,11 +168,11 @@ def run(args) -> int:
         try:
             shapes = load_shapes(args.shapes) if args.shapes else []
         except (ValueError, FileNotFoundError) as e:
-            con.print(f"tilegemm tune: {e}")
+            print(f"tilegemm tune: {e}", file=sys.stderr)
             return 2
         shapes += args.sizes or []
         if not shapes and dtypes:
-            con.print("tilegemm tune: no shapes: give --shapes NAME|FILE or --sizes MxNxK,…")
+            print("tilegemm tune: no shapes: give --shapes NAME|FILE or --sizes MxNxK,…", file=sys.stderr)
             return 2
         layouts = [x for x in (args.layouts or "").split(",") if x] or [""]
         jobs = [(d, s, lay) for s in shapes for d in dtypes for lay in layouts]  # shape by shape: a run cut short

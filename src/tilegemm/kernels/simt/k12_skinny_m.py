@@ -17,7 +17,7 @@ Attacks: idle SMs and padded rows on skinny products, which are bound by reading
 Global traffic by design (RM = 4 when M ≤ 4, else 16 — 32 rows took 128 registers and left two
 blocks per SM, too few warps to hide the latency of streaming B; BNS = 256 columns per block):
     reads  = K·N·ceil(M/RM) (B, once per row block) + M·K·ceil(N/BNS) (A) elements
-    writes = M·N (zeroing) + 2·M·N·splits (atomic read-modify-write) elements
+    writes = M·N (zeroing) + 2·M·N·splits (atomic read-modify-write) elements; M·N with one split
 Arithmetic intensity ≈ 2·M·K·N / (K·N·ceil(M/RM)·s) ≈ 2·min(M, RM)/s FLOP/byte: at M = 1 it is
 0.5 FLOP/B, so the kernel runs at DRAM speed at best (the floor is reading B once).
 """
@@ -146,7 +146,8 @@ def traffic(m, n, k, s):
     if m > SKINNY_MAX:
         return k11.traffic(m, n, k, s)
     rm, splits, _ = plan(m, n, k)
-    return (k * n * ceil_div(m, rm) + m * k * ceil_div(n, BNS) + m * n + 2 * m * n * splits) * float(s)
+    writes = m * n + (2 * m * n * splits if splits > 1 else 0)  # one split: C written once, no zeroing
+    return (k * n * ceil_div(m, rm) + m * k * ceil_div(n, BNS) + writes) * float(s)
 
 
 def jit_kernels(dt) -> list:

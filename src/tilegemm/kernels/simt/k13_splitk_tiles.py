@@ -12,7 +12,7 @@ bits, varies from run to run). The kernel is k10's factory with `Config.split` o
 
 Attacks: idle SMs and padded rows on mid-sized M. Global traffic by design, with the tile BM×BN:
     reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM)   elements (splitting K re-reads nothing)
-    writes = M·N (zeroing) + 2·M·N·splits      elements (atomic read-modify-write in L2)
+    writes = M·N (zeroing) + 2·M·N·splits      elements (atomic read-modify-write in L2); M·N with one split
 Arithmetic intensity ≈ 2·M·N·K / ((K·N·ceil(M/BM) + M·K·ceil(N/BN))·s) ≈ 2·min(M, BM)/s FLOP/byte
 for small M (16 FLOP/B at M = BM = 32 in FP32): at M ≤ 64 reading B once is the floor; the
 partial-sum traffic stays small while splits·M·N ≪ K·N.
@@ -97,10 +97,11 @@ def launch(a, b, c, stream=None):
 
 def traffic(m, n, k, s):
     p = plan(m, n, k)
-    if p is None:
+    if p is None or not (s == 4 and k % 4 == 0 and n % 4 == 0):  # as launch: k12 where 16-byte rows are not legal
         return k12.traffic(m, n, k, s)
     cfg, splits = p
-    return (m * k * ceil_div(n, cfg.BN) + k * n * ceil_div(m, cfg.BM) + m * n + 2 * m * n * splits) * float(s)
+    writes = m * n + (2 * m * n * splits if splits > 1 else 0)  # one split: the plain kernel, C written once
+    return (m * k * ceil_div(n, cfg.BN) + k * n * ceil_div(m, cfg.BM) + writes) * float(s)
 
 
 def threads_for(kernel) -> list[int]:

@@ -1,0 +1,100 @@
+"""Every CLI command, as a user runs it on a machine without a GPU: with its defaults, with an
+option it does not have, and (the commands that read results) on the committed results. Each
+runs in a fresh process in an empty directory. A command added to the CLI must be put in one of
+the tables below, or this test fails."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tilegemm import _cuda, cli
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LADDER = os.path.join(ROOT, "results", "h200", "ladder.json")
+
+RUNS_ON_CPU = {"bench", "race", "info", "kernels", "traffic", "resources", "model-bench", "dist-bench"}
+NEEDS_A_GPU = {"ceilings": "GPU", "library": "GPU", "tune": "GPU"}  # one line saying so, exit 2
+NEEDS_A_FILE = {"report", "compare", "results", "ladder"}  # one line naming what is missing, exit 2
+
+
+def _commands() -> set[str]:
+    sub = next(a for a in cli.build_parser()._actions if a.dest == "command")
+    return set(sub.choices)
+
+
+def _run(args, cwd, timeout=900):
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src"), TILEGEMM_CACHE_DIR=str(cwd))
+    return subprocess.run([sys.executable, "-m", "tilegemm.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _one_line(run):
+    err = run.stderr.strip()
+    assert "Traceback" not in run.stderr + run.stdout, run.stderr[-2000:]
+    assert err and len(err.splitlines()) == 1, err
+    return err
+
+
+def test_every_command_is_in_a_table():
+    assert _commands() == RUNS_ON_CPU | set(NEEDS_A_GPU) | NEEDS_A_FILE
+
+
+@pytest.mark.skipif(_cuda.has_gpu(), reason="the CPU expectations; on a GPU these commands measure")
+@pytest.mark.parametrize("command", sorted(_commands()))
+def test_defaults(command, tmp_path):
+    run = _run([command], tmp_path)
+    if command in RUNS_ON_CPU:
+        assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-3000:])
+        assert "Traceback" not in run.stderr
+    else:
+        assert run.returncode == 2, (run.stdout[-2000:], run.stderr[-3000:])
+        err = _one_line(run)
+        assert ("GPU" in err) if command in NEEDS_A_GPU else ("required" in err), err
+
+
+@pytest.mark.parametrize("command", sorted(_commands()))
+def test_an_unknown_option_is_one_line(command, tmp_path):
+    files = {"compare": [LADDER, LADDER]}.get(command, [LADDER] if command in NEEDS_A_FILE else [])
+    run = _run([command, *files, "--no-such-option"], tmp_path, timeout=120)
+    assert run.returncode == 2
+    assert "--no-such-option" in _one_line(run)
+
+
+@pytest.mark.parametrize("args", [
+    ["results", LADDER], ["compare", LADDER, LADDER], ["report", LADDER, "--out", "rep"],
+    ["ladder", LADDER, "--out", "ladder.md"],
+])
+def test_file_commands_on_the_committed_results(args, tmp_path):
+    run = _run(args, tmp_path, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+
+
+@pytest.mark.parametrize("args, says", [
+    (["results", "missing.json"], "no such results file"),
+    (["report", "notjson.json"], "not JSON"),
+    (["compare", "notjson.json", LADDER], "not JSON"),
+    (["bench", "--kernels", "nosuch", "--sizes", "8"], "no kernel named 'nosuch'"),
+    (["traffic", "--kernels", "nosuch"], "no kernel named 'nosuch'"),
+    (["bench", "--sizes", "12x"], "bad size '12x'"),
+    (["bench", "--shapes", "nosuchset"], "nosuchset"),
+    (["nosuchcommand"], "invalid choice"),
+])
+def test_mistakes_are_one_line(args, says, tmp_path):
+    (tmp_path / "notjson.json").write_text("{ not json")
+    run = _run(args, tmp_path, timeout=300)
+    assert run.returncode == 2, (run.stdout[-1000:], run.stderr[-2000:])
+    assert says in _one_line(run)
+
+
+def test_every_kernel_through_bench_and_traffic(tmp_path):
+    """`--kernels all`: a kernel that cannot take the dtype is skipped by rule, not by a crash."""
+    for args in (["bench", "--kernels", "all", "--sizes", "16", "--budget", "0.02", "--warmup", "0.01", "--quiet"],
+                 ["traffic", "--kernels", ",".join(k.name for k in __import__("tilegemm").registry.select(backend="simt")),
+                  "--shapes", "8x8x8"]):
+        run = _run(args, tmp_path)
+        assert run.returncode == 0, (args, run.stdout[-2000:], run.stderr[-3000:])
+        assert "Traceback" not in run.stderr
