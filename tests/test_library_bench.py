@@ -79,3 +79,27 @@ def test_tune_derives_decisions_offline(tmp_path, capsys):
     assert got["entries"][f"{cls}|16x4096x4096"]["rung"] == "tc_splitk"
     assert f"{cls}|1x4096x4096" not in got["entries"]  # another tuner version's entry is not used
     assert got["entries"][f"{cls}|1024x1024x1024"]["rung"] == "tc_persistent" and got["sms"] == 132
+
+
+def test_merge_joins_parts_of_other_dtypes_and_refuses_a_dtype_twice(tmp_path, capsys):
+    """A GPU call has a time limit, so the set is measured in parts (BF16/FP16/TF32, then FP8/FP32
+    with host µs and first calls): the merged file has every record, each part's date, one summary."""
+    a, b = _doc(), _doc()
+    for d in (a, b):
+        d["schema"] = "tilegemm.library/1"
+    a["records"] = [r for r in a["records"] if r["dtype"] == "bf16"]
+    a.pop("host_us"), a.pop("first_call")
+    b["records"] = [dict(r, dtype="fp8") for r in b["records"] if r["dtype"] == "bf16"]
+    m = library.merge([a, b])
+    assert len(m["records"]) == 12 and {p["dtypes"][0] for p in m["parts"]} == {"bf16", "fp8"}
+    assert m["host_us"] == b["host_us"] and set(m["summary"]) == {"bf16/eager", "bf16/device", "fp8/eager", "fp8/device"}
+    with pytest.raises(ValueError, match="bf16 is measured in parts 1 and 2"):
+        library.merge([a, a])
+    with pytest.raises(ValueError, match="another harness"):
+        library.merge([a, dict(b, harness=dict(runs=1))])
+    pa, pb, out = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "m.json"
+    pa.write_text(json.dumps(a)), pb.write_text(json.dumps(b))
+    assert cli.main(["library", "--merge", str(pa), str(pb), "--json", str(out)]) == 0
+    assert len(json.loads(out.read_text())["records"]) == 12
+    assert cli.main(["library", "--merge", str(pa), str(pa), "--json", str(out)]) == 2
+    assert "measured in parts 1 and 2" in capsys.readouterr().err

@@ -154,8 +154,10 @@ def _run_case(a_shape, b_shape, dtype, kinds_layouts, out_layout, seed, kernel="
     a, b = _kind(a_np, kind, dtype), _kind(b_np, kind, dtype)
     a_host, b_host = _host(a).copy(), _host(b).copy()  # what the inputs hold (bfloat16: as rounded)
     out = None
+    shape = np.matmul(np.zeros(a_shape), np.zeros(b_shape)).shape
+    if kind == "numba" and not shape:
+        out_layout = None  # Numba moves a 0-D array to the GPU as shape (1,) (seen on the H200): no out= there
     if out_layout is not None:
-        shape = np.matmul(np.zeros(a_shape), np.zeros(b_shape)).shape
         if kind == "numba" or not shape or (out_layout != "C" and len(shape) < 2):
             out_layout = "C"
         o = np.full(shape, np.nan, dtype=base)

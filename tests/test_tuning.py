@@ -167,3 +167,24 @@ def test_database_pick_exact_nearest_sibling_and_layout():
     d = tuning.pick(db, "db", _problem(4096, 4096, 4096, b_t=True))  # x @ W.T: B column-major
     assert d.rung == space.T03 and "of layout nn (no entry for nt)" in d.source
     assert tuning.pick(db, "db", _problem(4096, 4096, 4096), want=space.T05) is None
+
+
+def test_unaligned_operands_take_the_tma_entry_tile_on_t02():
+    """Operands TMA cannot describe (4095×4097×1023: rows not 16-byte aligned) run the nearest
+    TMA entry's tile on t02, not a far bucket's split-K tile (that ran them at 0.17× cuBLAS on the
+    H200); t05's tile gets 8 warps for 128×256."""
+    from tilegemm import tuning
+
+    t05 = dict(BM=128, BN=256, BK=64, CONSUMERS=2, GROUP_M=8, SPLIT=1, STAGES=4)
+    t04 = dict(space.cfg(16, 64, 128, 4, 4), SPLIT=4, FUSED=True)
+    bf = "bf16|bfloat16|bfloat16|nn|nobeta"
+    db = {"entries": {f"{bf}|4096x8192x1024": dict(rung=space.T05, config=t05, ms=0.1, shape=[4096, 8192, 1024]),
+                      f"{bf}|16x4096x1024": dict(rung=space.T04, config=t04, ms=0.009, shape=[16, 4096, 1024])}}
+    p = _problem(4095, 4097, 1023)
+    assert not tuning.usable(space.T03, p)
+    d = tuning.pick(db, "db", p)
+    assert d.rung == space.T02 and "tc_warp_specialized's tile on tc_persistent" in d.source
+    assert (d.config["BM"], d.config["BN"], d.config["BK"], d.config["num_warps"], d.config["num_stages"]) == \
+        (128, 256, 64, 8, 3)
+    assert d.ms is None  # the entry's time was t05's, not this rung's
+

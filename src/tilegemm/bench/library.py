@@ -377,6 +377,42 @@ def run(shapes, dtypes, modes=("eager", "device"), runs: int = 3, budget_s: floa
     return doc
 
 
+def merge(docs: list[dict]) -> dict:
+    """One document from runs of the same harness over different dtypes (a GPU call has a time
+    limit, so the set is measured in parts, one after another on one machine): records joined,
+    each part's date, clocks and elapsed time kept, host µs and first calls from the part that
+    measured them. A dtype measured by two parts is refused (which one would stand?)."""
+    if not docs:
+        raise ValueError("nothing to merge")
+    keys = ("modes", "runs", "hold_us", "eager_sample_us")
+    h0 = {k: docs[0].get("harness", {}).get(k) for k in keys}
+    seen: dict = {}
+    for i, d in enumerate(docs):
+        if d.get("schema") != "tilegemm.library/1":
+            raise ValueError(f"part {i + 1} is not a `tilegemm library` result (schema {d.get('schema')!r})")
+        if {k: d.get("harness", {}).get(k) for k in keys} != h0:
+            raise ValueError(f"part {i + 1} was measured with another harness ({d.get('harness')}) than part 1 ({h0})")
+        gpu = (d.get("environment", {}).get("gpu") or {}).get("name")
+        if gpu != (docs[0].get("environment", {}).get("gpu") or {}).get("name"):
+            raise ValueError(f"part {i + 1} ran on {gpu}, part 1 on another GPU")
+        for dt in {r["dtype"] for r in d.get("records", [])}:
+            if dt in seen:
+                raise ValueError(f"{dt} is measured in parts {seen[dt] + 1} and {i + 1}")
+            seen[dt] = i
+    out = dict(docs[0], records=[r for d in docs for r in d.get("records", [])],
+               parts=[dict(dtypes=sorted({r["dtype"] for r in d.get("records", [])}), date=d.get("environment", {}).get("date"),
+                           clocks=d.get("clocks"), elapsed_s=d.get("elapsed_s")) for d in docs])
+    for name in ("host_us", "first_call", "host_us_error", "first_call_error"):
+        out.pop(name, None)
+        got = [d[name] for d in docs if d.get(name)]
+        if got:
+            out[name] = got[0]
+    out.pop("clocks", None)
+    out.pop("elapsed_s", None)
+    out["summary"] = summarise(out["records"])
+    return out
+
+
 def render(doc: dict, full: bool = True) -> str:
     """Markdown of a `library` results document: per dtype, the geometric mean and worst shape of
     both clocks side by side; host µs per call beside torch's; first calls; with full, every shape."""
@@ -437,12 +473,17 @@ def add_cli(subparsers) -> None:
     p.add_argument("--budget", type=float, default=0.3, help="seconds of sampling per shape, dtype and mode")
     p.add_argument("--no-host", action="store_true", help="skip host µs per call")
     p.add_argument("--no-first", action="store_true", help="skip the first-call measurements")
+    p.add_argument("--merge", nargs="+", metavar="PART", help="no timing: join parts measured over different dtypes "
+                   "into --json (CPU is fine)")
     p.add_argument("--json", help="write the results here")
     p.set_defaults(func=cli_library)
 
 
 def cli_library(args) -> int:
     from .shapes import load_shapes
+
+    if args.merge:
+        return _cli_merge(args)
 
     try:
         import torch
@@ -480,4 +521,27 @@ def cli_library(args) -> int:
         print(f"host µs per call, 64³ {r['dtype']:4s} {r['path']:16s} {r['ours_us']:6.1f}   {r['ref']} {r['ref_us']:6.1f}")
     if args.json:
         print(f"results written to {args.json}")
+    return 0
+
+
+def _cli_merge(args) -> int:
+    if not args.json:
+        print("tilegemm library --merge: name the merged file with --json", file=sys.stderr)
+        return 2
+    docs = []
+    for path in args.merge:
+        try:
+            with open(path) as f:
+                docs.append(json.load(f))
+        except (OSError, ValueError) as e:
+            print(f"tilegemm library --merge: {path}: {e}", file=sys.stderr)
+            return 2
+    try:
+        doc = merge(docs)
+    except ValueError as e:
+        print(f"tilegemm library --merge: {e}", file=sys.stderr)
+        return 2
+    with open(args.json, "w") as f:
+        json.dump(doc, f, indent=1, default=str)
+    print(f"{len(doc['records'])} records from {len(docs)} parts written to {args.json}")
     return 0

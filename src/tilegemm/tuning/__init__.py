@@ -83,10 +83,20 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
     for other in cache.other_layouts(cls):  # last: the same dtypes in another layout (adapt refits the MMA form)
         found += [(tb, dict(e, sibling=other)) for tb, e in cache.nearest(entries, other, b)]
     for tuned_bucket, entry in found:
-        rung = entry.get("rung")
-        if (want and rung != want) or not usable(rung, p):
+        rung, note = entry.get("rung"), ""
+        if want and rung != want:
             continue
-        cfg = space.adapt(rung, p, entry.get("config") or {})
+        if not usable(rung, p):
+            # A TMA rung's entry where TMA cannot describe the operands (strides or bases not
+            # 16-byte aligned: 4095×4097×1023): its tile on t02's pointer loads, rather than the
+            # nearest entry of a rung that can run (often a decode bucket's split-K tile). This
+            # lifted the large ragged products and hurt the small ones (docs/perf-notes.md, 35).
+            if want or rung not in (space.T03, space.T05) or not usable(space.T02, p):
+                continue
+            rung, note = space.T02, f": {rung}'s tile on {space.T02} (TMA cannot describe these operands)"
+            cfg = space.adapt(rung, p, space.as_t02(entry["rung"], entry.get("config") or {}))
+        else:
+            cfg = space.adapt(rung, p, entry.get("config") or {})
         if cfg is None:
             continue
         where = "exact bucket" if tuned_bucket == b else \
@@ -95,7 +105,7 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
             theirs, mine = entry["sibling"].split("|"), cls.split("|")
             where += (f", of layout {theirs[3]} (no entry for {mine[3]})" if theirs[:3] == mine[:3] else
                       f", of {theirs[0]} (same width: {mine[0]} has no entry)")
-        return Decision(rung, cfg, f"{phrase}, {where}", entry.get("ms"))
+        return Decision(rung, cfg, f"{phrase}, {where}{note}", None if note else entry.get("ms"))
     return None
 
 

@@ -129,6 +129,16 @@ def shape_bucket(p: P.Problem) -> str:
     return f"{up(p.m)}x{up(p.n)}x{up(p.k)}" + (f"b{p.batch}" if p.batch > 1 else "")
 
 
+def as_t02(rung: str, c: dict) -> dict:
+    """A TMA rung's tuned configuration as t02's (the same tile, pointer loads): t03's tile as
+    it is; t05's with 8 warps for tiles of 128×256 and more (its two consumer warpgroups' share
+    of the accumulator), else 4, and at most 3 stages."""
+    if rung != T05:
+        return c
+    warps = 8 if c["BM"] * c["BN"] >= 128 * 256 else 4
+    return cfg(c["BM"], c["BN"], c["BK"], warps, min(int(c.get("STAGES", 3)), 3), c.get("GROUP_M", 8))
+
+
 def _tile(c: dict) -> dict:
     return {k: c[k] for k in TILE_KEYS}
 
