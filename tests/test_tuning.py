@@ -188,3 +188,17 @@ def test_unaligned_operands_take_the_tma_entry_tile_on_t02():
         (128, 256, 64, 8, 3)
     assert d.ms is None  # the entry's time was t05's, not this rung's
 
+
+def test_fp16_takes_bf16s_nearer_bucket_over_its_own_farther_one():
+    from tilegemm import tuning
+
+    t03 = dict(space.cfg(128, 256, 64, 8, 3), C_TMA=True)
+    mid = dict(space.cfg(64, 128, 128, 4, 3), C_TMA=True)
+    bf, hf = "bf16|bfloat16|bfloat16|nn|nobeta", "fp16|float16|float16|nn|nobeta"
+    db = {"entries": {f"{bf}|1024x4096x4096": dict(rung=space.T03, config=t03, ms=0.05, shape=[1024, 4096, 4096]),
+                      f"{hf}|1024x1024x1024": dict(rung=space.T03, config=mid, ms=0.01, shape=[1024] * 3),
+                      f"{bf}|1024x1024x1024": dict(rung=space.T03, config=t03, ms=0.01, shape=[1024] * 3)}}
+    d = tuning.pick(db, "db", _problem(1024, 4096, 4096, torch.float16))
+    assert d.config["BN"] == 256 and "of bf16" in d.source
+    d = tuning.pick(db, "db", _problem(1024, 1024, 1024, torch.float16))  # a tie: its own entry
+    assert d.config["BN"] == 128 and "exact bucket" in d.source and "bf16" not in d.source

@@ -68,9 +68,10 @@ def _from_database(p, want: str | None) -> Decision | None:
 
 
 def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
-    """The decision database `db` gives p: its class's exact bucket, else the nearest bucket whose
-    configuration fits p (`space.adapt`); then BF16's for FP16 (and back); then the same dtypes
-    in another layout. want: only entries of that rung."""
+    """The decision database `db` gives p: the nearest bucket (exact first) whose configuration
+    fits p (`space.adapt`) among its class's entries and, for FP16, BF16's (and back: its own
+    first at equal distance); then the same dtypes in another layout. want: only entries of
+    that rung."""
     from . import space
 
     b = cache.bucket(p)
@@ -78,8 +79,10 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
     entries = db.get("entries", {})
     found = cache.nearest(entries, cls, b)
     sibling = cache.sibling_class(cls)
-    if sibling:  # FP16 and BF16 share configurations where one of them was not tuned (same width, same MMA rate)
+    if sibling:  # FP16 and BF16 share configurations (same width, same MMA rate): the sibling's nearer
+        # bucket beats one's own farther one (docs/perf-notes.md, 35); on a tie one's own comes first
         found += [(tb, dict(e, sibling=sibling)) for tb, e in cache.nearest(entries, sibling, b)]
+        found.sort(key=lambda t: cache.distance(t[0], b))  # stable
     for other in cache.other_layouts(cls):  # last: the same dtypes in another layout (adapt refits the MMA form)
         found += [(tb, dict(e, sibling=other)) for tb, e in cache.nearest(entries, other, b)]
     for tuned_bucket, entry in found:
