@@ -232,3 +232,19 @@ def test_fp8_quantise_of_an_empty_operand_has_a_unit_scale():
 
     q, s = tensorcore_api._convert(torch.zeros(0, 8), "fp8", None, "a")
     assert q.shape == (0, 8) and q.dtype == torch.float8_e4m3fn and float(s) == 1.0
+
+
+def test_masked_arrays_are_refused_not_multiplied_with_their_masked_values():
+    """np.ma.dot leaves masked values out; multiplying them in would be silently different, so a
+    masked array (either operand, or out=) is a typed error that names the alternatives."""
+    a = np.ma.masked_array(np.ones((3, 4), np.float32), mask=np.eye(3, 4, dtype=bool))
+    b = np.ones((4, 2), np.float32)
+    with pytest.raises(tilegemm.MaskedArrayError, match=r"a: a NumPy masked array.*np\.ma\.dot"):
+        tilegemm.matmul(a, b)
+    with pytest.raises(TypeError, match=r"b: a NumPy masked array"):
+        tilegemm.matmul(b.T.copy(), np.ma.masked_array(b.T.copy().T))
+    with pytest.raises(tilegemm.MaskedArrayError, match="out: a NumPy masked array"):
+        tilegemm.matmul(np.asarray(a), b, out=np.ma.masked_array(np.zeros((3, 2), np.float32)))
+    with pytest.raises(tilegemm.MaskedArrayError):
+        tilegemm.gemm(a, b)
+    assert np.array_equal(tilegemm.matmul(a.filled(0), b), np.ma.dot(a, b).filled(np.nan))  # what it suggests

@@ -18,6 +18,7 @@ from .errors import (
     DeviceError,
     DTypeError,
     LayoutError,
+    MaskedArrayError,
     OutOfDeviceMemory,
     ShapeError,
     TileGemmError,
@@ -39,5 +40,5 @@ def patch(model, *, matmul: bool = False):
 __all__ = [
     "matmul", "gemm", "explain", "kernels", "plan", "patch",
     "TileGemmError", "ShapeError", "DTypeError", "DeviceError", "LayoutError", "AutogradError",
-    "OutOfDeviceMemory", "UnknownKernel",
+    "MaskedArrayError", "OutOfDeviceMemory", "UnknownKernel",
 ]

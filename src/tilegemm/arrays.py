@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _cuda
-from .errors import DeviceError, DTypeError
+from .errors import DeviceError, DTypeError, MaskedArrayError
 
 HOST = "cpu"
 
@@ -40,10 +40,21 @@ def _torch_dtype_name(dt) -> str:
     return str(dt).removeprefix("torch.")
 
 
+def refuse_masked(x, what: str) -> None:
+    """A NumPy masked array is refused: its masked values would be multiplied in (np.ma.dot
+    leaves them out)."""
+    if type(x) is not np.ndarray and isinstance(x, np.ma.MaskedArray):
+        raise MaskedArrayError(
+            f"{what}: a NumPy masked array; tilegemm would multiply its masked values too. Use np.ma.dot "
+            f"(it leaves them out), or pass {what}.filled(0) or np.asarray({what}) to multiply the values "
+            f"as they are")
+
+
 def describe(x, what: str) -> Operand:
     """Classify `x` (argument `what`) or raise a typed error saying what was expected."""
     root = _module_root(x)
     if isinstance(x, np.ndarray):
+        refuse_masked(x, what)
         return Operand(x, "numpy", x.shape, x.dtype.name, HOST, x.flags.c_contiguous)
     if root == "torch":
         dev = HOST if x.device.type == "cpu" else f"cuda:{x.device.index or 0}"

@@ -18,6 +18,11 @@ class DTypeError(TileGemmError, TypeError, RuntimeError):
     """A dtype the chosen kernel does not support, or operands of different dtypes."""
 
 
+class MaskedArrayError(TileGemmError, TypeError):
+    """A NumPy masked array: its masked values would be multiplied in, where np.ma.dot leaves them
+    out; refused rather than silently different."""
+
+
 class DeviceError(TileGemmError, ValueError):
     """Operands on different devices, a GPU kernel asked for where no GPU (or simulator) exists."""
 

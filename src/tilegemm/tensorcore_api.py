@@ -68,6 +68,8 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
         return done
     from .kernels import tensorcore as tc
 
+    for x, what in ((a, "a"), (b, "b"), (c, "c")):
+        arrays.refuse_masked(x, what)
     if not tc.load():
         raise DeviceError(f"gemm: needs triton and torch ({tc.IMPORT_ERROR})")
     import torch
