@@ -100,9 +100,11 @@ def _write_cache(key: str, entry: dict) -> None:
 
 
 def cached_config(dtype="float32") -> Config | None:
-    entry = _read_cache().get(cache_key(dtype))
-    if not entry:
-        return None
+    return _winner(_read_cache().get(cache_key(dtype)))
+
+
+def _winner(entry) -> Config | None:
+    """The Config an entry records as its winner, or None (no entry, or another version's)."""
     try:
         cfg = Config(**entry["winner"])
         cfg.check()
@@ -201,13 +203,7 @@ def shipped_config(dtype="float32") -> Config | None:
 
     dev = _cuda.cuda.get_current_device()
     db, _ = shipped.database_for(gpu_name(), tuple(dev.compute_capability), int(dev.MULTIPROCESSOR_COUNT))
-    entry = ((db or {}).get("simt") or {}).get(f"{np.dtype(dtype).name}|{VERSION}")
-    try:
-        cfg = Config(**entry["winner"])
-        cfg.check()
-        return cfg
-    except (KeyError, TypeError, ValueError):
-        return None
+    return _winner(((db or {}).get("simt") or {}).get(f"{np.dtype(dtype).name}|{VERSION}"))
 
 
 def current_config(dtype="float32", *, tune: bool = True) -> Config:
