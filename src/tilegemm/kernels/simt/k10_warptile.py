@@ -213,8 +213,13 @@ def kernel_for(dtype, cfg: Config = DEFAULT):
     return _build(cfg, np.dtype(dtype).name)
 
 
+def vector_shape_ok(k: int, n: int, itemsize: int) -> bool:
+    """Rows of A (K long) and of B and C (N long) can be read as 16-byte vectors of 4 elements."""
+    return itemsize * 4 == 16 and k % 4 == 0 and n % 4 == 0
+
+
 def vector_ok(a, b, c) -> bool:
-    return a.dtype.itemsize * 4 == 16 and a.shape[1] % 4 == 0 and b.shape[1] % 4 == 0 and aligned16(a, b, c)
+    return vector_shape_ok(a.shape[1], b.shape[1], a.dtype.itemsize) and aligned16(a, b, c)
 
 
 def launch_config(cfg: Config, a, b, c, stream=None):

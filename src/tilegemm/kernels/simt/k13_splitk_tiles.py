@@ -97,7 +97,7 @@ def launch(a, b, c, stream=None):
 
 def traffic(m, n, k, s):
     p = plan(m, n, k)
-    if p is None or not (s == 4 and k % 4 == 0 and n % 4 == 0):  # as launch: k12 where 16-byte rows are not legal
+    if p is None or not k10.vector_shape_ok(k, n, s):  # as launch: k12 where 16-byte rows are not legal
         return k12.traffic(m, n, k, s)
     cfg, splits = p
     writes = m * n + (2 * m * n * splits if splits > 1 else 0)  # one split: the plain kernel, C written once
