@@ -19,7 +19,6 @@ operator. Importing this module imports torch: `tilegemm.patch` imports it on fi
 
 from __future__ import annotations
 
-import threading
 from typing import Optional
 
 import torch
@@ -27,7 +26,6 @@ import torch
 from . import api
 
 COUNTS = {"tilegemm": 0, "torch": 0}  # every product the operators and patched layers ran, by who ran it
-_LOCK = threading.Lock()
 
 
 def served(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -39,38 +37,35 @@ def served(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.device.type == "cuda" and a.dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
-def _count(who: str) -> None:
-    COUNTS[who] += 1
-
-
 def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """a @ b on tilegemm where it serves them, else on torch; no gradient recorded."""
-    with torch.no_grad():
-        if served(a, b):
-            _count("tilegemm")
-            return api.matmul(a, b)
-        _count("torch")
-        return torch.matmul(a, b)
+    """a @ b on tilegemm where it serves them, else on torch (the operator's body runs it under
+    no_grad; the eager path calls it only where nothing requires grad)."""
+    if served(a, b):
+        COUNTS["tilegemm"] += 1
+        return api.matmul(a, b)
+    COUNTS["torch"] += 1
+    return torch.matmul(a, b)
 
 
 def _linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
-    """x @ weight.T (+ bias), as nn.functional.linear, on tilegemm where it serves them."""
-    with torch.no_grad():
-        if not served(x, weight):
-            _count("torch")
-            return torch.nn.functional.linear(x, weight, bias)
-        _count("tilegemm")
-        rows = x.reshape(-1, x.shape[-1])  # a view for a contiguous activation
-        y = api.matmul(rows, weight.t())
-        if bias is not None:
-            y = y.add_(bias) if y.dtype == bias.dtype and y.device == bias.device else y + bias
-        return y.view(*x.shape[:-1], weight.shape[0])
+    """x @ weight.T (+ bias), as nn.functional.linear, on tilegemm where it serves them (no
+    gradient recorded: as _matmul)."""
+    if not served(x, weight):
+        COUNTS["torch"] += 1
+        return torch.nn.functional.linear(x, weight, bias)
+    COUNTS["tilegemm"] += 1
+    rows = x.reshape(-1, x.shape[-1])  # a view for a contiguous activation
+    y = api.matmul(rows, weight.t())
+    if bias is not None:
+        y = y.add_(bias) if y.dtype == bias.dtype and y.device == bias.device else y + bias
+    return y.view(*x.shape[:-1], weight.shape[0])
 
 
 @torch.library.custom_op("tilegemm::matmul", mutates_args=())
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """a @ b (numpy.matmul's semantics) on tilegemm, differentiable."""
-    return _matmul(a, b)
+    with torch.no_grad():
+        return _matmul(a, b)
 
 
 @matmul.register_fake
@@ -110,7 +105,8 @@ matmul.register_autograd(_matmul_backward, setup_context=_matmul_setup)
 @torch.library.custom_op("tilegemm::linear", mutates_args=())
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
     """nn.functional.linear(x, weight, bias) on tilegemm, differentiable."""
-    return _linear(x, weight, bias)
+    with torch.no_grad():
+        return _linear(x, weight, bias)
 
 
 @linear.register_fake
