@@ -35,6 +35,8 @@ import statistics
 import sys
 import time
 
+from . import results
+
 GPU_SIZES = (8192, 16384, 32768, 65536)
 CPU_SIZES = (96, 160)
 MODES = ("one-gpu", "1d", "summa", "dtensor", "dtensor-rs", "fused-ag-mm")
@@ -448,11 +450,7 @@ def _main_of_rank(cfg: dict) -> None:
         save = None
         if cfg.get("json"):
             def save(doc):
-                path = cfg["json"]
-                os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
-                with open(path + ".tmp", "w") as fh:
-                    json.dump(doc, fh, indent=1, default=str)
-                os.replace(path + ".tmp", path)
+                results.write_json(cfg["json"], json.dumps(doc, indent=1, default=str))
         doc = measure(cfg["sizes"], cfg["modes"], cfg["runs"], cfg["reps"], cfg["budget_s"], cfg["beyond"], save,
                       progress=lambda s: print(s, flush=True))
         if doc is not None:

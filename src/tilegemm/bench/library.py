@@ -480,6 +480,7 @@ def add_cli(subparsers) -> None:
 
 
 def cli_library(args) -> int:
+    from . import results
     from .shapes import load_shapes
 
     if args.merge:
@@ -506,11 +507,7 @@ def cli_library(args) -> int:
         print(f"tilegemm library: unknown {', '.join(bad)}", file=sys.stderr)
         return 2
     def save(doc):
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        tmp = args.json + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(doc, f, indent=1, default=str)
-        os.replace(tmp, args.json)
+        results.write_json(args.json, json.dumps(doc, indent=1, default=str))
 
     doc = run(shapes, dtypes, modes, runs=args.runs, budget_s=args.budget, progress=lambda s: print(s, flush=True),
               with_host=not args.no_host, with_first=not args.no_first, save=save if args.json else None)
@@ -525,6 +522,8 @@ def cli_library(args) -> int:
 
 
 def _cli_merge(args) -> int:
+    from . import results
+
     if not args.json:
         print("tilegemm library --merge: name the merged file with --json", file=sys.stderr)
         return 2
@@ -541,7 +540,6 @@ def _cli_merge(args) -> int:
     except ValueError as e:
         print(f"tilegemm library --merge: {e}", file=sys.stderr)
         return 2
-    with open(args.json, "w") as f:
-        json.dump(doc, f, indent=1, default=str)
+    results.write_json(args.json, json.dumps(doc, indent=1, default=str))
     print(f"{len(doc['records'])} records from {len(docs)} parts written to {args.json}")
     return 0

@@ -22,10 +22,11 @@ ref_first_forward_s, logits_rel_err, argmax_agree, counts (products on tilegemm 
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import sys
 import time
+
+from . import results
 
 LLAMA3_8B = dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32, num_key_value_heads=8,
                  num_hidden_layers=32, vocab_size=128256, max_position_embeddings=8192 + 512, rope_theta=500000.0)
@@ -237,8 +238,6 @@ def cli_model_bench(args) -> int:
         else:
             print(f"{r['model']:16s} {r.get('mode')}: {r.get('error')}")
     if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=1, default=str)
+        results.write_json(args.json, json.dumps(doc, indent=1, default=str))
         print(f"results written to {args.json}")
     return 0

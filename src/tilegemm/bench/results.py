@@ -176,15 +176,21 @@ def _clean(x):
     return x
 
 
-def save(doc: dict, path) -> Path:
-    if doc.get("schema") != SCHEMA:
-        raise ResultsError(f"refusing to save a document with schema {doc.get('schema')!r}; expected {SCHEMA!r}")
+def write_json(path, text: str) -> Path:
+    """Write `text` to `path` whole or not at all (a temporary file, then a rename): a run cut
+    short, or a reader in the middle of a write, never sees half a results file."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_suffix(p.suffix + ".tmp")
-    tmp.write_text(json.dumps(_clean(doc), indent=1, allow_nan=False, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, p)
     return p
+
+
+def save(doc: dict, path) -> Path:
+    if doc.get("schema") != SCHEMA:
+        raise ResultsError(f"refusing to save a document with schema {doc.get('schema')!r}; expected {SCHEMA!r}")
+    return write_json(path, json.dumps(_clean(doc), indent=1, allow_nan=False, ensure_ascii=False) + "\n")
 
 
 def load(path) -> dict:

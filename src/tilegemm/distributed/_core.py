@@ -33,6 +33,7 @@ a hang past that timeout and never a partial C presented as whole.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 from dataclasses import dataclass
@@ -504,7 +505,7 @@ def run_1d(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, group=None, commun
             # the buffers were last used by panel p - 2's all-gather and GEMM, both ordered before
             # what the compute stream holds now
             side.wait_stream(compute)
-        with torch.cuda.stream(side) if side is not None else _Nothing():
+        with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
             mine[:lay.kb[me]].copy_(b[:, n0:n1])
             if not sending:
                 return out, None
@@ -524,14 +525,6 @@ def run_1d(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, group=None, commun
         if a.shape[0]:
             _product(a, panel_b, c[:, n0:n1])
     return c
-
-
-class _Nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _product(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:

@@ -8,12 +8,11 @@ from ._core import DistributedError, G, Team, blocks, gather_meta, matmul_1d, me
 
 
 def _chosen_grid(m: int, n: int, k: int, p: int, dtype) -> tuple[int, int]:
-    from .costmodel import choose, shipped_hardware
+    from .costmodel import choose, shipped
 
     # the shipped H200 rates and 8 GPUs a host on every rank, whatever its GPU: all ranks must
     # choose the same grid (layout's metadata check refuses, on every rank, ranks that did not)
-    hw = shipped_hardware(None, gpus_per_host=8)
-    return tuple(choose(m, n, k, p, hw, torch.empty((), dtype=dtype).element_size())["grid"])
+    return tuple(choose(m, n, k, p, shipped(8), dtype.itemsize)["grid"])
 
 
 def _grid_on_rows(a_rows: torch.Tensor, b_rows: torch.Tensor, m: int, n: int, k: int, grid, who: Team, panel):

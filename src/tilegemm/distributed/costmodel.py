@@ -156,14 +156,20 @@ NETWORKS = (25.0, 50.0, 100.0)
 _SHIPPED: dict = {}
 
 
+def shipped(per_host: int | None = None) -> Hardware:
+    """The shipped H200 rates with `per_host` GPUs a host (8 when not known), read once per
+    process: what every rank assumes where it must choose as the others do."""
+    per_host = per_host or 8
+    if per_host not in _SHIPPED:
+        _SHIPPED[per_host] = shipped_hardware(None, gpus_per_host=per_host)
+    return _SHIPPED[per_host]
+
+
 def default_panel(m: int, n: int, k: int, grid: tuple[int, int], itemsize: int, per_host: int | None = None) -> int:
     """The engines' panel width when the caller gives none: the model's fastest with the shipped
     H200 rates and `per_host` GPUs a host (8 when not known), the same on every rank that asks
     with the same arguments (read once per process)."""
-    per_host = per_host or 8
-    if per_host not in _SHIPPED:
-        _SHIPPED[per_host] = shipped_hardware(None, gpus_per_host=per_host)
-    return int(predict(m, n, k, grid, _SHIPPED[per_host], itemsize)["panel"])
+    return int(predict(m, n, k, grid, shipped(per_host), itemsize)["panel"])
 
 
 def hardware_from_results(tensorcore_json: dict, ceilings_json: dict | None = None, **links) -> Hardware:
