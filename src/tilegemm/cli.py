@@ -205,7 +205,7 @@ class Parser(argparse.ArgumentParser):
 
 # what a command raises for a user's mistake or a machine it cannot run on: one line, exit 2
 # (TILEGEMM_DEBUG=1 shows the traceback)
-USER_ERRORS = (ValueError, TypeError, KeyError, LookupError, OSError, RuntimeError)
+USER_ERRORS = (ValueError, TypeError, LookupError, OSError, RuntimeError)  # LookupError: KeyError too
 
 
 def build_parser() -> argparse.ArgumentParser:

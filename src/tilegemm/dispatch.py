@@ -29,7 +29,6 @@ import numpy as np
 
 from . import _cuda, arrays, launcher
 from .arrays import Operand
-from .tuning import cache as _tuning_cache
 from .errors import OutOfDeviceMemory
 
 PLAN_MAX = 4096  # launch plans kept per process (a new one past this empties the table)
@@ -73,11 +72,8 @@ def enabled() -> bool:
 
 def reset() -> None:
     """Forget every launch plan (the configurations they were built from may have changed): run by
-    tilegemm.tuning.cache.reset()."""
+    tilegemm.tuning.cache.reset(), which tilegemm.tuning registers it with."""
     _PLANS.clear()
-
-
-_tuning_cache.ON_RESET.append(reset)
 
 
 # ---- the hot path -----------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ def _torch_in(x, what, torch, interpreted: bool = False):
     if interpreted:
         if op.kind != "numpy":
             raise DeviceError(f"gemm: under Triton's interpreter {what} must be a torch CPU tensor or a NumPy array")
-        return torch.from_numpy(x if x.flags.writeable and min(x.strides, default=0) >= 0 else x.copy()), op
+        return torch.from_numpy(arrays.host_view(op, torch_ok=True)), op
     return arrays.to_torch_cuda(op), op
 
 

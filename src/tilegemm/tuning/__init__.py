@@ -16,6 +16,7 @@ and the shipped database), `tuner` (the measurement), `command` (`tilegemm tune`
 
 from __future__ import annotations
 
+from .. import dispatch
 from ..kernels import tensorcore as tc
 from . import cache
 from .cache import Decision, autotune_on_call
@@ -24,6 +25,7 @@ __all__ = ["Decision", "choose", "usable_rungs", "autotune_on_call"]
 
 _MEMO: dict = {}  # (class, bucket, kernel, device, rungs that can run it) -> Decision, this process
 cache.ON_RESET.append(_MEMO.clear)
+cache.ON_RESET.append(dispatch.reset)  # plans hold decisions: registered here, where decisions come from
 
 
 def usable(rung: str, p) -> bool:
