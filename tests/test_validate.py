@@ -60,6 +60,22 @@ def test_fp32_rounding_passes():
     assert validate.check(a @ b, a, b).ok  # BLAS's own FP32 sum order
 
 
+def test_a_cancelling_dot_product_is_judged_at_its_scale():
+    """A 256-term FP32 dot product that sums to near zero (the GPU property run found one): a
+    summation-order error of 5.5e-7 is 1.5e-5 of |C| but within what FP32 gives at |A|·|B|'s
+    scale, so it passes; the same error on a product that does not cancel, or a larger one here,
+    does not."""
+    rng = np.random.default_rng(7)
+    a = rng.uniform(-1, 1, (1, 256)).astype(np.float32)
+    b = rng.uniform(-1, 1, (256, 1)).astype(np.float32)
+    b[0, 0] -= (validate.reference(a, b)[0, 0] - 0.038) / a[0, 0]  # C ≈ 0.038, |A|·|B| ≈ 64
+    ref = validate.reference(a, b)
+    assert validate.check(ref + 5.5e-7, a, b).ok
+    assert not validate.check(ref + 5e-3, a, b).ok
+    ones = np.ones((1, 256), np.float32)
+    assert not validate.check(validate.reference(ones, ones.T) * (1 + 5e-5), ones, ones.T).ok
+
+
 def test_reference_infinities_must_match():
     a = np.array([[np.inf, 1.0]], np.float32)
     b = np.array([[1.0], [1.0]], np.float32)
