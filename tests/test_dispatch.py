@@ -219,11 +219,23 @@ def _cases(torch):
         for shape in ((64, 64, 64), (1, 1024, 4096), (16, 4096, 4096), (1000, 1000, 1000), (130, 264, 24)):
             out.append((f"matmul {name} {shape}", mk(dt, *shape), mm, ref, TOL[name]))
     out.append(("gemm bf16 x@W.T", mk(torch.bfloat16, 512, 1024, 4096, bt=True), lambda a, b: tilegemm.gemm(a, b), ref, 1e-2))
+    # rows not 16-byte aligned: a realigning copy in the plan, then TMA (t03), in every layout
+    out.append(("matmul bf16 unaligned", mk(torch.bfloat16, 777, 1234, 4321), mm, ref, 1e-2))
+    out.append(("gemm bf16 x@W.T unaligned", mk(torch.bfloat16, 600, 1030, 1023, bt=True), lambda a, b: tilegemm.gemm(a, b),
+                ref, 1e-2))
+    out.append(("gemm tf32 unaligned", mk(torch.float32, 300, 517, 255), lambda a, b: tilegemm.gemm(a, b, precision="tf32"),
+                ref, 3e-3))
+    def sliced():  # views whose bases are 2 bytes off 16 (and rows 514, 641 elements apart)
+        a, b = mk(torch.float16, 513, 641, 514)()
+        return a[:, 1:], b[1:, 1:]
+    out.append(("matmul fp16 sliced views", sliced, mm, ref, 3e-3))
     out.append(("gemm tf32", mk(torch.float32, 300, 520, 256), lambda a, b: tilegemm.gemm(a, b, precision="tf32"), ref, 3e-3))
     s = torch.full((1,), 0.5, device=dev)
     out.append(("gemm fp8 tensor scales", fp8(16, 4096, 4096), lambda a, b: tilegemm.gemm(a, b, scale_a=s, scale_b=s),
                 lambda a, b: 0.25 * ref(a, b), 2e-2))
     out.append(("gemm fp8 float scales", fp8(256, 512, 512), lambda a, b: tilegemm.gemm(a, b, scale_a=0.5, scale_b=2.0),
+                ref, 2e-2))
+    out.append(("gemm fp8 unaligned", fp8(300, 520, 1000), lambda a, b: tilegemm.gemm(a, b, scale_a=0.5, scale_b=2.0),
                 ref, 2e-2))
     out.append(("gemm fp16 batched", lambda: (torch.rand(3, 100, 64, device=dev).half(), torch.rand(64, 80, device=dev).half()),
                 lambda a, b: tilegemm.gemm(a, b), lambda a, b: a.double() @ b.double(), 3e-3))

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from tilegemm import shipped  # noqa: E402
-from tilegemm.kernels.tensorcore import _problem as P  # noqa: E402
+from tilegemm.kernels.tensorcore import _problem as P, t03_tma_persistent  # noqa: E402
 from tilegemm.tuning import cache, space  # noqa: E402
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
@@ -169,24 +169,35 @@ def test_database_pick_exact_nearest_sibling_and_layout():
     assert tuning.pick(db, "db", _problem(4096, 4096, 4096), want=space.T05) is None
 
 
-def test_unaligned_operands_take_the_tma_entry_tile_on_t02():
-    """Operands TMA cannot describe (4095×4097×1023: rows not 16-byte aligned) run the nearest
-    TMA entry's tile on t02, not a far bucket's split-K tile (that ran them at 0.17× cuBLAS on the
-    H200); t05's tile gets 8 warps for 128×256."""
+def test_unaligned_operands_are_realigned_for_tma_and_batched_ones_take_t02():
+    """Operands TMA cannot describe (4095×4097×1023: rows not 16-byte aligned) run the nearest TMA
+    entry's tile on t03 after a realigning copy, not a far bucket's split-K tile (0.17× cuBLAS on
+    the H200) nor t02's pointer loads (0.08× at 777×1234×4321); t05's tile (t05 takes no operand
+    that needs the copy) on t03. A batched operand TMA cannot describe takes the tile on t02, t05's
+    with 8 warps for 128×256."""
     from tilegemm import tuning
 
     t05 = dict(BM=128, BN=256, BK=64, CONSUMERS=2, GROUP_M=8, SPLIT=1, STAGES=4)
     t04 = dict(space.cfg(16, 64, 128, 4, 4), SPLIT=4, FUSED=True)
     bf = "bf16|bfloat16|bfloat16|nn|nobeta"
     db = {"entries": {f"{bf}|4096x8192x1024": dict(rung=space.T05, config=t05, ms=0.1, shape=[4096, 8192, 1024]),
-                      f"{bf}|16x4096x1024": dict(rung=space.T04, config=t04, ms=0.009, shape=[16, 4096, 1024])}}
+                      f"{bf}|16x4096x1024": dict(rung=space.T04, config=t04, ms=0.009, shape=[16, 4096, 1024]),
+                      f"{bf}|4096x8192x1024b4": dict(rung=space.T05, config=t05, ms=0.4, shape=[4096, 8192, 1024, 4])}}
     p = _problem(4095, 4097, 1023)
-    assert not tuning.usable(space.T03, p)
+    assert tuning.usable(space.T03, p) and t03_tma_persistent.needs_realign(p)
     d = tuning.pick(db, "db", p)
+    assert d.rung == space.T03 and "tc_warp_specialized's tile on tc_tma_persistent" in d.source
+    assert "16-byte aligned rows" in d.source and d.config["BM"] == 128 and d.config["BN"] == 256
+    assert d.ms is None  # the entry's time was t05's, without the copy
+    assert not t03_tma_persistent.needs_realign(_problem(4096, 4096, 1024))
+
+    a, b = torch.empty(4, 4095, 1023, dtype=torch.bfloat16), torch.empty(4, 1023, 4097, dtype=torch.bfloat16)
+    pb = P.Problem(a, b, torch.empty(4, 4095, 4097, dtype=torch.bfloat16), "bf16")
+    assert not tuning.usable(space.T03, pb) and "batched" in t03_tma_persistent.usable(pb)
+    d = tuning.pick(db, "db", pb)
     assert d.rung == space.T02 and "tc_warp_specialized's tile on tc_persistent" in d.source
     assert (d.config["BM"], d.config["BN"], d.config["BK"], d.config["num_warps"], d.config["num_stages"]) == \
         (128, 256, 64, 8, 3)
-    assert d.ms is None  # the entry's time was t05's, not this rung's
 
 
 def test_fp16_takes_bf16s_nearer_bucket_over_its_own_farther_one():

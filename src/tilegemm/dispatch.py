@@ -222,7 +222,7 @@ def _build(p, calls, own_scales) -> LaunchPlan | None:
         for t in call.scratch:
             if not any(t is s for s in slots):
                 slots.append(t)
-                scratch.append((t.numel(), t.dtype))
+                scratch.append((t.untyped_storage().nbytes() // t.element_size(), t.dtype))  # a view's whole buffer
     launches = []
     for call in calls:
         compiled = call.fn.run(*call.args, grid=call.grid, warmup=True, **call.options)

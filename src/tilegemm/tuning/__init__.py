@@ -92,16 +92,23 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
         if want and rung != want:
             continue
         if not usable(rung, p):
-            # A TMA rung's entry where TMA cannot describe the operands (strides or bases not
-            # 16-byte aligned: 4095×4097×1023): its tile on t02's pointer loads, rather than the
-            # nearest entry of a rung that can run (often a decode bucket's split-K tile). This
-            # lifted the large ragged products and hurt the small ones (docs/perf-notes.md, 35).
-            if want or rung not in (space.T03, space.T05) or not usable(space.T02, p):
+            # A TMA rung's entry that cannot run p: its tile on the next rung that can, rather
+            # than the nearest entry of a rung that can (often a decode bucket's split-K tile).
+            # t05's on t03 (t05 takes no batch, alpha or beta, and no operand that needs
+            # realigning); t03's on t02's pointer loads (a batched operand TMA cannot describe).
+            if want or rung not in (space.T03, space.T05):
                 continue
-            rung, note = space.T02, f": {rung}'s tile on {space.T02} (TMA cannot describe these operands)"
-            cfg = space.adapt(rung, p, space.as_t02(entry["rung"], entry.get("config") or {}))
+            to = next((r for r in (space.T03, space.T02) if r != rung and usable(r, p)), None)
+            if to is None:
+                continue
+            why = tc.rung_module(rung).usable(p) or "not on this GPU"
+            rung, note = to, f": {rung}'s tile on {to} ({why})"
+            as_to = space.as_t03 if to == space.T03 else space.as_t02
+            cfg = space.adapt(rung, p, as_to(entry["rung"], entry.get("config") or {}))
         else:
             cfg = space.adapt(rung, p, entry.get("config") or {})
+        if rung == space.T03 and cfg is not None and tc.rung_module(rung).needs_realign(p):
+            note += " (A or B first copied to 16-byte aligned rows for TMA)"
         if cfg is None:
             continue
         where = "exact bucket" if tuned_bucket == b else \

@@ -139,6 +139,16 @@ def as_t02(rung: str, c: dict) -> dict:
     return cfg(c["BM"], c["BN"], c["BK"], warps, min(int(c.get("STAGES", 3)), 3), c.get("GROUP_M", 8))
 
 
+def as_t03(rung: str, c: dict) -> dict:
+    """A t05 configuration as t03's: t02's form of its tile (`as_t02`), and where t05 computed
+    C^T = B^T·A^T (TF32 with a row-major B) the same swapped form on t03, whose swapped tiles
+    are at most 128 rows (`_problem.swap_form`); unswapped, that B would need a K-major copy."""
+    out = as_t02(rung, c)
+    if rung == T05 and c.get("SWAP"):
+        out = dict(out, BM=min(out["BM"], 128), SWAP=True)
+    return out
+
+
 def _tile(c: dict) -> dict:
     return {k: c[k] for k in TILE_KEYS}
 

@@ -27,8 +27,11 @@ and REG_A loads the MMA's A operand into registers (wgmma's register-A form) thr
 move that keeps Triton from feeding it from shared memory. SWAP also lets a tile of fewer than
 64 rows of C be wgmma's N (8…256) rather than its M (64). Where neither works (both operands
 N-/M-major), a config may ask for a K-major copy first (KMAJOR; 2·K·N·s extra bytes, counted in
-the time). Needs sm_90, 16-byte aligned bases and row strides (`usable` says why not; the
-dispatcher then runs t02).
+the time). Needs sm_90 and 16-byte aligned bases and row strides: a 2-D operand that is not
+(K or N not a multiple of 16 bytes' elements: 4095×4097×1023, a column slice) is first copied,
+by `realign_kernel` in the same plan, into a buffer whose rows start 16 bytes apart (2·R·C·s
+extra bytes for an R×C operand, counted in the time); a batched one is not (`usable` says why
+not; the dispatcher then runs t02).
 
 Global traffic is t02's, moved in bulk:
     reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM),  writes = M·N   (elements)
@@ -113,6 +116,17 @@ def tma_persistent_kernel(a_desc, b_desc, c_desc, c_ptr, i_ptr, sa_ptr, sb_ptr, 
             store_ptr(acc, c_ptr + b64 * scb, M, N, scm, scn, off_m, off_n, BM, BN)
 
 
+@triton.jit
+def realign_kernel(src, dst, O, I, s_o, d_o, BO: tl.constexpr, BI: tl.constexpr):
+    """dst[o, i] = src[o, i] for an O×I matrix whose I elements are contiguous: src's rows s_o
+    elements apart (any), dst's d_o (a multiple of 16 bytes, so TMA can describe it)."""
+    ro = (tl.program_id(0) * BO + tl.arange(0, BO)).to(tl.int64)
+    ri = tl.program_id(1) * BI + tl.arange(0, BI)
+    mask = (ro[:, None] < O) & (ri[None, :] < I)
+    x = tl.load(src + ro[:, None] * s_o + ri[None, :], mask=mask)
+    tl.store(dst + ro[:, None] * d_o + ri[None, :], x, mask=mask)
+
+
 # ---- host side --------------------------------------------------------------------------------
 
 
@@ -149,30 +163,61 @@ def _desc(x: torch.Tensor, rows: int, cols: int, trans: bool) -> TensorDescripto
     return TensorDescriptor(x, shape, strides, block)
 
 
+def _inner(x: torch.Tensor) -> int:
+    return -1 if x.stride(-1) == 1 else -2
+
+
 def usable(p: P.Problem) -> str:
-    """'' when TMA can describe the operands, else the reason it cannot."""
+    """'' when TMA can describe the operands (2-D ones after a realigning copy), else why not."""
     if p.a.device.type == "cuda" and P.capability(p.a.device) < (9, 0):
         return "TMA needs sm_90"
     for x, which in ((p.a, "a"), (p.b, "b")):
         x = _squeeze(x)
-        inner = -1 if (x.stride(-1) == 1) else -2
-        if x.stride(inner) != 1:
+        if x.stride(_inner(x)) != 1:
             return f"{which}: neither rows nor columns are contiguous"
-        if not _tma_ok(x, inner):
-            return f"{which}: base or strides not 16-byte aligned (TMA)"
+        if not _tma_ok(x, _inner(x)) and x.dim() != 2:
+            return f"{which}: batched, base or strides not 16-byte aligned (TMA)"
     return ""
 
 
+def needs_realign(p: P.Problem) -> bool:
+    """Does p run on this rung only after a realigning copy of A or B?"""
+    return any(not _tma_ok(x, _inner(x)) for x in (_squeeze(p.a), _squeeze(p.b)))
+
+
+def _realigned(x: torch.Tensor, src: torch.Tensor) -> tuple[torch.Tensor, P.KernelCall]:
+    """x (2-D, one dimension contiguous) in a new buffer whose rows (or columns, for a column-major
+    x) start 16 bytes apart, and the launch that copies it there. src: the tensor the call reads,
+    x or the caller's batch-of-one tensor whose first matrix x is (a plan binds the caller's)."""
+    mem = x if x.stride(-1) == 1 else x.T  # O×I with I contiguous
+    (o, i), s = mem.shape, x.element_size()
+    room = -(-max(i, 1) * s // 16) * 16 // s
+    buf = torch.empty(o * room, dtype=x.dtype, device=x.device).as_strided((o, i), (room, 1))
+    out = buf if x.stride(-1) == 1 else buf.T
+    BO, BI = 32, 128
+    args = P.ordered(realign_kernel, src=src, dst=out, O=o, I=i, s_o=mem.stride(0), d_o=room, BO=BO, BI=BI)
+    grid = (max(ceil_div(o, BO), 1), max(ceil_div(i, BI), 1))
+    return out, P.KernelCall(realign_kernel, grid, args, dict(num_warps=4), scratch=(out,))
+
+
 def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
-    """One launch of min(#SMs, tiles) programs; with KMAJOR, A or B is first copied K-major (a new
-    tensor on every call, so such a launch is never kept as a plan)."""
+    """One launch of min(#SMs, tiles) programs, after a realigning copy of any operand TMA cannot
+    describe (its buffer is scratch: a plan allocates it for each call); with KMAJOR, A or B is
+    first copied K-major (a new tensor on every call, so such a launch is never kept as a plan)."""
     a, b = p.a, p.b
     if cfg.get("KMAJOR"):
         if not P.is_kmajor(a, "a"):
-            a = _make_kmajor(a, "a")
+            a = _make_kmajor(a, "a")  # rows of K, K·s a multiple of 16 (the tuner's rule): aligned
         if not P.is_kmajor(b, "b"):
             b = _make_kmajor(b, "b")
     a, b = _squeeze(a), _squeeze(b)
+    copies = []
+    if not _tma_ok(a, _inner(a)):
+        a, call = _realigned(a, p.a if a.data_ptr() == p.a.data_ptr() else a)
+        copies.append(call)
+    if not _tma_ok(b, _inner(b)):
+        b, call = _realigned(b, p.b if b.data_ptr() == p.b.data_ptr() else b)
+        copies.append(call)
     c2 = _squeeze(p.c)
     a_t, b_t = a.stride(-1) != 1, b.stride(-1) != 1
     BM, BN, BK = cfg["BM"], cfg["BN"], cfg["BK"]
@@ -190,8 +235,9 @@ def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
         beta=float(p.beta), BM=BM, BN=BN, BK=BK, GROUP_M=cfg["GROUP_M"], NUM_SMS=sms, PRECISION=p.dot_precision,
         A_T=a_t, B_T=b_t, A_3D=a.dim() == 3, B_3D=b.dim() == 3, C_TMA=c_tma, HAS_BETA=p.has_beta,
         HAS_SCALE=p.scale_a is not None, WS=bool(cfg.get("WS")), FLAT=bool(cfg.get("FLAT")), **P.mma_form(cfg))
-    return [P.KernelCall(tma_persistent_kernel, (min(sms, tiles),), args,
-                         dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"]))]
+    scratch = tuple(call.scratch[0] for call in copies)
+    return copies + [P.KernelCall(tma_persistent_kernel, (min(sms, tiles),), args,
+                                  dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"]), scratch=scratch)]
 
 
 def traffic(m, n, k, s, bm=128, bn=256):
