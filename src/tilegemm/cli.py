@@ -5,7 +5,7 @@
     tilegemm info       the device (or the simulator / CPU)
     tilegemm kernels    what is registered and what runs here
 plus the measurement tools whose modules provide `add_cli(subparsers)` (ceilings, traffic,
-report, compare).
+report, compare, sanitize, ...).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from . import _cuda
 TOOL_MODULES = ("tilegemm.bench.ceilings", "tilegemm.bench.traffic", "tilegemm.bench.report",
                 "tilegemm.bench.compare", "tilegemm.bench.results", "tilegemm.bench.ladder",
                 "tilegemm.bench.library", "tilegemm.bench.model", "tilegemm.bench.distributed",
-                "tilegemm.tuning.command")
+                "tilegemm.tuning.command", "tilegemm.sanitize")
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:
