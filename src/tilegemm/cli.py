@@ -5,7 +5,7 @@
     tilegemm info       the device (or the simulator / CPU)
     tilegemm kernels    what is registered and what runs here
 plus the measurement tools whose modules provide `add_cli(subparsers)` (ceilings, traffic,
-report, compare).
+report, compare, sanitize, ...).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from . import _cuda
 TOOL_MODULES = ("tilegemm.bench.ceilings", "tilegemm.bench.traffic", "tilegemm.bench.report",
                 "tilegemm.bench.compare", "tilegemm.bench.results", "tilegemm.bench.ladder",
                 "tilegemm.bench.library", "tilegemm.bench.model", "tilegemm.bench.distributed",
-                "tilegemm.tuning.command")
+                "tilegemm.tuning.command", "tilegemm.sanitize")
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:
@@ -118,7 +118,7 @@ def _gpu_name() -> str:
 
 
 def cmd_race(args) -> int:
-    from . import race
+    from . import race, sanitize
 
     con = console()
     size = args.size or race.default_size()
@@ -151,14 +151,14 @@ def cmd_race(args) -> int:
                   "step's tile (or a half-written one) often still gets the right numbers: constant inputs can "
                   "hide a race. Random inputs expose it; racecheck finds it without relying on the data.")
     if args.racecheck:
-        if not _cuda.has_gpu() or not race.racecheck_available():
+        if not sanitize.available():
             con.print("[red]racecheck needs a CUDA GPU and compute-sanitizer on the PATH[/]")
             return 2
         for name in (race.BROKEN, race.CORRECT):
             con.print(f"[bold]compute-sanitizer --tool racecheck[/] on {name} at {args.racecheck_size}³ …")
             hazards, summary = race.racecheck(name, args.racecheck_size)
             con.print(summary)
-    elif _cuda.has_gpu() and race.racecheck_available() and not args.no_hint:
+    elif sanitize.available():
         con.print("compute-sanitizer is on the PATH: `tilegemm race --racecheck` runs both kernels under "
                       "racecheck (small size; it is slow).")
     bad_correct = [r for r in correct if not r.check.ok]
@@ -239,7 +239,6 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--only", choices=("smem_tiled_32", "broken_nosync"), help="run one kernel")
     r.add_argument("--racecheck", action="store_true", help="also run under compute-sanitizer racecheck (GPU)")
     r.add_argument("--racecheck-size", type=int, default=64)
-    r.add_argument("--no-hint", action="store_true", help=argparse.SUPPRESS)
     r.set_defaults(func=cmd_race)
 
     i = sub.add_parser("info", help="describe the device")

@@ -4,22 +4,18 @@ Inputs: A = 1, B = 2, so every element of C must be exactly 2K (any wrong elemen
 not rounding), then random inputs. The correct tile-32 kernel and the same kernel with its two
 barriers removed run side by side, several times: the broken one's wrong elements differ from
 run to run, the signature of a race. On a GPU, compute-sanitizer's racecheck can be run over
-the broken kernel (and the correct one, for contrast) when it is on the PATH.
+the broken kernel (and the correct one, for contrast) when it is on the PATH (`tilegemm.sanitize`
+runs it; `tilegemm sanitize` runs every tool over every GPU kernel).
 """
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
-import subprocess
-import sys
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import _cuda, registry, validate
+from . import _cuda, registry, sanitize, validate
 
 CORRECT = "smem_tiled_32"
 BROKEN = "broken_nosync"
@@ -61,28 +57,12 @@ def race(m: int, n: int, k: int, trials: int = 3, seed: int = 0, kernels=(CORREC
     return runs
 
 
-def racecheck_available() -> str | None:
-    return shutil.which("compute-sanitizer")
-
-
 def racecheck(kernel: str, size: int = 64, timeout: float = 600) -> tuple[int, str]:
-    """Run one kernel under compute-sanitizer's racecheck in a child process; (hazards, summary)."""
-    tool = racecheck_available()
-    if tool is None:
-        raise FileNotFoundError("compute-sanitizer is not on the PATH")
-    cmd = [tool, "--tool", "racecheck", "--racecheck-report", "analysis", sys.executable, "-m", "tilegemm.cli",
-           "race", "--size", str(size), "--trials", "1", "--only", kernel, "--no-hint"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "TILEGEMM_SIMULATOR": "0"})
-    out = proc.stdout + proc.stderr
-    m = re.search(r"RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) errors?, (\d+) warnings?\)", out)
-    hazards = int(m.group(1)) if m else 0
-    lines = out.splitlines()
-    summary = [ln for ln in lines if "RACECHECK SUMMARY" in ln or "ERROR SUMMARY" in ln]
-    detail = [ln for ln in lines if ln.startswith("========= Error") or "hazards]" in ln][:3]
-    if not summary:
-        return hazards, out[-2000:]
-    return hazards, "\n".join(summary + detail)
+    """Run one kernel at size³ under compute-sanitizer's racecheck (a `tilegemm.sanitize` child);
+    (hazards, summary and first findings)."""
+    rec = sanitize.run(kernel, "racecheck", timeout, shapes=[(size, size, size)])
+    text = "\n".join(rec["summary"] + rec["first_errors"])
+    return rec["hazards"] or 0, text or rec.get("tail", "")
 
 
 def default_size() -> int:

@@ -1,0 +1,431 @@
+"""`tilegemm sanitize`: compute-sanitizer over every GPU kernel in the registry, on awkward shapes.
+
+    tilegemm sanitize [--kernels a,b] [--tools memcheck,racecheck] [--jobs 8] [--timeout 300] [--json PATH]
+
+Each kernel × tool is one child process under `compute-sanitizer --tool TOOL`:
+`python -m tilegemm.sanitize --child KERNEL` runs that kernel alone, on SIMT_SHAPES in its first
+dtype (a SIMT rung: its registry launcher on Numba device arrays), or on TC_SHAPES in each of
+TC_PRECISIONS (a tensor-core rung: `dispatch.run_problem` on torch CUDA tensors, the path of
+`matmul(kernel=...)` and `gemm(precision=...)`, which also says which rung ran: a TMA rung hands
+a shape whose rows are not 16-byte aligned to the rung below). Outputs are poisoned with NaN and
+every product is checked against the float64 reference (`validate.check`); the child exits 1 on a
+wrong product, on a rung that fell back where it could have run, or on a rung that never ran, so
+that a clean report never hides a wrong result.
+
+Expected: memcheck, initcheck, racecheck and synccheck all clean, except on the kernels tagged
+"broken" (broken_nosync), which racecheck must flag (hazards > 0) and whose products may be wrong.
+Clean means a summary line that counts nothing, exit 0 and a child whose products were right.
+
+Flags: racecheck `--racecheck-report analysis`; every tool `--report-api-errors no`, so the
+errors counted are the kernels' (a failed API call fails the child instead, visibly; torch and
+Triton probe the driver with calls that may fail on purpose). Tensor-core children run with
+PYTORCH_NO_CUDA_MEMORY_CACHING=1: through torch's caching allocator an overrun into a neighbour
+in the same block would look like a valid access. Every child runs on the GPU, never Numba's
+simulator (TILEGEMM_SIMULATOR=0, NUMBA_ENABLE_CUDASIM=0), with TILEGEMM_AUTOTUNE=0 (no search
+under the sanitizer).
+
+Triton compiles slowly under the sanitizer, so each tensor-core child first runs once without it;
+its compiles land in Triton's cache (TRITON_CACHE_DIR, default ~/.triton/cache), which every
+child shares. A child past `timeout` seconds is killed and its check fails, saying so. A rung the
+GPU cannot run (t03 and t05 need sm_90) is recorded as not run, neither passed nor failed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import registry, validate
+
+SCHEMA = "tilegemm.sanitizer/1"
+TOOLS = ("memcheck", "initcheck", "racecheck", "synccheck")
+COMMON_FLAGS = ("--report-api-errors", "no")
+TOOL_FLAGS = {"racecheck": ("--racecheck-report", "analysis")}
+GPU_BACKENDS = ("simt", "tensorcore")
+SIMT_SHAPES = ((1, 1, 1), (17, 33, 7), (33, 65, 129))
+# 3×16×8 and 130×264×24 have 16-byte aligned rows (TMA runs them: a tensor smaller than one tile,
+# then edge tiles and K below one tile step); the others are unaligned, and edges everywhere.
+TC_SHAPES = ((1, 1, 1), (5, 23, 7), (3, 16, 8), (130, 264, 24), (257, 263, 129))
+TC_PRECISIONS = ("fp16", "bf16", "tf32")
+TC_TOLERANCE = {"fp16": "float16", "bf16": "bfloat16", "tf32": "tf32"}
+TIMEOUT_S = 300.0
+MARK = "tilegemm-sanitize-child "  # a child's report lines, among the sanitizer's
+
+_ERRORS = re.compile(r"ERROR SUMMARY: (\d+) errors?")
+_RACES = re.compile(r"RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) errors?, (\d+) warnings?\)")
+
+
+def available() -> bool:
+    """compute-sanitizer is on the PATH and a real CUDA GPU is here."""
+    from . import _cuda
+
+    return shutil.which("compute-sanitizer") is not None and _cuda.has_gpu()
+
+
+def kernels_to_check(names=None) -> list[registry.Kernel]:
+    """The registry's GPU kernels (SIMT and tensor-core), in its order; `names` picks some."""
+    if names is None:
+        return [k for k in registry.all_kernels() if k.backend in GPU_BACKENDS]
+    kernels = registry.select(names)
+    host = [k.name for k in kernels if k.backend not in GPU_BACKENDS]
+    if host:
+        raise ValueError(f"not a GPU kernel: {', '.join(host)} (sanitize checks the SIMT and tensor-core kernels)")
+    return kernels
+
+
+def expected(kernel: str, tool: str | None) -> str:
+    """'hazards' where racecheck must flag the kernel (one tagged 'broken'), else 'clean'."""
+    return "hazards" if tool == "racecheck" and "broken" in registry.get(kernel).tags else "clean"
+
+
+# ---- what compute-sanitizer printed --------------------------------------------------------------
+
+@dataclass
+class Report:
+    errors: int | None  # ERROR SUMMARY's count (racecheck: RACECHECK SUMMARY's errors); None: no summary
+    hazards: int | None  # racecheck's hazards displayed (errors and warnings); None for the other tools
+    summary: list[str] = field(default_factory=list)  # the summary lines
+    first: list[str] = field(default_factory=list)  # the first findings
+
+
+def parse(text: str, first: int = 5) -> Report:
+    """The summary of a compute-sanitizer run, from its output."""
+    lines = [ln.rstrip() for ln in text.splitlines()]
+    errors = [int(m.group(1)) for m in map(_ERRORS.search, lines) if m]
+    races = [m for m in map(_RACES.search, lines) if m]
+    hazards = sum(int(m.group(1)) for m in races) if races else None
+    n_errors = sum(errors) if errors else sum(int(m.group(2)) for m in races) if races else None
+    summary = [ln for ln in lines if "ERROR SUMMARY" in ln or "RACECHECK SUMMARY" in ln]
+    findings = [ln for ln in lines if ln.startswith("========= ")
+                and (not ln.startswith("=========  ") or ln.endswith("hazards]"))
+                and "SUMMARY" not in ln and "COMPUTE-SANITIZER" not in ln and "Target application" not in ln]
+    return Report(n_errors, hazards, summary, findings[:first])
+
+
+# ---- one child -------------------------------------------------------------------------------------
+
+def child_command(kernel: str, shapes=None, precisions=None) -> list[str]:
+    """The command line of the child that runs `kernel` alone (shapes, precisions: the defaults)."""
+    cmd = [sys.executable, "-m", "tilegemm.sanitize", "--child", kernel]
+    if shapes:
+        cmd += ["--shapes", ",".join("x".join(map(str, s)) for s in shapes)]
+    if precisions:
+        cmd += ["--precisions", ",".join(precisions)]
+    return cmd
+
+
+def _child_env(kernel: registry.Kernel) -> dict:
+    src = str(Path(__file__).resolve().parent.parent)  # this tilegemm, whatever the child's path
+    # the real GPU, never the simulator (a simulated child launches nothing: a vacuous "clean")
+    env = dict(os.environ, TILEGEMM_SIMULATOR="0", NUMBA_ENABLE_CUDASIM="0", TILEGEMM_AUTOTUNE="0",
+               PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p))
+    if kernel.backend == "tensorcore":
+        env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
+    return env
+
+
+def _child_report(out: str) -> tuple[bool | None, list[dict]]:
+    """(the child's verdict, None where it did not finish; its products) from its report lines."""
+    ok, products = None, []
+    for line in out.splitlines():
+        if line.startswith(MARK):
+            try:
+                item = json.loads(line[len(MARK):])
+            except ValueError:
+                continue
+            if "done" in item:
+                ok = bool(item["ok"])
+            else:
+                products.append(item)
+    return ok, products
+
+
+def _flagged(rec: dict) -> int:
+    """What racecheck flagged: its hazards, or the errors where no RACECHECK SUMMARY was printed."""
+    return rec["hazards"] if rec["hazards"] is not None else rec["errors"] or 0
+
+
+def judge(rec: dict) -> tuple[bool, str]:
+    """(does the record match its expectation, why not)."""
+    kern = registry.get(rec["kernel"])
+    broken = "broken" in kern.tags
+    if rec["timed_out"]:
+        hint = " (Triton compiling under the sanitizer? raise --timeout)" if kern.backend == "tensorcore" else ""
+        return False, f"timed out after {rec['seconds']:.0f} s{hint}"
+    if rec["tool"] is not None and rec["errors"] is None:
+        return False, f"no sanitizer summary (exit {rec['exit_code']})"
+    if rec["expect"] == "hazards":
+        return (True, "") if _flagged(rec) else (False, "racecheck did not flag it")
+    if rec["hazards"]:
+        return False, f"{rec['hazards']} hazards"
+    if rec["errors"]:
+        return False, f"{rec['errors']} errors"
+    if rec["child_ok"] is None:
+        return False, f"the child did not finish (exit {rec['exit_code']})"
+    if not broken and not rec["child_ok"]:
+        return False, "wrong result: " + "; ".join(p["msg"] for p in rec["products"] if not p["ok"])[:300]
+    if not broken and rec["exit_code"] != 0:
+        return False, f"exit {rec['exit_code']}"
+    return True, ""
+
+
+def run(kernel: str, tool: str | None, timeout: float = TIMEOUT_S, shapes=None) -> dict:
+    """Run `kernel`'s child under `compute-sanitizer --tool TOOL` (tool None: without the
+    sanitizer) and return its record: the counts, the summary and first findings, the child's
+    products and verdict, exit code, seconds, and `ok` (it matches `expected`) with a `note`."""
+    kern = registry.get(kernel)
+    cmd = child_command(kernel, shapes)
+    if tool is not None:
+        exe = shutil.which("compute-sanitizer")
+        if exe is None:
+            raise FileNotFoundError("compute-sanitizer is not on the PATH")
+        cmd = [exe, "--tool", tool, *COMMON_FLAGS, *TOOL_FLAGS.get(tool, ()), *cmd]
+    t0 = time.perf_counter()
+    # a session of its own, so that a timeout ends the sanitizer and the child it started
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=_child_env(kern), start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        timed_out = True
+    rep = parse(out)
+    child_ok, products = _child_report(out)
+    rec = dict(kernel=kernel, backend=kern.backend, tool=tool, expect=expected(kernel, tool), errors=rep.errors,
+               hazards=rep.hazards, exit_code=proc.returncode, seconds=round(time.perf_counter() - t0, 1),
+               timed_out=timed_out, summary=rep.summary, first_errors=rep.first, child_ok=child_ok,
+               products=products, not_run=None)
+    rec["ok"], rec["note"] = judge(rec)
+    if not rec["ok"]:
+        rec["tail"] = out[-3000:]
+    return rec
+
+
+def not_run(kernel: registry.Kernel, tool: str, why: str) -> dict:
+    return dict(kernel=kernel.name, backend=kernel.backend, tool=tool, expect=expected(kernel.name, tool),
+                not_run=why, ok=None, note=f"not run: {why}")
+
+
+# ---- the sweep -------------------------------------------------------------------------------------
+
+def sweep(kernels, tools=TOOLS, *, jobs: int = 4, timeout: float = TIMEOUT_S, progress=None) -> list[dict]:
+    """Every kernel × tool, `jobs` children at a time; records in kernel, then tool order.
+    Tensor-core kernels first run once without the sanitizer, to fill Triton's cache."""
+    if jobs < 1:
+        raise ValueError(f"--jobs must be at least 1; got {jobs}")
+    say = progress or (lambda line: None)
+    why_not = {k.name: k.runnable() for k in kernels}
+    runs = [k for k in kernels if why_not[k.name][0]]
+    records = [not_run(k, t, why_not[k.name][1]) for k in kernels if not why_not[k.name][0] for t in tools]
+    with ThreadPoolExecutor(jobs) as pool:
+        warm = [pool.submit(run, k.name, None, timeout) for k in runs if k.backend == "tensorcore"]
+        for f in as_completed(warm):
+            rec = f.result()
+            say(f"{rec['kernel']:24s} {'(warm-up)':10s} {cell(rec)} ({rec['seconds']:.0f} s)")
+        # the slowest first: tensor-core rungs, racecheck
+        tasks = sorted(((k, t) for k in runs for t in tools),
+                       key=lambda kt: (kt[0].backend != "tensorcore", kt[1] != "racecheck"))
+        futures = [pool.submit(run, k.name, t, timeout) for k, t in tasks]
+        for f in as_completed(futures):
+            rec = f.result()
+            say(f"{rec['kernel']:24s} {rec['tool']:10s} {cell(rec)} ({rec['seconds']:.0f} s)")
+            records.append(rec)
+    order = {k.name: i for i, k in enumerate(kernels)}
+    return sorted(records, key=lambda r: (order[r["kernel"]], tools.index(r["tool"])))
+
+
+def sanitizer_version() -> str | None:
+    exe = shutil.which("compute-sanitizer")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = [ln.strip() for ln in out.splitlines() if ln.strip()]
+    return next((ln for ln in lines if ln.startswith("Version")), " ".join(lines) or None)
+
+
+def document(records: list[dict], tools, timeout: float) -> dict:
+    """The results document, schema tilegemm.sanitizer/1."""
+    from .bench import results
+
+    failures = [f"{r['kernel']} {r['tool']}: {r['note']}" for r in records if r["ok"] is False]
+    return dict(
+        schema=SCHEMA, environment=results.environment(), compute_sanitizer=sanitizer_version(),
+        tools=list(tools), flags={t: [*COMMON_FLAGS, *TOOL_FLAGS.get(t, ())] for t in tools}, timeout_s=timeout,
+        shapes=dict(simt=SIMT_SHAPES, tensorcore=TC_SHAPES, tensorcore_precisions=TC_PRECISIONS),
+        records=records,
+        summary=dict(checks=len(records), ok=sum(r["ok"] is True for r in records),
+                     not_run=sum(r["ok"] is None for r in records), failures=failures),
+    )
+
+
+def cell(rec: dict) -> str:
+    """A record in a word or three: clean, N errors, flagged: N hazards (expected), ..."""
+    if rec["ok"] is None:
+        return rec["note"]
+    if rec["expect"] == "hazards" and rec["ok"]:
+        return f"flagged: {_flagged(rec)} hazards (expected)"
+    if rec["ok"]:
+        return "clean" if rec["tool"] else "right"
+    return f"✗ {rec['note']}"
+
+
+def _shapes_text(shapes) -> str:
+    return ", ".join("×".join(map(str, s)) for s in shapes)
+
+
+def markdown(doc: dict) -> str:
+    """The kernel × tool table, with what was run and what ran it."""
+    env = doc.get("environment") or {}
+    gpu = (env.get("gpu") or {}).get("name", "no GPU")
+    tools, shapes = doc["tools"], doc["shapes"]
+    out = ["# compute-sanitizer over every GPU kernel", "",
+           f"Generated by `tilegemm sanitize` ({env.get('date', '?')}, {gpu}, compute-sanitizer "
+           f"{doc.get('compute_sanitizer') or '?'}); do not edit.", "",
+           f"SIMT rungs: {_shapes_text(shapes['simt'])} (M×N×K), in their first dtype. Tensor-core rungs: "
+           f"{_shapes_text(shapes['tensorcore'])} in {', '.join(shapes['tensorcore_precisions'])}. Every product "
+           "is checked against a float64 reference. Expected: every tool clean, except racecheck on the "
+           "broken kernel, which must flag hazards.", "",
+           "| kernel | backend | " + " | ".join(tools) + " |", "|---|---|" + "---|" * len(tools)]
+    by = {(r["kernel"], r["tool"]): r for r in doc["records"]}
+    kernels = list(dict.fromkeys(r["kernel"] for r in doc["records"]))
+    for name in kernels:
+        recs = [by.get((name, t)) for t in tools]
+        backend = next(r["backend"] for r in recs if r)
+        out.append(f"| {name} | {backend} | " + " | ".join(cell(r) if r else "—" for r in recs) + " |")
+    s = doc["summary"]
+    out += ["", f"{s['checks']} checks: {s['ok']} as expected, {len(s['failures'])} not, {s['not_run']} not run."]
+    out += [f"- {f}" for f in s["failures"]]
+    ran = []
+    for name in kernels:
+        rec = next((r for r in doc["records"] if r["kernel"] == name and r.get("products")), None)
+        if rec and rec["backend"] == "tensorcore":
+            counts: dict[str, int] = {}
+            for p in rec["products"]:
+                counts[p["ran"]] = counts.get(p["ran"], 0) + 1
+            ran.append(f"- {name}: " + ", ".join(f"{k} ×{v}" for k, v in counts.items()))
+    if ran:
+        out += ["", "Which rung ran the tensor-core products (a TMA rung hands unaligned rows to the rung below):"]
+        out += ran
+    return "\n".join(out) + "\n"
+
+
+def save(doc: dict, path) -> tuple[Path, Path]:
+    """Write the document to `path` and its Markdown table beside it (same name, .md)."""
+    from .bench.results import write_json
+
+    p = Path(path)
+    return (write_json(p, json.dumps(doc, indent=1, ensure_ascii=False) + "\n"),
+            write_json(p.with_suffix(".md"), markdown(doc)))
+
+
+# ---- the child -------------------------------------------------------------------------------------
+
+def _simt_products(kern: registry.Kernel, shapes):
+    from .race import run_kernel
+
+    dtype = kern.dtypes[0]
+    for i, (m, n, k) in enumerate(shapes):
+        a, b = validate.random_operands(m, n, k, dtype, seed=i)
+        yield dict(shape=[m, n, k], dtype=dtype, ran=kern.name), validate.check(run_kernel(kern.name, a, b), a, b,
+                                                                                 kernel=kern.name)
+
+
+def _tc_products(kern: registry.Kernel, shapes, precisions):
+    import torch
+
+    from . import dispatch, tuning
+    from .kernels.tensorcore import _problem as P
+
+    dev = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: Triton's interpreter (the tests)
+    host = lambda x: x.double().cpu().numpy()  # noqa: E731
+    for i, (m, n, k) in enumerate(shapes):
+        for prec in precisions:
+            a32, b32 = validate.random_operands(m, n, k, "float32", seed=i)
+            dt = P.PRECISIONS[prec][0]
+            a, b = (torch.from_numpy(x).to(device=dev, dtype=dt) for x in (a32, b32))
+            p = P.Problem(a, b, torch.full((m, n), float("nan"), dtype=dt, device=dev), prec)
+            usable = tuning.usable(kern.name, p)
+            ran = dispatch.run_problem(p, kern.name).get("kernel", kern.name)
+            if dev == "cuda":
+                torch.cuda.synchronize()
+            chk = validate.check(host(p.c), host(a), host(b), dtype=TC_TOLERANCE[prec], kernel=kern.name)
+            yield dict(shape=[m, n, k], precision=prec, ran=ran, fell_back=usable and ran != kern.name), chk
+
+
+def child(argv=None) -> int:
+    """Run one kernel on the awkward shapes and check every product; print one report line per
+    product and a last one with the verdict (MARK, then JSON); exit 1 where it is wrong."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m tilegemm.sanitize")
+    ap.add_argument("--child", required=True, metavar="KERNEL")
+    ap.add_argument("--shapes", help="MxNxK,... (default: SIMT_SHAPES or TC_SHAPES)")
+    ap.add_argument("--precisions", default=",".join(TC_PRECISIONS), help="tensor-core rungs: of fp16, bf16, tf32")
+    args = ap.parse_args(argv)
+    kern = registry.get(args.child)
+    tc = kern.backend == "tensorcore"
+    shapes = ([tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")] if args.shapes
+              else TC_SHAPES if tc else SIMT_SHAPES)
+    products = _tc_products(kern, shapes, args.precisions.split(",")) if tc else _simt_products(kern, shapes)
+    ok, ran_itself = True, False
+    for what, chk in products:
+        good = chk.ok and not what.get("fell_back")
+        msg = str(chk).splitlines()[0] if not chk.ok else f"fell back to {what['ran']}" if not good else ""
+        rel = chk.rel_err if math.isfinite(chk.rel_err) else None
+        print(MARK + json.dumps(dict(what, ok=good, rel_err=rel, msg=msg)), flush=True)
+        ok &= good
+        ran_itself |= what["ran"] == kern.name
+    why = "" if ran_itself else f"{kern.name} ran none of the products"
+    print(MARK + json.dumps(dict(done=True, ok=ok and ran_itself, why=why)), flush=True)
+    return 0 if ok and ran_itself else 1
+
+
+# ---- the command -----------------------------------------------------------------------------------
+
+def add_cli(subparsers) -> None:
+    p = subparsers.add_parser("sanitize", help="compute-sanitizer (memcheck, initcheck, racecheck, synccheck) over "
+                                               "every GPU kernel on awkward shapes (GPU)")
+    p.add_argument("--kernels", help="name,name,... (default: every SIMT and tensor-core kernel)")
+    p.add_argument("--tools", default=",".join(TOOLS), help=f"comma-separated, of {', '.join(TOOLS)}")
+    p.add_argument("--jobs", type=int, default=4, help="children at a time (each keeps a CPU core busy)")
+    p.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds a child may take; past it, a failure")
+    p.add_argument("--json", metavar="PATH", help="write the results here, and the Markdown table beside it (.md)")
+    p.set_defaults(func=cli_sanitize)
+
+
+def cli_sanitize(args) -> int:
+    tools = [t for t in args.tools.split(",") if t]
+    bad = [t for t in tools if t not in TOOLS]
+    if bad or not tools:
+        raise ValueError(f"unknown tool {', '.join(bad) or '(none)'}; choose from {', '.join(TOOLS)}")
+    kernels = kernels_to_check([n for n in args.kernels.split(",") if n] if args.kernels else None)
+    if not available():
+        print("tilegemm sanitize: needs an NVIDIA GPU and compute-sanitizer on the PATH", file=sys.stderr)
+        return 2
+    records = sweep(kernels, tools, jobs=args.jobs, timeout=args.timeout, progress=lambda s: print(s, flush=True))
+    doc = document(records, tools, args.timeout)
+    print()
+    print(markdown(doc), end="")
+    if args.json:
+        for path in save(doc, args.json):
+            print(f"wrote {path}")
+    return 1 if doc["summary"]["failures"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(child())
