@@ -11,6 +11,7 @@
 - the measured outcomes in docs/perf-notes.md and README.md (ladder and tensor-core summaries);
 - the library as users call it: results/<gpu>/library.md (every shape) and the README's headline
   (both clocks, host µs per call, first calls), from results/<gpu>/library.json;
+- results/<gpu>/sanitizer.md: compute-sanitizer over every GPU kernel, from sanitizer.json;
 - docs/scaleout.md: the distributed cost model's predictions for 1–32 hosts and their plot, from
   the local GEMM rate measured in results/h200/tensorcore.json and the memory bandwidth in
   results/h200/ceilings.json.
@@ -26,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+from tilegemm import sanitize  # noqa: E402
 from tilegemm.bench import ladder, library, report, results  # noqa: E402
 
 README = ROOT / "README.md"
@@ -167,6 +169,9 @@ def main() -> int:
         blocks.append(library.render(doc, full=False) + f"\n\nEvery shape: [{gpu_dir.name}/library.md]"
                       f"(results/{gpu_dir.name}/library.md).")
         print(f"wrote results/{gpu_dir.name}/library.md")
+    for gpu_dir in sorted(p for p in (ROOT / "results").iterdir() if (p / "sanitizer.json").exists()):
+        (gpu_dir / "sanitizer.md").write_text(sanitize.markdown(json.loads((gpu_dir / "sanitizer.json").read_text())))
+        print(f"wrote results/{gpu_dir.name}/sanitizer.md")
     body = "\n\n".join(blocks) or ("No `tilegemm library` run is committed yet, so the library's eager and device "
                                     "ratios on the `library` shape set are not measured (docs/perf-notes.md, 32–33).")
     README.write_text(replace_marked(README.read_text(), "outcomes:library", body, "README.md"))
