@@ -17,6 +17,8 @@ import ctypes
 import os
 import sys
 
+from . import env
+
 _SIM_VAR = "NUMBA_ENABLE_CUDASIM"
 
 
@@ -45,7 +47,7 @@ def _decide() -> bool:
         from numba import config
 
         return bool(config.ENABLE_CUDASIM)
-    if forced is not None and forced.strip() not in ("", "0"):
+    if forced is not None and env.flag("TILEGEMM_SIMULATOR"):
         os.environ[_SIM_VAR] = "1"
         return True
     if os.environ.get(_SIM_VAR, "0") not in ("", "0"):

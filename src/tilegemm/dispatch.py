@@ -21,13 +21,12 @@ stream).
 
 from __future__ import annotations
 
-import os
 import threading
 import warnings
 
 import numpy as np
 
-from . import _cuda, arrays, launcher
+from . import _cuda, arrays, env, launcher
 from .arrays import Operand
 from .errors import OutOfDeviceMemory
 
@@ -67,7 +66,7 @@ def plain(x) -> bool:
 
 
 def enabled() -> bool:
-    return os.environ.get("TILEGEMM_FAST_LAUNCH", "1").strip() not in ("0", "")
+    return env.flag("TILEGEMM_FAST_LAUNCH", True)
 
 
 def reset() -> None:

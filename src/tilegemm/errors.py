@@ -36,6 +36,10 @@ class AutogradError(TileGemmError, RuntimeError):
     require grad; `gemm` with alpha, beta, c, scales or TF32/FP8 precision)."""
 
 
+class ConfigError(TileGemmError, ValueError):
+    """An environment variable (tilegemm.env) or a file tilegemm reads holds a value it does not understand."""
+
+
 class OutOfDeviceMemory(TileGemmError, MemoryError):
     """The operation needs more device memory than is free."""
 

@@ -54,7 +54,9 @@ class Decision:
 def autotune_on_call() -> bool:
     """TILEGEMM_AUTOTUNE=1: tune a shape the first time it is called (off by default: a call runs
     at once, with what the cache, the database or the heuristic gives)."""
-    return os.environ.get("TILEGEMM_AUTOTUNE", "0").strip().lower() in ("1", "on", "true", "yes", "force")
+    from .. import env
+
+    return env.autotune() != "off"
 
 
 def cache_dir() -> str:

@@ -66,9 +66,10 @@ def write_db(path: str, entries: dict, facts: dict, simt: dict | None = None) ->
 
 def tune_simt(con) -> dict:
     """k11's search on this GPU (its own cache written too): {"float32|version": entry}."""
+    from .. import env
     from ..kernels.simt import k11_autotuned as k11
 
-    res = k11.autotune("float32", force=True, budget_s=float(os.environ.get("TILEGEMM_AUTOTUNE_BUDGET_S", "60")))
+    res = k11.autotune("float32", force=True, budget_s=env.number("TILEGEMM_AUTOTUNE_BUDGET_S", 60.0))
     if not res.get("winner"):
         con.print("k11: no candidate ran")
         return {}

@@ -16,11 +16,11 @@ Nothing here runs unless asked: `tilegemm tune`, or a call with TILEGEMM_AUTOTUN
 
 from __future__ import annotations
 
-import os
 import time
 
 import torch
 
+from .. import env
 from ..kernels import tensorcore as tc
 from ..kernels.tensorcore import _problem as P
 from . import cache, space, timer
@@ -78,13 +78,13 @@ class _Probe:
 
 
 def budget_s() -> float:
-    return float(os.environ.get("TILEGEMM_TUNE_BUDGET_S", "30"))
+    return env.number("TILEGEMM_TUNE_BUDGET_S", 30.0)
 
 
 def max_candidates() -> int | None:
     """TILEGEMM_TUNE_MAX_CANDIDATES: time only the first N of a rung's candidates (known-good first)."""
-    n = os.environ.get("TILEGEMM_TUNE_MAX_CANDIDATES", "").strip()
-    return int(n) if n.isdigit() and int(n) > 0 else None
+    n = env.number("TILEGEMM_TUNE_MAX_CANDIDATES", 0, integer=True)
+    return int(n) or None
 
 
 def _err(e: Exception) -> str:

@@ -30,11 +30,12 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 from dataclasses import asdict
 
 import numpy as np
 
-from ... import _cuda
+from ... import _cuda, env
 from ...registry import ceil_div
 from . import k07_smem_transposed as k07
 from . import k10_warptile as k10
@@ -83,8 +84,15 @@ def cache_key(dtype) -> str:
 def _read_cache() -> dict:
     try:
         with open(cache_path()) as f:
-            return json.load(f)
-    except (OSError, ValueError):
+            data = json.load(f)
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        return data
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:
+        warnings.warn(f"tilegemm: ignoring k11's tuning cache {cache_path()} ({type(e).__name__}: {e}); it is "
+                      "rewritten on the next search", RuntimeWarning, stacklevel=2)
         return {}
 
 
@@ -209,13 +217,13 @@ def shipped_config(dtype="float32") -> Config | None:
 def current_config(dtype="float32", *, tune: bool = True) -> Config:
     """The configuration launches use, per TILEGEMM_AUTOTUNE (see the module docstring)."""
     name = np.dtype(dtype).name
-    mode = os.environ.get("TILEGEMM_AUTOTUNE", "0").strip().lower()
     if name in _chosen:
         return _chosen[name]
-    search = mode in ("1", "on", "true", "yes", "force")
+    mode = env.autotune()
+    search = mode != "off"
     cfg = None if mode == "force" else cached_config(name)
     if cfg is None and search and tune and _cuda.has_gpu():
-        budget = float(os.environ.get("TILEGEMM_AUTOTUNE_BUDGET_S", "60"))
+        budget = env.number("TILEGEMM_AUTOTUNE_BUDGET_S", 60.0)
         res = autotune(name, budget_s=budget, force=True)
         cfg = Config(**res["winner"]) if res.get("winner") else None
     cfg = cfg or shipped_config(name)

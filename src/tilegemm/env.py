@@ -1,0 +1,55 @@
+"""The environment variables tilegemm reads, each parsed here: a value that is not understood is a
+ConfigError naming the variable and what it takes, never silently taken as its default.
+
+    TILEGEMM_SIMULATOR            1: Numba's CUDA simulator even with a GPU; 0: never (default: when no GPU)
+    TILEGEMM_AUTOTUNE             1/on: tune a shape on its first call; force: retune; 0/off (default)
+    TILEGEMM_AUTOTUNE_BUDGET_S    seconds for k11's search with TILEGEMM_AUTOTUNE (default 60)
+    TILEGEMM_TUNE_BUDGET_S        seconds per rung and shape for `tilegemm tune` (default 30)
+    TILEGEMM_TUNE_MAX_CANDIDATES  time only the first N candidates of a rung (default: all)
+    TILEGEMM_FAST_LAUNCH          0: no launch plans (every call takes the slow path); 1 (default)
+    TILEGEMM_CACHE_DIR            the tuning cache's folder (default ~/.cache/tilegemm)
+    TILEGEMM_DEBUG                1: a CLI error shows its traceback
+"""
+
+from __future__ import annotations
+
+import os
+
+from .errors import ConfigError
+
+_TRUE, _FALSE = ("1", "on", "true", "yes"), ("0", "off", "false", "no", "")
+
+
+def flag(name: str, default: bool = False) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    v = raw.strip().lower()
+    if v in _TRUE or v in _FALSE:
+        return v in _TRUE
+    raise ConfigError(f"{name}={raw!r}: use 1 (on) or 0 (off)")
+
+
+def autotune() -> str:
+    """TILEGEMM_AUTOTUNE: "off", "on" or "force"."""
+    raw = os.environ.get("TILEGEMM_AUTOTUNE")
+    if raw is not None and raw.strip().lower() == "force":
+        return "force"
+    try:
+        return "on" if flag("TILEGEMM_AUTOTUNE") else "off"
+    except ConfigError:
+        raise ConfigError(f"TILEGEMM_AUTOTUNE={raw!r}: use 1 (tune on first call), force (retune) or 0") from None
+
+
+def number(name: str, default: float, *, integer: bool = False, positive: bool = True) -> float:
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        v = int(raw) if integer else float(raw)
+    except ValueError:
+        v = None
+    if v is None or v != v or (positive and v <= 0):
+        kind = "a whole number" if integer else "a number"
+        raise ConfigError(f"{name}={raw!r}: use {kind}{' above 0' if positive else ''}")
+    return v
