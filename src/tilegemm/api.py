@@ -166,7 +166,15 @@ def matmul(a, b, *, kernel: str = "auto", out=None):
         c = dispatch.fast_matmul(a, b)
         if c is not None:
             return c
+    sub = _numpy_subclass(a, b) if out is None else None
+    if sub is not None:  # np.matmul's result is of the operands' subclass (np.matrix, ...): so is ours
+        c = matmul(np.asarray(a) if isinstance(a, np.ndarray) else a,
+                   np.asarray(b) if isinstance(b, np.ndarray) else b, kernel=kernel)
+        return np.asarray(c).view(sub) if type(c) is np.ndarray or isinstance(c, np.generic) else c
     A, B = arrays.describe(a, "a"), arrays.describe(b, "b")
+    if A.kind != B.kind and A.on_host and B.on_host:  # NumPy with a torch CPU tensor: np.matmul gives
+        # torch's kind, torch.matmul refuses; the result's kind would be a guess
+        raise DTypeError(f"matmul: a is a {A.kind} array and b a {B.kind} array; pass both of one kind")
     if A.kind == "torch" and B.kind == "torch" and dispatch.plain(a) and dispatch.wants_grad(a, b):
         if out is not None:
             raise AutogradError("matmul: out= with tensors that require grad records no gradient (as torch.matmul: "
@@ -189,6 +197,14 @@ def matmul(a, b, *, kernel: str = "auto", out=None):
         arrays.fill_zero(out)
         return out
     return dispatch.execute_matmul(p.kernel, kernel == "auto", A, B, O, out, shape, dtype)
+
+
+def _numpy_subclass(a, b):
+    """The ndarray subclass np.matmul gives a result of for a and b (the highest
+    __array_priority__ of those that are one; masked arrays are refused elsewhere), or None."""
+    subs = [x for x in (a, b) if isinstance(x, np.ndarray) and type(x) is not np.ndarray
+            and not isinstance(x, np.ma.MaskedArray)]
+    return type(max(subs, key=lambda x: getattr(x, "__array_priority__", 0.0))) if subs else None
 
 
 def kernels() -> list[dict]:

@@ -15,6 +15,8 @@ inputs mean "ieee", never TF32 behind the caller's back.
 
 from __future__ import annotations
 
+import numbers
+
 from . import arrays, dispatch
 from .errors import DeviceError, DTypeError, ShapeError
 
@@ -70,6 +72,13 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
 
     for x, what in ((a, "a"), (b, "b"), (c, "c")):
         arrays.refuse_masked(x, what)
+    if precision not in PRECISION_NAMES:
+        raise DTypeError(f"gemm: precision must be one of {', '.join(PRECISION_NAMES)}; got {precision!r}")
+    if kernel != "auto" and kernel not in tc.RUNGS:
+        raise DTypeError(f"gemm: kernel must be 'auto' or one of {', '.join(tc.RUNGS)}; got {kernel!r}")
+    for v, what in ((alpha, "alpha"), (beta, "beta")):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise DTypeError(f"gemm: {what} must be a real number; got {type(v).__name__} {v!r}")
     if not tc.load():
         raise DeviceError(f"gemm: needs triton and torch ({tc.IMPORT_ERROR})")
     import torch
@@ -82,10 +91,6 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
         return _differentiable(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel)
     from .kernels.tensorcore import _problem as P
 
-    if precision not in PRECISION_NAMES:
-        raise DTypeError(f"gemm: precision must be one of {', '.join(PRECISION_NAMES)}; got {precision!r}")
-    if kernel != "auto" and kernel not in tc.RUNGS:
-        raise DTypeError(f"gemm: kernel must be 'auto' or one of {', '.join(tc.RUNGS)}; got {kernel!r}")
     ta, A = _torch_in(a, "a", torch, interp)
     tb, _ = _torch_in(b, "b", torch, interp)
     if ta.dim() not in (2, 3) or tb.dim() not in (2, 3):
