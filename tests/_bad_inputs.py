@@ -1,0 +1,273 @@
+"""The bad-input table: calls a user may get wrong, and what tilegemm does with each, on a machine
+without a GPU. tests/test_bad_inputs.py checks every row (the outcome, and the inputs unchanged);
+scripts/update_docs.py runs the same rows and writes docs/bad-input.md from what they did.
+
+A row's expectation is either an error (a tilegemm.errors type, which is also what NumPy or
+torch raise in that case, and a fragment of its message) or "as numpy"/"as torch": the value,
+type, dtype and shape that np.matmul / torch.matmul give for the same call (NaN where they give
+NaN), warnings included where the row says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@dataclass
+class Outcome:
+    raised: str | None = None  # the exception's class name
+    message: str = ""  # its first line
+    mro: tuple = ()  # the class's bases that a caller may catch
+    value: object = None
+    warned: str = ""  # the first warning's first line
+
+
+@dataclass
+class Case:
+    group: str
+    what: str
+    run: Callable[[], tuple]  # () -> (fn, args, kwargs): the call to make (in this process)
+    error: str | None = None  # the class name it must raise, or None: it must give what `like` gives
+    match: str = ""  # a fragment of the message (or of the warning, with `like`)
+    like: Callable | None = None  # (args, kwargs) -> NumPy's / torch's result
+    env: dict | None = None  # run in a fresh process with these environment variables
+    code: str = ""  # the call, as Python, for a case run in a fresh process
+
+
+def _f32(*shape, fill=None, seed=0):
+    if fill is not None:
+        return np.full(shape, fill, np.float32)
+    return np.random.default_rng(seed).uniform(-1, 1, shape).astype(np.float32)
+
+
+def _mm(*args, **kw):
+    import tilegemm
+
+    return tilegemm.matmul, args, kw
+
+
+def _gemm(*args, **kw):
+    import tilegemm
+
+    return tilegemm.gemm, args, kw
+
+
+def _np(args, kw):
+    return np.matmul(*args)
+
+
+def _torch(args, kw):
+    import torch
+
+    return torch.matmul(*args)
+
+
+class _Sub(np.ndarray):
+    """A NumPy subclass, as a user's own."""
+
+
+def _torch_t(*shape, grad=False, dtype="float32", device="cpu"):
+    import torch
+
+    return torch.ones(*shape, dtype=getattr(torch, dtype), device=device, requires_grad=grad)
+
+
+def _grad_fn(args, kw):
+    """torch.matmul's result keeps a gradient graph; so must ours."""
+    return "grad_fn" if _torch(args, kw).grad_fn is not None else "no grad_fn"
+
+
+def _read_only():
+    out = np.empty((3, 5), np.float32)
+    out.flags.writeable = False
+    return _mm(_f32(3, 4), _f32(4, 5), out=out)
+
+
+def _aliased():
+    x = _f32(4, 4)
+    return _mm(x, x, out=x)
+
+
+def _overlapping():
+    buf = _f32(4, 8)
+    return _mm(buf[:, :4], _f32(4, 4, seed=1), out=buf[:, 2:6])
+
+
+_A, _B = (3, 4), (4, 5)
+_SUB = "import numpy as np, tilegemm; a = np.ones((4, 4), np.float32)"
+
+CASES = [
+    # ---- shapes and ranks
+    Case("shapes", "inner dimensions differ (3×4 @ 3×4)", lambda: _mm(_f32(3, 4), _f32(3, 4)), "ShapeError",
+         "inner dimensions differ"),
+    Case("shapes", "inner dimensions differ, batched ((2,3,4) @ (2,5,6))", lambda: _mm(_f32(2, 3, 4), _f32(2, 5, 6)),
+         "ShapeError", "inner dimensions differ"),
+    Case("shapes", "batch dimensions that do not broadcast ((2,3,4) @ (3,4,5))",
+         lambda: _mm(_f32(2, 3, 4), _f32(3, 4, 5)), "ShapeError", "do not broadcast"),
+    Case("shapes", "a 0-D array operand", lambda: _mm(np.array(2.0, np.float32), _f32(*_B)), "ShapeError",
+         "at least one dimension"),
+    Case("shapes", "1-D · 1-D of different lengths", lambda: _mm(_f32(3), _f32(4)), "ShapeError",
+         "inner dimensions differ"),
+    Case("shapes", "1-D · 1-D (a dot product: a 0-D result)", lambda: _mm(_f32(7), _f32(7, seed=1)), like=_np),
+    Case("shapes", "1-D · 2-D", lambda: _mm(_f32(4), _f32(*_B)), like=_np),
+    Case("shapes", "2-D · 1-D", lambda: _mm(_f32(*_A), _f32(4)), like=_np),
+    Case("shapes", "batches that broadcast ((2,1,3,4) @ (5,4,2))", lambda: _mm(_f32(2, 1, 3, 4), _f32(5, 4, 2)),
+         like=_np),
+    Case("empty", "M = 0 (0×4 @ 4×5)", lambda: _mm(_f32(0, 4), _f32(*_B)), like=_np),
+    Case("empty", "K = 0 (an empty sum: zeros)", lambda: _mm(_f32(3, 0), _f32(0, 5)), like=_np),
+    Case("empty", "a zero batch ((0,3,4) @ (4,5))", lambda: _mm(_f32(0, 3, 4), _f32(*_B)), like=_np),
+    # ---- what is passed
+    Case("kinds", "a Python list", lambda: _mm([[1.0, 2.0], [3.0, 4.0]], _f32(2, 2)), "DTypeError",
+         "expected a NumPy array"),
+    Case("kinds", "a Python float (a scalar)", lambda: _mm(2.0, _f32(*_B)), "DTypeError", "got builtins.float"),
+    Case("kinds", "None", lambda: _mm(None, _f32(*_B)), "DTypeError", "got builtins.NoneType"),
+    Case("kinds", "a string", lambda: _mm("ab", _f32(*_B)), "DTypeError", "got builtins.str"),
+    Case("kinds", "a NumPy masked array", lambda: _mm(np.ma.masked_array(_f32(*_A)), _f32(*_B)), "MaskedArrayError",
+         "np.ma.dot"),
+    Case("kinds", "an ndarray subclass (the result is of that subclass)", lambda: _mm(_f32(*_A).view(_Sub), _f32(*_B)),
+         like=_np),
+    Case("kinds", "np.matrix operands", lambda: _mm(np.asmatrix(_f32(*_A)), np.asmatrix(_f32(*_B))), like=_np),
+    Case("kinds", "Fortran order and negative strides", lambda: _mm(np.asfortranarray(_f32(*_A)), _f32(5, 4)[::-1].T),
+         like=_np),
+    Case("kinds", "a NumPy array with a torch CPU tensor", lambda: _mm(_f32(*_A), __import__("torch").from_numpy(
+        _f32(*_B))), "DTypeError", "pass both of one kind"),
+    Case("kinds", "torch tensors on the meta device", lambda: _mm(_torch_t(3, 4, device="meta"),
+                                                                  _torch_t(4, 5, device="meta")),
+         "DeviceError", "meta are not supported"),
+    # ---- dtypes
+    *[Case("dtypes", f"{dt} operands", lambda dt=dt: _mm(_f32(*_A).astype(dt), _f32(*_B).astype(dt)), "DTypeError",
+           f"no kernel supports dtype {dt}") for dt in ("int32", "int64", "bool", "complex64", "object")],
+    Case("dtypes", "torch int32 tensors", lambda: _mm(_torch_t(3, 4, dtype="int32"), _torch_t(4, 5, dtype="int32")),
+         "DTypeError", "no kernel supports dtype int32"),
+    Case("dtypes", "float32 with float64", lambda: _mm(_f32(*_A), _f32(*_B).astype(np.float64)), "DTypeError",
+         "mixed dtypes"),
+    Case("dtypes", "float16 NumPy arrays on a machine without a GPU (the tensor cores' dtype)",
+         lambda: _mm(_f32(*_A).astype(np.float16), _f32(*_B).astype(np.float16)), "DeviceError",
+         "no runnable kernel for float16"),
+    # ---- out=
+    Case("out", "out of the wrong shape", lambda: _mm(_f32(*_A), _f32(*_B), out=np.empty((3, 4), np.float32)),
+         "ShapeError", "the product needs (3, 5)"),
+    Case("out", "out of another dtype", lambda: _mm(_f32(*_A), _f32(*_B), out=np.empty((3, 5), np.float64)),
+         "DTypeError", "out has dtype float64"),
+    Case("out", "out read-only", _read_only, "LayoutError", "read-only"),
+    Case("out", "out is an input (x @ x into x)", _aliased, "LayoutError", "shares memory with a"),
+    Case("out", "out overlapping an input (another view of one buffer)", _overlapping, "LayoutError",
+         "shares memory with a"),
+    Case("out", "out of another kind (a torch tensor for NumPy operands)",
+         lambda: _mm(_f32(*_A), _f32(*_B), out=__import__("torch").empty(3, 5)), "DTypeError", "they must match"),
+    Case("out", "out a Python list", lambda: _mm(_f32(*_A), _f32(*_B), out=[[0.0] * 5] * 3), "DTypeError",
+         "expected a NumPy array"),
+    Case("out", "out not contiguous (every other column of a wider array)",
+         lambda: _mm(_f32(*_A), _f32(*_B), out=np.zeros((3, 10), np.float32)[:, ::2]), like=_np),
+    # ---- autograd
+    Case("autograd", "a torch tensor that requires grad", lambda: _mm(_torch_t(3, 4, grad=True), _torch_t(4, 5)),
+         like=_grad_fn),
+    Case("autograd", "requires grad with out= (torch refuses the same)",
+         lambda: _mm(_torch_t(3, 4, grad=True), _torch_t(4, 5), out=_torch_t(3, 5)), "AutogradError",
+         "out= with tensors that require grad"),
+    # ---- kernel names
+    Case("kernels", "an unknown kernel name", lambda: _mm(_f32(*_A), _f32(*_B), kernel="nope"), "UnknownKernel",
+         "no kernel named 'nope'"),
+    Case("kernels", "a kernel name that is not a string", lambda: _mm(_f32(*_A), _f32(*_B), kernel=3), "UnknownKernel",
+         "no kernel named 3"),
+    Case("kernels", "a tensor-core kernel for float32", lambda: _mm(_f32(*_A), _f32(*_B), kernel="tc_persistent"),
+         "DTypeError", "supports float16, bfloat16"),
+    Case("kernels", "an FP32-only SIMT kernel for float64",
+         lambda: _mm(_f32(*_A).astype(np.float64), _f32(*_B).astype(np.float64), kernel="vectorized"),
+         "DTypeError", "supports float32"),
+    Case("kernels", "gemm with a SIMT kernel's name", lambda: _gemm(_f32(*_A), _f32(*_B), kernel="naive"),
+         "DTypeError", "kernel must be 'auto' or one of"),
+    Case("gemm", "gemm with an unknown precision", lambda: _gemm(_f32(*_A), _f32(*_B), precision="fp4"), "DTypeError",
+         "precision must be one of"),
+    Case("gemm", "gemm with a string alpha", lambda: _gemm(_f32(*_A), _f32(*_B), alpha="2"), "DTypeError",
+         "alpha must be a real number"),
+    Case("gemm", "gemm on a machine without a GPU (and without TRITON_INTERPRET=1)",
+         lambda: _gemm(_f32(*_A), _f32(*_B)), "DeviceError", "needs a CUDA GPU"),
+    # ---- values
+    Case("values", "NaN in A (propagates as in the float64 product)",
+         lambda: _mm(np.where(np.eye(3, 4) > 0, np.nan, _f32(*_A)).astype(np.float32), _f32(*_B)), like=_np),
+    Case("values", "Inf · 0 (NaN, as IEEE and NumPy)",
+         lambda: _mm(np.array([[np.inf, 1.0]], np.float32), np.array([[0.0], [1.0]], np.float32)), like=_np),
+    Case("values", "±Inf in both (Inf − Inf: NaN)",
+         lambda: _mm(np.array([[np.inf, np.inf]], np.float32), np.array([[1.0], [-1.0]], np.float32)), like=_np),
+    Case("values", "a product past float32's range (Inf, with NumPy's overflow warning)",
+         lambda: _mm(_f32(2, 2, fill=1e30), _f32(2, 2, fill=1e30)), like=_np, match="overflow"),
+    # ---- the environment and the files tilegemm reads (each in a fresh process)
+    Case("environment", "TILEGEMM_SIMULATOR=maybe", None, "ConfigError", "TILEGEMM_SIMULATOR='maybe'",
+         env={"TILEGEMM_SIMULATOR": "maybe"}, code=f"{_SUB}; tilegemm.matmul(a, a)"),
+    Case("environment", "TILEGEMM_AUTOTUNE=maybe (read by the autotuned SIMT kernel)", None, "ConfigError",
+         "TILEGEMM_AUTOTUNE='maybe'", env={"TILEGEMM_AUTOTUNE": "maybe"},
+         code=f"{_SUB}; tilegemm.matmul(a, a, kernel='autotuned')"),
+    Case("environment", "a corrupt tuning cache file (the autotuned kernel's): a warning, then the default",
+         None, None, "ignoring k11's tuning cache", env={"TILEGEMM_CACHE_DIR": "{tmp}"},
+         code=f"{_SUB}; open('{{tmp}}/autotune.json', 'w').write('{{bad'); "
+              "r = tilegemm.matmul(a, a, kernel='autotuned'); assert (r == 4).all()"),
+]
+
+
+def outcome_here(case: Case) -> tuple[Outcome, tuple]:
+    """Make the case's call in this process: (what happened, the call's (args, kwargs))."""
+    fn, args, kw = case.run()
+    out = Outcome()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        try:
+            out.value = fn(*args, **kw)
+        except Exception as e:  # noqa: BLE001  (the table records what was raised)
+            out.raised, out.message = type(e).__name__, (str(e).splitlines() or [""])[0]
+            out.mro = tuple(c.__name__ for c in type(e).__mro__[1:] if c.__module__ == "builtins"
+                            and c not in (Exception, BaseException, object))
+    mine = [w for w in seen if "Numba" not in str(w.category.__name__) and "Performance" not in str(w.message)]
+    out.warned = str(mine[0].message).splitlines()[0] if mine else ""
+    return out, (args, kw)
+
+
+def outcome_fresh(case: Case, tmp: str) -> Outcome:
+    """Make the case's call in a fresh Python process with its environment variables."""
+    code = case.code.replace("{tmp}", tmp)
+    wrapper = ("import json, warnings\nwarnings.simplefilter('always')\nout = {}\n"
+               "with warnings.catch_warnings(record=True) as seen:\n"
+               "    warnings.simplefilter('always')\n    try:\n"
+               + "".join(f"        {line}\n" for line in code.split("; ")) +
+               "    except Exception as e:\n"
+               "        out = dict(raised=type(e).__name__, message=(str(e).splitlines() or [''])[0],\n"
+               "                   mro=[c.__name__ for c in type(e).__mro__[1:] if c.__module__ == 'builtins'\n"
+               "                        and c not in (Exception, BaseException, object)])\n"
+               "mine = [str(w.message) for w in seen if 'tilegemm' in str(w.message)]\n"
+               "out['warned'] = mine[0].splitlines()[0] if mine else ''\n"
+               "print('OUTCOME' + json.dumps(out))\n")
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src"), **{k: v.replace("{tmp}", tmp)
+                                                                     for k, v in (case.env or {}).items()})
+    env.setdefault("TILEGEMM_CACHE_DIR", tmp)
+    proc = subprocess.run([sys.executable, "-c", wrapper], env=env, capture_output=True, text=True, timeout=300)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("OUTCOME")]
+    if not line:
+        return Outcome(raised="crash", message=(proc.stderr.strip().splitlines() or ["no output"])[-1])
+    got = json.loads(line[0][len("OUTCOME"):].replace(tmp, "$TILEGEMM_CACHE_DIR"))
+    return Outcome(raised=got.get("raised"), message=got.get("message", ""), mro=tuple(got.get("mro", ())),
+                   warned=got.get("warned", ""))
+
+
+def behaviour(case: Case, got: Outcome) -> str:
+    """The table's words for what a case did."""
+    if got.raised:
+        bases = f" (a {' and a '.join(got.mro)})" if got.mro else ""
+        return f"`{got.raised}`{bases}: {got.message}"
+    ref = "torch.matmul" if case.like is _grad_fn or case.like is _torch else "np.matmul"
+    said = "runs" if case.like is None else f"the result {ref} gives"
+    if case.like is _grad_fn:
+        said = "differentiable: the result has a grad_fn, as torch.matmul's (backward runs tilegemm's GEMMs)"
+    elif got.value is not None and case.like is not None:
+        v = got.value
+        said += f" ({type(v).__name__}, {getattr(v, 'dtype', '')}, shape {tuple(getattr(v, 'shape', ()))})"
+    return said + (f"; warns: {got.warned}" if got.warned else "")
