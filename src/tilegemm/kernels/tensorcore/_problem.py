@@ -16,6 +16,8 @@ from typing import NamedTuple
 
 import torch
 
+from ...errors import ShapeError
+
 SMEM_BUDGET = 227 * 1024  # bytes of shared memory one block may use on sm_90
 INT32_MAX = 2**31 - 1
 
@@ -300,7 +302,7 @@ def row_pieces(p: Problem, limit: int | None = None) -> list[Problem]:
     ValueError when cutting rows cannot do it: B itself too large, or A or C so wide that one row is."""
     limit = INT32_MAX if limit is None else limit
     if span(p.b) > limit:
-        raise ValueError(f"b spans {span(p.b)} elements, more than the kernels' 2^31 offsets reach; "
+        raise ShapeError(f"b spans {span(p.b)} elements, more than the kernels' 2^31 offsets reach; "
                          "split the product along K or N")
     rows = p.m
     for x, what in ((p.a, "a"), (p.c, "c"), (p.c_in, "c_in")):
@@ -310,7 +312,7 @@ def row_pieces(p: Problem, limit: int | None = None) -> list[Problem]:
         room = limit - (cols - 1) * abs(s1)
         fit = room // abs(s0) + 1 if s0 else p.m
         if room < 0 or fit < 1:
-            raise ValueError(f"{what}: a single row spans more than the kernels' 2^31 offsets reach "
+            raise ShapeError(f"{what}: a single row spans more than the kernels' 2^31 offsets reach "
                              f"(shape {tuple(x.shape)}, strides {tuple(x.stride())}); split the product")
         rows = min(rows, fit)
     if rows >= 256:
