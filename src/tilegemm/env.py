@@ -1,5 +1,6 @@
-"""The environment variables tilegemm reads, each parsed here: a value that is not understood is a
-ConfigError naming the variable and what it takes, never silently taken as its default.
+"""What tilegemm reads from its environment: the variables, each parsed here (a value that is not
+understood is a ConfigError naming the variable and what it takes, never silently taken as its
+default), and its cache files (a corrupt one is ignored with a warning, then rewritten).
 
     TILEGEMM_SIMULATOR            1: Numba's CUDA simulator even with a GPU; 0: never (default: when no GPU)
     TILEGEMM_AUTOTUNE             1/on: tune a shape on its first call; force: retune; 0/off (default)
@@ -13,7 +14,9 @@ ConfigError naming the variable and what it takes, never silently taken as its d
 
 from __future__ import annotations
 
+import json
 import os
+import warnings
 
 from .errors import ConfigError
 
@@ -53,3 +56,20 @@ def number(name: str, default: float, *, integer: bool = False, positive: bool =
         kind = "a whole number" if integer else "a number"
         raise ConfigError(f"{name}={raw!r}: use {kind}{' above 0' if positive else ''}")
     return v
+
+
+def read_cache(path: str, what: str) -> dict:
+    """The JSON object in cache file `path`; {} where there is none, and {} with a warning where it
+    cannot be read (`what` names it: the next write replaces it)."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        return data
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:
+        warnings.warn(f"tilegemm: ignoring {what} {path} ({type(e).__name__}: {e}); it is rewritten on the next "
+                      "tuning", RuntimeWarning, stacklevel=3)
+        return {}

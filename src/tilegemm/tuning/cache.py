@@ -25,7 +25,6 @@ import os
 import tempfile
 import threading
 import time
-import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -96,18 +95,9 @@ def decision_key(p, gpu: str) -> str:
 
 
 def _read(path: str) -> dict:
-    try:
-        with open(path) as f:
-            data = json.load(f)
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-        return data
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as e:
-        warnings.warn(f"tilegemm: ignoring the tuning cache {path} ({type(e).__name__}: {e}); it is rewritten on "
-                      "the next tuning", RuntimeWarning, stacklevel=3)
-        return {}
+    from .. import env
+
+    return env.read_cache(path, "the tuning cache")
 
 
 def _user() -> dict:

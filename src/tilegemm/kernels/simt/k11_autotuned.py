@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import os
 import time
-import warnings
 from dataclasses import asdict
 
 import numpy as np
@@ -82,18 +81,7 @@ def cache_key(dtype) -> str:
 
 
 def _read_cache() -> dict:
-    try:
-        with open(cache_path()) as f:
-            data = json.load(f)
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-        return data
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as e:
-        warnings.warn(f"tilegemm: ignoring k11's tuning cache {cache_path()} ({type(e).__name__}: {e}); it is "
-                      "rewritten on the next search", RuntimeWarning, stacklevel=2)
-        return {}
+    return env.read_cache(cache_path(), "k11's tuning cache")
 
 
 def _write_cache(key: str, entry: dict) -> None:
