@@ -6,8 +6,9 @@
 The models are built from `transformers` configurations with random weights (nothing is
 downloaded; `pip install 'tilegemm[model]'`), on the device, in BF16: Llama-3-8B's shapes with all
 32 layers, and a slice of Llama-3-70B (its widths, `--slice-layers` layers). The same model runs
-patched (`tilegemm.patch`: every nn.Linear on tilegemm) and unpatched (torch), alternately, each
-figure the median of `--runs` runs:
+patched (`tilegemm.patch`: every nn.Linear on tilegemm; applied around each of our runs, outside
+its timing) and unpatched (torch), alternately (ABBA: `tilegemm.sampling`), each figure the median
+of `--runs` runs:
 - prefill: tokens per second of a forward over batch × sequence tokens (1×2048, 4×512, 1×8192);
 - decode: tokens per second of `generate` producing 128 tokens greedily after a 128-token prompt,
   with a KV cache, at batch 1, 8 and 64 (the prompt's prefill is part of the time on both sides);
@@ -70,17 +71,6 @@ def _timed(fn, device) -> float:
     return time.perf_counter() - t0
 
 
-def _alternate(ours, ref, runs: int, device) -> tuple[list[float], list[float]]:
-    """Seconds of `runs` calls of each, alternating (ABBA), after one warm call each."""
-    _timed(ours, device), _timed(ref, device)
-    t_ours, t_ref = [], []
-    for i in range(runs):
-        order = ((ours, t_ours), (ref, t_ref)) if i % 2 == 0 else ((ref, t_ref), (ours, t_ours))
-        for fn, into in order:
-            into.append(_timed(fn, device))
-    return t_ours, t_ref
-
-
 def measure(name: str, model, plan: dict, modes, runs: int, device, progress=print) -> list[dict]:
     import torch
 
@@ -123,52 +113,52 @@ def _phases(name, model, plan, mode, runs, device, ids, base, progress) -> list[
 
     recs = []
     cache = {"cache_implementation": "static"} if mode == "graph" else {}
-    for batch, seq in plan["prefill"]:
-        x = ids(batch, seq)
+    kw = dict(max_new_tokens=plan["new"], min_new_tokens=plan["new"], do_sample=False, pad_token_id=0, **cache)
+
+    def prefill(x):
+        return lambda: model(x, use_cache=False)
+
+    def decode(x):
+        return lambda: model.generate(x, **kw)
+
+    phases = [("prefill", batch, seq, batch * seq, prefill(ids(batch, seq))) for batch, seq in plan["prefill"]]
+    phases += [("decode", batch, plan["prompt"], batch * plan["new"], decode(ids(batch, plan["prompt"])))
+               for batch in plan["decode"]]
+    for phase, batch, seq, tokens, call in phases:
         with torch.no_grad():
-            ref_first = _timed(lambda: model(x, use_cache=False), device)
+            ref_first = _timed(call, device)
             with tilegemm.patch(model) as p:
-                first = _timed(lambda: model(x, use_cache=False), device)
-
-                def ours():
-                    model(x, use_cache=False)
-
-            def ref():
-                model(x, use_cache=False)
-
-            t_ours, t_ref = _runs_patched(model, ours, ref, runs, device)
-        recs.append(_record(base, "prefill", mode, batch, seq, batch * seq, t_ours, t_ref, first, ref_first, p.counts))
-        progress(f"{name} prefill {batch}×{seq} {mode}: ratio {recs[-1]['ratio']:.3f}")
-    for batch in plan["decode"]:
-        prompt = ids(batch, plan["prompt"])
-        kw = dict(max_new_tokens=plan["new"], min_new_tokens=plan["new"], do_sample=False, pad_token_id=0, **cache)
-        with torch.no_grad():
-            ref_first = _timed(lambda: model.generate(prompt, **kw), device)
-            with tilegemm.patch(model) as p:
-                first = _timed(lambda: model.generate(prompt, **kw), device)
-
-                def ours():
-                    model.generate(prompt, **kw)
-
-            def ref():
-                model.generate(prompt, **kw)
-
-            t_ours, t_ref = _runs_patched(model, ours, ref, runs, device)
-        recs.append(_record(base, "decode", mode, batch, plan["prompt"], batch * plan["new"], t_ours, t_ref, first,
-                            ref_first, p.counts))
-        progress(f"{name} decode batch {batch} {mode}: ratio {recs[-1]['ratio']:.3f}")
+                first = _timed(call, device)
+            t_ours, t_ref = _runs(model, call, runs, device)
+        recs.append(_record(base, phase, mode, batch, seq, tokens, t_ours, t_ref, first, ref_first, p.counts))
+        shape = f"{batch}×{seq}" if phase == "prefill" else f"batch {batch}"
+        progress(f"{name} {phase} {shape} {mode}: ratio {recs[-1]['ratio']:.3f}")
     return recs
 
 
-def _runs_patched(model, ours, ref, runs, device):
-    """Alternate patched and unpatched runs of the same model (patched only around ours)."""
+def _runs(model, call, runs: int, device) -> tuple[list[float], list[float]]:
+    """Seconds of `runs` calls patched (ours) and unpatched (torch's), alternating (ABBA:
+    sampling.alternate). The model is patched around each of our calls, outside its timing, so
+    the module walk of `tilegemm.patch` is never timed."""
+    import math
+
     import tilegemm
 
-    def patched():
-        with tilegemm.patch(model):
-            ours()
+    from ..sampling import alternate
 
-    return _alternate(patched, ref, runs, device)
+    def ours(n):
+        out = []
+        for _ in range(n):
+            with tilegemm.patch(model):
+                out.append(_timed(call, device))
+        return out
+
+    def ref(n):
+        return [_timed(call, device) for _ in range(n)]
+
+    (t_ours, t_ref), _ = alternate([ours, ref], budget_s=math.inf, min_reps=runs, max_reps=runs, target_rse=0.0,
+                                   batch=1)
+    return t_ours, t_ref
 
 
 def _record(base, phase, mode, batch, seq, tokens, t_ours, t_ref, first, ref_first, counts) -> dict:
