@@ -362,3 +362,20 @@ def test_ctypes_structure_matches_culaunchconfig():
     attribute pointer and their count."""
     assert launcher._Config.hStream.offset == 32 and launcher._Config.attrs.offset == 40
     assert launcher._Config.numAttrs.offset == 48 and ctypes.sizeof(launcher._Config) == 56
+
+
+def test_an_out_of_memory_error_states_what_was_needed_and_what_is_free(monkeypatch):
+    """torch, CuPy and Numba each raise their own out-of-memory type: every one becomes
+    OutOfDeviceMemory (a MemoryError) with the bytes needed and free; other errors pass through."""
+    import tilegemm
+
+    monkeypatch.setattr(dispatch, "_free_bytes", lambda: 3 * 2**20)
+    with pytest.raises(tilegemm.OutOfDeviceMemory, match=r"the result: needs 512\.0 MiB of device memory, 3\.0 MiB free"):
+        with dispatch.memory_for("the result", 2**29):
+            raise RuntimeError("CUDA out of memory. Tried to allocate 512.00 MiB")
+    with pytest.raises(tilegemm.OutOfDeviceMemory):
+        with dispatch.memory_for("x", 1):
+            raise Exception("[CUresult.CUDA_ERROR_OUT_OF_MEMORY] Call to cuMemAlloc results in CUDA_ERROR_OUT_OF_MEMORY")
+    with pytest.raises(ValueError, match="unrelated"):
+        with dispatch.memory_for("x", 1):
+            raise ValueError("unrelated")

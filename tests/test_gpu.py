@@ -94,6 +94,15 @@ def test_out_of_memory_is_a_clear_error():
         tilegemm.matmul(a, a, kernel="register_blocked")
 
 
+def test_out_of_memory_on_the_tensor_cores_is_a_clear_error():
+    """A 300,000² BF16 result (180 GB) from small stride-0 operands: OutOfDeviceMemory with the
+    bytes needed and free, not torch's trace."""
+    torch = pytest.importorskip("torch")
+    a = torch.ones(1, 16, device="cuda", dtype=torch.bfloat16).expand(300_000, 16)
+    with pytest.raises(tilegemm.OutOfDeviceMemory, match="MiB of device memory, .* MiB free"):
+        tilegemm.matmul(a, a.t())
+
+
 def test_race_on_gpu():
     from tilegemm import race
 

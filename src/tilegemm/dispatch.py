@@ -21,6 +21,7 @@ stream).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import warnings
 
@@ -492,13 +493,31 @@ def _numba_device(index: int):
 def _allocate(A: Operand, shape, dtype: str):
     """The result array, of the caller's kind; running out of memory becomes a clear error.
     (No free-memory query up front: it would cost a driver call on every product.)"""
-    try:
+    with memory_for(f"matmul: the {'×'.join(map(str, shape))} {dtype} result", arrays.nbytes(shape, dtype)):
         return arrays.empty_like_kind(A, shape, dtype)
-    except Exception as e:  # noqa: BLE001  (torch, CuPy and Numba each raise their own OOM type)
+
+
+def _free_bytes() -> int:
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        return torch.cuda.mem_get_info()[0]
+    return _cuda.cuda.current_context().get_memory_info()[0]
+
+
+@contextlib.contextmanager
+def memory_for(what: str, need: int):
+    """Allocations for `what` (`need` bytes in all): a device out-of-memory error (torch's, CuPy's
+    or Numba's, each its own type) becomes OutOfDeviceMemory stating what was needed and what is
+    free, not the library's trace."""
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001  (only an out-of-memory error is converted)
         if "out of memory" not in str(e).lower() and "OUT_OF_MEMORY" not in str(e):
             raise
-        check_free_memory(arrays.nbytes(shape, dtype))
-        raise OutOfDeviceMemory(f"matmul: could not allocate the {shape[0]}×{shape[1]} {dtype} result: {e}") from e
+        raise OutOfDeviceMemory(f"{what}: needs {need / 2**20:.1f} MiB of device memory, "
+                                f"{_free_bytes() / 2**20:.1f} MiB free") from e
 
 
 def _run_tensorcore(kernel: str, A: Operand, B: Operand, out, shape, dtype: str):
@@ -508,12 +527,15 @@ def _run_tensorcore(kernel: str, A: Operand, B: Operand, out, shape, dtype: str)
     from .kernels.tensorcore import _problem as P
 
     _bind_torch()
-    a, b = arrays.to_torch_cuda(A), arrays.to_torch_cuda(B)
+    copies = sum(arrays.nbytes(X.shape, dtype) for X in (A, B) if X.on_host)
+    with memory_for(f"matmul: {'×'.join(map(str, shape))} {dtype}", copies + arrays.nbytes(shape, dtype)):
+        a, b = arrays.to_torch_cuda(A), arrays.to_torch_cuda(B)
     tdtype = getattr(torch, dtype)
     planned = A.kind == "torch" and B.kind == "torch" and not A.on_host and out is None and kernel == "auto"
     with on_device(a.device):
         if out is None or arrays.describe(out, "out").on_host:
-            c = torch.empty(shape, dtype=tdtype, device=a.device)
+            with memory_for(f"matmul: the {'×'.join(map(str, shape))} {dtype} result", arrays.nbytes(shape, dtype)):
+                c = torch.empty(shape, dtype=tdtype, device=a.device)
         else:
             c = arrays.to_torch_cuda(arrays.describe(out, "out"))  # a view of the caller's memory
         key = matmul_key(a, b, a.data_ptr(), b.data_ptr()) if planned else None

@@ -15,6 +15,7 @@ inputs mean "ieee", never TF32 behind the caller's back.
 
 from __future__ import annotations
 
+import math
 import numbers
 
 from . import arrays, dispatch
@@ -91,8 +92,9 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
         return _differentiable(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel)
     from .kernels.tensorcore import _problem as P
 
-    ta, A = _torch_in(a, "a", torch, interp)
-    tb, _ = _torch_in(b, "b", torch, interp)
+    with dispatch.memory_for("gemm: copying a and b to the GPU", sum(getattr(x, "nbytes", 0) for x in (a, b))):
+        ta, A = _torch_in(a, "a", torch, interp)
+        tb, _ = _torch_in(b, "b", torch, interp)
     if ta.dim() not in (2, 3) or tb.dim() not in (2, 3):
         raise ShapeError(f"gemm: a and b must be 2-D or 3-D; got {tuple(ta.shape)} and {tuple(tb.shape)}")
     if ta.shape[-1] != tb.shape[-2]:
@@ -127,7 +129,9 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     elif beta != 0:
         raise ShapeError(f"gemm: beta = {beta} scales c, and no c was given")
     else:
-        tc_out, host_c = torch.empty(shape, dtype=odt, device=xa.device), False
+        with dispatch.memory_for(f"gemm: the {'×'.join(map(str, shape))} {odt} result",
+                                 math.prod(shape) * odt.itemsize):
+            tc_out, host_c = torch.empty(shape, dtype=odt, device=xa.device), False
     if 0 in shape:
         return _back(tc_out, A, c, host_c)
     if xa.shape[-1] == 0:  # empty sum
