@@ -217,12 +217,13 @@ def _build(p, calls, own_scales) -> LaunchPlan | None:
     operands = [t for t in (p.a, p.b, p.c, p.scale_a, p.scale_b) if t is not None]
     if len({id(t) for t in operands}) < len(operands):  # matmul(x, x), gemm(a, b, c=a): a plan binds operands
         return None  # by identity, and would read (or write) one slot for two operands on every later call
-    slots, scratch, bound = _slots(p), [], any(c.stream_bound for c in calls)
-    for call in calls:
-        for t in call.scratch:
-            if not any(t is s for s in slots):
-                slots.append(t)
-                scratch.append((t.untyped_storage().nbytes() // t.element_size(), t.dtype))  # a view's whole buffer
+    slots, bound = _slots(p), any(c.stream_bound for c in calls)
+    scratch = []
+    for t in _scratch(calls):
+        if t.storage_offset():  # a plan allocates each scratch buffer afresh and passes its start
+            return None
+        slots.append(t)
+        scratch.append((t.untyped_storage().nbytes() // t.element_size(), t.dtype))  # a view's whole buffer
     launches = []
     for call in calls:
         compiled = call.fn.run(*call.args, grid=call.grid, warmup=True, **call.options)
@@ -237,12 +238,19 @@ def _build(p, calls, own_scales) -> LaunchPlan | None:
     return LaunchPlan(launches, p.c.shape, p.c.dtype, p.c.device, scratch, stream, scales)
 
 
+def _scratch(calls) -> list:
+    """The calls' scratch tensors, each once (by identity), in order: the plan's slots after the operands."""
+    out = []
+    for call in calls:
+        out += [t for t in call.scratch if not any(t is s for s in out)]
+    return out
+
+
 def _addresses(p, calls) -> tuple:
     ptr = lambda t: 0 if t is None else t.data_ptr()  # noqa: E731
-    scratch = [t.data_ptr() for call in calls for t in call.scratch]
     pc = p.c.data_ptr()
     return (p.a.data_ptr(), p.b.data_ptr(), pc, ptr(p.c_in) if p.has_beta else pc, ptr(p.scale_a), ptr(p.scale_b),
-            *dict.fromkeys(scratch))
+            *(t.data_ptr() for t in _scratch(calls)))
 
 
 def _launch(p, decision, key, own_scales) -> None:

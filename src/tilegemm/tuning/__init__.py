@@ -88,7 +88,7 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
     for other in cache.other_layouts(cls):  # last: the same dtypes in another layout (adapt refits the MMA form)
         found += [(tb, dict(e, sibling=other)) for tb, e in cache.nearest(entries, other, b)]
     for tuned_bucket, entry in found:
-        rung, note = entry.get("rung"), ""
+        rung, note, timed_here = entry.get("rung"), "", True
         if want and rung != want:
             continue
         if not usable(rung, p):
@@ -101,14 +101,14 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
             to = next((r for r in (space.T03, space.T02) if r != rung and usable(r, p)), None)
             if to is None:
                 continue
-            why = tc.rung_module(rung).usable(p) or "not on this GPU"
-            rung, note = to, f": {rung}'s tile on {to} ({why})"
+            why = tc.rung_module(rung).usable(p) or "not on this GPU or Triton"
+            rung, note, timed_here = to, f": {rung}'s tile on {to} ({why})", False
             as_to = space.as_t03 if to == space.T03 else space.as_t02
             cfg = space.adapt(rung, p, as_to(entry["rung"], entry.get("config") or {}))
         else:
             cfg = space.adapt(rung, p, entry.get("config") or {})
         if rung == space.T03 and cfg is not None and tc.rung_module(rung).needs_realign(p):
-            note += " (A or B first copied to 16-byte aligned rows for TMA)"
+            note, timed_here = note + " (A or B first copied to 16-byte aligned rows for TMA)", False
         if cfg is None:
             continue
         where = "exact bucket" if tuned_bucket == b else \
@@ -117,7 +117,7 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
             theirs, mine = entry["sibling"].split("|"), cls.split("|")
             where += (f", of layout {theirs[3]} (no entry for {mine[3]})" if theirs[:3] == mine[:3] else
                       f", of {theirs[0]} (same width: {mine[0]} has no entry)")
-        return Decision(rung, cfg, f"{phrase}, {where}{note}", None if note else entry.get("ms"))
+        return Decision(rung, cfg, f"{phrase}, {where}{note}", entry.get("ms") if timed_here else None)
     return None
 
 
@@ -143,7 +143,9 @@ def choose(p, kernel: str = "auto") -> Decision:
     """The rung and configuration p runs with (kernel: "auto", or a tensor-core rung's name)."""
     from . import space
 
-    key = (cache.problem_class(p), cache.bucket(p), kernel, str(p.a.device), tuple(usable_rungs(p)))
+    rungs = tuple(usable_rungs(p))  # and whether t03 must realign first (its source says so)
+    key = (cache.problem_class(p), cache.bucket(p), kernel, str(p.a.device), rungs,
+           space.T03 in rungs and tc.rung_module(space.T03).needs_realign(p))
     hit = _MEMO.get(key)
     if hit is not None:
         cfg = space.adapt(hit.rung, p, hit.config)  # the bucket's decision, fitted to this shape

@@ -119,9 +119,12 @@ def tma_persistent_kernel(a_desc, b_desc, c_desc, c_ptr, i_ptr, sa_ptr, sb_ptr, 
 @triton.jit
 def realign_kernel(src, dst, O, I, s_o, d_o, BO: tl.constexpr, BI: tl.constexpr):
     """dst[o, i] = src[o, i] for an O×I matrix whose I elements are contiguous: src's rows s_o
-    elements apart (any), dst's d_o (a multiple of 16 bytes, so TMA can describe it)."""
-    ro = (tl.program_id(0) * BO + tl.arange(0, BO)).to(tl.int64)
-    ri = tl.program_id(1) * BI + tl.arange(0, BI)
+    elements apart (any), dst's d_o (a multiple of 16 bytes, so TMA can describe it). One program
+    per BO×BI block, on a 1-D grid (a 2-D one would cap I's blocks at gridDim.y's 65,535)."""
+    blocks_i = tl.cdiv(I, BI)
+    pid = tl.program_id(0)
+    ro = ((pid // blocks_i) * BO + tl.arange(0, BO)).to(tl.int64)
+    ri = (pid % blocks_i) * BI + tl.arange(0, BI)
     mask = (ro[:, None] < O) & (ri[None, :] < I)
     x = tl.load(src + ro[:, None] * s_o + ri[None, :], mask=mask)
     tl.store(dst + ro[:, None] * d_o + ri[None, :], x, mask=mask)
@@ -144,10 +147,17 @@ def _squeeze(x: torch.Tensor) -> torch.Tensor:
     return x[0] if x.dim() == 3 and x.shape[0] == 1 else x
 
 
+def _aligned_empty(rows: int, cols: int, like: torch.Tensor, batch=()) -> torch.Tensor:
+    """A rows×cols tensor (behind `batch` dimensions) whose rows start 16 bytes apart."""
+    room = -(-max(cols, 1) * like.element_size() // 16) * 16 // like.element_size()
+    return torch.empty(*batch, rows, room, dtype=like.dtype, device=like.device)[..., :cols]
+
+
 def _make_kmajor(x: torch.Tensor, which: str) -> torch.Tensor:
-    if which == "a":
-        return x.contiguous()
-    return x.transpose(-1, -2).contiguous().transpose(-1, -2)
+    """x copied K-major (A: rows of K; B: columns of K), its rows 16-byte aligned (TMA-ready)."""
+    t = x if which == "a" else x.transpose(-1, -2)
+    out = _aligned_empty(t.shape[-2], t.shape[-1], t, tuple(t.shape[:-2])).copy_(t)
+    return out if which == "a" else out.transpose(-1, -2)
 
 
 def _desc(x: torch.Tensor, rows: int, cols: int, trans: bool) -> TensorDescriptor:
@@ -190,13 +200,12 @@ def _realigned(x: torch.Tensor, src: torch.Tensor) -> tuple[torch.Tensor, P.Kern
     x) start 16 bytes apart, and the launch that copies it there. src: the tensor the call reads,
     x or the caller's batch-of-one tensor whose first matrix x is (a plan binds the caller's)."""
     mem = x if x.stride(-1) == 1 else x.T  # O×I with I contiguous
-    (o, i), s = mem.shape, x.element_size()
-    room = -(-max(i, 1) * s // 16) * 16 // s
-    buf = torch.empty(o * room, dtype=x.dtype, device=x.device).as_strided((o, i), (room, 1))
+    (o, i) = mem.shape
+    buf = _aligned_empty(o, i, x)
     out = buf if x.stride(-1) == 1 else buf.T
     BO, BI = 32, 128
-    args = P.ordered(realign_kernel, src=src, dst=out, O=o, I=i, s_o=mem.stride(0), d_o=room, BO=BO, BI=BI)
-    grid = (max(ceil_div(o, BO), 1), max(ceil_div(i, BI), 1))
+    args = P.ordered(realign_kernel, src=src, dst=out, O=o, I=i, s_o=mem.stride(0), d_o=buf.stride(0), BO=BO, BI=BI)
+    grid = (max(ceil_div(o, BO) * ceil_div(i, BI), 1),)
     return out, P.KernelCall(realign_kernel, grid, args, dict(num_warps=4), scratch=(out,))
 
 
@@ -204,19 +213,16 @@ def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
     """One launch of min(#SMs, tiles) programs, after a realigning copy of any operand TMA cannot
     describe (its buffer is scratch: a plan allocates it for each call); with KMAJOR, A or B is
     first copied K-major (a new tensor on every call, so such a launch is never kept as a plan)."""
-    a, b = p.a, p.b
-    if cfg.get("KMAJOR"):
-        if not P.is_kmajor(a, "a"):
-            a = _make_kmajor(a, "a")  # rows of K, K·s a multiple of 16 (the tuner's rule): aligned
-        if not P.is_kmajor(b, "b"):
-            b = _make_kmajor(b, "b")
-    a, b = _squeeze(a), _squeeze(b)
+    a, b = _squeeze(p.a), _squeeze(p.b)
+    if cfg.get("KMAJOR"):  # K-major copies, aligned by construction: only the caller's operands get realigned
+        a = a if P.is_kmajor(a, "a") else _make_kmajor(a, "a")
+        b = b if P.is_kmajor(b, "b") else _make_kmajor(b, "b")
     copies = []
-    if not _tma_ok(a, _inner(a)):
-        a, call = _realigned(a, p.a if a.data_ptr() == p.a.data_ptr() else a)
+    if not _tma_ok(a, _inner(a)):  # the copy reads the caller's tensor itself: the plan's slot for A
+        a, call = _realigned(a, p.a)
         copies.append(call)
     if not _tma_ok(b, _inner(b)):
-        b, call = _realigned(b, p.b if b.data_ptr() == p.b.data_ptr() else b)
+        b, call = _realigned(b, p.b)
         copies.append(call)
     c2 = _squeeze(p.c)
     a_t, b_t = a.stride(-1) != 1, b.stride(-1) != 1
