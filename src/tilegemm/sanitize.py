@@ -6,8 +6,8 @@ Each kernel × tool is one child process under `compute-sanitizer --tool TOOL`:
 `python -m tilegemm.sanitize --child KERNEL` runs that kernel alone, on SIMT_SHAPES in its first
 dtype (a SIMT rung: its registry launcher on Numba device arrays), or on TC_SHAPES in each of
 TC_PRECISIONS (a tensor-core rung: `dispatch.run_problem` on torch CUDA tensors, the path of
-`matmul(kernel=...)` and `gemm(precision=...)`, which also says which rung ran: a TMA rung hands
-a shape whose rows are not 16-byte aligned to the rung below). Outputs are poisoned with NaN and
+`matmul(kernel=...)` and `gemm(precision=...)`, which also says which rung ran: t05 hands what it
+cannot run, rows not 16-byte aligned among them, to t03, which realigns them). Outputs are poisoned with NaN and
 every product is checked against the float64 reference (`validate.check`); the child exits 1 on a
 wrong product, on a rung that fell back where it could have run, or on a rung that never ran, so
 that a clean report never hides a wrong result.
@@ -319,7 +319,8 @@ def markdown(doc: dict) -> str:
                 counts[p["ran"]] = counts.get(p["ran"], 0) + 1
             ran.append(f"- {name}: " + ", ".join(f"{k} ×{v}" for k, v in counts.items()))
     if ran:
-        out += ["", "Which rung ran the tensor-core products (a TMA rung hands unaligned rows to the rung below):"]
+        out += ["", "Which rung ran the tensor-core products (t05 hands what it cannot run to t03, which realigns "
+                "unaligned rows itself):"]
         out += ran
     return "\n".join(out) + "\n"
 
