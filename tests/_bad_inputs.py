@@ -41,6 +41,7 @@ class Case:
     match: str = ""  # a fragment of the message (or of the warning, with `like`)
     like: Callable | None = None  # (args, kwargs) -> NumPy's / torch's result
     env: dict | None = None  # run in a fresh process with these environment variables
+    cpu_only: bool = False  # what a machine without a GPU does (with one, the call runs)
     code: str = ""  # the call, as Python, for a case run in a fresh process
 
 
@@ -74,6 +75,21 @@ def _torch(args, kw):
 
 class _Sub(np.ndarray):
     """A NumPy subclass, as a user's own."""
+
+
+class _OwnUfunc(np.ndarray):
+    """A subclass that takes NumPy's ufuncs over itself, as a units library's does."""
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return NotImplemented
+
+
+def _memmap():
+    import tempfile
+
+    m = np.memmap(tempfile.NamedTemporaryFile(delete=False).name, dtype=np.float32, mode="w+", shape=_A)
+    m[:] = _f32(*_A)
+    return m
 
 
 def _torch_t(*shape, grad=False, dtype="float32", device="cpu"):
@@ -137,6 +153,10 @@ CASES = [
     Case("kinds", "an ndarray subclass (the result is of that subclass)", lambda: _mm(_f32(*_A).view(_Sub), _f32(*_B)),
          like=_np),
     Case("kinds", "np.matrix operands", lambda: _mm(np.asmatrix(_f32(*_A)), np.asmatrix(_f32(*_B))), like=_np),
+    Case("kinds", "a np.memmap operand (the result is a plain array, as np.matmul's)", lambda: _mm(_memmap(), _f32(*_B)),
+         like=_np),
+    Case("kinds", "a subclass with its own __array_ufunc__ (units, lazy arrays)",
+         lambda: _mm(_f32(*_A).view(_OwnUfunc), _f32(*_B)), "DTypeError", "overrides __array_ufunc__"),
     Case("kinds", "Fortran order and negative strides", lambda: _mm(np.asfortranarray(_f32(*_A)), _f32(5, 4)[::-1].T),
          like=_np),
     Case("kinds", "a NumPy array with a torch CPU tensor", lambda: _mm(_f32(*_A), __import__("torch").from_numpy(
@@ -153,7 +173,7 @@ CASES = [
          "mixed dtypes"),
     Case("dtypes", "float16 NumPy arrays on a machine without a GPU (the tensor cores' dtype)",
          lambda: _mm(_f32(*_A).astype(np.float16), _f32(*_B).astype(np.float16)), "DeviceError",
-         "no runnable kernel for float16"),
+         "no runnable kernel for float16", cpu_only=True),
     # ---- out=
     Case("out", "out of the wrong shape", lambda: _mm(_f32(*_A), _f32(*_B), out=np.empty((3, 4), np.float32)),
          "ShapeError", "the product needs (3, 5)"),
@@ -191,8 +211,11 @@ CASES = [
          "precision must be one of"),
     Case("gemm", "gemm with a string alpha", lambda: _gemm(_f32(*_A), _f32(*_B), alpha="2"), "DTypeError",
          "alpha must be a real number"),
+    Case("gemm", "gemm with a 0-D tensor beta (a plan would keep its first value)",
+         lambda: _gemm(_f32(*_A), _f32(*_B), beta=__import__("torch").tensor(1.0), c=_f32(3, 5)), "DTypeError",
+         "beta must be a real number"),
     Case("gemm", "gemm on a machine without a GPU (and without TRITON_INTERPRET=1)",
-         lambda: _gemm(_f32(*_A), _f32(*_B)), "DeviceError", "needs a CUDA GPU"),
+         lambda: _gemm(_f32(*_A), _f32(*_B)), "DeviceError", "needs a CUDA GPU", cpu_only=True),
     # ---- values
     Case("values", "NaN in A (propagates as in the float64 product)",
          lambda: _mm(np.where(np.eye(3, 4) > 0, np.nan, _f32(*_A)).astype(np.float32), _f32(*_B)), like=_np),

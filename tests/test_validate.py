@@ -76,6 +76,15 @@ def test_a_cancelling_dot_product_is_judged_at_its_scale():
     assert not validate.check(validate.reference(ones, ones.T) * (1 + 5e-5), ones, ones.T).ok
 
 
+def test_the_frobenius_test_catches_a_scale_error_the_elements_hide():
+    """A result 5e-5 too large everywhere (a wrong scale): each element is within its bound (the
+    bound allows for K = 1024 rounding steps), but the errors all lean one way, and the Frobenius
+    test, at its usual tolerance here (the product does not cancel), catches it."""
+    a, b = validate.random_operands(64, 64, 1024, seed=9)
+    chk = validate.check(validate.reference(a, b) * (1 + 5e-5), a, b)
+    assert not chk.ok and chk.n_bad == 0 and chk.tol == pytest.approx(1e-5, rel=0.5)
+
+
 def test_reference_infinities_must_match():
     a = np.array([[np.inf, 1.0]], np.float32)
     b = np.array([[1.0], [1.0]], np.float32)

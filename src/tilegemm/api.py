@@ -167,10 +167,11 @@ def matmul(a, b, *, kernel: str = "auto", out=None):
         if c is not None:
             return c
     sub = _numpy_subclass(a, b) if out is None else None
-    if sub is not None:  # np.matmul's result is of the operands' subclass (np.matrix, ...): so is ours
+    if sub is not None:  # np.matmul's result goes through the subclass's __array_wrap__ (np.matrix: a
+        # matrix; np.memmap: a plain array); so does ours
         c = matmul(np.asarray(a) if isinstance(a, np.ndarray) else a,
                    np.asarray(b) if isinstance(b, np.ndarray) else b, kernel=kernel)
-        return np.asarray(c).view(sub) if type(c) is np.ndarray or isinstance(c, np.generic) else c
+        return sub.__array_wrap__(np.asarray(c), None, False) if isinstance(c, (np.ndarray, np.generic)) else c
     A, B = arrays.describe(a, "a"), arrays.describe(b, "b")
     if A.kind != B.kind and A.on_host and B.on_host:  # NumPy with a torch CPU tensor: np.matmul gives
         # torch's kind, torch.matmul refuses; the result's kind would be a guess
@@ -200,11 +201,17 @@ def matmul(a, b, *, kernel: str = "auto", out=None):
 
 
 def _numpy_subclass(a, b):
-    """The ndarray subclass np.matmul gives a result of for a and b (the highest
-    __array_priority__ of those that are one; masked arrays are refused elsewhere), or None."""
+    """The operand, of an ndarray subclass, whose __array_wrap__ np.matmul gives its result to (the
+    highest __array_priority__; masked arrays are refused elsewhere), or None. A subclass with its
+    own __array_ufunc__ (units, lazy arrays) takes np.matmul over itself: refused, not imitated."""
     subs = [x for x in (a, b) if isinstance(x, np.ndarray) and type(x) is not np.ndarray
             and not isinstance(x, np.ma.MaskedArray)]
-    return type(max(subs, key=lambda x: getattr(x, "__array_priority__", 0.0))) if subs else None
+    for x in subs:
+        if type(x).__array_ufunc__ is not np.ndarray.__array_ufunc__:
+            raise DTypeError(f"matmul: {type(x).__module__}.{type(x).__name__} overrides __array_ufunc__, so "
+                             "np.matmul would hand it the product (its units or rules); pass np.asarray(x) to "
+                             "multiply the values")
+    return max(subs, key=lambda x: getattr(x, "__array_priority__", 0.0)) if subs else None
 
 
 def kernels() -> list[dict]:

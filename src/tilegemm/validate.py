@@ -125,8 +125,11 @@ def check(c, a, b, *, dtype: str | None = None, kernel: str = "?", ref: np.ndarr
         rel = float("inf")
     else:
         rel = float(diff_norm / ref_norm) if ref_norm > 0 else float(diff_norm)
-    # Random signs give ‖C‖ ≈ ‖|A||B|‖/√K; a product that cancels further (a dot product summing
-    # to near zero) has its Frobenius tolerance widened by as much (its elements' bound is unchanged)
+    # The Frobenius test: ‖C − ref‖ ≤ rel_fro·max(‖ref‖, ‖|A||B|‖/√K). Random signs give
+    # ‖ref‖ ≈ ‖|A||B|‖/√K, so usually the second term changes nothing; where the product cancels
+    # further (a dot product summing near zero) it is a floor at the size these operands' products
+    # have, below which the inputs' own rounding already decides the digits (the elements' bound
+    # is unchanged). Written as a tolerance relative to ‖ref‖, as reported.
     rel_tol = tol.rel_fro * max(1.0, float(scale / (ref_norm * np.sqrt(max(k, 1))))) if ref_norm > 0 else tol.rel_fro
     n_bad = int(bad.sum())
     idx = np.argwhere(bad)[:max_report]
