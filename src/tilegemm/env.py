@@ -1,4 +1,4 @@
-"""What tilegemm reads from its environment: the variables, each parsed here (a value that is not
+"""What tilegemm reads from its environment: its variables, each parsed here (a value that is not
 understood is a ConfigError naming the variable and what it takes, never silently taken as its
 default), and its cache files (a corrupt one is ignored with a warning, then rewritten).
 
@@ -6,10 +6,11 @@ default), and its cache files (a corrupt one is ignored with a warning, then rew
     TILEGEMM_AUTOTUNE             1/on: tune a shape on its first call; force: retune; 0/off (default)
     TILEGEMM_AUTOTUNE_BUDGET_S    seconds for k11's search with TILEGEMM_AUTOTUNE (default 60)
     TILEGEMM_TUNE_BUDGET_S        seconds per rung and shape for `tilegemm tune` (default 30)
-    TILEGEMM_TUNE_MAX_CANDIDATES  time only the first N candidates of a rung (default: all)
+    TILEGEMM_TUNE_MAX_CANDIDATES  time only the first N candidates of a rung (default, or 0: all)
     TILEGEMM_FAST_LAUNCH          0: no launch plans (every call takes the slow path); 1 (default)
     TILEGEMM_CACHE_DIR            the tuning cache's folder (default ~/.cache/tilegemm)
-    TILEGEMM_DEBUG                1: a CLI error shows its traceback
+    TILEGEMM_DEBUG                1: a CLI error shows its traceback (read by the CLI, which must
+                                  report errors, so never itself an error)
 """
 
 from __future__ import annotations
@@ -56,6 +57,12 @@ def number(name: str, default: float, *, integer: bool = False, positive: bool =
         kind = "a whole number" if integer else "a number"
         raise ConfigError(f"{name}={raw!r}: use {kind}{' above 0' if positive else ''}")
     return v
+
+
+def cache_dir() -> str:
+    """TILEGEMM_CACHE_DIR, else ~/.cache/tilegemm (XDG_CACHE_HOME's tilegemm where that is set)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.environ.get("TILEGEMM_CACHE_DIR") or os.path.join(base, "tilegemm")
 
 
 def read_cache(path: str, what: str) -> dict:

@@ -11,15 +11,15 @@
 Each figure is a median of device-event timed samples (bench.timing.measure). Beside each: the
 datasheet value for this GPU from DATASHEET (dense, no sparsity), or "n/a" for GPUs not listed.
 
-The result is cached per GPU under $TILEGEMM_CACHE_DIR or ~/.cache/tilegemm
-(ceilings-<gpu>.json), and written to --json when given, for `tilegemm report`'s roofline.
+The result is cached per GPU in tilegemm's cache directory (`tilegemm.env.cache_dir`:
+$TILEGEMM_CACHE_DIR or ~/.cache/tilegemm; ceilings-<gpu>.json), and written to --json when
+given, for `tilegemm report`'s roofline.
 Under Numba's CUDA simulator there is nothing to measure: the command says so and exits 2.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from pathlib import Path
@@ -274,7 +274,9 @@ def measure_all(*, quick: bool = False, overhead: bool = True, progress=print) -
 # ---- cache -------------------------------------------------------------------------------------
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("TILEGEMM_CACHE_DIR") or Path.home() / ".cache" / "tilegemm")
+    from .. import env
+
+    return Path(env.cache_dir())
 
 
 def cache_path(gpu_name: str) -> Path:

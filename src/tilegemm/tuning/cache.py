@@ -59,7 +59,9 @@ def autotune_on_call() -> bool:
 
 
 def cache_dir() -> str:
-    return os.environ.get("TILEGEMM_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tilegemm")
+    from .. import env
+
+    return env.cache_dir()
 
 
 def cache_path() -> str:

@@ -83,8 +83,8 @@ def budget_s() -> float:
 
 def max_candidates() -> int | None:
     """TILEGEMM_TUNE_MAX_CANDIDATES: time only the first N of a rung's candidates (known-good first)."""
-    n = env.number("TILEGEMM_TUNE_MAX_CANDIDATES", 0, integer=True)
-    return int(n) or None
+    n = env.number("TILEGEMM_TUNE_MAX_CANDIDATES", 0, integer=True, positive=False)
+    return int(n) if n > 0 else None  # 0 (or none): all
 
 
 def _err(e: Exception) -> str:

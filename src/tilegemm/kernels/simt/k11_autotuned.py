@@ -64,9 +64,7 @@ _chosen: dict[str, Config] = {}  # per dtype, for this process
 
 
 def cache_path() -> str:
-    base = os.environ.get("TILEGEMM_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "tilegemm")
-    return os.path.join(base, "autotune.json")
+    return os.path.join(env.cache_dir(), "autotune.json")
 
 
 def gpu_name() -> str:
