@@ -217,6 +217,9 @@ CASES = [
     Case("gemm", "gemm on a machine without a GPU (and without TRITON_INTERPRET=1)",
          lambda: _gemm(_f32(*_A), _f32(*_B)), "DeviceError", "needs a CUDA GPU", cpu_only=True),
     # ---- values
+    Case("memory", "a host result larger than the memory available (200,000² float64 from stride-0 operands)",
+         lambda: _mm(*(lambda v: (v, v.T))(np.lib.stride_tricks.as_strided(np.ones(1), (200_000, 1), (0, 0)))),
+         "OutOfHostMemory", "GiB of host memory"),
     Case("values", "NaN in A (propagates as in the float64 product)",
          lambda: _mm(np.where(np.eye(3, 4) > 0, np.nan, _f32(*_A)).astype(np.float32), _f32(*_B)), like=_np),
     Case("values", "Inf · 0 (NaN, as IEEE and NumPy)",

@@ -33,7 +33,7 @@ def _same(a, b):
 def test_the_table_has_forty_cases_and_every_group():
     assert len(T.CASES) >= 40
     assert {c.group for c in T.CASES} >= {"shapes", "empty", "kinds", "dtypes", "out", "autograd", "kernels",
-                                           "gemm", "values", "environment"}
+                                           "gemm", "memory", "values", "environment"}
 
 
 @pytest.mark.parametrize("case", [c for c in T.CASES if c.env is None], ids=lambda c: c.what[:60])

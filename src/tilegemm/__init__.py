@@ -15,11 +15,13 @@ from .api import explain, kernels, matmul, plan
 from .tensorcore_api import gemm
 from .errors import (
     AutogradError,
+    ConfigError,
     DeviceError,
     DTypeError,
     LayoutError,
     MaskedArrayError,
     OutOfDeviceMemory,
+    OutOfHostMemory,
     ShapeError,
     TileGemmError,
     UnknownKernel,
@@ -40,5 +42,5 @@ def patch(model, *, matmul: bool = False):
 __all__ = [
     "matmul", "gemm", "explain", "kernels", "plan", "patch",
     "TileGemmError", "ShapeError", "DTypeError", "DeviceError", "LayoutError", "AutogradError",
-    "MaskedArrayError", "OutOfDeviceMemory", "UnknownKernel",
+    "MaskedArrayError", "OutOfDeviceMemory", "OutOfHostMemory", "ConfigError", "UnknownKernel",
 ]

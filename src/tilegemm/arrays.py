@@ -8,12 +8,13 @@ host round trip; the result comes back as the caller's kind.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import _cuda
-from .errors import DeviceError, DTypeError, MaskedArrayError
+from .errors import DeviceError, DTypeError, MaskedArrayError, OutOfHostMemory
 
 HOST = "cpu"
 
@@ -170,13 +171,44 @@ def host_view(op: Operand, torch_ok: bool = False) -> np.ndarray:
     raise DeviceError(f"{op.kind} array on {op.device} is not a host array")
 
 
+def available_host_bytes() -> int | None:
+    """Memory a new allocation can take without swapping (Linux's MemAvailable; else free pages),
+    or None where the system does not say."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_host_memory(shape, dtype: str, what: str = "matmul: the result") -> None:
+    need, free = nbytes(shape, dtype), available_host_bytes()
+    if free is not None and need > free:
+        raise OutOfHostMemory(f"{what} ({'×'.join(map(str, shape))} {dtype}) needs {need / 2**30:.1f} GiB of host "
+                              f"memory, {free / 2**30:.1f} GiB available")
+
+
+def host_empty(shape, dtype: str) -> np.ndarray:
+    """np.empty for a result, refused (OutOfHostMemory) where it cannot fit in memory."""
+    check_host_memory(shape, dtype)
+    return np.empty(shape, dtype=dtype)
+
+
 def empty_like_kind(op: Operand, shape, dtype: str):
     """An uninitialised array of the caller's kind, on the caller's device."""
     if op.kind == "numpy":
-        return np.empty(shape, dtype=dtype)
+        return host_empty(shape, dtype)
     if op.kind == "torch":
         import torch
 
+        if op.on_host:
+            check_host_memory(shape, dtype)
         return torch.empty(shape, dtype=getattr(torch, dtype), device=op.obj.device)
     if op.kind == "cupy":
         import cupy

@@ -25,8 +25,6 @@ import contextlib
 import threading
 import warnings
 
-import numpy as np
-
 from . import _cuda, arrays, env, launcher
 from .arrays import Operand
 from .errors import OutOfDeviceMemory
@@ -398,7 +396,7 @@ def _run_host(kern, A: Operand, B: Operand, O, shape, dtype):
     if O is not None:
         kern.launch(a, b, arrays.host_view(O))
         return O.obj
-    c = np.empty(shape, dtype=dtype)
+    c = arrays.host_empty(shape, dtype)
     kern.launch(a, b, c)
     if A.kind == "torch":
         import torch
@@ -425,7 +423,7 @@ def _run_numba(kern, auto: bool, A: Operand, B: Operand, O, out, shape, dtype):
         a_d, b_d = arrays.to_numba(A), arrays.to_numba(B)
         c_d = cuda.device_array(shape, dtype=dtype)
         kern.launch(a_d, b_d, c_d, None)
-        host = arrays.host_view(O) if O is not None else np.empty(shape, dtype=dtype)
+        host = arrays.host_view(O) if O is not None else arrays.host_empty(shape, dtype)
         if host.flags.c_contiguous:
             c_d.copy_to_host(host)
         else:

@@ -44,6 +44,11 @@ class OutOfDeviceMemory(TileGemmError, MemoryError):
     """The operation needs more device memory than is free."""
 
 
+class OutOfHostMemory(TileGemmError, MemoryError):
+    """A host result larger than the memory available (refused before Linux's overcommit lets the
+    allocation succeed and the first write has the process killed)."""
+
+
 class UnknownKernel(TileGemmError, KeyError):
     """No kernel of that name is registered."""
 
