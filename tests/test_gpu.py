@@ -112,13 +112,13 @@ def test_race_on_gpu():
 
 
 def test_racecheck_flags_the_broken_kernel():
-    from tilegemm import race, sanitize
+    from tilegemm import sanitize
 
     if not sanitize.available():
         pytest.skip("compute-sanitizer is not on the PATH")
-    hazards, summary = race.racecheck("broken_nosync", 32)
+    hazards, summary = sanitize.racecheck("broken_nosync", 32)
     assert hazards > 0, summary
-    hazards_ok, summary_ok = race.racecheck("smem_tiled_32", 32)
+    hazards_ok, summary_ok = sanitize.racecheck("smem_tiled_32", 32)
     assert hazards_ok == 0, summary_ok
 
 

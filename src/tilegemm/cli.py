@@ -156,7 +156,7 @@ def cmd_race(args) -> int:
             return 2
         for name in (race.BROKEN, race.CORRECT):
             con.print(f"[bold]compute-sanitizer --tool racecheck[/] on {name} at {args.racecheck_size}³ …")
-            hazards, summary = race.racecheck(name, args.racecheck_size)
+            hazards, summary = sanitize.racecheck(name, args.racecheck_size)
             con.print(summary)
     elif sanitize.available():
         con.print("compute-sanitizer is on the PATH: `tilegemm race --racecheck` runs both kernels under "

@@ -4,8 +4,8 @@ Inputs: A = 1, B = 2, so every element of C must be exactly 2K (any wrong elemen
 not rounding), then random inputs. The correct tile-32 kernel and the same kernel with its two
 barriers removed run side by side, several times: the broken one's wrong elements differ from
 run to run, the signature of a race. On a GPU, compute-sanitizer's racecheck can be run over
-the broken kernel (and the correct one, for contrast) when it is on the PATH (`tilegemm.sanitize`
-runs it; `tilegemm sanitize` runs every tool over every GPU kernel).
+the broken kernel (and the correct one, for contrast) when it is on the PATH
+(`tilegemm.sanitize.racecheck`; `tilegemm sanitize` runs every tool over every GPU kernel).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _cuda, registry, sanitize, validate
+from . import _cuda, registry, validate
 
 CORRECT = "smem_tiled_32"
 BROKEN = "broken_nosync"
@@ -55,14 +55,6 @@ def race(m: int, n: int, k: int, trials: int = 3, seed: int = 0, kernels=(CORREC
                 c = run_kernel(name, a, b)
                 runs.append(RaceRun(name, label, t, validate.check(c, a, b, ref=ref, kernel=name)))
     return runs
-
-
-def racecheck(kernel: str, size: int = 64, timeout: float = 600) -> tuple[int, str]:
-    """Run one kernel at size³ under compute-sanitizer's racecheck (a `tilegemm.sanitize` child);
-    (hazards, summary and first findings)."""
-    rec = sanitize.run(kernel, "racecheck", timeout, shapes=[(size, size, size)])
-    text = "\n".join(rec["summary"] + rec["first_errors"])
-    return rec["hazards"] or 0, text or rec.get("tail", "")
 
 
 def default_size() -> int:

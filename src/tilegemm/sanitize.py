@@ -213,6 +213,14 @@ def run(kernel: str, tool: str | None, timeout: float = TIMEOUT_S, shapes=None) 
     return rec
 
 
+def racecheck(kernel: str, size: int = 64, timeout: float = 600) -> tuple[int, str]:
+    """Run one kernel at size³ under racecheck (`tilegemm race --racecheck`): (hazards, summary
+    and first findings)."""
+    rec = run(kernel, "racecheck", timeout, shapes=[(size, size, size)])
+    text = "\n".join(rec["summary"] + rec["first_errors"])
+    return rec["hazards"] or 0, text or rec.get("tail", "")
+
+
 def not_run(kernel: registry.Kernel, tool: str, why: str) -> dict:
     return dict(kernel=kernel.name, backend=kernel.backend, tool=tool, expect=expected(kernel.name, tool),
                 not_run=why, ok=None, note=f"not run: {why}")

@@ -28,7 +28,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from .. import shipped
+from .. import env, shipped
 
 TUNER_VERSION = "v8"  # v2: graphs for short products; v3: SWAP/REG_A; v4: FLAT; v5: settle; v6: t05 swapped TF32;
 # v7: FP32 decode tiles; v8: settle interleaves single samples. (The decisions' own keys, "auto|…", came
@@ -53,14 +53,10 @@ class Decision:
 def autotune_on_call() -> bool:
     """TILEGEMM_AUTOTUNE=1: tune a shape the first time it is called (off by default: a call runs
     at once, with what the cache, the database or the heuristic gives)."""
-    from .. import env
-
     return env.autotune() != "off"
 
 
 def cache_dir() -> str:
-    from .. import env
-
     return env.cache_dir()
 
 
@@ -97,8 +93,6 @@ def decision_key(p, gpu: str) -> str:
 
 
 def _read(path: str) -> dict:
-    from .. import env
-
     return env.read_cache(path, "the tuning cache")
 
 
