@@ -155,3 +155,19 @@ def test_gpu_patched_bf16_model_matches_torch():
         m(xg).float().square().mean().backward()
     for t, v in zip(w + [xg], want):
         assert float((t.grad.double() - v.double()).norm() / v.double().norm()) < 3e-2
+
+
+@pytest.mark.gpu
+def test_gpu_float32_parameters_under_no_grad():
+    """A float32 layer's weight is a Parameter: under no_grad it (and its views) still says
+    requires_grad, and the SIMT path must read it all the same (no __cuda_array_interface__ error)."""
+    m = torch.nn.Linear(64, 32).cuda()
+    x = torch.randn(8, 64, device="cuda")
+    with torch.no_grad():
+        want = torch.nn.functional.linear(x, m.weight, m.bias)
+        got = tilegemm.matmul(x, m.weight.t())
+        with tilegemm.patch(m) as p:
+            out = m(x)
+    assert p.counts == {"tilegemm": 1, "torch": 0}
+    torch.testing.assert_close(got + m.bias, want, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-4)

@@ -440,15 +440,17 @@ def _run_numba(kern, auto: bool, A: Operand, B: Operand, O, out, shape, dtype):
         stream = arrays.numba_stream(A)
         R = arrays.describe(result, "out")
         need = kern.needs_contiguous
+        why = _numba_plannable(A, B, out, need) or ("" if auto else "a kernel asked for by name is not the call's plan")
+        if need:  # torch operands are copied by torch: its allocator is safe inside a CUDA graph's capture
+            A, B = _torch_contiguous(A), _torch_contiguous(B)
         a_d = arrays.to_numba(A, stream, contiguous=need)
         b_d = arrays.to_numba(B, stream, contiguous=need)
         c_d = arrays.to_numba(R, stream)
         if need and not R.contiguous:  # compute into a contiguous buffer, then scatter into `out`
-            tmp = cuda.device_array(shape, dtype=dtype, stream=stream) if stream else cuda.device_array(shape, dtype=dtype)
+            tmp = arrays.to_numba(_torch_contiguous(R), stream, contiguous=True)
             kern.launch(a_d, b_d, tmp, stream)
             arrays.copy_2d(tmp, c_d, stream)
             return result
-        why = _numba_plannable(A, B, out, need) or ("" if auto else "a kernel asked for by name is not the call's plan")
         if why:
             _not_planned(why)
             kern.launch(a_d, b_d, c_d, stream)
@@ -459,6 +461,14 @@ def _run_numba(kern, auto: bool, A: Operand, B: Operand, O, out, shape, dtype):
             kern.launch(a_d, b_d, c_d, stream)
         _keep_numba_plan(A, B, result, launches)
     return result
+
+
+def _torch_contiguous(X: Operand) -> Operand:
+    """A strided torch CUDA operand as a contiguous copy made by torch (its caching allocator is
+    capture-safe, where Numba's cuMemAlloc breaks a CUDA graph's capture); others as they are."""
+    if X.kind != "torch" or X.contiguous:
+        return X
+    return arrays.describe(X.obj.contiguous(), "a")
 
 
 def _numba_plannable(A: Operand, B: Operand, out, need_contiguous: bool) -> str:
