@@ -6,22 +6,29 @@
 The models are built from `transformers` configurations with random weights (nothing is
 downloaded; `pip install 'tilegemm[model]'`), on the device, in BF16: Llama-3-8B's shapes with all
 32 layers, and a slice of Llama-3-70B (its widths, `--slice-layers` layers). The same model runs
-patched (`tilegemm.patch`: every nn.Linear on tilegemm; applied around each of our runs, outside
-its timing) and unpatched (torch), alternately (ABBA: `tilegemm.sampling`), each figure the median
+patched (`tilegemm.patch`: every nn.Linear on tilegemm; applied around each of our eager runs,
+outside its timing, and around the capture of our graphs) and unpatched (torch), alternately (ABBA: `tilegemm.sampling`), each figure the median
 of `--runs` runs:
 - prefill: tokens per second of a forward over batch × sequence tokens (1×2048, 4×512, 1×8192);
 - decode: tokens per second of `generate` producing 128 tokens greedily after a 128-token prompt,
   with a KV cache, at batch 1, 8 and 64 (the prompt's prefill is part of the time on both sides);
-- modes: eager, and graph (`torch.compile(mode="reduce-overhead")` of the model's forward with a
-  static cache: CUDA graphs on both sides);
-- the first forward at a batch size not seen before (plans to build, kernels to compile), on both;
+- modes: eager (the model's forward and `generate` as users call them), and graph: each phase
+  captured in CUDA graphs by hand (`torch.cuda.graph`), on both sides, and replayed; decode then
+  runs greedily on a static KV cache, one graph for the prompt and one for a token's step.
+  (`torch.compile(mode="reduce-overhead")` would give the same
+  graphs after minutes of compiling per batch size and per side for the 32-layer model.)
+- the first forward at a batch size not seen before (plans to build, kernels to compile; graph
+  mode: warm-up and capture), on both;
 - the logits' relative error and argmax agreement against torch's on the same input.
 Records: model, phase, mode, batch, seq, tokens_per_s, ref_tokens_per_s, ratio, first_forward_s,
-ref_first_forward_s, logits_rel_err, argmax_agree, counts (products on tilegemm and on torch).
+ref_first_forward_s, logits_rel_err, argmax_agree, counts (products on tilegemm and on torch in our
+first call). (Generated tokens are not compared across the sides: a model with random weights has
+near-equal logits everywhere, so the last bit of a rounding difference flips greedy choices.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 import sys
@@ -71,13 +78,15 @@ def _timed(fn, device) -> float:
     return time.perf_counter() - t0
 
 
-def measure(name: str, model, plan: dict, modes, runs: int, device, progress=print) -> list[dict]:
+def measure(name: str, model, plan: dict, modes, runs: int, device, progress=print, on_record=None) -> list[dict]:
+    """Every phase of the plan in every mode, on one model; `on_record(rec)` as each record is made."""
     import torch
 
     import tilegemm
 
     vocab = model.config.vocab_size
     recs = []
+    keep = on_record or (lambda rec: None)
     g = torch.Generator(device="cpu").manual_seed(1)
 
     def ids(batch, seq):
@@ -93,95 +102,188 @@ def measure(name: str, model, plan: dict, modes, runs: int, device, progress=pri
     agree = float((got.argmax(-1) == ref.argmax(-1)).double().mean())
     base = dict(model=name, logits_rel_err=rel, argmax_agree=agree)
     progress(f"{name}: logits rel. error {rel:.2e}, argmax agreement {agree:.4f}")
+    del x, ref, got
     for mode in modes:
-        fwd = model.forward
-        if mode == "graph":
-            model.forward = torch.compile(fwd, mode="reduce-overhead")
         try:
-            recs += _phases(name, model, plan, mode, runs, device, ids, base, progress)
+            _phases(name, model, plan, mode, runs, device, ids, base, progress, recs, keep)
         except Exception as e:  # noqa: BLE001  (one mode failing is recorded; the other stands)
             recs.append(dict(base, mode=mode, error=f"{type(e).__name__}: {e}"[:400]))
-        finally:
-            model.forward = fwd
+            keep(recs[-1])
+            progress(f"{name} {mode}: {recs[-1]['error']}")
     return recs
 
 
-def _phases(name, model, plan, mode, runs, device, ids, base, progress) -> list[dict]:
+def _phases(name, model, plan, mode, runs, device, ids, base, progress, recs, keep) -> None:
+    """Every phase of the plan in one mode. Eager: the model's own forward and `generate`, called
+    back to back. Graph: each phase's work captured in CUDA graphs (one set on tilegemm, one on
+    torch) and replayed; decode then runs greedily on a static KV cache (`_static_decode`)."""
+    import torch
+
+    phases = [("prefill", batch, seq, batch * seq) for batch, seq in plan["prefill"]]
+    phases += [("decode", batch, plan["prompt"], batch * plan["new"]) for batch in plan["decode"]]
+    for phase, batch, seq, tokens in phases:
+        with torch.no_grad():
+            rec = _phase(model, phase, mode, ids(batch, seq), plan["new"], runs, device)
+        recs.append(dict(base, phase=phase, mode=mode, batch=batch, seq=seq, **_rates(tokens, **rec)))
+        keep(recs[-1])
+        shape = f"{batch}×{seq}" if phase == "prefill" else f"batch {batch}"
+        progress(f"{name} {phase} {shape} {mode}: ratio {recs[-1]['ratio']:.3f}")
+        if str(device).startswith("cuda"):
+            torch.cuda.empty_cache()  # the phase's graphs and buffers are gone with _phase's frame
+
+
+def _phase(model, phase: str, mode: str, x, new: int, runs: int, device) -> dict:
+    """One phase timed on both sides: the first call's seconds (eager: the first forward or
+    generate; graph: warm-up and capture), then `runs` timed calls each. In graph mode each timed
+    call replays graphs captured for it alone (outside its timing): a graph captured on a
+    transformers model stayed valid only until the next capture on the same model (on the H200,
+    transformers 5.17: replaying the earlier of two static-cache decodes faulted, with torch alone
+    on both), so only one set is ever alive."""
     import torch
 
     import tilegemm
 
-    recs = []
-    cache = {"cache_implementation": "static"} if mode == "graph" else {}
-    kw = dict(max_new_tokens=plan["new"], min_new_tokens=plan["new"], do_sample=False, pad_token_id=0, **cache)
+    if mode == "eager":
+        kw = dict(max_new_tokens=new, min_new_tokens=new, do_sample=False, pad_token_id=0)
+        mask = torch.ones_like(x)  # all prompt tokens real (generate would take id 0 for padding)
+        call = (lambda: model(x, use_cache=False)) if phase == "prefill" else (
+            lambda: model.generate(x, attention_mask=mask, **kw))
+        ref_first = _timed(call, device)
+        with tilegemm.patch(model) as p:
+            first = _timed(call, device)
 
-    def prefill(x):
-        return lambda: model(x, use_cache=False)
+        def make():
+            return call
+    else:
+        def make():
+            return _graphed(model, phase, x, new, device)[0]
 
-    def decode(x):
-        return lambda: model.generate(x, **kw)
-
-    phases = [("prefill", batch, seq, batch * seq, prefill(ids(batch, seq))) for batch, seq in plan["prefill"]]
-    phases += [("decode", batch, plan["prompt"], batch * plan["new"], decode(ids(batch, plan["prompt"])))
-               for batch in plan["decode"]]
-    for phase, batch, seq, tokens, call in phases:
-        with torch.no_grad():
-            ref_first = _timed(call, device)
-            with tilegemm.patch(model) as p:
-                first = _timed(call, device)
-            t_ours, t_ref = _runs(model, call, runs, device)
-        recs.append(_record(base, phase, mode, batch, seq, tokens, t_ours, t_ref, first, ref_first, p.counts))
-        shape = f"{batch}×{seq}" if phase == "prefill" else f"batch {batch}"
-        progress(f"{name} {phase} {shape} {mode}: ratio {recs[-1]['ratio']:.3f}")
-    return recs
+        ref_first = _timed(make, device)
+        with tilegemm.patch(model) as p:
+            first = _timed(make, device)
+    t_ours, t_ref = _runs(lambda: _sample(model, True, make, device), lambda: _sample(model, False, make, device),
+                          runs)
+    return dict(t_ours=t_ours, t_ref=t_ref, first=first, ref_first=ref_first, counts=p.counts)
 
 
-def _runs(model, call, runs: int, device) -> tuple[list[float], list[float]]:
-    """Seconds of `runs` calls patched (ours) and unpatched (torch's), alternating (ABBA:
-    sampling.alternate). The model is patched around each of our calls, outside its timing, so
-    the module walk of `tilegemm.patch` is never timed."""
-    import math
-
+def _sample(model, patched: bool, make, device) -> float:
+    """Seconds of one call of what make() gives, on tilegemm (the model patched) or on torch.
+    The patch's module walk and make's work (a graph's capture) are outside the timing."""
     import tilegemm
+
+    with tilegemm.patch(model) if patched else contextlib.nullcontext():
+        call = make()
+        return _timed(call, device)
+
+
+def _static_decode(model, prompt, new: int):
+    """Greedy decoding of `new` tokens after `prompt` on a static KV cache, as two steps whose
+    tensors never move, so that each can be captured in a CUDA graph: the prompt's forward
+    (giving token 0), then one token's forward (token i+1 from token i at position prompt + i),
+    `new - 1` times. The position advances and each token is written on the device, with no host
+    work between steps. Returns (prefill, step, tokens: the generated ids, batch × new)."""
+    import torch
+    from transformers import StaticCache
+
+    batch, length = prompt.shape
+    cache = StaticCache(config=model.config, max_cache_len=length + new)
+    tok = prompt.new_zeros(batch, 1)
+    pos = torch.zeros(1, dtype=torch.long, device=prompt.device)
+    tokens = prompt.new_zeros(batch, new)
+    start = torch.arange(length, device=prompt.device)
+
+    def emit(logits):
+        tok.copy_(logits[:, -1:].argmax(-1))
+        tokens.scatter_(1, (pos - length).expand(batch, 1), tok)
+
+    def prefill():
+        cache.reset()  # in place (a static cache's tensors keep their addresses): captured with the rest
+        logits = model(prompt, past_key_values=cache, cache_position=start, use_cache=True, logits_to_keep=1).logits
+        pos.fill_(length)
+        emit(logits)
+
+    def step():
+        logits = model(tok, past_key_values=cache, cache_position=pos, use_cache=True, logits_to_keep=1).logits
+        pos.add_(1)
+        emit(logits)
+
+    return prefill, step, tokens
+
+
+def _graphed(model, phase: str, x, new: int, device):
+    """A phase's work as replays of CUDA graphs captured now (after a warm-up on a side stream, as
+    torch asks), returning (call, generated tokens or None). Off CUDA the steps run as they are
+    (a stand-in that lets the CPU test check the decode loop)."""
+    if phase == "prefill":
+        fwd = _capture(lambda: model(x, use_cache=False), device)
+        return fwd, None
+    prefill, step, tokens = _static_decode(model, x, new)
+    prefill, step = _capture(prefill, device), _capture(step, device)
+
+    def decode():
+        prefill()
+        for _ in range(new - 1):
+            step()
+
+    return decode, tokens
+
+
+def _capture(fn, device):
+    import torch
+
+    fn()  # the warm-up: plans built, kernels compiled, a static cache's tensors allocated
+    if not str(device).startswith("cuda"):
+        return fn
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
+def _runs(ours, ref, runs: int) -> tuple[list[float], list[float]]:
+    """Seconds of `runs` timed calls of ours and of torch's, alternating (ABBA: sampling.alternate)."""
+    import math
 
     from ..sampling import alternate
 
-    def ours(n):
-        out = []
-        for _ in range(n):
-            with tilegemm.patch(model):
-                out.append(_timed(call, device))
-        return out
-
-    def ref(n):
-        return [_timed(call, device) for _ in range(n)]
-
-    (t_ours, t_ref), _ = alternate([ours, ref], budget_s=math.inf, min_reps=runs, max_reps=runs, target_rse=0.0,
-                                   batch=1)
+    (t_ours, t_ref), _ = alternate([lambda n: [ours() for _ in range(n)], lambda n: [ref() for _ in range(n)]],
+                                   budget_s=math.inf, min_reps=runs, max_reps=runs, target_rse=0.0, batch=1)
     return t_ours, t_ref
 
 
-def _record(base, phase, mode, batch, seq, tokens, t_ours, t_ref, first, ref_first, counts) -> dict:
+def _rates(tokens, t_ours, t_ref, first, ref_first, counts) -> dict:
     ours, ref = statistics.median(t_ours), statistics.median(t_ref)
-    return dict(base, phase=phase, mode=mode, batch=batch, seq=seq, tokens_per_s=tokens / ours,
-                ref_tokens_per_s=tokens / ref, ratio=ref / ours, runs=dict(ours_s=t_ours, ref_s=t_ref),
-                first_forward_s=first, ref_first_forward_s=ref_first, counts=counts)
+    return dict(tokens_per_s=tokens / ours, ref_tokens_per_s=tokens / ref, ratio=ref / ours,
+                runs=dict(ours_s=t_ours, ref_s=t_ref), first_forward_s=first, ref_first_forward_s=ref_first,
+                counts=counts)
 
 
-def run(models, modes, runs: int, device, dtype, plan, slice_layers: int, progress=print) -> dict:
+def run(models, modes, runs: int, device, dtype, plan, slice_layers: int, progress=print, save=None) -> dict:
+    """Every model's records in one document; `save(doc)`, if given, after each record (a long run
+    cut short keeps what it measured)."""
     import torch
 
     from .results import environment
 
     doc = dict(schema="tilegemm.model/1", environment=environment(), runs=runs, modes=list(modes), plan=plan,
                records=[])
+
+    def keep(rec):
+        doc["records"].append(rec)
+        if save:
+            save(doc)
     for name in models:
         spec, layers = {"llama3-8b": (LLAMA3_8B, None), "llama3-70b-slice": (LLAMA3_70B, slice_layers),
                         "tiny": (TINY, None)}[name]
         progress(f"building {name} ({layers or spec['num_hidden_layers']} layers, {dtype}) on {device} …")
         model = build(spec, layers, device, dtype)
         try:
-            doc["records"] += measure(name, model, plan, modes, runs, device, progress)
+            measure(name, model, plan, modes, runs, device, progress, on_record=keep)
         finally:
             del model
             if str(device).startswith("cuda"):
@@ -218,8 +320,11 @@ def cli_model_bench(args) -> int:
     if not gpu:
         print("No CUDA GPU: a tiny model on the CPU, to show the benchmark works (its times are not a GPU's).")
     device, dtype = ("cuda", torch.bfloat16) if gpu else ("cpu", torch.float32)
+    def save(doc):
+        results.write_json(args.json, json.dumps(doc, indent=1, default=str))
+
     doc = run(models, modes, args.runs, device, dtype, GPU_PLAN if gpu else CPU_PLAN, args.slice_layers,
-              progress=lambda s: print(s, flush=True))
+              progress=lambda s: print(s, flush=True), save=save if args.json else None)
     for r in doc["records"]:
         if "ratio" in r:
             print(f"{r['model']:16s} {r['phase']:7s} {r['mode']:5s} batch {r['batch']:3d} seq {r['seq']:5d}: "
@@ -228,6 +333,5 @@ def cli_model_bench(args) -> int:
         else:
             print(f"{r['model']:16s} {r.get('mode')}: {r.get('error')}")
     if args.json:
-        results.write_json(args.json, json.dumps(doc, indent=1, default=str))
         print(f"results written to {args.json}")
     return 0
