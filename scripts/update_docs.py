@@ -12,6 +12,8 @@
 - the library as users call it: results/<gpu>/library.md (every shape) and the README's headline
   (both clocks, host µs per call, first calls), from results/<gpu>/library.json;
 - results/<gpu>/sanitizer.md: compute-sanitizer over every GPU kernel, from sanitizer.json;
+- results/<gpu>/model.md and model.png, and the README's block of them: `tilegemm model-bench`'s
+  Llama-shaped models on tilegemm against torch, from results/<gpu>/model.json;
 - docs/bad-input.md: the bad-input table, by running the rows of tests/_bad_inputs.py here;
 - docs/scaleout.md: the distributed cost model's predictions for 1–32 hosts and their plot, from
   the local GEMM rate measured in results/h200/tensorcore.json and the memory bandwidth in
@@ -29,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from tilegemm import sanitize  # noqa: E402
-from tilegemm.bench import ladder, library, report, results  # noqa: E402
+from tilegemm.bench import ladder, library, model, report, results  # noqa: E402
 
 README = ROOT / "README.md"
 H200 = ROOT / "results" / "h200"
@@ -196,6 +198,14 @@ def main() -> int:
     for gpu_dir in sorted(p for p in (ROOT / "results").iterdir() if (p / "sanitizer.json").exists()):
         (gpu_dir / "sanitizer.md").write_text(sanitize.markdown(json.loads((gpu_dir / "sanitizer.json").read_text())))
         print(f"wrote results/{gpu_dir.name}/sanitizer.md")
+    models = []
+    for gpu_dir in sorted(p for p in (ROOT / "results").iterdir() if (p / "model.json").exists()):
+        body = model.render(json.loads((gpu_dir / "model.json").read_text()), str(gpu_dir / "model.png"))
+        (gpu_dir / "model.md").write_text(f"# A Llama-shaped model on tilegemm\n\n{body}\n\n![ratios](model.png)\n")
+        models.append(body + f"\n\n![model-bench ratios](results/{gpu_dir.name}/model.png)")
+        print(f"wrote results/{gpu_dir.name}/model.md and model.png")
+    README.write_text(replace_marked(README.read_text(), "outcomes:model", "\n\n".join(models) or (
+        "No `tilegemm model-bench` run on a GPU is committed yet."), "README.md"))
     body = "\n\n".join(blocks) or ("No `tilegemm library` run is committed yet, so the library's eager and device "
                                     "ratios on the `library` shape set are not measured (docs/perf-notes.md, 32–33).")
     README.write_text(replace_marked(README.read_text(), "outcomes:library", body, "README.md"))

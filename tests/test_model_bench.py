@@ -26,6 +26,12 @@ def test_model_bench_on_a_tiny_model(tmp_path, capsys):
         assert r["logits_rel_err"] < 1e-5 and r["argmax_agree"] == 1.0
         assert r["counts"]["tilegemm"] > 0 and r["counts"]["torch"] == 0  # every Linear of the model on tilegemm
     assert "not a GPU's" in capsys.readouterr().out
+    from tilegemm.bench import model as mb  # the report's table and plot, as update_docs makes them
+
+    text = mb.render(doc, str(tmp_path / "model.png"))
+    rows = [line for line in text.splitlines() if line.startswith("| tiny |")]
+    assert len(rows) == len(recs) and all(f"{r['ratio']:.3f}" in text for r in recs)
+    assert "argmax agreement 1.0000" in text and (tmp_path / "model.png").stat().st_size > 10_000
     assert cli.main(["model-bench", "--modes", "graph"]) == 2  # CUDA graphs need a GPU: one line, no traceback
 
 

@@ -291,6 +291,70 @@ def run(models, modes, runs: int, device, dtype, plan, slice_layers: int, progre
     return doc
 
 
+TARGETS = "prefill ≥ 1.00 in both modes; decode ≥ 1.00 eager and ≥ 1.20 graph at batch 1 and 8, ≥ 1.00 at 64"
+
+
+def render(doc: dict, plot: str | None = None) -> str:
+    """Markdown of a model-bench document: a row per model, phase, size and mode (tokens per second
+    on both sides, the ratio, the first forward), the logits' agreement, and with `plot` a chart
+    of the ratios written there."""
+    env = doc.get("environment", {})
+    gpu = (env.get("gpu") or {}).get("name", "the CPU")
+    lib = env.get("libraries", {})
+    recs = [r for r in doc.get("records", []) if "ratio" in r]
+    out = [f"`tilegemm model-bench` on {gpu} ({env.get('date', '?')}; torch {lib.get('torch', '?')}, "
+           f"Triton {lib.get('triton', '?')}): the same model patched (`tilegemm.patch`) and on torch alone, "
+           f"alternating, each figure the median of {doc.get('runs', '?')} runs; ratio = ours / torch's tokens per "
+           "second (> 1: tilegemm faster). Prefill: one forward over batch × sequence tokens. Decode: 128 tokens "
+           "generated greedily after a 128-token prompt, with a KV cache (eager: `generate`; graph: CUDA graphs "
+           "of the prompt and of a token's step, on a static cache). First forward: the first call at that size "
+           "(graph: warm-up and capture), ours beside torch's. Targets (issue 23): " + TARGETS + ".", "",
+           "| model | phase | batch × seq | mode | tokens/s ours | tokens/s torch | ratio | first forward s (torch) |",
+           "|---|---|---|---|---:|---:|---:|---:|"]
+    for r in recs:
+        out.append(f"| {r['model']} | {r['phase']} | {r['batch']}×{r['seq']} | {r['mode']} | {r['tokens_per_s']:,.1f} | "
+                   f"{r['ref_tokens_per_s']:,.1f} | {r['ratio']:.3f} | {r['first_forward_s']:.2f} "
+                   f"({r['ref_first_forward_s']:.2f}) |")
+    errs = [r for r in doc.get("records", []) if "error" in r]
+    out += [f"\n{r['model']} {r['mode']}: did not run: {r['error']}" for r in errs]
+    seen = {}
+    for r in recs:
+        seen.setdefault(r["model"], r)
+    if seen:
+        out += ["", "Prefill logits against torch's on one input: " + "; ".join(
+            f"{m}: relative error {r['logits_rel_err']:.2e}, argmax agreement {r['argmax_agree']:.4f}"
+            for m, r in seen.items()) + "."]
+    if plot and recs:
+        _plot(recs, plot)
+    return "\n".join(out)
+
+
+def _plot(recs: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = list(dict.fromkeys(r["model"] for r in recs))
+    fig, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 3.6), squeeze=False, sharey=True)
+    for ax, model in zip(axes[0], models):
+        mine = [r for r in recs if r["model"] == model]
+        labels = list(dict.fromkeys(f"{r['phase']}\n{r['batch']}×{r['seq']}" for r in mine))
+        for k, mode in enumerate(("eager", "graph")):
+            ratio = {f"{r['phase']}\n{r['batch']}×{r['seq']}": r["ratio"] for r in mine if r["mode"] == mode}
+            xs = [i + (k - 0.5) * 0.38 for i, lab in enumerate(labels) if lab in ratio]
+            ax.bar(xs, [ratio[lab] for lab in labels if lab in ratio], width=0.38, label=mode)
+        ax.axhline(1.0, color="black", lw=0.8)
+        ax.set_xticks(range(len(labels)), labels, fontsize=7)
+        ax.set_title(model)
+        ax.set_ylim(0.5, max(1.3, max(r["ratio"] for r in mine) + 0.05))
+    axes[0][0].set_ylabel("tokens/s, tilegemm / torch")
+    axes[0][0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def add_cli(subparsers) -> None:
     p = subparsers.add_parser("model-bench", help="a Llama-shaped model (transformers) on tilegemm against torch")
     p.add_argument("--models", help="llama3-8b, llama3-70b-slice, tiny (default: the first two on a GPU, tiny without)")
