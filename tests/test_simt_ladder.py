@@ -288,3 +288,75 @@ def test_gpu_resources_vectorized():
     r = resource_table(["vectorized"], route="gpu")[0]
     assert "error" not in r, r
     assert r["LDG"].get("128", 0) >= 2 and r["LDS"].get("128", 0) >= 4 and r["LDL"] == 0 and r["STL"] == 0
+
+
+# ---- k14: the generated, straight-line rung (not in LADDER: not chosen by auto until measured) ----
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (5, 23, 7), (129, 132, 20), (130, 70, 33)])
+def test_unrolled_exact(shape):
+    """Tiny and awkward shapes, and one with a full interior block (16-byte path), K tails and
+    edge blocks; integer operands, so every sum is exact."""
+    a, b = integer_operands(*shape, seed=sum(shape))
+    assert np.array_equal(run("unrolled", a, b), a.astype(np.float64) @ b.astype(np.float64))
+
+
+def test_unrolled_random_and_other_config():
+    from tilegemm.kernels.simt import k14_unrolled as k14
+
+    a, b = random_operands(129, 132, 20, seed=5)
+    r = check(run("unrolled", a, b), a, b, kernel="unrolled")
+    assert r.ok, str(r)
+    cfg = k14.Config(64, 64, 16, 32, 32, min_blocks=0, max_registers=96)  # 128 threads, 4×8 a thread, BK 16
+    cuda = _cuda.cuda
+    a, b = integer_operands(65, 68, 36, seed=6)
+    dc = cuda.device_array((65, 68), dtype=np.float32)
+    poison(dc)
+    k14.launch_config(cfg, cuda.to_device(a), cuda.to_device(b), dc)
+    assert np.array_equal(dc.copy_to_host(), a.astype(np.float64) @ b.astype(np.float64))
+
+
+def test_unrolled_source_is_straight_line():
+    """The generated body keeps one loop (over K steps); each of its BK rows is spelled out as
+    (WMITER + WNITER) LDS.128 and TM·TN multiply-adds, and the text is what the CLI prints."""
+    import ast
+
+    from tilegemm import cli
+    from tilegemm.kernels.simt import k14_unrolled as k14
+
+    for cfg in (k14.DEFAULT, k14.Config(64, 64, 16, 32, 32)):
+        src = k14.source(cfg)
+        tree = ast.parse(src)
+        loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))]
+        assert len(loops) == 1 and "range((K +" in ast.unparse(loops[0].iter)
+        tm, tn = cfg.WM // 8, cfg.WN // 4
+        fmas = [n for n in ast.walk(loops[0]) if isinstance(n, ast.AugAssign)]
+        assert len(fmas) == cfg.BK * tm * tn
+        assert src.count("lds4(") == cfg.BK * (tm // 4 + tn // 4)
+    assert cli.kernel_source("unrolled") == k14.source(k14.DEFAULT)
+    with pytest.raises(ValueError):
+        k14.source(k14.Config(96, 128, 8, 64, 32))  # k10's tiling rules
+
+
+def test_cli_kernel_source(capsys):
+    from tilegemm import cli
+
+    assert cli.main(["kernels", "--source", "unrolled"]) == 0
+    assert "def unrolled_128x128x8" in capsys.readouterr().out
+    assert cli.main(["kernels", "--source", "naive"]) == 0
+    assert '"""k01 naive' in capsys.readouterr().out
+    assert cli.main(["kernels", "--source", "nope"]) == 2
+    assert "no kernel named 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+def test_unrolled_sass_on_the_device():
+    """On the GPU the compiled k14 is straight-line: BK·TM·TN = 512 FFMA in the kernel, no spills,
+    and at most 128 registers (two blocks of 256 threads an SM)."""
+    from tilegemm.bench import sass
+
+    rec = sass.resources(registry.get("unrolled"), route="gpu")[0]
+    assert rec["FFMA"] == 512 and rec["LDL"] == 0 and rec["STL"] == 0 and rec["registers"] <= 128, rec
+    a, b = random_operands(1000, 1028, 516, seed=9)
+    r = check(run("unrolled", a, b), a, b, kernel="unrolled")
+    assert r.ok, str(r)

@@ -184,6 +184,9 @@ def cmd_info(args) -> int:
 def cmd_kernels(args) -> int:
     import tilegemm
 
+    if args.source:
+        print(kernel_source(args.source), end="")
+        return 0
     con = console()
     t = Table(title="registered kernels", header_style="bold")
     for col in ("name", "backend", "rung", "dtypes", "runs here", "what it is"):
@@ -194,6 +197,22 @@ def cmd_kernels(args) -> int:
         t.add_row(name, k["backend"], str(k["rung"]), ", ".join(k["dtypes"]), runs, k["summary"])
     con.print(t)
     return 0
+
+
+def kernel_source(name: str) -> str:
+    """A kernel's source: the generated text of a rung written by a template (its default
+    configuration), else its module's file."""
+    import importlib
+    import inspect
+
+    from . import registry
+
+    k = registry.get(name)
+    try:
+        mod = importlib.import_module(k.module)
+    except ImportError as e:
+        raise RuntimeError(f"the source of {name!r} needs {e.name}, which is not installed here") from None
+    return mod.source(mod.DEFAULT) if hasattr(mod, "source") else inspect.getsource(mod)
 
 
 class Parser(argparse.ArgumentParser):
@@ -244,6 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
     i = sub.add_parser("info", help="describe the device")
     i.set_defaults(func=cmd_info)
     kk = sub.add_parser("kernels", help="list registered kernels")
+    kk.add_argument("--source", metavar="NAME", help="print a kernel's source (a generated rung: the generated text)")
     kk.set_defaults(func=cmd_kernels)
 
     for mod in TOOL_MODULES:

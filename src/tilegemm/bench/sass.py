@@ -209,8 +209,9 @@ def _offline_inprocess(kernel, dtype, cc=(9, 0)) -> list[dict]:
     rows = []
     for d in kernel.jit_kernels(np.dtype(dtype)):
         sig = _signature(dtype, d)
-        opts = {o: d.targetoptions[o] for o in ("launch_bounds", "max_registers", "fastmath")
+        opts = {o: d.targetoptions[o] for o in ("launch_bounds", "fastmath")
                 if getattr(d, "targetoptions", {}).get(o)}
+        cap = getattr(d, "targetoptions", {}).get("max_registers")  # ptxas's to apply, not NVVM's
         with _no_device(cc):
             ptx, _ = cuda.compile_ptx(d.py_func, sig, cc=cc, **opts)
         with tempfile.TemporaryDirectory() as tmp:
@@ -218,7 +219,9 @@ def _offline_inprocess(kernel, dtype, cc=(9, 0)) -> list[dict]:
             cubin = os.path.join(tmp, "k.cubin")
             with open(p, "w") as f:
                 f.write(ptx)
-            r = subprocess.run([ptxas, f"-arch={arch}", "-v", p, "-o", cubin], capture_output=True, text=True)
+            cap_args = [f"--maxrregcount={cap}"] if cap else []
+            r = subprocess.run([ptxas, f"-arch={arch}", "-v", *cap_args, p, "-o", cubin], capture_output=True,
+                               text=True)
             if r.returncode:
                 raise RuntimeError(f"ptxas failed: {r.stderr.strip()[-400:]}")
             info = r.stderr + r.stdout

@@ -43,6 +43,8 @@ _TABLE = {
                  dict(needs_contiguous=True)),
     "splitk_tiles": ("simt.k13_splitk_tiles", "", "simt", _F32, "GPU k12 + split-K tiles", 13, 13,
                      dict(needs_contiguous=True)),
+    "unrolled": ("simt.k14_unrolled", "", "simt", _F32, "GPU warp-tiled, generated straight-line", 14, 0,
+                 dict(needs_contiguous=True)),  # auto rank 0 until a GPU run measures it against k13
     "mixed_half": ("simt.k20_mixed_half", "", "simt", ("float16",), "GPU FP16-in FP32-acc", 20, 2, {}),
 }
 

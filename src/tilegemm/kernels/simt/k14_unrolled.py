@@ -1,0 +1,205 @@
+"""k14 unrolled at definition: k10's warp-tiled kernel, its source generated in Python, straight-line.
+
+Changes against k10/k11: nothing in the algorithm (tiles, warp tiles, the double-buffered shared
+tiles, one barrier per K step, 16-byte loads and stores); what changes is the code the compiler is
+given. k10's loop over p (the BK rows of a K step) is a Python `range` loop, and NVVM keeps it a loop
+whatever it is asked (read offline: k10 with `unroll` = 8 compiles to the same 64-FFMA loop body as
+`unroll` = 1, and `unroll` = 2 or 4 gives 128): every p pays the loop's compare, branch and address
+arithmetic, about a fifth of the inner loop's issue slots. Here `source(cfg)` writes the kernel's
+body out for one configuration, the way a CUDA programmer's `#pragma unroll` would leave it: the
+accumulators are TM·TN named scalars (c0_0 … c7_7), each p is four LDS.128 and TM·TN FMAs spelled
+out, the tile loads and stores are spelled out per float4. The only loop left is the one over K
+steps. The generated text is ordinary, readable Python (`tilegemm kernels --source unrolled` prints
+it) and is compiled with `cuda.jit` like every rung. Its register budget is a per-configuration
+choice: `min_blocks` (launch bounds: 2 blocks of 256 threads cap a thread at 128 registers) or
+`max_registers`.
+
+Global traffic and intensity are k10's (elements; s the element size):
+    reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM),  writes = M·N
+    intensity ≈ 2/(s·(1/BM + 1/BN)) FLOP/byte = 128/s (32 FLOP/B in FP32) at BM = BN = 128
+Per K step a thread issues BK·(WMITER + WNITER) LDS.128 and BK·TM·TN FFMA (at the defaults 32 and
+512), and nothing else in the p-loop: no loop control, no index arithmetic beyond the base row.
+"""
+
+from __future__ import annotations
+
+import functools
+import linecache
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+from numba import cuda
+
+from . import k07_smem_transposed as k07
+from . import k10_warptile as k10
+from ._common import configure, grid_2d
+from ._jit import kernel
+from ._vec import SMEM_ALIGN, ldg4, lds4, stg4, sts4
+
+LANES_M, LANES_N, MICRO, PAD = k10.LANES_M, k10.LANES_N, k10.MICRO, k10.PAD
+
+
+@dataclass(frozen=True)
+class Config:
+    BM: int = 128
+    BN: int = 128
+    BK: int = 8
+    WM: int = 64
+    WN: int = 32
+    min_blocks: int = 2  # launch bounds: ≥ this many resident blocks per SM (0: none)
+    max_registers: int = 0  # a register cap of its own (0: none; launch bounds decide)
+
+    @property
+    def threads(self) -> int:
+        return (self.BM // self.WM) * (self.BN // self.WN) * 32
+
+    def check(self) -> None:
+        k10.Config(self.BM, self.BN, self.BK, self.WM, self.WN).check()  # the same tiling rules
+
+    @property
+    def name(self) -> str:
+        regs = f"_r{self.max_registers}" if self.max_registers else ""
+        return f"unrolled_{self.BM}x{self.BN}x{self.BK}_w{self.WM}x{self.WN}_b{self.min_blocks}{regs}"
+
+
+DEFAULT = Config()
+
+
+def source(cfg: Config) -> str:
+    """The kernel's Python source for one configuration: every loop but the K loop written out."""
+    cfg.check()
+    BM, BN, BK, WM, WN, NT = cfg.BM, cfg.BN, cfg.BK, cfg.WM, cfg.WN, cfg.threads
+    WMITER, WNITER = WM // (LANES_M * MICRO), WN // (LANES_N * MICRO)
+    TM, TN = WMITER * MICRO, WNITER * MICRO
+    A_IT, B_IT = BM * BK // 4 // NT, BK * BN // 4 // NT  # float4s of A and of B per thread per step
+    A_C4, B_C4 = BK // 4, BN // 4
+    SUB_M, SUB_N = LANES_M * MICRO, LANES_N * MICRO
+    ga = [[f"ga{l}_{c}" for c in range(4)] for l in range(A_IT)]
+    gb = [[f"gb{l}_{c}" for c in range(4)] for l in range(B_IT)]
+    out = []
+
+    def w(indent: int, line: str) -> None:
+        out.append("    " * indent + line)
+
+    def loads(indent: int, k0: str, fast: str) -> None:
+        k0 = "" if k0 == "0" else f"{k0} + "  # the first step's column (A) or row (B) offset is 0
+        w(indent, f"if {fast}:  # the whole tile is inside A and B: 16-byte loads, no guards")
+        for l in range(A_IT):
+            w(indent + 1, f"{', '.join(ga[l])} = ldg4(A, m0 + ar{l}, {k0}aq{l})")
+        for l in range(B_IT):
+            w(indent + 1, f"{', '.join(gb[l])} = ldg4(B, {k0}br{l}, n0 + bq{l})")
+        w(indent, "else:")
+        for l in range(A_IT):
+            for c in range(4):
+                w(indent + 1, f"{ga[l][c]} = A[m0 + ar{l}, {k0}aq{l} + {c}] "
+                              f"if m0 + ar{l} < M and {k0}aq{l} + {c} < K else DT(0)")
+        for l in range(B_IT):
+            for c in range(4):
+                w(indent + 1, f"{gb[l][c]} = B[{k0}br{l}, n0 + bq{l} + {c}] "
+                              f"if {k0}br{l} < K and n0 + bq{l} + {c} < N else DT(0)")
+
+    w(0, f"def {cfg.name}(A, B, C):")
+    w(1, f'"""C = A @ B: {BM}×{BN} block tiles, {WM}×{WN} warp tiles, {TM}×{TN} outputs a thread, BK = {BK}."""')
+    w(1, f"sAT = cuda.shared.array(({2 * BK}, {BM + PAD}), DT, alignment=SMEM_ALIGN)  # A's tile, transposed, ×2")
+    w(1, f"sB = cuda.shared.array(({2 * BK}, {BN}), DT, alignment=SMEM_ALIGN)  # B's tile, ×2")
+    w(1, "tid = cuda.threadIdx.x")
+    w(1, "warp = tid // 32")
+    w(1, "lane = tid % 32")
+    w(1, f"wm0 = (warp // {BN // WN}) * {WM} + (lane // {LANES_N}) * {MICRO}  # this lane's first row in the tile")
+    w(1, f"wn0 = (warp % {BN // WN}) * {WN} + (lane % {LANES_N}) * {MICRO}  # and first column")
+    w(1, f"m0 = cuda.blockIdx.y * {BM}")
+    w(1, f"n0 = cuda.blockIdx.x * {BN}")
+    w(1, "M = A.shape[0]")
+    w(1, "K = A.shape[1]")
+    w(1, "N = B.shape[1]")
+    w(1, f"interior = m0 + {BM} <= M and n0 + {BN} <= N")
+    w(1, "# where this thread's float4s of each tile sit (row, column within the tile)")
+    for l in range(A_IT):
+        f = f"(tid + {l * NT})" if l else "tid"
+        w(1, f"ar{l} = {f} // {A_C4}")
+        w(1, f"aq{l} = {f} % {A_C4} * 4")
+    for l in range(B_IT):
+        f = f"(tid + {l * NT})" if l else "tid"
+        w(1, f"br{l} = {f} // {B_C4}")
+        w(1, f"bq{l} = {f} % {B_C4} * 4")
+    w(1, f"# the {TM}×{TN} accumulators")
+    for i in range(TM):
+        w(1, " = ".join(f"c{i}_{j}" for j in range(TN)) + " = DT(0)")
+    w(1, "# the first K step's tiles, into registers")
+    loads(1, "0", f"interior and {BK} <= K")
+    w(1, f"for t in range((K + {BK - 1}) // {BK}):")
+    w(2, f"base = (t % 2) * {BK}  # which of the two shared tiles this step uses")
+    for l in range(A_IT):
+        for c in range(4):
+            w(2, f"sAT[base + aq{l} + {c}, ar{l}] = {ga[l][c]}")
+    for l in range(B_IT):
+        w(2, f"sts4(sB, base + br{l}, bq{l}, {', '.join(gb[l])})")
+    w(2, "cuda.syncthreads()  # one barrier a step: the other buffer is the one being written next")
+    w(2, f"k1 = (t + 1) * {BK}")
+    w(2, "if k1 < K:  # the next step's tiles, loading while this one computes")
+    loads(3, "k1", f"interior and k1 + {BK} <= K")
+    for p in range(BK):
+        w(2, f"# p = {p}: this thread's A column and B row fragments, then {TM * TN} FMAs")
+        for it in range(WMITER):
+            w(2, f"{', '.join(f'a{4 * it + c}' for c in range(4))} = lds4(sAT, base + {p}, wm0 + {it * SUB_M})")
+        for jt in range(WNITER):
+            w(2, f"{', '.join(f'b{4 * jt + c}' for c in range(4))} = lds4(sB, base + {p}, wn0 + {jt * SUB_N})")
+        for i in range(TM):
+            w(2, "; ".join(f"c{i}_{j} += a{i} * b{j}" for j in range(TN)))
+    w(1, "# C: 16-byte stores inside, guarded ones on the edges")
+    for it in range(WMITER):
+        for c in range(MICRO):
+            i = it * MICRO + c
+            w(1, f"row = m0 + wm0 + {it * SUB_M + c}" if it * SUB_M + c else "row = m0 + wm0")
+            for jt in range(WNITER):
+                j = jt * MICRO
+                w(1, f"col = n0 + wn0 + {jt * SUB_N}" if jt else "col = n0 + wn0")
+                w(1, "if interior:")
+                w(2, f"stg4(C, row, col, {', '.join(f'c{i}_{j + d}' for d in range(MICRO))})")
+                w(1, "else:  # an edge block: each element guarded")
+                for d in range(MICRO):
+                    w(2, f"if row < M and col + {d} < N:" if d else "if row < M and col < N:")
+                    w(3, f"C[row, col + {d}] = c{i}_{j + d}" if d else f"C[row, col] = c{i}_{j}")
+    return "\n".join(out) + "\n"
+
+
+def make_kernel(cfg: Config, DT):
+    """Compile the generated source of `cfg` for element type DT."""
+    src = source(cfg)
+    filename = f"<tilegemm k14 {cfg.name} {DT}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)  # tracebacks show it
+    namespace = dict(cuda=cuda, DT=DT, SMEM_ALIGN=SMEM_ALIGN, ldg4=ldg4, lds4=lds4, stg4=stg4, sts4=sts4)
+    exec(compile(src, filename, "exec"), namespace)
+    return kernel(launch_bounds=(cfg.threads, cfg.min_blocks) if cfg.min_blocks else None,
+                  max_registers=cfg.max_registers or None)(namespace[cfg.name])
+
+
+@functools.lru_cache(maxsize=None)
+def _build(cfg: Config, dtype_name: str):
+    return make_kernel(cfg, numba.from_dtype(np.dtype(dtype_name)))
+
+
+def kernel_for(dtype, cfg: Config = DEFAULT):
+    return _build(cfg, np.dtype(dtype).name)
+
+
+def launch_config(cfg: Config, a, b, c, stream=None):
+    """Run configuration `cfg` (k07's scalar kernel where 16-byte accesses are not legal)."""
+    if not k10.vector_ok(a, b, c):
+        return k07.launch(a, b, c, stream)
+    m, n = c.shape
+    configure(kernel_for(c.dtype, cfg), grid_2d(m, n, cfg.BM, cfg.BN), cfg.threads, stream)(a, b, c)
+
+
+def launch(a, b, c, stream=None):
+    launch_config(DEFAULT, a, b, c, stream)
+
+
+traffic = k10.traffic_for(k10.Config(DEFAULT.BM, DEFAULT.BN, DEFAULT.BK, DEFAULT.WM, DEFAULT.WN))
+NT = DEFAULT.threads
+
+
+def jit_kernels(dt) -> list:
+    """The Numba dispatchers this rung compiles for dtype dt (the SASS and resource tables read them)."""
+    return [kernel_for(dt), k07.kernel_for(dt)]
