@@ -171,3 +171,15 @@ def test_gpu_float32_parameters_under_no_grad():
     assert p.counts == {"tilegemm": 1, "torch": 0}
     torch.testing.assert_close(got + m.bias, want, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-4)
+
+
+def test_served_says_which_products_tilegemm_runs():
+    """`served` (asked before every patched layer's product) on the host: float32/float64 of one
+    dtype, strided, on the CPU; anything else (bfloat16, mixed dtypes, sparse, meta) goes to torch."""
+    from tilegemm.torchop import served
+
+    a32, a64 = torch.ones(2, 3), torch.ones(2, 3, dtype=torch.float64)
+    assert served(a32, a32.t()) and served(a64, a64)
+    assert not served(a32, a64) and not served(a32.bfloat16(), a32.bfloat16())
+    assert not served(a32.to_sparse(), a32) and not served(a32, a32.to_sparse())
+    assert not served(a32.to("meta"), a32.to("meta")) and not served(a32, a32.to("meta"))

@@ -28,13 +28,20 @@ from . import api
 COUNTS = {"tilegemm": 0, "torch": 0}  # every product the operators and patched layers ran, by who ran it
 
 
+_HOST = frozenset((torch.float32, torch.float64))
+_CUDA = frozenset((torch.float16, torch.bfloat16, torch.float32, torch.float64))
+
+
 def served(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Does tilegemm run a product of these (one dtype and device, a dtype it has a kernel for)?"""
-    if a.dtype != b.dtype or a.device != b.device or a.layout != torch.strided or b.layout != torch.strided:
+    """Does tilegemm run a product of these (one dtype and device, a dtype it has a kernel for)?
+    (Asked before every patched layer's product: dtypes and layouts are singletons, compared by
+    identity; devices by index and kind, without building torch.device objects.)"""
+    dtype = a.dtype
+    if dtype is not b.dtype or a.layout is not torch.strided or b.layout is not torch.strided:
         return False
-    if a.device.type == "cpu":
-        return a.dtype in (torch.float32, torch.float64)
-    return a.device.type == "cuda" and a.dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+    if a.is_cuda:
+        return b.is_cuda and a.get_device() == b.get_device() and dtype in _CUDA
+    return a.is_cpu and b.is_cpu and dtype in _HOST
 
 
 def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -54,11 +61,13 @@ def _linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor])
         COUNTS["torch"] += 1
         return torch.nn.functional.linear(x, weight, bias)
     COUNTS["tilegemm"] += 1
-    rows = x.reshape(-1, x.shape[-1])  # a view for a contiguous activation
-    y = api.matmul(rows, weight.t())
+    if x.dim() == 2:
+        y = api.matmul(x, weight.t())
+    else:
+        y = api.matmul(x.reshape(-1, x.shape[-1]), weight.t())  # a view for a contiguous activation
     if bias is not None:
-        y = y.add_(bias) if y.dtype == bias.dtype and y.device == bias.device else y + bias
-    return y.view(*x.shape[:-1], weight.shape[0])
+        y = y.add_(bias) if y.dtype is bias.dtype and y.device == bias.device else y + bias
+    return y if x.dim() == 2 else y.view(*x.shape[:-1], weight.shape[0])
 
 
 @torch.library.custom_op("tilegemm::matmul", mutates_args=())
@@ -207,9 +216,10 @@ class Patch:
 
 
 def _patched_forward(self, x):
-    if _needs_operator(x, self.weight, self.bias):
-        return linear(x, self.weight, self.bias)
-    return _linear(x, self.weight, self.bias)
+    weight, bias = self.weight, self.bias  # each a Module.__getattr__ lookup: once per call
+    if _needs_operator(x, weight, bias):
+        return linear(x, weight, bias)
+    return _linear(x, weight, bias)
 
 
 def patch(model: torch.nn.Module, *, matmul: bool = False) -> Patch:
