@@ -17,6 +17,7 @@ from .errors import (
     AutogradError,
     ConfigError,
     DeviceError,
+    DistributedError,
     DTypeError,
     LayoutError,
     MaskedArrayError,
@@ -42,5 +43,5 @@ def patch(model, *, matmul: bool = False):
 __all__ = [
     "matmul", "gemm", "explain", "kernels", "plan", "patch",
     "TileGemmError", "ShapeError", "DTypeError", "DeviceError", "LayoutError", "AutogradError",
-    "MaskedArrayError", "OutOfDeviceMemory", "OutOfHostMemory", "ConfigError", "UnknownKernel",
+    "MaskedArrayError", "OutOfDeviceMemory", "OutOfHostMemory", "ConfigError", "UnknownKernel", "DistributedError",
 ]

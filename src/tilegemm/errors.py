@@ -49,6 +49,11 @@ class OutOfHostMemory(TileGemmError, MemoryError):
     allocation succeed and the first write has the process killed)."""
 
 
+class DistributedError(TileGemmError, RuntimeError):
+    """A distributed product that cannot run (shards or arguments that disagree, named by rank)
+    or that failed (a collective broke: a rank died or the group's timeout passed)."""
+
+
 class UnknownKernel(TileGemmError, KeyError):
     """No kernel of that name is registered."""
 

@@ -41,16 +41,11 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from ..errors import TileGemmError
+from ..errors import DistributedError
 
 _DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 _ALL_GATHER = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor  # renamed in torch 2.13
 _GROUPS: dict = {}  # (parent's name, member lists) -> this rank's process group, made once (a collective)
-
-
-class DistributedError(TileGemmError, RuntimeError):
-    """A distributed product that cannot run (shards or arguments that disagree, named by rank)
-    or that failed (a collective broke: a rank died or the group's timeout passed)."""
 
 
 def _collective(what: str, fn):
