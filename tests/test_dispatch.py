@@ -388,7 +388,7 @@ def test_an_out_of_memory_error_states_what_was_needed_and_what_is_free(monkeypa
     OutOfDeviceMemory (a MemoryError) with the bytes needed and free; other errors pass through."""
     import tilegemm
 
-    monkeypatch.setattr(dispatch, "_free_bytes", lambda: 3 * 2**20)
+    monkeypatch.setattr(dispatch, "_device_memory", lambda: (3 * 2**20, 80 * 2**30))
     with pytest.raises(tilegemm.OutOfDeviceMemory, match=r"the result: needs 512\.0 MiB of device memory, 3\.0 MiB free"):
         with dispatch.memory_for("the result", 2**29):
             raise RuntimeError("CUDA out of memory. Tried to allocate 512.00 MiB")
@@ -398,3 +398,16 @@ def test_an_out_of_memory_error_states_what_was_needed_and_what_is_free(monkeypa
     with pytest.raises(ValueError, match="unrelated"):
         with dispatch.memory_for("x", 1):
             raise ValueError("unrelated")
+
+
+def test_check_free_memory_reads_the_one_reader(monkeypatch):
+    """The up-front check of host operands' copies and the out-of-memory message read the same
+    (free, total) reader."""
+    import tilegemm
+    from tilegemm import _cuda
+
+    monkeypatch.setattr(_cuda, "SIMULATOR", False)
+    monkeypatch.setattr(dispatch, "_device_memory", lambda: (3 * 2**20, 80 * 2**30))
+    dispatch.check_free_memory(2**20)
+    with pytest.raises(tilegemm.OutOfDeviceMemory, match=r"needs 4\.0 MiB of device memory, 3\.0 MiB free of 81920\.0 MiB"):
+        dispatch.check_free_memory(4 * 2**20)

@@ -406,9 +406,10 @@ def _run_host(kern, A: Operand, B: Operand, O, shape, dtype):
 
 
 def check_free_memory(need: int) -> None:
+    """Refuse, before any copy, a product whose operands and result do not fit the device."""
     if _cuda.SIMULATOR:
         return
-    free, total = _cuda.cuda.current_context().get_memory_info()
+    free, total = _device_memory()
     if need > free:
         raise OutOfDeviceMemory(
             f"matmul: needs {need / 2**20:.1f} MiB of device memory, {free / 2**20:.1f} MiB free "
@@ -513,13 +514,16 @@ def _allocate(A: Operand, shape, dtype: str):
         return arrays.empty_like_kind(A, shape, dtype)
 
 
-def _free_bytes() -> int:
+def _device_memory() -> tuple[int, int]:
+    """(free, total) bytes of the current device, as the driver counts them: torch's reader where
+    torch is loaded (it does not create a Numba context), else Numba's. One reader for every check."""
     import sys
 
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available():
-        return torch.cuda.mem_get_info()[0]
-    return _cuda.cuda.current_context().get_memory_info()[0]
+        return torch.cuda.mem_get_info()
+    free, total = _cuda.cuda.current_context().get_memory_info()
+    return free, total
 
 
 @contextlib.contextmanager
@@ -533,7 +537,7 @@ def memory_for(what: str, need: int):
         if "out of memory" not in str(e).lower() and "OUT_OF_MEMORY" not in str(e):
             raise
         raise OutOfDeviceMemory(f"{what}: needs {need / 2**20:.1f} MiB of device memory, "
-                                f"{_free_bytes() / 2**20:.1f} MiB free") from e
+                                f"{_device_memory()[0] / 2**20:.1f} MiB free") from e
 
 
 def _run_tensorcore(kernel: str, A: Operand, B: Operand, out, shape, dtype: str):
