@@ -293,10 +293,11 @@ def test_gpu_resources_vectorized():
 # ---- k14: the generated, straight-line rung (not in LADDER: not chosen by auto until measured) ----
 
 
-@pytest.mark.parametrize("shape", [(1, 1, 1), (5, 23, 7), (129, 132, 20), (130, 70, 33)])
+@pytest.mark.parametrize("shape", [(1, 1, 1), (5, 23, 7), (129, 132, 20), (130, 70, 33), (129, 131, 21)])
 def test_unrolled_exact(shape):
     """Tiny and awkward shapes, and one with a full interior block (16-byte path), K tails and
-    edge blocks; integer operands, so every sum is exact."""
+    edge blocks, and interior blocks of an unaligned shape (N and K odd: the scalar-access
+    variant); integer operands, so every sum is exact."""
     a, b = integer_operands(*shape, seed=sum(shape))
     assert np.array_equal(run("unrolled", a, b), a.astype(np.float64) @ b.astype(np.float64))
 
@@ -316,6 +317,22 @@ def test_unrolled_random_and_other_config():
     assert np.array_equal(dc.copy_to_host(), a.astype(np.float64) @ b.astype(np.float64))
 
 
+def test_unrolled_takes_its_scalar_variant_where_16_bytes_are_not_legal(monkeypatch):
+    """Unaligned rows run the same tiling with one-element accesses (not k07's kernel); aligned
+    ones the 16-byte kernel."""
+    from tilegemm.kernels.simt import k14_unrolled as k14
+
+    built = []
+    real = k14.kernel_for
+    monkeypatch.setattr(k14, "kernel_for", lambda dt, cfg=k14.DEFAULT: (built.append(cfg), real(dt, cfg))[1])
+    for shape, vector in (((6, 8, 12), True), ((6, 9, 12), False), ((6, 8, 13), False)):
+        a, b = integer_operands(*shape, seed=2)
+        assert np.array_equal(run("unrolled", a, b), a.astype(np.float64) @ b.astype(np.float64))
+        assert built[-1].vector is vector and built[-1].BM == k14.DEFAULT.BM
+    src = k14.source(k14.SCALAR)
+    assert "ldg4" not in src and "stg4" not in src and "at(A, m0 + ar0, aq0)" in src
+
+
 def test_unrolled_source_is_straight_line():
     """The generated body keeps one loop (over K steps); each of its BK rows is spelled out as
     (WMITER + WNITER) LDS.128 and TM·TN multiply-adds, and the text is what the CLI prints."""
@@ -324,7 +341,7 @@ def test_unrolled_source_is_straight_line():
     from tilegemm import cli
     from tilegemm.kernels.simt import k14_unrolled as k14
 
-    for cfg in (k14.DEFAULT, k14.Config(64, 64, 16, 32, 32)):
+    for cfg in (k14.DEFAULT, k14.Config(64, 64, 16, 32, 32), k14.SCALAR):
         src = k14.source(cfg)
         tree = ast.parse(src)
         loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))]

@@ -12,7 +12,10 @@ out, the tile loads and stores are spelled out per float4. The only loop left is
 steps. The generated text is ordinary, readable Python (`tilegemm kernels --source unrolled` prints
 it) and is compiled with `cuda.jit` like every rung. Its register budget is a per-configuration
 choice: `min_blocks` (launch bounds: 2 blocks of 256 threads cap a thread at 128 registers) or
-`max_registers`.
+`max_registers`. Where 16-byte accesses are not legal (K or N not a multiple of 4, a pointer off 16
+bytes), k08–k13 hand the product to k07's scalar kernel and its smaller tiles; the generator writes
+the same kernel with one-element global loads and stores instead (`vector=False`: a K step's tile
+loads are 8 LDG.32 instead of 2 LDG.128, beside 512 FFMA), so such shapes keep the tiling.
 
 Global traffic and intensity are k10's (elements; s the element size):
     reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM),  writes = M·N
@@ -23,6 +26,7 @@ Per K step a thread issues BK·(WMITER + WNITER) LDS.128 and BK·TM·TN FFMA (at
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import linecache
 from dataclasses import dataclass
@@ -31,11 +35,10 @@ import numba
 import numpy as np
 from numba import cuda
 
-from . import k07_smem_transposed as k07
 from . import k10_warptile as k10
 from ._common import configure, grid_2d
 from ._jit import kernel
-from ._vec import SMEM_ALIGN, ldg4, lds4, stg4, sts4
+from ._vec import SMEM_ALIGN, at, ldg4, lds4, put, stg4, sts4
 
 LANES_M, LANES_N, MICRO, PAD = k10.LANES_M, k10.LANES_N, k10.MICRO, k10.PAD
 
@@ -49,6 +52,7 @@ class Config:
     WN: int = 32
     min_blocks: int = 2  # launch bounds: ≥ this many resident blocks per SM (0: none)
     max_registers: int = 0  # a register cap of its own (0: none; launch bounds decide)
+    vector: bool = True  # 16-byte global loads and stores; False: one element each (any alignment)
 
     @property
     def threads(self) -> int:
@@ -60,10 +64,12 @@ class Config:
     @property
     def name(self) -> str:
         regs = f"_r{self.max_registers}" if self.max_registers else ""
-        return f"unrolled_{self.BM}x{self.BN}x{self.BK}_w{self.WM}x{self.WN}_b{self.min_blocks}{regs}"
+        scalar = "" if self.vector else "_scalar"
+        return f"unrolled_{self.BM}x{self.BN}x{self.BK}_w{self.WM}x{self.WN}_b{self.min_blocks}{regs}{scalar}"
 
 
 DEFAULT = Config()
+SCALAR = Config(vector=False)  # what DEFAULT runs as where 16-byte accesses are not legal
 
 
 def source(cfg: Config) -> str:
@@ -75,6 +81,7 @@ def source(cfg: Config) -> str:
     A_IT, B_IT = BM * BK // 4 // NT, BK * BN // 4 // NT  # float4s of A and of B per thread per step
     A_C4, B_C4 = BK // 4, BN // 4
     SUB_M, SUB_N = LANES_M * MICRO, LANES_N * MICRO
+    vector = cfg.vector
     ga = [[f"ga{l}_{c}" for c in range(4)] for l in range(A_IT)]
     gb = [[f"gb{l}_{c}" for c in range(4)] for l in range(B_IT)]
     out = []
@@ -82,22 +89,33 @@ def source(cfg: Config) -> str:
     def w(indent: int, line: str) -> None:
         out.append("    " * indent + line)
 
+    def plus(c: int) -> str:
+        return f" + {c}" if c else ""
+
     def loads(indent: int, k0: str, fast: str) -> None:
         k0 = "" if k0 == "0" else f"{k0} + "  # the first step's column (A) or row (B) offset is 0
-        w(indent, f"if {fast}:  # the whole tile is inside A and B: 16-byte loads, no guards")
+        w(indent, f"if {fast}:  # the whole tile is inside A and B: no guards" + (", 16-byte loads" if vector else ""))
         for l in range(A_IT):
-            w(indent + 1, f"{', '.join(ga[l])} = ldg4(A, m0 + ar{l}, {k0}aq{l})")
+            if vector:
+                w(indent + 1, f"{', '.join(ga[l])} = ldg4(A, m0 + ar{l}, {k0}aq{l})")
+            else:
+                for c in range(4):
+                    w(indent + 1, f"{ga[l][c]} = at(A, m0 + ar{l}, {k0}aq{l}{plus(c)})")
         for l in range(B_IT):
-            w(indent + 1, f"{', '.join(gb[l])} = ldg4(B, {k0}br{l}, n0 + bq{l})")
+            if vector:
+                w(indent + 1, f"{', '.join(gb[l])} = ldg4(B, {k0}br{l}, n0 + bq{l})")
+            else:
+                for c in range(4):
+                    w(indent + 1, f"{gb[l][c]} = at(B, {k0}br{l}, n0 + bq{l}{plus(c)})")
         w(indent, "else:")
         for l in range(A_IT):
             for c in range(4):
-                w(indent + 1, f"{ga[l][c]} = A[m0 + ar{l}, {k0}aq{l} + {c}] "
-                              f"if m0 + ar{l} < M and {k0}aq{l} + {c} < K else DT(0)")
+                w(indent + 1, f"{ga[l][c]} = A[m0 + ar{l}, {k0}aq{l}{plus(c)}] "
+                              f"if m0 + ar{l} < M and {k0}aq{l}{plus(c)} < K else DT(0)")
         for l in range(B_IT):
             for c in range(4):
-                w(indent + 1, f"{gb[l][c]} = B[{k0}br{l}, n0 + bq{l} + {c}] "
-                              f"if {k0}br{l} < K and n0 + bq{l} + {c} < N else DT(0)")
+                w(indent + 1, f"{gb[l][c]} = B[{k0}br{l}, n0 + bq{l}{plus(c)}] "
+                              f"if {k0}br{l} < K and n0 + bq{l}{plus(c)} < N else DT(0)")
 
     w(0, f"def {cfg.name}(A, B, C):")
     w(1, f'"""C = A @ B: {BM}×{BN} block tiles, {WM}×{WN} warp tiles, {TM}×{TN} outputs a thread, BK = {BK}."""')
@@ -132,7 +150,7 @@ def source(cfg: Config) -> str:
     w(2, f"base = (t % 2) * {BK}  # which of the two shared tiles this step uses")
     for l in range(A_IT):
         for c in range(4):
-            w(2, f"sAT[base + aq{l} + {c}, ar{l}] = {ga[l][c]}")
+            w(2, f"sAT[base + aq{l}{plus(c)}, ar{l}] = {ga[l][c]}")
     for l in range(B_IT):
         w(2, f"sts4(sB, base + br{l}, bq{l}, {', '.join(gb[l])})")
     w(2, "cuda.syncthreads()  # one barrier a step: the other buffer is the one being written next")
@@ -147,7 +165,7 @@ def source(cfg: Config) -> str:
             w(2, f"{', '.join(f'b{4 * jt + c}' for c in range(4))} = lds4(sB, base + {p}, wn0 + {jt * SUB_N})")
         for i in range(TM):
             w(2, "; ".join(f"c{i}_{j} += a{i} * b{j}" for j in range(TN)))
-    w(1, "# C: 16-byte stores inside, guarded ones on the edges")
+    w(1, "# C: " + ("16-byte stores" if vector else "unguarded stores") + " inside, guarded ones on the edges")
     for it in range(WMITER):
         for c in range(MICRO):
             i = it * MICRO + c
@@ -156,7 +174,11 @@ def source(cfg: Config) -> str:
                 j = jt * MICRO
                 w(1, f"col = n0 + wn0 + {jt * SUB_N}" if jt else "col = n0 + wn0")
                 w(1, "if interior:")
-                w(2, f"stg4(C, row, col, {', '.join(f'c{i}_{j + d}' for d in range(MICRO))})")
+                if vector:
+                    w(2, f"stg4(C, row, col, {', '.join(f'c{i}_{j + d}' for d in range(MICRO))})")
+                else:
+                    for d in range(MICRO):
+                        w(2, f"put(C, row, col + {d}, c{i}_{j + d})" if d else f"put(C, row, col, c{i}_{j})")
                 w(1, "else:  # an edge block: each element guarded")
                 for d in range(MICRO):
                     w(2, f"if row < M and col + {d} < N:" if d else "if row < M and col < N:")
@@ -169,7 +191,8 @@ def make_kernel(cfg: Config, DT):
     src = source(cfg)
     filename = f"<tilegemm k14 {cfg.name} {DT}>"
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)  # tracebacks show it
-    namespace = dict(cuda=cuda, DT=DT, SMEM_ALIGN=SMEM_ALIGN, ldg4=ldg4, lds4=lds4, stg4=stg4, sts4=sts4)
+    namespace = dict(cuda=cuda, DT=DT, SMEM_ALIGN=SMEM_ALIGN, ldg4=ldg4, lds4=lds4, stg4=stg4, sts4=sts4, at=at,
+                     put=put)
     exec(compile(src, filename, "exec"), namespace)
     return kernel(launch_bounds=(cfg.threads, cfg.min_blocks) if cfg.min_blocks else None,
                   max_registers=cfg.max_registers or None)(namespace[cfg.name])
@@ -185,9 +208,10 @@ def kernel_for(dtype, cfg: Config = DEFAULT):
 
 
 def launch_config(cfg: Config, a, b, c, stream=None):
-    """Run configuration `cfg` (k07's scalar kernel where 16-byte accesses are not legal)."""
-    if not k10.vector_ok(a, b, c):
-        return k07.launch(a, b, c, stream)
+    """Run configuration `cfg`; where 16-byte accesses are not legal (K or N not a multiple of 4,
+    or a pointer off 16 bytes), its scalar-access variant: the same tiles and unrolled body."""
+    if cfg.vector and not k10.vector_ok(a, b, c):
+        cfg = dataclasses.replace(cfg, vector=False)
     m, n = c.shape
     configure(kernel_for(c.dtype, cfg), grid_2d(m, n, cfg.BM, cfg.BN), cfg.threads, stream)(a, b, c)
 
@@ -202,4 +226,4 @@ NT = DEFAULT.threads
 
 def jit_kernels(dt) -> list:
     """The Numba dispatchers this rung compiles for dtype dt (the SASS and resource tables read them)."""
-    return [kernel_for(dt), k07.kernel_for(dt)]
+    return [kernel_for(dt), kernel_for(dt, SCALAR)]
