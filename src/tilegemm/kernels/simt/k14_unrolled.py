@@ -94,28 +94,20 @@ def source(cfg: Config) -> str:
 
     def loads(indent: int, k0: str, fast: str) -> None:
         k0 = "" if k0 == "0" else f"{k0} + "  # the first step's column (A) or row (B) offset is 0
+        # each operand's float4s: (array, register names, row, first column, row bound, column bound)
+        quads = [("A", ga[l], f"m0 + ar{l}", f"{k0}aq{l}", "M", "K") for l in range(A_IT)]
+        quads += [("B", gb[l], f"{k0}br{l}", f"n0 + bq{l}", "K", "N") for l in range(B_IT)]
         w(indent, f"if {fast}:  # the whole tile is inside A and B: no guards" + (", 16-byte loads" if vector else ""))
-        for l in range(A_IT):
+        for X, regs, r, q, rows, cols in quads:
             if vector:
-                w(indent + 1, f"{', '.join(ga[l])} = ldg4(A, m0 + ar{l}, {k0}aq{l})")
+                w(indent + 1, f"{', '.join(regs)} = ldg4({X}, {r}, {q})")
             else:
                 for c in range(4):
-                    w(indent + 1, f"{ga[l][c]} = at(A, m0 + ar{l}, {k0}aq{l}{plus(c)})")
-        for l in range(B_IT):
-            if vector:
-                w(indent + 1, f"{', '.join(gb[l])} = ldg4(B, {k0}br{l}, n0 + bq{l})")
-            else:
-                for c in range(4):
-                    w(indent + 1, f"{gb[l][c]} = at(B, {k0}br{l}, n0 + bq{l}{plus(c)})")
+                    w(indent + 1, f"{regs[c]} = at({X}, {r}, {q}{plus(c)})")
         w(indent, "else:")
-        for l in range(A_IT):
+        for X, regs, r, q, rows, cols in quads:
             for c in range(4):
-                w(indent + 1, f"{ga[l][c]} = A[m0 + ar{l}, {k0}aq{l}{plus(c)}] "
-                              f"if m0 + ar{l} < M and {k0}aq{l}{plus(c)} < K else DT(0)")
-        for l in range(B_IT):
-            for c in range(4):
-                w(indent + 1, f"{gb[l][c]} = B[{k0}br{l}, n0 + bq{l}{plus(c)}] "
-                              f"if {k0}br{l} < K and n0 + bq{l}{plus(c)} < N else DT(0)")
+                w(indent + 1, f"{regs[c]} = {X}[{r}, {q}{plus(c)}] if {r} < {rows} and {q}{plus(c)} < {cols} else DT(0)")
 
     w(0, f"def {cfg.name}(A, B, C):")
     w(1, f'"""C = A @ B: {BM}×{BN} block tiles, {WM}×{WN} warp tiles, {TM}×{TN} outputs a thread, BK = {BK}."""')
