@@ -211,7 +211,7 @@ def kernel_source(name: str) -> str:
     try:
         mod = importlib.import_module(k.module)
     except ImportError as e:
-        raise RuntimeError(f"the source of {name!r} needs {e.name}, which is not installed here") from None
+        raise RuntimeError(f"the source of {name!r} needs {e.name or e}, which is not installed here") from None
     return mod.source(mod.DEFAULT) if hasattr(mod, "source") else inspect.getsource(mod)
 
 

@@ -448,7 +448,10 @@ def _run_numba(kern, auto: bool, A: Operand, B: Operand, O, out, shape, dtype):
         b_d = arrays.to_numba(B, stream, contiguous=need)
         c_d = arrays.to_numba(R, stream)
         if need and not R.contiguous:  # compute into a contiguous buffer, then scatter into `out`
-            tmp = arrays.to_numba(_torch_contiguous(R), stream, contiguous=True)
+            if R.kind == "torch":  # torch's allocator: safe inside a CUDA graph's capture
+                tmp = arrays.to_numba(arrays.describe(R.obj.new_empty(shape), "out"), stream)
+            else:
+                tmp = cuda.device_array(shape, dtype=dtype, stream=stream) if stream else cuda.device_array(shape, dtype=dtype)
             kern.launch(a_d, b_d, tmp, stream)
             arrays.copy_2d(tmp, c_d, stream)
             return result

@@ -134,11 +134,9 @@ def _phases(name, model, plan, mode, runs, device, ids, base, progress, recs, ke
 
 def _phase(model, phase: str, mode: str, x, new: int, runs: int, device) -> dict:
     """One phase timed on both sides: the first call's seconds (eager: the first forward or
-    generate; graph: warm-up and capture), then `runs` timed calls each. In graph mode each timed
-    call replays graphs captured for it alone (outside its timing): a graph captured on a
-    transformers model stayed valid only until the next capture on the same model (on the H200,
-    transformers 5.17: replaying the earlier of two static-cache decodes faulted, with torch alone
-    on both), so only one set is ever alive."""
+    generate; graph: warm-up and capture) and the products it ran on each library, then `runs`
+    timed calls each. In graph mode each timed call replays graphs captured for it alone, outside
+    its timing (as session 13's H200 run did; see `_capture` for why a set once faulted)."""
     import torch
 
     import tilegemm
@@ -151,6 +149,7 @@ def _phase(model, phase: str, mode: str, x, new: int, runs: int, device) -> dict
         ref_first = _timed(call, device)
         with tilegemm.patch(model) as p:
             first = _timed(call, device)
+            counts = dict(p.counts)  # the first call's products only (Patch.counts keeps counting)
 
         def make():
             return call
@@ -161,9 +160,10 @@ def _phase(model, phase: str, mode: str, x, new: int, runs: int, device) -> dict
         ref_first = _timed(make, device)
         with tilegemm.patch(model) as p:
             first = _timed(make, device)
+            counts = dict(p.counts)  # warm-up and capture's products
     t_ours, t_ref = _runs(lambda: _sample(model, True, make, device), lambda: _sample(model, False, make, device),
                           runs)
-    return dict(t_ours=t_ours, t_ref=t_ref, first=first, ref_first=ref_first, counts=p.counts)
+    return dict(t_ours=t_ours, t_ref=t_ref, first=first, ref_first=ref_first, counts=counts)
 
 
 def _sample(model, patched: bool, make, device) -> float:
@@ -220,15 +220,21 @@ def _graphed(model, phase: str, x, new: int, device):
     prefill, step, tokens = _static_decode(model, x, new)
     prefill, step = _capture(prefill, device), _capture(step, device)
 
-    def decode():
+    def decode():  # closes over `tokens` too: the graphs write it
         prefill()
         for _ in range(new - 1):
             step()
+        return tokens
 
     return decode, tokens
 
 
 def _capture(fn, device):
+    """fn captured in a CUDA graph; returns a replay that keeps fn, and with it every tensor the
+    graph reads and writes (a static cache, positions, tokens), alive. A CUDAGraph holds no
+    reference to them: session 13's first version returned the bare `graph.replay`, the caching
+    allocator took those tensors back once the closure died, and replaying one decode after a
+    second had been captured (its cache allocated in the freed blocks) faulted on the H200."""
     import torch
 
     fn()  # the warm-up: plans built, kernels compiled, a static cache's tensors allocated
@@ -242,7 +248,12 @@ def _capture(fn, device):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         fn()
-    return graph.replay
+
+    def replay():
+        graph.replay()
+        return fn  # referenced here, so it lives as long as the replay does
+
+    return replay
 
 
 def _runs(ours, ref, runs: int) -> tuple[list[float], list[float]]:
@@ -347,7 +358,7 @@ def _plot(recs: list[dict], path: str) -> None:
         ax.axhline(1.0, color="black", lw=0.8)
         ax.set_xticks(range(len(labels)), labels, fontsize=7)
         ax.set_title(model)
-        ax.set_ylim(0.5, max(1.3, max(r["ratio"] for r in mine) + 0.05))
+        ax.set_ylim(min(0.5, min(r["ratio"] for r in mine) - 0.05), max(1.3, max(r["ratio"] for r in mine) + 0.05))
     axes[0][0].set_ylabel("tokens/s, tilegemm / torch")
     axes[0][0].legend()
     fig.tight_layout()
