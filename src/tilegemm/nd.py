@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import arrays
-from .errors import DeviceError, DTypeError, ShapeError
+from .errors import DTypeError, ShapeError
 
 
 def result_shape(sa: tuple, sb: tuple) -> tuple[tuple, int | None, int | None, tuple]:
@@ -46,12 +46,9 @@ def result_shape(sa: tuple, sb: tuple) -> tuple[tuple, int | None, int | None, t
 
 def matmul(a, b, A: arrays.Operand, B: arrays.Operand, kernel: str, out, plan_2d, matmul_2d):
     """a @ b for operands that are not both 2-D. plan_2d(A, B, kernel) chooses the kernel for a
-    2-D product of these operands (checking dtypes and devices); matmul_2d is api.matmul."""
+    2-D product of these operands, with api's checks of dtypes and devices (its errors, its words);
+    matmul_2d is api.matmul. (Both come in as arguments: nd importing api would be a circle.)"""
     batch, m, n, shape = result_shape(A.shape, B.shape)
-    if A.dtype != B.dtype:
-        raise DTypeError(f"matmul: mixed dtypes a={A.dtype}, b={B.dtype}; cast one of them explicitly")
-    if A.device != B.device:
-        raise DeviceError(f"matmul: operands on different devices: a on {A.device}, b on {B.device}")
     k = A.shape[-1]
     probe_a = arrays.Operand(None, A.kind, (m or 1, k), A.dtype, A.device, True)
     probe_b = arrays.Operand(None, B.kind, (k, n or 1), B.dtype, B.device, True)
