@@ -23,7 +23,7 @@ from tilegemm.distributed._core import _panels, blocks, check_grid  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = os.path.join(HERE, "_dist_cases.py")
-ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.path.join(os.path.dirname(HERE), "src"),
+ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.path.join(os.path.dirname(HERE), "src"), PYTHONFAULTHANDLER="1",
            NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1")
 
 
@@ -58,13 +58,20 @@ def _torchrun(args: list[str], timeout: float = 300) -> subprocess.CompletedProc
                           text=True, timeout=timeout)
 
 
+def _ended(rc: int, stderr: str, outdir, world: int) -> str:
+    """Why a run failed: its exit status, which ranks had written their results (a rank that
+    wrote them failed in teardown, one that did not failed during the cases), and stderr's tail."""
+    wrote = [r for r in range(world) if os.path.exists(os.path.join(outdir, f"rank{r}.json"))]
+    return f"exit status {rc}; ranks that wrote their results: {wrote} of {world}\n{stderr[-3000:]}"
+
+
 @pytest.mark.parametrize("world", [2, 4])
 def test_one_host(world, tmp_path):
     """1-D (B sharded and replicated), SUMMA on every grid of `world` ranks, prime sizes, empty
     blocks, a grid dimension larger than a matrix dimension, refusals, block moves, DTensors."""
     run = _torchrun(["--nnodes", "1", "--nproc-per-node", str(world), "--master-addr", "127.0.0.1",
                      "--master-port", str(_free_port()), CASES, "all", str(tmp_path)])
-    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.returncode == 0, _ended(run.returncode, run.stderr, tmp_path, world)
     assert _results(tmp_path, world) == {}
 
 
@@ -82,7 +89,7 @@ def test_two_hosts(tmp_path):
         for h in hosts:
             h.kill()
     for h, (_, err) in zip(hosts, outs):
-        assert h.returncode == 0, err[-3000:]
+        assert h.returncode == 0, _ended(h.returncode, err, tmp_path, 4)
     assert _results(tmp_path, 4) == {}
 
 
@@ -99,6 +106,16 @@ def test_a_failed_rank_ends_the_product_on_every_rank(how, tmp_path):
         assert f"on rank {r}" in verdict, verdict
         seconds = float(verdict.split(" s:")[0])
         assert seconds < 30, verdict
+
+
+def test_a_world_made_again_gets_new_groups(tmp_path):
+    """SUMMA after destroy_process_group and a second init_process_group (an elastic restart)
+    makes its grid groups in the new world: the first world's groups were shut down with it."""
+    run = subprocess.run([sys.executable, CASES, "reinit", str(tmp_path)], env=ENV, capture_output=True,
+                         text=True, timeout=200)
+    assert run.returncode == 0 and "hung ranks: []" in run.stdout, run.stdout + run.stderr[-2000:]
+    for r in (0, 1):
+        assert (tmp_path / f"reinit{r}.txt").read_text() == "ok\nok", (tmp_path / f"reinit{r}.txt").read_text()
 
 
 def test_panels_cut_at_both_boundaries():

@@ -46,6 +46,7 @@ from ..errors import DistributedError
 _DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 _ALL_GATHER = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor  # renamed in torch 2.13
 _GROUPS: dict = {}  # (parent's name, member lists) -> this rank's process group, made once (a collective)
+_GROUPS_WORLD: list = [None]  # the default group _GROUPS' groups belong to
 
 
 def _collective(what: str, fn):
@@ -194,6 +195,9 @@ def _split(parent, lists: list[list[int]]):
     mine = next((lst for lst in lists if dist.get_rank() in lst), None)
     if mine is None or len(mine) == 1:
         return None
+    if _GROUPS_WORLD[0] is not dist.group.WORLD:  # the world was destroyed and made again: its groups went with it
+        _GROUPS.clear()
+        _GROUPS_WORLD[0] = dist.group.WORLD
     name = getattr(parent, "group_name", "") if parent is not None else ""
     key = (name, tuple(tuple(x) for x in lists))
     if key not in _GROUPS:
