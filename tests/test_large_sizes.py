@@ -1,7 +1,7 @@
 """Products past 2^31 elements on a GPU: offsets that an int32 would wrap. Each result is checked
 on sampled rows and columns, the last ones included (where a wrapped offset would land), against
-cuBLAS in FP32 on the same (dequantised) operands. The miniature of the same cuts (the limit
-lowered to 800 elements) runs on the CPU in tests/test_tensorcore.py."""
+cuBLAS in FP32 on the same (dequantised) operands. Each pointer path past 2^31 elements also runs
+on the CPU, in Triton's interpreter (tests/test_tensorcore.py::test_interpreter_past_int32_offsets)."""
 
 from __future__ import annotations
 
@@ -38,21 +38,23 @@ def _free_gib() -> float:
     return torch.cuda.mem_get_info()[0] / 2**30
 
 
-@pytest.mark.parametrize("n", [50000, 65536])
-def test_square_bf16_past_int32_is_refused_clearly(n):
-    """n×n BF16 operands: n² > 2^31 elements each. Row pieces cannot bring B's span under the
-    kernels' int32 pointer offsets (t02's loads, the pointer store of C), so the product is
-    refused with a ShapeError saying how to split it, before any kernel runs (H200, session 12:
-    refused; computing it needs 64-bit offsets in the pointer paths, not yet written)."""
+@pytest.mark.parametrize("n,kernel", [(50000, "auto"), (65536, "auto"), (50000, "tc_persistent"),
+                                      (50000, "tc_tiled")])
+def test_square_bf16_past_int32(n, kernel):
+    """n×n BF16 operands: n² > 2^31 elements each, so B's span is past int32 offsets (no cut of
+    A's rows helps). The rungs compile their pointer arithmetic 64-bit for such a problem (WIDE):
+    the rung auto picks, and t02's and t01's pointer loads and stores of every operand. (Until
+    session 14 this product was refused with a ShapeError.)"""
     import tilegemm
 
-    if _free_gib() < 2 * n * n * 2 / 2**30 + 4:
-        pytest.skip(f"needs {2 * n * n * 2 / 2**30:.0f} GiB of device memory")
-    a = torch.ones(n, n, device="cuda", dtype=torch.bfloat16)
+    if _free_gib() < 3 * n * n * 2 / 2**30 + 4:
+        pytest.skip(f"needs {3 * n * n * 2 / 2**30:.0f} GiB of device memory")
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     assert a.numel() > INT32
-    with pytest.raises(tilegemm.ShapeError, match="split the product along K or N"):
-        tilegemm.matmul(a, a.t())
-    del a
+    c = tilegemm.matmul(a, b, kernel=kernel)
+    _check(c, a, b, 1e-2, f"bf16 {n}³ on {kernel}")
+    del a, b, c
     torch.cuda.empty_cache()
 
 

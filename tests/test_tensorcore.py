@@ -194,23 +194,6 @@ INTERP_SCRIPT = textwrap.dedent(r"""
         run(mod, 9, 11, 16, torch.float32, "ieee", batch=2, la="t", lb="t")
         run(mod, 40, 32, 48, torch.float32, "ieee", alpha=0.5, beta=2.0)
         run(mod, 31, 33, 35, torch.float16, "fp16", alpha=-1.5, beta=0.25)
-    # beyond the kernels' int32 offsets, in miniature (the limit lowered): run_problem cuts A's and
-    # C's rows into pieces that fit, with alpha/beta and a batch; a B too large is refused
-    C.INT32_MAX, before = 800, len(out)
-    for mod in (t02_persistent, t03_tma_persistent):
-        run(mod, 70, 24, 32, torch.float16, "fp16")
-        run(mod, 70, 24, 32, torch.float32, "ieee", alpha=0.5, beta=2.0)
-        run(mod, 30, 24, 32, torch.float32, "ieee", batch=2)
-    for r in out[before:]:
-        r["pieces"] = len(C.row_pieces(C.Problem(torch.empty(r["batch"] or 1, r["shape"][0], r["shape"][2]),
-                                                 torch.empty(r["shape"][2], r["shape"][1]),
-                                                 torch.empty(r["batch"] or 1, r["shape"][0], r["shape"][1]), "ieee")))
-    try:
-        run(t03_tma_persistent, 8, 40, 32, torch.float32, "ieee")
-        out.append(dict(kernel="refusal", ok=False, msg="a B beyond the offsets was not refused"))
-    except ValueError as e:
-        out.append(dict(kernel="refusal", ok="split the product along K or N" in str(e), msg=str(e)))
-    C.INT32_MAX = 2**31 - 1
     print("RESULTS" + json.dumps(out))
 """)
 
@@ -255,16 +238,63 @@ def test_interpreter_swapped_operands(interpreter_results):
     assert not bad, "\n".join(bad[:5])
 
 
-def test_interpreter_row_pieces(interpreter_results):
-    """A problem beyond int32 offsets (the limit lowered to 800 elements) runs as row pieces, each
-    checked; a B that no cut of rows can fit is refused with a ValueError that says so."""
-    mine = [r for r in interpreter_results if r.get("pieces")]
-    assert len(mine) == 8 and all(r["pieces"] >= 2 for r in mine)  # a batch of 2 is two records
-    assert any(r["beta"] for r in mine) and any(r["batch"] for r in mine)
-    refusal = [r for r in interpreter_results if r["kernel"] == "refusal"]
-    assert refusal and all(r["ok"] for r in refusal), refusal
-    bad = [r["msg"] for r in mine if not r["ok"]]
-    assert not bad, "\n".join(bad[:5])
+WIDE_SCRIPT = textwrap.dedent(r"""
+    import json, os, sys
+    assert os.environ.get("TRITON_INTERPRET") == "1"
+    import torch
+    from tilegemm import dispatch, validate
+    from tilegemm.kernels.tensorcore import _problem as C, t01_tiled, t02_persistent, t03_tma_persistent, t04_splitk
+    from tilegemm.tuning.space import cfg as tile
+    torch.manual_seed(0)
+    R = (2**31 // 19 + 4096) // 8 * 8  # a row stride that puts row 19 past 2^31 elements (16-byte aligned)
+
+    def spread(values):
+        # values in a view whose rows lie R elements apart: a span past 2^31 elements in a storage
+        # of 4-5 GB that is never touched but for these rows (the OS commits only their pages)
+        r, c = values.shape
+        big = torch.empty((r - 1) * R + c, dtype=values.dtype)
+        return big.as_strided((r, c), (R, 1)).copy_(values)
+
+    out = []
+    m, n, k = 20, 24, 40
+    for mod, extra in ((t01_tiled, {}), (t02_persistent, {}), (t03_tma_persistent, dict(C_TMA=False, WS=False)),
+                       (t04_splitk, dict(SPLIT=3, FUSED=True)), (t04_splitk, dict(SPLIT=3))):
+        for which in ("a", "b", "b column-major", "c and c_in"):
+            a, b, c0 = ((torch.rand(*s) * 2 - 1).half() for s in ((m, k), (k, n), (m, n)))
+            beta = 0.5 if which == "c and c_in" else 0.0
+            A = spread(a) if which == "a" else a
+            B = spread(b) if which == "b" else spread(b.T.contiguous()).T if which == "b column-major" else b
+            Cc = spread(c0) if beta else torch.full((m, n), float("nan"), dtype=torch.float16)
+            p = C.Problem(A, B, Cc, "fp16", 1.0, beta, Cc if beta else None)
+            spans = [C.span(x) for x in (A, B, Cc)]
+            used = dispatch.run_problem(p, mod.NAME, config=dict(tile(16, 16, 16, 4, 2), **extra))
+            ref = a.double().numpy() @ b.double().numpy() + beta * c0.double().numpy()
+            chk = validate.check(Cc.double().numpy(), a.double().numpy(), b.double().numpy(), dtype="float16",
+                                 kernel=mod.NAME, ref=ref)
+            out.append(dict(kernel=used["kernel"], which=which, extra=sorted(extra), wide=p.too_large,
+                            spans=spans, ok=bool(chk.ok), msg=str(chk)))
+            del A, B, Cc, p
+    print("RESULTS" + json.dumps(out))
+""")
+
+
+def test_interpreter_past_int32_offsets():
+    """Each pointer path of t01-t04 with one operand spanning past 2^31 elements (a strided view
+    into a 4-5 GB storage, only its rows touched): A, B row- and column-major, C read (beta) and
+    written. The rungs compile 64-bit offsets for such a problem (WIDE). Without them the
+    interpreter wraps the int32 offsets as the GPU does and reads or writes outside the storage
+    (checked by hand when this was written: 15 of the 20 cases crashed the process; t03's TMA
+    loads and t01's and t02's row-major B, advanced by pointer increments, never form one)."""
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               TILEGEMM_AUTOTUNE="0")
+    proc = subprocess.run([sys.executable, "-c", WIDE_SCRIPT], env=env, capture_output=True, text=True, timeout=600)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULTS")]
+    assert proc.returncode == 0 and line, f"interpreter run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    got = json.loads(line[0][len("RESULTS"):])
+    assert len(got) == 20 and all(r["wide"] and max(r["spans"]) > 2**31 for r in got)
+    assert {r["kernel"] for r in got} == {"tc_tiled", "tc_persistent", "tc_tma_persistent", "tc_splitk"}
+    bad = [f"{r['kernel']} {r['extra']} {r['which']}: {r['msg']}" for r in got if not r["ok"]]
+    assert not bad, "\n".join(bad)
 
 
 def test_mma_operand_rules():

@@ -297,13 +297,6 @@ def run_problem(p, kernel: str = "auto", key=None, own_scales=(False, False), co
 
     _bind_torch()
     STATS["slow_calls"] += 1
-    if p.too_large:  # beyond int32 offsets: row pieces, each a problem of its own (no plan)
-        from .kernels.tensorcore import _problem as P
-
-        used: dict = {}
-        for piece in P.row_pieces(p):
-            used = run_problem(piece, kernel, None, own_scales, config)
-        return used
     if config is not None:
         if kernel == "auto":
             raise ValueError("run_problem: a forced configuration needs a rung's name")

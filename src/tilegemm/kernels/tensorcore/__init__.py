@@ -5,6 +5,9 @@ t03_tma_persistent (TMA descriptors, flattened loop option; sm_90), t04_splitk (
 programs, FP32 partials reduced in the same launch or by a second kernel; small M),
 t05_warp_specialized (Gluon: a producer warp and consumer warpgroups; sm_90, FP16/BF16/FP8/TF32).
 
+A problem with an operand spanning past 2^31 elements compiles its pointer arithmetic 64-bit
+(the WIDE constant, from `Problem.too_large`); every other problem keeps 32-bit offsets.
+
 Each rung module holds its kernels and says what it launches for a problem and a configuration
 (`launches(p, cfg)`: a list of `_problem.KernelCall`); which rung and configuration run a problem
 is `tilegemm.tuning`'s choice, and `tilegemm.dispatch` launches them. The rungs are registered

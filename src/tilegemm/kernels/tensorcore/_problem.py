@@ -16,7 +16,6 @@ from typing import NamedTuple
 
 import torch
 
-from ...errors import ShapeError
 
 SMEM_BUDGET = 227 * 1024  # bytes of shared memory one block may use on sm_90
 INT32_MAX = 2**31 - 1
@@ -84,8 +83,8 @@ class Problem:
 
     @property
     def too_large(self) -> bool:
-        """An operand's matrix spans more than 2^31 elements: the kernels' int32 offsets cannot
-        reach it (run_problem cuts such a problem into row_pieces)."""
+        """An operand's matrix spans more than 2^31 elements, past what int32 offsets reach: the
+        rungs then compile their pointer arithmetic 64-bit (WIDE; TMA's addressing always is)."""
         return any(x is not None and span(x) > INT32_MAX for x in (self.a, self.b, self.c, self.c_in))
 
     @property
@@ -294,32 +293,6 @@ def span(x) -> int:
     """Elements from a matrix's first to its last, by its strides: what a kernel's offsets must reach."""
     (rows, cols), (s0, s1) = x.shape[-2:], x.stride()[-2:]
     return (rows - 1) * abs(s0) + (cols - 1) * abs(s1) if rows and cols else 0
-
-
-def row_pieces(p: Problem, limit: int | None = None) -> list[Problem]:
-    """p cut along M into problems whose every operand spans at most `limit` (INT32_MAX) elements
-    (pieces of A's, C's and c_in's rows; all of B in each), in multiples of 256 rows. Raises
-    ValueError when cutting rows cannot do it: B itself too large, or A or C so wide that one row is."""
-    limit = INT32_MAX if limit is None else limit
-    if span(p.b) > limit:
-        raise ShapeError(f"b spans {span(p.b)} elements, more than the kernels' 2^31 offsets reach; "
-                         "split the product along K or N")
-    rows = p.m
-    for x, what in ((p.a, "a"), (p.c, "c"), (p.c_in, "c_in")):
-        if x is None:
-            continue
-        (_, cols), (s0, s1) = x.shape[-2:], x.stride()[-2:]
-        room = limit - (cols - 1) * abs(s1)
-        fit = room // abs(s0) + 1 if s0 else p.m
-        if room < 0 or fit < 1:
-            raise ShapeError(f"{what}: a single row spans more than the kernels' 2^31 offsets reach "
-                             f"(shape {tuple(x.shape)}, strides {tuple(x.stride())}); split the product")
-        rows = min(rows, fit)
-    if rows >= 256:
-        rows -= rows % 256
-    cut = lambda x, m0: None if x is None else x[..., m0:m0 + rows, :]  # noqa: E731
-    return [Problem(cut(p.a, m0), p.b, cut(p.c, m0), p.precision, p.alpha,
-                    p.beta, cut(p.c_in, m0), p.scale_a, p.scale_b) for m0 in range(0, p.m, rows)]
 
 
 def problem_2d(a, b, c) -> Problem:

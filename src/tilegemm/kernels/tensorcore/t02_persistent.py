@@ -31,7 +31,7 @@ def persistent_kernel(a_ptr, b_ptr, c_ptr, i_ptr, sa_ptr, sb_ptr, M, N, K, BATCH
                       sab, sam, sak, sbb, sbk, sbn, scb, scm, scn, sib, sim, sin_, alpha, beta,
                       BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                       NUM_SMS: tl.constexpr, PRECISION: tl.constexpr, HAS_BETA: tl.constexpr,
-                      HAS_SCALE: tl.constexpr):
+                      HAS_SCALE: tl.constexpr, WIDE: tl.constexpr = False):
     start = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BM)
     num_pid_n = tl.cdiv(N, BN)
@@ -41,6 +41,9 @@ def persistent_kernel(a_ptr, b_ptr, c_ptr, i_ptr, sa_ptr, sb_ptr, M, N, K, BATCH
         pid_m, pid_n = grouped_tile(t % tiles, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BM
         off_n = pid_n * BN
+        if WIDE:  # an operand spans past 2^31 elements: every offset derived from these is 64-bit
+            off_m = off_m.to(tl.int64)
+            off_n = off_n.to(tl.int64)
         acc = mainloop_ptr(a_ptr + bid * sab, b_ptr + bid * sbb, M, N, K, sam, sak, sbk, sbn, off_m, off_n,
                            BM, BN, BK, PRECISION)
         acc = scale_acc(acc, i_ptr + bid * sib, sa_ptr, sb_ptr, M, N, sim, sin_, alpha, beta, off_m, off_n,
@@ -57,7 +60,8 @@ def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
             p.bstride(p.a), *p.mat_strides(p.a), p.bstride(p.b), *p.mat_strides(p.b),
             p.bstride(p.c), *p.mat_strides(p.c), p.bstride(c_in), *p.mat_strides(c_in),
             float(p.alpha), float(p.beta),
-            cfg["BM"], cfg["BN"], cfg["BK"], cfg["GROUP_M"], sms, p.dot_precision, p.has_beta, p.scale_a is not None]
+            cfg["BM"], cfg["BN"], cfg["BK"], cfg["GROUP_M"], sms, p.dot_precision, p.has_beta, p.scale_a is not None,
+            p.too_large]
     return [P.KernelCall(persistent_kernel, (min(sms, tiles),), args,
                          dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"]))]
 

@@ -82,7 +82,7 @@ def tma_persistent_kernel(a_desc, b_desc, c_desc, c_ptr, i_ptr, sa_ptr, sb_ptr, 
                           A_T: tl.constexpr, B_T: tl.constexpr, A_3D: tl.constexpr, B_3D: tl.constexpr,
                           C_TMA: tl.constexpr, HAS_BETA: tl.constexpr, HAS_SCALE: tl.constexpr,
                           WS: tl.constexpr, SWAP: tl.constexpr = False, REG_A: tl.constexpr = False,
-                          FLAT: tl.constexpr = False):
+                          FLAT: tl.constexpr = False, WIDE: tl.constexpr = False):
     start = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BM)
     num_pid_n = tl.cdiv(N, BN)
@@ -108,12 +108,17 @@ def tma_persistent_kernel(a_desc, b_desc, c_desc, c_ptr, i_ptr, sa_ptr, sb_ptr, 
         if SWAP:
             acc = acc.T
         b64 = bid.to(tl.int64)
-        acc = scale_acc(acc, i_ptr + b64 * sib, sa_ptr, sb_ptr, M, N, sim, sin_, alpha, beta, off_m, off_n,
+        e_m = off_m  # the epilogue's pointer offsets derive from these (TMA's coordinates stay 32-bit)
+        e_n = off_n
+        if WIDE:  # C or C_in spans past 2^31 elements: those offsets in 64 bits
+            e_m = off_m.to(tl.int64)
+            e_n = off_n.to(tl.int64)
+        acc = scale_acc(acc, i_ptr + b64 * sib, sa_ptr, sb_ptr, M, N, sim, sin_, alpha, beta, e_m, e_n,
                         BM, BN, HAS_BETA, HAS_SCALE)
         if C_TMA:
             c_desc.store([off_m, off_n], acc.to(c_ptr.dtype.element_ty))
         else:
-            store_ptr(acc, c_ptr + b64 * scb, M, N, scm, scn, off_m, off_n, BM, BN)
+            store_ptr(acc, c_ptr + b64 * scb, M, N, scm, scn, e_m, e_n, BM, BN)
 
 
 @triton.jit
@@ -240,7 +245,8 @@ def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
         scn=p.c.stride(-1), sib=p.bstride(c_in), sim=c_in.stride(-2), sin_=c_in.stride(-1), alpha=float(p.alpha),
         beta=float(p.beta), BM=BM, BN=BN, BK=BK, GROUP_M=cfg["GROUP_M"], NUM_SMS=sms, PRECISION=p.dot_precision,
         A_T=a_t, B_T=b_t, A_3D=a.dim() == 3, B_3D=b.dim() == 3, C_TMA=c_tma, HAS_BETA=p.has_beta,
-        HAS_SCALE=p.scale_a is not None, WS=bool(cfg.get("WS")), FLAT=bool(cfg.get("FLAT")), **P.mma_form(cfg))
+        HAS_SCALE=p.scale_a is not None, WS=bool(cfg.get("WS")), FLAT=bool(cfg.get("FLAT")), WIDE=p.too_large,
+        **P.mma_form(cfg))
     scratch = tuple(call.scratch[0] for call in copies)
     return copies + [P.KernelCall(tma_persistent_kernel, (min(sms, tiles),), args,
                                   dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"]), scratch=scratch)]

@@ -48,15 +48,18 @@ REDUCE_BLOCK = 1024
 @triton.jit
 def _slice_partial(a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, sbn,
                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-                   PRECISION: tl.constexpr, SWAP: tl.constexpr, REG_A: tl.constexpr):
+                   PRECISION: tl.constexpr, SWAP: tl.constexpr, REG_A: tl.constexpr, WIDE: tl.constexpr):
     """This program's slice of K for its tile: the FP32 partial sum, with the tile's rows and
-    columns, their mask and the tile's origin."""
+    columns, their mask and the tile's origin (64-bit with WIDE, as every offset made from them)."""
     pid = tl.program_id(0)
     s = tl.program_id(1)
     bid = tl.program_id(2).to(tl.int64)
     pid_m, pid_n = grouped_tile(pid, tl.cdiv(M, BM), tl.cdiv(N, BN), GROUP_M)
     off_m = pid_m * BM
     off_n = pid_n * BN
+    if WIDE:  # an operand spans past 2^31 elements
+        off_m = off_m.to(tl.int64)
+        off_n = off_n.to(tl.int64)
     offs_m = off_m + tl.arange(0, BM)
     offs_n = off_n + tl.arange(0, BN)
     offs_k = tl.arange(0, BK)
@@ -64,8 +67,11 @@ def _slice_partial(a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, 
     mask_n = offs_n[None, :] < N
     k_lo = s * K_PER_SPLIT
     k_hi = tl.minimum(k_lo + K_PER_SPLIT, K)
-    a_ptrs = a_ptr + bid * sab + offs_m[:, None] * sam + (k_lo + offs_k)[None, :] * sak
-    b_ptrs = b_ptr + bid * sbb + (k_lo + offs_k)[:, None] * sbk + offs_n[None, :] * sbn
+    k_first = k_lo + offs_k
+    if WIDE:
+        k_first = k_first.to(tl.int64)
+    a_ptrs = a_ptr + bid * sab + offs_m[:, None] * sam + k_first[None, :] * sak
+    b_ptrs = b_ptr + bid * sbb + k_first[:, None] * sbk + offs_n[None, :] * sbn
     if SWAP:  # C^T = B^T·A^T: a tile of BM < 64 rows becomes the MMA's N (wgmma takes N = 8…256)
         acc = tl.zeros((BN, BM), dtype=tl.float32)
     else:
@@ -89,9 +95,10 @@ def _slice_partial(a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, 
 def splitk_partial_kernel(a_ptr, b_ptr, w_ptr, M, N, K, K_PER_SPLIT, SPLIT,
                           sab, sam, sak, sbb, sbk, sbn,
                           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-                          PRECISION: tl.constexpr, SWAP: tl.constexpr = False, REG_A: tl.constexpr = False):
+                          PRECISION: tl.constexpr, SWAP: tl.constexpr = False, REG_A: tl.constexpr = False,
+                          WIDE: tl.constexpr = False):
     acc, offs_m, offs_n, mask, _, _ = _slice_partial(a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk,
-                                                     sbn, BM, BN, BK, GROUP_M, PRECISION, SWAP, REG_A)
+                                                     sbn, BM, BN, BK, GROUP_M, PRECISION, SWAP, REG_A, WIDE)
     s = tl.program_id(1)
     bid = tl.program_id(2).to(tl.int64)
     tl.store(w_ptr + ((bid * SPLIT + s) * M + offs_m[:, None]) * N + offs_n[None, :], acc, mask=mask)
@@ -102,7 +109,7 @@ def splitk_fused_kernel(a_ptr, b_ptr, w_ptr, cnt_ptr, c_ptr, i_ptr, sa_ptr, sb_p
                         sab, sam, sak, sbb, sbk, sbn, scb, scm, scn, sib, sim, sin_, alpha, beta,
                         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                         PRECISION: tl.constexpr, HAS_BETA: tl.constexpr, HAS_SCALE: tl.constexpr,
-                        SWAP: tl.constexpr = False, REG_A: tl.constexpr = False):
+                        SWAP: tl.constexpr = False, REG_A: tl.constexpr = False, WIDE: tl.constexpr = False):
     """splitk_partial_kernel, and the last slice of a tile to finish sums the tile: one launch.
 
     Each program stores its FP32 partial, then takes a ticket from the tile's counter (an atomic
@@ -111,11 +118,15 @@ def splitk_fused_kernel(a_ptr, b_ptr, w_ptr, cnt_ptr, c_ptr, i_ptr, sa_ptr, sb_p
     registers), so the sum does not depend on which slice finished last, applies the epilogue,
     stores C and resets the counter for the next launch."""
     acc, offs_m, offs_n, mask, off_m, off_n = _slice_partial(
-        a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, sbn, BM, BN, BK, GROUP_M, PRECISION, SWAP, REG_A)
+        a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, sbn, BM, BN, BK, GROUP_M, PRECISION, SWAP, REG_A,
+        WIDE)
     s = tl.program_id(1)
     bid = tl.program_id(2).to(tl.int64)
     tile_w = w_ptr + (bid * SPLIT * M + offs_m[:, None]) * N + offs_n[None, :]
-    tl.store(tile_w + s * M * N, acc, mask=mask)
+    mn = M * N
+    if WIDE:
+        mn = tl.cast(M, tl.int64) * N  # M may be the constant 1
+    tl.store(tile_w + s * mn, acc, mask=mask)
     tl.debug_barrier()  # every thread's partial is stored before the ticket is taken
     counter = cnt_ptr + bid * tl.cdiv(M, BM) * tl.cdiv(N, BN) + tl.program_id(0)
     ticket = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
@@ -125,7 +136,7 @@ def splitk_fused_kernel(a_ptr, b_ptr, w_ptr, cnt_ptr, c_ptr, i_ptr, sa_ptr, sb_p
             if j == s:
                 total += acc
             else:
-                total += tl.load(tile_w + j * M * N, mask=mask, other=0.0, cache_modifier=".cg")
+                total += tl.load(tile_w + j * mn, mask=mask, other=0.0, cache_modifier=".cg")
         total = scale_acc(total, i_ptr + bid * sib, sa_ptr, sb_ptr, M, N, sim, sin_, alpha, beta, off_m, off_n,
                           BM, BN, HAS_BETA, HAS_SCALE)
         store_ptr(total, c_ptr + bid * scb, M, N, scm, scn, off_m, off_n, BM, BN)
@@ -135,10 +146,14 @@ def splitk_fused_kernel(a_ptr, b_ptr, w_ptr, cnt_ptr, c_ptr, i_ptr, sa_ptr, sb_p
 @triton.jit
 def splitk_reduce_kernel(w_ptr, c_ptr, i_ptr, sa_ptr, sb_ptr, M, N, SPLIT,
                          scb, scm, scn, sib, sim, sin_, alpha, beta,
-                         BLOCK: tl.constexpr, HAS_BETA: tl.constexpr, HAS_SCALE: tl.constexpr):
+                         BLOCK: tl.constexpr, HAS_BETA: tl.constexpr, HAS_SCALE: tl.constexpr,
+                         WIDE: tl.constexpr = False):
     e = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     bid = tl.program_id(1).to(tl.int64)
     mn = M * N
+    if WIDE:  # C past 2^31 elements: its element index, and every offset, in 64 bits
+        e = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        mn = tl.cast(M, tl.int64) * N  # M may be the constant 1
     mask = e < mn
     w = w_ptr + bid * SPLIT * mn + e
     acc = tl.zeros((BLOCK,), dtype=tl.float32)
@@ -185,7 +200,8 @@ def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
     w = torch.empty((p.batch, split, p.m, p.n), dtype=torch.float32, device=p.c.device)
     a, b = p.a, p.b
     grid = (ceil_div(p.m, BM) * ceil_div(p.n, BN), split, p.batch)
-    tile = dict(BM=BM, BN=BN, BK=BK, GROUP_M=cfg["GROUP_M"], PRECISION=p.dot_precision, **P.mma_form(cfg))
+    tile = dict(BM=BM, BN=BN, BK=BK, GROUP_M=cfg["GROUP_M"], PRECISION=p.dot_precision, WIDE=p.too_large,
+                **P.mma_form(cfg))
     c_in, sa, sb = P.epilogue_args(p)
     epilogue = dict(HAS_BETA=p.has_beta, HAS_SCALE=p.scale_a is not None)
     kps = k_per_split(p.k, BK, split)
@@ -205,7 +221,7 @@ def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
     return [P.KernelCall(splitk_partial_kernel, grid, P.ordered(splitk_partial_kernel, args, **tile), opts,
                          scratch=(w,)),
             P.KernelCall(splitk_reduce_kernel, (ceil_div(p.m * p.n, REDUCE_BLOCK), p.batch),
-                         P.ordered(splitk_reduce_kernel, reduce_args, BLOCK=REDUCE_BLOCK, **epilogue),
+                         P.ordered(splitk_reduce_kernel, reduce_args, BLOCK=REDUCE_BLOCK, WIDE=p.too_large, **epilogue),
                          dict(num_warps=4, num_stages=3), scratch=(w,))]
 
 
