@@ -191,13 +191,18 @@ def available_host_bytes() -> int | None:
 LARGE_HOST_BYTES = 64 * 2**20  # results below this are not checked (the check reads /proc: ~13 µs)
 
 
+def dims(shape) -> str:
+    """A shape as messages write it: 777×1234."""
+    return "×".join(map(str, shape))
+
+
 def check_host_memory(shape, dtype: str, what: str = "matmul: the result") -> None:
     need = nbytes(shape, dtype)
     if need < LARGE_HOST_BYTES:
         return
     free = available_host_bytes()
     if free is not None and need > free:
-        raise OutOfHostMemory(f"{what} ({'×'.join(map(str, shape))} {dtype}) needs {need / 2**30:.1f} GiB of host "
+        raise OutOfHostMemory(f"{what} ({dims(shape)} {dtype}) needs {need / 2**30:.1f} GiB of host "
                               f"memory, {free / 2**30:.1f} GiB available")
 
 

@@ -436,7 +436,7 @@ def _run_numba(kern, auto: bool, A: Operand, B: Operand, O, out, shape, dtype):
         need = kern.needs_contiguous
         why = _numba_plannable(A, B, out, need) or ("" if auto else "a kernel asked for by name is not the call's plan")
         if need:  # torch operands are copied by torch: its allocator is safe inside a CUDA graph's capture
-            A, B = _torch_contiguous(A), _torch_contiguous(B)
+            A, B = _torch_contiguous(A, "a"), _torch_contiguous(B, "b")
         a_d = arrays.to_numba(A, stream, contiguous=need)
         b_d = arrays.to_numba(B, stream, contiguous=need)
         c_d = arrays.to_numba(R, stream)
@@ -460,12 +460,12 @@ def _run_numba(kern, auto: bool, A: Operand, B: Operand, O, out, shape, dtype):
     return result
 
 
-def _torch_contiguous(X: Operand) -> Operand:
+def _torch_contiguous(X: Operand, what: str) -> Operand:
     """A strided torch CUDA operand as a contiguous copy made by torch (its caching allocator is
     capture-safe, where Numba's cuMemAlloc breaks a CUDA graph's capture); others as they are."""
     if X.kind != "torch" or X.contiguous:
         return X
-    return arrays.describe(X.obj.contiguous(), "a")
+    return arrays.describe(X.obj.contiguous(), what)
 
 
 def _numba_plannable(A: Operand, B: Operand, out, need_contiguous: bool) -> str:
@@ -506,7 +506,7 @@ def _numba_device(index: int):
 def _allocate(A: Operand, shape, dtype: str):
     """The result array, of the caller's kind; running out of memory becomes a clear error.
     (No free-memory query up front: it would cost a driver call on every product.)"""
-    with memory_for(f"matmul: the {'×'.join(map(str, shape))} {dtype} result", arrays.nbytes(shape, dtype)):
+    with memory_for(f"matmul: the {arrays.dims(shape)} {dtype} result", arrays.nbytes(shape, dtype)):
         return arrays.empty_like_kind(A, shape, dtype)
 
 
@@ -544,13 +544,13 @@ def _run_tensorcore(kernel: str, A: Operand, B: Operand, out, shape, dtype: str)
 
     _bind_torch()
     copies = sum(arrays.nbytes(X.shape, dtype) for X in (A, B) if X.on_host)
-    with memory_for(f"matmul: {'×'.join(map(str, shape))} {dtype}", copies + arrays.nbytes(shape, dtype)):
+    with memory_for(f"matmul: {arrays.dims(shape)} {dtype}", copies + arrays.nbytes(shape, dtype)):
         a, b = arrays.to_torch_cuda(A), arrays.to_torch_cuda(B)
     tdtype = getattr(torch, dtype)
     planned = A.kind == "torch" and B.kind == "torch" and not A.on_host and out is None and kernel == "auto"
     with on_device(a.device):
         if out is None or arrays.describe(out, "out").on_host:
-            with memory_for(f"matmul: the {'×'.join(map(str, shape))} {dtype} result", arrays.nbytes(shape, dtype)):
+            with memory_for(f"matmul: the {arrays.dims(shape)} {dtype} result", arrays.nbytes(shape, dtype)):
                 c = torch.empty(shape, dtype=tdtype, device=a.device)
         else:
             c = arrays.to_torch_cuda(arrays.describe(out, "out"))  # a view of the caller's memory

@@ -129,7 +129,7 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     elif beta != 0:
         raise ShapeError(f"gemm: beta = {beta} scales c, and no c was given")
     else:
-        with dispatch.memory_for(f"gemm: the {'×'.join(map(str, shape))} {odt} result",
+        with dispatch.memory_for(f"gemm: the {arrays.dims(shape)} {odt} result",
                                  math.prod(shape) * odt.itemsize):
             tc_out, host_c = torch.empty(shape, dtype=odt, device=xa.device), False
     if 0 in shape:

@@ -16,7 +16,7 @@ and the shipped database), `tuner` (the measurement), `command` (`tilegemm tune`
 
 from __future__ import annotations
 
-from .. import dispatch
+from .. import arrays, dispatch
 from ..kernels import tensorcore as tc
 from . import cache
 from .cache import Decision, autotune_on_call
@@ -112,7 +112,7 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
         if cfg is None:
             continue
         where = "exact bucket" if tuned_bucket == b else \
-            f"nearest tuned bucket {tuned_bucket} (tuned at {'×'.join(map(str, entry.get('shape', [])))})"
+            f"nearest tuned bucket {tuned_bucket} (tuned at {arrays.dims(entry.get('shape', []))})"
         if entry.get("sibling"):
             theirs, mine = entry["sibling"].split("|"), cls.split("|")
             where += (f", of layout {theirs[3]} (no entry for {mine[3]})" if theirs[:3] == mine[:3] else
