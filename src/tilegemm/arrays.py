@@ -157,6 +157,16 @@ def contiguous_copy(arr, stream=None):
     return out
 
 
+def write_back(t, out, O: Operand) -> None:
+    """Copy the torch tensor t (on any device) into the caller's `out` (described as O), of any kind."""
+    if O.kind == "torch":
+        out.copy_(t)
+    elif O.on_host:
+        host_view(O)[...] = t.cpu().numpy()
+    else:
+        to_torch_cuda(O).copy_(t)
+
+
 def host_view(op: Operand, torch_ok: bool = False) -> np.ndarray:
     """The operand as a NumPy array (host kinds only; no copy where possible). torch_ok: the
     array goes to torch.from_numpy, which takes no negative strides (and warns on read-only arrays), so such a view is copied."""

@@ -560,9 +560,5 @@ def _run_tensorcore(kernel: str, A: Operand, B: Operand, out, shape, dtype: str)
         return arrays.to_kind(c, A)
     O = arrays.describe(out, "out")
     if O.on_host:  # NumPy / torch CPU out: computed on the device, copied back into it
-        host = c.cpu()
-        if O.kind == "numpy":
-            out[...] = host.numpy()
-        else:
-            out.copy_(host)
+        arrays.write_back(c, out, O)
     return out

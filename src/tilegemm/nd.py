@@ -102,13 +102,7 @@ def _torch(a, b, A, B, kernel, out, batch, m, n, shape, p, matmul_2d):
         c = c.cpu()
     c = c.reshape(shape) if c.shape != shape else c  # drop the promoted dimensions
     if out is not None:
-        O = arrays.describe(out, "out")
-        if O.kind == "torch":
-            out.copy_(c)
-        elif O.on_host:
-            arrays.host_view(O)[...] = c.cpu().numpy()
-        else:
-            arrays.to_torch_cuda(O).copy_(c)
+        arrays.write_back(c, out, arrays.describe(out, "out"))
         return out
     if A.kind == "torch":
         return c

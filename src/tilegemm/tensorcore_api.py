@@ -125,18 +125,17 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
             raise DTypeError(f"gemm: c is {tc_out.dtype} but out_dtype is {odt}")
         if tc_out.device != xa.device:
             raise DeviceError(f"gemm: c is on {tc_out.device} but the operands are on {xa.device}")
-        host_c = O is not None and O.on_host
     elif beta != 0:
         raise ShapeError(f"gemm: beta = {beta} scales c, and no c was given")
     else:
         with dispatch.memory_for(f"gemm: the {arrays.dims(shape)} {odt} result",
                                  math.prod(shape) * odt.itemsize):
-            tc_out, host_c = torch.empty(shape, dtype=odt, device=xa.device), False
+            tc_out, O = torch.empty(shape, dtype=odt, device=xa.device), None
     if 0 in shape:
-        return _back(tc_out, A, c, host_c)
+        return _back(tc_out, A, c, O)
     if xa.shape[-1] == 0:  # empty sum
         tc_out.mul_(beta) if beta != 0 else tc_out.zero_()
-        return _back(tc_out, A, c, host_c)
+        return _back(tc_out, A, c, O)
     p = P.Problem(xa, xb, tc_out, prec, float(alpha), float(beta), tc_out if beta != 0 else None, sa, sb)
     own = (_own_scale(scale_a, sa), _own_scale(scale_b, sb))
     planned = (not interp and xa is a and xb is b and dispatch.plain(a) and dispatch.plain(b) and None not in own
@@ -145,7 +144,7 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
                             scale_b, kernel) if planned else None
     with dispatch.on_device(xa.device):
         dispatch.run_problem(p, kernel, key, own_scales=own)
-    return _back(tc_out, A, c, host_c)
+    return _back(tc_out, A, c, O)
 
 
 def _differentiable(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel):
@@ -213,15 +212,11 @@ def _out_dtype(out_dtype, precision, in_dtype):
     return dt
 
 
-def _back(t, A, c, host_c):
-    """The caller's kind: c itself when given (copied back for host c), else A's kind."""
+def _back(t, A, c, O):
+    """The caller's kind: c itself when given (copied back into a host c, O its description), else A's kind."""
     if c is not None:
-        if host_c:
-            host = t.cpu()
-            if isinstance(c, __import__("numpy").ndarray):
-                c[...] = host.numpy()
-            else:
-                c.copy_(host)
+        if O is not None and O.on_host:
+            arrays.write_back(t, c, O)
         return c
     if A is None:  # a torch CUDA tensor came in
         return t
