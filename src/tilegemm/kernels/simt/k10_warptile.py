@@ -46,22 +46,22 @@ PAD = 4
 
 
 @dataclass(frozen=True)
-class Config:
+class Tiling:
+    """The block and warp tiles, shared with k14 (which writes the same tiling out in full)."""
+
     BM: int = 128
     BN: int = 128
     BK: int = 8
     WM: int = 64
     WN: int = 32
     min_blocks: int = 2  # launch bounds: ≥ this many resident blocks per SM (0: compiler's choice)
-    unroll: int = 1  # copies of the p-loop body per trip (BK: fully unrolled)
-    split: bool = False  # k13: grid z splits K; each block adds its partial tile into C (zeroed first)
 
     @property
     def threads(self) -> int:
         return (self.BM // self.WM) * (self.BN // self.WN) * 32
 
-    def check(self) -> None:
-        """Raise ValueError unless the tiles split evenly over warps, lanes and loads."""
+    def problems(self) -> list[str]:
+        """What keeps the tiles from splitting evenly over warps, lanes and loads."""
         WM, WN, BM, BN, BK = self.WM, self.WN, self.BM, self.BN, self.BK
         nt = self.threads
         problems = []
@@ -71,12 +71,24 @@ class Config:
             problems.append("BM, BN must be multiples of WM, WN")
         if BK % 4 or (BM * BK // 4) % nt or (BK * BN // 4) % nt or BM * BK // 4 < nt or BK * BN // 4 < nt:
             problems.append("each thread must load whole float4s of A and B (BM·BK/4 and BK·BN/4 multiples of threads)")
-        if self.unroll < 1 or BK % self.unroll:
-            problems.append("unroll must divide BK")
         if nt > 1024:
             problems.append("more than 1024 threads per block")
+        return problems
+
+    def check(self) -> None:
+        """Raise ValueError unless the configuration can be compiled."""
+        problems = self.problems()
         if problems:
             raise ValueError(f"{self}: " + "; ".join(problems))
+
+
+@dataclass(frozen=True)
+class Config(Tiling):
+    unroll: int = 1  # copies of the p-loop body per trip (BK: fully unrolled)
+    split: bool = False  # k13: grid z splits K; each block adds its partial tile into C (zeroed first)
+
+    def problems(self) -> list[str]:
+        return super().problems() + (["unroll must divide BK"] if self.unroll < 1 or self.BK % self.unroll else [])
 
 
 DEFAULT = Config()

@@ -44,22 +44,11 @@ LANES_M, LANES_N, MICRO, PAD = k10.LANES_M, k10.LANES_N, k10.MICRO, k10.PAD
 
 
 @dataclass(frozen=True)
-class Config:
-    BM: int = 128
-    BN: int = 128
-    BK: int = 8
-    WM: int = 64
-    WN: int = 32
-    min_blocks: int = 2  # launch bounds: ≥ this many resident blocks per SM (0: none)
+class Config(k10.Tiling):
+    """k10's tiling (and its rules), with k14's own register cap and access width."""
+
     max_registers: int = 0  # a register cap of its own (0: none; launch bounds decide)
     vector: bool = True  # 16-byte global loads and stores; False: one element each (any alignment)
-
-    @property
-    def threads(self) -> int:
-        return (self.BM // self.WM) * (self.BN // self.WN) * 32
-
-    def check(self) -> None:
-        k10.Config(self.BM, self.BN, self.BK, self.WM, self.WN).check()  # the same tiling rules
 
     @property
     def name(self) -> str:
