@@ -303,7 +303,8 @@ if __name__ == "__main__":
     # the cases end and this teardown runs: the form torch's gloo threads take when one of them
     # needs the GIL while the interpreter finalizes (pytorch/pytorch#190489, #179291). What this
     # harness tests, every rank's results, is written and closed before this line; an abort
-    # during the cases still fails the test (faulthandler then prints every thread's stack).
+    # during the cases still fails the test (faulthandler then prints every thread's stack), and
+    # one in destroy_process_group is judged by those results (test_distributed._ended_well).
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

@@ -58,11 +58,25 @@ def _torchrun(args: list[str], timeout: float = 300) -> subprocess.CompletedProc
                           text=True, timeout=timeout)
 
 
-def _ended(rc: int, stderr: str, outdir, world: int) -> str:
-    """Why a run failed: its exit status, which ranks had written their results (a rank that
-    wrote them failed in teardown, one that did not failed during the cases), and stderr's tail."""
+TEARDOWN_ABORT = "terminate called without an active exception"
+
+
+def _ended_well(rc: int, stderr: str, outdir, world: int) -> bool:
+    """Did the run end well enough for its results to be judged? A zero exit; or, once every rank
+    has written its results, torch's gloo teardown aborting a rank (the one failure CI saw, about
+    when the cases end: pytorch/pytorch#190489, #179291). The harness leaves by os._exit after
+    destroy_process_group to stay out of it; if destroy_process_group itself aborts, the results
+    are still judged in full, and the abort is reported as a warning, not hidden."""
+    if rc == 0:
+        return True
     wrote = [r for r in range(world) if os.path.exists(os.path.join(outdir, f"rank{r}.json"))]
-    return f"exit status {rc}; ranks that wrote their results: {wrote} of {world}\n{stderr[-3000:]}"
+    if len(wrote) == world and TEARDOWN_ABORT in stderr:
+        import warnings
+
+        warnings.warn(f"torchrun exited {rc}: a rank aborted in torch's gloo teardown after every rank wrote its "
+                      "results", RuntimeWarning)
+        return True
+    raise AssertionError(f"exit status {rc}; ranks that wrote their results: {wrote} of {world}\n{stderr[-3000:]}")
 
 
 @pytest.mark.parametrize("world", [2, 4])
@@ -71,7 +85,7 @@ def test_one_host(world, tmp_path):
     blocks, a grid dimension larger than a matrix dimension, refusals, block moves, DTensors."""
     run = _torchrun(["--nnodes", "1", "--nproc-per-node", str(world), "--master-addr", "127.0.0.1",
                      "--master-port", str(_free_port()), CASES, "all", str(tmp_path)])
-    assert run.returncode == 0, _ended(run.returncode, run.stderr, tmp_path, world)
+    assert _ended_well(run.returncode, run.stderr, tmp_path, world)
     assert _results(tmp_path, world) == {}
 
 
@@ -89,7 +103,7 @@ def test_two_hosts(tmp_path):
         for h in hosts:
             h.kill()
     for h, (_, err) in zip(hosts, outs):
-        assert h.returncode == 0, _ended(h.returncode, err, tmp_path, 4)
+        assert _ended_well(h.returncode, err, tmp_path, 4)
     assert _results(tmp_path, 4) == {}
 
 
@@ -116,6 +130,21 @@ def test_a_world_made_again_gets_new_groups(tmp_path):
     assert run.returncode == 0 and "hung ranks: []" in run.stdout, run.stdout + run.stderr[-2000:]
     for r in (0, 1):
         assert (tmp_path / f"reinit{r}.txt").read_text() == "ok\nok", (tmp_path / f"reinit{r}.txt").read_text()
+
+
+def test_only_a_teardown_abort_after_every_rank_wrote_is_judged(tmp_path):
+    """The harness's one tolerance: a non-zero exit is judged by the results only when every rank
+    wrote them and the abort is torch's gloo teardown; a rank without results, or another
+    failure, fails the test."""
+    assert _ended_well(0, "", tmp_path, 2)
+    (tmp_path / "rank0.json").write_text("{}")
+    with pytest.raises(AssertionError, match=r"wrote their results: \[0\] of 2"):
+        _ended_well(1, TEARDOWN_ABORT, tmp_path, 2)
+    (tmp_path / "rank1.json").write_text("{}")
+    with pytest.raises(AssertionError, match="exit status 1"):
+        _ended_well(1, "Segmentation fault", tmp_path, 2)
+    with pytest.warns(RuntimeWarning, match="gloo teardown"):
+        assert _ended_well(-6, "[rank1] " + TEARDOWN_ABORT, tmp_path, 2)
 
 
 def test_panels_cut_at_both_boundaries():
