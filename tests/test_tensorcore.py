@@ -239,35 +239,46 @@ def test_interpreter_swapped_operands(interpreter_results):
 
 
 WIDE_SCRIPT = textwrap.dedent(r"""
-    import json, os, sys
+    import json, os
     assert os.environ.get("TRITON_INTERPRET") == "1"
     import torch
     from tilegemm import dispatch, validate
     from tilegemm.kernels.tensorcore import _problem as C, t01_tiled, t02_persistent, t03_tma_persistent, t04_splitk
     from tilegemm.tuning.space import cfg as tile
     torch.manual_seed(0)
-    R = (2**31 // 19 + 4096) // 8 * 8  # a row stride that puts row 19 past 2^31 elements (16-byte aligned)
 
-    def spread(values):
-        # values in a view whose rows lie R elements apart: a span past 2^31 elements in a storage
-        # of 4-5 GB that is never touched but for these rows (the OS commits only their pages)
+    def spread(values, stride):
+        # values in a view whose rows lie `stride` elements apart: a span past 2^31 elements in a
+        # storage of 4-6 GB that is never touched but for these rows (the OS commits only their pages)
         r, c = values.shape
-        big = torch.empty((r - 1) * R + c, dtype=values.dtype)
-        return big.as_strided((r, c), (R, 1)).copy_(values)
+        big = torch.empty((r - 1) * stride + c, dtype=values.dtype)
+        return big.as_strided((r, c), (stride, 1)).copy_(values)
 
     out = []
-    m, n, k = 20, 24, 40
-    for mod, extra in ((t01_tiled, {}), (t02_persistent, {}), (t03_tma_persistent, dict(C_TMA=False, WS=False)),
-                       (t04_splitk, dict(SPLIT=3, FUSED=True)), (t04_splitk, dict(SPLIT=3))):
-        for which in ("a", "b", "b column-major", "c and c_in"):
+    RUNGS = ((t01_tiled, {}), (t02_persistent, {}), (t03_tma_persistent, dict(C_TMA=False, WS=False)),
+             (t04_splitk, dict(SPLIT=3, FUSED=True)), (t04_splitk, dict(SPLIT=3)))
+    # M or N direction: row 19 of a 20-row view lies past 2^31 (BK = 16); K direction: K = 80 in
+    # steps of BK = 64, each step and the 64th offset of a K stride past 2^31 (t04 splits K in 2)
+    R_MN = (2**31 // 19 + 4096) // 8 * 8
+    R_K = (2**31 // 63 + 4096) // 8 * 8
+    CASES = [("a", 40, 16), ("b", 40, 16), ("b column-major", 40, 16), ("c and c_in", 40, 16),
+             ("a column-major, K stride", 80, 64), ("b, K stride", 80, 64)]
+    m, n = 20, 24
+    for mod, extra in RUNGS:
+        for which, k, bk in CASES:
             a, b, c0 = ((torch.rand(*s) * 2 - 1).half() for s in ((m, k), (k, n), (m, n)))
             beta = 0.5 if which == "c and c_in" else 0.0
-            A = spread(a) if which == "a" else a
-            B = spread(b) if which == "b" else spread(b.T.contiguous()).T if which == "b column-major" else b
-            Cc = spread(c0) if beta else torch.full((m, n), float("nan"), dtype=torch.float16)
+            A = {"a": lambda: spread(a, R_MN), "a column-major, K stride": lambda: spread(a.T.contiguous(), R_K).T}.get(
+                which, lambda: a)()
+            B = {"b": lambda: spread(b, R_MN), "b column-major": lambda: spread(b.T.contiguous(), R_MN).T,
+                 "b, K stride": lambda: spread(b, R_K)}.get(which, lambda: b)()
+            Cc = spread(c0, R_MN) if beta else torch.full((m, n), float("nan"), dtype=torch.float16)
             p = C.Problem(A, B, Cc, "fp16", 1.0, beta, Cc if beta else None)
             spans = [C.span(x) for x in (A, B, Cc)]
-            used = dispatch.run_problem(p, mod.NAME, config=dict(tile(16, 16, 16, 4, 2), **extra))
+            cfg = dict(tile(16, 16, bk, 4, 2), **extra)
+            if "SPLIT" in cfg and bk == 64:
+                cfg["SPLIT"] = 2
+            used = dispatch.run_problem(p, mod.NAME, config=cfg)
             ref = a.double().numpy() @ b.double().numpy() + beta * c0.double().numpy()
             chk = validate.check(Cc.double().numpy(), a.double().numpy(), b.double().numpy(), dtype="float16",
                                  kernel=mod.NAME, ref=ref)
@@ -280,18 +291,19 @@ WIDE_SCRIPT = textwrap.dedent(r"""
 
 def test_interpreter_past_int32_offsets():
     """Each pointer path of t01-t04 with one operand spanning past 2^31 elements (a strided view
-    into a 4-5 GB storage, only its rows touched): A, B row- and column-major, C read (beta) and
-    written. The rungs compile 64-bit offsets for such a problem (WIDE). Without them the
-    interpreter wraps the int32 offsets as the GPU does and reads or writes outside the storage
-    (checked by hand when this was written: 15 of the 20 cases crashed the process; t03's TMA
-    loads and t01's and t02's row-major B, advanced by pointer increments, never form one)."""
+    into a 4-6 GB storage, only its rows touched): along M or N (A, B row- and column-major, C
+    read with beta and written) and along K (A column-major and B row-major, whose K offsets and
+    steps pass 2^31). The rungs compile 64-bit offsets for such a problem (WIDE). Without them
+    the interpreter wraps the int32 offsets as the GPU does and reads or writes outside the
+    storage (checked by hand when this was written: every pointer path crashed the process in
+    at least one case; t03's TMA loads, addressed by the copy engine, never did)."""
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
                TILEGEMM_AUTOTUNE="0")
     proc = subprocess.run([sys.executable, "-c", WIDE_SCRIPT], env=env, capture_output=True, text=True, timeout=600)
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULTS")]
     assert proc.returncode == 0 and line, f"interpreter run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
     got = json.loads(line[0][len("RESULTS"):])
-    assert len(got) == 20 and all(r["wide"] and max(r["spans"]) > 2**31 for r in got)
+    assert len(got) == 30 and all(r["wide"] and max(r["spans"]) > 2**31 for r in got)
     assert {r["kernel"] for r in got} == {"tc_tiled", "tc_persistent", "tc_tma_persistent", "tc_splitk"}
     bad = [f"{r['kernel']} {r['extra']} {r['which']}: {r['msg']}" for r in got if not r["ok"]]
     assert not bad, "\n".join(bad)

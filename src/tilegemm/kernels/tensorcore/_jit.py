@@ -32,23 +32,33 @@ def mma_a(x, REG_A: tl.constexpr):
 
 @triton.jit
 def mainloop_ptr(a_ptr, b_ptr, M, N, K, sam, sak, sbk, sbn, off_m, off_n,
-                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PRECISION: tl.constexpr):
-    """acc[BM, BN] = A[off_m:+BM, :] @ B[:, off_n:+BN] with masked loads (zeros past the edges)."""
+                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PRECISION: tl.constexpr,
+                 WIDE: tl.constexpr = False):
+    """acc[BM, BN] = A[off_m:+BM, :] @ B[:, off_n:+BN] with masked loads (zeros past the edges).
+    WIDE: K's offsets and steps 64-bit too (off_m and off_n come 64-bit from the caller)."""
     offs_m = off_m + tl.arange(0, BM)
     offs_n = off_n + tl.arange(0, BN)
     offs_k = tl.arange(0, BK)
     mask_m = offs_m[:, None] < M
     mask_n = offs_n[None, :] < N
-    a_ptrs = a_ptr + offs_m[:, None] * sam + offs_k[None, :] * sak
-    b_ptrs = b_ptr + offs_k[:, None] * sbk + offs_n[None, :] * sbn
+    k_off = offs_k
+    if WIDE:
+        k_off = offs_k.to(tl.int64)
+    a_ptrs = a_ptr + offs_m[:, None] * sam + k_off[None, :] * sak
+    b_ptrs = b_ptr + k_off[:, None] * sbk + offs_n[None, :] * sbn
     acc = tl.zeros((BM, BN), dtype=tl.float32)
+    step_a = BK * sak
+    step_b = BK * sbk
+    if WIDE:
+        step_a = tl.cast(BK, tl.int64) * sak
+        step_b = tl.cast(BK, tl.int64) * sbk
     for kt in range(0, tl.cdiv(K, BK)):
         k_left = K - kt * BK
         a = tl.load(a_ptrs, mask=mask_m & (offs_k[None, :] < k_left), other=0.0)
         b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & mask_n, other=0.0)
         acc = tl.dot(a, b, acc, input_precision=PRECISION)
-        a_ptrs += BK * sak
-        b_ptrs += BK * sbk
+        a_ptrs += step_a
+        b_ptrs += step_b
     return acc
 
 

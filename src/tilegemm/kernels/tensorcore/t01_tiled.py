@@ -45,7 +45,7 @@ def tiled_kernel(a_ptr, b_ptr, c_ptr, i_ptr, sa_ptr, sb_ptr, M, N, K,
         off_m = off_m.to(tl.int64)
         off_n = off_n.to(tl.int64)
     acc = mainloop_ptr(a_ptr + bid * sab, b_ptr + bid * sbb, M, N, K, sam, sak, sbk, sbn, off_m, off_n,
-                       BM, BN, BK, PRECISION)
+                       BM, BN, BK, PRECISION, WIDE)
     acc = scale_acc(acc, i_ptr + bid * sib, sa_ptr, sb_ptr, M, N, sim, sin_, alpha, beta, off_m, off_n,
                     BM, BN, HAS_BETA, HAS_SCALE)
     store_ptr(acc, c_ptr + bid * scb, M, N, scm, scn, off_m, off_n, BM, BN)

@@ -68,7 +68,7 @@ def _slice_partial(a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, 
     k_lo = s * K_PER_SPLIT
     k_hi = tl.minimum(k_lo + K_PER_SPLIT, K)
     k_first = k_lo + offs_k
-    if WIDE:
+    if WIDE:  # K's offsets (and steps, below) too
         k_first = k_first.to(tl.int64)
     a_ptrs = a_ptr + bid * sab + offs_m[:, None] * sam + k_first[None, :] * sak
     b_ptrs = b_ptr + bid * sbb + k_first[:, None] * sbk + offs_n[None, :] * sbn
@@ -76,6 +76,11 @@ def _slice_partial(a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, 
         acc = tl.zeros((BN, BM), dtype=tl.float32)
     else:
         acc = tl.zeros((BM, BN), dtype=tl.float32)
+    step_a = BK * sak
+    step_b = BK * sbk
+    if WIDE:
+        step_a = tl.cast(BK, tl.int64) * sak
+        step_b = tl.cast(BK, tl.int64) * sbk
     for k0 in range(k_lo, k_hi, BK):
         kk = k0 + offs_k
         a = tl.load(a_ptrs, mask=mask_m & (kk[None, :] < k_hi), other=0.0)
@@ -84,8 +89,8 @@ def _slice_partial(a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, 
             acc = tl.dot(mma_a(b.T, REG_A), a.T, acc, input_precision=PRECISION)
         else:
             acc = tl.dot(mma_a(a, REG_A), b, acc, input_precision=PRECISION)
-        a_ptrs += BK * sak
-        b_ptrs += BK * sbk
+        a_ptrs += step_a
+        b_ptrs += step_b
     if SWAP:
         acc = acc.T
     return acc, offs_m, offs_n, mask_m & mask_n, off_m, off_n
@@ -200,8 +205,8 @@ def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
     w = torch.empty((p.batch, split, p.m, p.n), dtype=torch.float32, device=p.c.device)
     a, b = p.a, p.b
     grid = (ceil_div(p.m, BM) * ceil_div(p.n, BN), split, p.batch)
-    tile = dict(BM=BM, BN=BN, BK=BK, GROUP_M=cfg["GROUP_M"], PRECISION=p.dot_precision, WIDE=p.too_large,
-                **P.mma_form(cfg))
+    wide = p.too_large or split * p.m * p.n > P.INT32_MAX  # the partials' offsets past 2^31 too
+    tile = dict(BM=BM, BN=BN, BK=BK, GROUP_M=cfg["GROUP_M"], PRECISION=p.dot_precision, WIDE=wide, **P.mma_form(cfg))
     c_in, sa, sb = P.epilogue_args(p)
     epilogue = dict(HAS_BETA=p.has_beta, HAS_SCALE=p.scale_a is not None)
     kps = k_per_split(p.k, BK, split)
@@ -221,7 +226,7 @@ def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
     return [P.KernelCall(splitk_partial_kernel, grid, P.ordered(splitk_partial_kernel, args, **tile), opts,
                          scratch=(w,)),
             P.KernelCall(splitk_reduce_kernel, (ceil_div(p.m * p.n, REDUCE_BLOCK), p.batch),
-                         P.ordered(splitk_reduce_kernel, reduce_args, BLOCK=REDUCE_BLOCK, WIDE=p.too_large, **epilogue),
+                         P.ordered(splitk_reduce_kernel, reduce_args, BLOCK=REDUCE_BLOCK, WIDE=wide, **epilogue),
                          dict(num_warps=4, num_stages=3), scratch=(w,))]
 
 
