@@ -266,7 +266,9 @@ def free_port() -> int:
 if __name__ == "__main__" and sys.argv[1] == "reinit":
     import multiprocessing as mp
 
-    ports, ctx = [free_port(), free_port()], mp.get_context("spawn")
+    ports, ctx = [free_port()], mp.get_context("spawn")
+    while len(ports) < 2:  # two distinct ports: one for each world
+        ports = list(dict.fromkeys(ports + [free_port()]))
     procs = [ctx.Process(target=reinit, args=(r, 2, ports, sys.argv[2])) for r in range(2)]
     for p in procs:
         p.start()

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -61,21 +63,21 @@ def _torchrun(args: list[str], timeout: float = 300) -> subprocess.CompletedProc
 TEARDOWN_ABORT = "terminate called without an active exception"
 
 
-def _ended_well(rc: int, stderr: str, outdir, world: int) -> bool:
-    """Did the run end well enough for its results to be judged? A zero exit; or, once every rank
-    has written its results, torch's gloo teardown aborting a rank (the one failure CI saw, about
-    when the cases end: pytorch/pytorch#190489, #179291). The harness leaves by os._exit after
-    destroy_process_group to stay out of it; if destroy_process_group itself aborts, the results
-    are still judged in full, and the abort is reported as a warning, not hidden."""
+def _ended_well(rc: int, stderr: str, outdir, world: int) -> None:
+    """Raise unless the run ended well enough for its results to be judged: a zero exit; or, once
+    every rank has written its results, torch's gloo teardown aborting a rank (the one failure CI
+    saw, about when the cases end: pytorch/pytorch#190489, #179291): the abort's message, and in
+    torchrun's report only ranks that aborted (SIGABRT, -6) or that it then stopped (SIGTERM,
+    -15). The harness leaves by os._exit after destroy_process_group to stay out of it; if
+    destroy_process_group itself aborts, the results are still judged in full, with a warning."""
     if rc == 0:
-        return True
+        return
     wrote = [r for r in range(world) if os.path.exists(os.path.join(outdir, f"rank{r}.json"))]
-    if len(wrote) == world and TEARDOWN_ABORT in stderr:
-        import warnings
-
+    codes = set(re.findall(r"exitcode\s*:\s*(-?\d+)", stderr))
+    if len(wrote) == world and TEARDOWN_ABORT in stderr and "-6" in codes and codes <= {"-6", "-15"}:
         warnings.warn(f"torchrun exited {rc}: a rank aborted in torch's gloo teardown after every rank wrote its "
                       "results", RuntimeWarning)
-        return True
+        return
     raise AssertionError(f"exit status {rc}; ranks that wrote their results: {wrote} of {world}\n{stderr[-3000:]}")
 
 
@@ -85,7 +87,7 @@ def test_one_host(world, tmp_path):
     blocks, a grid dimension larger than a matrix dimension, refusals, block moves, DTensors."""
     run = _torchrun(["--nnodes", "1", "--nproc-per-node", str(world), "--master-addr", "127.0.0.1",
                      "--master-port", str(_free_port()), CASES, "all", str(tmp_path)])
-    assert _ended_well(run.returncode, run.stderr, tmp_path, world)
+    _ended_well(run.returncode, run.stderr, tmp_path, world)
     assert _results(tmp_path, world) == {}
 
 
@@ -103,7 +105,7 @@ def test_two_hosts(tmp_path):
         for h in hosts:
             h.kill()
     for h, (_, err) in zip(hosts, outs):
-        assert _ended_well(h.returncode, err, tmp_path, 4)
+        _ended_well(h.returncode, err, tmp_path, 4)
     assert _results(tmp_path, 4) == {}
 
 
@@ -134,17 +136,22 @@ def test_a_world_made_again_gets_new_groups(tmp_path):
 
 def test_only_a_teardown_abort_after_every_rank_wrote_is_judged(tmp_path):
     """The harness's one tolerance: a non-zero exit is judged by the results only when every rank
-    wrote them and the abort is torch's gloo teardown; a rank without results, or another
-    failure, fails the test."""
-    assert _ended_well(0, "", tmp_path, 2)
+    wrote them, the abort is torch's gloo teardown and torchrun reports no other end; a rank
+    without results, or any other failure beside the abort, fails the test."""
+    abort = f"[rank1] {TEARDOWN_ABORT}\n  exitcode  : -15 (pid: 1)\n  exitcode  : -6 (pid: 2)\n"
+    _ended_well(0, "", tmp_path, 2)
     (tmp_path / "rank0.json").write_text("{}")
     with pytest.raises(AssertionError, match=r"wrote their results: \[0\] of 2"):
-        _ended_well(1, TEARDOWN_ABORT, tmp_path, 2)
+        _ended_well(1, abort, tmp_path, 2)
     (tmp_path / "rank1.json").write_text("{}")
     with pytest.raises(AssertionError, match="exit status 1"):
-        _ended_well(1, "Segmentation fault", tmp_path, 2)
+        _ended_well(1, "Segmentation fault\n  exitcode  : -11 (pid: 2)\n", tmp_path, 2)
+    with pytest.raises(AssertionError, match="exit status 1"):  # the abort, and another rank's own failure
+        _ended_well(1, abort + "  exitcode  : 1 (pid: 3)\n", tmp_path, 2)
+    with pytest.raises(AssertionError, match="exit status 1"):  # no report of an abort
+        _ended_well(1, TEARDOWN_ABORT, tmp_path, 2)
     with pytest.warns(RuntimeWarning, match="gloo teardown"):
-        assert _ended_well(-6, "[rank1] " + TEARDOWN_ABORT, tmp_path, 2)
+        _ended_well(1, abort, tmp_path, 2)
 
 
 def test_panels_cut_at_both_boundaries():

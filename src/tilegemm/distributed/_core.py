@@ -33,6 +33,7 @@ a hang past that timeout and never a partial C presented as whole.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import itertools
 import os
@@ -47,6 +48,14 @@ _DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 _ALL_GATHER = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor  # renamed in torch 2.13
 _GROUPS: dict = {}  # (parent's name, member lists) -> this rank's process group, made once (a collective)
 _GROUPS_WORLD: list = [None]  # the default group _GROUPS' groups belong to
+
+
+@atexit.register
+def _release_groups() -> None:
+    """Drop tilegemm's references to its groups while the interpreter is whole: a gloo group that
+    torch has shut down is otherwise destroyed during finalization, where its threads can abort."""
+    _GROUPS.clear()
+    _GROUPS_WORLD[0] = None
 
 
 def _collective(what: str, fn):
