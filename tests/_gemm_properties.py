@@ -27,7 +27,8 @@ from tilegemm import validate
 GPU = torch.cuda.is_available()
 DEV = "cuda" if GPU else "cpu"
 SPECIAL = [0, 1, 2, 3, 5, 7, 13, 16, 17, 31, 32, 33, 63, 64, 65]
-RUNGS = ["auto", "tc_tiled", "tc_persistent", "tc_tma_persistent", "tc_splitk"] + (["tc_warp_specialized"] if GPU else [])
+RUNGS = ["auto", "tc_tiled", "tc_persistent", "tc_tma_persistent", "tc_splitk", "tc_gemv"] + \
+    (["tc_warp_specialized"] if GPU else [])
 PRECISIONS = ["fp16", "ieee", "tf32"] + (["bf16", "fp8"] if GPU else [])
 TOL = {"fp16": "float16", "bf16": "bfloat16", "ieee": "float32", "tf32": "tf32", "fp8": "float8_e4m3fn"}
 STATS = {"ran": 0, "failed": 0, "first": None}

@@ -26,7 +26,7 @@ torch = pytest.importorskip("torch")
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 TC_NAMES = ("tc_tiled", "tc_persistent", "tc_tma_persistent")
-ALL_TC = TC_NAMES + ("tc_splitk",)
+ALL_TC = TC_NAMES + ("tc_splitk", "tc_gemv")
 
 
 # ---- registration (no GPU needed) --------------------------------------------------------------
@@ -121,6 +121,7 @@ INTERP_SCRIPT = textwrap.dedent(r"""
     import numpy as np, torch
     from tilegemm import dispatch, validate
     from tilegemm.kernels.tensorcore import _problem as C, t01_tiled, t02_persistent, t03_tma_persistent, t04_splitk
+    from tilegemm.kernels.tensorcore import t06_gemv
     from tilegemm.tuning.space import cfg as tile
     torch.manual_seed(0)
     out = []
@@ -194,6 +195,22 @@ INTERP_SCRIPT = textwrap.dedent(r"""
         run(mod, 9, 11, 16, torch.float32, "ieee", batch=2, la="t", lb="t")
         run(mod, 40, 32, 48, torch.float32, "ieee", alpha=0.5, beta=2.0)
         run(mod, 31, 33, 35, torch.float16, "fp16", alpha=-1.5, beta=0.25)
+    # t06, the GEMV form (M ≤ 4): K in one step, in several, and past its last whole step; every
+    # layout, batch and a broadcast B, alpha/beta, and each of its candidate tiles once
+    gv = dict(BN=4, BK=16, num_warps=4, num_stages=1)
+    for (m, n, k) in [(1, 1, 1), (1, 23, 7), (3, 17, 40), (4, 64, 300), (2, 70, 130)]:
+        for dt, prec in ((torch.float16, "fp16"), (torch.float32, "ieee")):
+            run(t06_gemv, m, n, k, dt, prec, cfg=gv if k > 16 else None)
+    for la in "nt":
+        for lb in "nt":
+            run(t06_gemv, 3, 21, 37, torch.float32, "ieee", la, lb, cfg=gv)
+    run(t06_gemv, 2, 24, 32, torch.float16, "fp16", batch=3)
+    run(t06_gemv, 4, 20, 32, torch.float32, "ieee", batch=2, bcast=True, cfg=gv)
+    run(t06_gemv, 1, 40, 48, torch.float32, "ieee", alpha=0.5, beta=2.0, cfg=gv)
+    run(t06_gemv, 4, 33, 35, torch.float16, "fp16", alpha=-1.5, beta=0.25)
+    from tilegemm.tuning import space as S
+    for c in S.candidates(S.T06, C.Problem(torch.empty(1, 200), torch.empty(200, 36), torch.empty(1, 36), "ieee")):
+        run(t06_gemv, 1, 36, 200, torch.float32, "ieee", cfg=c)
     print("RESULTS" + json.dumps(out))
 """)
 
@@ -214,6 +231,16 @@ def test_interpreter_correct(interpreter_results, name):
     assert len(mine) >= 20
     bad = [r["msg"] for r in mine if not r["ok"]]
     assert not bad, "\n".join(bad[:5])
+
+
+def test_interpreter_gemv_form(interpreter_results):
+    """t06 ran every case asked of it (M ≤ 4): all four layouts, batch, a broadcast B, alpha/beta,
+    K within one step and across several, and each of its candidate tiles."""
+    mine = [r for r in interpreter_results if r["kernel"] == "tc_gemv"]
+    assert len(mine) >= 25 and all(r["ran"] == "tc_gemv" for r in mine)
+    assert {r["layout"] for r in mine} == {"nn", "nt", "tn", "tt"}
+    assert any(r["beta"] for r in mine) and any(r["batch"] for r in mine) and any(r["bcast"] for r in mine)
+    assert {r["shape"][0] for r in mine} == {1, 2, 3, 4}
 
 
 def test_interpreter_splitk_edge_cases(interpreter_results):
@@ -244,6 +271,7 @@ WIDE_SCRIPT = textwrap.dedent(r"""
     import torch
     from tilegemm import dispatch, validate
     from tilegemm.kernels.tensorcore import _problem as C, t01_tiled, t02_persistent, t03_tma_persistent, t04_splitk
+    from tilegemm.kernels.tensorcore import t06_gemv
     from tilegemm.tuning.space import cfg as tile
     torch.manual_seed(0)
 
@@ -256,7 +284,7 @@ WIDE_SCRIPT = textwrap.dedent(r"""
 
     out = []
     RUNGS = ((t01_tiled, {}), (t02_persistent, {}), (t03_tma_persistent, dict(C_TMA=False, WS=False)),
-             (t04_splitk, dict(SPLIT=3, FUSED=True)), (t04_splitk, dict(SPLIT=3)))
+             (t04_splitk, dict(SPLIT=3, FUSED=True)), (t04_splitk, dict(SPLIT=3)), (t06_gemv, {}))
     # M or N direction: row 19 of a 20-row view lies past 2^31 (BK = 16); K direction: K = 80 in
     # steps of BK = 64, each step and the 64th offset of a K stride past 2^31 (t04 splits K in 2)
     R_MN = (2**31 // 19 + 4096) // 8 * 8
@@ -275,7 +303,8 @@ WIDE_SCRIPT = textwrap.dedent(r"""
             Cc = spread(c0, R_MN) if beta else torch.full((m, n), float("nan"), dtype=torch.float16)
             p = C.Problem(A, B, Cc, "fp16", 1.0, beta, Cc if beta else None)
             spans = [C.span(x) for x in (A, B, Cc)]
-            cfg = dict(tile(16, 16, bk, 4, 2), **extra)
+            cfg = dict(tile(16, 16, bk, 4, 2), **extra) if mod is not t06_gemv else dict(BN=4, BK=bk, num_warps=4,
+                                                                                          num_stages=1)
             if "SPLIT" in cfg and bk == 64:
                 cfg["SPLIT"] = 2
             used = dispatch.run_problem(p, mod.NAME, config=cfg)
@@ -303,8 +332,8 @@ def test_interpreter_past_int32_offsets():
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULTS")]
     assert proc.returncode == 0 and line, f"interpreter run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
     got = json.loads(line[0][len("RESULTS"):])
-    assert len(got) == 30 and all(r["wide"] and max(r["spans"]) > 2**31 for r in got)
-    assert {r["kernel"] for r in got} == {"tc_tiled", "tc_persistent", "tc_tma_persistent", "tc_splitk"}
+    assert len(got) == 36 and all(r["wide"] and max(r["spans"]) > 2**31 for r in got)
+    assert {r["kernel"] for r in got} == {"tc_tiled", "tc_persistent", "tc_tma_persistent", "tc_splitk", "tc_gemv"}
     bad = [f"{r['kernel']} {r['extra']} {r['which']}: {r['msg']}" for r in got if not r["ok"]]
     assert not bad, "\n".join(bad)
 

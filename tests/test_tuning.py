@@ -140,6 +140,25 @@ def test_no_call_tunes_unless_asked(monkeypatch):
     assert d.rung == space.T04 and "default" in d.source
 
 
+def test_gemv_form_is_offered_for_decode_never_assumed():
+    """t06 (the GEMV form) can run M ≤ 4 and is among the rungs the tuner times there, but nothing
+    untuned picks it; asked for by name past M = 4, t04 runs, saying why. Its candidates start
+    from the offline census's tile and keep K steps no wider than K."""
+    from tilegemm import tuning
+
+    p1, p5 = _problem(1, 4096, 4096, b_t=True), _problem(5, 4096, 4096)
+    assert tuning.usable(space.T06, p1) and not tuning.usable(space.T06, p5)
+    assert space.T06 in tuning.usable_rungs(p1) and space.T06 not in tuning.usable_rungs(p5)
+    assert tuning.heuristic(p1).rung != space.T06
+    cands = space.candidates(space.T06, p1)
+    assert cands[0] == dict(BN=4, BK=1024, num_warps=4, num_stages=1)
+    assert len({str(c) for c in cands}) == len(cands) >= 6
+    assert {c["BK"] for c in space.candidates(space.T06, _problem(1, 64, 50))} == {64}
+    assert space.adapt(space.T06, _problem(2, 64, 50), cands[0]) == dict(BN=4, BK=64, num_warps=4, num_stages=1)
+    d = tuning.choose(p5, "tc_gemv")
+    assert d.rung == space.T04 and "M ≤ 4 only" in d.source, d
+
+
 def test_fp16_takes_bf16_entries_where_it_has_none():
     assert cache.sibling_class("fp16|float16|float16|nn|nobeta") == "bf16|bfloat16|bfloat16|nn|nobeta"
     assert cache.sibling_class("fp8|float8_e4m3fn|bfloat16|nt|nobeta") is None

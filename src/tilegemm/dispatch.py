@@ -267,7 +267,8 @@ def _launch(p, decision, key, own_scales) -> None:
 
 def _fallback(p, decision, error: Exception):
     """What runs when the chosen rung fails to compile or launch here: the same without the loop
-    options (FLAT, WS) this Triton may refuse, else t02's default; None for t02/t04 themselves."""
+    options (FLAT, WS) this Triton may refuse, else t04's default for t06 and t02's for the others;
+    None for t02/t04 themselves."""
     from .tuning import Decision, space
 
     err = f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
@@ -275,9 +276,10 @@ def _fallback(p, decision, error: Exception):
     if opts:
         alt = Decision(decision.rung, dict(decision.config, WS=False, FLAT=False), decision.source)
         why = f"{'+'.join(opts)} failed ({err}); ran without"
-    elif decision.rung in (space.T03, space.T05, "tc_tiled"):
-        alt = Decision(space.T02, space.default(space.T02, p), f"fallback from {decision.rung}")
-        why = f"{decision.rung} failed ({err}); ran {space.T02}"
+    elif decision.rung in (space.T03, space.T05, space.T06, "tc_tiled"):
+        below = space.T04 if decision.rung == space.T06 else space.T02
+        alt = Decision(below, space.default(below, p), f"fallback from {decision.rung}")
+        why = f"{decision.rung} failed ({err}); ran {below}"
     else:
         return None
     tag = f"{decision.rung}|{'+'.join(opts)}"

@@ -38,13 +38,15 @@ def usable(rung: str, p) -> bool:
         return hopper and not tc.rung_module(rung).usable(p)
     if rung == space.T05:
         return hopper and tc.gluon_ready() and not tc.rung_module(rung).usable(p)
+    if rung == space.T06:
+        return not tc.rung_module(rung).usable(p)
     return rung in (space.T02, space.T04, "tc_tiled")
 
 
 def usable_rungs(p) -> list[str]:
     from . import space
 
-    return [r for r in (space.T02, space.T03, space.T04, space.T05) if usable(r, p)]
+    return [r for r in (space.T02, space.T03, space.T04, space.T05, space.T06) if usable(r, p)]
 
 
 def heuristic(p) -> Decision:
@@ -168,8 +170,9 @@ def _choose(p, want: str | None) -> Decision:
     if want is not None and want not in tc.RUNGS:
         raise KeyError(f"{want!r} is not a tensor-core kernel; one of {', '.join(tc.RUNGS)}")
     if want is not None and not usable(want, p):  # e.g. TMA's alignment rules: the rung below runs it
-        instead = space.T03 if want == space.T05 and usable(space.T03, p) else space.T02
-        why = tc.rung_module(want).usable(p) if want in (space.T03, space.T05) else "not here"
+        instead = (space.T03 if want == space.T05 and usable(space.T03, p) else
+                   space.T04 if want == space.T06 else space.T02)
+        why = tc.rung_module(want).usable(p) if want in (space.T03, space.T05, space.T06) else "not here"
         d = _choose(p, instead)
         return Decision(instead, d.config, f"{want} cannot run this problem ({why}); {instead} runs it: {d.source}",
                         d.ms)

@@ -78,7 +78,7 @@ def tune_simt(con) -> dict:
                                            when=time.strftime("%Y-%m-%dT%H:%M:%S"))}
 
 
-_ORDER = ("tc_tma_persistent", "tc_persistent", "tc_splitk", "tc_warp_specialized")  # the tuner's tie order
+_ORDER = ("tc_tma_persistent", "tc_persistent", "tc_splitk", "tc_warp_specialized", "tc_gemv")  # tie order
 
 
 def derive(cached: dict, gpu: str) -> dict:

@@ -8,7 +8,8 @@ BK, GROUP_M, warps, stages) and options:
 - t02/t03: C_TMA (C stored with TMA), FLAT (tile and k loops flattened), SWAP (C^T = B^T·A^T),
   REG_A (the MMA's A operand from registers), KMAJOR (a K-major copy first);
 - t04: SPLIT (K slices), FUSED (the reduction in the same launch), SWAP, REG_A;
-- t05: STAGES, SPLIT (C's epilogue slices), CONSUMERS (consumer partitions), SWAP.
+- t05: STAGES, SPLIT (C's epilogue slices), CONSUMERS (consumer partitions), SWAP;
+- t06: BN (columns of C a program), BK (K a step), warps and stages only.
 Which MMA forms a layout allows is `_problem.reg_a`/`swap_form`'s rule; every width keeps BK·s of
 128 bytes, the TMA swizzle's row, where the rung's pipeline allows.
 """
@@ -25,6 +26,7 @@ from ..registry import ceil_div
 
 SMEM_BUDGET = P.SMEM_BUDGET
 T02, T03, T04, T05 = "tc_persistent", "tc_tma_persistent", "tc_splitk", "tc_warp_specialized"
+T06 = "tc_gemv"
 TILE_KEYS = ("BM", "BN", "BK", "GROUP_M", "num_warps", "num_stages")
 
 
@@ -413,11 +415,40 @@ def _t05_adapt(p: P.Problem, c: dict) -> dict | None:
     return c if t05_smem_bytes(c, p.a.element_size(), p.c.element_size()) <= SMEM_BUDGET else None
 
 
+# ---- t06 (GEMV form, M ≤ 4) -------------------------------------------------------------------
+
+# (BN, BK, warps): the offline census's clean loop first (BN = 4, BK = 1024: B's tile and A's row
+# in registers, no shared memory; docs/perf-notes.md, 41), then narrower K steps (more programs
+# resident), wider tiles, and one with 8 warps
+_T06_SEEDS = [(4, 1024, 4), (4, 512, 4), (8, 512, 4), (4, 256, 2), (8, 256, 4), (16, 256, 4), (2, 1024, 4),
+              (8, 1024, 8)]
+
+
+def _t06_fit(p: P.Problem, bn: int, bk: int, warps: int, stages: int = 1) -> dict:
+    """A t06 configuration for p: K steps no wider than K needs (a power of two, at least 16)."""
+    return dict(BN=bn, BK=min(bk, max(16, triton.next_power_of_2(max(p.k, 1)))), num_warps=warps,
+                num_stages=stages)
+
+
+def _t06_candidates(p: P.Problem) -> list[dict]:
+    out: list[dict] = []
+    for bn, bk, warps in _T06_SEEDS:
+        c = _t06_fit(p, bn, bk, warps)
+        if c not in out:
+            out.append(c)
+    return out
+
+
+def _t06_adapt(p: P.Problem, c: dict) -> dict | None:
+    return _t06_fit(p, int(c["BN"]), int(c["BK"]), int(c["num_warps"]), int(c.get("num_stages", 1)))
+
+
 # ---- by rung ---------------------------------------------------------------------------------------
 
 _CANDIDATES = {T02: _t02_candidates, T03: _t03_candidates, T04: _t04_candidates, T05: _t05_candidates,
-               "tc_tiled": _t02_candidates}
-_ADAPT = {T02: _t02_adapt, T03: _t03_adapt, T04: _t04_adapt, T05: _t05_adapt, "tc_tiled": _t02_adapt}
+               T06: _t06_candidates, "tc_tiled": _t02_candidates}
+_ADAPT = {T02: _t02_adapt, T03: _t03_adapt, T04: _t04_adapt, T05: _t05_adapt, T06: _t06_adapt,
+          "tc_tiled": _t02_adapt}
 
 
 def candidates(rung: str, p: P.Problem) -> list[dict]:

@@ -213,6 +213,8 @@ def tune(p: P.Problem) -> Decision | None:
     tma = hopper and not t03.usable(p)
     if space.splitk_applicable(p):
         rungs = ([space.T03] if tma else []) + [space.T02, space.T04]
+        if not tc.rung_module(space.T06).usable(p):  # decode's M ≤ 4: the GEMV form as well
+            rungs.append(space.T06)
         won = _fastest(_tuned(rungs, p)[0])
     else:
         big = space.T03 if tma else space.T02

@@ -3,7 +3,9 @@
 Rungs: t01_tiled (tl.dot on tiles, grouped order), t02_persistent (one program per SM),
 t03_tma_persistent (TMA descriptors, flattened loop option; sm_90), t04_splitk (K split over
 programs, FP32 partials reduced in the same launch or by a second kernel; small M),
-t05_warp_specialized (Gluon: a producer warp and consumer warpgroups; sm_90, FP16/BF16/FP8/TF32).
+t05_warp_specialized (Gluon: a producer warp and consumer warpgroups; sm_90, FP16/BF16/FP8/TF32),
+t06_gemv (decode, M ≤ 4: B straight into registers, FMA, no tensor cores; taken where tuning on
+the GPU finds it fastest, never by default).
 
 A problem with an operand spanning past 2^31 elements compiles its pointer arithmetic 64-bit
 (the WIDE constant, from `Problem.too_large`); every other problem keeps 32-bit offsets.
@@ -33,6 +35,7 @@ _TABLE = {
     "tc_splitk": ("t04_splitk", "Triton split-K (small M)", 4, 5, "", ()),
     "tc_warp_specialized": ("t05_warp_specialized", "Gluon warp-specialised (producer warp)", 5, 3, "sm_90",
                             ("tma", "gluon")),
+    "tc_gemv": ("t06_gemv", "Triton GEMV form (M ≤ 4, B in registers, FMA)", 6, 0, "", ()),
 }
 RUNGS = {name: row[0] for name, row in _TABLE.items()}  # name -> module
 
