@@ -209,8 +209,8 @@ INTERP_SCRIPT = textwrap.dedent(r"""
     run(t06_gemv, 1, 40, 48, torch.float32, "ieee", alpha=0.5, beta=2.0, cfg=gv)
     run(t06_gemv, 4, 33, 35, torch.float16, "fp16", alpha=-1.5, beta=0.25)
     from tilegemm.tuning import space as S
-    for c in S.candidates(S.T06, C.Problem(torch.empty(1, 200), torch.empty(200, 36), torch.empty(1, 36), "ieee")):
-        run(t06_gemv, 1, 36, 200, torch.float32, "ieee", cfg=c)
+    for c in S.candidates(S.T06, C.Problem(torch.empty(1, 1100), torch.empty(1100, 36), torch.empty(1, 36), "ieee")):
+        run(t06_gemv, 1, 36, 1100, torch.float32, "ieee", cfg=c)  # K past 1024: every candidate as seeded
     print("RESULTS" + json.dumps(out))
 """)
 
@@ -284,7 +284,8 @@ WIDE_SCRIPT = textwrap.dedent(r"""
 
     out = []
     RUNGS = ((t01_tiled, {}), (t02_persistent, {}), (t03_tma_persistent, dict(C_TMA=False, WS=False)),
-             (t04_splitk, dict(SPLIT=3, FUSED=True)), (t04_splitk, dict(SPLIT=3)), (t06_gemv, {}))
+             (t04_splitk, dict(SPLIT=3, FUSED=True)), (t04_splitk, dict(SPLIT=3)),
+             (t06_gemv, {}))  # t06 forced past its M ≤ 4 (20 rows): its offsets are what is tested
     # M or N direction: row 19 of a 20-row view lies past 2^31 (BK = 16); K direction: K = 80 in
     # steps of BK = 64, each step and the 64th offset of a K stride past 2^31 (t04 splits K in 2)
     R_MN = (2**31 // 19 + 4096) // 8 * 8

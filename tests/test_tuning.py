@@ -159,6 +159,21 @@ def test_gemv_form_is_offered_for_decode_never_assumed():
     assert d.rung == space.T04 and "M ≤ 4 only" in d.source, d
 
 
+def test_a_fallback_is_remembered_for_the_bucket():
+    """What ran after the chosen rung failed is what the bucket's next calls get in this process
+    (remember wrote a key choose never read, so each new shape retried the failing rung)."""
+    from tilegemm import tuning
+
+    p = _problem(16, 4096, 4096)
+    try:
+        assert tuning.choose(p).rung == space.T04
+        tuning.remember(p, "auto", tuning.Decision(space.T02, space.default(space.T02, p), "fallback from t04"))
+        d = tuning.choose(_problem(16, 4000, 4096))  # the same bucket
+        assert d.rung == space.T02 and d.source == "fallback from t04", d
+    finally:
+        tuning._MEMO.clear()
+
+
 def test_fp16_takes_bf16_entries_where_it_has_none():
     assert cache.sibling_class("fp16|float16|float16|nn|nobeta") == "bf16|bfloat16|bfloat16|nn|nobeta"
     assert cache.sibling_class("fp8|float8_e4m3fn|bfloat16|nt|nobeta") is None

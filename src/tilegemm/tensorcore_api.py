@@ -62,7 +62,7 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     scale_a, scale_b: per-tensor scales (float or one-element tensor), FP8 only.
     kernel: "auto" (the rung and configuration tilegemm.tuning gives the shape: see
     `tilegemm.explain`) or "tc_tiled", "tc_persistent", "tc_tma_persistent", "tc_splitk",
-    "tc_warp_specialized".
+    "tc_warp_specialized", "tc_gemv" (M ≤ 4; past it t04 runs).
     A repeated call with the same shapes, strides, dtypes and arguments on torch CUDA tensors is
     served by its launch plan (tilegemm.dispatch): one allocation and one driver call per kernel.
     """

@@ -145,9 +145,7 @@ def choose(p, kernel: str = "auto") -> Decision:
     """The rung and configuration p runs with (kernel: "auto", or a tensor-core rung's name)."""
     from . import space
 
-    rungs = tuple(usable_rungs(p))  # and whether t03 must realign first (its source says so)
-    key = (cache.problem_class(p), cache.bucket(p), kernel, str(p.a.device), rungs,
-           space.T03 in rungs and tc.rung_module(space.T03).needs_realign(p))
+    key = _memo_key(p, kernel)
     hit = _MEMO.get(key)
     if hit is not None:
         cfg = space.adapt(hit.rung, p, hit.config)  # the bucket's decision, fitted to this shape
@@ -158,10 +156,20 @@ def choose(p, kernel: str = "auto") -> Decision:
     return d
 
 
+def _memo_key(p, kernel: str) -> tuple:
+    """What a decision in this process depends on: p's class and bucket, the kernel asked for, the
+    device, the rungs that can run p, and whether t03 must realign first (its source says so)."""
+    from . import space
+
+    rungs = tuple(usable_rungs(p))
+    return (cache.problem_class(p), cache.bucket(p), kernel, str(p.a.device), rungs,
+            space.T03 in rungs and tc.rung_module(space.T03).needs_realign(p))
+
+
 def remember(p, kernel: str, d: Decision) -> None:
     """What ran p (a fallback, when the chosen rung failed here) is what p's bucket gets from now on
     in this process."""
-    _MEMO[(cache.problem_class(p), cache.bucket(p), kernel, str(p.a.device), tuple(usable_rungs(p)))] = d
+    _MEMO[_memo_key(p, kernel)] = d
 
 
 def _choose(p, want: str | None) -> Decision:

@@ -222,6 +222,8 @@ def tune(p: P.Problem) -> Decision | None:
         if big == space.T03 and tc.gluon_ready() and space.t05_worth_tuning(p) \
                 and not tc.rung_module(space.T05).usable(p):
             rungs.append(space.T05)
+        if not tc.rung_module(space.T06).usable(p):  # M ≤ 4 with a short K or narrow N
+            rungs.append(space.T06)
         tuned, _ = _tuned(rungs, p)
         won = (_settled(p, tuned) if len(tuned) > 1 else _fastest(tuned))
     if won is None:

@@ -4,26 +4,26 @@ Changes against t04: at M = 1…4 (a decode step's batch) the product is a matri
 row of A; the tensor cores' work is nothing beside reading B (the weight, K·N·s bytes), so what
 counts is how many bytes stand in flight and how few instructions each one costs. t04 stages B's
 tiles through shared memory for the MMA and splits K so that enough programs run; here a program
-takes BN columns of C (BN rows of W when B = Wᵀ, K-major) and one row of A (grid axis 1; axis 2 is
-the batch), walks the whole of K in steps of BK, loads its BN×BK tile of B with 16-byte loads
-into registers, multiplies it by A's BK elements in FP32 (FMA) into a BN×BK accumulator, and
-reduces that over K once, at the end: no shared memory, no barriers and no split in the K loop,
-so nothing is summed twice and the result is deterministic. A's row is re-read by every program
-(from L2: M·K·s·ceil(N/BN) bytes, small beside B), and B by every row of A (from L2 when the
-programs of one column of tiles run together, as the grid's order has them).
+takes BN columns of C (BN rows of W when B = Wᵀ, K-major) and one row of A, walks the whole of K
+in steps of BK, loads its BN×BK tile of B with 16-byte loads into registers, multiplies it by
+A's BK elements in FP32 (FMA) into a BN×BK accumulator, and reduces that over K once, at the
+end: no split of K, so nothing is summed twice and the result is deterministic. The rows of A
+are the fastest index of grid axis 0 (axis 1 is the batch), so the M programs of one column of
+tiles run side by side and B's tile comes from DRAM once, for the first of them, and from L2 for
+the others; A's row is re-read by every program (M·K·s·ceil(N/BN) bytes, from L2, small beside B).
 
 The offline census behind the first candidate (docs/perf-notes.md, 41): at BN = 4, BK = 1024 and
-4 warps the K loop compiles (sm_90, BF16, K-major B) to 140 instructions per 4 KB of B (5 LDG.128,
-32 FFMA, no shared memory, 58 registers): about 4.4 instructions per weight. At most other tiles
+4 warps the K loop compiles (sm_90, BF16, K-major B) to 140 instructions per 8 KB of B (5 LDG.128,
+32 FFMA, no shared memory or barrier, 58 registers): about 4.4 instructions per weight. At most other tiles
 Triton lays A's row out unlike B's tile and moves it through shared memory every step (2–4
 barriers in the loop); the tuner times both kinds.
 
 Global traffic (elements; s input size, s_c output size):
-    reads  = K·N·M (B, from L2 after the first row of A) + M·K·ceil(N/BN)
+    reads  = K·N·M (B: from DRAM once, from L2 for the other rows of A) + M·K·ceil(N/BN) (A, L2)
     writes = M·N
 DRAM traffic ≈ K·N·s + M·N·s_c bytes; arithmetic intensity ≈ 2·M/s FLOP/byte (1 at M = 1 in
 BF16), so the floor is reading B once at the memory's read bandwidth, and the issue rate
-(≈ 4·M instructions per weight, since each row of A re-converts B) is what bounds it past M ≈ 2.
+(≈ 4.4·M instructions per weight, since each row of A re-converts B) is what bounds it past M ≈ 2.
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ def gemv_kernel(a_ptr, b_ptr, c_ptr, i_ptr, sa_ptr, sb_ptr, M, N, K,
                 sab, sam, sak, sbb, sbk, sbn, scb, scm, scn, sib, sim, sin_, alpha, beta,
                 BN: tl.constexpr, BK: tl.constexpr, HAS_BETA: tl.constexpr, HAS_SCALE: tl.constexpr,
                 WIDE: tl.constexpr = False):
-    off_n = tl.program_id(0) * BN
-    m = tl.program_id(1)
-    bid = tl.program_id(2).to(tl.int64)
+    off_n = (tl.program_id(0) // M) * BN
+    m = tl.program_id(0) % M  # the fastest index: one column of tiles' rows run together (B from L2)
+    bid = tl.program_id(1).to(tl.int64)
     offs_k = tl.arange(0, BK)
     k_off = offs_k
     step_a = BK * sak
@@ -86,9 +86,9 @@ def usable(p: P.Problem) -> str:
 
 
 def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
-    """One launch: a program per BN columns of C (axis 0), per row of A (axis 1), per batch (axis 2)."""
+    """One launch: a program per row of A and BN columns of C (axis 0, rows fastest), per batch (axis 1)."""
     c_in, sa, sb = P.epilogue_args(p)
-    grid = (ceil_div(p.n, cfg["BN"]), p.m, p.batch)
+    grid = (ceil_div(p.n, cfg["BN"]) * p.m, p.batch)
     args = P.ordered(gemv_kernel, a_ptr=p.a, b_ptr=p.b, c_ptr=p.c, i_ptr=c_in, sa_ptr=sa, sb_ptr=sb, M=p.m, N=p.n,
                      K=p.k, sab=p.bstride(p.a), sam=p.a.stride(-2), sak=p.a.stride(-1), sbb=p.bstride(p.b),
                      sbk=p.b.stride(-2), sbn=p.b.stride(-1), scb=p.bstride(p.c), scm=p.c.stride(-2),
@@ -99,5 +99,6 @@ def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
 
 
 def traffic(m, n, k, s, bn=4):
-    """Bytes from DRAM: B once, A's rows once per column of tiles (from L2 in practice), C once."""
+    """Bytes the design moves: B once (its other rows of A read it from L2), A's row once per
+    column of tiles, C once (at the input size, as the other rungs count it)."""
     return (k * n + m * k * ceil_div(n, bn) + m * n) * float(s)
