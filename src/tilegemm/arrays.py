@@ -122,7 +122,7 @@ def to_numba(op: Operand, stream=None, contiguous: bool = False):
     """A Numba device array viewing (CUDA kinds) or holding a copy of (host kinds) the operand.
     contiguous=True: a C-contiguous device copy is made of a strided CUDA operand."""
     if op.kind == "numba" or op.kind in ("cupy", "cai") or (op.kind == "torch" and not op.on_host):
-        obj = op.obj.detach() if op.kind == "torch" else op.obj  # a Parameter (or a view of one) has no CAI
+        obj = op.obj.detach() if op.kind == "torch" and op.obj.requires_grad else op.obj  # such a tensor has no CAI
         arr = obj if op.kind == "numba" else _cuda.cuda.as_cuda_array(obj)
         return contiguous_copy(arr, stream) if contiguous and not op.contiguous else arr
     host = np.ascontiguousarray(host_view(op))

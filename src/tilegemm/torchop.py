@@ -61,13 +61,11 @@ def _linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor])
         COUNTS["torch"] += 1
         return torch.nn.functional.linear(x, weight, bias)
     COUNTS["tilegemm"] += 1
-    if x.dim() == 2:
-        y = api.matmul(x, weight.t())
-    else:
-        y = api.matmul(x.reshape(-1, x.shape[-1]), weight.t())  # a view for a contiguous activation
+    flat = x.dim() == 2
+    y = api.matmul(x if flat else x.reshape(-1, x.shape[-1]), weight.t())  # a view for a contiguous activation
     if bias is not None:
-        y = y.add_(bias) if y.dtype is bias.dtype and y.device == bias.device else y + bias
-    return y if x.dim() == 2 else y.view(*x.shape[:-1], weight.shape[0])
+        y = y.add_(bias) if y.dtype is bias.dtype and y.get_device() == bias.get_device() else y + bias
+    return y if flat else y.view(*x.shape[:-1], weight.shape[0])
 
 
 @torch.library.custom_op("tilegemm::matmul", mutates_args=())

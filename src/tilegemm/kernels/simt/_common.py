@@ -34,6 +34,20 @@ def per_dtype(factory):
     return get
 
 
+def per_config(make_kernel, default):
+    """`kernel_for(dtype, cfg=default)` for a rung whose kernel is built per configuration and
+    dtype (`make_kernel(cfg, DT)`): each pair builds (and later compiles) once."""
+
+    @functools.lru_cache(maxsize=None)
+    def build(cfg, dtype_name: str):
+        return make_kernel(cfg, numba.from_dtype(np.dtype(dtype_name)))
+
+    def kernel_for(dtype, cfg=default):
+        return build(cfg, np.dtype(dtype).name)
+
+    return kernel_for
+
+
 def grid_2d(m: int, n: int, rows_per_block: int, cols_per_block: int) -> tuple[int, int]:
     """Blocks over C: x runs along columns (N), y along rows (M)."""
     return ceil_div(n, cols_per_block), ceil_div(m, rows_per_block)

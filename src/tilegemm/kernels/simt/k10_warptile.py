@@ -27,16 +27,13 @@ compiled out: the kernel is the one described above.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
-import numba
-import numpy as np
 from numba import cuda
 
 from ...registry import ceil_div
 from . import k07_smem_transposed as k07
-from ._common import configure, grid_2d
+from ._common import configure, grid_2d, per_config
 from ._jit import inline_device, kernel
 from ._vec import SMEM_ALIGN, aligned16, ldg4, lds4, stg4, sts4
 
@@ -216,13 +213,7 @@ def make_kernel(cfg: Config, DT):
     return warptile
 
 
-@functools.lru_cache(maxsize=None)
-def _build(cfg: Config, dtype_name: str):
-    return make_kernel(cfg, numba.from_dtype(np.dtype(dtype_name)))
-
-
-def kernel_for(dtype, cfg: Config = DEFAULT):
-    return _build(cfg, np.dtype(dtype).name)
+kernel_for = per_config(make_kernel, DEFAULT)  # kernel_for(dtype, cfg=DEFAULT), built once a pair
 
 
 def vector_shape_ok(k: int, n: int, itemsize: int) -> bool:
@@ -246,7 +237,7 @@ def launch(a, b, c, stream=None):
     launch_config(DEFAULT, a, b, c, stream)
 
 
-def traffic_for(cfg: Config):
+def traffic_for(cfg: Tiling):
     def traffic(m, n, k, s):
         return (m * k * ceil_div(n, cfg.BN) + k * n * ceil_div(m, cfg.BM) + m * n) * float(s)
 

@@ -27,16 +27,13 @@ Per K step a thread issues BK·(WMITER + WNITER) LDS.128 and BK·TM·TN FFMA (at
 from __future__ import annotations
 
 import dataclasses
-import functools
 import linecache
 from dataclasses import dataclass
 
-import numba
-import numpy as np
 from numba import cuda
 
 from . import k10_warptile as k10
-from ._common import configure, grid_2d
+from ._common import configure, grid_2d, per_config
 from ._jit import kernel
 from ._vec import SMEM_ALIGN, at, ldg4, lds4, put, stg4, sts4
 
@@ -179,13 +176,7 @@ def make_kernel(cfg: Config, DT):
                   max_registers=cfg.max_registers or None)(namespace[cfg.name])
 
 
-@functools.lru_cache(maxsize=None)
-def _build(cfg: Config, dtype_name: str):
-    return make_kernel(cfg, numba.from_dtype(np.dtype(dtype_name)))
-
-
-def kernel_for(dtype, cfg: Config = DEFAULT):
-    return _build(cfg, np.dtype(dtype).name)
+kernel_for = per_config(make_kernel, DEFAULT)  # kernel_for(dtype, cfg=DEFAULT), built once a pair
 
 
 def launch_config(cfg: Config, a, b, c, stream=None):
@@ -201,7 +192,7 @@ def launch(a, b, c, stream=None):
     launch_config(DEFAULT, a, b, c, stream)
 
 
-traffic = k10.traffic_for(k10.Config(DEFAULT.BM, DEFAULT.BN, DEFAULT.BK, DEFAULT.WM, DEFAULT.WN))
+traffic = k10.traffic_for(DEFAULT)
 NT = DEFAULT.threads
 
 
