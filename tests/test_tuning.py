@@ -143,7 +143,8 @@ def test_no_call_tunes_unless_asked(monkeypatch):
 def test_gemv_form_is_offered_for_decode_never_assumed():
     """t06 (the GEMV form) can run M ≤ 4 and is among the rungs the tuner times there, but nothing
     untuned picks it; asked for by name past M = 4, t04 runs, saying why. Its candidates start
-    from the offline census's tile and keep K steps no wider than K."""
+    from the tile measured best across the decode shapes, keep K steps no wider than K and FOLD
+    no wider than a 16-byte load (4 FP32 elements)."""
     from tilegemm import tuning
 
     p1, p5 = _problem(1, 4096, 4096, b_t=True), _problem(5, 4096, 4096)
@@ -151,10 +152,12 @@ def test_gemv_form_is_offered_for_decode_never_assumed():
     assert space.T06 in tuning.usable_rungs(p1) and space.T06 not in tuning.usable_rungs(p5)
     assert tuning.heuristic(p1).rung != space.T06
     cands = space.candidates(space.T06, p1)
-    assert cands[0] == dict(BN=4, BK=1024, num_warps=4, num_stages=1)
-    assert len({str(c) for c in cands}) == len(cands) >= 6
+    assert cands[0] == dict(BN=4, BK=1024, FOLD=8, num_warps=4, num_stages=1)
+    assert len({str(c) for c in cands}) == len(cands) >= 6 and {c["FOLD"] for c in cands} == {1, 8}
     assert {c["BK"] for c in space.candidates(space.T06, _problem(1, 64, 50))} == {64}
-    assert space.adapt(space.T06, _problem(2, 64, 50), cands[0]) == dict(BN=4, BK=64, num_warps=4, num_stages=1)
+    assert space.adapt(space.T06, _problem(2, 64, 50), cands[0]) == dict(BN=4, BK=64, FOLD=8, num_warps=4,
+                                                                        num_stages=1)
+    assert {c["FOLD"] for c in space.candidates(space.T06, _problem(1, 64, 4096, dt=torch.float32))} == {1, 4}
     d = tuning.choose(p5, "tc_gemv")
     assert d.rung == space.T04 and "M ≤ 4 only" in d.source, d
 

@@ -417,30 +417,35 @@ def _t05_adapt(p: P.Problem, c: dict) -> dict | None:
 
 # ---- t06 (GEMV form, M ≤ 4) -------------------------------------------------------------------
 
-# (BN, BK, warps): the offline census's clean loop first (BN = 4, BK = 1024: B's tile and A's row
-# in registers, no shared memory; docs/perf-notes.md, 41), then narrower K steps (more programs
-# resident), wider tiles, and one with 8 warps
-_T06_SEEDS = [(4, 1024, 4), (4, 512, 4), (8, 512, 4), (4, 256, 2), (8, 256, 4), (16, 256, 4), (2, 1024, 4),
-              (8, 1024, 8)]
+# (BN, BK, warps, FOLD): the winners of 16 tiles timed on the H200 over the 8B model's projections
+# at M = 1-4 (docs/perf-notes.md, 42), the best across them first. M = 1 favours narrow tiles over
+# the whole of K in 1024-2048-element steps; at M = 2-4 a program takes every row, the
+# accumulator's registers decide, and FOLD = 8 (K's neighbours summed within a thread each step,
+# acc BN×BK/8) wins
+_T06_SEEDS = [(4, 1024, 4, 8), (2, 1024, 4, 8), (8, 1024, 4, 8), (1, 1024, 2, 8), (2, 1024, 2, 8), (4, 2048, 8, 8),
+              (2, 2048, 8, 1), (16, 256, 4, 1)]
 
 
-def _t06_fit(p: P.Problem, bn: int, bk: int, warps: int, stages: int = 1) -> dict:
-    """A t06 configuration for p: K steps no wider than K needs (a power of two, at least 16)."""
-    return dict(BN=bn, BK=min(bk, max(16, triton.next_power_of_2(max(p.k, 1)))), num_warps=warps,
-                num_stages=stages)
+def _t06_fit(p: P.Problem, bn: int, bk: int, warps: int, fold: int = 1, stages: int = 1) -> dict:
+    """A t06 configuration for p: K steps no wider than K needs (a power of two, at least 16), and
+    FOLD no wider than a 16-byte load's elements."""
+    bk = min(bk, max(16, triton.next_power_of_2(max(p.k, 1))))
+    fold = max(1, min(fold, 16 // p.a.element_size(), bk))
+    return dict(BN=bn, BK=bk, FOLD=fold, num_warps=warps, num_stages=stages)
 
 
 def _t06_candidates(p: P.Problem) -> list[dict]:
     out: list[dict] = []
-    for bn, bk, warps in _T06_SEEDS:
-        c = _t06_fit(p, bn, bk, warps)
+    for bn, bk, warps, fold in _T06_SEEDS:
+        c = _t06_fit(p, bn, bk, warps, fold)
         if c not in out:
             out.append(c)
     return out
 
 
 def _t06_adapt(p: P.Problem, c: dict) -> dict | None:
-    return _t06_fit(p, int(c["BN"]), int(c["BK"]), int(c["num_warps"]), int(c.get("num_stages", 1)))
+    return _t06_fit(p, int(c["BN"]), int(c["BK"]), int(c["num_warps"]), int(c.get("FOLD", 1)),
+                    int(c.get("num_stages", 1)))
 
 
 # ---- by rung ---------------------------------------------------------------------------------------

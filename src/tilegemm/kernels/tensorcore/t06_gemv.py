@@ -4,26 +4,26 @@ Changes against t04: at M = 1…4 (a decode step's batch) the product is a matri
 row of A; the tensor cores' work is nothing beside reading B (the weight, K·N·s bytes), so what
 counts is how many bytes stand in flight and how few instructions each one costs. t04 stages B's
 tiles through shared memory for the MMA and splits K so that enough programs run; here a program
-takes BN columns of C (BN rows of W when B = Wᵀ, K-major) and one row of A, walks the whole of K
-in steps of BK, loads its BN×BK tile of B with 16-byte loads into registers, multiplies it by
-A's BK elements in FP32 (FMA) into a BN×BK accumulator, and reduces that over K once, at the
-end: no split of K, so nothing is summed twice and the result is deterministic. The rows of A
-are the fastest index of grid axis 0 (axis 1 is the batch), so the M programs of one column of
-tiles run side by side and B's tile comes from DRAM once, for the first of them, and from L2 for
-the others; A's row is re-read by every program (M·K·s·ceil(N/BN) bytes, from L2, small beside B).
+takes BN columns of C (BN rows of W when B = Wᵀ, K-major) and ROWS rows of A (all of M at M ≤ 4),
+walks the whole of K in steps of BK, loads its BN×BK tile of B with 16-byte loads into registers,
+converts it to FP32 once, and multiplies it by each row's BK elements (FMA) into that row's
+accumulator, reduced over K once, at the end: no split of K, so nothing is summed twice and the
+result is deterministic. FOLD > 1 sums each FOLD neighbours along K (one 16-byte load's
+elements, within a thread) every step, so an accumulator is BN×BK/FOLD registers, not BN×BK:
+at four rows that is what keeps a program's registers, and so the bytes in flight, up.
 
-The offline census behind the first candidate (docs/perf-notes.md, 41): at BN = 4, BK = 1024 and
-4 warps the K loop compiles (sm_90, BF16, K-major B) to 140 instructions per 8 KB of B (5 LDG.128,
-32 FFMA, no shared memory or barrier, 58 registers): about 4.4 instructions per weight. At most other tiles
-Triton lays A's row out unlike B's tile and moves it through shared memory every step (2–4
-barriers in the loop); the tuner times both kinds.
+The counts behind it (docs/perf-notes.md, 41 and 42; sm_90, BF16, K-major B, BN = 4, BK = 1024,
+4 warps): one row, FOLD = 1, 134 loop instructions per 8 KB of B (5 LDG.128, 32 FFMA, no shared
+memory), 4.2 a weight, 64 registers; four rows 8.9 a weight at 203 registers, with FOLD = 8 10.8
+a weight at 95. A weight costs about 2.5 + 1.6·ROWS instructions (FOLD = 1), so the form reads B
+at the memory's pace while that stays a fraction of the issue rate; past M = 4 t04's MMA does
+better (on the H200 it already ties t06 at M = 4 on the largest weights).
 
 Global traffic (elements; s input size, s_c output size):
-    reads  = K·N·M (B: from DRAM once, from L2 for the other rows of A) + M·K·ceil(N/BN) (A, L2)
+    reads  = K·N (B, once) + M·K·ceil(N/BN) (A's rows, from L2)
     writes = M·N
 DRAM traffic ≈ K·N·s + M·N·s_c bytes; arithmetic intensity ≈ 2·M/s FLOP/byte (1 at M = 1 in
-BF16), so the floor is reading B once at the memory's read bandwidth, and the issue rate
-(≈ 4.4·M instructions per weight, since each row of A re-converts B) is what bounds it past M ≈ 2.
+BF16): the floor is reading B once at the memory's read bandwidth.
 """
 
 from __future__ import annotations
@@ -37,16 +37,41 @@ from . import _problem as P
 from ._jit import scale_acc, store_ptr
 
 NAME = "tc_gemv"
-MAX_M = 4  # past this, each row of A re-reading and re-converting B costs more than t04's MMA
+MAX_M = 4  # past this, a weight's 2.5 + 1.6·M instructions cost more than t04's MMA
+
+
+@triton.jit
+def _fma_row(acc, w, x_ptrs, k_ok, BN: tl.constexpr, BK: tl.constexpr, FOLD: tl.constexpr, EVEN_K: tl.constexpr):
+    """acc + W's tile times one row of A's BK elements (FP32), each FOLD neighbours along K summed
+    first (in a thread's registers: its 16-byte load's elements), so acc is BN×(BK/FOLD)."""
+    if EVEN_K:
+        x = tl.load(x_ptrs)
+    else:
+        x = tl.load(x_ptrs, mask=k_ok, other=0.0)
+    prod = w * x.to(tl.float32)[None, :]
+    if FOLD > 1:
+        prod = tl.sum(tl.reshape(prod, (BN, BK // FOLD, FOLD)), axis=2)
+    return acc + prod
+
+
+@triton.jit
+def _store_row(acc, c_ptr, i_ptr, sa_ptr, sb_ptr, N, scn, sin_, alpha, beta, off_n, BN: tl.constexpr,
+               HAS_BETA: tl.constexpr, HAS_SCALE: tl.constexpr):
+    """One row of C's tile: acc reduced over K, scaled (+ beta·C_in), stored. c_ptr and i_ptr
+    point at the row already."""
+    row = tl.sum(acc, axis=1)[None, :]  # 1×BN
+    row = scale_acc(row, i_ptr, sa_ptr, sb_ptr, 1, N, 0, sin_, alpha, beta, 0, off_n, 1, BN, HAS_BETA, HAS_SCALE)
+    store_ptr(row, c_ptr, 1, N, 0, scn, 0, off_n, 1, BN)
 
 
 @triton.jit
 def gemv_kernel(a_ptr, b_ptr, c_ptr, i_ptr, sa_ptr, sb_ptr, M, N, K,
                 sab, sam, sak, sbb, sbk, sbn, scb, scm, scn, sib, sim, sin_, alpha, beta,
-                BN: tl.constexpr, BK: tl.constexpr, HAS_BETA: tl.constexpr, HAS_SCALE: tl.constexpr,
-                WIDE: tl.constexpr = False):
-    off_n = (tl.program_id(0) // M) * BN
-    m = tl.program_id(0) % M  # the fastest index: one column of tiles' rows run together (B from L2)
+                BN: tl.constexpr, BK: tl.constexpr, FOLD: tl.constexpr, ROWS: tl.constexpr, EVEN_K: tl.constexpr,
+                HAS_BETA: tl.constexpr, HAS_SCALE: tl.constexpr, WIDE: tl.constexpr = False):
+    blocks_m = M // ROWS
+    off_n = (tl.program_id(0) // blocks_m) * BN
+    m0 = (tl.program_id(0) % blocks_m) * ROWS  # the fastest index: a column of tiles' row blocks run together
     bid = tl.program_id(1).to(tl.int64)
     offs_k = tl.arange(0, BK)
     k_off = offs_k
@@ -54,51 +79,83 @@ def gemv_kernel(a_ptr, b_ptr, c_ptr, i_ptr, sa_ptr, sb_ptr, M, N, K,
     step_b = BK * sbk
     if WIDE:  # an operand spans past 2^31 elements: every offset in 64 bits
         off_n = off_n.to(tl.int64)
-        m = m.to(tl.int64)
+        m0 = m0.to(tl.int64)
         k_off = offs_k.to(tl.int64)
         step_a = tl.cast(BK, tl.int64) * sak
         step_b = tl.cast(BK, tl.int64) * sbk
+        sam = tl.cast(sam, tl.int64)
+        scm = tl.cast(scm, tl.int64)
+        sim = tl.cast(sim, tl.int64)
     offs_n = off_n + tl.arange(0, BN)
     mask_n = offs_n < N
     b_ptrs = b_ptr + bid * sbb + offs_n[:, None] * sbn + k_off[None, :] * sbk  # B's tile, as BN×BK
-    a_ptrs = a_ptr + bid * sab + m * sam + k_off * sak
-    acc = tl.zeros((BN, BK), dtype=tl.float32)
+    a_ptrs = a_ptr + bid * sab + m0 * sam + k_off * sak  # row m0 of A; the block's others sam apart
+    acc0 = tl.zeros((BN, BK // FOLD), dtype=tl.float32)
+    acc1 = acc0
+    acc2 = acc0
+    acc3 = acc0
     for k0 in range(0, K, BK):
-        k_ok = offs_k < K - k0
-        w = tl.load(b_ptrs, mask=mask_n[:, None] & k_ok[None, :], other=0.0)
-        x = tl.load(a_ptrs, mask=k_ok, other=0.0)
-        acc += w.to(tl.float32) * x.to(tl.float32)[None, :]
+        k_ok = offs_k < K - k0  # all true where BK divides K (EVEN_K): then no load reads it
+        if EVEN_K:
+            w = tl.load(b_ptrs, mask=mask_n[:, None], other=0.0)
+        else:
+            w = tl.load(b_ptrs, mask=mask_n[:, None] & k_ok[None, :], other=0.0)
+        w = w.to(tl.float32)  # converted once, used by each row of the block
+        acc0 = _fma_row(acc0, w, a_ptrs, k_ok, BN, BK, FOLD, EVEN_K)
+        if ROWS > 1:
+            acc1 = _fma_row(acc1, w, a_ptrs + sam, k_ok, BN, BK, FOLD, EVEN_K)
+        if ROWS > 2:
+            acc2 = _fma_row(acc2, w, a_ptrs + 2 * sam, k_ok, BN, BK, FOLD, EVEN_K)
+        if ROWS > 3:
+            acc3 = _fma_row(acc3, w, a_ptrs + 3 * sam, k_ok, BN, BK, FOLD, EVEN_K)
         a_ptrs += step_a
         b_ptrs += step_b
-    row = tl.sum(acc, axis=1)[None, :]  # 1×BN: this row of C's tile
-    row = scale_acc(row, i_ptr + bid * sib, sa_ptr, sb_ptr, M, N, sim, sin_, alpha, beta, m, off_n, 1, BN,
-                    HAS_BETA, HAS_SCALE)
-    store_ptr(row, c_ptr + bid * scb, M, N, scm, scn, m, off_n, 1, BN)
+    c_row = c_ptr + bid * scb + m0 * scm
+    i_row = i_ptr + bid * sib + m0 * sim
+    _store_row(acc0, c_row, i_row, sa_ptr, sb_ptr, N, scn, sin_, alpha, beta, off_n, BN, HAS_BETA, HAS_SCALE)
+    if ROWS > 1:
+        _store_row(acc1, c_row + scm, i_row + sim, sa_ptr, sb_ptr, N, scn, sin_, alpha, beta, off_n, BN, HAS_BETA,
+                   HAS_SCALE)
+    if ROWS > 2:
+        _store_row(acc2, c_row + 2 * scm, i_row + 2 * sim, sa_ptr, sb_ptr, N, scn, sin_, alpha, beta, off_n, BN,
+                   HAS_BETA, HAS_SCALE)
+    if ROWS > 3:
+        _store_row(acc3, c_row + 3 * scm, i_row + 3 * sim, sa_ptr, sb_ptr, N, scn, sin_, alpha, beta, off_n, BN,
+                   HAS_BETA, HAS_SCALE)
+
+
+def rows_per_program(m: int) -> int:
+    """How many rows of A a program takes: the most, up to 4, that divide M (so no row is masked);
+    at M ≤ 4 (t06's own range) all of them, and W's tile is read and converted once."""
+    return next(r for r in (4, 3, 2, 1) if m % r == 0) if m > 0 else 1
 
 
 def usable(p: P.Problem) -> str:
     """'' when this rung can run p, else why not."""
     if p.m > MAX_M:
-        return f"M ≤ {MAX_M} only (M = {p.m}): past it t04's MMA costs less than re-reading B per row of A"
+        return f"M ≤ {MAX_M} only (M = {p.m}): past it t04's MMA costs less than an FMA per weight and row"
     if p.in_dtype not in (torch.float16, torch.bfloat16, torch.float32):
         return "FP16, BF16 or FP32 inputs (FP32 multiplies exactly, TF32 or not)"
     return ""
 
 
 def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
-    """One launch: a program per row of A and BN columns of C (axis 0, rows fastest), per batch (axis 1)."""
+    """One launch: a program per ROWS rows of A and BN columns of C (axis 0, row blocks fastest), per
+    batch (axis 1)."""
     c_in, sa, sb = P.epilogue_args(p)
-    grid = (ceil_div(p.n, cfg["BN"]) * p.m, p.batch)
+    rows = rows_per_program(p.m)
+    grid = (ceil_div(p.n, cfg["BN"]) * max(p.m // rows, 1), p.batch)
     args = P.ordered(gemv_kernel, a_ptr=p.a, b_ptr=p.b, c_ptr=p.c, i_ptr=c_in, sa_ptr=sa, sb_ptr=sb, M=p.m, N=p.n,
                      K=p.k, sab=p.bstride(p.a), sam=p.a.stride(-2), sak=p.a.stride(-1), sbb=p.bstride(p.b),
                      sbk=p.b.stride(-2), sbn=p.b.stride(-1), scb=p.bstride(p.c), scm=p.c.stride(-2),
                      scn=p.c.stride(-1), sib=p.bstride(c_in), sim=c_in.stride(-2), sin_=c_in.stride(-1),
-                     alpha=float(p.alpha), beta=float(p.beta), BN=cfg["BN"], BK=cfg["BK"], HAS_BETA=p.has_beta,
+                     alpha=float(p.alpha), beta=float(p.beta), BN=cfg["BN"], BK=cfg["BK"],
+                     FOLD=cfg.get("FOLD", 1), ROWS=rows, EVEN_K=p.k % cfg["BK"] == 0, HAS_BETA=p.has_beta,
                      HAS_SCALE=p.scale_a is not None, WIDE=p.too_large)
     return [P.KernelCall(gemv_kernel, grid, args, dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"]))]
 
 
 def traffic(m, n, k, s, bn=4):
-    """Bytes the design moves: B once (its other rows of A read it from L2), A's row once per
-    column of tiles, C once (at the input size, as the other rungs count it)."""
+    """Bytes the design moves: B once, A's rows once per column of tiles, C once (at the input
+    size, as the other rungs count it)."""
     return (k * n + m * k * ceil_div(n, bn) + m * n) * float(s)
