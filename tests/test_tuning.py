@@ -184,8 +184,10 @@ def test_fp16_takes_bf16_entries_where_it_has_none():
 
 def test_database_pick_exact_nearest_sibling_and_layout():
     """A problem takes its class's exact bucket, else the nearest tuned bucket whose configuration
-    fits it, else BF16's entries for FP16, else the same dtypes in another layout; the source says
-    which."""
+    fits it, BF16's entries for FP16 where they are nearer, and the same dtypes in another layout
+    where that is nearer by more than a step of M; the source says which. A layout's decode
+    entries never stand in for its prefill shapes when another layout has those (prefill of the
+    8B model ran at 0.24× torch so, session 15)."""
     from tilegemm import tuning
 
     t03 = dict(space.cfg(128, 256, 64, 8, 3), C_TMA=True)
@@ -202,8 +204,16 @@ def test_database_pick_exact_nearest_sibling_and_layout():
     d = tuning.pick(db, "db", _problem(4096, 4096, 4096, torch.float16))
     assert d.rung == space.T03 and "of bf16" in d.source
     d = tuning.pick(db, "db", _problem(4096, 4096, 4096, b_t=True))  # x @ W.T: B column-major
-    assert d.rung == space.T03 and "of layout nn (no entry for nt)" in d.source
+    assert d.rung == space.T03 and "of layout nn" in d.source
     assert tuning.pick(db, "db", _problem(4096, 4096, 4096), want=space.T05) is None
+    nt = "bf16|bfloat16|bfloat16|nt|nobeta"
+    db["entries"][f"{nt}|4x4096x4096"] = dict(rung=space.T04, config=t04, ms=0.008, shape=[4, 4096, 4096])
+    d = tuning.pick(db, "db", _problem(2048, 4096, 4096, b_t=True))  # prefill: nn's 4096 bucket, not nt's decode
+    assert d.rung == space.T03 and "of layout nn" in d.source, d
+    d = tuning.pick(db, "db", _problem(4, 4096, 4096, b_t=True))  # decode: its own layout's exact bucket
+    assert d.rung == space.T04 and d.source == "db, exact bucket", d
+    d = tuning.pick(db, "db", _problem(64, 4096, 4096, b_t=True))  # nn's M = 16 (a step nearer than nt's M = 4)
+    assert d.rung == space.T04 and "nearest tuned bucket 16x4096x4096" in d.source and "of layout nn" in d.source
 
 
 def test_unaligned_operands_are_realigned_for_tma_and_batched_ones_take_t02():

@@ -73,22 +73,25 @@ def _from_database(p, want: str | None) -> Decision | None:
 
 def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
     """The decision database `db` gives p: the nearest bucket (exact first) whose configuration
-    fits p (`space.adapt`) among its class's entries and, for FP16, BF16's (and back: its own
-    first at equal distance); then the same dtypes in another layout. want: only entries of
-    that rung."""
+    fits p (`space.adapt`) among its class's entries, for FP16 BF16's (and back), and the same
+    dtypes in another layout, that layout counted a step of M farther (`cache.LAYOUT_STEP`; on a
+    tie one's own class first, then the sibling's). want: only entries of that rung."""
     from . import space
 
     b = cache.bucket(p)
     cls = cache.problem_class(p)
     entries = db.get("entries", {})
-    found = cache.nearest(entries, cls, b)
+    found = [(cache.distance(tb, b), tb, e) for tb, e in cache.nearest(entries, cls, b)]
     sibling = cache.sibling_class(cls)
     if sibling:  # FP16 and BF16 share configurations (same width, same MMA rate): the sibling's nearer
-        # bucket beats one's own farther one (docs/perf-notes.md, 35); on a tie one's own comes first
-        found += [(tb, dict(e, sibling=sibling)) for tb, e in cache.nearest(entries, sibling, b)]
-        found.sort(key=lambda t: cache.distance(t[0], b))  # stable
-    for other in cache.other_layouts(cls):  # last: the same dtypes in another layout (adapt refits the MMA form)
-        found += [(tb, dict(e, sibling=other)) for tb, e in cache.nearest(entries, other, b)]
+        # bucket beats one's own farther one (docs/perf-notes.md, 35)
+        found += [(cache.distance(tb, b), tb, dict(e, sibling=sibling)) for tb, e in cache.nearest(entries, sibling, b)]
+    for other in cache.other_layouts(cls):  # adapt refits the MMA form; a far bucket of one's own layout
+        # (a decode tile for a prefill shape) is worse evidence than the same bucket in another
+        found += [(cache.distance(tb, b) + cache.LAYOUT_STEP, tb, dict(e, sibling=other))
+                  for tb, e in cache.nearest(entries, other, b)]
+    found.sort(key=lambda t: t[0])  # stable: own class, sibling, other layouts on a tie
+    found = [(tb, e) for _, tb, e in found]
     for tuned_bucket, entry in found:
         rung, note, timed_here = entry.get("rung"), "", True
         if want and rung != want:
@@ -117,8 +120,8 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
             f"nearest tuned bucket {tuned_bucket} (tuned at {arrays.dims(entry.get('shape', []))})"
         if entry.get("sibling"):
             theirs, mine = entry["sibling"].split("|"), cls.split("|")
-            where += (f", of layout {theirs[3]} (no entry for {mine[3]})" if theirs[:3] == mine[:3] else
-                      f", of {theirs[0]} (same width: {mine[0]} has no entry)")
+            where += (f", of layout {theirs[3]} (nearer than any of {mine[3]})" if theirs[:3] == mine[:3] else
+                      f", of {theirs[0]} (same width, nearer than any of {mine[0]})")
         return Decision(rung, cfg, f"{phrase}, {where}{note}", entry.get("ms") if timed_here else None)
     return None
 

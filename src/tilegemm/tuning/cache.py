@@ -189,6 +189,11 @@ def distance(b1: str, b2: str) -> float:
     return 2 * abs(m1 - m2) + abs(n1 - n2) + abs(k1 - k2) + 2 * abs(z1 - z2) + regime
 
 
+LAYOUT_STEP = 2.0  # another layout's entry counts as one step of M farther (a doubling of M): the
+# MMA form is refitted, and the layout's own tuning of a nearby bucket should win; its decode
+# buckets must not stand in for prefill (docs/perf-notes.md, 42)
+
+
 def nearest(entries: dict, cls: str, b: str) -> list[tuple[str, dict]]:
     """The database's entries of class cls, nearest bucket first (exact first of all)."""
     mine = [(key.rsplit("|", 1)[1], e) for key, e in entries.items() if key.rsplit("|", 1)[0] == cls]
