@@ -313,7 +313,9 @@ def render(doc: dict, plot: str | None = None) -> str:
     gpu = (env.get("gpu") or {}).get("name", "the CPU")
     lib = env.get("libraries", {})
     recs = [r for r in doc.get("records", []) if "ratio" in r]
-    out = [f"`tilegemm model-bench` on {gpu} ({env.get('date', '?')}; torch {lib.get('torch', '?')}, "
+    when = "; ".join(f"{', '.join(p['models'])} {p['date']}" for p in doc["parts"]) if doc.get("parts") else \
+        env.get("date", "?")  # parts: one run per model, joined
+    out = [f"`tilegemm model-bench` on {gpu} ({when}; torch {lib.get('torch', '?')}, "
            f"Triton {lib.get('triton', '?')}): the same model patched (`tilegemm.patch`) and on torch alone, "
            f"alternating, each figure the median of {doc.get('runs', '?')} runs; ratio = ours / torch's tokens per "
            "second (> 1: tilegemm faster). Prefill: one forward over batch × sequence tokens. Decode: 128 tokens "
