@@ -197,7 +197,7 @@ INTERP_SCRIPT = textwrap.dedent(r"""
         run(mod, 31, 33, 35, torch.float16, "fp16", alpha=-1.5, beta=0.25)
     # t06, the GEMV form (M ≤ 4): K in one step, in several, and past its last whole step; every
     # layout, batch and a broadcast B, alpha/beta, and each of its candidate tiles once
-    gv = dict(BN=4, BK=16, num_warps=4, num_stages=1)
+    gv = dict(BN=4, BK=16, FOLD=4, num_warps=4, num_stages=1)  # FOLD > 1 on every layout
     for (m, n, k) in [(1, 1, 1), (1, 23, 7), (3, 17, 40), (4, 64, 300), (2, 70, 130)]:
         for dt, prec in ((torch.float16, "fp16"), (torch.float32, "ieee")):
             run(t06_gemv, m, n, k, dt, prec, cfg=gv if k > 16 else None)

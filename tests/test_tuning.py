@@ -214,6 +214,11 @@ def test_database_pick_exact_nearest_sibling_and_layout():
     assert d.rung == space.T04 and d.source == "db, exact bucket", d
     d = tuning.pick(db, "db", _problem(64, 4096, 4096, b_t=True))  # nn's M = 16 (a step nearer than nt's M = 4)
     assert d.rung == space.T04 and "nearest tuned bucket 16x4096x4096" in d.source and "of layout nn" in d.source
+    # t06's tile is its layout's own: a row-major B never borrows it (2.4× slower on the H200 at lm_head)
+    db["entries"][f"{nt}|1x131072x4096"] = dict(rung=space.T06, config=dict(BN=8, BK=1024, FOLD=8, num_warps=4,
+                                                                             num_stages=1), ms=0.23, shape=[1, 128256, 4096])
+    assert tuning.pick(db, "db", _problem(1, 128256, 4096, b_t=True)).rung == space.T06
+    assert tuning.pick(db, "db", _problem(1, 128256, 4096)).rung != space.T06
 
 
 def test_unaligned_operands_are_realigned_for_tma_and_batched_ones_take_t02():

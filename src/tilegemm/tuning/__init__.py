@@ -87,9 +87,11 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
         # bucket beats one's own farther one (docs/perf-notes.md, 35)
         found += [(cache.distance(tb, b), tb, dict(e, sibling=sibling)) for tb, e in cache.nearest(entries, sibling, b)]
     for other in cache.other_layouts(cls):  # adapt refits the MMA form; a far bucket of one's own layout
-        # (a decode tile for a prefill shape) is worse evidence than the same bucket in another
+        # (a decode tile for a prefill shape) is worse evidence than the same bucket in another. Not
+        # t06's: its tile is a layout's own (B K-major reads 16 bytes a row of W; N-major, 2.4-7×
+        # slower on the H200, session 15)
         found += [(cache.distance(tb, b) + cache.LAYOUT_STEP, tb, dict(e, sibling=other))
-                  for tb, e in cache.nearest(entries, other, b)]
+                  for tb, e in cache.nearest(entries, other, b) if e.get("rung") != space.T06]
     found.sort(key=lambda t: t[0])  # stable: own class, sibling, other layouts on a tie
     found = [(tb, e) for _, tb, e in found]
     for tuned_bucket, entry in found:
@@ -120,8 +122,8 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
             f"nearest tuned bucket {tuned_bucket} (tuned at {arrays.dims(entry.get('shape', []))})"
         if entry.get("sibling"):
             theirs, mine = entry["sibling"].split("|"), cls.split("|")
-            where += (f", of layout {theirs[3]} (nearer than any of {mine[3]})" if theirs[:3] == mine[:3] else
-                      f", of {theirs[0]} (same width, nearer than any of {mine[0]})")
+            where += (f", of layout {theirs[3]} (the nearest usable entry)" if theirs[:3] == mine[:3] else
+                      f", of {theirs[0]} (same width; the nearest usable entry)")
         return Decision(rung, cfg, f"{phrase}, {where}{note}", entry.get("ms") if timed_here else None)
     return None
 

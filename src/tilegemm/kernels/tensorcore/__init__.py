@@ -4,8 +4,8 @@ Rungs: t01_tiled (tl.dot on tiles, grouped order), t02_persistent (one program p
 t03_tma_persistent (TMA descriptors, flattened loop option; sm_90), t04_splitk (K split over
 programs, FP32 partials reduced in the same launch or by a second kernel; small M),
 t05_warp_specialized (Gluon: a producer warp and consumer warpgroups; sm_90, FP16/BF16/FP8/TF32),
-t06_gemv (decode, M ≤ 4: B straight into registers, FMA, no tensor cores; taken where tuning on
-the GPU finds it fastest, never by default).
+t06_gemv (decode, M ≤ 4: B straight into registers, FMA, no tensor cores; taken where a tuning on
+the GPU found it fastest, the shipped database's or the user's, never by the untuned heuristic).
 
 A problem with an operand spanning past 2^31 elements compiles its pointer arithmetic 64-bit
 (the WIDE constant, from `Problem.too_large`); every other problem keeps 32-bit offsets.

@@ -43,7 +43,7 @@ MAX_M = 4  # past this, a weight's 2.5 + 1.6·M instructions cost more than t04'
 @triton.jit
 def _fma_row(acc, w, x_ptrs, k_ok, BN: tl.constexpr, BK: tl.constexpr, FOLD: tl.constexpr, EVEN_K: tl.constexpr):
     """acc + W's tile times one row of A's BK elements (FP32), each FOLD neighbours along K summed
-    first (in a thread's registers: its 16-byte load's elements), so acc is BN×(BK/FOLD)."""
+    first (with B K-major, within a thread: one 16-byte load's elements), so acc is BN×(BK/FOLD)."""
     if EVEN_K:
         x = tl.load(x_ptrs)
     else:
@@ -144,7 +144,7 @@ def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
     batch (axis 1)."""
     c_in, sa, sb = P.epilogue_args(p)
     rows = rows_per_program(p.m)
-    grid = (ceil_div(p.n, cfg["BN"]) * max(p.m // rows, 1), p.batch)
+    grid = (ceil_div(p.n, cfg["BN"]) * (p.m // rows), p.batch)  # M = 0: no program
     args = P.ordered(gemv_kernel, a_ptr=p.a, b_ptr=p.b, c_ptr=p.c, i_ptr=c_in, sa_ptr=sa, sb_ptr=sb, M=p.m, N=p.n,
                      K=p.k, sab=p.bstride(p.a), sam=p.a.stride(-2), sak=p.a.stride(-1), sbb=p.bstride(p.b),
                      sbk=p.b.stride(-2), sbn=p.b.stride(-1), scb=p.bstride(p.c), scm=p.c.stride(-2),
