@@ -115,3 +115,33 @@ def test_graph_mode_captures_a_patched_model_on_the_gpu(dtype):
     assert torch.equal(got, want) and p.counts["torch"] == 0 and p.counts["tilegemm"] > 0
     recs = mb.measure("tiny", net, mb.CPU_PLAN, ["graph"], 2, "cuda", progress=lambda s: None)
     assert all("error" not in r for r in recs) and len(recs) == 4, recs
+
+
+def test_merge_joins_runs_over_different_models(tmp_path, capsys):
+    """`model-bench --merge`: one model per GPU call, joined with each part's models and date (the
+    report names them); a model in two parts, or another plan, is one clear line and exit 2."""
+    from tilegemm.bench import model
+
+    def part(name, date, runs=3):
+        return dict(schema="tilegemm.model/1", environment=dict(date=date, gpu=dict(name="G")), runs=runs,
+                    modes=["eager"], plan=dict(decode=[1]),
+                    records=[dict(model=name, phase="decode", mode="eager", batch=1, seq=128, tokens_per_s=2.0,
+                                  ref_tokens_per_s=1.0, ratio=2.0, first_forward_s=0.1, ref_first_forward_s=0.2,
+                                  logits_rel_err=0.0, argmax_agree=1.0)])
+    paths = []
+    for i, d in enumerate([part("a", "d1"), part("b", "d2"), part("a", "d3"), part("c", "d4", runs=1)]):
+        paths.append(str(tmp_path / f"p{i}.json"))
+        with open(paths[-1], "w") as f:
+            json.dump(d, f)
+    out = str(tmp_path / "m.json")
+    assert cli.main(["model-bench", "--merge", paths[0], paths[1], "--json", out]) == 0
+    doc = json.load(open(out))
+    assert [r["model"] for r in doc["records"]] == ["a", "b"]
+    assert doc["parts"] == [dict(models=["a"], date="d1"), dict(models=["b"], date="d2")]
+    assert "(a d1; b d2;" in model.render(doc)
+    capsys.readouterr()
+    assert cli.main(["model-bench", "--merge", paths[0], paths[2], "--json", out]) == 2
+    assert cli.main(["model-bench", "--merge", paths[0], paths[3], "--json", out]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["tilegemm model-bench --merge: a is measured in parts 1 and 2",
+                   "tilegemm model-bench --merge: part 2 ran another plan than part 1 (runs, modes, plan)"]

@@ -484,7 +484,7 @@ def cli_library(args) -> int:
     from .shapes import load_shapes
 
     if args.merge:
-        return _cli_merge(args)
+        return results.merge_files("library", args.merge, args.json, merge)
 
     try:
         import torch
@@ -521,25 +521,3 @@ def cli_library(args) -> int:
     return 0
 
 
-def _cli_merge(args) -> int:
-    from . import results
-
-    if not args.json:
-        print("tilegemm library --merge: name the merged file with --json", file=sys.stderr)
-        return 2
-    docs = []
-    for path in args.merge:
-        try:
-            with open(path) as f:
-                docs.append(json.load(f))
-        except (OSError, ValueError) as e:
-            print(f"tilegemm library --merge: {path}: {e}", file=sys.stderr)
-            return 2
-    try:
-        doc = merge(docs)
-    except ValueError as e:
-        print(f"tilegemm library --merge: {e}", file=sys.stderr)
-        return 2
-    results.write_json(args.json, json.dumps(doc, indent=1, default=str))
-    print(f"{len(doc['records'])} records from {len(docs)} parts written to {args.json}")
-    return 0

@@ -374,11 +374,40 @@ def add_cli(subparsers) -> None:
     p.add_argument("--modes", help="eager, graph (default: both on a GPU, eager without)")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--slice-layers", type=int, default=4, help="layers of the 70B slice")
+    p.add_argument("--merge", nargs="+", metavar="PART", help="no timing: join runs over different models into "
+                   "--json (CPU is fine)")
     p.add_argument("--json", help="write the results here")
     p.set_defaults(func=cli_model_bench)
 
 
+def merge(docs: list[dict]) -> dict:
+    """One document from runs of the same plan over different models (a GPU call has a time limit,
+    so each model is its own run, one after another on one machine): records joined, each part's
+    models and date kept (render names them). A model in two parts is refused."""
+    if not docs:
+        raise ValueError("nothing to merge")
+    keys = ("runs", "modes", "plan")
+    seen: dict = {}
+    for i, d in enumerate(docs):
+        if d.get("schema") != "tilegemm.model/1":
+            raise ValueError(f"part {i + 1} is not a `tilegemm model-bench` result (schema {d.get('schema')!r})")
+        if any(d.get(k) != docs[0].get(k) for k in keys):
+            raise ValueError(f"part {i + 1} ran another plan than part 1 (runs, modes, plan)")
+        if (d.get("environment", {}).get("gpu") or {}).get("name") != \
+                (docs[0].get("environment", {}).get("gpu") or {}).get("name"):
+            raise ValueError(f"part {i + 1} ran on another GPU than part 1")
+        for m in {r["model"] for r in d.get("records", [])}:
+            if m in seen:
+                raise ValueError(f"{m} is measured in parts {seen[m] + 1} and {i + 1}")
+            seen[m] = i
+    return dict(docs[0], records=[r for d in docs for r in d.get("records", [])],
+                parts=[dict(models=sorted({r["model"] for r in d.get("records", [])}, key=list(seen).index),
+                            date=d.get("environment", {}).get("date")) for d in docs])
+
+
 def cli_model_bench(args) -> int:
+    if args.merge:
+        return results.merge_files("model-bench", args.merge, args.json, merge)
     try:
         import torch
         import transformers  # noqa: F401

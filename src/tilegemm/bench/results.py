@@ -266,3 +266,27 @@ def cli_results(args) -> int:
     if args.csv:
         print(f"  wrote {save_csv(doc, args.csv)}")
     return 0
+
+
+def merge_files(command: str, paths: list[str], out: str | None, merge) -> int:
+    """`command --merge PART… --json OUT`: the parts' documents joined by `merge` (no timing, CPU
+    is fine) and written to out; a bad part or a refused join is one line on stderr, exit 2."""
+    if not out:
+        print(f"tilegemm {command} --merge: name the merged file with --json", file=sys.stderr)
+        return 2
+    docs = []
+    for path in paths:
+        try:
+            with open(path) as f:
+                docs.append(json.load(f))
+        except (OSError, ValueError) as e:
+            print(f"tilegemm {command} --merge: {path}: {e}", file=sys.stderr)
+            return 2
+    try:
+        doc = merge(docs)
+    except ValueError as e:
+        print(f"tilegemm {command} --merge: {e}", file=sys.stderr)
+        return 2
+    write_json(out, json.dumps(doc, indent=1, default=str))
+    print(f"{len(doc['records'])} records from {len(docs)} parts written to {out}")
+    return 0
