@@ -146,7 +146,7 @@ def _check_out(out, A: Operand, shape, dtype: str, inputs) -> Operand:
     return O
 
 
-def matmul(a, b, *, kernel: str = "auto", out=None):
+def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
     """a @ b, as `numpy.matmul` and `torch.matmul` define it, for float32/float64 operands (and
     float16/bfloat16 on the tensor cores).
 
@@ -158,10 +158,20 @@ def matmul(a, b, *, kernel: str = "auto", out=None):
     are accepted. A batch runs as one launch where it can (tilegemm.nd says where).
     kernel: "auto" or a registered name (see `tilegemm.kernels()`).
     out: optional array of the caller's kind, dtype and the result's shape, written and returned.
+    devices: "all" or a list of GPU ids: A's rows split over those GPUs of this host, each running
+    what `kernel` names there (2-D operands; tilegemm.multigpu says how). CUDA operands' C comes
+    back on A's device, in the order of its current stream; host operands' C in host memory.
     Returns the caller's kind. The inputs are never modified. A bad shape raises ShapeError (a
     ValueError and a RuntimeError, as NumPy and torch raise), a dtype not served DTypeError (a
     TypeError and a RuntimeError).
     """
+    if devices is not None:
+        if dispatch.plain(a) and dispatch.plain(b) and dispatch.wants_grad(a, b):
+            raise AutogradError("matmul: devices= records no gradient; call it under torch.no_grad() or without "
+                                "devices=")
+        from . import multigpu
+
+        return multigpu.matmul(a, b, devices, kernel, out, matmul)
     if out is None and kernel == "auto":
         c = dispatch.fast_matmul(a, b)
         if c is not None:

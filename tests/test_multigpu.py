@@ -1,0 +1,178 @@
+"""tilegemm.matmul(a, b, devices=...): A's rows over the GPUs of one host (tilegemm.multigpu).
+
+The plan's arithmetic (rows, panels, chunks) and the refusals run on CPU; the products run on
+the GPU machine (`pytest -m gpu`), on every GPU it has (the 2-GPU host for the split itself)."""
+
+import numpy as np
+import pytest
+
+import tilegemm
+from tilegemm import _cuda, multigpu
+from tilegemm.errors import DeviceError, ShapeError
+
+
+@pytest.mark.parametrize("m,n,k,gpus", [(32768, 32768, 32768, 2), (16384, 16384, 16384, 2), (1000, 1234, 777, 2),
+                                        (1, 64, 64, 2), (5, 7, 3, 4), (65536, 8192, 8192, 8), (300, 300, 300, 3),
+                                        (1760, 16384, 1024, 8), (1100, 100000, 64, 8)])
+@pytest.mark.parametrize("home", [True, False])
+def test_split_covers_every_row_once(m, n, k, gpus, home):
+    rows = multigpu.split(m, n, k, gpus, 2, home, tflops=700.0, link_gbps=395.0)
+    assert len(rows) == gpus + 1 and rows[0] == 0 and rows[-1] == m
+    assert all(r0 <= r1 for r0, r1 in zip(rows, rows[1:]))
+    if home and m >= gpus * multigpu.ROW_ALIGN:
+        sizes = [r1 - r0 for r0, r1 in zip(rows, rows[1:])]
+        assert sizes[0] >= max(sizes[1:])  # the home pays no copy, so it takes the most rows
+        assert all(r % multigpu.ROW_ALIGN == 0 for r in sizes[1:])
+    if not home:
+        assert rows == [m * g // gpus for g in range(gpus + 1)]
+
+
+def test_split_balances_by_the_copies():
+    # 32768³ BF16 on 2 GPUs at 700 TFLOP/s and 395 GB/s: the other GPU's copies before its first
+    # product and after its last take about 2.0 ms, about 1400 rows' products, so it takes ~700
+    # fewer rows than the home (the two then end together)
+    m = 32768
+    rows = multigpu.split(m, m, m, 2, 2, True, tflops=700.0, link_gbps=395.0)
+    row_s = 2 * m * m / 700e12
+    lag = (m / 2 / multigpu.FIRST_CHUNKS * m + m * 4096 + m / 2 * 4096) * 2 / 395e9
+    home, other = rows[1], m - rows[1]
+    assert abs(home * row_s - (lag + other * row_s)) < multigpu.ROW_ALIGN * row_s
+    assert 400 < home - other < 1000
+
+
+@pytest.mark.parametrize("n", [1, 100, 1023, 1024, 4096, 8191, 8192, 32768, 100000])
+def test_panels_cover_n(n):
+    cuts = multigpu.panels(n)
+    assert cuts[0][0] == 0 and cuts[-1][1] == n and all(a[1] == b[0] for a, b in zip(cuts, cuts[1:]))
+    assert len(cuts) <= multigpu.PANELS
+    assert all(j1 - j0 >= min(n, multigpu.MIN_PANEL) for j0, j1 in cuts[:-1])
+
+
+@pytest.mark.parametrize("rows", [1, 511, 512, 1000, 16384])
+def test_first_panel_row_chunks(rows):
+    chunks = multigpu._row_chunks(rows)
+    assert chunks[0] == 0 and chunks[-1] == rows and all(a < b for a, b in zip(chunks, chunks[1:]))
+
+
+@pytest.mark.skipif(_cuda.has_gpu(), reason="the no-GPU refusal is for a machine without a GPU")
+def test_devices_without_a_gpu_is_a_clear_error():
+    a = np.ones((4, 4), np.float32)
+    with pytest.raises(DeviceError, match="devices= splits the product over CUDA GPUs"):
+        tilegemm.matmul(a, a, devices="all")
+
+
+# --- on the GPU --------------------------------------------------------------------------------
+
+torch = pytest.importorskip("torch")
+gpu = pytest.mark.gpu
+
+
+def _ref(a, b):
+    return (a.double() @ b.double()) if isinstance(a, torch.Tensor) else a.astype(np.float64) @ b.astype(np.float64)
+
+
+def _close(c, want, rtol):
+    c = c.double().cpu() if isinstance(c, torch.Tensor) else torch.from_numpy(np.asarray(c, np.float64))
+    want = want.cpu() if isinstance(want, torch.Tensor) else torch.from_numpy(want)
+    err = float((c - want).norm() / max(float(want.norm()), 1e-30))
+    assert err < rtol, err
+
+
+@gpu
+@pytest.mark.parametrize("shape", [(1000, 1234, 777), (4096, 4096, 4096), (1, 64, 64), (3000, 2500, 129)])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_cuda_operands(shape, dtype):
+    m, n, k = shape
+    g = torch.Generator(device="cuda").manual_seed(m + n + k)
+    a = torch.randn(m, k, device="cuda", generator=g).to(getattr(torch, dtype))
+    b = torch.randn(k, n, device="cuda", generator=g).to(getattr(torch, dtype))
+    a0, b0 = a.clone(), b.clone()
+    c = tilegemm.matmul(a, b, devices="all")
+    assert c.device == a.device and c.dtype == a.dtype and c.shape == (m, n)
+    _close(c, _ref(a, b), 2e-2 if dtype != "float32" else 1e-5)
+    assert torch.equal(a, a0) and torch.equal(b, b0)
+
+
+@gpu
+def test_cuda_strided_out_and_repeats():
+    a = torch.randn(2050, 3000, device="cuda").to(torch.bfloat16).t()  # 3000 × 2050, columns contiguous
+    b = torch.randn(2050, 4100, device="cuda").to(torch.bfloat16)
+    out = torch.empty(4100, 3000, device="cuda", dtype=torch.bfloat16).t()
+    want = _ref(a, b)
+    for _ in range(3):  # back to back: each call's streams wait for the last
+        r = tilegemm.matmul(a, b, devices="all", out=out)
+        assert r is out
+    _close(out, want, 2e-2)
+
+
+@gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+def test_home_elsewhere_and_only_other_gpus():
+    a = torch.randn(3001, 2048, device="cuda:1").to(torch.bfloat16)
+    b = torch.randn(2048, 2049, device="cuda:1").to(torch.bfloat16)
+    c = tilegemm.matmul(a, b, devices=[0, 1])
+    assert c.device == a.device
+    _close(c, _ref(a, b), 2e-2)
+    c = tilegemm.matmul(a, b, devices=["cuda:0"])  # the home does nothing: every row goes over NVLink
+    assert c.device == a.device
+    _close(c, _ref(a, b), 2e-2)
+
+
+@gpu
+@pytest.mark.parametrize("kind", ["numpy", "torch-cpu"])
+def test_host_operands_through_small_staging_buffers(kind, monkeypatch):
+    monkeypatch.setattr(multigpu, "STAGE_BYTES", 1 << 16)  # many chunks: every slot of the ring reused
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((1500, 1100)).astype(np.float32)
+    b = rng.standard_normal((1100, 2300)).astype(np.float32)[:, ::1]
+    a_t = np.asfortranarray(a)  # strided host rows are staged as they are
+    want = _ref(a, b)
+    x, y = (a_t, b) if kind == "numpy" else (torch.from_numpy(a), torch.from_numpy(b))
+    c = tilegemm.matmul(x, y, devices="all")
+    assert type(c) is type(x) and (kind == "numpy" or c.device.type == "cpu")
+    _close(c, want, 1e-5)
+
+
+@gpu
+def test_numpy_fp16_and_empty_and_zero_k():
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((777, 512)).astype(np.float16)
+    b = rng.standard_normal((512, 3000)).astype(np.float16)
+    _close(tilegemm.matmul(a, b, devices="all"), _ref(a, b), 2e-2)
+    assert tilegemm.matmul(a[:0], b, devices="all").shape == (0, 3000)
+    z = tilegemm.matmul(a[:, :0], b[:0], devices="all")
+    assert z.shape == (777, 3000) and not z.any()
+
+
+@gpu
+def test_bad_devices_are_clear_errors():
+    a = torch.ones(4, 4, device="cuda")
+    with pytest.raises(DeviceError, match="this host's GPUs are 0 to"):
+        tilegemm.matmul(a, a, devices=[99])
+    with pytest.raises(DeviceError, match="twice"):
+        tilegemm.matmul(a, a, devices=[0, 0])
+    with pytest.raises(DeviceError, match="give \"all\" or a list"):
+        tilegemm.matmul(a, a, devices=0)
+    with pytest.raises(ShapeError, match="2-D"):
+        tilegemm.matmul(a[None], a, devices="all")
+
+
+@gpu
+def test_numpy_out_with_negative_strides_is_written():
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((300, 200)).astype(np.float32)
+    b = rng.standard_normal((200, 100)).astype(np.float32)
+    out = np.zeros((300, 100), np.float32)[::-1]
+    assert tilegemm.matmul(a, b, devices="all", out=out) is out
+    _close(out, _ref(a, b), 1e-5)
+
+
+@gpu
+def test_broadcast_operand_and_parameters_under_no_grad():
+    b = torch.randn(1, 3000, device="cuda").to(torch.bfloat16).expand(2048, 3000)  # rows of stride 0
+    a = torch.nn.Parameter(torch.randn(4096, 2048, device="cuda").to(torch.bfloat16))
+    with torch.no_grad():
+        c = tilegemm.matmul(a, b, devices="all")
+    _close(c, _ref(a.detach(), b), 2e-2)
+    with pytest.raises(tilegemm.AutogradError, match="devices= records no gradient"):
+        tilegemm.matmul(a, b, devices="all")
