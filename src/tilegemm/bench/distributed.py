@@ -13,6 +13,12 @@ runs of the median of its timed repeats:
 - summa: tilegemm.distributed.summa on the squarest grid that is not P × 1;
 - dtensor: DTensor's own A Shard(0) @ B Shard(0) (it all-gathers B, then multiplies);
 - dtensor-rs: DTensor's A Shard(1) @ B Shard(0), its partial sums reduce-scattered to Shard(0);
+- host-split: one process drives every GPU (tilegemm.matmul(a, b, devices="all")), A and B on
+  cuda:0 and C returned there, every copy counted, against that process's own one-GPU torch.mm in
+  the same run; efficiency against each GPU's rows multiplied alone, all at once, with nothing
+  copied; and host-split/numpy: FP16 NumPy A and B in, NumPy C out (sizes NUMPY_SIZES), against
+  one GPU's torch round trip (to the device, torch.mm, back), with the copy share (1 − the same
+  product's time from CUDA operands / its time from NumPy). It runs after the ranks have ended;
 - fused-ag-mm: torch.ops.symm_mem.fused_all_gather_matmul (A's rows gathered, B's columns split),
   where this torch has it (NCCL only);
 - beyond (--beyond, default on GPUs): 1d at the size whose A, B and C together exceed one GPU's
@@ -39,7 +45,8 @@ from . import results
 
 GPU_SIZES = (8192, 16384, 32768, 65536)
 CPU_SIZES = (96, 160)
-MODES = ("one-gpu", "1d", "summa", "dtensor", "dtensor-rs", "fused-ag-mm")
+MODES = ("one-gpu", "host-split", "1d", "summa", "dtensor", "dtensor-rs", "fused-ag-mm")
+NUMPY_SIZES = (16384, 32768)  # host-split/numpy: NumPy FP16 in and out (NumPy has no BF16)
 QUIET_MULTICAST = dict(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1")
 CHUNK = 1024  # operands are made in row chunks of this many rows, each from its own seed
 
@@ -89,7 +96,8 @@ def _check(ops: _Operands, c, r0: int, c0: int) -> float:
     a = ops.rows(0, r0, r0 + h).double()
     b = torch.cat([ops.rows(1, k, min(ops.n, k + CHUNK), c0, c0 + w) for k in range(0, ops.n, CHUNK)]).double()
     want = a @ b
-    return float((c[:h, :w].double() - want).norm() / want.norm())
+    err = float((c[:h, :w].double() - want).norm() / want.norm())
+    return err if math.isfinite(err) else math.inf  # a NaN (memory never written) fails the check
 
 
 def _tolerance(dtype) -> float:
@@ -152,7 +160,8 @@ class _Clock:
         return time.perf_counter() - t0
 
 
-def _modes_for(n: int, world: int, device, ops: _Operands, wanted, beyond: bool, box: dict) -> dict:
+def _modes_for(n: int, world: int, device, ops: _Operands, wanted, beyond: bool, box: dict,
+               panel: int | None = None) -> dict:
     """{variant: builder}; a builder makes its operands on this rank (on demand, so that one
     mode's memory is free before the next is made) and returns (run, local products alone or
     None, the result's relative error). box: where a run keeps its last C (the caller empties it
@@ -180,16 +189,17 @@ def _modes_for(n: int, world: int, device, ops: _Operands, wanted, beyond: bool,
 
     def one_d():
         a, b = ops.rows(0, r0, r1), ops.rows(1, r0, r1)
-        lay = _core.layout_1d(a, b)
+        lay = _core.layout_1d(a, b, panel=panel)
+        last = max(0, n - 64)  # and the last panel's columns: the buffers' reuse starts at the third
         return (keep(lambda: _core.run_1d(a, b, lay)), lambda: _core.run_1d(a, b, lay, communicate=False),
-                lambda: _check(ops, box["c"], r0, 0))
+                lambda: max(_check(ops, box["c"], r0, 0), _check(ops, box["c"][:, last:], r0, last)))
 
     def summa(pr, pc):
         i, j = divmod(rank, pc)
         rm, cn, ka, kb = _blocks(n, pr), _blocks(n, pc), _blocks(n, pc), _blocks(n, pr)
         a = ops.rows(0, rm[i], rm[i + 1], ka[j], ka[j + 1])
         b = ops.rows(1, kb[i], kb[i + 1], cn[j], cn[j + 1])
-        lay = _core.layout(a, b, (pr, pc))
+        lay = _core.layout(a, b, (pr, pc), panel=panel)
         return (keep(lambda: _core.run(a, b, lay)), lambda: _core.run(a, b, lay, communicate=False),
                 lambda: _check(ops, box["c"], rm[i], cn[j]))
 
@@ -274,7 +284,8 @@ def _beyond_size(world: int, itemsize: int, device) -> int:
     return int(math.ceil(n / step) * step)
 
 
-def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: bool, save=None, progress=print) -> dict:
+def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: bool, save=None, progress=print,
+            panel: int | None = None) -> dict:
     """The whole benchmark on this rank (every rank calls it); rank 0's document is returned
     (None elsewhere) and, with save, written after every size."""
     import torch
@@ -295,6 +306,7 @@ def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: 
                                 local_world=int(os.environ.get("LOCAL_WORLD_SIZE", world)),
                                 dtype=str(dtype).removeprefix("torch."),
                                 timing="each repeat the slowest rank's wall time from a barrier to its synchronize",
+                                panel=panel or "the cost model's",
                                 env={k: os.environ.get(k) for k in QUIET_MULTICAST}), runs=[])
     plan = [(n, False) for n in sizes]
     if beyond:
@@ -305,7 +317,7 @@ def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: 
         for n, big in plan:
             ops = _Operands(n, dtype, device)
             box: dict = {}
-            for mode, build in _modes_for(n, world, device, ops, modes, big, box).items():
+            for mode, build in _modes_for(n, world, device, ops, modes, big, box, panel).items():
                 rec, made = dict(run=run_i), {}
 
                 def step(name, fn):
@@ -325,6 +337,7 @@ def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: 
                 step("timing", lambda: rec.__setitem__("ms_reps", clock.repeats(made["fn"], reps, budget_s)))
                 if run_i == 0:
                     step("result check", lambda: rec.__setitem__("rel_err", clock.largest(made["check"]())))
+                box.clear()  # the products alone make their own C
                 if made.get("local") is not None:
                     step("products alone", lambda: rec.__setitem__("local_reps", clock.repeats(made["local"], reps, budget_s)))
                 made.clear()
@@ -372,7 +385,7 @@ def records(per: dict, world: int, dtype) -> list[dict]:
         checked = [r["rel_err"] for r in runs if "rel_err" in r]
         if checked:
             rec["rel_err"] = max(checked)
-            if rec["rel_err"] > _tolerance(dtype):
+            if not rec["rel_err"] <= _tolerance(dtype):
                 errs.append(f"result check failed: relative error {rec['rel_err']:.2e}")
         good = [r for r in runs if "ms_reps" in r]
         if errs or not good:
@@ -426,6 +439,144 @@ def render(doc: dict) -> str:
     return "\n".join(lines)
 
 
+# --- one process, every GPU: the host split ---------------------------------------------------
+
+def _host_split(sizes, runs: int, reps: int | None, budget_s: float, gpus: int, progress=print) -> list[dict]:
+    """Records of the host split (one process drives `gpus` GPUs), each the median of `runs` runs'
+    median repeat, with this process's one-GPU torch.mm in the same runs."""
+    import torch
+
+    import tilegemm
+    from tilegemm import multigpu
+
+    ids = list(range(gpus))
+    dev = torch.device("cuda", 0)
+    per: dict = {}
+
+    def timed(fn) -> list[float]:
+        fn()
+        for i in ids:
+            torch.cuda.synchronize(i)
+        est, t0 = [], time.perf_counter()
+        fn()
+        for i in ids:
+            torch.cuda.synchronize(i)
+        warm = time.perf_counter() - t0
+        count = reps or max(3, min(20, int(budget_s / max(warm, 1e-6))))
+        for _ in range(count):
+            for i in ids:
+                torch.cuda.synchronize(i)
+            t0 = time.perf_counter()
+            fn()
+            for i in ids:
+                torch.cuda.synchronize(i)
+            est.append((time.perf_counter() - t0) * 1e3)
+        return est
+
+    t_start = time.perf_counter()
+    for run_i in range(runs):
+        for n in sizes:
+            ops = _Operands(n, torch.bfloat16, dev)
+            a, b = ops.rows(0, 0, n), ops.rows(1, 0, n)
+            cut = multigpu.describe_split(n, n, n, ids, 2, 0)
+            parts = [(g, a[r0:r1].to(f"cuda:{g}"), b.to(f"cuda:{g}")) for g, r0, r1 in cut]
+            box: dict = {}
+
+            def alone():  # each GPU's rows at once, their operands already there: no copy
+                for g, ag, bg in parts:
+                    with torch.cuda.device(g):
+                        box[g] = torch.mm(ag, bg)
+
+            variants = [("one-gpu", lambda: box.__setitem__("c", torch.mm(a, b)), None),
+                        ("host-split", lambda: box.__setitem__("c", tilegemm.matmul(a, b, devices=ids)), alone)]
+            for name, fn, local in variants:
+                rec = dict(run=run_i)
+                try:
+                    rec["ms_reps"] = timed(fn)
+                    if run_i == 0:
+                        rec["rel_err"] = _check(ops, box["c"], 0, 0)
+                        last = max(0, n - 64)
+                        rec["rel_err"] = max(rec["rel_err"], _check(ops, box["c"][last:], last, 0),
+                                             _check(ops, box["c"][last:, last:], last, last))
+                    if local is not None:
+                        rec["local_reps"] = timed(local)
+                except Exception as e:  # noqa: BLE001  (recorded; the run goes on)
+                    rec["error"] = f"{type(e).__name__}: {e}"[:300]
+                box.clear()
+                per.setdefault((n, name, False), []).append(rec)
+                ms = statistics.median(rec["ms_reps"]) if "ms_reps" in rec else float("nan")
+                progress(f"run {run_i + 1}/{runs} N={n} {name:18s} {ms:9.3f} ms"
+                         + (f"  err {rec['rel_err']:.1e}" if "rel_err" in rec else "")
+                         + (f"  {rec['error']}" if "error" in rec else "") + f"  ({time.perf_counter() - t_start:.0f} s)")
+            a = b = parts = None  # freed before the next size is made
+            torch.cuda.empty_cache()
+            if n in NUMPY_SIZES:
+                _host_split_numpy(n, ids, per, run_i, timed, progress)
+    out = records(per, gpus, torch.bfloat16)
+    for r in out:
+        if r["variant"] == "one-gpu":  # this process's cuBLAS reference, beside the ranks' own
+            r["variant"] = "one-gpu/host-split-process"
+    _numpy_figures(out)
+    return out
+
+
+def _host_split_numpy(n: int, ids, per: dict, run_i: int, timed, progress) -> None:
+    """FP16 NumPy operands: the host split against one GPU's torch round trip, and the same split
+    from CUDA operands (for the copy share)."""
+    import torch
+
+    import tilegemm
+
+    dev = torch.device("cuda", 0)
+    ops = _Operands(n, torch.float16, dev)
+    ad, bd = ops.rows(0, 0, n), ops.rows(1, 0, n)
+    a, b = ad.cpu().numpy(), bd.cpu().numpy()
+    box: dict = {}
+
+    def round_trip():
+        box["c"] = torch.mm(torch.from_numpy(a).to(dev), torch.from_numpy(b).to(dev)).cpu().numpy()
+
+    for name, fn in (("one-gpu/numpy", round_trip),
+                     ("host-split/numpy", lambda: box.__setitem__("c", tilegemm.matmul(a, b, devices=ids))),
+                     ("host-split/fp16", lambda: box.__setitem__("c", tilegemm.matmul(ad, bd, devices=ids)))):
+        rec = dict(run=run_i)
+        try:
+            rec["ms_reps"] = timed(fn)
+            if run_i == 0:
+                c = box["c"]
+                t = c if isinstance(c, torch.Tensor) else None
+                last = n - 64  # and the last rows and columns: another GPU's, staged back
+                rec["rel_err"] = max(
+                    _check(ops, t if t is not None else torch.as_tensor(c[:64, :64]).to(dev), 0, 0),
+                    _check(ops, t[last:, last:] if t is not None else torch.as_tensor(c[last:, last:]).to(dev), last, last))
+        except Exception as e:  # noqa: BLE001  (recorded; the run goes on)
+            rec["error"] = f"{type(e).__name__}: {e}"[:300]
+        box.clear()
+        per.setdefault((n, name, False), []).append(rec)
+        ms = statistics.median(rec["ms_reps"]) if "ms_reps" in rec else float("nan")
+        progress(f"run {run_i + 1} N={n} {name:18s} {ms:9.3f} ms" + (f"  {rec['error']}" if "error" in rec else ""))
+    a = b = ad = bd = None
+    torch.cuda.empty_cache()
+
+
+def _numpy_figures(recs: list[dict]) -> None:
+    """host-split/numpy: speed-up against one-gpu/numpy and the copy share against host-split/fp16."""
+    by = {(r["n"], r["variant"]): r for r in recs if "ms" in r}
+    for r in recs:
+        if r["variant"] == "host-split/numpy" and "ms" in r:
+            one, dev = by.get((r["n"], "one-gpu/numpy")), by.get((r["n"], "host-split/fp16"))
+            if one:
+                r["speedup"] = one["ms"] / r["ms"]
+            if dev:
+                r["comm_share"] = max(0.0, 1.0 - dev["ms"] / r["ms"])
+                r["efficiency"] = 1.0 - r["comm_share"]
+        if r["variant"] in ("host-split/fp16", "one-gpu/numpy") and "ms" in r:
+            r.pop("speedup", None)
+    for r in recs:
+        if r["variant"] in ("one-gpu/numpy", "host-split/numpy", "host-split/fp16"):
+            r["dtype"] = "float16"
+
+
 # --- processes -------------------------------------------------------------------------------
 
 def _init(backend: str, local_rank: int) -> None:
@@ -435,7 +586,7 @@ def _init(backend: str, local_rank: int) -> None:
     if backend == "nccl":
         torch.cuda.set_device(local_rank)
         dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank),
-                                timeout=datetime.timedelta(minutes=10))
+                                timeout=datetime.timedelta(minutes=3))  # the longest wait is one product, seconds
     else:
         dist.init_process_group("gloo", timeout=datetime.timedelta(minutes=5))
 
@@ -452,7 +603,7 @@ def _main_of_rank(cfg: dict) -> None:
             def save(doc):
                 results.write_json(cfg["json"], json.dumps(doc, indent=1, default=str))
         doc = measure(cfg["sizes"], cfg["modes"], cfg["runs"], cfg["reps"], cfg["budget_s"], cfg["beyond"], save,
-                      progress=lambda s: print(s, flush=True))
+                      progress=lambda s: print(s, flush=True), panel=cfg.get("panel"))
         if doc is not None:
             print(render(doc), flush=True)
         dist.barrier()
@@ -483,6 +634,7 @@ def _arguments(p) -> None:
     p.add_argument("--reps", type=int, help="timed repeats per figure (default: what fits --budget, 3 to 20)")
     p.add_argument("--budget", type=float, default=1.0, help="seconds of repeats per figure when --reps is not given")
     p.add_argument("--beyond", choices=("on", "off"), help="the product beyond one GPU's memory (default: on with GPUs)")
+    p.add_argument("--panel", type=int, help="panel width of 1d and summa (default: the cost model's choice)")
     p.add_argument("--json", help="write the results here")
 
 
@@ -520,9 +672,30 @@ def _config(args, under_torchrun: bool) -> tuple[dict | None, int, str | None]:
         if world < 2:
             return None, 0, "--gpus: at least 2 processes"
     beyond = (args.beyond or ("on" if gpus else "off")) == "on"
+    if args.panel is not None and args.panel < 1:
+        return None, 0, "--panel: a positive width"
     cfg = dict(backend=backend, sizes=sizes, modes=modes, runs=args.runs, reps=args.reps, budget_s=args.budget,
-               beyond=beyond, json=args.json)
+               beyond=beyond, json=args.json, panel=args.panel)
     return cfg, world, None
+
+
+def _add_host_split(cfg: dict, gpus: int, path: str | None) -> None:
+    """The host split, measured in this process after the ranks have ended, its records added to
+    the ranks' results file."""
+    print(f"host split: one process, {gpus} GPUs", flush=True)
+    recs = _host_split(cfg["sizes"], cfg["runs"], cfg["reps"], cfg["budget_s"], gpus,
+                       progress=lambda s: print(s, flush=True))
+    doc = dict(records=[], harness={}, environment={})
+    if path and os.path.exists(path):
+        with open(path) as f:
+            doc = json.load(f)
+    ours = {r["variant"] for r in recs}
+    doc["records"] = [r for r in doc.get("records", []) if r["variant"] not in ours] + recs
+    doc.setdefault("harness", {})["host_split"] = ("one process drives every GPU through tilegemm.matmul(devices=...); "
+                                                   "each repeat from the first GPU's synchronize to the last GPU's")
+    if path:
+        results.write_json(path, json.dumps(doc, indent=1, default=str))
+    print(render(doc), flush=True)
 
 
 def cli_dist_bench(args) -> int:
@@ -554,6 +727,8 @@ def cli_dist_bench(args) -> int:
         print(f"tilegemm dist-bench: rank{'s' * (len(failed) > 1)} {', '.join(map(str, failed))} failed "
               f"(exit code {procs[failed[0]].exitcode}); see the lines above", file=sys.stderr)
         return 1
+    if "host-split" in cfg["modes"] and cfg["backend"] == "nccl":
+        _add_host_split(cfg, world, args.json)
     if args.json:
         print(f"results written to {args.json}")
     return 0
