@@ -106,7 +106,7 @@ def _meta_device(group):
 
 
 # the metadata every rank shares: its global rank, then these, by place
-G, DA, DB, DEV, AR, AC, BR, BC, PR, PC, PANEL, LOCAL = range(12)
+G, DA, DB, DEV, AR, AC, BR, BC, PR, PC, PANEL, LOCAL, FREE = range(13)
 
 
 def gather_meta(values: list[int], who: Team) -> list[list[int]]:
@@ -124,8 +124,9 @@ def gather_meta(values: list[int], who: Team) -> list[list[int]]:
 
 def _describe_meta(a: torch.Tensor, b: torch.Tensor, grid=(0, 0), panel: int | None = None) -> list[int]:
     shape = lambda x: list(x.shape) if x.dim() == 2 else [-1, -1]  # noqa: E731
+    free = torch.cuda.mem_get_info(a.device)[0] >> 20 if a.is_cuda else 0  # MiB: what buffers may take
     return [_code(a), _code(b), int(a.is_cuda), *shape(a), *shape(b), int(grid[0]), int(grid[1]), int(panel or 0),
-            int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0)]
+            int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0), int(free)]
 
 
 def _code(t: torch.Tensor) -> int:
@@ -254,13 +255,26 @@ def _panels(ka: list[int], kb: list[int], width: int | None) -> list[tuple[int, 
     return out
 
 
-def _model_panel(m: int, n: int, k: int, grid, itemsize: int, per_host: int) -> int:
+def _model_panel(m: int, n: int, k: int, grid, itemsize: int, per_host: int, max_panel: int | None = None) -> int:
     """The panel width the cost model predicts fastest for this product (costmodel.default_panel,
     with the shipped H200 rates whatever this rank's GPU and rank 0's GPUs per host, so that every
-    rank, computing from the same gathered metadata, cuts the same panels)."""
+    rank, computing from the same gathered metadata, cuts the same panels), none wider than
+    max_panel."""
     from .costmodel import default_panel
 
-    return max(1, default_panel(m, n, k, grid, itemsize, per_host or None))
+    return max(1, default_panel(m, n, k, grid, itemsize, per_host or None, max_panel))
+
+
+def _widest_1d(meta: list[list[int]], n: int, world: int, itemsize: int) -> int | None:
+    """The widest 1-D panel whose buffers (two gathered panels and two packed pieces, each K_max
+    rows, and the reordered copy a gathered panel may need) fit beside C's rows in 90% of the least
+    free device memory over the ranks (None on CPUs)."""
+    free = min(m[FREE] for m in meta)
+    if free <= 0:
+        return None
+    kmax, rows = max(m[BR] for m in meta), max(m[AR] for m in meta)
+    room = 0.9 * free * 2**20 - rows * n * itemsize
+    return max(1024, int(room / ((3 * world + 2) * max(kmax, 1) * itemsize)) // 1024 * 1024)
 
 
 def _accumulate(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor, first: bool) -> None:
@@ -464,7 +478,8 @@ def layout_1d(a: torch.Tensor, b: torch.Tensor, group=None, panel: int | None = 
     if panel:
         width = panel
     elif world > 1:
-        width = _model_panel(sum(m[AR] for m in meta), n, k, (world, 1), a.element_size(), meta[0][LOCAL])
+        width = _model_panel(sum(m[AR] for m in meta), n, k, (world, 1), a.element_size(), meta[0][LOCAL],
+                             _widest_1d(meta, n, world, a.element_size()))
     else:
         width = max(n, 1)
     width += -width % 8 if width > 8 else 0  # column panels whose starts keep 16-byte alignment
@@ -490,8 +505,9 @@ def run_1d(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, group=None, commun
         return c.zero_()
     w = lay.width
     # two of each: panel p + 1's own piece (padded to kmax rows) and gathered panel, while p is used
-    packed = [torch.zeros(kmax * w, dtype=b.dtype, device=b.device) for _ in range(2)]
-    gathered = [torch.empty(world * kmax * w, dtype=b.dtype, device=b.device) for _ in range(2)]
+    two = min(2, len(lay.panels))  # one panel needs one buffer of each
+    packed = [torch.zeros(kmax * w, dtype=b.dtype, device=b.device) for _ in range(two)]
+    gathered = [torch.empty(world * kmax * w, dtype=b.dtype, device=b.device) for _ in range(two)]
     # the gathered rows arrive in the group's rank order, each padded to kmax: the ones in place order
     straight = lay.slots == list(range(world)) and all(x == kmax for x in lay.kb)
     keep = None if straight else torch.cat([torch.arange(lay.slots[q] * kmax, lay.slots[q] * kmax + lay.kb[q],
@@ -507,8 +523,8 @@ def run_1d(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, group=None, commun
         """Pack panel p's own piece and issue its all-gather; (gathered panel, work)."""
         n0, n1 = lay.panels[p]
         pw = n1 - n0
-        mine = packed[p % 2][:kmax * pw].view(kmax, pw)
-        out = gathered[p % 2][:world * kmax * pw].view(world * kmax, pw)
+        mine = packed[p % two][:kmax * pw].view(kmax, pw)
+        out = gathered[p % two][:world * kmax * pw].view(world * kmax, pw)
         if side is not None:
             # the buffers were last used by panel p - 2's all-gather and GEMM, both ordered before
             # what the compute stream holds now

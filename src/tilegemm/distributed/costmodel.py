@@ -4,7 +4,11 @@ The model follows the engines as they run (tilegemm.distributed._core). Both are
 panels whose communication travels while the previous panel is multiplied, so after the first
 panel's communication a panel costs the larger of its product and its communication:
 
-    time = comm(panel 0) + Σ_{p < last} max(gemm(panel p), comm(panel p + 1)) + gemm(last) (+ cast, SUMMA)
+    time = comm(panel 0) + Σ_{p < last} max(gemm(panel p) / overlap, comm(panel p + 1)) + gemm(last) (+ cast, SUMMA)
+
+where `overlap` (measured) is the share of its rate a GEMM keeps while a collective runs beside it:
+NCCL's kernels take SMs from it. Below 1, one panel (all communication first, nothing beside a
+GEMM) can beat many, and does on one host's NVLink.
 
 1-D (P × 1): N in column panels of width w; B's panel (K × w) all-gathered, then one GEMM
 (M/P) × w × K written once:
@@ -45,6 +49,12 @@ class Hardware:
     net_latency_us: float = 20.0
     gpus_per_host: int = 8
     mem_gbps: float = 4290.0  # one H200's device copy, read + written, measured (results/h200/ceilings.json)
+    # the share of its rate a local GEMM keeps while a collective runs beside it: fitted to the 2-GPU
+    # H200 host (results/h200x2/scaleout.json, 2026-11-24): at N ≥ 16384 the overlapped 1-D and SUMMA
+    # loops ran at 0.79-0.89 (median 0.838; 0.64-0.71 at 8192) of their products alone though their
+    # panels' collectives took a few per cent of the GEMMs' time, and the 1-D loop with one panel
+    # (nothing overlapped) at 0.86-0.97
+    overlap: float = 0.838
 
     def tflops(self, m: float, n: float, k: float) -> float:
         pts = sorted(self.rate.items())
@@ -91,13 +101,13 @@ def widths(m: int, n: int, k: int, grid: tuple[int, int]) -> list[int]:
 
 
 def predict(m: int, n: int, k: int, grid: tuple[int, int], hw: Hardware, itemsize: int = 2,
-            panel: int | None = None) -> dict:
+            panel: int | None = None, max_panel: int | None = None) -> dict:
     """Predicted seconds and efficiency of the product on a pr × pc grid: the 1-D algorithm for
     P × 1, SUMMA otherwise (the module docstring's formulas), with the panel width given or, when
-    none is, the width among `widths` that the model predicts fastest."""
+    none is, the width among `widths` (none wider than max_panel) that the model predicts fastest."""
     if panel is None and grid[0] * grid[1] > 1:
-        return min((predict(m, n, k, grid, hw, itemsize, w) for w in widths(m, n, k, grid)),
-                   key=lambda r: r["seconds"])
+        fit = [w for w in widths(m, n, k, grid) if max_panel is None or w <= max_panel] or [max(1, max_panel or 1)]
+        return min((predict(m, n, k, grid, hw, itemsize, w) for w in fit), key=lambda r: r["seconds"])
     pr, pc = grid
     p = pr * pc
     if pc == 1:
@@ -126,8 +136,9 @@ def predict(m: int, n: int, k: int, grid: tuple[int, int], hw: Hardware, itemsiz
         cast = mi * nj * (acc + itemsize) / (hw.mem_gbps * 1e9) if acc != itemsize else 0.0
     gemms = [first] + [gemm] * (panels - 1)
     local = sum(gemms) + cast  # the same local products, alone
-    # panel 0's communication, then each product beside the next panel's, then the last product
-    total = comm + sum(max(g, comm) for g in gemms[:-1]) + gemms[-1] + cast if comm else local
+    # panel 0's communication, then each product beside the next panel's (slowed by the collective
+    # running beside it: hw.overlap), then the last product
+    total = comm + sum(max(g / hw.overlap, comm) for g in gemms[:-1]) + gemms[-1] + cast if comm else local
     one = 2 * m * n * k / (hw.tflops(m, n, k) * 1e12)
     return dict(algorithm="1d" if pc == 1 else "summa", grid=[pr, pc], gpus=p, panel=width, seconds=total, local_s=local,
                 comm_s=comm * panels, efficiency=min(1.0, local / total), speedup=one / total,
@@ -165,11 +176,12 @@ def shipped(per_host: int | None = None) -> Hardware:
     return _SHIPPED[per_host]
 
 
-def default_panel(m: int, n: int, k: int, grid: tuple[int, int], itemsize: int, per_host: int | None = None) -> int:
+def default_panel(m: int, n: int, k: int, grid: tuple[int, int], itemsize: int, per_host: int | None = None,
+                  max_panel: int | None = None) -> int:
     """The engines' panel width when the caller gives none: the model's fastest with the shipped
     H200 rates and `per_host` GPUs a host (8 when not known), the same on every rank that asks
     with the same arguments (read once per process)."""
-    return int(predict(m, n, k, grid, shipped(per_host), itemsize)["panel"])
+    return int(predict(m, n, k, grid, shipped(per_host), itemsize, max_panel=max_panel)["panel"])
 
 
 def hardware_from_results(tensorcore_json: dict, ceilings_json: dict | None = None, **links) -> Hardware:
@@ -259,3 +271,42 @@ def render(hw: Hardware, plot_path=None) -> str:
         fig.savefig(plot_path, dpi=110)
         plt.close(fig)
     return "\n".join(lines)
+
+
+def measured_hardware(doc: dict, **links) -> Hardware:
+    """The Hardware of a `tilegemm dist-bench` run: its own one-GPU cuBLAS rate at each size (the
+    local GEMM rate measured per shape in the same run) and its GPUs per host."""
+    rate = {r["n"]: r["tflops"] for r in doc.get("records", []) if r.get("variant") == "one-gpu" and r.get("tflops")}
+    h = doc.get("harness", {})
+    links.setdefault("gpus_per_host", int(h.get("local_world") or h.get("world") or 8))
+    return Hardware(((doc.get("environment") or {}).get("gpu") or {}).get("name", "?"), rate=rate, **links)
+
+
+def compare(doc: dict, extra: tuple = ()) -> str:
+    """Markdown: the model's times beside a dist-bench run's 1d and SUMMA records (the run's own
+    one-GPU rates; each record at the panel width it ran with: the harness's, or else the width
+    the model chose before `overlap` was fitted, which the run's default was), then the same for
+    the (label, document, panel) runs in `extra`."""
+    import dataclasses
+
+    hw = measured_hardware(doc)
+    before = dataclasses.replace(shipped(hw.gpus_per_host), overlap=1.0)  # what chose the default widths then
+    lines = ["| run | N | algorithm, grid | panel | measured ms | model ms | model / measured |",
+             "|---|---:|---|---:|---:|---:|---:|"]
+    within = total = 0
+    for label, d, panel in (("the committed run", doc, None), *extra):
+        for r in d.get("records", []):
+            if r.get("mode") not in ("1d", "summa") or "ms" not in r:
+                continue
+            grid = (r["gpus"], 1) if r["mode"] == "1d" else tuple(int(x) for x in r["variant"].split()[-1].split("x"))
+            width = panel or predict(r["m"], r["n"], r["k"], grid, before)["panel"]
+            p = predict(r["m"], r["n"], r["k"], grid, hw, panel=min(width, r["n"]))
+            ratio = p["seconds"] * 1e3 / r["ms"]
+            total += 1
+            within += abs(ratio - 1) <= 0.10
+            lines.append(f"| {label} | {r['n']} | {r['mode']} {grid[0]}×{grid[1]} | {min(width, r['n'])} | "
+                         f"{r['ms']:.2f} | {p['seconds'] * 1e3:.2f} | {ratio:.2f}{'' if abs(ratio - 1) <= 0.10 else ' **miss**'} |")
+    head = (f"The model (overlap {hw.overlap}, links {hw.link_gbps:g} GB/s and {hw.link_latency_us:g} µs, each "
+            f"size's local GEMM rate the run's own one-GPU cuBLAS rate) against the measured times: "
+            f"{within} of {total} within 10%.")
+    return head + "\n\n" + "\n".join(lines)
