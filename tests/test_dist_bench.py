@@ -36,6 +36,8 @@ def _check_doc(doc: dict, sizes: list[int]) -> None:
         for v in ("1d", "summa 1x2", "dtensor", "dtensor-rs"):
             r = mine[v]
             assert r["gpus"] == 2 and 0 < r["efficiency"] <= 1 and r["comm_share"] == pytest.approx(1 - r["efficiency"])
+        assert mine["1d"]["panel"] >= 1 and mine["summa 1x2"]["panel"] >= 1  # the widths the engines ran with
+        assert "panel" not in mine["dtensor"]
     table = render(doc)
     assert "CPU processes (gloo; not a GPU's times" in table and "| 1d |" in table and "summa 1x2" in table
 
@@ -47,6 +49,7 @@ def test_dist_bench_on_cpu(tmp_path, capsys):
     assert cli.main(["dist-bench", "--runs", "2", "--reps", "3", "--sizes", "64,100", "--json", str(path)]) == 0
     out = capsys.readouterr().out
     assert "No CUDA GPU: 2 CPU processes over gloo" in out and "results written to" in out
+    assert "host split: not run" in out
     doc = json.loads(path.read_text())
     assert doc["schema"] == "tilegemm.scaleout/1" and doc["harness"]["runs"] == 2
     assert all(len(r["ms_runs"]) == 2 for r in doc["records"])
@@ -75,3 +78,52 @@ def test_dist_bench_mistakes_get_one_line(argv, says, capsys):
     assert cli.main(["dist-bench", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert says in err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_numpy_figures_and_the_model_beside_a_run():
+    """The host split's NumPy figures (speed-up against torch's round trip, copy share against the
+    same split from CUDA operands) and costmodel.compare on a run's records, by hand-made numbers."""
+    from tilegemm.bench.distributed import _numpy_figures
+    from tilegemm.distributed import costmodel
+
+    recs = [dict(variant="one-gpu/numpy", n=16384, ms=400.0, speedup=1.0),
+            dict(variant="host-split/numpy", n=16384, ms=50.0),
+            dict(variant="host-split/fp16", n=16384, ms=10.0, speedup=1.2)]
+    _numpy_figures(recs)
+    by = {r["variant"]: r for r in recs}
+    assert by["host-split/numpy"]["speedup"] == 8.0 and by["host-split/numpy"]["comm_share"] == pytest.approx(0.8)
+    assert by["host-split/numpy"]["efficiency"] == pytest.approx(0.2)
+    assert "speedup" not in by["host-split/fp16"] and "speedup" not in by["one-gpu/numpy"]
+    assert all(r["dtype"] == "float16" for r in recs)
+
+    n = 32768
+    one = dict(variant="one-gpu", mode="one-gpu", n=n, m=n, k=n, gpus=1, ms=100.0, tflops=2 * n ** 3 / 0.1 / 1e12)
+    hw = costmodel.measured_hardware(dict(records=[one], harness=dict(world=2, local_world=2)))
+    assert hw.gpus_per_host == 2 and hw.rate == {n: one["tflops"]}
+    want = costmodel.predict(n, n, n, (2, 1), hw, panel=4096)["seconds"] * 1e3
+    d1 = dict(variant="1d", mode="1d", n=n, m=n, k=n, gpus=2, ms=want, panel=4096)
+    d2 = dict(d1, ms=want * 1.5)
+    text = costmodel.compare(dict(records=[one, d1], harness=dict(world=2, local_world=2)),
+                             extra=(("worse", dict(records=[one, d2]), 4096),))
+    assert "1 of 2 within 10%" in text and "| the committed run | 32768 | 1d 2×1 | 4096 |" in text
+    assert "1.00 |" in text and "0.67 **miss**" in text
+
+
+def test_the_1d_panel_fits_in_free_memory():
+    """_widest_1d: two gathered panels, two packed pieces and a reordered copy, each K_max rows,
+    beside C's rows in 90% of the least free memory; no cap on CPU processes."""
+    from tilegemm.distributed import _core
+
+    def meta(free_mib, rows=32768, kb=32768, world=2):
+        m = [0] * 13
+        m[_core.AR], m[_core.BR], m[_core.FREE] = rows, kb, free_mib
+        return [list(m) for _ in range(world)]
+
+    assert _core._widest_1d(meta(0), 65536, 2, 2) is None
+    w = _core._widest_1d(meta(60 * 1024), 65536, 2, 2)
+    room = 0.9 * 60 * 2**30 - 32768 * 65536 * 2
+    assert w % 1024 == 0 and w * 8 * 32768 * 2 <= room < (w + 1024) * 8 * 32768 * 2
+    two = meta(60 * 1024)
+    two[1][_core.FREE] = 30 * 1024  # the least free memory over the ranks decides, the same on each
+    assert _core._widest_1d(two, 65536, 2, 2) < w
+    assert _core._widest_1d(meta(1), 65536, 2, 2) == 1024  # never under one 1024-wide panel

@@ -164,8 +164,8 @@ def _modes_for(n: int, world: int, device, ops: _Operands, wanted, beyond: bool,
                panel: int | None = None) -> dict:
     """{variant: builder}; a builder makes its operands on this rank (on demand, so that one
     mode's memory is free before the next is made) and returns (run, local products alone or
-    None, the result's relative error). box: where a run keeps its last C (the caller empties it
-    between modes)."""
+    None, the result's relative error[, the engine's panel width]). box: where a run keeps its
+    last C (the caller empties it between modes)."""
     import torch
     import torch.distributed as dist
 
@@ -192,7 +192,7 @@ def _modes_for(n: int, world: int, device, ops: _Operands, wanted, beyond: bool,
         lay = _core.layout_1d(a, b, panel=panel)
         last = max(0, n - 64)  # and the last panel's columns: the buffers' reuse starts at the third
         return (keep(lambda: _core.run_1d(a, b, lay)), lambda: _core.run_1d(a, b, lay, communicate=False),
-                lambda: max(_check(ops, box["c"], r0, 0), _check(ops, box["c"][:, last:], r0, last)))
+                lambda: max(_check(ops, box["c"], r0, 0), _check(ops, box["c"][:, last:], r0, last)), lay.width)
 
     def summa(pr, pc):
         i, j = divmod(rank, pc)
@@ -201,7 +201,7 @@ def _modes_for(n: int, world: int, device, ops: _Operands, wanted, beyond: bool,
         b = ops.rows(1, kb[i], kb[i + 1], cn[j], cn[j + 1])
         lay = _core.layout(a, b, (pr, pc), panel=panel)
         return (keep(lambda: _core.run(a, b, lay)), lambda: _core.run(a, b, lay, communicate=False),
-                lambda: _check(ops, box["c"], rm[i], cn[j]))
+                lambda: _check(ops, box["c"], rm[i], cn[j]), lay.width)
 
     def dtensor(reduce_scatter: bool):
         from torch.distributed.device_mesh import init_device_mesh
@@ -333,7 +333,9 @@ def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: 
                     if not clock.agree(ok) and "error" not in rec:
                         rec["error"] = f"{name}: failed on another rank"
 
-                step("setup", lambda: made.update(zip(("fn", "local", "check"), build())))
+                step("setup", lambda: made.update(zip(("fn", "local", "check", "panel"), build())))
+                if made.get("panel"):
+                    rec["panel"] = made["panel"]  # the engine's panel width (1d, summa)
                 step("timing", lambda: rec.__setitem__("ms_reps", clock.repeats(made["fn"], reps, budget_s)))
                 if run_i == 0:
                     step("result check", lambda: rec.__setitem__("rel_err", clock.largest(made["check"]())))
@@ -393,6 +395,8 @@ def records(per: dict, world: int, dtype) -> list[dict]:
             continue
         ms_runs = [statistics.median(r["ms_reps"]) for r in good]
         rec.update(ms=statistics.median(ms_runs), ms_runs=ms_runs, reps=len(good[0]["ms_reps"]))
+        if good[0].get("panel"):
+            rec["panel"] = good[0]["panel"]
         rec["tflops"] = 2 * n ** 3 / (rec["ms"] * 1e-3) / 1e12
         if n in one and not big:
             rec["speedup"] = one[n] / rec["ms"]
@@ -729,6 +733,8 @@ def cli_dist_bench(args) -> int:
         return 1
     if "host-split" in cfg["modes"] and cfg["backend"] == "nccl":
         _add_host_split(cfg, world, args.json)
+    elif "host-split" in cfg["modes"] and cfg["backend"] == "gloo":
+        print("host split: not run (it drives several GPUs from one process; this machine has none)", flush=True)
     if args.json:
         print(f"results written to {args.json}")
     return 0

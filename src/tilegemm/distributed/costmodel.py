@@ -284,9 +284,9 @@ def measured_hardware(doc: dict, **links) -> Hardware:
 
 def compare(doc: dict, extra: tuple = ()) -> str:
     """Markdown: the model's times beside a dist-bench run's 1d and SUMMA records (the run's own
-    one-GPU rates; each record at the panel width it ran with: the harness's, or else the width
-    the model chose before `overlap` was fitted, which the run's default was), then the same for
-    the (label, document, panel) runs in `extra`."""
+    one-GPU rates; each record at the panel width it ran with: the record's, or for a run that did
+    not record it the width the model chose before `overlap` was fitted, which was its default),
+    then the same for the (label, document, panel) runs in `extra`."""
     import dataclasses
 
     hw = measured_hardware(doc)
@@ -299,7 +299,7 @@ def compare(doc: dict, extra: tuple = ()) -> str:
             if r.get("mode") not in ("1d", "summa") or "ms" not in r:
                 continue
             grid = (r["gpus"], 1) if r["mode"] == "1d" else tuple(int(x) for x in r["variant"].split()[-1].split("x"))
-            width = panel or predict(r["m"], r["n"], r["k"], grid, before)["panel"]
+            width = panel or r.get("panel") or predict(r["m"], r["n"], r["k"], grid, before)["panel"]
             p = predict(r["m"], r["n"], r["k"], grid, hw, panel=min(width, r["n"]))
             ratio = p["seconds"] * 1e3 / r["ms"]
             total += 1
