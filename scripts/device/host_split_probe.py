@@ -83,7 +83,7 @@ def main():
                "one-thread-out": timed(lambda: (half(0, outs[0]), half(1, outs[1]))),
                "workers": timed(workers),
                "devices": timed(lambda: tilegemm.matmul(a, b, devices=[0, 1]))}
-        row["split"] = multigpu.describe_split(n, n, n, [0, 1], 2, 0)
+        row["split"] = multigpu.describe_split(n, n, n, (0, 1), 2, 0)
         s1 = torch.cuda.Stream(1)
         for w in (1024, 2048, 4096, n):
             dst = torch.empty(n, w, device="cuda:1", dtype=torch.bfloat16)

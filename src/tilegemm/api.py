@@ -166,12 +166,7 @@ def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
     TypeError and a RuntimeError).
     """
     if devices is not None:
-        if dispatch.plain(a) and dispatch.plain(b) and dispatch.wants_grad(a, b):
-            raise AutogradError("matmul: devices= records no gradient; call it under torch.no_grad() or without "
-                                "devices=")
-        from . import multigpu
-
-        return multigpu.matmul(a, b, devices, kernel, out, matmul)
+        return _on_devices(a, b, devices, kernel, out)
     if out is None and kernel == "auto":
         c = dispatch.fast_matmul(a, b)
         if c is not None:
@@ -208,6 +203,24 @@ def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
         arrays.fill_zero(out)
         return out
     return dispatch.execute_matmul(p.kernel, kernel == "auto", A, B, O, out, shape, dtype)
+
+
+def _on_devices(a, b, devices, kernel: str, out):
+    """matmul(devices=...): the operands checked as for one GPU, then tilegemm.multigpu."""
+    from . import multigpu
+
+    ids = multigpu.device_ids(devices)
+    A, B = arrays.describe(a, "a"), arrays.describe(b, "b")
+    if len(A.shape) != 2 or len(B.shape) != 2:
+        raise ShapeError(f"matmul: devices= takes 2-D operands (M×K @ K×N); got {A.shape} @ {B.shape}")
+    m, n, k = _check_operands(A, B)
+    if A.kind != B.kind:
+        raise DeviceError(f"matmul: a is a {A.kind} array and b a {B.kind} array; pass both of one kind")
+    if dispatch.plain(a) and dispatch.plain(b) and dispatch.wants_grad(a, b):
+        raise AutogradError("matmul: devices= records no gradient; call it under torch.no_grad() or without devices=")
+    if out is not None:
+        _check_out(out, A, (m, n), A.dtype, (a, b))
+    return multigpu.matmul(A, B, (m, n, k), ids, kernel, out, matmul)
 
 
 def _numpy_subclass(a, b):

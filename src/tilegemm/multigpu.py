@@ -32,13 +32,14 @@ from __future__ import annotations
 
 import concurrent.futures
 import ctypes
+import functools
 import queue
 import threading
 
 import numpy as np
 
 from . import arrays
-from .errors import DeviceError, OutOfDeviceMemory, ShapeError
+from .errors import DeviceError, OutOfDeviceMemory
 
 PANELS = 8  # B's column panels per GPU (fewer where a panel would be narrower than MIN_PANEL)
 MIN_PANEL = 1024
@@ -226,32 +227,16 @@ def _rate(m: int, n: int, k: int, gpus: int) -> tuple[float, float]:
 
 # --- the call ----------------------------------------------------------------------------------
 
-def matmul(a, b, devices, kernel: str, out, local):
-    """matmul(a, b) with A's rows over `devices`; `local` is tilegemm.matmul (each GPU's product)."""
+def matmul(A, B, mnk: tuple[int, int, int], ids: list[int], kernel: str, out, local):
+    """A @ B (operands described and checked by api.matmul, `out` too) with A's rows over the GPUs
+    `ids` (device_ids); `local` is tilegemm.matmul (each GPU's product)."""
     import torch
 
-    ids = device_ids(devices)
-    A, B = arrays.describe(a, "a"), arrays.describe(b, "b")
-    if len(A.shape) != 2 or len(B.shape) != 2:
-        raise ShapeError(f"matmul: devices= takes 2-D operands (M×K @ K×N); got {A.shape} @ {B.shape}")
-    if A.kind != B.kind:
-        raise DeviceError(f"matmul: a is a {A.kind} array and b a {B.kind} array; pass both of one kind")
-    if A.device != B.device:
-        raise DeviceError(f"matmul: operands on different devices: a on {A.device}, b on {B.device}")
-    (m, k), (k2, n) = A.shape, B.shape
-    if k != k2:
-        raise ShapeError(f"matmul: inner dimensions differ: a is {m}×{k}, b is {k2}×{n}")
-    if A.dtype != B.dtype:
-        from .errors import DTypeError
-
-        raise DTypeError(f"matmul: mixed dtypes a={A.dtype}, b={B.dtype}; cast one of them explicitly")
+    m, n, k = mnk
     host = A.on_host
     ta = _torch_view(A)
     tb = _torch_view(B)
     if out is not None:
-        from .api import _check_out
-
-        _check_out(out, A, (m, n), A.dtype, (a, b))
         tc = _torch_view(arrays.describe(out, "out"))
         if A.kind == "numpy" and min(out.strides, default=0) < 0:  # torch cannot view it: C goes through a copy
             tc = torch.from_numpy(arrays.host_empty((m, n), A.dtype))
@@ -306,16 +291,13 @@ def _run(ta, tb, tc, ids: list[int], kernel: str, local, host: bool) -> None:
     m, k = ta.shape
     n = tb.shape[1]
     home = None if host else ta.device.index
-    order = ([home] if home in ids else []) + [i for i in ids if i != home]
-    tflops, gbps = _rate(m, n, k, len(order))
-    rows = split(m, n, k, len(order), ta.element_size(), home in ids, tflops, gbps)
     start = None
     if home is not None:
         with torch.cuda.device(home):
             start = torch.cuda.Event()
             start.record(torch.cuda.current_stream(home))
     jobs = []
-    for g, r0, r1 in zip(order, rows, rows[1:]):
+    for g, r0, r1 in describe_split(m, n, k, tuple(ids), ta.element_size(), home):
         if r1 == r0:
             continue
         if g == home:
@@ -518,9 +500,11 @@ class _Stager:
             yield i0, min(rows, i0 + per), slot
 
 
-def describe_split(m: int, n: int, k: int, ids: list[int], itemsize: int, home: int | None) -> list[tuple[int, int, int]]:
-    """(GPU, first row, end row) of each GPU's block, as a call cuts them."""
+@functools.lru_cache(maxsize=256)
+def describe_split(m: int, n: int, k: int, ids: tuple[int, ...], itemsize: int,
+                   home: int | None) -> tuple[tuple[int, int, int], ...]:
+    """(GPU, first row, end row) of each GPU's block, the home first: decided once per shape."""
     order = ([home] if home in ids else []) + [i for i in ids if i != home]
     tflops, gbps = _rate(m, n, k, len(order))
     rows = split(m, n, k, len(order), itemsize, home in ids, tflops, gbps)
-    return [(g, r0, r1) for g, r0, r1 in zip(order, rows, rows[1:])]
+    return tuple((g, r0, r1) for g, r0, r1 in zip(order, rows, rows[1:]))

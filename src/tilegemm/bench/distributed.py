@@ -482,7 +482,7 @@ def _host_split(sizes, runs: int, reps: int | None, budget_s: float, gpus: int, 
         for n in sizes:
             ops = _Operands(n, torch.bfloat16, dev)
             a, b = ops.rows(0, 0, n), ops.rows(1, 0, n)
-            cut = multigpu.describe_split(n, n, n, ids, 2, 0)
+            cut = multigpu.describe_split(n, n, n, tuple(ids), 2, 0)
             parts = [(g, a[r0:r1].to(f"cuda:{g}"), b.to(f"cuda:{g}")) for g, r0, r1 in cut]
             box: dict = {}
 
