@@ -220,3 +220,107 @@ def test_sanitizer_on_the_gpu():
     assert all(r["ok"] for r in records), [(r["kernel"], r["tool"], r["note"]) for r in records]
     assert by["broken_nosync", "racecheck"]["hazards"] > 0
     assert by["smem_tiled_32", "racecheck"]["hazards"] == 0 and by["smem_tiled_32", "memcheck"]["errors"] == 0
+
+
+# racecheck on t05 (tc_warp_specialized, 130×264×24) on the H200, 2026-11-24, with the line numbers
+# of the source it ran (210: `def ws_kernel`, 227: the `if` that encloses its `gl.warp_specialize(`
+# call) as {DEF}, {WS}
+T05_RACECHECK = """\
+========= COMPUTE-SANITIZER
+========= Error: Race reported between Read access at ws_kernel+0xf0 in t05_warp_specialized.py:{DEF}
+=========     and Write access at ws_kernel+0x1040 in t05_warp_specialized.py:{DEF} [13 hazards]
+=========     and Write access at ws_kernel+0x2b00 in t05_warp_specialized.py:{WS} [5 hazards]
+=========
+========= Error: Race reported between Read access at ws_kernel+0xf0 in t05_warp_specialized.py:{DEF}
+=========     and Write access at ws_kernel+0x1040 in t05_warp_specialized.py:{DEF} [6 hazards]
+=========
+========= RACECHECK SUMMARY: 2 hazards displayed (2 errors, 0 warnings)
+"""
+CONTROL_RACECHECK = """\
+========= COMPUTE-SANITIZER
+========= Error: Race reported between Read access at ws_control+0x130 in _ws_control.py:{DEF}
+=========     and Write access at ws_control+0x560 in _ws_control.py:{DEF} [8 hazards]
+=========     and Write access at ws_control+0x6a0 in _ws_control.py:{WS} [4 hazards]
+=========
+tilegemm-sanitize-child {{"done": true, "ok": true, "why": ""}}
+========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
+"""
+
+
+def _lines(module, function):
+    sites = sorted(sanitize.dispatch_sites(module, function), key=lambda s: int(s.rsplit(":", 1)[1]))
+    return {"DEF": sites[0].rsplit(":", 1)[1], "WS": sites[1].rsplit(":", 1)[1]}, sites
+
+
+def test_dispatch_sites_are_the_def_and_warp_specialize_lines():
+    """Triton gives a Gluon kernel's warp-specialize dispatch its `def` line and the line of its
+    gl.warp_specialize call: the sites found are exactly those lines of the source."""
+    from tilegemm.kernels.tensorcore import _ws_control, t05_warp_specialized
+
+    for mod, fn in (sanitize.DISPATCHES["tc_warp_specialized"], sanitize.CONTROL):
+        _, sites = _lines(mod, fn)
+        path = {"ws_kernel": t05_warp_specialized.__file__, "ws_control": _ws_control.__file__}[fn]
+        text = open(path).read().splitlines()
+        found = [text[int(s.rsplit(":", 1)[1]) - 1].strip() for s in sites]
+        assert found[0].startswith(f"def {fn}(") and len(found) >= 2, found
+        calls = [line for line in text if "gl.warp_specialize(" in line and not line.lstrip().startswith(("#", "`"))]
+        assert sum("gl.warp_specialize(" in line for line in found) == len(calls) >= 1, found
+        # the rest: the statements that enclose a call (t05's `if CONSUMERS == 1:`)
+        assert all(line.startswith(("gl.warp_specialize(", "if ", "for ", "with ", "while ")) for line in found[1:])
+
+
+def test_races_are_pairs_of_sites_with_their_counts():
+    assert sanitize.races(RACECHECK_HAZARDS) == []  # Numba's kernels report no source lines: nothing to attribute
+    text = T05_RACECHECK.format(DEF=210, WS=227)
+    assert sanitize.races(text) == [
+        dict(sites=("t05_warp_specialized.py:210", "t05_warp_specialized.py:210"), hazards=13),
+        dict(sites=("t05_warp_specialized.py:210", "t05_warp_specialized.py:227"), hazards=5),
+        dict(sites=("t05_warp_specialized.py:210", "t05_warp_specialized.py:210"), hazards=6)]
+
+
+def _t05_rec(text, control_text, control_ok=True):
+    t05_lines, _ = _lines(*sanitize.DISPATCHES["tc_warp_specialized"])
+    c_lines, _ = _lines(*sanitize.CONTROL)
+    out = text.format(**t05_lines)
+    rep = sanitize.parse(out)
+    rec = dict(kernel="tc_warp_specialized", tool="racecheck", expect="clean", errors=rep.errors, hazards=rep.hazards,
+               exit_code=0, seconds=1.0, timed_out=False, child_ok=True, products=[dict(ok=True, msg="")],
+               races=sanitize.races(out))
+    c_out = control_text.format(**c_lines)
+    crep = sanitize.parse(c_out)
+    control = dict(hazards=crep.hazards, races=sanitize.races(c_out), child_ok=control_ok)
+    return sanitize.attribute(rec, control)
+
+
+def test_t05s_hazards_pass_only_if_all_are_the_dispatchs_and_the_control_shows_them():
+    rec = _t05_rec(T05_RACECHECK, CONTROL_RACECHECK)
+    assert rec["ok"] and rec["dispatch"]["hazards"] == 24 and rec["dispatch"]["own"] == 0, rec
+    assert rec["dispatch"]["control_hazards"] == 12
+    assert sanitize.cell(rec).startswith("clean in its own accesses; 24 hazards in Triton's dispatch")
+    # a hazard at one of t05's own lines (its consumer's epilogue store, say) fails it
+    own = T05_RACECHECK.replace("and Write access at ws_kernel+0x1040 in t05_warp_specialized.py:{DEF} [6",
+                                "and Write access at ws_kernel+0x1040 in t05_warp_specialized.py:190 [6")
+    rec = _t05_rec(own, CONTROL_RACECHECK)
+    assert not rec["ok"] and "6 hazards in its own accesses" in rec["note"], rec["note"]
+    # a control racecheck finds clean, or whose result is wrong, explains nothing
+    clean = "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n"
+    rec = _t05_rec(T05_RACECHECK, clean)
+    assert not rec["ok"] and "the control does not show" in rec["note"]
+    rec = _t05_rec(T05_RACECHECK, CONTROL_RACECHECK, control_ok=False)
+    assert not rec["ok"] and "wrong or missing" in rec["note"]
+    # no hazards at all: clean, whatever the control shows
+    rec = _t05_rec(clean, CONTROL_RACECHECK)
+    assert rec["ok"] and sanitize.cell(rec) == "clean"
+
+
+def test_the_control_compiles_to_t05s_prologue_and_dispatch():
+    """Offline (Triton's ptxas for sm_90): the control has what t05 has before its partitions, a
+    barrier among the default warps with a thread count after the mbarriers' initialisation, then
+    the dispatch at named barrier 1 and the register moves; its expected output per program."""
+    from tilegemm.kernels.tensorcore import _ws_control
+
+    ptx = _ws_control.compile_for_sm90().asm["ptx"]
+    assert ptx.count("mbarrier.init") == 2 and "bar.sync \t0, 256;" in ptx
+    assert "barrier.sync \t1;" in ptx and "setmaxnreg" in ptx
+    want = _ws_control.expected()
+    assert int(want[0]) == 0 and int(want[1024]) == 1024 and int(want[1024 + 32]) == 0 and len(want) == 4 * 2048

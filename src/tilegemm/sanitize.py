@@ -24,6 +24,16 @@ in the same block would look like a valid access. Every child runs on the GPU, n
 simulator (TILEGEMM_SIMULATOR=0, NUMBA_ENABLE_CUDASIM=0), with TILEGEMM_AUTOTUNE=0 (no search
 under the sanitizer).
 
+Warp-specialised Gluon kernels (t05) carry Triton's dispatch: the default warps write each worker
+warp's partition number into a table in shared memory, and the workers read it after a barrier.
+racecheck reports hazards between those writes and reads (never in t05's own accesses), and
+reports them as well in a control kernel that has t05's prologue and dispatch and no shared data of
+its own (`kernels/tensorcore/_ws_control.py`). Where such a kernel is checked, racecheck also runs
+the control, and a hazard whose two accesses are both at the dispatch's source lines (the kernel's
+`def` and its `gl.warp_specialize` call, where Triton puts the dispatch code) counts as the
+dispatch's: the check passes only if every hazard is the dispatch's, the control shows the same
+and computes right. Any other hazard fails it (docs/perf-notes.md, 45).
+
 Triton compiles slowly under the sanitizer, so each tensor-core child first runs once without it;
 its compiles land in Triton's cache (TRITON_CACHE_DIR, default ~/.triton/cache), which every
 child shares. A child past `timeout` seconds is killed and its check fails, saying so. A rung the
@@ -61,7 +71,12 @@ TC_TOLERANCE = {"fp16": "float16", "bf16": "bfloat16", "tf32": "tf32"}
 TIMEOUT_S = 300.0
 MARK = "tilegemm-sanitize-child "  # a child's report lines, among the sanitizer's
 
+# warp-specialised kernels: (module, Gluon function) of the kernel, and of their control
+DISPATCHES = {"tc_warp_specialized": ("tilegemm.kernels.tensorcore.t05_warp_specialized", "ws_kernel")}
+CONTROL = ("tilegemm.kernels.tensorcore._ws_control", "ws_control")
+
 _ERRORS = re.compile(r"ERROR SUMMARY: (\d+) errors?")
+_SITE = re.compile(r"(?:Race reported between|and) (Read|Write) access at (\S+) in (\S+):(\d+)(?: \[(\d+) hazards?\])?")
 _RACES = re.compile(r"RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) errors?, (\d+) warnings?\)")
 
 
@@ -112,6 +127,73 @@ def parse(text: str, first: int = 5) -> Report:
     return Report(n_errors, hazards, summary, findings[:first])
 
 
+def races(text: str) -> list[dict]:
+    """racecheck's analysis lines as pairs of accesses: [{"sites": ("file:line", "file:line"),
+    "hazards": n}], one for each "and" line under a "Race reported between" line. Accesses without
+    source lines (Numba kernels) are not listed."""
+    out, first = [], None
+    for line in text.splitlines():
+        m = _SITE.search(line)
+        if m is None:
+            if "Race reported between" in line:
+                first = None
+            continue
+        site = f"{m.group(3).rsplit('/', 1)[-1]}:{m.group(4)}"
+        if "Race reported between" in line:
+            first = site
+        elif first is not None:
+            out.append(dict(sites=(first, site), hazards=int(m.group(5) or 1)))
+    return out
+
+
+def dispatch_sites(module: str, function: str) -> set[str]:
+    """The source lines Triton gives a Gluon kernel's warp-specialize dispatch, as "file:line": the
+    kernel's `def` line, and each `warp_specialize` call's line and the lines of the statements
+    that enclose it (t05's calls sit under `if CONSUMERS == 1:`, whose line the dispatch's last
+    table write carries)."""
+    import ast
+    import importlib
+    import inspect
+    import textwrap
+
+    fn = getattr(importlib.import_module(module), function)
+    fn = getattr(fn, "fn", fn)  # the Python function under the JIT wrapper
+    lines, start = inspect.getsourcelines(fn)
+    name = os.path.basename(inspect.getsourcefile(fn))
+    tree = ast.parse(textwrap.dedent("".join(lines)))
+    found = set()
+
+    def visit(node, enclosing):
+        if isinstance(node, ast.FunctionDef):
+            found.add(node.lineno)
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "warp_specialize":
+            found.update(enclosing + [node.lineno])
+        inner = enclosing + [node.lineno] if isinstance(node, (ast.If, ast.For, ast.While, ast.With)) else enclosing
+        for child in ast.iter_child_nodes(node):
+            visit(child, inner)
+
+    visit(tree, [])
+    return {f"{name}:{start + n - 1}" for n in found}
+
+
+def attribute(rec: dict, control: dict | None) -> dict:
+    """A warp-specialised kernel's racecheck record with its hazards split into the dispatch's
+    (both accesses at `dispatch_sites`) and its own, beside what the control showed; judged again."""
+    mine = dispatch_sites(*DISPATCHES[rec["kernel"]])
+    theirs = dispatch_sites(*CONTROL)
+    pairs = rec.get("races") or []
+    in_dispatch = sum(r["hazards"] for r in pairs if set(r["sites"]) <= mine)
+    own = sum(r["hazards"] for r in pairs if not set(r["sites"]) <= mine)
+    ctrl = control or {}
+    rec = dict(rec, dispatch=dict(
+        hazards=in_dispatch, own=own, sites=sorted(mine),
+        control_hazards=sum(r["hazards"] for r in ctrl.get("races") or [] if set(r["sites"]) <= theirs),
+        control_other=sum(r["hazards"] for r in ctrl.get("races") or [] if not set(r["sites"]) <= theirs),
+        control_right=bool(ctrl.get("child_ok"))))
+    rec["ok"], rec["note"] = judge(rec)
+    return rec
+
+
 # ---- one child -------------------------------------------------------------------------------------
 
 def child_command(kernel: str, shapes=None, precisions=None) -> list[str]:
@@ -124,12 +206,12 @@ def child_command(kernel: str, shapes=None, precisions=None) -> list[str]:
     return cmd
 
 
-def _child_env(kernel: registry.Kernel) -> dict:
+def _child_env(backend: str) -> dict:
     src = str(Path(__file__).resolve().parent.parent)  # this tilegemm, whatever the child's path
     # the real GPU, never the simulator (a simulated child launches nothing: a vacuous "clean")
     env = dict(os.environ, TILEGEMM_SIMULATOR="0", NUMBA_ENABLE_CUDASIM="0", TILEGEMM_AUTOTUNE="0",
                PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p))
-    if kernel.backend == "tensorcore":
+    if backend == "tensorcore":
         env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
     return env
 
@@ -166,9 +248,17 @@ def judge(rec: dict) -> tuple[bool, str]:
         return False, f"no sanitizer summary (exit {rec['exit_code']})"
     if rec["expect"] == "hazards":
         return (True, "") if _flagged(rec) else (False, "racecheck did not flag it")
-    if rec["hazards"]:
+    d = rec.get("dispatch")
+    if rec["hazards"] and d:
+        if d["own"]:
+            return False, f"{d['own']} hazards in its own accesses ({d['hazards']} in Triton's dispatch)"
+        if not (d["control_hazards"] and not d["control_other"] and d["control_right"]):
+            return False, (f"{rec['hazards']} hazards in Triton's dispatch, which the control does not show "
+                           f"as they are ({d['control_hazards']} there, {d['control_other']} elsewhere"
+                           f"{'' if d['control_right'] else ', its result wrong or missing'})")
+    elif rec["hazards"]:
         return False, f"{rec['hazards']} hazards"
-    if rec["errors"]:
+    if rec["errors"] and not (d and rec["hazards"]):  # racecheck's errors are its hazards, judged above
         return False, f"{rec['errors']} errors"
     if rec["child_ok"] is None:
         return False, f"the child did not finish (exit {rec['exit_code']})"
@@ -185,6 +275,33 @@ def run(kernel: str, tool: str | None, timeout: float = TIMEOUT_S, shapes=None) 
     products and verdict, exit code, seconds, and `ok` (it matches `expected`) with a `note`."""
     kern = registry.get(kernel)
     cmd = child_command(kernel, shapes)
+    out, exit_code, seconds, timed_out = _under(tool, cmd, _child_env(kern.backend), timeout)
+    rep = parse(out)
+    child_ok, products = _child_report(out)
+    rec = dict(kernel=kernel, backend=kern.backend, tool=tool, expect=expected(kernel, tool), errors=rep.errors,
+               hazards=rep.hazards, exit_code=exit_code, seconds=seconds, timed_out=timed_out, summary=rep.summary,
+               first_errors=rep.first, child_ok=child_ok, products=products, not_run=None)
+    if tool == "racecheck":
+        rec["races"] = races(out)
+    rec["ok"], rec["note"] = judge(rec)
+    if not rec["ok"]:
+        rec["tail"] = out[-3000:]
+    return rec
+
+
+def run_control(timeout: float = TIMEOUT_S) -> dict:
+    """The warp-specialize control (`_ws_control`) under racecheck: what racecheck reports of
+    Triton's dispatch alone, and whether the control's result was right."""
+    cmd = [sys.executable, "-m", "tilegemm.sanitize", "--control"]
+    out, exit_code, seconds, timed_out = _under("racecheck", cmd, _child_env("tensorcore"), timeout)
+    rep = parse(out)
+    return dict(kernel="ws_control", tool="racecheck", hazards=rep.hazards, errors=rep.errors, exit_code=exit_code,
+                seconds=seconds, timed_out=timed_out, summary=rep.summary, first_errors=rep.first,
+                child_ok=_child_report(out)[0], races=races(out))
+
+
+def _under(tool: str | None, cmd: list[str], env: dict, timeout: float) -> tuple[str, int, float, bool]:
+    """cmd under `compute-sanitizer --tool TOOL` (None: alone): (output, exit code, seconds, timed out)."""
     if tool is not None:
         exe = shutil.which("compute-sanitizer")
         if exe is None:
@@ -192,8 +309,8 @@ def run(kernel: str, tool: str | None, timeout: float = TIMEOUT_S, shapes=None) 
         cmd = [exe, "--tool", tool, *COMMON_FLAGS, *TOOL_FLAGS.get(tool, ()), *cmd]
     t0 = time.perf_counter()
     # a session of its own, so that a timeout ends the sanitizer and the child it started
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=_child_env(kern), start_new_session=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            start_new_session=True)
     try:
         out, _ = proc.communicate(timeout=timeout)
         timed_out = False
@@ -201,16 +318,7 @@ def run(kernel: str, tool: str | None, timeout: float = TIMEOUT_S, shapes=None) 
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
         timed_out = True
-    rep = parse(out)
-    child_ok, products = _child_report(out)
-    rec = dict(kernel=kernel, backend=kern.backend, tool=tool, expect=expected(kernel, tool), errors=rep.errors,
-               hazards=rep.hazards, exit_code=proc.returncode, seconds=round(time.perf_counter() - t0, 1),
-               timed_out=timed_out, summary=rep.summary, first_errors=rep.first, child_ok=child_ok,
-               products=products, not_run=None)
-    rec["ok"], rec["note"] = judge(rec)
-    if not rec["ok"]:
-        rec["tail"] = out[-3000:]
-    return rec
+    return out, proc.returncode, round(time.perf_counter() - t0, 1), timed_out
 
 
 def racecheck(kernel: str, size: int = 64, timeout: float = 600) -> tuple[int, str]:
@@ -246,8 +354,22 @@ def sweep(kernels, tools=TOOLS, *, jobs: int = 4, timeout: float = TIMEOUT_S, pr
         tasks = sorted(((k, t) for k in runs for t in tools),
                        key=lambda kt: (kt[0].backend != "tensorcore", kt[1] != "racecheck"))
         futures = [pool.submit(run, k.name, t, timeout) for k, t in tasks]
+        control = None
+        if "racecheck" in tools and any(k.name in DISPATCHES for k in runs):
+            control = pool.submit(run_control, timeout)
+        mine = []
         for f in as_completed(futures):
             rec = f.result()
+            if rec["kernel"] in DISPATCHES and rec["tool"] == "racecheck":
+                mine.append(rec)  # judged once the control has run
+                continue
+            say(f"{rec['kernel']:24s} {rec['tool']:10s} {cell(rec)} ({rec['seconds']:.0f} s)")
+            records.append(rec)
+        ctrl = control.result() if control else None
+        for rec in mine:
+            rec = attribute(rec, ctrl)
+            rec["dispatch"]["control"] = {k: ctrl[k] for k in ("hazards", "summary", "first_errors", "child_ok",
+                                                               "exit_code", "seconds", "timed_out")}
             say(f"{rec['kernel']:24s} {rec['tool']:10s} {cell(rec)} ({rec['seconds']:.0f} s)")
             records.append(rec)
     order = {k.name: i for i, k in enumerate(kernels)}
@@ -287,6 +409,9 @@ def cell(rec: dict) -> str:
         return rec["note"]
     if rec["expect"] == "hazards" and rec["ok"]:
         return f"flagged: {_flagged(rec)} hazards (expected)"
+    d = rec.get("dispatch") or {}
+    if rec["ok"] and d.get("hazards"):
+        return f"clean in its own accesses; {d['hazards']} hazards in Triton's dispatch, as in the control"
     if rec["ok"]:
         return "clean" if rec["tool"] else "right"
     return f"✗ {rec['note']}"
@@ -318,6 +443,17 @@ def markdown(doc: dict) -> str:
     s = doc["summary"]
     out += ["", f"{s['checks']} checks: {s['ok']} as expected, {len(s['failures'])} not, {s['not_run']} not run."]
     out += [f"- {f}" for f in s["failures"]]
+    for rec in doc["records"]:
+        d = rec.get("dispatch")
+        if d:
+            c = d["control"]
+            out += ["", f"{rec['kernel']} under racecheck: {rec['hazards'] or 0} hazards displayed; {d['hazards']} "
+                    f"hazards between accesses at the lines Triton gives its warp-specialize dispatch "
+                    f"({', '.join(d['sites'])}), {d['own']} anywhere else. The control (`_ws_control`: t05's "
+                    f"prologue and dispatch, no shared data of its own) in the same run: {c['hazards']} hazards "
+                    f"displayed, {d['control_hazards']} of them at its dispatch's lines, {d['control_other']} "
+                    f"elsewhere; its result {'right' if c['child_ok'] else 'wrong or missing'} "
+                    "(docs/perf-notes.md, 45)."]
     ran = []
     for name in kernels:
         rec = next((r for r in doc["records"] if r["kernel"] == name and r.get("products")), None)
@@ -382,10 +518,20 @@ def child(argv=None) -> int:
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m tilegemm.sanitize")
-    ap.add_argument("--child", required=True, metavar="KERNEL")
+    ap.add_argument("--child", metavar="KERNEL")
+    ap.add_argument("--control", action="store_true", help="the warp-specialize control (_ws_control) instead")
     ap.add_argument("--shapes", help="MxNxK,... (default: SIMT_SHAPES or TC_SHAPES)")
     ap.add_argument("--precisions", default=",".join(TC_PRECISIONS), help="tensor-core rungs: of fp16, bf16, tf32")
     args = ap.parse_args(argv)
+    if args.control:
+        from .kernels.tensorcore import _ws_control
+
+        right = _ws_control.check()
+        print(MARK + json.dumps(dict(done=True, ok=right, why="" if right else "the control's stores are wrong")),
+              flush=True)
+        return 0 if right else 1
+    if not args.child:
+        ap.error("give --child KERNEL or --control")
     kern = registry.get(args.child)
     tc = kern.backend == "tensorcore"
     shapes = ([tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")] if args.shapes
