@@ -270,7 +270,13 @@ def test_dispatch_sites_are_the_def_and_warp_specialize_lines():
 
 
 def test_races_are_pairs_of_sites_with_their_counts():
-    assert sanitize.races(RACECHECK_HAZARDS) == []  # Numba's kernels report no source lines: nothing to attribute
+    # Numba's kernels report no source lines: their sites are the access's own words, which no
+    # dispatch's lines match
+    assert sanitize.races(RACECHECK_HAZARDS) == [
+        dict(sites=("broken_nosync(Array<float, (int)2, ...>)+0x710", "broken_nosync(Array<float, (int)2, ...>)+0x730"),
+             hazards=256),
+        dict(sites=("broken_nosync(Array<float, (int)2, ...>)+0x710", "broken_nosync(Array<float, (int)2, ...>)+0x790"),
+             hazards=256)]
     text = T05_RACECHECK.format(DEF=210, WS=227)
     assert sanitize.races(text) == [
         dict(sites=("t05_warp_specialized.py:210", "t05_warp_specialized.py:210"), hazards=13),
@@ -278,7 +284,7 @@ def test_races_are_pairs_of_sites_with_their_counts():
         dict(sites=("t05_warp_specialized.py:210", "t05_warp_specialized.py:210"), hazards=6)]
 
 
-def _t05_rec(text, control_text, control_ok=True):
+def _t05_rec(text, control_text, control_ok=True, control_timed_out=False):
     t05_lines, _ = _lines(*sanitize.DISPATCHES["tc_warp_specialized"])
     c_lines, _ = _lines(*sanitize.CONTROL)
     out = text.format(**t05_lines)
@@ -288,7 +294,7 @@ def _t05_rec(text, control_text, control_ok=True):
                races=sanitize.races(out))
     c_out = control_text.format(**c_lines)
     crep = sanitize.parse(c_out)
-    control = dict(hazards=crep.hazards, races=sanitize.races(c_out), child_ok=control_ok)
+    control = dict(hazards=crep.hazards, races=sanitize.races(c_out), child_ok=control_ok, timed_out=control_timed_out)
     return sanitize.attribute(rec, control)
 
 
@@ -308,6 +314,15 @@ def test_t05s_hazards_pass_only_if_all_are_the_dispatchs_and_the_control_shows_t
     assert not rec["ok"] and "the control does not show" in rec["note"]
     rec = _t05_rec(T05_RACECHECK, CONTROL_RACECHECK, control_ok=False)
     assert not rec["ok"] and "wrong or missing" in rec["note"]
+    # a hazard racecheck gives no source line for is not the dispatch's
+    bare = T05_RACECHECK.replace(" in t05_warp_specialized.py:{DEF} [6", " [6")
+    rec = _t05_rec(bare, CONTROL_RACECHECK)
+    assert not rec["ok"] and "6 hazards in its own accesses" in rec["note"], rec["note"]
+    # hazards counted in the summary but no racecheck line read: not located, not passed
+    rec = _t05_rec("========= RACECHECK SUMMARY: 2 hazards displayed (2 errors, 0 warnings)\n", CONTROL_RACECHECK)
+    assert not rec["ok"] and "none located" in rec["note"]
+    rec = _t05_rec(T05_RACECHECK, "", control_timed_out=True)
+    assert not rec["ok"] and "the control timed out" in rec["note"]
     # no hazards at all: clean, whatever the control shows
     rec = _t05_rec(clean, CONTROL_RACECHECK)
     assert rec["ok"] and sanitize.cell(rec) == "clean"

@@ -254,12 +254,12 @@ def test_unaligned_operands_are_realigned_for_tma_and_batched_ones_take_t02():
 
 def test_a_pointer_rungs_tile_runs_on_t03_where_rows_are_unaligned_past_decode():
     """A split-K (or t02) entry was timed on aligned rows; 777×1234×4321 (rows of A and B not
-    16-byte aligned) ran its pointer loads at 0.31× cuBLAS on the H100, where t03 with a tile of the
-    same bucket after the realigning copy ran 1.08×: past decode the tile runs on t03. A decode
-    shape keeps split-K's tile on split-K (t03's wgmma tiles start at 64 rows)."""
+    16-byte aligned) ran its pointer loads at 0.31× cuBLAS on the H100, and the same tile on t03
+    after the realigning copy 1.62×: past decode the tile runs on t03. A decode shape keeps
+    split-K's tile on split-K (t03's wgmma tiles start at 64 rows)."""
     from tilegemm import tuning
 
-    t04 = dict(space.cfg(64, 128, 64, 4, 4), SPLIT=2)
+    t04 = dict(space.cfg(64, 128, 64, 4, 4), SPLIT=2, FUSED=True)
     t04_decode = dict(space.cfg(16, 64, 128, 4, 4), SPLIT=4, FUSED=True)
     bf = "bf16|bfloat16|bfloat16|nn|nobeta"
     db = {"entries": {f"{bf}|1024x1024x8192": dict(rung=space.T04, config=t04, ms=0.03, shape=[1024, 1024, 8192]),
@@ -267,12 +267,17 @@ def test_a_pointer_rungs_tile_runs_on_t03_where_rows_are_unaligned_past_decode()
     d = tuning.pick(db, "db", _problem(777, 1234, 4321))
     assert d.rung == space.T03 and "tc_splitk's tile on tc_tma_persistent" in d.source, d
     assert "16-byte aligned rows" in d.source and (d.config["BM"], d.config["BN"], d.config["BK"]) == (64, 128, 64)
-    assert "SPLIT" not in d.config and d.ms is None
+    assert "SPLIT" not in d.config and "FUSED" not in d.config and d.ms is None
+    assert "pointer loads of unaligned rows" in d.source
     d = tuning.pick(db, "db", _problem(1000, 1024, 8192))  # aligned rows: the entry as tuned
     assert d.rung == space.T04 and d.config["SPLIT"] == 2 and d.ms == 0.03
     d = tuning.pick(db, "db", _problem(16, 4097, 1023))  # decode, unaligned: split-K's own tile
     assert d.rung == space.T04 and d.config["BM"] == 16
     assert tuning.pick(db, "db", _problem(777, 1234, 4321), want=space.T04).rung == space.T04  # asked for by name
+    db["entries"][f"{bf}|1024x1024x8192"] = dict(rung=space.T02, config=space.cfg(128, 64, 64, 4, 3), ms=0.04,
+                                                 shape=[1024, 1024, 8192])
+    d = tuning.pick(db, "db", _problem(777, 1234, 4321))  # t02's tile likewise
+    assert d.rung == space.T03 and "tc_persistent's tile on tc_tma_persistent" in d.source and d.config["BM"] == 128
 
 
 def test_fp16_takes_bf16s_nearer_bucket_over_its_own_farther_one():

@@ -115,9 +115,10 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
         elif not want and rung in (space.T02, space.T04) and _rows_unaligned(p):
             # A pointer rung's tile was timed on 16-byte-aligned rows. On rows that are not, its
             # loads are not vectorised and it runs several times slower than timed (777×1234×4321
-            # BF16 on the H100: t04's entry 0.31× cuBLAS, t03 with the same bucket's tile after the
-            # realigning copy about 1.1×; docs/perf-notes.md, 44): past decode, t03 runs the tile.
-            rung, note, timed_here = space.T03, f": {rung}'s tile on {space.T03}", False
+            # BF16 on the H100: t04's entry 0.31× cuBLAS, its tile on t03 after the realigning
+            # copy 1.62×; docs/perf-notes.md, 44): past decode, t03 runs the tile.
+            rung, note, timed_here = space.T03, f": {rung}'s tile on {space.T03} (its pointer loads of unaligned " \
+                                                f"rows are slow)", False
             cfg = space.adapt(rung, p, space.as_t03(entry["rung"], entry.get("config") or {}))
         else:
             cfg = space.adapt(rung, p, entry.get("config") or {})
@@ -136,8 +137,8 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
 
 
 def _rows_unaligned(p) -> bool:
-    """Past decode (M > 64, where t03's wgmma tiles fit), with rows of A or B not 16-byte aligned,
-    and t03 able to run p after realigning them."""
+    """Past decode (M > 64, where t03's wgmma tiles fit), with A or B not 16-byte aligned (its rows,
+    or its start), and t03 able to run p after realigning it."""
     from . import space
 
     return p.m > 64 and usable(space.T03, p) and tc.rung_module(space.T03).needs_realign(p)
