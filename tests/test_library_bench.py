@@ -37,6 +37,9 @@ def test_summary_and_report_of_both_clocks():
     assert "`tilegemm.matmul` | 10.1 | `torch.mm` | 11.4" in text and "| cold | 3000×5000×7000 bfloat16 | 0.400 |" in text
     assert "RuntimeError: _scaled_mm" in text  # a shape with no ratio says why
     assert "| bf16 | 4096×4096×4096 | eager |" not in library.render(doc, full=False)
+    assert "(400 calls back to back, median of 15):" in text  # a run from before the alternating order
+    doc["harness"]["host_order"] = library.HOST_ORDER
+    assert f"median of 15, {library.HOST_ORDER}):" in library.render(doc)
 
 
 def test_gpu_commands_say_so_in_one_line(capsys):

@@ -195,25 +195,35 @@ def _measure(clock, rec, dtype, a, b, sa, sb, ours, ref, modes, budget_s) -> dic
     return rec
 
 
+HOST_ORDER = "ours and the reference alternating, repetition by repetition, after a warm-up of both"
+
+
 def host_us(reps: int = 15, calls: int = 400) -> list[dict]:
     """Host µs per repeated call at 64³, per path, with torch's call beside it, in one run: the time
-    of `calls` calls back to back with no synchronisation inside, median of `reps` repetitions."""
+    of `calls` calls back to back with no synchronisation inside, median of `reps` repetitions,
+    ours and the reference alternating repetition by repetition (so that a drift of the host's
+    pace, as right after the sweep, falls on both), after a warm-up of both."""
     import torch
 
     import tilegemm
 
-    def per_call(fn) -> float:
-        for _ in range(20):
+    def block(fn) -> float:
+        t0 = time.perf_counter()
+        for _ in range(calls):
             fn()
+        us = (time.perf_counter() - t0) / calls * 1e6
         torch.cuda.synchronize()
-        times = []
+        return us
+
+    def per_call(*fns) -> list[float]:
+        for _ in range(2):  # warm-up: every path once at the pace of a timed repetition
+            for fn in fns:
+                block(fn)
+        times = [[] for _ in fns]
         for _ in range(reps):
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            times.append((time.perf_counter() - t0) / calls * 1e6)
-            torch.cuda.synchronize()
-        return statistics.median(times)
+            for t, fn in zip(times, fns):
+                t.append(block(fn))
+        return [statistics.median(t) for t in times]
 
     out = []
     for dtype in ("bf16", "fp16", "fp32", "fp8", "tf32"):
@@ -228,11 +238,12 @@ def host_us(reps: int = 15, calls: int = 400) -> list[dict]:
         c = torch.empty(64, 64, device="cuda", dtype=a.dtype if dtype != "fp8" else torch.bfloat16)
         ref_name = "torch._scaled_mm" if dtype == "fp8" else "torch.mm"
         for path, fn in paths:
-            ours_us, ref_us = per_call(fn), per_call(ref)
+            fns = [fn, ref] + ([lambda: torch.mm(a, b, out=c)] if dtype != "fp8" else [])
+            ours_us, ref_us, *ref_out = per_call(*fns)
             rec = dict(dtype=dtype, path=f"tilegemm.{path}", m=64, n=64, k=64, mode="host_us", ours_us=ours_us,
                        ref=ref_name, ref_us=ref_us, ratio=ref_us / ours_us)
-            if dtype != "fp8":
-                rec["ref_out_us"] = per_call(lambda: torch.mm(a, b, out=c))
+            if ref_out:
+                rec["ref_out_us"] = ref_out[0]
             out.append(rec)
     torch.backends.cuda.matmul.allow_tf32 = False
     return out
@@ -335,7 +346,7 @@ def run(shapes, dtypes, modes=("eager", "device"), runs: int = 3, budget_s: floa
     doc = dict(schema="tilegemm.library/1", environment=environment(), clocks={"before": clocks.read()},
                harness=dict(modes=list(modes), runs=runs, hold_us=HOLD_US, eager_sample_us=EAGER_SAMPLE_US,
                             flush=clock.flush.mode, order="ours and the reference interleaved, ABBA batches of 5",
-                            fp32_max_flops=FP32_MAX_FLOPS))
+                            fp32_max_flops=FP32_MAX_FLOPS, host_order=HOST_ORDER))
     t_start = time.perf_counter()
     for run_i in range(runs):
         for dtype in dtypes:
@@ -442,7 +453,9 @@ def render(doc: dict, full: bool = True) -> str:
         out.append(f"| {dtype} | {(e or d)['shapes']} | {eg} | {ew} | {dg} | {dw} |")
     host = doc.get("host_us") or []
     if host:
-        out += ["", "Host µs per repeated call at 64³ (400 calls back to back, median of 15):", "",
+        order = doc.get("harness", {}).get("host_order")
+        out += ["", f"Host µs per repeated call at 64³ (400 calls back to back, median of 15{', ' + order if order else ''}):",
+                "",
                 "| dtype | path | ours µs | reference | reference µs |", "|---|---|---:|---|---:|"]
         out += [f"| {r['dtype']} | `{r['path']}` | {r['ours_us']:.1f} | `{r['ref']}` | {r['ref_us']:.1f} |" for r in host]
     first = [r for r in doc.get("first_call") or [] if "first_s" in r]
