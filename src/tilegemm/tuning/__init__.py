@@ -98,6 +98,7 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
         rung, note, timed_here = entry.get("rung"), "", True
         if want and rung != want:
             continue
+        to, why = rung, ""  # the rung that runs the entry's tile, and why it is another
         if not usable(rung, p):
             # A TMA rung's entry that cannot run p: its tile on the next rung that can, rather
             # than the nearest entry of a rung that can (often a decode bucket's split-K tile).
@@ -109,19 +110,18 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
             if to is None:
                 continue
             why = tc.rung_module(rung).usable(p) or "not on this GPU or Triton"
-            rung, note, timed_here = to, f": {rung}'s tile on {to} ({why})", False
-            as_to = space.as_t03 if to == space.T03 else space.as_t02
-            cfg = space.adapt(rung, p, as_to(entry["rung"], entry.get("config") or {}))
         elif not want and rung in (space.T02, space.T04) and _rows_unaligned(p):
             # A pointer rung's tile was timed on 16-byte-aligned rows. On rows that are not, its
             # loads are not vectorised and it runs several times slower than timed (777×1234×4321
             # BF16 on the H100: t04's entry 0.31× cuBLAS, its tile on t03 after the realigning
             # copy 1.62×; docs/perf-notes.md, 44): past decode, t03 runs the tile.
-            rung, note, timed_here = space.T03, f": {rung}'s tile on {space.T03} (its pointer loads of unaligned " \
-                                                f"rows are slow)", False
-            cfg = space.adapt(rung, p, space.as_t03(entry["rung"], entry.get("config") or {}))
-        else:
+            to, why = space.T03, "its pointer loads of unaligned rows are slow"
+        if to == rung:
             cfg = space.adapt(rung, p, entry.get("config") or {})
+        else:
+            as_to = space.as_t03 if to == space.T03 else space.as_t02
+            cfg = space.adapt(to, p, as_to(rung, entry.get("config") or {}))
+            rung, note, timed_here = to, f": {rung}'s tile on {to} ({why})", False
         if rung == space.T03 and cfg is not None and tc.rung_module(rung).needs_realign(p):
             note, timed_here = note + " (A or B first copied to 16-byte aligned rows for TMA)", False
         if cfg is None:
