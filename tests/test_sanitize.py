@@ -135,7 +135,8 @@ def test_child_tensorcore_on_the_interpreter():
     proc, (ok, products) = _child("tc_tma_persistent", [(5, 23, 7), (3, 16, 8)], ["fp16", "tf32"],
                                   TRITON_INTERPRET="1")
     assert proc.returncode == 0 and ok, proc.stdout + proc.stderr[-2000:]
-    assert all(p["ok"] for p in products) and len(products) == 4
+    assert all(p["ok"] for p in products) and len(products) == 8  # 2 shapes × 2 precisions × B's 2 layouts
+    assert {p["b"] for p in products} == {"n", "t"}
     # 5×23×7's rows are not 16-byte aligned: t03 copies them to aligned rows and runs it itself
     assert {p["ran"] for p in products} == {"tc_tma_persistent"}
 

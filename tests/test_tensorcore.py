@@ -936,6 +936,67 @@ def test_warp_specialized_swapped_wgmma_stays_pipelined():
     assert depbar.count("0x0") == hgmma, (hgmma, depbar)
 
 
+def _gemv_problem(m, n, k, dtype, w_t=True, offset=0):
+    """A t06 problem on CPU tensors (nothing runs): B = Wᵀ (K-major) or row-major; offset elements
+    into B's storage (an unaligned B)."""
+    from tilegemm.kernels.tensorcore import _problem as P
+
+    a = torch.empty(m, k, dtype=dtype)
+    if w_t:
+        b = torch.empty(n * k + offset, dtype=dtype)[offset:].view(n, k).t()
+    else:
+        b = torch.empty(k * n + offset, dtype=dtype)[offset:].view(k, n)
+    prec = "tf32" if dtype == torch.float32 else P.precision_of(dtype)
+    return P.Problem(a, b, torch.empty(m, n, dtype=dtype), prec)
+
+
+def _gemv_loop(ptx: str) -> str:
+    """The PTX of t06's K loop: from the loop header's label to the branch back to it."""
+    import re
+
+    lines = ptx.splitlines()
+    head = next(i for i, line in enumerate(lines) if "Loop Header" in line)
+    label = lines[head].split(":")[0].strip()
+    back = next(i for i in range(head + 1, len(lines)) if re.search(rf"bra(\.uni)?\s+{re.escape(label)};", lines[i]))
+    return "\n".join(lines[head:back + 1])
+
+
+def test_gemv_fold_stays_within_a_thread():
+    """t06 sums FOLD neighbours along K only where one thread holds them (B K-major, rows 16-byte
+    aligned, a tile with FOLD elements a thread): there its K loop has no shuffle and no shared
+    memory. Elsewhere FOLD is 1, because across lanes Triton fuses the product into the
+    butterfly's first add, lanes end a rounding apart and store to one shared slot: the WAW that
+    racecheck reported on the sanitizer's 3×16×8 (docs/perf-notes.md, 46). Compiled for sm_90 here,
+    without a GPU; forcing the fold back shows the shuffles the check looks for."""
+    from tilegemm.kernels.tensorcore import t06_gemv as t06
+
+    tile = dict(BN=4, BK=1024, FOLD=8, num_warps=4, num_stages=1)
+    decode = _gemv_problem(2, 4096, 4096, torch.bfloat16)
+    assert t06.fold(decode, tile) == 8
+    loop = _gemv_loop(t06.compile_for_sm90(decode, tile).asm["ptx"])
+    assert "shfl" not in loop and "st.shared" not in loop and "bar.sync" not in loop
+    assert loop.count("ld.global.v4") >= 4  # B's 16-byte loads: BN×BK / 128 threads / 8 a load
+
+    assert t06.fold(_gemv_problem(2, 4096, 4096, torch.float32), dict(tile, FOLD=4)) == 4
+    for p, why in ((_gemv_problem(2, 4096, 4096, torch.bfloat16, w_t=False), "row-major B"),
+                   (_gemv_problem(2, 4096, 4096, torch.bfloat16, offset=3), "B 6 bytes off"),
+                   (_gemv_problem(2, 64, 1000, torch.bfloat16), "rows of 1000 elements"),
+                   (_gemv_problem(3, 16, 8, torch.float16), "a 4×16 tile for 128 threads")):
+        small = dict(tile, BK=16) if p.k == 8 else tile
+        assert t06.fold(p, small) == 1, why
+
+    tiny = _gemv_problem(3, 16, 8, torch.float16)
+    small = dict(tile, BK=16)
+    assert "shfl" not in _gemv_loop(t06.compile_for_sm90(tiny, small).asm["ptx"])
+    forced = t06.fold
+    try:
+        t06.fold = lambda p, cfg: int(cfg["FOLD"])  # the rung as it was: FOLD whatever the layout
+        loop = _gemv_loop(t06.compile_for_sm90(tiny, small).asm["ptx"])
+    finally:
+        t06.fold = forced
+    assert "shfl.sync.bfly" in loop and "fma.rn.f32" in loop
+
+
 def test_warp_specialized_partitions_in_the_ptx():
     """Compiled for sm_90 here, without a GPU: the producer warp runs on 24 registers and the
     consumers on 240 (setmaxnreg); wgmma is m64n256k16; with one consumer partition the two

@@ -10,7 +10,11 @@ converts it to FP32 once, and multiplies it by each row's BK elements (FMA) into
 accumulator, reduced over K once, at the end: no split of K, so nothing is summed twice and the
 result is deterministic. FOLD > 1 sums each FOLD neighbours along K (one 16-byte load's
 elements, within a thread) every step, so an accumulator is BN×BK/FOLD registers, not BN×BK:
-at four rows that is what keeps a program's registers, and so the bytes in flight, up.
+at four rows that is what keeps a program's registers, and so the bytes in flight, up. It is
+taken only where those neighbours are one thread's (`fold`): elsewhere the sum would cross
+lanes, by shuffles whose first add Triton fuses with the product (an FMA), so lanes of one
+group hold results a rounding apart and all store them to one shared slot (racecheck's WAW,
+triton-lang/triton#7264).
 
 The counts behind it (docs/perf-notes.md, 41 and 42; sm_90, BF16, K-major B, BN = 4, BK = 1024,
 4 warps): one row, FOLD = 1, 134 loop instructions per 8 KB of B (5 LDG.128, 32 FFMA, no shared
@@ -130,6 +134,21 @@ def rows_per_program(m: int) -> int:
     return next(r for r in (4, 3, 2, 1) if m % r == 0) if m > 0 else 1
 
 
+def fold(p: P.Problem, cfg: dict) -> int:
+    """The configuration's FOLD where each thread holds FOLD neighbours along K, else 1. Triton
+    gives a thread up to 16 contiguous bytes of B's tile where K is B's contiguous axis and
+    every row starts 16 bytes aligned (B's address, and its other strides multiples of 16
+    elements: the divisibility Triton specialises on), and as many as the tile has for each of
+    its 32·num_warps threads. Past that (a row-major B, unaligned rows, a tile smaller than its
+    threads: K = 8 is a 4×16 tile for 128 threads) the FOLD sum would cross lanes."""
+    want = int(cfg.get("FOLD", 1))
+    b = p.b
+    aligned = (P.is_kmajor(b, "b") and b.data_ptr() % 16 == 0 and b.stride(-1) % 16 == 0
+               and (b.dim() < 3 or b.stride(0) % 16 == 0))
+    per_thread = cfg["BN"] * cfg["BK"] // (32 * cfg["num_warps"])
+    return want if want > 1 and aligned and per_thread >= want else 1
+
+
 def usable(p: P.Problem) -> str:
     """'' when this rung can run p, else why not."""
     if p.m > MAX_M:
@@ -150,7 +169,7 @@ def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
                      sbk=p.b.stride(-2), sbn=p.b.stride(-1), scb=p.bstride(p.c), scm=p.c.stride(-2),
                      scn=p.c.stride(-1), sib=p.bstride(c_in), sim=c_in.stride(-2), sin_=c_in.stride(-1),
                      alpha=float(p.alpha), beta=float(p.beta), BN=cfg["BN"], BK=cfg["BK"],
-                     FOLD=cfg.get("FOLD", 1), ROWS=rows, EVEN_K=p.k % cfg["BK"] == 0, HAS_BETA=p.has_beta,
+                     FOLD=fold(p, cfg), ROWS=rows, EVEN_K=p.k % cfg["BK"] == 0, HAS_BETA=p.has_beta,
                      HAS_SCALE=p.scale_a is not None, WIDE=p.too_large)
     return [P.KernelCall(gemv_kernel, grid, args, dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"]))]
 
@@ -159,3 +178,28 @@ def traffic(m, n, k, s, bn=4):
     """Bytes the design moves: B once, A's rows once per column of tiles, C once (at the input
     size, as the other rungs count it)."""
     return (k * n + m * k * ceil_div(n, bn) + m * n) * float(s)
+
+
+def compile_for_sm90(p: P.Problem, cfg: dict):
+    """p's launch compiled for sm_90 without a GPU (Triton's bundled ptxas), specialised as a
+    launch is (an integer argument of 1 a constant; integers that are multiples of 16 and
+    16-byte-aligned pointers marked divisible by 16): the CompiledKernel, whose .asm["ptx"]
+    shows what the K loop does."""
+    from triton import compile as triton_compile
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton.runtime.jit import mangle_type
+
+    call = launches(p, cfg)[0]
+    fn = call.fn
+    consts, sig, attrs = {}, {}, {}
+    for i, (name, value, param) in enumerate(zip(fn.arg_names, call.args, fn.params)):
+        is_int = isinstance(value, int) and not isinstance(value, bool)
+        if param.is_constexpr or (is_int and value == 1):
+            consts[name], sig[name] = value, "constexpr"
+            continue
+        sig[name] = mangle_type(value)
+        if (isinstance(value, torch.Tensor) and value.data_ptr() % 16 == 0) or (is_int and value % 16 == 0):
+            attrs[(i,)] = [["tt.divisibility", 16]]
+    src = ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
+    return triton_compile(src, target=GPUTarget("cuda", 90, 32), options=dict(call.options))
