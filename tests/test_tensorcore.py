@@ -197,13 +197,19 @@ INTERP_SCRIPT = textwrap.dedent(r"""
         run(mod, 31, 33, 35, torch.float16, "fp16", alpha=-1.5, beta=0.25)
     # t06, the GEMV form (M ≤ 4): K in one step, in several, and past its last whole step; every
     # layout, batch and a broadcast B, alpha/beta, and each of its candidate tiles once
-    gv = dict(BN=4, BK=16, FOLD=4, num_warps=4, num_stages=1)  # FOLD > 1 on every layout
+    gv = dict(BN=4, BK=64, FOLD=4, num_warps=1, num_stages=1)  # 8 elements a thread: FOLD where B allows
     for (m, n, k) in [(1, 1, 1), (1, 23, 7), (3, 17, 40), (4, 64, 300), (2, 70, 130)]:
         for dt, prec in ((torch.float16, "fp16"), (torch.float32, "ieee")):
             run(t06_gemv, m, n, k, dt, prec, cfg=gv if k > 16 else None)
     for la in "nt":
         for lb in "nt":
             run(t06_gemv, 3, 21, 37, torch.float32, "ieee", la, lb, cfg=gv)
+    # FOLD taken (B K-major, rows 16-byte aligned): K within one step, across several, past the last
+    for (m, n, k), dt, prec in (((3, 21, 48), torch.float32, "ieee"), ((2, 24, 208), torch.float16, "fp16"),
+                                ((4, 9, 160), torch.float32, "ieee")):
+        p = C.Problem(operand((m, k), dt, "n"), operand((k, n), dt, "t"), torch.empty(m, n, dtype=dt), prec)
+        assert t06_gemv.fold(p, gv) == 4
+        run(t06_gemv, m, n, k, dt, prec, "n", "t", cfg=gv)
     run(t06_gemv, 2, 24, 32, torch.float16, "fp16", batch=3)
     run(t06_gemv, 4, 20, 32, torch.float32, "ieee", batch=2, bcast=True, cfg=gv)
     run(t06_gemv, 1, 40, 48, torch.float32, "ieee", alpha=0.5, beta=2.0, cfg=gv)
