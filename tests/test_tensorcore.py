@@ -988,8 +988,7 @@ def test_gemv_fold_stays_within_a_thread():
                    (_gemv_problem(2, 4096, 4096, torch.bfloat16, offset=3), "B 6 bytes off"),
                    (_gemv_problem(2, 64, 1000, torch.bfloat16), "rows of 1000 elements"),
                    (_gemv_problem(3, 16, 8, torch.float16), "a 4×16 tile for 128 threads")):
-        small = dict(tile, BK=16) if p.k == 8 else tile
-        assert t06.fold(p, small) == 1, why
+        assert t06.fold(p, dict(tile, BK=16) if p.k == 8 else tile) == 1, why
 
     tiny = _gemv_problem(3, 16, 8, torch.float16)
     small = dict(tile, BK=16)

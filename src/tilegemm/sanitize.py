@@ -520,8 +520,8 @@ def _tc_products(kern: registry.Kernel, shapes, precisions):
             a32, b32 = validate.random_operands(m, n, k, "float32", seed=i)
             dt = P.PRECISIONS[prec][0]
             a = torch.from_numpy(a32).to(device=dev, dtype=dt)
-            b = torch.from_numpy(b32 if layout == "n" else b32.T.copy()).to(device=dev, dtype=dt)
-            b = b if layout == "n" else b.t()
+            b = (torch.from_numpy(b32).to(device=dev, dtype=dt) if layout == "n" else  # t: a view of N×K
+                 torch.from_numpy(b32.T.copy()).to(device=dev, dtype=dt).t())
             p = P.Problem(a, b, torch.full((m, n), float("nan"), dtype=dt, device=dev), prec)
             usable = tuning.usable(kern.name, p)
             ran = dispatch.run_problem(p, kern.name).get("kernel", kern.name)
