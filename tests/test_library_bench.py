@@ -55,21 +55,29 @@ def test_gpu_commands_say_so_in_one_line(capsys):
 
 def test_tune_derives_decisions_offline(tmp_path, capsys):
     """`tilegemm tune --derive`: the t03/t05 verdict where one was re-timed (and still names the
-    configurations it compared), else the lowest tuned median; entries the GPU tuned stay."""
+    configurations it compared), else the lowest eager score, then tuned median; entries the GPU tuned
+    stay."""
     pytest.importorskip("torch")
     pytest.importorskip("triton")
+    from tilegemm.tuning.cache import TUNER_VERSION as v
+
     cls = "bf16|bfloat16|bfloat16|nn|nobeta"
     t03, t05, t04 = {"BM": 128}, {"BM": 128, "STAGES": 3}, {"BM": 16, "SPLIT": 4}
     cache = {
-        f"tc_tma_persistent|NVIDIA H200|{cls}|8192x8192x8192||v8": dict(config=t03, ms=1.40, m=8192, n=8192, k=8192),
-        f"tc_warp_specialized|NVIDIA H200|{cls}|8192x8192x8192||v8": dict(config=t05, ms=1.39, m=8192, n=8192, k=8192),
-        f"tc_tma_persistent+tc_warp_specialized|NVIDIA H200|{cls}|8192x8192x8192||v8":
+        f"tc_tma_persistent|NVIDIA H200|{cls}|8192x8192x8192||{v}": dict(config=t03, ms=1.40, m=8192, n=8192, k=8192),
+        f"tc_warp_specialized|NVIDIA H200|{cls}|8192x8192x8192||{v}": dict(config=t05, ms=1.39, m=8192, n=8192, k=8192),
+        f"tc_tma_persistent+tc_warp_specialized|NVIDIA H200|{cls}|8192x8192x8192||{v}":
             dict(winner="tc_tma_persistent", ms={"tc_tma_persistent": 1.38, "tc_warp_specialized": 1.39},
                  configs={"tc_tma_persistent": t03, "tc_warp_specialized": t05}),
-        f"tc_tma_persistent|NVIDIA H200|{cls}|16x4096x4096||v8": dict(config=t03, ms=0.012, m=16, n=4096, k=4096),
-        f"tc_splitk|NVIDIA H200|{cls}|16x4096x4096||v8": dict(config=t04, ms=0.009, m=16, n=4096, k=4096),
-        f"tc_splitk|NVIDIA H100|{cls}|16x4096x4096||v8": dict(config=t04, ms=0.001, m=16, n=4096, k=4096),
+        f"tc_tma_persistent|NVIDIA H200|{cls}|16x4096x4096||{v}": dict(config=t03, ms=0.012, m=16, n=4096, k=4096),
+        f"tc_splitk|NVIDIA H200|{cls}|16x4096x4096||{v}": dict(config=t04, ms=0.009, m=16, n=4096, k=4096),
+        f"tc_splitk|NVIDIA H100|{cls}|16x4096x4096||{v}": dict(config=t04, ms=0.001, m=16, n=4096, k=4096),
         f"tc_splitk|NVIDIA H200|{cls}|1x4096x4096||v7": dict(config=t04, ms=0.001, m=1, n=4096, k=4096),
+        # two launches: the lower device time, the higher eager score (tuner.eager_score)
+        f"tc_tma_persistent|NVIDIA H200|{cls}|1x1024x4096||{v}": dict(config=t03, ms=0.008, score_ms=0.013, m=1,
+                                                                      n=1024, k=4096),
+        f"tc_splitk|NVIDIA H200|{cls}|1x1024x4096||{v}": dict(config=t04, ms=0.0054, score_ms=0.026, m=1, n=1024,
+                                                              k=4096),
     }
     path = tmp_path / "cache.json"
     path.write_text(json.dumps(cache))
@@ -80,6 +88,7 @@ def test_tune_derives_decisions_offline(tmp_path, capsys):
     got = json.loads(db.read_text())
     assert got["entries"][f"{cls}|8192x8192x8192"]["rung"] == "tc_tma_persistent"  # the verdict, not the medians
     assert got["entries"][f"{cls}|16x4096x4096"]["rung"] == "tc_splitk"
+    assert got["entries"][f"{cls}|1x1024x4096"]["rung"] == "tc_tma_persistent"  # by eager score, not device time
     assert f"{cls}|1x4096x4096" not in got["entries"]  # another tuner version's entry is not used
     assert got["entries"][f"{cls}|1024x1024x1024"]["rung"] == "tc_persistent" and got["sms"] == 132
 

@@ -121,6 +121,26 @@ def test_adapt_fits_a_configuration_to_another_shape():
     assert space.adapt(space.T03, big, {"not": "a config"}) is None
 
 
+def test_candidates_rank_by_what_back_to_back_calls_cost():
+    """A host-bound product's candidates rank by their launches (each costs the host the floor),
+    a device-bound one's by device time; ties of the first kind go to the lower device time."""
+    from tilegemm.tuning import tuner
+
+    two, one, other = {"SPLIT": 4}, {"SPLIT": 4, "FUSED": True}, {"BM": 64}
+    counts = {id(two): 2, id(one): 1, id(other): 1}
+    floor = 0.013
+    assert tuner._ranked([(0.0054, two), (0.008, one)], counts, floor)[0][1] is one  # 26 µs against 13
+    assert tuner._ranked([(0.100, two), (0.110, one)], counts, floor)[0][1] is two  # device-bound: 100 against 110
+    assert tuner._ranked([(0.008, other), (0.006, one)], counts, floor)[0][1] is one  # both 13 µs: device time
+    assert tuner.eager_score(0.0054, 2, floor) == 2 * floor and tuner.eager_score(0.1, 2, floor) == 0.1
+    picked = tuner._fastest([("tc_splitk", dict(config=two, ms=0.0054, score_ms=0.026)),
+                             ("tc_tma_persistent", dict(config=other, ms=0.008, score_ms=0.013))])
+    assert picked[0] == "tc_tma_persistent"
+    # an entry tuned before scores were kept ranks by its median
+    assert tuner._fastest([("tc_splitk", dict(config=two, ms=0.0054)),
+                           ("tc_tma_persistent", dict(config=other, ms=0.008, score_ms=0.013))])[0] == "tc_splitk"
+
+
 def test_no_call_tunes_unless_asked(monkeypatch):
     """Without TILEGEMM_AUTOTUNE=1 a problem gets a configuration at once (here: the heuristic, on
     CPU tensors) and the tuner is never entered."""

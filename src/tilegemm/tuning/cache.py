@@ -30,9 +30,9 @@ from dataclasses import dataclass
 
 from .. import env, shipped
 
-TUNER_VERSION = "v8"  # v2: graphs for short products; v3: SWAP/REG_A; v4: FLAT; v5: settle; v6: t05 swapped TF32;
-# v7: FP32 decode tiles; v8: settle interleaves single samples. (The decisions' own keys, "auto|…", came
-# after v8 without changing how any rung is timed, so v8's tunings stand.)
+TUNER_VERSION = "v9"  # v2: graphs for short products; v3: SWAP/REG_A; v4: FLAT; v5: settle; v6: t05 swapped TF32;
+# v7: FP32 decode tiles; v8: settle interleaves single samples (the decisions' own keys, "auto|…", came
+# after v8 without changing how any rung is timed); v9: ranked by eager_score (launches count)
 
 _LOCK = threading.Lock()
 _USER: dict | None = None  # the user's cache, read once per process (and after each write)

@@ -84,7 +84,8 @@ _ORDER = ("tc_tma_persistent", "tc_persistent", "tc_splitk", "tc_warp_specialize
 def derive(cached: dict, gpu: str) -> dict:
     """Database entries decided from a cache's rung tunings, by the rule `tuner.tune` applies to
     them: the t03/t05 verdict where one was re-timed (and still names the configurations it
-    compared), else the lowest tuned median (the tuner's order on a tie). No GPU needed."""
+    compared), else the lowest eager score, then tuned median (the tuner's order on a tie). No GPU
+    needed."""
     from . import cache
 
     rungs: dict = {}  # (class, bucket) -> {rung: entry}
@@ -105,7 +106,8 @@ def derive(cached: dict, gpu: str) -> dict:
             rung = v["winner"]
             ms = v["ms"][rung]
         else:
-            rung = min(tuned, key=lambda r: (tuned[r]["ms"], _ORDER.index(r) if r in _ORDER else 9))
+            rung = min(tuned, key=lambda r: (tuned[r].get("score_ms", tuned[r]["ms"]), tuned[r]["ms"],
+                                             _ORDER.index(r) if r in _ORDER else 9))
             ms = tuned[rung]["ms"]
         e = tuned[rung]
         out[f"{cls}|{bucket}"] = dict(rung=rung, config=e["config"], ms=ms, shape=[e.get("m"), e.get("n"), e.get("k")],

@@ -4,7 +4,9 @@
 the winner as a `Decision`, kept in the user's cache. Each rung's tuning checks each candidate's
 output against float64 first (a fast configuration that computes something else never wins),
 times the rest (`timer.time_ms`: device time; CUDA-graph replays below GRAPH_FLOPS) and re-times
-the fastest few against each other (`timer.settle`). Between rungs:
+the fastest few against each other (`timer.settle`). Candidates are ranked by what back-to-back
+calls cost a caller at least (`eager_score`: the device time, or the host's time to issue the
+candidate's launches where that is longer), the device time breaking ties. Between rungs:
 - where split-K can matter (`space.splitk_applicable`: few tiles of C for the SMs), t02, t03
   (where TMA can describe the operands) and t04 compete on their tuned medians;
 - for products of at least ¾ of a wave of 128×256 tiles that t05 can run, t03's and t05's winners
@@ -34,6 +36,20 @@ tuning_log: list = []  # every rung tuning of this process: key, seconds, the fa
 def run(rung: str, p: P.Problem, cfg: dict):
     """Launch p once on `rung` with configuration cfg, through Triton."""
     return tc.launch_calls(tc.rung_module(rung).launches(p, cfg))
+
+
+def eager_score(ms: float, launches: int, floor_ms: float) -> float:
+    """What a candidate costs a caller per call, at least, when calls come back to back (as a
+    model's forward pass makes them): its device time, or the host's time to issue its launches
+    (`timer.launch_floor_ms` each), whichever is longer. Graph replays hide the second: t04's
+    two-launch split-K won 1×1024×4096 BF16 there (5.4 µs against one launch's 6) and cost a
+    caller 31 µs a call where one launch cost 24 (docs/perf-notes.md, 48)."""
+    return max(ms, launches * floor_ms)
+
+
+def _ranked(timings: list, counts: dict, floor_ms: float) -> list:
+    """(ms, config) pairs, best first: by eager_score (counts: id(config) -> its launches), then ms."""
+    return sorted(timings, key=lambda t: (eager_score(t[0], counts[id(t[1])], floor_ms), t[0]))
 
 
 def trial_problem(p: P.Problem) -> P.Problem:
@@ -106,12 +122,15 @@ def tune_rung(rung: str, p: P.Problem, candidates=None, variant: str = "") -> di
     timings, failed, skipped = [], [], 0
     probe = _Probe(trial)
     per_ms = min(60.0, max(10.0, limit * 1000 / (4 * max(len(candidates), 1))))
+    floor = timer.launch_floor_ms()
+    counts: dict = {}  # id(config) -> its launches
     for c in candidates:
         if time.perf_counter() - t0 > limit and timings:
             skipped += 1  # the tuning budget is spent: not timed, and not a failure
             continue
         try:
             trial.c.fill_(float("nan"))
+            counts[id(c)] = len(tc.rung_module(rung).launches(trial, c))
             run(rung, trial, c)
             torch.cuda.synchronize(p.c.device)
             wrong = probe.wrong()
@@ -126,19 +145,21 @@ def tune_rung(rung: str, p: P.Problem, candidates=None, variant: str = "") -> di
         last_tuning.clear()
         last_tuning.update(key=key, seconds=time.perf_counter() - t0, timings=[], failed=failed, config=default)
         return {"config": default, "ms": None}
-    timings.sort(key=lambda t: t[0])
+    timings = _ranked(timings, counts, floor)
     first, settled = list(timings), 0  # the single pass, kept for the log
-    if len(timings) > 1:  # the fastest few, again, against each other; they are known to run
+    if len(timings) > 1:  # the best few, again, against each other; they are known to run
         top = timings[:SETTLE]
         try:
             again = timer.settle([lambda c=c: run(rung, trial, c) for _, c in top], budget_ms=per_ms, graph=graph)
-            timings = sorted(zip(again, (c for _, c in top)), key=lambda t: t[0]) + timings[SETTLE:]
+            timings = _ranked(list(zip(again, (c for _, c in top))), counts, floor) + timings[SETTLE:]
             settled = len(top)
         except Exception as e:  # noqa: BLE001  (the single pass stands; the log says why)
             failed.append((top[0][1], "settle: " + _err(e)))
     seconds = time.perf_counter() - t0
     best_ms, best = timings[0]
-    entry = dict(config=best, ms=best_ms, timing="graph" if graph else "eager", tune_s=round(seconds, 3),
+    entry = dict(config=best, ms=best_ms, launches=counts[id(best)],
+                 score_ms=eager_score(best_ms, counts[id(best)], floor), floor_ms=round(floor, 5),
+                 timing="graph" if graph else "eager", tune_s=round(seconds, 3),
                  tried=len(timings), failed=len(failed), skipped=skipped, settled=settled,
                  m=p.m, n=p.n, k=p.k, when=time.strftime("%Y-%m-%dT%H:%M:%S"))
     cache.store_entry(key, entry)
@@ -151,13 +172,18 @@ def tune_rung(rung: str, p: P.Problem, candidates=None, variant: str = "") -> di
     return entry
 
 
+def _score(entry: dict) -> float:
+    """A rung tuning's eager_score (its tuned median where it was tuned before scores were kept)."""
+    return entry.get("score_ms", entry["ms"])
+
+
 def _fastest(tuned: list[tuple[str, dict]]) -> tuple[str, dict] | None:
-    """The (rung, entry) with the lowest tuned median (the earlier one on a tie); None when none
-    timed anything."""
-    timed = [(e["ms"], i, r, e) for i, (r, e) in enumerate(tuned) if e.get("ms") is not None]
+    """The (rung, entry) with the lowest eager_score, then tuned median (the earlier one on a
+    tie); None when none timed anything."""
+    timed = [(_score(e), e["ms"], i, r, e) for i, (r, e) in enumerate(tuned) if e.get("ms") is not None]
     if not timed:
         return None
-    _, _, rung, entry = min(timed, key=lambda t: (t[0], t[1]))
+    *_, rung, entry = min(timed, key=lambda t: t[:3])
     return rung, entry
 
 
@@ -195,14 +221,16 @@ def _settled(p: P.Problem, tuned: list[tuple[str, dict]]) -> tuple[str, dict]:
                           graph=p.flops() < timer.GRAPH_FLOPS)
     except Exception as e:  # noqa: BLE001  (keep the tuned medians; cache no verdict)
         why = "settle: " + _err(e)
-    i = min(range(len(tuned)), key=lambda j: (ms[j], j))
+    floor = timer.launch_floor_ms()
+    scores = [eager_score(t, e.get("launches", 1), floor) for t, (_, e) in zip(ms, tuned)]
+    i = min(range(len(tuned)), key=lambda j: (scores[j], ms[j], j))
     times = {r: t for (r, _), t in zip(tuned, ms)}
     tuning_log.append(dict(key=key, settled=times, **({"why": why} if why else {})))
     if not why:
         cache.store_entry(key, dict(winner=tuned[i][0], ms=times, configs=configs,
                                     when=time.strftime("%Y-%m-%dT%H:%M:%S")))
     rung, entry = tuned[i]
-    return rung, dict(entry, ms=ms[i])
+    return rung, dict(entry, ms=ms[i], score_ms=scores[i])
 
 
 def tune(p: P.Problem) -> Decision | None:
