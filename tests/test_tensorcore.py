@@ -974,7 +974,7 @@ def test_gemv_fold_stays_within_a_thread():
     butterfly's first add, lanes end a rounding apart and store to one shared slot: the WAW that
     racecheck reported on the sanitizer's 3×16×8 (docs/perf-notes.md, 46). Compiled for sm_90 here,
     without a GPU; forcing the fold back shows the shuffles the check looks for."""
-    from tilegemm.kernels.tensorcore import t06_gemv as t06
+    from tilegemm.kernels.tensorcore import _problem as P, t06_gemv as t06
 
     tile = dict(BN=4, BK=1024, FOLD=8, num_warps=4, num_stages=1)
     decode = _gemv_problem(2, 4096, 4096, torch.bfloat16)
@@ -984,6 +984,10 @@ def test_gemv_fold_stays_within_a_thread():
     assert loop.count("ld.global.v4") >= 4  # B's 16-byte loads: BN×BK / 128 threads / 8 a load
 
     assert t06.fold(_gemv_problem(2, 4096, 4096, torch.float32), dict(tile, FOLD=4)) == 4
+    assert t06.fold(_gemv_problem(2, 4096, 4096, torch.float32), tile) == 1  # 8 FP32 elements: 32 bytes
+    # a batch of one whose batch stride is odd: the launch never uses it (bstride 0), nor does fold
+    one = torch.empty(4096 * 4096 + 8, dtype=torch.bfloat16).as_strided((1, 4096, 4096), (4096 * 4096 + 3, 1, 4096))
+    assert t06.fold(P.Problem(decode.a, one, decode.c, decode.precision), tile) == 8
     for p, why in ((_gemv_problem(2, 4096, 4096, torch.bfloat16, w_t=False), "row-major B"),
                    (_gemv_problem(2, 4096, 4096, torch.bfloat16, offset=3), "B 6 bytes off"),
                    (_gemv_problem(2, 64, 1000, torch.bfloat16), "rows of 1000 elements"),

@@ -140,13 +140,14 @@ def fold(p: P.Problem, cfg: dict) -> int:
     every row starts 16 bytes aligned (B's address, and its other strides multiples of 16
     elements: the divisibility Triton specialises on), and as many as the tile has for each of
     its 32·num_warps threads. Past that (a row-major B, unaligned rows, a tile smaller than its
-    threads: K = 8 is a 4×16 tile for 128 threads) the FOLD sum would cross lanes."""
+    threads: K = 8 is a 4×16 tile for 128 threads, or FOLD elements wider than 16 bytes: FP32 with
+    FOLD 8) the FOLD sum would cross lanes. The batch stride is the one the launch passes."""
     want = int(cfg.get("FOLD", 1))
     b = p.b
     aligned = (P.is_kmajor(b, "b") and b.data_ptr() % 16 == 0 and b.stride(-1) % 16 == 0
-               and (b.dim() < 3 or b.stride(0) % 16 == 0))
+               and p.bstride(b) % 16 == 0)
     per_thread = cfg["BN"] * cfg["BK"] // (32 * cfg["num_warps"])
-    return want if want > 1 and aligned and per_thread >= want else 1
+    return want if want > 1 and aligned and per_thread >= want and want * b.element_size() <= 16 else 1
 
 
 def usable(p: P.Problem) -> str:
