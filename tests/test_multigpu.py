@@ -40,6 +40,17 @@ def test_split_balances_by_the_copies():
     assert 400 < home - other < 1000
 
 
+def test_fp32_splits_by_the_simt_rate():
+    # FP32 runs the SIMT kernels, some 20x slower than BF16's tensor cores: the same copies cost
+    # fewer rows' products, so the other GPU takes half (with BF16's rate it took 256 fewer of
+    # 8192 at 16384³: the home then ran 3% longer than it needed)
+    m = 16384
+    bf16 = multigpu.describe_split(m, m, m, (0, 1), 2, 0)
+    fp32 = multigpu.describe_split(m, m, m, (0, 1), 4, 0)
+    other = lambda rows: rows[1][2] - rows[1][1]  # noqa: E731
+    assert other(bf16) < other(fp32) <= m // 2 and m // 2 - other(fp32) <= 2 * multigpu.ROW_ALIGN
+
+
 @pytest.mark.parametrize("n", [1, 100, 1023, 1024, 4096, 8191, 8192, 32768, 100000])
 def test_panels_cover_n(n):
     cuts = multigpu.panels(n)

@@ -218,11 +218,19 @@ def split(m: int, n: int, k: int, gpus: int, itemsize: int, home: bool, tflops: 
     return [0] + [home_rows + g * r for g in range(gpus)]
 
 
-def _rate(m: int, n: int, k: int, gpus: int) -> tuple[float, float]:
+# FP32 runs the SIMT kernels, at this share of the tensor cores' BF16 rate (H200, 8192³:
+# 36.9 TFLOP/s against about 700; results/h200/library.json); FP64 at half FP32's (the CUDA cores'
+# FP64 peak is half their FP32 peak)
+SIMT_SHARE = {4: 0.05, 8: 0.025}
+
+
+def _rate(m: int, n: int, k: int, gpus: int, itemsize: int) -> tuple[float, float]:
+    """(TFLOP/s of one GPU's rows, the link's GB/s): the cost model's shipped BF16 rates by size,
+    scaled for the SIMT path where the elements are 4 or 8 bytes."""
     from .distributed import costmodel
 
     hw = costmodel.shipped(gpus)
-    return hw.tflops(m / gpus, n, k), hw.link_gbps
+    return hw.tflops(m / gpus, n, k) * SIMT_SHARE.get(itemsize, 1.0), hw.link_gbps
 
 
 # --- the call ----------------------------------------------------------------------------------
@@ -505,6 +513,6 @@ def describe_split(m: int, n: int, k: int, ids: tuple[int, ...], itemsize: int,
                    home: int | None) -> tuple[tuple[int, int, int], ...]:
     """(GPU, first row, end row) of each GPU's block, the home first: decided once per shape."""
     order = ([home] if home in ids else []) + [i for i in ids if i != home]
-    tflops, gbps = _rate(m, n, k, len(order))
+    tflops, gbps = _rate(m, n, k, len(order), itemsize)
     rows = split(m, n, k, len(order), itemsize, home in ids, tflops, gbps)
     return tuple((g, r0, r1) for g, r0, r1 in zip(order, rows, rows[1:]))
