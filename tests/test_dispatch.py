@@ -221,6 +221,10 @@ def _cases(torch):
     out.append(("gemm bf16 x@W.T", mk(torch.bfloat16, 512, 1024, 4096, bt=True), lambda a, b: tilegemm.gemm(a, b), ref, 1e-2))
     # rows not 16-byte aligned: a realigning copy in the plan, then TMA (t03), in every layout
     out.append(("matmul bf16 unaligned", mk(torch.bfloat16, 777, 1234, 4321), mm, ref, 1e-2))
+    # decode: t04's fused split-K, whose stream-bound plan keeps its scratch between calls
+    out.append(("matmul bf16 decode", mk(torch.bfloat16, 16, 1024, 8192), mm, ref, 1e-2))
+    out.append(("gemm tf32 decode", mk(torch.float32, 16, 1024, 4096), lambda a, b: tilegemm.gemm(a, b, precision="tf32"),
+                ref, 3e-3))
     out.append(("gemm bf16 x@W.T unaligned", mk(torch.bfloat16, 600, 1030, 1023, bt=True), lambda a, b: tilegemm.gemm(a, b),
                 ref, 1e-2))
     out.append(("gemm tf32 unaligned", mk(torch.float32, 300, 517, 255), lambda a, b: tilegemm.gemm(a, b, precision="tf32"),
@@ -265,6 +269,29 @@ def test_gpu_plans_compute_what_the_slow_path_computes():
             r = ref(x, y)
             err = float((got.double() - r).norm() / r.norm())
             assert err < tol, (name, err)
+
+
+@pytest.mark.gpu
+def test_gpu_a_stream_bound_plan_keeps_its_scratch():
+    """t04's fused split-K (16×1024×8192 BF16 on the shipped H100 and H200 databases): its plan is
+    bound to the stream and makes its partials' buffer once; calls after the first, queued back to
+    back with new operands, reuse it and compute their own products."""
+    torch = pytest.importorskip("torch")
+    import tilegemm
+
+    a1, a2 = (torch.rand(16, 8192, device="cuda").bfloat16() for _ in range(2))
+    b = torch.rand(8192, 1024, device="cuda").bfloat16()
+    said = tilegemm.explain(a1, b)
+    assert "tc_splitk" in said and "FUSED=True" in said, said
+    tilegemm.matmul(a1, b)
+    plan = dispatch._PLANS[dispatch.matmul_key(a1, b, a1.data_ptr(), b.data_ptr())]
+    assert plan.stream is not None and plan.keeps_scratch and plan.kept is not None
+    kept = [x.data_ptr() for x in plan.kept]
+    c1, c2 = tilegemm.matmul(a1, b), tilegemm.matmul(a2, b)
+    assert [x.data_ptr() for x in plan.kept] == kept
+    for c, x in ((c1, a1), (c2, a2)):
+        r = x.double() @ b.double()
+        assert float((c.double() - r).norm() / r.norm()) < 1e-2
 
 
 @pytest.mark.gpu
