@@ -93,6 +93,35 @@ def test_tune_derives_decisions_offline(tmp_path, capsys):
     assert got["entries"][f"{cls}|1024x1024x1024"]["rung"] == "tc_persistent" and got["sms"] == 132
 
 
+def test_decode_part_bandwidth_table_and_merge():
+    """The decode products (B = Wᵀ): GB/s of the bytes moved on the device clock beside the read
+    bandwidth, in their own table, out of the set's geometric means; merged from the part that
+    measured them, and refused from two."""
+    shapes = library.decode_shapes()
+    assert len(shapes) == 32 and ("llama3-8b", 1, 1024, 4096) in shapes and ("llama3-70b", 64, 28672, 8192) in shapes
+    per = {("bf16", 1, 1024, 4096): [dict(dtype="bf16", m=1, n=1024, k=4096, check="ok",
+                                          device=dict(ours_ms=0.004, ref_ms=0.006),
+                                          eager=dict(ours_ms=0.010, ref_ms=0.011))] * 3}
+    dec = library.decode_records(per, ("eager", "device"), [4000.0, 4200.0, 4100.0])
+    dev = next(r for r in dec["records"] if r["mode"] == "device")
+    moved = (1024 * 4096 + 4096 + 1024) * 2
+    assert dev["layout"] == "nt" and dev["model"] == "llama3-8b" and dev["bytes"] == moved
+    assert abs(dev["gbps"] - moved / 4e-6 / 1e9) < 1e-6 and abs(dev["ref_gbps"] - moved / 6e-6 / 1e9) < 1e-6
+    assert dec["read_gbps"] == 4100.0
+    doc = dict(_doc(), decode=dec)
+    assert "read bandwidth" not in library.render(doc, full=False)  # the README's part: the set alone
+    text = library.render(doc)
+    assert "read bandwidth of 4100 GB/s" in text and f"| llama3-8b | 1×1024×4096 | 4.0 (6.0) | 1.500 | {moved / 4e-6 / 1e9:.0f}" in text
+    assert library.summarise(doc["records"]) == library.summarise(_doc()["records"])  # decode stays out
+    for d in (doc, _doc()):
+        d["schema"] = "tilegemm.library/1"
+    part = dict(doc, records=[], host_us=None, first_call=None)
+    merged = library.merge([dict(_doc(), schema="tilegemm.library/1"), part])
+    assert merged["decode"] == dec and len(merged["records"]) == len(_doc()["records"])
+    with pytest.raises(ValueError, match="decode is measured in parts 1 and 2"):
+        library.merge([part, part])
+
+
 def test_merge_joins_parts_of_other_dtypes_and_refuses_a_dtype_twice(tmp_path, capsys):
     """A GPU call has a time limit, so the set is measured in parts (BF16/FP16/TF32, then FP8/FP32
     with host µs and first calls): the merged file has every record, each part's date, one summary."""

@@ -20,6 +20,11 @@ checked against a float64 product (sampled rows and columns) before it is timed.
 Also: host µs per repeated call at 64³ (400 calls back to back with no synchronisation, median of
 15 repetitions, torch's call beside each path), and the first call on a shape never seen, in a
 fresh process, with an empty Triton cache (compile included) and with a warm one.
+
+Decode, as a model calls it: the Llama-3 8B and 70B projections at M = 1, 8, 16 and 64 in BF16
+with B = Wᵀ (K-major: `x @ W.t()`, what `nn.Linear` passes), both clocks, each with the bytes it
+must move (the weight, x and y) over its device time beside the GPU's read bandwidth measured in
+the same run (`torch.sum` over 2 GiB, the device clock): a decode product is memory-bound.
 """
 
 from __future__ import annotations
@@ -34,6 +39,11 @@ import time
 
 DTYPES = ("bf16", "fp16", "tf32", "fp8", "fp32")
 FP32_MAX_FLOPS = 2**40  # the SIMT path's products above this many FLOPs take too long to time (~30 ms each)
+# decode's weights, N × K (q/o, k/v, gate/up, down), and its batch sizes M
+DECODE_WEIGHTS = {"llama3-8b": ((4096, 4096), (1024, 4096), (14336, 4096), (4096, 14336)),
+                  "llama3-70b": ((8192, 8192), (1024, 8192), (28672, 8192), (8192, 28672))}
+DECODE_M = (1, 8, 16, 64)
+READ_BYTES = 2 << 30  # what the read-bandwidth measurement sums
 HOLD_US = 200
 EAGER_SAMPLE_US = 400.0  # a sample of eager calls lasts about this long
 
@@ -146,12 +156,15 @@ def _interleaved(takers, budget_s: float) -> list[list[float]]:
     return series
 
 
-def measure_shape(clock, dtype: str, m: int, n: int, k: int, modes, budget_s: float) -> dict:
-    """One shape and dtype: checked, then timed in each mode, ours and the reference interleaved."""
+def measure_shape(clock, dtype: str, m: int, n: int, k: int, modes, budget_s: float, w_t: bool = False) -> dict:
+    """One shape and dtype: checked, then timed in each mode, ours and the reference interleaved.
+    w_t: B = Wᵀ (K-major), as a model's linear layer passes it."""
     import torch
 
     rec = dict(dtype=dtype, m=m, n=n, k=k)
     a, b, sa, sb = operands(dtype, m, n, k)
+    if w_t and dtype in ("bf16", "fp16", "tf32", "fp32"):
+        b = b.t().contiguous().t()
     ours, ref = _library_call(dtype, a, b, sa, sb), _reference_call(dtype, a, b, sa, sb)
     torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
     try:
@@ -292,6 +305,41 @@ def first_calls(shapes=((3000, 5000, 7000), (777, 1234, 4321)), dtype: str = "bf
     return out
 
 
+def read_gbps(clock, reps: int = 10) -> float:
+    """The GPU's read bandwidth in GB/s: torch.sum over READ_BYTES of BF16, on the device clock
+    (median of reps)."""
+    import torch
+
+    x = torch.ones(READ_BYTES // 2, dtype=torch.bfloat16, device="cuda")
+    x.sum()
+    ms = statistics.median(clock.device(x.sum, reps))
+    del x
+    torch.cuda.empty_cache()
+    return READ_BYTES / (ms * 1e-3) / 1e9
+
+
+def decode_shapes() -> list[tuple[str, int, int, int]]:
+    """(model, M, N, K) of every decode product measured."""
+    return [(model, m, n, k) for model, weights in DECODE_WEIGHTS.items() for (n, k) in weights for m in DECODE_M]
+
+
+def decode_records(per: dict, modes, read: list[float]) -> dict:
+    """The decode part of the document: its records (records() over B = Wᵀ, with the model, the
+    bytes moved and, on the device clock, GB/s of ours and of the reference) and the read
+    bandwidth (the median over the runs)."""
+    models = {(m, n, k): model for model, m, n, k in decode_shapes()}
+    out = []
+    for r in records(per, modes):
+        r = dict(r, layout="nt", model=models.get((r["m"], r["n"], r["k"])))
+        moved = (r["n"] * r["k"] + r["m"] * r["k"] + r["m"] * r["n"]) * 2  # BF16 weight, x and y
+        r["bytes"] = moved
+        if r["mode"] == "device" and "ratio" in r:
+            r["gbps"], r["ref_gbps"] = moved / (r["ours_ms"] * 1e-3) / 1e9, moved / (r["ref_ms"] * 1e-3) / 1e9
+        out.append(r)
+    return dict(records=out, read_gbps=statistics.median(read) if read else None,
+                read_how=f"torch.sum over {READ_BYTES >> 30} GiB of BF16, device clock, median of 10, each run")
+
+
 def summarise(records: list[dict]) -> dict:
     """Geometric means and the worst shape per dtype and mode, over records with a ratio."""
     out = {}
@@ -332,10 +380,11 @@ def records(per: dict, modes) -> list[dict]:
 
 
 def run(shapes, dtypes, modes=("eager", "device"), runs: int = 3, budget_s: float = 0.3, progress=print,
-        with_host: bool = True, with_first: bool = True, save=None) -> dict:
+        with_host: bool = True, with_first: bool = True, save=None, with_decode: bool = True) -> dict:
     """The whole measurement: `runs` passes over shapes × dtypes (ours and the reference in the
-    same passes), then the records as medians over the runs. save(doc), if given, is called after
-    every shape with the document so far (a run cut short keeps what it measured)."""
+    same passes) and, with_decode, over the decode products (B = Wᵀ) and the read bandwidth; then
+    the records as medians over the runs. save(doc), if given, is called after every shape with
+    the document so far (a run cut short keeps what it measured)."""
     import torch
 
     from . import clocks
@@ -348,7 +397,22 @@ def run(shapes, dtypes, modes=("eager", "device"), runs: int = 3, budget_s: floa
                             flush=clock.flush.mode, order="ours and the reference interleaved, ABBA batches of 5",
                             fp32_max_flops=FP32_MAX_FLOPS, host_order=HOST_ORDER))
     t_start = time.perf_counter()
+    decode_per: dict = {}
+    read: list = []
     for run_i in range(runs):
+        if with_decode:
+            read.append(read_gbps(clock))
+            for _, m, n, k in decode_shapes():
+                try:
+                    rec = measure_shape(clock, "bf16", m, n, k, modes, budget_s, w_t=True)
+                except Exception as e:  # noqa: BLE001
+                    rec = dict(dtype="bf16", m=m, n=n, k=k, error=f"{type(e).__name__}: {e}"[:400])
+                finally:
+                    torch.cuda.empty_cache()
+                decode_per.setdefault(("bf16", m, n, k), []).append(rec)
+            doc["decode"] = decode_records(decode_per, modes, read)
+            progress(f"run {run_i + 1}/{runs} decode: {len(decode_shapes())} products, read {read[-1]:.0f} GB/s"
+                     f"  ({time.perf_counter() - t_start:.0f} s)")
         for dtype in dtypes:
             for (m, n, k) in shapes:
                 if dtype == "fp32" and 2 * m * n * k > FP32_MAX_FLOPS:
@@ -392,7 +456,8 @@ def merge(docs: list[dict]) -> dict:
     """One document from runs of the same harness over different dtypes (a GPU call has a time
     limit, so the set is measured in parts, one after another on one machine): records joined,
     each part's date, clocks and elapsed time kept, host µs and first calls from the part that
-    measured them. A dtype measured by two parts is refused (which one would stand?)."""
+    measured them (decode too). A dtype measured by two parts is refused (which one would stand?),
+    and so is decode."""
     if not docs:
         raise ValueError("nothing to merge")
     keys = ("modes", "runs", "hold_us", "eager_sample_us")
@@ -406,14 +471,14 @@ def merge(docs: list[dict]) -> dict:
         gpu = (d.get("environment", {}).get("gpu") or {}).get("name")
         if gpu != (docs[0].get("environment", {}).get("gpu") or {}).get("name"):
             raise ValueError(f"part {i + 1} ran on {gpu}, part 1 on another GPU")
-        for dt in {r["dtype"] for r in d.get("records", [])}:
+        for dt in {r["dtype"] for r in d.get("records", [])} | ({"decode"} if d.get("decode") else set()):
             if dt in seen:
                 raise ValueError(f"{dt} is measured in parts {seen[dt] + 1} and {i + 1}")
             seen[dt] = i
     out = dict(docs[0], records=[r for d in docs for r in d.get("records", [])],
                parts=[dict(dtypes=sorted({r["dtype"] for r in d.get("records", [])}), date=d.get("environment", {}).get("date"),
                            clocks=d.get("clocks"), elapsed_s=d.get("elapsed_s")) for d in docs])
-    for name in ("host_us", "first_call", "host_us_error", "first_call_error"):
+    for name in ("host_us", "first_call", "host_us_error", "first_call_error", "decode"):
         out.pop(name, None)
         got = [d[name] for d in docs if d.get(name)]
         if got:
@@ -426,7 +491,8 @@ def merge(docs: list[dict]) -> dict:
 
 def render(doc: dict, full: bool = True) -> str:
     """Markdown of a `library` results document: per dtype, the geometric mean and worst shape of
-    both clocks side by side; host µs per call beside torch's; first calls; with full, every shape."""
+    both clocks side by side; host µs per call beside torch's; first calls; with full, the decode
+    products (render_decode) and every shape."""
     env = doc.get("environment", {})
     gpu = (env.get("gpu") or {}).get("name", "?")
     h = doc.get("harness", {})
@@ -465,6 +531,7 @@ def render(doc: dict, full: bool = True) -> str:
         out += [f"| {r['triton_cache']} | {r['m']}×{r['n']}×{r['k']} {r['dtype']} | {r['first_s']:.3f} | "
                 f"{r['second_s'] * 1e3:.2f} ms |" for r in first]
     if full:
+        out += render_decode(doc.get("decode"))
         out += ["", "| dtype | M×N×K | mode | ours ms | reference ms | ratio | runs |", "|---|---|---|---:|---:|---:|---|"]
         for r in doc.get("records", []):
             shape = f"{r['m']}×{r['n']}×{r['k']}"
@@ -477,6 +544,31 @@ def render(doc: dict, full: bool = True) -> str:
     return "\n".join(out)
 
 
+def render_decode(dec: dict | None) -> list[str]:
+    """The decode table's lines (none without a decode part)."""
+    if not dec or not dec.get("records"):
+        return []
+    read = dec.get("read_gbps")
+    out = ["", "Decode as a model calls it (BF16, B = Wᵀ): device µs and the bytes moved (weight, x, y) per second, "
+           + (f"against a read bandwidth of {read:.0f} GB/s measured in the same run ({dec.get('read_how')})"
+              if read else "no read bandwidth measured") + "; eager ratio beside it:", "",
+           "| model | M×N×K | device µs (cuBLAS) | device ratio | GB/s (cuBLAS) | % of read | eager ratio |",
+           "|---|---|---:|---:|---:|---:|---:|"]
+    by = {}
+    for r in dec["records"]:
+        by.setdefault((r.get("model"), r["m"], r["n"], r["k"]), {})[r["mode"]] = r
+    for (model, m, n, k), modes in by.items():
+        d, e = modes.get("device", {}), modes.get("eager", {})
+        if "ratio" not in d:
+            out.append(f"| {model} | {m}×{n}×{k} | — | — | — | — | {str(d.get('error', ''))[:60]} |")
+            continue
+        share = f"{100 * d['gbps'] / read:.0f}%" if read else "—"
+        er = f"{e['ratio']:.3f}" if "ratio" in e else "—"
+        out.append(f"| {model} | {m}×{n}×{k} | {d['ours_ms'] * 1e3:.1f} ({d['ref_ms'] * 1e3:.1f}) | {d['ratio']:.3f} | "
+                   f"{d['gbps']:.0f} ({d['ref_gbps']:.0f}) | {share} | {er} |")
+    return out
+
+
 def add_cli(subparsers) -> None:
     p = subparsers.add_parser("library", help="the library as users call it: eager and device time vs cuBLAS (GPU)")
     p.add_argument("--shapes", default="library", help="a named shape set, a JSON file or a list (default: library)")
@@ -486,6 +578,7 @@ def add_cli(subparsers) -> None:
     p.add_argument("--budget", type=float, default=0.3, help="seconds of sampling per shape, dtype and mode")
     p.add_argument("--no-host", action="store_true", help="skip host µs per call")
     p.add_argument("--no-first", action="store_true", help="skip the first-call measurements")
+    p.add_argument("--no-decode", action="store_true", help="skip the decode products (B = Wᵀ) and read bandwidth")
     p.add_argument("--merge", nargs="+", metavar="PART", help="no timing: join parts measured over different dtypes "
                    "into --json (CPU is fine)")
     p.add_argument("--json", help="write the results here")
@@ -513,7 +606,7 @@ def cli_library(args) -> int:
     except (ValueError, FileNotFoundError) as e:
         print(f"tilegemm library: {e}", file=sys.stderr)
         return 2
-    dtypes = [d for d in args.dtypes.split(",") if d]
+    dtypes = [d for d in args.dtypes.split(",") if d]  # none: the decode part alone (--dtypes "")
     modes = [x for x in args.modes.split(",") if x]
     bad = [d for d in dtypes if d not in DTYPES] + [x for x in modes if x not in ("eager", "device")]
     if bad:
@@ -523,10 +616,13 @@ def cli_library(args) -> int:
         results.write_json(args.json, json.dumps(doc, indent=1, default=str))
 
     doc = run(shapes, dtypes, modes, runs=args.runs, budget_s=args.budget, progress=lambda s: print(s, flush=True),
-              with_host=not args.no_host, with_first=not args.no_first, save=save if args.json else None)
+              with_host=not args.no_host, with_first=not args.no_first, save=save if args.json else None,
+              with_decode=not args.no_decode)
     for key, s in doc["summary"].items():
         print(f"{key:12s} shapes {s['shapes']:3d}  geomean {s['geomean']:.3f}  worst {s['worst']['ratio']:.3f} at "
               f"{'×'.join(map(str, s['worst']['shape']))}  below 0.95: {s['below_095']}")
+    for line in render_decode(doc.get("decode"))[4:]:
+        print(line)
     for r in doc.get("host_us", []):
         print(f"host µs per call, 64³ {r['dtype']:4s} {r['path']:16s} {r['ours_us']:6.1f}   {r['ref']} {r['ref_us']:6.1f}")
     if args.json:
