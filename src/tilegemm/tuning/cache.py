@@ -30,9 +30,10 @@ from dataclasses import dataclass
 
 from .. import env, shipped
 
-TUNER_VERSION = "v9"  # v2: graphs for short products; v3: SWAP/REG_A; v4: FLAT; v5: settle; v6: t05 swapped TF32;
+TUNER_VERSION = "v10"  # v2: graphs for short products; v3: SWAP/REG_A; v4: FLAT; v5: settle; v6: t05 swapped TF32;
 # v7: FP32 decode tiles; v8: settle interleaves single samples (the decisions' own keys, "auto|…", came
-# after v8 without changing how any rung is timed); v9: ranked by eager_score (launches count)
+# after v8 without changing how any rung is timed); v9: ranked by eager_score (launches count); v10: no
+# graph replays (L2 flushed before every sample, whatever the product's size)
 
 _LOCK = threading.Lock()
 _USER: dict | None = None  # the user's cache, read once per process (and after each write)

@@ -21,7 +21,11 @@ from ..sampling import alternate
 HOLD_US = 500  # the hold before each tuning sample (longer than any launch's host time)
 HOLD_MS = 0.8  # a sample's time besides the call: the hold and the flush
 SETTLE_MIN = 20  # samples of each candidate, at least, in settle's eager re-timing (its budget notwithstanding)
-GRAPH_FLOPS = 2**35  # below this many FLOPs (2048³ is 2^34) a product is tuned on CUDA-graph replays
+# Below this many FLOPs a product was tuned on CUDA-graph replays (v2–v9, 2^35). Their L2 keeps the
+# operands between calls, which a decode step's weights never are: a 16 MB weight's t03 tile timed
+# 14 µs there runs 26 on the device clock (docs/perf-notes.md, 50). Since v10 every product is
+# timed on held samples, L2 flushed (the host hidden by the hold, its launches by eager_score).
+GRAPH_FLOPS = 0
 
 
 _FLOOR: list = []  # launch_floor_ms, once measured

@@ -3,7 +3,7 @@
 `tune(p)` times every rung that can run p over its search space (`space.candidates`) and returns
 the winner as a `Decision`, kept in the user's cache. Each rung's tuning checks each candidate's
 output against float64 first (a fast configuration that computes something else never wins),
-times the rest (`timer.time_ms`: device time; CUDA-graph replays below GRAPH_FLOPS) and re-times
+times the rest (`timer.time_ms`: device time, L2 flushed before each sample) and re-times
 the fastest few against each other (`timer.settle`). Candidates are ranked by what back-to-back
 calls cost a caller at least (`eager_score`: the device time, or the host's time to issue the
 candidate's launches where that is longer), the device time breaking ties. Between rungs:
