@@ -283,9 +283,12 @@ def test_gpu_a_stream_bound_plan_keeps_its_scratch():
     b = torch.rand(8192, 1024, device="cuda").bfloat16()
     said = tilegemm.explain(a1, b)
     assert "tc_splitk" in said and "FUSED=True" in said, said
+    dispatch.reset()  # whatever other tests built: this plan's first call is the slow path's
     tilegemm.matmul(a1, b)
     plan = dispatch._PLANS[dispatch.matmul_key(a1, b, a1.data_ptr(), b.data_ptr())]
-    assert plan.stream is not None and plan.keeps_scratch and plan.kept is not None
+    assert plan.stream is not None and plan.keeps_scratch and plan.kept is None  # the slow path's own buffer
+    tilegemm.matmul(a1, b)
+    assert plan.kept is not None and dispatch._KEPT[0] == sum(x.numel() * x.element_size() for x in plan.kept)
     kept = [x.data_ptr() for x in plan.kept]
     c1, c2 = tilegemm.matmul(a1, b), tilegemm.matmul(a2, b)
     assert [x.data_ptr() for x in plan.kept] == kept

@@ -31,6 +31,8 @@ from .errors import OutOfDeviceMemory
 
 PLAN_MAX = 4096  # launch plans kept per process (a new one past this empties the table)
 _PLANS: dict = {}  # call key -> LaunchPlan
+KEPT_MAX_BYTES = 256 << 20  # scratch the plans keep, all together (past it, a plan allocates per call)
+_KEPT = [0]  # bytes of scratch the plans in _PLANS keep
 fallbacks: dict[str, str] = {}  # what ran instead of the chosen rung, and why (once per rung and class)
 STATS = {"slow_calls": 0, "plans_built": 0, "not_planned": {}}  # the slow path's counters (the hot path counts nothing)
 
@@ -72,6 +74,7 @@ def reset() -> None:
     """Forget every launch plan (the configurations they were built from may have changed): run by
     tilegemm.tuning.cache.reset(), which tilegemm.tuning registers it with."""
     _PLANS.clear()
+    _KEPT[0] = 0
 
 
 # ---- the hot path -----------------------------------------------------------------------------------
@@ -142,8 +145,10 @@ class LaunchPlan:
 
     Scratch is written before it is read within a call. A stream-bound plan's calls run one after
     another on its one stream, so there one set of scratch buffers serves every call: it is made
-    at the first call and kept, where it is small (KEEP_SCRATCH_BYTES), sparing each call an
-    allocation (t04's fused split-K: some 2 µs of a decode call's 20)."""
+    at the plan's first call and kept, where it is small (KEEP_SCRATCH_BYTES, and KEPT_MAX_BYTES
+    over all plans), sparing each call an allocation (t04's fused split-K: 2–9 µs of a decode
+    call's 12–20). As t04's tile counters, which are bound to the stream the same way, it assumes
+    the plan's launches are not replayed at once from CUDA graphs on other streams."""
 
     __slots__ = ("launches", "lock", "out_shape", "out_dtype", "device", "index", "scratch", "stream", "scales", "keep",
                  "keeps_scratch", "kept")
@@ -176,8 +181,10 @@ class LaunchPlan:
             bufs = self.kept
             if bufs is None:
                 bufs = [_empty(n, dtype=dt, device=self.device) for n, dt in self.scratch]
-                if self.keeps_scratch:
+                size = sum(x.numel() * x.element_size() for x in bufs)
+                if self.keeps_scratch and _KEPT[0] + size <= KEPT_MAX_BYTES:
                     self.kept = bufs
+                    _KEPT[0] += size
             addresses = (pa, pb, pc, pc, psa, psb, *(x.data_ptr() for x in bufs))
         else:
             addresses = (pa, pb, pc, pc, psa, psb)
@@ -195,6 +202,7 @@ class LaunchPlan:
 def _remember(key, plan: LaunchPlan) -> None:
     if len(_PLANS) >= PLAN_MAX:
         _PLANS.clear()
+        _KEPT[0] = 0
     _PLANS[key] = plan
     STATS["plans_built"] += 1
 

@@ -8,10 +8,10 @@ the fastest few against each other (`timer.settle`). Candidates are ranked by wh
 calls cost a caller at least (`eager_score`: the device time, or the host's time to issue the
 candidate's launches where that is longer), the device time breaking ties. Between rungs:
 - where split-K can matter (`space.splitk_applicable`: few tiles of C for the SMs), t02, t03
-  (where TMA can describe the operands) and t04 compete on their tuned medians;
+  (where TMA can describe the operands) and t04 compete on their tuned eager scores;
 - for products of at least ¾ of a wave of 128×256 tiles that t05 can run, t03's and t05's winners
-  are re-timed against each other, interleaved, and the faster wins (their own tunings ran at
-  different moments of a GPU whose clocks drift under its power cap);
+  are re-timed against each other, interleaved, and the lower eager score wins (their own
+  tunings ran at different moments of a GPU whose clocks drift under its power cap);
 - everything else runs t03 (t02 where TMA cannot, or below sm_90).
 Nothing here runs unless asked: `tilegemm tune`, or a call with TILEGEMM_AUTOTUNE=1.
 """
@@ -43,7 +43,9 @@ def eager_score(ms: float, launches: int, floor_ms: float) -> float:
     model's forward pass makes them): its device time, or the host's time to issue its launches
     (`timer.launch_floor_ms` each), whichever is longer. Graph replays hide the second: t04's
     two-launch split-K won 1×1024×4096 BF16 there (5.4 µs against one launch's 6) and cost a
-    caller 31 µs a call where one launch cost 24 (docs/perf-notes.md, 48)."""
+    caller 31 µs a call where one launch cost 24 (docs/perf-notes.md, 48). Each launch is charged
+    a whole call's floor, though a second launch costs the host less (about 7 µs there): an
+    upper bound, which leans against many launches where the host sets the pace."""
     return max(ms, launches * floor_ms)
 
 
