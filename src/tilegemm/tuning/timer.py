@@ -21,11 +21,11 @@ from ..sampling import alternate
 HOLD_US = 500  # the hold before each tuning sample (longer than any launch's host time)
 HOLD_MS = 0.8  # a sample's time besides the call: the hold and the flush
 SETTLE_MIN = 20  # samples of each candidate, at least, in settle's eager re-timing (its budget notwithstanding)
-# Below this many FLOPs a product was tuned on CUDA-graph replays (v2–v9, 2^35). Their L2 keeps the
-# operands between calls, which a decode step's weights never are: a 16 MB weight's t03 tile timed
-# 14 µs there runs 26 on the device clock (docs/perf-notes.md, 50). Since v10 every product is
-# timed on held samples, L2 flushed (the host hidden by the hold, its launches by eager_score).
-GRAPH_FLOPS = 0
+# The tuner times every product on held samples, L2 flushed (graph=False below; the host hidden by
+# the hold, its launches counted by tuner.eager_score). Tuners v2–v9 timed products under 2^35 FLOPs
+# on CUDA-graph replays, whose L2 keeps the operands between calls, which a decode step's weights
+# never are: a 16 MB weight's t03 tile timed 14 µs there runs 26 on the device clock
+# (docs/perf-notes.md, 50).
 
 
 _FLOOR: list = []  # launch_floor_ms, once measured

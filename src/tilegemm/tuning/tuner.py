@@ -119,7 +119,6 @@ def tune_rung(rung: str, p: P.Problem, candidates=None, variant: str = "") -> di
     candidates = list(candidates if candidates is not None else space.candidates(rung, p)[:max_candidates()])
     limit = budget_s()
     trial = trial_problem(p)
-    graph = p.flops() < timer.GRAPH_FLOPS
     t0 = time.perf_counter()
     timings, failed, skipped = [], [], 0
     probe = _Probe(trial)
@@ -139,7 +138,7 @@ def tune_rung(rung: str, p: P.Problem, candidates=None, variant: str = "") -> di
             if wrong:  # never pick a fast configuration that computes something else
                 failed.append((c, "wrong result: " + wrong))
                 continue
-            timings.append((timer.time_ms(lambda c=c: run(rung, trial, c), budget_ms=per_ms, graph=graph), c))
+            timings.append((timer.time_ms(lambda c=c: run(rung, trial, c), budget_ms=per_ms), c))
         except Exception as e:  # noqa: BLE001  (a config that does not compile is information, not an error)
             failed.append((c, _err(e)))
     default = space.default(rung, p)
@@ -152,7 +151,7 @@ def tune_rung(rung: str, p: P.Problem, candidates=None, variant: str = "") -> di
     if len(timings) > 1:  # the best few, again, against each other; they are known to run
         top = timings[:SETTLE]
         try:
-            again = timer.settle([lambda c=c: run(rung, trial, c) for _, c in top], budget_ms=per_ms, graph=graph)
+            again = timer.settle([lambda c=c: run(rung, trial, c) for _, c in top], budget_ms=per_ms, graph=False)
             timings = _ranked(list(zip(again, (c for _, c in top))), counts, floor) + timings[SETTLE:]
             settled = len(top)
         except Exception as e:  # noqa: BLE001  (the single pass stands; the log says why)
@@ -161,7 +160,7 @@ def tune_rung(rung: str, p: P.Problem, candidates=None, variant: str = "") -> di
     best_ms, best = timings[0]
     entry = dict(config=best, ms=best_ms, launches=counts[id(best)],
                  score_ms=eager_score(best_ms, counts[id(best)], floor), floor_ms=round(floor, 5),
-                 timing="graph" if graph else "eager", tune_s=round(seconds, 3),
+                 timing="eager", tune_s=round(seconds, 3),
                  tried=len(timings), failed=len(failed), skipped=skipped, settled=settled,
                  m=p.m, n=p.n, k=p.k, when=time.strftime("%Y-%m-%dT%H:%M:%S"))
     cache.store_entry(key, entry)
@@ -219,8 +218,7 @@ def _settled(p: P.Problem, tuned: list[tuple[str, dict]]) -> tuple[str, dict]:
     ms = [e["ms"] for _, e in tuned]
     why = ""
     try:
-        ms = timer.settle([lambda r=r, c=e["config"]: run(r, trial, c) for r, e in tuned], budget_ms=30.0,
-                          graph=p.flops() < timer.GRAPH_FLOPS)
+        ms = timer.settle([lambda r=r, c=e["config"]: run(r, trial, c) for r, e in tuned], budget_ms=30.0, graph=False)
     except Exception as e:  # noqa: BLE001  (keep the tuned medians; cache no verdict)
         why = "settle: " + _err(e)
     floor = timer.launch_floor_ms()
