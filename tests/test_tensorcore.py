@@ -345,6 +345,39 @@ def test_interpreter_past_int32_offsets():
     assert not bad, "\n".join(bad)
 
 
+REALIGN_SCRIPT = textwrap.dedent(r"""
+    import json, torch
+    from tilegemm.kernels import tensorcore as tc
+    from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
+    base = torch.arange(40 * 37, dtype=torch.float32).reshape(40, 37).to(torch.float16)
+    cases = {"contiguous": base, "column-major": base.t().contiguous().t(), "column slice": base[:, 3:26],
+             "one row": base[:1], "fp32 slice": base.float()[5:, :33]}
+    out = {}
+    for name, x in cases.items():
+        keep = x.clone()
+        y, call = t03._realigned(x, x)
+        tc.launch_calls([call])
+        inner = 1 if y.stride(-1) == 1 else 0
+        out[name] = dict(kernel=call.fn.fn.__name__, equal=bool(torch.equal(y, x)), untouched=bool(torch.equal(x, keep)),
+                         aligned=y.stride(1 - inner) * y.element_size() % 16 == 0 and y.stride(inner) == 1)
+    print("RESULTS" + json.dumps(out))
+""")
+
+
+def test_interpreter_realigning_copies():
+    """A 2-D operand TMA cannot describe is copied to rows 16 bytes apart: a contiguous one (rows
+    or columns) by realign_flat_kernel's aligned run, a slice by realign_kernel; every element in
+    place, the source untouched."""
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", REALIGN_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULTS")]
+    assert proc.returncode == 0 and line, f"interpreter run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    got = json.loads(line[0][len("RESULTS"):])
+    assert all(r["equal"] and r["untouched"] and r["aligned"] for r in got.values()), got
+    assert {n for n, r in got.items() if r["kernel"] == "realign_flat_kernel"} == {"contiguous", "column-major", "one row"}
+    assert {n for n, r in got.items() if r["kernel"] == "realign_kernel"} == {"column slice", "fp32 slice"}
+
+
 def test_mma_operand_rules():
     """wgmma reads 32- and 8-bit B operands only K-major, A operands K-major or from registers."""
     from tilegemm.kernels.tensorcore import _problem as C

@@ -29,9 +29,9 @@ move that keeps Triton from feeding it from shared memory. SWAP also lets a tile
 N-/M-major), a config may ask for a K-major copy first (KMAJOR; 2·K·N·s extra bytes, counted in
 the time). Needs sm_90 and 16-byte aligned bases and row strides: a 2-D operand that is not
 (K or N not a multiple of 16 bytes' elements: 4095×4097×1023, a column slice) is first copied,
-by `realign_kernel` in the same plan, into a buffer whose rows start 16 bytes apart (2·R·C·s
-extra bytes for an R×C operand, counted in the time); a batched one is not (`usable` says why
-not; the dispatcher then runs t02).
+by `realign_kernel` (`realign_flat_kernel` for a contiguous one) in the same plan, into a
+buffer whose rows start 16 bytes apart (2·R·C·s extra bytes for an R×C operand, counted in the
+time); a batched one is not (`usable` says why not; the dispatcher then runs t02).
 
 Global traffic is t02's, moved in bulk:
     reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM),  writes = M·N   (elements)
@@ -135,6 +135,23 @@ def realign_kernel(src, dst, O, I, s_o, d_o, BO: tl.constexpr, BI: tl.constexpr)
     tl.store(dst + ro[:, None] * d_o + ri[None, :], x, mask=mask)
 
 
+@triton.jit
+def realign_flat_kernel(src, dst, total, I, d_o, BLOCK: tl.constexpr, WIDE: tl.constexpr):
+    """realign_kernel's copy for a contiguous src (rows I elements apart): src read as one run of
+    total = O·I elements, in 16-byte vector loads from its aligned base, each element stored at
+    its row and column of dst. realign_kernel's loads start at each row of src, not 16-byte
+    aligned, so they are scalar (678×12345 BF16: 38 µs there, 23 here; docs/perf-notes.md, 51).
+    WIDE: total past 2^31, its offsets in 64 bits (else 32, whose division is the cheaper)."""
+    pid = tl.program_id(0)
+    if WIDE:
+        pid = pid.to(tl.int64)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < total
+    x = tl.load(src + offs, mask=mask)
+    row = offs // I
+    tl.store(dst + row * d_o + (offs - row * I), x, mask=mask)
+
+
 # ---- host side --------------------------------------------------------------------------------
 
 
@@ -208,10 +225,19 @@ def _realigned(x: torch.Tensor, src: torch.Tensor) -> tuple[torch.Tensor, P.Kern
     (o, i) = mem.shape
     buf = _aligned_empty(o, i, x)
     out = buf if x.stride(-1) == 1 else buf.T
+    if mem.stride(0) == i or o == 1:  # contiguous: one run, read in aligned vectors
+        total = o * i
+        args = P.ordered(realign_flat_kernel, src=src, dst=out, total=total, I=i, d_o=buf.stride(0), BLOCK=FLAT_BLOCK,
+                         WIDE=o * buf.stride(0) + FLAT_BLOCK >= 2**31)
+        return out, P.KernelCall(realign_flat_kernel, (max(ceil_div(total, FLAT_BLOCK), 1),), args, dict(num_warps=4),
+                                 scratch=(out,))
     BO, BI = 32, 128
     args = P.ordered(realign_kernel, src=src, dst=out, O=o, I=i, s_o=mem.stride(0), d_o=buf.stride(0), BO=BO, BI=BI)
     grid = (max(ceil_div(o, BO) * ceil_div(i, BI), 1),)
     return out, P.KernelCall(realign_kernel, grid, args, dict(num_warps=4), scratch=(out,))
+
+
+FLAT_BLOCK = 1024  # realign_flat_kernel's elements a program (the fastest of 1024-8192 on the H200)
 
 
 def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
