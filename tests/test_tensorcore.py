@@ -109,7 +109,12 @@ def test_shape_bucket_and_layout():
     a = torch.empty(100, 3000, dtype=torch.float16)
     b = torch.empty(3000, 5000, dtype=torch.float16)
     p = P.Problem(a, b, torch.empty(100, 5000, dtype=torch.float16), "fp16")
-    assert S.shape_bucket(p) == "128x8192x4096"
+    assert S.shape_bucket(p) == "112x5120x3072"  # a quarter octave apart past 8
+    assert [S.grid_up(x) for x in (1, 3, 8, 9, 100, 2048, 2049, 3000, 12345, 14336)] == \
+        [1, 4, 8, 10, 112, 2048, 2560, 3072, 14336, 14336]
+    batched = P.Problem(torch.empty(4, 64, 100, dtype=torch.float16), torch.empty(4, 100, 3000, dtype=torch.float16),
+                        torch.empty(4, 64, 3000, dtype=torch.float16), "fp16")
+    assert S.shape_bucket(batched) == "64x3072x112b4"
     assert p.layout() == "nn" and P.Problem(a, b.t().contiguous().t(), p.c, "fp16").layout() == "nt"
 
 

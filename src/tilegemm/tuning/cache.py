@@ -7,7 +7,8 @@ configuration) under a key of its own. The shipped database (`tilegemm/data/tuni
 one file per GPU, written by `tilegemm tune --ship`) holds decisions only.
 
 A problem's *class* is what a configuration's legality depends on (precision, input and output
-dtypes, layout, beta); its *bucket* is M, N, K (and the batch) each rounded up to a power of two.
+dtypes, layout, beta); its *bucket* is M, N, K (and the batch) each rounded up to the grid of
+`space.grid_up` (powers of two to 8, then a quarter octave apart: … 2048, 2560, 3072, 3584 …).
 `lookup` answers, in order: the user's cache (exact bucket), the database of this GPU (exact
 bucket, then the nearest tuned bucket whose configuration fits), then the database of the known
 GPU most like this one (same compute capability, nearest SM count).
@@ -30,10 +31,11 @@ from dataclasses import dataclass
 
 from .. import env, shipped
 
-TUNER_VERSION = "v10"  # v2: graphs for short products; v3: SWAP/REG_A; v4: FLAT; v5: settle; v6: t05 swapped TF32;
+TUNER_VERSION = "v11"  # v2: graphs for short products; v3: SWAP/REG_A; v4: FLAT; v5: settle; v6: t05 swapped TF32;
 # v7: FP32 decode tiles; v8: settle interleaves single samples (the decisions' own keys, "auto|…", came
 # after v8 without changing how any rung is timed); v9: ranked by eager_score (launches count); v10: no
-# graph replays (L2 flushed before every sample, whatever the product's size)
+# graph replays (L2 flushed before every sample, whatever the product's size); v11: buckets a quarter
+# octave apart (space.grid_up), so a v10 key names another bucket
 
 _LOCK = threading.Lock()
 _USER: dict | None = None  # the user's cache, read once per process (and after each write)

@@ -125,9 +125,22 @@ def prune(configs: list[dict], p: P.Problem, tma_store: bool) -> list[dict]:
     return keep or [min(configs, key=lambda c: c["BM"] * c["BN"])]
 
 
+def grid_up(x: int) -> int:
+    """x rounded up to the buckets' grid: powers of two to 8, then a quarter octave apart (5, 6, 7
+    and 8 eighths of the next power of two: … 2048, 2560, 3072, 3584, 4096, 5120 …).
+
+    A tile's wave count is what a configuration tuned at one shape carries badly to another: with
+    power-of-two buckets, 128×14336×4096 took the tile tuned at 128×16384×4096 (0.71× cuBLAS;
+    tuned at its own shape 0.95×), 3072³ the one tuned at 4096³ (docs/perf-notes.md, 51 and 52)."""
+    x = max(int(x), 1)
+    if x <= 8:
+        return triton.next_power_of_2(x)
+    step = triton.next_power_of_2(x) // 8
+    return -(-x // step) * step
+
+
 def shape_bucket(p: P.Problem) -> str:
-    def up(x):
-        return triton.next_power_of_2(max(int(x), 1))
+    up = grid_up
     return f"{up(p.m)}x{up(p.n)}x{up(p.k)}" + (f"b{p.batch}" if p.batch > 1 else "")
 
 
