@@ -355,12 +355,14 @@ REALIGN_SCRIPT = textwrap.dedent(r"""
     from tilegemm.kernels import tensorcore as tc
     from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
     base = torch.arange(40 * 37, dtype=torch.float32).reshape(40, 37).to(torch.float16)
-    cases = {"contiguous": base, "column-major": base.t().contiguous().t(), "column slice": base[:, 3:26],
-             "one row": base[:1], "fp32 slice": base.float()[5:, :33]}
+    t3 = base[None]  # the caller's batch of one: the copy reads it, its first matrix is the operand
+    cases = {"contiguous": (base, base), "column-major": (base[:30].t(), None),
+             "batch of one": (t3[0], t3), "column slice": (base[:, 3:26], None), "one row of a slice": (base[:1, :33], None),
+             "fp32 slice": (base.float()[5:, :33], None)}
     out = {}
-    for name, x in cases.items():
+    for name, (x, src) in cases.items():
         keep = x.clone()
-        y, call = t03._realigned(x, x)
+        y, call = t03._realigned(x, x if src is None else src)
         tc.launch_calls([call])
         inner = 1 if y.stride(-1) == 1 else 0
         out[name] = dict(kernel=call.fn.fn.__name__, equal=bool(torch.equal(y, x)), untouched=bool(torch.equal(x, keep)),
@@ -379,8 +381,20 @@ def test_interpreter_realigning_copies():
     assert proc.returncode == 0 and line, f"interpreter run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
     got = json.loads(line[0][len("RESULTS"):])
     assert all(r["equal"] and r["untouched"] and r["aligned"] for r in got.values()), got
-    assert {n for n, r in got.items() if r["kernel"] == "realign_flat_kernel"} == {"contiguous", "column-major", "one row"}
+    assert {n for n, r in got.items() if r["kernel"] == "realign_flat_kernel"} == \
+        {"contiguous", "column-major", "batch of one", "one row of a slice"}
     assert {n for n, r in got.items() if r["kernel"] == "realign_kernel"} == {"column slice", "fp32 slice"}
+
+
+def test_realigning_copy_takes_64_bit_offsets_past_2_31():
+    """realign_flat_kernel's offsets are 32-bit while the aligned buffer spans less than 2^31
+    elements, 64-bit from there (meta tensors: nothing is allocated)."""
+    from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
+
+    for (o, i), wide in (((46341, 46341), True), ((40000, 40001), False), ((3, 2**30 + 1), True), ((678, 12345), False)):
+        x = torch.empty(o, i, dtype=torch.float16, device="meta")
+        _, call = t03._realigned(x, x)
+        assert call.fn is t03.realign_flat_kernel and call.args[-1] is wide, (o, i)
 
 
 def test_mma_operand_rules():

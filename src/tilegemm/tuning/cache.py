@@ -7,8 +7,8 @@ configuration) under a key of its own. The shipped database (`tilegemm/data/tuni
 one file per GPU, written by `tilegemm tune --ship`) holds decisions only.
 
 A problem's *class* is what a configuration's legality depends on (precision, input and output
-dtypes, layout, beta); its *bucket* is M, N, K (and the batch) each rounded up to the grid of
-`space.grid_up` (powers of two to 8, then a quarter octave apart: … 2048, 2560, 3072, 3584 …).
+dtypes, layout, beta); its *bucket* is M, N and K each rounded up to the grid of `space.grid_up`
+(powers of two to 8, then a quarter octave apart: … 2048, 2560, 3072, 3584 …), and the batch.
 `lookup` answers, in order: the user's cache (exact bucket), the database of this GPU (exact
 bucket, then the nearest tuned bucket whose configuration fits), then the database of the known
 GPU most like this one (same compute capability, nearest SM count).

@@ -130,7 +130,7 @@ def grid_up(x: int) -> int:
     and 8 eighths of the next power of two: … 2048, 2560, 3072, 3584, 4096, 5120 …).
 
     A tile's wave count is what a configuration tuned at one shape carries badly to another: with
-    power-of-two buckets, 128×14336×4096 took the tile tuned at 128×16384×4096 (0.71× cuBLAS;
+    power-of-two buckets, 128×14336×4096 took the tile tuned at 128×16384×4096 (0.70× cuBLAS;
     tuned at its own shape 0.95×), 3072³ the one tuned at 4096³ (docs/perf-notes.md, 51 and 52)."""
     x = max(int(x), 1)
     if x <= 8:

@@ -138,10 +138,11 @@ def realign_kernel(src, dst, O, I, s_o, d_o, BO: tl.constexpr, BI: tl.constexpr)
 @triton.jit
 def realign_flat_kernel(src, dst, total, I, d_o, BLOCK: tl.constexpr, WIDE: tl.constexpr):
     """realign_kernel's copy for a contiguous src (rows I elements apart): src read as one run of
-    total = O·I elements, in 16-byte vector loads from its aligned base, each element stored at
-    its row and column of dst. realign_kernel's loads start at each row of src, not 16-byte
-    aligned, so they are scalar (678×12345 BF16: 38 µs there, 23 here; docs/perf-notes.md, 51).
-    WIDE: total past 2^31, its offsets in 64 bits (else 32, whose division is the cheaper)."""
+    total = O·I elements, in 16-byte vector loads where its base is 16-byte aligned, each element
+    stored at its row and column of dst. realign_kernel's loads start at each row of src, not
+    16-byte aligned, so they are scalar (678×12345 BF16: 38 µs there, 23 here;
+    docs/perf-notes.md, 51). WIDE: dst spans 2^31 elements or more (O·d_o), so the offsets are
+    64-bit (else 32, whose division is the cheaper)."""
     pid = tl.program_id(0)
     if WIDE:
         pid = pid.to(tl.int64)
@@ -220,7 +221,8 @@ def needs_realign(p: P.Problem) -> bool:
 def _realigned(x: torch.Tensor, src: torch.Tensor) -> tuple[torch.Tensor, P.KernelCall]:
     """x (2-D, one dimension contiguous) in a new buffer whose rows (or columns, for a column-major
     x) start 16 bytes apart, and the launch that copies it there. src: the tensor the call reads,
-    x or the caller's batch-of-one tensor whose first matrix x is (a plan binds the caller's)."""
+    x or the caller's batch-of-one tensor whose first matrix x is (a plan binds the caller's).
+    A contiguous x is copied by realign_flat_kernel, any other by realign_kernel."""
     mem = x if x.stride(-1) == 1 else x.T  # O×I with I contiguous
     (o, i) = mem.shape
     buf = _aligned_empty(o, i, x)
