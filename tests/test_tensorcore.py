@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -840,6 +841,21 @@ def test_gpu_tuner_never_picks_a_wrong_configuration(tmp_path, monkeypatch):
     got = tuner.tune_rung("tc_persistent", p, [tile(64, 64, 64, 4, 2), tile(32, 32, 32, 4, 2), tile(16, 16, 16, 4, 2)],
                           variant="budget-test")
     assert (got["tried"], got["failed"], got["skipped"]) == (1, 0, 2), got
+    # compiles are not on the budget's clock: first calls (a compile each) longer than the whole
+    # budget leave every candidate timed
+    monkeypatch.setenv("TILEGEMM_TUNE_BUDGET_S", "0.5")
+    compiled = set()
+
+    def compiling(rung, q, cfg):
+        if cfg["BM"] not in compiled:
+            compiled.add(cfg["BM"])
+            time.sleep(0.6)
+        torch.matmul(q.a, q.b, out=q.c)
+
+    monkeypatch.setattr(tuner, "run", compiling)
+    got = tuner.tune_rung("tc_persistent", p, [tile(64, 64, 64, 4, 2), tile(32, 32, 32, 4, 2), tile(128, 64, 64, 4, 2)],
+                          variant="compile-test")
+    assert (got["tried"], got["failed"], got["skipped"]) == (3, 0, 0), got
 
 
 # ---- the SIMT mixed-precision rung (simulator or GPU) ----------------------------------------------

@@ -96,6 +96,9 @@ class _Probe:
 
 
 def budget_s() -> float:
+    """Seconds of timing a rung's candidates may take for one shape, their compiles not counted:
+    a compile costs about a second, and a budget that counted them timed 2 of 40 candidates when it
+    was short, and none of them on a machine whose compiles were slower (docs/perf-notes.md, 53)."""
     return env.number("TILEGEMM_TUNE_BUDGET_S", 30.0)
 
 
@@ -120,13 +123,14 @@ def tune_rung(rung: str, p: P.Problem, candidates=None, variant: str = "") -> di
     limit = budget_s()
     trial = trial_problem(p)
     t0 = time.perf_counter()
+    spent = 0.0  # seconds of timing so far: the budget's clock (compiles and checks are not on it)
     timings, failed, skipped = [], [], 0
     probe = _Probe(trial)
     per_ms = min(60.0, max(10.0, limit * 1000 / (4 * max(len(candidates), 1))))
     floor = timer.launch_floor_ms()
     counts: dict = {}  # id(config) -> its launches
     for c in candidates:
-        if time.perf_counter() - t0 > limit and timings:
+        if spent > limit and timings:
             skipped += 1  # the tuning budget is spent: not timed, and not a failure
             continue
         try:
@@ -138,7 +142,9 @@ def tune_rung(rung: str, p: P.Problem, candidates=None, variant: str = "") -> di
             if wrong:  # never pick a fast configuration that computes something else
                 failed.append((c, "wrong result: " + wrong))
                 continue
+            t1 = time.perf_counter()
             timings.append((timer.time_ms(lambda c=c: run(rung, trial, c), budget_ms=per_ms), c))
+            spent += time.perf_counter() - t1
         except Exception as e:  # noqa: BLE001  (a config that does not compile is information, not an error)
             failed.append((c, _err(e)))
     default = space.default(rung, p)
