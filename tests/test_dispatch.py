@@ -317,6 +317,37 @@ def test_gpu_unaligned_operands_run_t03_after_a_realigning_copy_in_the_plan():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("rung", ["tc_tma_persistent", "tc_warp_specialized"])
+@pytest.mark.parametrize("pad", ["b", "ab"])
+def test_gpu_pad_copies_run_in_the_plan(rung, pad):
+    """A PAD configuration on t03 and t05 (BF16 1000×1000×1000: rows of 2,000 bytes, 16- but not
+    128-byte aligned): its copies' buffers are plan scratch, and the plan's calls on new operands
+    compute their own products."""
+    torch = pytest.importorskip("torch")
+    from tilegemm.kernels.tensorcore import _problem as P
+    from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
+    from tilegemm.tuning import space
+
+    def operands():
+        return torch.rand(1000, 1000, device="cuda").bfloat16(), torch.rand(1000, 1000, device="cuda").bfloat16()
+
+    a, b = operands()
+    p = P.problem_2d(a, b, torch.empty(1000, 1000, device="cuda", dtype=torch.bfloat16))
+    cfg = dict(space.candidates(rung, p)[0], PAD=pad)
+    assert t03.padded(p, cfg) == pad and len(t03.operands(p, cfg)[2]) == len(pad)
+    key = ("pad-test", rung, pad)
+    dispatch.run_problem(p, rung, key=key, config=cfg)
+    plan = dispatch._PLANS[key]
+    assert len(plan.launches) == len(pad) + 1 and len(plan.scratch) == len(pad)
+    r = a.double() @ b.double()
+    assert float((p.c.double() - r).norm() / r.norm()) < 1e-2
+    for x, y in (operands(), operands()):
+        c = plan.run(x.data_ptr(), y.data_ptr(), None, 0, 0)
+        r = x.double() @ y.double()
+        assert float((c.double() - r).norm() / r.norm()) < 1e-2
+
+
+@pytest.mark.gpu
 def test_gpu_plan_alpha_beta_c_and_scales_change_with_the_call():
     """alpha, beta and float scales are part of a call's key; c (given) is written in place."""
     torch = pytest.importorskip("torch")

@@ -387,6 +387,74 @@ def test_interpreter_realigning_copies():
     assert {n for n, r in got.items() if r["kernel"] == "realign_kernel"} == {"column slice", "fp32 slice"}
 
 
+PAD_SCRIPT = textwrap.dedent(r"""
+    import json, torch
+    from tilegemm.kernels import tensorcore as tc
+    from tilegemm.kernels.tensorcore import _problem as P, t03_tma_persistent as t03
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(40, 72, generator=g).half()          # rows of 144 bytes: 16-byte, not 128-byte aligned
+    b = torch.randn(72, 48, generator=g).half()          # rows of 96 bytes
+    b_col = torch.randn(48, 72, generator=g).half().t()  # column-major: columns of 144 bytes
+    raw = torch.empty(72 * 64 + 64, dtype=torch.float16)  # rows of 128 bytes from a 128-byte aligned base: no copy
+    at = (-raw.data_ptr() // 2) % 64
+    b_fit = raw[at:at + 72 * 64].view(72, 64).copy_(torch.randn(72, 64, generator=g))
+    out = {}
+    for name, (bb, pad) in {"ab": (b, "ab"), "b": (b, "b"), "a": (b, "a"), "col": (b_col, "b"), "fit": (b_fit, "ab"),
+                            "none": (b, "")}.items():
+        p = P.Problem(a, bb, torch.empty(40, bb.shape[1], dtype=torch.float16), "fp16")
+        keep = (a.clone(), bb.clone())
+        x, y, copies = t03.operands(p, {"PAD": pad})
+        tc.launch_calls(copies)
+        pitch = lambda t: (t.stride(0) if t.stride(1) == 1 else t.stride(1)) * t.element_size()  # noqa: E731
+        out[name] = dict(copies=len(copies), padded=t03.padded(p, {"PAD": pad}), pitch=[pitch(x), pitch(y)],
+                         equal=bool(torch.equal(x, a) and torch.equal(y, bb)),
+                         untouched=bool(torch.equal(a, keep[0]) and torch.equal(bb, keep[1])),
+                         same_a=x is a, same_b=y is bb)
+    print("RESULTS" + json.dumps(out))
+""")
+
+
+def test_interpreter_pad_copies_operands_to_128_byte_rows():
+    """PAD copies the operands it names whose rows are 16- but not 128-byte aligned to rows 128
+    bytes apart (a column-major B by its columns), every element in place, the sources untouched;
+    an operand already 128-byte aligned, or not named, is read where it is."""
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", PAD_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULTS")]
+    assert proc.returncode == 0 and line, f"interpreter run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    got = json.loads(line[0][len("RESULTS"):])
+    assert all(r["equal"] and r["untouched"] for r in got.values()), got
+    assert got["ab"]["copies"] == 2 and got["ab"]["padded"] == "ab" and got["ab"]["pitch"] == [256, 128]
+    assert got["b"]["copies"] == 1 and got["b"]["same_a"] and got["b"]["pitch"] == [144, 128]
+    assert got["a"]["copies"] == 1 and got["a"]["same_b"] and got["a"]["pitch"] == [256, 96]
+    assert got["col"]["padded"] == "b" and got["col"]["pitch"] == [144, 256]
+    assert got["fit"]["copies"] == 1 and got["fit"]["padded"] == "a" and got["fit"]["same_b"]
+    assert got["none"]["copies"] == 0 and got["none"]["padded"] == ""
+
+
+def test_pad_forms_only_where_rows_miss_128_bytes_and_the_product_is_large():
+    """The tuner times PAD forms (B's, A's, both) only for operands whose rows are 16- but not
+    128-byte aligned, in products of at least 2048³'s M·N·K; t05's and t03's first tiles get them."""
+    from tilegemm.kernels.tensorcore import _problem as C
+    from tilegemm.tuning import space as S
+
+    def prob(m, n, k):
+        meta = dict(dtype=torch.bfloat16, device="meta")
+        return C.Problem(torch.empty(m, k, **meta), torch.empty(k, n, **meta), torch.empty(m, n, **meta), "bf16")
+
+    assert S.pad_forms(prob(3000, 5000, 7000)) == ["b", "a", "ab"]
+    assert S.pad_forms(prob(3000, 3072, 7000)) == ["a"]     # B's rows: 6144 bytes
+    assert S.pad_forms(prob(3072, 3000, 4096)) == ["b"]
+    assert S.pad_forms(prob(3072, 3072, 3072)) == []        # every row 128-byte aligned
+    assert S.pad_forms(prob(1000, 1000, 1000)) == []        # too small for a copy to pay
+    p = prob(3000, 3000, 3000)
+    t05 = S.candidates(S.T05, p)
+    assert [c.get("PAD") for c in t05[:4]] == [None, "b", "a", "ab"] and len(t05) == 4 * len(S.candidates(S.T05, prob(3072, 3072, 3072)))
+    assert {c.get("PAD") for c in S.candidates(S.T03, p)} == {None, "b", "a", "ab"}
+    assert S.adapt(S.T03, prob(3000, 5000, 7000), dict(S.candidates(S.T03, p)[1]))["PAD"] == "b"
+    assert S.as_t03(S.T05, t05[1])["PAD"] == "b"
+
+
 def test_realigning_copy_takes_64_bit_offsets_past_2_31():
     """realign_flat_kernel's offsets are 32-bit while the aligned buffer spans less than 2^31
     elements, 64-bit from there (meta tensors: nothing is allocated)."""
@@ -912,9 +980,9 @@ def test_warp_specialized_rung_registered_and_its_configs_fit():
     k = registry.get("tc_warp_specialized")
     assert k.backend == "tensorcore" and k.requires == "sm_90" and "gluon" in k.tags
     assert k.doc.splitlines()[0] and k.auto_rank < registry.get("tc_tma_persistent").auto_rank
-    a = torch.empty(4096, 4096, dtype=torch.bfloat16)
+    a = torch.empty(4096, 4096, dtype=torch.bfloat16, device="meta")  # at 0: aligned (a CPU tensor's base is 64-byte)
     for out in (torch.bfloat16, torch.float32):
-        p = C.Problem(a, a, torch.empty(4096, 4096, dtype=out), "bf16")
+        p = C.Problem(a, a, torch.empty(4096, 4096, dtype=out, device="meta"), "bf16")
         cands = S.candidates(S.T05, p)
         assert len(cands) == len(S.T05_STAGE_CONFIGS)  # an FP32 C is stored in more, smaller slices
         for cfg in cands:

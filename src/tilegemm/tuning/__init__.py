@@ -123,7 +123,10 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
             cfg = space.adapt(to, p, as_to(rung, entry.get("config") or {}))
             rung, note, timed_here = to, f": {rung}'s tile on {to} ({why})", False
         if rung == space.T03 and cfg is not None and tc.rung_module(rung).needs_realign(p):
-            note, timed_here = note + " (A or B first copied to 16-byte aligned rows for TMA)", False
+            note, timed_here = note + " (A or B first copied for TMA, which needs 16-byte aligned rows)", False
+        pad = cfg and rung in (space.T03, space.T05) and tc.rung_module(space.T03).padded(p, cfg)
+        if pad:
+            note += f" ({' and '.join(w.upper() for w in pad)} first copied to rows 128 bytes apart: PAD)"
         if cfg is None:
             continue
         where = "exact bucket" if tuned_bucket == b else \

@@ -7,6 +7,7 @@ database's nearest-bucket rule). A configuration is a dict of the rung's tile co
 BK, GROUP_M, warps, stages) and options:
 - t02/t03: C_TMA (C stored with TMA), FLAT (tile and k loops flattened), SWAP (C^T = B^T·A^T),
   REG_A (the MMA's A operand from registers), KMAJOR (a K-major copy first);
+- t03/t05: PAD ("a", "b", "ab": those operands first copied to rows 128 bytes apart);
 - t04: SPLIT (K slices), FUSED (the reduction in the same launch), SWAP, REG_A;
 - t05: STAGES, SPLIT (C's epilogue slices), CONSUMERS (consumer partitions), SWAP;
 - t06: BN (columns of C a program), BK (K a step), warps and stages only.
@@ -157,11 +158,12 @@ def as_t02(rung: str, c: dict) -> dict:
 def as_t03(rung: str, c: dict) -> dict:
     """A t05 configuration as t03's: t02's form of its tile (`as_t02`), and where t05 computed
     C^T = B^T·A^T (TF32 with a row-major B) the same swapped form on t03, whose swapped tiles
-    are at most 128 rows (`_problem.swap_form`); unswapped, that B would need a K-major copy."""
+    are at most 128 rows (`_problem.swap_form`); unswapped, that B would need a K-major copy.
+    PAD stays."""
     out = as_t02(rung, c)
     if rung == T05 and c.get("SWAP"):
         out = dict(out, BM=min(out["BM"], 128), SWAP=True)
-    return out
+    return dict(out, PAD=c["PAD"]) if c.get("PAD") else out
 
 
 def _tile(c: dict) -> dict:
@@ -204,6 +206,26 @@ def _t03_variants(p: P.Problem, c: dict) -> list[dict]:
     return out
 
 
+PAD_MIN_MNK = 1 << 33  # M·N·K (2048³) from which PAD's copy, 2·R·C·s bytes, can pay for itself
+
+
+def pad_forms(p: P.Problem) -> list[str]:
+    """The PAD values worth timing for p: B's, A's and both operands' copies to rows 128 bytes
+    apart, of those whose rows are 16- but not 128 bytes apart (a shape's property: a base address
+    is a call's), in products large enough for a copy to pay. Such rows cost a TMA box row two L2 lines instead of one: t05 at 3000×5000×7000
+    BF16 runs 407 µs as given, 294 with B's rows padded (docs/perf-notes.md, 51 and 53)."""
+    if p.m * p.n * p.k < PAD_MIN_MNK:
+        return []
+    odd = t03.padded(p, {"PAD": "ab"}, pitch_only=True)
+    return [w for w in ("b", "a", "ab") if all(x in odd for x in w)]
+
+
+def _padded(p: P.Problem, configs: list[dict]) -> list[dict]:
+    """configs, each followed by its PAD forms."""
+    forms = pad_forms(p)
+    return [v for c in configs for v in [c] + [dict(c, PAD=w) for w in forms]]
+
+
 def _c_tma(p: P.Problem, c: dict) -> bool:
     """Can C be stored with TMA for tile c (one matrix, aligned, and the staged tile fits)?"""
     c2 = t03._squeeze(p.c)
@@ -223,7 +245,8 @@ def _t03_candidates(p: P.Problem) -> list[dict]:
             # it lost every TF32 shape tried, so FP32 operands skip it (docs/perf-notes.md, 16)
             variants = [c, dict(c, FLAT=True)]
         for v in variants:
-            out += _t03_variants(p, v)
+            forms = _t03_variants(p, v)
+            out += _padded(p, forms) if i < 3 else forms
     return out
 
 
@@ -231,7 +254,8 @@ def _t03_adapt(p: P.Problem, c: dict) -> dict | None:
     base = _tile(c)
     if smem_bytes(base, p.a.element_size(), p.c.element_size(), False) > SMEM_BUDGET:
         return None
-    base = dict(base, C_TMA=_c_tma(p, base), **({"FLAT": True} if c.get("FLAT") and p.a.element_size() != 4 else {}))
+    base = dict(base, C_TMA=_c_tma(p, base), **({"FLAT": True} if c.get("FLAT") and p.a.element_size() != 4 else {}),
+                **({"PAD": c["PAD"]} if c.get("PAD") else {}))
     forms = _t03_variants(p, base)
     same = [v for v in forms if bool(v.get("SWAP")) == bool(c.get("SWAP")) and bool(v.get("KMAJOR")) == bool(c.get("KMAJOR"))]
     return (same or forms or [None])[0]
@@ -419,7 +443,7 @@ def _t05_candidates(p: P.Problem) -> list[dict]:
         c = t05_cfg(bm, bn, bk * 2 // ins, stages, split, consumers, swap=swap)
         if t05_smem_bytes(c, ins, outs) <= SMEM_BUDGET and (bm if swap else bn) % split == 0:
             out.append(c)
-    return out
+    return _padded(p, out)
 
 
 def _t05_adapt(p: P.Problem, c: dict) -> dict | None:

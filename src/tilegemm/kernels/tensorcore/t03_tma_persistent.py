@@ -30,8 +30,10 @@ N-/M-major), a config may ask for a K-major copy first (KMAJOR; 2·K·N·s extra
 the time). Needs sm_90 and 16-byte aligned bases and row strides: a 2-D operand that is not
 (K or N not a multiple of 16 bytes' elements: 4095×4097×1023, a column slice) is first copied,
 by `realign_kernel` (`realign_flat_kernel` for a contiguous one) in the same plan, into a
-buffer whose rows start 16 bytes apart (2·R·C·s extra bytes for an R×C operand, counted in the
-time); a batched one is not (`usable` says why not; the dispatcher then runs t02).
+buffer whose rows start 128 bytes apart (2·R·C·s extra bytes for an R×C operand, counted in the
+time); a batched one is not (`usable` says why not; the dispatcher then runs t02). Rows 16- but
+not 128-byte aligned cost each 128-byte box row two L2 lines; a config's PAD option copies such
+an operand the same way where that pays (the tuner times both).
 
 Global traffic is t02's, moved in bulk:
     reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM),  writes = M·N   (elements)
@@ -156,23 +158,28 @@ def realign_flat_kernel(src, dst, total, I, d_o, BLOCK: tl.constexpr, WIDE: tl.c
 # ---- host side --------------------------------------------------------------------------------
 
 
-def _tma_ok(x: torch.Tensor, inner: int) -> bool:
-    """Can x be described with dimension `inner` (-1 or -2) contiguous? 16-byte aligned base and
-    strides (TMA's rules)."""
+def _tma_ok(x: torch.Tensor, inner: int, align: int = 16) -> bool:
+    """Can x be described with dimension `inner` (-1 or -2) contiguous? Base and strides `align`
+    bytes aligned: 16 is TMA's rule, 128 what PAD asks for."""
+    return x.data_ptr() % align == 0 and _strides_ok(x, inner, align)
+
+
+def _strides_ok(x: torch.Tensor, inner: int, align: int) -> bool:
+    """_tma_ok's rule for the strides alone (wherever x starts)."""
     s = x.element_size()
-    if x.data_ptr() % 16 or x.stride(inner) != 1:
+    if x.stride(inner) != 1:
         return False
     others = [x.stride(d) for d in range(x.dim()) if d != x.dim() + inner and not (x.dim() == 3 and d == 0 and x.shape[0] == 1)]
-    return all((st * s) % 16 == 0 and st > 0 for st in others)
+    return all((st * s) % align == 0 and st > 0 for st in others)
 
 
 def _squeeze(x: torch.Tensor) -> torch.Tensor:
     return x[0] if x.dim() == 3 and x.shape[0] == 1 else x
 
 
-def _aligned_empty(rows: int, cols: int, like: torch.Tensor, batch=()) -> torch.Tensor:
-    """A rows×cols tensor (behind `batch` dimensions) whose rows start 16 bytes apart."""
-    room = -(-max(cols, 1) * like.element_size() // 16) * 16 // like.element_size()
+def _aligned_empty(rows: int, cols: int, like: torch.Tensor, batch=(), align: int = 16) -> torch.Tensor:
+    """A rows×cols tensor (behind `batch` dimensions) whose rows start a multiple of `align` bytes apart."""
+    room = -(-max(cols, 1) * like.element_size() // align) * align // like.element_size()
     return torch.empty(*batch, rows, room, dtype=like.dtype, device=like.device)[..., :cols]
 
 
@@ -218,14 +225,14 @@ def needs_realign(p: P.Problem) -> bool:
     return any(not _tma_ok(x, _inner(x)) for x in (_squeeze(p.a), _squeeze(p.b)))
 
 
-def _realigned(x: torch.Tensor, src: torch.Tensor) -> tuple[torch.Tensor, P.KernelCall]:
+def _realigned(x: torch.Tensor, src: torch.Tensor, align: int = 16) -> tuple[torch.Tensor, P.KernelCall]:
     """x (2-D, one dimension contiguous) in a new buffer whose rows (or columns, for a column-major
-    x) start 16 bytes apart, and the launch that copies it there. src: the tensor the call reads,
-    x or the caller's batch-of-one tensor whose first matrix x is (a plan binds the caller's).
-    A contiguous x is copied by realign_flat_kernel, any other by realign_kernel."""
+    x) start `align` bytes apart, and the launch that copies it there. src: the tensor the call
+    reads, x or the caller's batch-of-one tensor whose first matrix x is (a plan binds the
+    caller's). A contiguous x is copied by realign_flat_kernel, any other by realign_kernel."""
     mem = x if x.stride(-1) == 1 else x.T  # O×I with I contiguous
     (o, i) = mem.shape
-    buf = _aligned_empty(o, i, x)
+    buf = _aligned_empty(o, i, x, align=align)
     out = buf if x.stride(-1) == 1 else buf.T
     if mem.stride(0) == i or o == 1:  # contiguous: one run, read in aligned vectors
         total = o * i
@@ -240,23 +247,44 @@ def _realigned(x: torch.Tensor, src: torch.Tensor) -> tuple[torch.Tensor, P.Kern
 
 
 FLAT_BLOCK = 1024  # realign_flat_kernel's elements a program (the fastest of 1024-8192 on the H200)
+PAD_ALIGN = 128  # bytes between rows after a PAD copy: a box row of 128 bytes then reads one L2 line, not two
+
+
+def operands(p: P.Problem, cfg: dict) -> tuple[torch.Tensor, torch.Tensor, list[P.KernelCall]]:
+    """A and B (batch-of-one squeezed) as the descriptors read them, and the copies that make them
+    so: with KMAJOR, one not K-major copied K-major; one TMA cannot describe (rows not 16-byte
+    aligned), or a 2-D one that cfg's PAD names ("a", "b" or "ab") whose rows are not PAD_ALIGN-byte
+    aligned, copied to rows PAD_ALIGN bytes apart. A realigning copy reads the caller's tensor
+    (the plan's slot)."""
+    pad = cfg.get("PAD") or ""
+    out, copies = [], []
+    for which, x, src in (("a", _squeeze(p.a), p.a), ("b", _squeeze(p.b), p.b)):
+        if cfg.get("KMAJOR") and not P.is_kmajor(x, which):  # a K-major copy (a new tensor each call),
+            x = src = _make_kmajor(x, which)  # its rows 16-byte aligned by construction
+        if not _tma_ok(x, _inner(x)) or (which in pad and x.dim() == 2 and not _tma_ok(x, _inner(x), PAD_ALIGN)):
+            x, call = _realigned(x, src, PAD_ALIGN)  # a copy TMA needs anyway costs no more with 128-byte rows
+            copies.append(call)
+        out.append(x)
+    return out[0], out[1], copies
+
+
+def padded(p: P.Problem, cfg: dict, pitch_only: bool = False) -> str:
+    """Which operands cfg's PAD copies for p ("a", "b", "ab" or ""): those whose rows are 16-byte
+    but not PAD_ALIGN-byte aligned (a copy TMA needs anyway is not counted). pitch_only: rows
+    PAD_ALIGN bytes apart count as aligned wherever the operand starts."""
+    def aligned(x, align):
+        return (_strides_ok if pitch_only else _tma_ok)(x, _inner(x), align)
+
+    pad = cfg.get("PAD") or ""
+    return "".join(w for w, x in (("a", _squeeze(p.a)), ("b", _squeeze(p.b)))
+                   if w in pad and x.dim() == 2 and aligned(x, 16) and not aligned(x, PAD_ALIGN))
 
 
 def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
-    """One launch of min(#SMs, tiles) programs, after a realigning copy of any operand TMA cannot
-    describe (its buffer is scratch: a plan allocates it for each call); with KMAJOR, A or B is
-    first copied K-major (a new tensor on every call, so such a launch is never kept as a plan)."""
-    a, b = _squeeze(p.a), _squeeze(p.b)
-    if cfg.get("KMAJOR"):  # K-major copies, aligned by construction: only the caller's operands get realigned
-        a = a if P.is_kmajor(a, "a") else _make_kmajor(a, "a")
-        b = b if P.is_kmajor(b, "b") else _make_kmajor(b, "b")
-    copies = []
-    if not _tma_ok(a, _inner(a)):  # the copy reads the caller's tensor itself: the plan's slot for A
-        a, call = _realigned(a, p.a)
-        copies.append(call)
-    if not _tma_ok(b, _inner(b)):
-        b, call = _realigned(b, p.b)
-        copies.append(call)
+    """One launch of min(#SMs, tiles) programs, after the copies `operands` asks for: a realigning
+    copy's buffer is scratch (a plan allocates it for each call, or keeps it); a KMAJOR copy is a
+    new tensor on every call, so such a launch is never kept as a plan."""
+    a, b, copies = operands(p, cfg)
     c2 = _squeeze(p.c)
     a_t, b_t = a.stride(-1) != 1, b.stride(-1) != 1
     BM, BN, BK = cfg["BM"], cfg["BN"], cfg["BK"]

@@ -284,9 +284,12 @@ def usable(p: P.Problem) -> str:
     return ""
 
 
-def _args(p: P.Problem, cfg: dict, num_sms: int | None = None):
-    """(grid, positional arguments of ws_kernel) for p."""
-    a, b, c = t03._squeeze(p.a), t03._squeeze(p.b), t03._squeeze(p.c)
+def _args(p: P.Problem, cfg: dict, num_sms: int | None = None, a=None, b=None):
+    """(grid, positional arguments of ws_kernel) for p; a, b: the operands to describe, where
+    they are copies of p's (PAD)."""
+    a = t03._squeeze(p.a) if a is None else a
+    b = t03._squeeze(p.b) if b is None else b
+    c = t03._squeeze(p.c)
     bm, bn, bk, consumers, split = cfg["BM"], cfg["BN"], cfg["BK"], cfg["CONSUMERS"], cfg["SPLIT"]
     b_t, swap = _col_major(b), bool(cfg.get("SWAP"))
     if swap != P.swapped_tf32(p):
@@ -313,9 +316,13 @@ def _warps(cfg: dict) -> int:
 
 
 def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
-    """One launch of min(#SMs, tiles) programs (p must pass `usable`)."""
-    grid, args = _args(p, cfg)
-    return [P.KernelCall(ws_kernel, grid, args, dict(num_warps=_warps(cfg), maxnreg=MAXNREG))]
+    """One launch of min(#SMs, tiles) programs (p must pass `usable`), after t03's copies of the
+    operands cfg's PAD names (`t03.operands`: rows 128 bytes apart; their buffers are scratch)."""
+    a, b, copies = t03.operands(p, cfg)
+    grid, args = _args(p, cfg, a=a, b=b)
+    scratch = tuple(call.scratch[0] for call in copies)
+    return copies + [P.KernelCall(ws_kernel, grid, args, dict(num_warps=_warps(cfg), maxnreg=MAXNREG),
+                                  scratch=scratch)]
 
 
 def traffic(m, n, k, s, bm=128, bn=256):
