@@ -123,8 +123,11 @@ def tensorcore_summary(doc: dict) -> str:
     shape; the GPU's clocks under load; every shape with the rung that ran it."""
     recs = [r for r in doc["records"] if r.get("ratio") and r.get("ok")]
     ref = {"fp8": "torch._scaled_mm", "tf32": "cuBLAS TF32"}
-    rows = [f"Tensor-core kernels on {doc.get('gpu', '?')} ({doc.get('date', '?')}); ratio = reference time / ours "
-            "(> 1: ours is faster), same inputs, same run; graph-mode device time (L2 warm) where a side's eager time "
+    runs = doc.get("runs", 1)
+    when = doc.get("date", "?") if runs == 1 else f"{runs} runs, the first {doc.get('date', '?')}"
+    median = f"; each shape the run whose ratio is the median of {runs}" if runs > 1 else ""
+    rows = [f"Tensor-core kernels on {doc.get('gpu', '?')} ({when}); ratio = reference time / ours "
+            f"(> 1: ours is faster), same inputs, same run{median}; graph-mode device time (L2 warm) where a side's eager time "
             "(L2 flushed) exceeds its graph time by 30% "
             "(the JSON has both). " + _timing_method(doc), "",
             "| dtype | shapes | geometric mean | at ≥ 8192³ | worst shape (ratio) | reference |",

@@ -173,3 +173,38 @@ def test_cli_report_and_compare(tmp_path, capsys):
     args = p.parse_args(["results", str(tmp_path / "old.json"), "--csv", str(tmp_path / "old.csv")])
     assert args.func(args) == 0 and (tmp_path / "old.csv").read_text().count("\n") == len(old["records"]) + 1
     json.loads((tmp_path / "old.json").read_text())
+
+
+def test_tensorcore_bench_merges_runs_into_per_shape_medians(tmp_path):
+    """scripts/device/tensorcore_bench.py --merge: each shape's record is the run's whose ratio is
+    the median, every run's ratio kept beside it; a shape that failed in a run takes the others."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).parent.parent / "scripts" / "device" / "tensorcore_bench.py"
+    spec = importlib.util.spec_from_file_location("tensorcore_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+
+    def rec(dtype, ratio):
+        if ratio is None:
+            return dict(dtype=dtype, m=8, n=8, k=8, ok=False, error="failed")
+        return dict(dtype=dtype, m=8, n=8, k=8, ok=True, ratio=ratio, ratio_eager=ratio, ratio_mode="eager", ms=1 / ratio,
+                    ref_ms=1.0, tflops=ratio, ref_tflops=1.0, config={})
+
+    def run(date, r1, r2):
+        return dict(gpu="X", date=date, cache="/x/tuning.json", records=[rec("bf16", r1), rec("fp8", r2)])
+
+    docs = [run("d1", 1.10, 0.9), run("d2", 0.90, None), run("d3", 1.00, 1.1)]
+    files = []
+    for i, d in enumerate(docs):
+        files.append(str(tmp_path / f"r{i}.json"))
+        json.dump(d, open(files[-1], "w"))
+    out = tmp_path / "merged.json"
+    assert bench.main(["--merge", *files, "--out", str(out)]) == 0
+    got = json.load(open(out))
+    assert got["runs"] == 3 and got["dates"] == ["d1", "d2", "d3"]
+    bf, f8 = got["records"]
+    assert bf["ratio"] == 1.00 and bf["ms"] == 1.0 and bf["runs_ratio"] == [1.10, 0.90, 1.00]
+    assert f8["ratio"] == 0.9 and f8["runs_ratio"] == [0.9, 1.1]  # the run that failed is left out
+    assert bench.main(["--merge", str(tmp_path / "missing.json"), "--out", str(out)]) == 2

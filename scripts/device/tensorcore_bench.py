@@ -26,6 +26,10 @@ poisoned C). One failure is recorded and the run goes on. Prints a table last.
 
     --cache-from PATH   warm-start the tuning cache from an earlier run's tuning cache (JSON)
     --tune              tune each shape now (TILEGEMM_AUTOTUNE=1) instead of taking the shipped database
+    --merge A B C       no timing (CPU is fine): the runs' per-shape medians into --out, each shape's
+                        record the run's whose ratio is the median, every run's ratio beside it
+
+A committed figure is the median of three runs: run it three times, then --merge.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import sys
 import time
 import traceback
 
+SMALL_FLOPS = 2**35  # --small: products below this (once the ones tuned on CUDA graphs)
 SQUARES = [1024, 2048, 4096, 8192, 16384]
 HOLD_US = 200  # the hold before each timed call: longer than a Python launch of ours (≈ 20–60 µs)
 LLM = [(4096, 14336, 4096), (8192, 8192, 1024), (16, 4096, 4096), (128, 4096, 4096), (1, 4096, 4096),
@@ -61,8 +66,20 @@ def main(argv=None) -> int:
     ap.add_argument("--no-graph", action="store_true", help="eager timings only")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--shapes", default="", help="only these, e.g. 16x4096x4096,1024x1024x1024")
-    ap.add_argument("--small", action="store_true", help="only products under 2^35 FLOPs (tuned on CUDA graphs)")
+    ap.add_argument("--small", action="store_true", help="only products under 2^35 FLOPs")
+    ap.add_argument("--merge", nargs="+", metavar="RUN", help="no timing: these runs' per-shape medians into --out")
     args = ap.parse_args(argv)
+    if args.merge:
+        try:
+            docs = [json.load(open(path)) for path in args.merge]
+        except (OSError, ValueError) as e:
+            print(f"tensorcore_bench --merge: {e}", file=sys.stderr)
+            return 2
+        merged = merge(docs)
+        with open(args.out, "w") as f:
+            json.dump(merged, f, indent=1)
+        table(merged)
+        return 0
     out_dir = os.path.dirname(os.path.abspath(args.out))
     os.makedirs(out_dir, exist_ok=True)
     os.environ.setdefault("TILEGEMM_CACHE_DIR", os.path.join(out_dir, "tilegemm-cache"))
@@ -117,7 +134,7 @@ def main(argv=None) -> int:
 
     for dtype in args.dtypes.split(","):
         for (m, n, k) in shapes_for(dtype, args.quick):
-            if args.small and 2 * m * n * k >= timer.GRAPH_FLOPS:
+            if args.small and 2 * m * n * k >= SMALL_FLOPS:
                 continue
             if args.shapes and f"{m}x{n}x{k}" not in args.shapes.split(","):
                 continue
@@ -290,6 +307,23 @@ def one(dtype, m, n, k, dev, torch, C, validate, flush, graphs=True):
     rec.update(tflops=flops / t_ours / 1e9, ref_tflops=flops / t_ref / 1e9, ratio=t_ref / t_ours, ratio_mode=mode,
                eager_tflops=flops / ms / 1e9, eager_ref_tflops=flops / ref_ms / 1e9)
     return rec
+
+
+def merge(docs: list[dict]) -> dict:
+    """One result from several runs: the first run's header, and per shape (dtype, M, N, K) the
+    record whose ratio is the median of the runs' (the lower middle of an even count), with every
+    run's ratio under "runs_ratio"; a shape missing or failed in some run takes the runs it ran in."""
+    out = dict(docs[0], records=[], runs=len(docs), dates=[d.get("date") for d in docs])
+    for rec in docs[0]["records"]:
+        key = (rec["dtype"], rec["m"], rec["n"], rec["k"])
+        same = [r for d in docs for r in d["records"] if (r["dtype"], r["m"], r["n"], r["k"]) == key
+                and r.get("ok") and r.get("ratio") is not None]
+        if not same:
+            out["records"].append(rec)
+            continue
+        ranked = sorted(same, key=lambda r: r["ratio"])
+        out["records"].append(dict(ranked[(len(ranked) - 1) // 2], runs_ratio=[r["ratio"] for r in same]))
+    return out
 
 
 def geomean(xs) -> float:
