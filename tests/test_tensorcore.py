@@ -367,13 +367,13 @@ REALIGN_SCRIPT = textwrap.dedent(r"""
         tc.launch_calls([call])
         inner = 1 if y.stride(-1) == 1 else 0
         out[name] = dict(kernel=call.fn.fn.__name__, equal=bool(torch.equal(y, x)), untouched=bool(torch.equal(x, keep)),
-                         aligned=y.stride(1 - inner) * y.element_size() % 16 == 0 and y.stride(inner) == 1)
+                         aligned=y.stride(1 - inner) * y.element_size() % 128 == 0 and y.stride(inner) == 1)
     print("RESULTS" + json.dumps(out))
 """)
 
 
 def test_interpreter_realigning_copies():
-    """A 2-D operand TMA cannot describe is copied to rows 16 bytes apart: a contiguous one (rows
+    """A 2-D operand TMA cannot describe is copied to rows 128 bytes apart (16 is TMA's rule): a contiguous one (rows
     or columns) by realign_flat_kernel's aligned run, a slice by realign_kernel; every element in
     place, the source untouched."""
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -400,13 +400,14 @@ PAD_SCRIPT = textwrap.dedent(r"""
     b_fit = raw[at:at + 72 * 64].view(72, 64).copy_(torch.randn(72, 64, generator=g))
     out = {}
     for name, (bb, pad) in {"ab": (b, "ab"), "b": (b, "b"), "a": (b, "a"), "col": (b_col, "b"), "fit": (b_fit, "ab"),
-                            "none": (b, "")}.items():
+                            "none": (b, ""), "kmajor": (b, "b")}.items():
         p = P.Problem(a, bb, torch.empty(40, bb.shape[1], dtype=torch.float16), "fp16")
         keep = (a.clone(), bb.clone())
-        x, y, copies = t03.operands(p, {"PAD": pad})
+        cfg = dict(PAD=pad, KMAJOR=name == "kmajor")
+        x, y, copies = t03.operands(p, cfg)
         tc.launch_calls(copies)
         pitch = lambda t: (t.stride(0) if t.stride(1) == 1 else t.stride(1)) * t.element_size()  # noqa: E731
-        out[name] = dict(copies=len(copies), padded=t03.padded(p, {"PAD": pad}), pitch=[pitch(x), pitch(y)],
+        out[name] = dict(copies=len(copies), padded=t03.padded(p, cfg), pitch=[pitch(x), pitch(y)],
                          equal=bool(torch.equal(x, a) and torch.equal(y, bb)),
                          untouched=bool(torch.equal(a, keep[0]) and torch.equal(bb, keep[1])),
                          same_a=x is a, same_b=y is bb)
@@ -430,6 +431,8 @@ def test_interpreter_pad_copies_operands_to_128_byte_rows():
     assert got["col"]["padded"] == "b" and got["col"]["pitch"] == [144, 256]
     assert got["fit"]["copies"] == 1 and got["fit"]["padded"] == "a" and got["fit"]["same_b"]
     assert got["none"]["copies"] == 0 and got["none"]["padded"] == ""
+    # KMAJOR's copy of B (aligned by construction) is never realigned: a realigning copy reads the caller's tensor
+    assert got["kmajor"]["copies"] == 0 and got["kmajor"]["padded"] == "" and not got["kmajor"]["same_b"]
 
 
 def test_pad_forms_only_where_rows_miss_128_bytes_and_the_product_is_large():
@@ -453,6 +456,11 @@ def test_pad_forms_only_where_rows_miss_128_bytes_and_the_product_is_large():
     assert {c.get("PAD") for c in S.candidates(S.T03, p)} == {None, "b", "a", "ab"}
     assert S.adapt(S.T03, prob(3000, 5000, 7000), dict(S.candidates(S.T03, p)[1]))["PAD"] == "b"
     assert S.as_t03(S.T05, t05[1])["PAD"] == "b"
+    tf32 = C.Problem(*(torch.empty(*s, dtype=torch.float32, device="meta") for s in ((3000, 7000), (7000, 5000), (3000, 5000))),
+                     "tf32")  # row-major B: some t03 forms copy it K-major first, and those get no PAD forms
+    t03_forms = S.candidates(S.T03, tf32)
+    assert any(c.get("KMAJOR") for c in t03_forms) and not any(c.get("KMAJOR") and c.get("PAD") for c in t03_forms)
+    assert "PAD" not in (S.adapt(S.T03, tf32, dict(next(c for c in t03_forms if c.get("KMAJOR")), PAD="b")) or {})
 
 
 def test_realigning_copy_takes_64_bit_offsets_past_2_31():

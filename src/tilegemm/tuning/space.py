@@ -221,9 +221,9 @@ def pad_forms(p: P.Problem) -> list[str]:
 
 
 def _padded(p: P.Problem, configs: list[dict]) -> list[dict]:
-    """configs, each followed by its PAD forms."""
+    """configs, each followed by its PAD forms (none for a KMAJOR one: its copy is aligned)."""
     forms = pad_forms(p)
-    return [v for c in configs for v in [c] + [dict(c, PAD=w) for w in forms]]
+    return [v for c in configs for v in [c] + ([] if c.get("KMAJOR") else [dict(c, PAD=w) for w in forms])]
 
 
 def _c_tma(p: P.Problem, c: dict) -> bool:
@@ -258,7 +258,8 @@ def _t03_adapt(p: P.Problem, c: dict) -> dict | None:
                 **({"PAD": c["PAD"]} if c.get("PAD") else {}))
     forms = _t03_variants(p, base)
     same = [v for v in forms if bool(v.get("SWAP")) == bool(c.get("SWAP")) and bool(v.get("KMAJOR")) == bool(c.get("KMAJOR"))]
-    return (same or forms or [None])[0]
+    got = (same or forms or [None])[0]
+    return {k: v for k, v in got.items() if k != "PAD"} if got and got.get("KMAJOR") else got
 
 
 # ---- t04 split-K ---------------------------------------------------------------------------------

@@ -225,7 +225,7 @@ def needs_realign(p: P.Problem) -> bool:
     return any(not _tma_ok(x, _inner(x)) for x in (_squeeze(p.a), _squeeze(p.b)))
 
 
-def _realigned(x: torch.Tensor, src: torch.Tensor, align: int = 16) -> tuple[torch.Tensor, P.KernelCall]:
+def _realigned(x: torch.Tensor, src: torch.Tensor, align: int = 128) -> tuple[torch.Tensor, P.KernelCall]:
     """x (2-D, one dimension contiguous) in a new buffer whose rows (or columns, for a column-major
     x) start `align` bytes apart, and the launch that copies it there. src: the tensor the call
     reads, x or the caller's batch-of-one tensor whose first matrix x is (a plan binds the
@@ -252,16 +252,18 @@ PAD_ALIGN = 128  # bytes between rows after a PAD copy: a box row of 128 bytes t
 
 def operands(p: P.Problem, cfg: dict) -> tuple[torch.Tensor, torch.Tensor, list[P.KernelCall]]:
     """A and B (batch-of-one squeezed) as the descriptors read them, and the copies that make them
-    so: with KMAJOR, one not K-major copied K-major; one TMA cannot describe (rows not 16-byte
-    aligned), or a 2-D one that cfg's PAD names ("a", "b" or "ab") whose rows are not PAD_ALIGN-byte
-    aligned, copied to rows PAD_ALIGN bytes apart. A realigning copy reads the caller's tensor
-    (the plan's slot)."""
+    so: with KMAJOR, one not K-major copied K-major (and nothing more); else one TMA cannot
+    describe (rows not 16-byte aligned), or a 2-D one that cfg's PAD names ("a", "b" or "ab")
+    whose rows are not PAD_ALIGN-byte aligned, copied to rows PAD_ALIGN bytes apart. A realigning
+    copy reads the caller's tensor (the plan's slot)."""
     pad = cfg.get("PAD") or ""
     out, copies = [], []
     for which, x, src in (("a", _squeeze(p.a), p.a), ("b", _squeeze(p.b), p.b)):
-        if cfg.get("KMAJOR") and not P.is_kmajor(x, which):  # a K-major copy (a new tensor each call),
-            x = src = _make_kmajor(x, which)  # its rows 16-byte aligned by construction
-        if not _tma_ok(x, _inner(x)) or (which in pad and x.dim() == 2 and not _tma_ok(x, _inner(x), PAD_ALIGN)):
+        if cfg.get("KMAJOR") and not P.is_kmajor(x, which):
+            # a K-major copy (a new tensor each call, aligned by construction): never realigned,
+            # as a realigning copy must read the caller's tensor, the plan's slot
+            x = _make_kmajor(x, which)
+        elif not _tma_ok(x, _inner(x)) or (which in pad and x.dim() == 2 and not _tma_ok(x, _inner(x), PAD_ALIGN)):
             x, call = _realigned(x, src, PAD_ALIGN)  # a copy TMA needs anyway costs no more with 128-byte rows
             copies.append(call)
         out.append(x)
@@ -270,14 +272,16 @@ def operands(p: P.Problem, cfg: dict) -> tuple[torch.Tensor, torch.Tensor, list[
 
 def padded(p: P.Problem, cfg: dict, pitch_only: bool = False) -> str:
     """Which operands cfg's PAD copies for p ("a", "b", "ab" or ""): those whose rows are 16-byte
-    but not PAD_ALIGN-byte aligned (a copy TMA needs anyway is not counted). pitch_only: rows
+    but not PAD_ALIGN-byte aligned (a copy TMA needs anyway is not counted, nor an operand
+    KMAJOR copies: `operands` leaves that copy as it is). pitch_only: rows
     PAD_ALIGN bytes apart count as aligned wherever the operand starts."""
     def aligned(x, align):
         return (_strides_ok if pitch_only else _tma_ok)(x, _inner(x), align)
 
     pad = cfg.get("PAD") or ""
     return "".join(w for w, x in (("a", _squeeze(p.a)), ("b", _squeeze(p.b)))
-                   if w in pad and x.dim() == 2 and aligned(x, 16) and not aligned(x, PAD_ALIGN))
+                   if w in pad and x.dim() == 2 and aligned(x, 16) and not aligned(x, PAD_ALIGN)
+                   and not (cfg.get("KMAJOR") and not P.is_kmajor(x, w)))
 
 
 def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
