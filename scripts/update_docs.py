@@ -127,8 +127,8 @@ def tensorcore_summary(doc: dict) -> str:
     when = doc.get("date", "?") if runs == 1 else f"{runs} runs, the first {doc.get('date', '?')}"
     median = f"; each shape the run whose ratio is the median of {runs}" if runs > 1 else ""
     rows = [f"Tensor-core kernels on {doc.get('gpu', '?')} ({when}); ratio = reference time / ours "
-            f"(> 1: ours is faster), same inputs, same run{median}; graph-mode device time (L2 warm) where a side's eager time "
-            "(L2 flushed) exceeds its graph time by 30% "
+            f"(> 1: ours is faster), same inputs, same run{median}; graph-mode device time (L2 warm) "
+            "where a side's eager time (L2 flushed) exceeds its graph time by 30% "
             "(the JSON has both). " + _timing_method(doc), "",
             "| dtype | shapes | geometric mean | at ≥ 8192³ | worst shape (ratio) | reference |",
             "|---|---:|---:|---:|---|---|"]

@@ -212,8 +212,9 @@ PAD_MIN_MNK = 1 << 33  # M·N·K (2048³) from which PAD's copy, 2·R·C·s byte
 def pad_forms(p: P.Problem) -> list[str]:
     """The PAD values worth timing for p: B's, A's and both operands' copies to rows 128 bytes
     apart, of those whose rows are 16- but not 128 bytes apart (a shape's property: a base address
-    is a call's), in products large enough for a copy to pay. Such rows cost a TMA box row two L2 lines instead of one: t05 at 3000×5000×7000
-    BF16 runs 407 µs as given, 294 with B's rows padded (docs/perf-notes.md, 51 and 53)."""
+    is a call's), in products large enough for a copy to pay. Such rows cost a TMA box row two L2
+    lines instead of one: t05 at 3000×5000×7000 BF16 runs 407 µs as given, 294 with B's rows
+    padded (docs/perf-notes.md, 51 and 53)."""
     if p.m * p.n * p.k < PAD_MIN_MNK:
         return []
     odd = t03.padded(p, {"PAD": "ab"}, pitch_only=True)
@@ -254,12 +255,11 @@ def _t03_adapt(p: P.Problem, c: dict) -> dict | None:
     base = _tile(c)
     if smem_bytes(base, p.a.element_size(), p.c.element_size(), False) > SMEM_BUDGET:
         return None
-    base = dict(base, C_TMA=_c_tma(p, base), **({"FLAT": True} if c.get("FLAT") and p.a.element_size() != 4 else {}),
-                **({"PAD": c["PAD"]} if c.get("PAD") else {}))
+    base = dict(base, C_TMA=_c_tma(p, base), **({"FLAT": True} if c.get("FLAT") and p.a.element_size() != 4 else {}))
     forms = _t03_variants(p, base)
     same = [v for v in forms if bool(v.get("SWAP")) == bool(c.get("SWAP")) and bool(v.get("KMAJOR")) == bool(c.get("KMAJOR"))]
     got = (same or forms or [None])[0]
-    return {k: v for k, v in got.items() if k != "PAD"} if got and got.get("KMAJOR") else got
+    return dict(got, PAD=c["PAD"]) if got and c.get("PAD") and not got.get("KMAJOR") else got  # KMAJOR's copy: no PAD
 
 
 # ---- t04 split-K ---------------------------------------------------------------------------------

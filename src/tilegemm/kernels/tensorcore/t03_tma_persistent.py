@@ -256,32 +256,33 @@ def operands(p: P.Problem, cfg: dict) -> tuple[torch.Tensor, torch.Tensor, list[
     describe (rows not 16-byte aligned), or a 2-D one that cfg's PAD names ("a", "b" or "ab")
     whose rows are not PAD_ALIGN-byte aligned, copied to rows PAD_ALIGN bytes apart. A realigning
     copy reads the caller's tensor (the plan's slot)."""
-    pad = cfg.get("PAD") or ""
     out, copies = [], []
     for which, x, src in (("a", _squeeze(p.a), p.a), ("b", _squeeze(p.b), p.b)):
         if cfg.get("KMAJOR") and not P.is_kmajor(x, which):
             # a K-major copy (a new tensor each call, aligned by construction): never realigned,
             # as a realigning copy must read the caller's tensor, the plan's slot
             x = _make_kmajor(x, which)
-        elif not _tma_ok(x, _inner(x)) or (which in pad and x.dim() == 2 and not _tma_ok(x, _inner(x), PAD_ALIGN)):
+        elif not _tma_ok(x, _inner(x)) or _pads(x, which, cfg):
             x, call = _realigned(x, src, PAD_ALIGN)  # a copy TMA needs anyway costs no more with 128-byte rows
             copies.append(call)
         out.append(x)
     return out[0], out[1], copies
 
 
-def padded(p: P.Problem, cfg: dict, pitch_only: bool = False) -> str:
-    """Which operands cfg's PAD copies for p ("a", "b", "ab" or ""): those whose rows are 16-byte
-    but not PAD_ALIGN-byte aligned (a copy TMA needs anyway is not counted, nor an operand
-    KMAJOR copies: `operands` leaves that copy as it is). pitch_only: rows
-    PAD_ALIGN bytes apart count as aligned wherever the operand starts."""
-    def aligned(x, align):
-        return (_strides_ok if pitch_only else _tma_ok)(x, _inner(x), align)
+def _pads(x: torch.Tensor, which: str, cfg: dict, aligned=_tma_ok) -> bool:
+    """Does cfg's PAD copy operand x ("a" or "b", squeezed) to rows PAD_ALIGN bytes apart? Where
+    PAD names it, it is 2-D, its rows are 16- but not PAD_ALIGN-byte aligned (`aligned`'s rule),
+    and KMAJOR does not copy it (`operands` leaves that copy as it is)."""
+    return (which in (cfg.get("PAD") or "") and x.dim() == 2 and not (cfg.get("KMAJOR") and not P.is_kmajor(x, which))
+            and aligned(x, _inner(x), 16) and not aligned(x, _inner(x), PAD_ALIGN))
 
-    pad = cfg.get("PAD") or ""
-    return "".join(w for w, x in (("a", _squeeze(p.a)), ("b", _squeeze(p.b)))
-                   if w in pad and x.dim() == 2 and aligned(x, 16) and not aligned(x, PAD_ALIGN)
-                   and not (cfg.get("KMAJOR") and not P.is_kmajor(x, w)))
+
+def padded(p: P.Problem, cfg: dict, pitch_only: bool = False) -> str:
+    """Which operands cfg's PAD copies for p ("a", "b", "ab" or ""), by `_pads` (a copy TMA needs
+    anyway is not counted). pitch_only: rows PAD_ALIGN bytes apart count as aligned wherever the
+    operand starts."""
+    aligned = _strides_ok if pitch_only else _tma_ok
+    return "".join(w for w, x in (("a", _squeeze(p.a)), ("b", _squeeze(p.b))) if _pads(x, w, cfg, aligned))
 
 
 def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
