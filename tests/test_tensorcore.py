@@ -145,7 +145,9 @@ INTERP_SCRIPT = textwrap.dedent(r"""
         cshape = (batch, m, n) if batch else (m, n)
         c0 = (torch.rand(*cshape) * 2 - 1).to(dt)
         c = c0.clone() if beta else torch.full(cshape, float("nan"), dtype=dt)
-        used = dispatch.run_problem(C.Problem(a, b, c, prec, alpha, beta, c if beta else None), mod.NAME, config=cfg)
+        prob = C.Problem(a, b, c, prec, alpha, beta, c if beta else None)
+        tma = bool((cfg or {}).get("TMA")) and mod is t04_splitk and t04_splitk.tma_ready(prob)
+        used = dispatch.run_problem(prob, mod.NAME, config=cfg)
         a64, b64, c64 = a.double().numpy(), b.double().numpy(), c.double().numpy()
         tol = {"ieee": "float32", "fp16": "float16"}[prec]
         for i in range(max(batch, 1)):
@@ -158,7 +160,8 @@ INTERP_SCRIPT = textwrap.dedent(r"""
             out.append(dict(kernel=mod.NAME, ran=used.get("kernel", mod.NAME), shape=[m, n, k], prec=prec,
                             layout=la + lb, batch=batch, bcast=bcast, beta=beta, ok=bool(chk.ok),
                             rel=chk.rel_err, msg=str(chk), split=(cfg or {}).get("SPLIT"),
-                            fused=bool((cfg or {}).get("FUSED")), swap=bool((cfg or {}).get("SWAP"))))
+                            fused=bool((cfg or {}).get("FUSED")), swap=bool((cfg or {}).get("SWAP")),
+                            tma_asked=bool((cfg or {}).get("TMA")), tma=tma))
 
     # C^T = B^T·A^T (SWAP) with forced configurations: every layout, edge tiles, batch, alpha/beta
     sw3 = dict(tile(16, 32, 16, 4, 2), C_TMA=False, WS=False, SWAP=True, REG_A=True)
@@ -187,6 +190,18 @@ INTERP_SCRIPT = textwrap.dedent(r"""
         run(t04_splitk, 20, 24, 40, torch.float16, "fp16", batch=2, cfg=dict(tile(16, 16, 16, 4, 2), SPLIT=3, **f))
         run(t04_splitk, 9, 16, 48, torch.float32, "ieee", batch=2, bcast=True, cfg=dict(tile(16, 16, 16, 4, 2), SPLIT=2, **f))
         run(t04_splitk, 19, 33, 70, torch.float32, "ieee", alpha=0.5, beta=2.0, cfg=dict(tile(16, 32, 16, 4, 2), SPLIT=3, **f))
+
+    # split-K with A and B through TMA descriptors: every layout, plain and swapped, edge tiles,
+    # K past the last whole step, more slices than steps, alpha/beta; and TMA asked for rows that
+    # are not 16-byte aligned, which run with pointer loads
+    for f in ({}, {"FUSED": True}):
+        for la in "nt":
+            for lb in "nt":
+                run(t04_splitk, 24, 40, 56, torch.float16, "fp16", la, lb, cfg=dict(tile(16, 32, 16, 4, 2), SPLIT=3, TMA=True, **f))
+                run(t04_splitk, 20, 36, 28, torch.float32, "ieee", la, lb, cfg=dict(sw3, SPLIT=2, TMA=True, **f))
+        run(t04_splitk, 8, 32, 16, torch.float16, "fp16", cfg=dict(tile(16, 32, 16, 4, 2), SPLIT=4, TMA=True, **f))
+        run(t04_splitk, 19, 36, 72, torch.float32, "ieee", alpha=0.5, beta=2.0, cfg=dict(tile(16, 32, 16, 4, 2), SPLIT=3, TMA=True, **f))
+        run(t04_splitk, 17, 33, 37, torch.float32, "ieee", cfg=dict(tile(16, 32, 16, 4, 2), SPLIT=2, TMA=True, **f))
 
     for mod in (t01_tiled, t02_persistent, t03_tma_persistent, t04_splitk):
         for (m, n, k) in [(1, 1, 1), (5, 23, 7), (33, 17, 40), (64, 48, 80), (1, 64, 32), (70, 1, 96)]:
@@ -261,6 +276,20 @@ def test_interpreter_splitk_edge_cases(interpreter_results):
     assert {r["split"] for r in mine} >= {1, 2, 3, 4, 5, 9}
     assert {r["split"] for r in mine if r["fused"]} >= {1, 2, 3, 4, 5, 9}
     assert any(r["shape"][2] % 16 for r in mine) and any(r["batch"] for r in mine) and any(r["beta"] for r in mine)
+    bad = [r["msg"] for r in mine if not r["ok"]]
+    assert not bad, "\n".join(bad[:5])
+
+
+def test_interpreter_splitk_tma(interpreter_results):
+    """Split-K with TMA loads: all four layouts, plain and swapped, fused or not, K past the last
+    whole step, empty slices, alpha/beta, each checked; rows TMA cannot describe fall back to
+    pointer loads, and are right too."""
+    mine = [r for r in interpreter_results if r["kernel"] == "tc_splitk" and r["tma_asked"]]
+    took = [r for r in mine if r["tma"]]
+    assert {r["layout"] for r in took} == {"nn", "nt", "tn", "tt"}
+    assert {(r["swap"], r["fused"]) for r in took} == {(s, f) for s in (False, True) for f in (False, True)}
+    assert any(r["beta"] for r in took) and any(r["shape"][2] % 16 for r in took) and any(r["split"] == 4 for r in took)
+    assert any(not r["tma"] for r in mine)  # rows not 16-byte aligned: pointer loads
     bad = [r["msg"] for r in mine if not r["ok"]]
     assert not bad, "\n".join(bad[:5])
 
@@ -532,13 +561,17 @@ def test_splitk_registered_and_candidates():
             assert S.splitk_applicable(p, sms=132)
             cands = S.candidates(S.T04, p)
             fp8 = dt == torch.float8_e4m3fn
-            assert 1 <= len(cands) <= 4 * (14 if fp8 and m <= 16 else 10)
-            assert cands[0].get("FUSED") and {**cands[0], "FUSED": False} == {**cands[1], "FUSED": False}
+            tma = m > 16  # past decode, each form with TMA loads first (the operands allow it)
+            assert 1 <= len(cands) <= (8 if tma else 4) * (14 if fp8 and m <= 16 else 10)
+            assert all(bool(c.get("TMA")) == (tma and i % 2 == 0) for i, c in enumerate(cands))
+            plain = [c for c in cands if not c.get("TMA")]
+            assert not tma or [{k: v for k, v in c.items() if k != "TMA"} for c in cands[::2]] == plain
+            assert plain[0].get("FUSED") and {**plain[0], "FUSED": False} == {**plain[1], "FUSED": False}
             if fp8 and m <= 16:  # Hopper's FP8 MMA is wgmma (64-row tiles): tried first
                 assert cands[0]["BM"] == 64
             if m <= 16:  # 16-row tiles are wgmma's N when swapped (tried before mma.sync)
-                i = next(i for i, c in enumerate(cands) if c["BM"] == 16)
-                assert cands[i]["SWAP"] and cands[i + 1]["SWAP"] and not cands[i + 2].get("SWAP")
+                i = next(i for i, c in enumerate(plain) if c["BM"] == 16)
+                assert plain[i]["SWAP"] and plain[i + 1]["SWAP"] and not plain[i + 2].get("SWAP")
             for c in cands:
                 assert c["BM"] <= max(64 if fp8 else 16, triton.next_power_of_2(m)) and c["SPLIT"] >= 1
                 assert (c["BM"] * c["BK"] + c["BK"] * c["BN"]) * a.element_size() * c["num_stages"] <= S.SMEM_BUDGET
@@ -654,12 +687,14 @@ def test_gpu_matmul_auto_picks_tensor_cores_and_returns_caller_kind():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("tma", [False, True])
 @pytest.mark.parametrize("fused", [False, True])
 @pytest.mark.parametrize("split", [1, 2, 7, 64])
 @pytest.mark.parametrize("precision", ["fp16", "bf16", "tf32", "fp8"])
-def test_gpu_splitk_explicit_splits(precision, split, fused):
+def test_gpu_splitk_explicit_splits(precision, split, fused, tma):
     """Forced split counts on a decode shape, K not a multiple of BK, 64 slices > K steps; fused:
-    twice, so the second launch finds the tile counters the first one reset."""
+    twice, so the second launch finds the tile counters the first one reset. TMA: tiles loaded
+    by TMA (FP8's rows of 1,000 and 520 bytes are not 16-byte aligned: pointer loads there)."""
     from tilegemm import dispatch
     from tilegemm.kernels.tensorcore import _problem as C
     from tilegemm.tuning.space import cfg as tile
@@ -670,7 +705,7 @@ def test_gpu_splitk_explicit_splits(precision, split, fused):
     c = torch.full((m, n), float("nan"), dtype=out, device="cuda")
     sa = sb = torch.ones(1, device="cuda") if precision == "fp8" else None
     bk = {"fp8": 128, "tf32": 32}.get(precision, 64)
-    cfg = dict(tile(16, 64, bk, 4, 3), SPLIT=split, **({"FUSED": True} if fused else {}))
+    cfg = dict(tile(16, 64, bk, 4, 3), SPLIT=split, **({"FUSED": True} if fused else {}), **({"TMA": True} if tma else {}))
     for _ in range(2 if fused else 1):
         c.fill_(float("nan"))
         dispatch.run_problem(C.Problem(a, b, c, precision, scale_a=sa, scale_b=sb), "tc_splitk", config=cfg)
@@ -684,8 +719,8 @@ def test_gpu_splitk_explicit_splits(precision, split, fused):
 @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
 @pytest.mark.parametrize("bm", [16, 64])
 def test_gpu_swapped_and_register_operands(precision, layout, bm):
-    """Forced C^T = B^T·A^T and register-A configurations on wgmma (t03 and t04), each layout the
-    operand rules allow, edge tiles in M, N and K."""
+    """Forced C^T = B^T·A^T and register-A configurations on wgmma (t03, t04 and t04 with TMA loads),
+    each layout the operand rules allow, edge tiles in M, N and K."""
     from tilegemm import dispatch
     from tilegemm.kernels.tensorcore import _problem as C
     from tilegemm.tuning.space import cfg as tile
@@ -704,7 +739,7 @@ def test_gpu_swapped_and_register_operands(precision, layout, bm):
             continue
         base = dict(tile(bm, 64, bk, 4, 3), SWAP=swap, REG_A=reg)
         for rung, cfg in (("tc_tma_persistent", dict(base, C_TMA=False, WS=False)),
-                          ("tc_splitk", dict(base, SPLIT=2, FUSED=True))):
+                          ("tc_splitk", dict(base, SPLIT=2, FUSED=True)), ("tc_splitk", dict(base, SPLIT=2, TMA=True))):
             c.fill_(float("nan"))
             used = dispatch.run_problem(p, rung, config=cfg)
             assert used["kernel"] == rung
@@ -714,7 +749,7 @@ def test_gpu_swapped_and_register_operands(precision, layout, bm):
             assert chk.ok, str(chk)
             ran += 1
     # 32/8-bit with A column-major and B row-major: neither form avoids a copy (t03 copies instead)
-    assert ran >= 2 or (precision in ("tf32", "fp8") and layout == "tn")
+    assert ran >= 3 or (precision in ("tf32", "fp8") and layout == "tn")
 
 
 @pytest.mark.gpu

@@ -8,7 +8,7 @@ BK, GROUP_M, warps, stages) and options:
 - t02/t03: C_TMA (C stored with TMA), FLAT (tile and k loops flattened), SWAP (C^T = B^T·A^T),
   REG_A (the MMA's A operand from registers), KMAJOR (a K-major copy first);
 - t03/t05: PAD ("a", "b", "ab": those operands first copied to rows 128 bytes apart);
-- t04: SPLIT (K slices), FUSED (the reduction in the same launch), SWAP, REG_A;
+- t04: SPLIT (K slices), FUSED (the reduction in the same launch), TMA (tiles loaded by TMA), SWAP, REG_A;
 - t05: STAGES, SPLIT (C's epilogue slices), CONSUMERS (consumer partitions), SWAP;
 - t06: BN (columns of C a program), BK (K a step), warps and stages only.
 Which MMA forms a layout allows is `_problem.reg_a`/`swap_form`'s rule; every width keeps BK·s of
@@ -23,6 +23,7 @@ import triton
 
 from ..kernels.tensorcore import _problem as P
 from ..kernels.tensorcore import t03_tma_persistent as t03
+from ..kernels.tensorcore import t04_splitk as t04
 from ..registry import ceil_div
 
 SMEM_BUDGET = P.SMEM_BUDGET
@@ -273,9 +274,18 @@ def splitk_applicable(p: P.Problem, sms: int | None = None) -> bool:
 
 
 def _t04_bases(size: int) -> list[tuple]:
-    """(BM, BN, BK16, warps, stages) with BK16 the depth for 2-byte inputs (×2 for FP8, ÷2 for FP32)."""
+    """(BM, BN, BK16, warps, stages) with BK16 the depth for 2-byte inputs (×2 for FP8, ÷2 for FP32).
+    The 128-row tiles with 4 stages won M = 128 with TMA loads (one program an SM, 2–4 slices:
+    docs/perf-notes.md, 55)."""
     return [(16, 64, 128, 4, 4), (16, 128, 128, 4, 4), (32, 64, 128, 4, 4), (64, 64, 128, 4, 4),
-            (64, 128, 64, 4, 4), (128, 128, 64, 8, 3), (128, 64, 64, 4, 4)]
+            (64, 128, 64, 4, 4), (128, 128, 64, 8, 3), (128, 64, 64, 4, 4), (128, 128, 64, 8, 4),
+            (128, 128, 64, 4, 4), (128, 256, 64, 8, 4)]
+
+
+def _t04_resident(smem: int) -> int:
+    """Programs of a tile that fit on one SM by shared memory (the split count aims at filling
+    these), at most 3."""
+    return max(1, min(3, (SMEM_BUDGET + 1024) // max(smem, 1)))
 
 
 # Known-good split-K configurations, tried first: (BM, BN, BK16, warps, stages, SPLIT) by regime
@@ -329,14 +339,15 @@ def _t04_decode(p: P.Problem, size: int, scale: float, sms: int) -> list[dict]:
         bases = [(16, 64, 128, 4, 4), (16, 32, 128, 4, 4), (16, 64, 256, 4, 3), (16, 32, 256, 4, 4)] + bases
     for bm, bn, bk16, warps, stages in bases:
         bk = int(bk16 * scale)
-        if bm > mcap or bn > ncap or (bm * bk + bk * bn) * size * stages > SMEM_BUDGET:
+        smem = (bm * bk + bk * bn) * size * stages
+        if bm > mcap or bn > ncap or smem > SMEM_BUDGET:
             continue
         tiles = ceil_div(p.m, bm) * ceil_div(p.n, bn) * p.batch
         k_tiles = ceil_div(p.k, bk)
         for split in (2, 3, 4, 6, 8, 12, 16):
             if split > k_tiles:
                 continue
-            score = abs(math.log2(tiles * split / (3.0 * sms)))
+            score = abs(math.log2(tiles * split / (_t04_resident(smem) * sms)))
             scored.append((score, bm, dict(cfg(bm, bn, bk, warps, stages), SPLIT=split)))
     scored.sort(key=lambda t: (t[0], -t[1]))
     return [c for _, _, c in scored]
@@ -381,8 +392,16 @@ def _t04_candidates(p: P.Problem, limit: int = 10) -> list[dict]:
         out.append(c)
     out = out[:limit + (4 if size == 1 and p.m <= 16 else 0)] or [_t04_default(p)]
     out = [v for c in out for v in _t04_mma_variants(p, c)]
-    # each with the reduction fused into the same launch first (one launch less: µs at these sizes)
-    return [v for c in out for v in (dict(c, FUSED=True), c)]
+    # each with the reduction fused into the same launch first (one launch less: µs at these sizes),
+    # and each of those with its tiles loaded by TMA first, where the operands allow it past decode
+    out = [v for c in out for v in (dict(c, FUSED=True), c)]
+    return [v for c in out for v in (dict(c, TMA=True), c)] if _t04_tma(p) else out
+
+
+def _t04_tma(p: P.Problem) -> bool:
+    """Worth timing t04's TMA loads: the operands allow them (`t04.tma_ready`) and M > 16 (below,
+    t06 and t04's 16-row tiles serve decode, tuned without it)."""
+    return p.m > 16 and t04.tma_ready(p)
 
 
 def _t04_adapt(p: P.Problem, c: dict) -> dict | None:
@@ -391,7 +410,8 @@ def _t04_adapt(p: P.Problem, c: dict) -> dict | None:
         return None
     forms = _t04_mma_variants(p, base)
     same = [v for v in forms if bool(v.get("SWAP")) == bool(c.get("SWAP"))] or forms
-    return dict(same[0], FUSED=True) if c.get("FUSED") else same[0]
+    opts = {k: True for k in ("FUSED", "TMA") if c.get(k)}  # TMA where the operands do not allow it: pointer loads
+    return dict(same[0], **opts)
 
 
 # ---- t05 warp-specialised ------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""Triton device helpers the rungs share: tile order, the MMA's register operand, a masked main
-loop, the epilogue's scaling and a masked store. Device code only; the host side is `_problem`."""
+"""Triton device helpers the rungs share: tile order, the MMA's register operand, a TMA tile load, a
+masked main loop, the epilogue's scaling and a masked store. Device code only; the host side is `_problem`."""
 
 import triton
 import triton.language as tl
@@ -28,6 +28,25 @@ def mma_a(x, REG_A: tl.constexpr):
         x = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=x.dtype, is_pure=True,
                                       pack=32 // x.dtype.primitive_bitwidth)
     return x
+
+
+@triton.jit
+def load_tile(desc, bid, off_r, off_c, R: tl.constexpr, CC: tl.constexpr, TRANS: tl.constexpr,
+               BATCHED: tl.constexpr):
+    """An R×CC tile at (off_r, off_c) through TMA descriptor desc (of batch bid where BATCHED);
+    TRANS: stored transposed, so load CC×R and transpose."""
+    if TRANS:
+        if BATCHED:
+            x = desc.load([bid, off_c, off_r]).reshape(CC, R)
+        else:
+            x = desc.load([off_c, off_r])
+        y = x.T
+    else:
+        if BATCHED:
+            y = desc.load([bid, off_r, off_c]).reshape(R, CC)
+        else:
+            y = desc.load([off_r, off_c])
+    return y
 
 
 @triton.jit

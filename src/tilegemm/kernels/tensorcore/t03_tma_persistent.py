@@ -53,27 +53,9 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ...registry import ceil_div
 from . import _problem as P
-from ._jit import grouped_tile, mma_a, scale_acc, store_ptr
+from ._jit import grouped_tile, load_tile, mma_a, scale_acc, store_ptr
 
 NAME = "tc_tma_persistent"
-
-
-@triton.jit
-def _load_tile(desc, bid, off_r, off_c, R: tl.constexpr, CC: tl.constexpr, TRANS: tl.constexpr,
-               BATCHED: tl.constexpr):
-    """An R×CC tile at (off_r, off_c); TRANS: stored transposed, so load CC×R and transpose."""
-    if TRANS:
-        if BATCHED:
-            x = desc.load([bid, off_c, off_r]).reshape(CC, R)
-        else:
-            x = desc.load([off_c, off_r])
-        y = x.T
-    else:
-        if BATCHED:
-            y = desc.load([bid, off_r, off_c]).reshape(R, CC)
-        else:
-            y = desc.load([off_r, off_c])
-    return y
 
 
 @triton.jit
@@ -101,8 +83,8 @@ def tma_persistent_kernel(a_desc, b_desc, c_desc, c_ptr, i_ptr, sa_ptr, sb_ptr, 
             acc = tl.zeros((BM, BN), dtype=tl.float32)
         for kt in range(k_tiles):
             off_k = kt * BK
-            a = _load_tile(a_desc, bid, off_m, off_k, BM, BK, A_T, A_3D)
-            b = _load_tile(b_desc, bid, off_k, off_n, BK, BN, B_T, B_3D)
+            a = load_tile(a_desc, bid, off_m, off_k, BM, BK, A_T, A_3D)
+            b = load_tile(b_desc, bid, off_k, off_n, BK, BN, B_T, B_3D)
             if SWAP:
                 acc = tl.dot(mma_a(b.T, REG_A), a.T, acc, input_precision=PRECISION)
             else:

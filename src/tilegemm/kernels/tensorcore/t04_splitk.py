@@ -16,7 +16,10 @@ not depend on which slice finished last), applies the epilogue, stores C and res
 At decode sizes the whole product takes 5–10 µs, and the second launch's 1–2 µs is a fifth of it.
 
 Loads are masked pointer loads (Triton pipelines them with cp.async over num_stages buffers), so
-every layout, alignment and batched operand runs without copies; tl.dot uses wgmma for BM ≥ 64
+every layout, alignment and batched operand runs without copies. TMA (a config option, for one
+matrix each whose base and rows are 16-byte aligned: `tma_ready`) loads the tiles as t03 does,
+through descriptors, with no address arithmetic or masks in registers: for a swapped TF32 tile
+that was 1.6–1.8× faster at M = 128 (docs/perf-notes.md, 55). tl.dot uses wgmma for BM ≥ 64
 and mma.sync below, unless the config swaps the product (SWAP, as t03: C^T = B^T·A^T, so a
 16-row tile is wgmma's N; REG_A reads a row-major TF32 B into registers).
 
@@ -39,7 +42,8 @@ import triton.language as tl
 
 from ...registry import ceil_div
 from . import _problem as P
-from ._jit import grouped_tile, mma_a, scale_acc, store_ptr
+from . import t03_tma_persistent as t03
+from ._jit import grouped_tile, load_tile, mma_a, scale_acc, store_ptr
 
 NAME = "tc_splitk"
 REDUCE_BLOCK = 1024
@@ -48,49 +52,62 @@ REDUCE_BLOCK = 1024
 @triton.jit
 def _slice_partial(a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, sbn,
                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-                   PRECISION: tl.constexpr, SWAP: tl.constexpr, REG_A: tl.constexpr, WIDE: tl.constexpr):
+                   PRECISION: tl.constexpr, SWAP: tl.constexpr, REG_A: tl.constexpr, WIDE: tl.constexpr,
+                   TMA: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr):
     """This program's slice of K for its tile: the FP32 partial sum, with the tile's rows and
-    columns, their mask and the tile's origin (64-bit with WIDE, as every offset made from them)."""
+    columns, their mask and the tile's origin (64-bit with WIDE, as every offset made from them).
+    TMA: a_ptr and b_ptr are TMA descriptors of one matrix each (stored transposed where A_T,
+    B_T), and a tile is one bulk copy; a slice is whole BK steps, so a box never crosses into the
+    next slice, and the copy engine fills what lies past K with zeros."""
     pid = tl.program_id(0)
     s = tl.program_id(1)
     bid = tl.program_id(2).to(tl.int64)
     pid_m, pid_n = grouped_tile(pid, tl.cdiv(M, BM), tl.cdiv(N, BN), GROUP_M)
     off_m = pid_m * BM
     off_n = pid_n * BN
+    k_lo = s * K_PER_SPLIT
+    k_hi = tl.minimum(k_lo + K_PER_SPLIT, K)
+    if SWAP:  # C^T = B^T·A^T: a tile of BM < 64 rows becomes the MMA's N (wgmma takes N = 8…256)
+        acc = tl.zeros((BN, BM), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+    if TMA:  # TMA's coordinates are 32-bit: these loads use off_m and off_n before WIDE widens them
+        for k0 in range(k_lo, k_hi, BK):
+            a = load_tile(a_ptr, 0, off_m, k0, BM, BK, A_T, False)
+            b = load_tile(b_ptr, 0, k0, off_n, BK, BN, B_T, False)
+            if SWAP:
+                acc = tl.dot(mma_a(b.T, REG_A), a.T, acc, input_precision=PRECISION)
+            else:
+                acc = tl.dot(mma_a(a, REG_A), b, acc, input_precision=PRECISION)
     if WIDE:  # an operand spans past 2^31 elements
         off_m = off_m.to(tl.int64)
         off_n = off_n.to(tl.int64)
     offs_m = off_m + tl.arange(0, BM)
     offs_n = off_n + tl.arange(0, BN)
-    offs_k = tl.arange(0, BK)
     mask_m = offs_m[:, None] < M
     mask_n = offs_n[None, :] < N
-    k_lo = s * K_PER_SPLIT
-    k_hi = tl.minimum(k_lo + K_PER_SPLIT, K)
-    k_first = k_lo + offs_k
-    if WIDE:  # K's offsets (and steps, below) too
-        k_first = k_first.to(tl.int64)
-    a_ptrs = a_ptr + bid * sab + offs_m[:, None] * sam + k_first[None, :] * sak
-    b_ptrs = b_ptr + bid * sbb + k_first[:, None] * sbk + offs_n[None, :] * sbn
-    if SWAP:  # C^T = B^T·A^T: a tile of BM < 64 rows becomes the MMA's N (wgmma takes N = 8…256)
-        acc = tl.zeros((BN, BM), dtype=tl.float32)
-    else:
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
-    step_a = BK * sak
-    step_b = BK * sbk
-    if WIDE:
-        step_a = tl.cast(BK, tl.int64) * sak
-        step_b = tl.cast(BK, tl.int64) * sbk
-    for k0 in range(k_lo, k_hi, BK):
-        kk = k0 + offs_k
-        a = tl.load(a_ptrs, mask=mask_m & (kk[None, :] < k_hi), other=0.0)
-        b = tl.load(b_ptrs, mask=(kk[:, None] < k_hi) & mask_n, other=0.0)
-        if SWAP:
-            acc = tl.dot(mma_a(b.T, REG_A), a.T, acc, input_precision=PRECISION)
-        else:
-            acc = tl.dot(mma_a(a, REG_A), b, acc, input_precision=PRECISION)
-        a_ptrs += step_a
-        b_ptrs += step_b
+    if not TMA:
+        offs_k = tl.arange(0, BK)
+        k_first = k_lo + offs_k
+        if WIDE:  # K's offsets (and steps, below) too
+            k_first = k_first.to(tl.int64)
+        a_ptrs = a_ptr + bid * sab + offs_m[:, None] * sam + k_first[None, :] * sak
+        b_ptrs = b_ptr + bid * sbb + k_first[:, None] * sbk + offs_n[None, :] * sbn
+        step_a = BK * sak
+        step_b = BK * sbk
+        if WIDE:
+            step_a = tl.cast(BK, tl.int64) * sak
+            step_b = tl.cast(BK, tl.int64) * sbk
+        for k0 in range(k_lo, k_hi, BK):
+            kk = k0 + offs_k
+            a = tl.load(a_ptrs, mask=mask_m & (kk[None, :] < k_hi), other=0.0)
+            b = tl.load(b_ptrs, mask=(kk[:, None] < k_hi) & mask_n, other=0.0)
+            if SWAP:
+                acc = tl.dot(mma_a(b.T, REG_A), a.T, acc, input_precision=PRECISION)
+            else:
+                acc = tl.dot(mma_a(a, REG_A), b, acc, input_precision=PRECISION)
+            a_ptrs += step_a
+            b_ptrs += step_b
     if SWAP:
         acc = acc.T
     return acc, offs_m, offs_n, mask_m & mask_n, off_m, off_n
@@ -101,9 +118,11 @@ def splitk_partial_kernel(a_ptr, b_ptr, w_ptr, M, N, K, K_PER_SPLIT, SPLIT,
                           sab, sam, sak, sbb, sbk, sbn,
                           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                           PRECISION: tl.constexpr, SWAP: tl.constexpr = False, REG_A: tl.constexpr = False,
-                          WIDE: tl.constexpr = False):
+                          WIDE: tl.constexpr = False, TMA: tl.constexpr = False, A_T: tl.constexpr = False,
+                          B_T: tl.constexpr = False):
     acc, offs_m, offs_n, mask, _, _ = _slice_partial(a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk,
-                                                     sbn, BM, BN, BK, GROUP_M, PRECISION, SWAP, REG_A, WIDE)
+                                                     sbn, BM, BN, BK, GROUP_M, PRECISION, SWAP, REG_A, WIDE, TMA,
+                                                     A_T, B_T)
     s = tl.program_id(1)
     bid = tl.program_id(2).to(tl.int64)
     tl.store(w_ptr + ((bid * SPLIT + s) * M + offs_m[:, None]) * N + offs_n[None, :], acc, mask=mask)
@@ -114,17 +133,19 @@ def splitk_fused_kernel(a_ptr, b_ptr, w_ptr, cnt_ptr, c_ptr, i_ptr, sa_ptr, sb_p
                         sab, sam, sak, sbb, sbk, sbn, scb, scm, scn, sib, sim, sin_, alpha, beta,
                         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                         PRECISION: tl.constexpr, HAS_BETA: tl.constexpr, HAS_SCALE: tl.constexpr,
-                        SWAP: tl.constexpr = False, REG_A: tl.constexpr = False, WIDE: tl.constexpr = False):
+                        SWAP: tl.constexpr = False, REG_A: tl.constexpr = False, WIDE: tl.constexpr = False,
+                        TMA: tl.constexpr = False, A_T: tl.constexpr = False, B_T: tl.constexpr = False):
     """splitk_partial_kernel, and the last slice of a tile to finish sums the tile: one launch.
 
     Each program stores its FP32 partial, then takes a ticket from the tile's counter (an atomic
     with release/acquire ordering, after a barrier so that every thread's stores come first).
-    The program holding the last ticket adds the SPLIT partials in slice order (its own from
-    registers), so the sum does not depend on which slice finished last, applies the epilogue,
+    The program holding the last ticket adds the SPLIT partials in slice order (its own read back
+    as well: holding it in registers beside the sum took two tiles of registers, which spilled at
+    128×256), so the sum does not depend on which slice finished last, applies the epilogue,
     stores C and resets the counter for the next launch."""
     acc, offs_m, offs_n, mask, off_m, off_n = _slice_partial(
         a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, sbn, BM, BN, BK, GROUP_M, PRECISION, SWAP, REG_A,
-        WIDE)
+        WIDE, TMA, A_T, B_T)
     s = tl.program_id(1)
     bid = tl.program_id(2).to(tl.int64)
     tile_w = w_ptr + (bid * SPLIT * M + offs_m[:, None]) * N + offs_n[None, :]
@@ -135,13 +156,10 @@ def splitk_fused_kernel(a_ptr, b_ptr, w_ptr, cnt_ptr, c_ptr, i_ptr, sa_ptr, sb_p
     tl.debug_barrier()  # every thread's partial is stored before the ticket is taken
     counter = cnt_ptr + bid * tl.cdiv(M, BM) * tl.cdiv(N, BN) + tl.program_id(0)
     ticket = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
-    if ticket == SPLIT - 1:
+    if ticket == SPLIT - 1:  # its own partial is read back too: acc is dead by now (one tile of registers, not two)
         total = tl.zeros((BM, BN), dtype=tl.float32)
         for j in range(0, SPLIT):
-            if j == s:
-                total += acc
-            else:
-                total += tl.load(tile_w + j * mn, mask=mask, other=0.0, cache_modifier=".cg")
+            total += tl.load(tile_w + j * mn, mask=mask, other=0.0, cache_modifier=".cg")
         total = scale_acc(total, i_ptr + bid * sib, sa_ptr, sb_ptr, M, N, sim, sin_, alpha, beta, off_m, off_n,
                           BM, BN, HAS_BETA, HAS_SCALE)
         store_ptr(total, c_ptr + bid * scb, M, N, scm, scn, off_m, off_n, BM, BN)
@@ -198,29 +216,51 @@ def counters(device, stream_id: int, n: int):
     return t
 
 
+def tma_ready(p: P.Problem) -> bool:
+    """Can cfg's TMA option load p's operands as they are: sm_90, one matrix each (or a batch of
+    one), base and row strides 16-byte aligned? Where not, a TMA configuration runs with pointer
+    loads (the same tile and split, no copy)."""
+    if p.a.device.type == "cuda" and P.capability(p.a.device) < (9, 0):
+        return False
+    a, b = t03._squeeze(p.a), t03._squeeze(p.b)
+    return a.dim() == 2 and b.dim() == 2 and all(t03._tma_ok(x, t03._inner(x)) for x in (a, b))
+
+
+def _loads(p: P.Problem, cfg: dict, BM: int, BN: int, BK: int) -> tuple:
+    """(A's, B's kernel argument, TMA constexprs): descriptors with cfg's TMA where `tma_ready`,
+    else the tensors."""
+    if not (cfg.get("TMA") and tma_ready(p)):
+        return p.a, p.b, dict(TMA=False, A_T=False, B_T=False)
+    a, b = t03._squeeze(p.a), t03._squeeze(p.b)
+    a_t, b_t = a.stride(-1) != 1, b.stride(-1) != 1
+    return t03._desc(a, BM, BK, a_t), t03._desc(b, BK, BN, b_t), dict(TMA=True, A_T=a_t, B_T=b_t)
+
+
 def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
     """The launches of one split-K product: one with FUSED, the partial and the reduction kernels
-    without. The FP32 workspace of partials is scratch (written before it is read, in the call)."""
+    without. The FP32 workspace of partials is scratch (written before it is read, in the call).
+    With TMA (where `tma_ready`), A's and B's tiles are bulk copies through descriptors."""
     BM, BN, BK, split = cfg["BM"], cfg["BN"], cfg["BK"], int(cfg["SPLIT"])
     w = torch.empty((p.batch, split, p.m, p.n), dtype=torch.float32, device=p.c.device)
-    a, b = p.a, p.b
+    a, b, tma = _loads(p, cfg, BM, BN, BK)
     grid = (ceil_div(p.m, BM) * ceil_div(p.n, BN), split, p.batch)
     wide = p.too_large or split * p.m * p.n > P.INT32_MAX  # the partials' offsets past 2^31 too
-    tile = dict(BM=BM, BN=BN, BK=BK, GROUP_M=cfg["GROUP_M"], PRECISION=p.dot_precision, WIDE=wide, **P.mma_form(cfg))
+    tile = dict(BM=BM, BN=BN, BK=BK, GROUP_M=cfg["GROUP_M"], PRECISION=p.dot_precision, WIDE=wide, **tma,
+                **P.mma_form(cfg))
     c_in, sa, sb = P.epilogue_args(p)
     epilogue = dict(HAS_BETA=p.has_beta, HAS_SCALE=p.scale_a is not None)
     kps = k_per_split(p.k, BK, split)
     opts = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    strides = (p.bstride(p.a), *p.mat_strides(p.a), p.bstride(p.b), *p.mat_strides(p.b))
     if cfg.get("FUSED"):
         stream = torch.cuda.current_stream(p.c.device).cuda_stream if p.c.device.type == "cuda" else 0
         cnt = counters(p.c.device, stream, grid[0] * p.batch)
-        args = (a, b, w, cnt, p.c, c_in, sa, sb, p.m, p.n, p.k, kps, split,
-                p.bstride(a), *p.mat_strides(a), p.bstride(b), *p.mat_strides(b),
+        args = (a, b, w, cnt, p.c, c_in, sa, sb, p.m, p.n, p.k, kps, split, *strides,
                 p.bstride(p.c), *p.mat_strides(p.c), p.bstride(c_in), *p.mat_strides(c_in),
                 float(p.alpha), float(p.beta))
         return [P.KernelCall(splitk_fused_kernel, grid, P.ordered(splitk_fused_kernel, args, **tile, **epilogue), opts,
                              scratch=(w,), stream_bound=True)]
-    args = (a, b, w, p.m, p.n, p.k, kps, split, p.bstride(a), *p.mat_strides(a), p.bstride(b), *p.mat_strides(b))
+    args = (a, b, w, p.m, p.n, p.k, kps, split, *strides)
     reduce_args = (w, p.c, c_in, sa, sb, p.m, p.n, split, p.bstride(p.c), *p.mat_strides(p.c),
                    p.bstride(c_in), *p.mat_strides(c_in), float(p.alpha), float(p.beta))
     return [P.KernelCall(splitk_partial_kernel, grid, P.ordered(splitk_partial_kernel, args, **tile), opts,
