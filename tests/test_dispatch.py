@@ -223,6 +223,9 @@ def _cases(torch):
     out.append(("matmul bf16 unaligned", mk(torch.bfloat16, 777, 1234, 4321), mm, ref, 1e-2))
     # decode: t04's fused split-K, whose stream-bound plan keeps its scratch between calls
     out.append(("matmul bf16 decode", mk(torch.bfloat16, 16, 1024, 8192), mm, ref, 1e-2))
+    into = lambda a, b: tilegemm.matmul(a, b, out=a.new_empty(a.shape[0], b.shape[1]))  # noqa: E731  (a new out each call)
+    out.append(("matmul bf16 out=", mk(torch.bfloat16, 300, 520, 256), into, ref, 1e-2))
+    out.append(("matmul fp32 out= (SIMT)", mk(torch.float32, 300, 520, 256), into, ref, 1e-5))
     out.append(("gemm tf32 decode", mk(torch.float32, 16, 1024, 4096), lambda a, b: tilegemm.gemm(a, b, precision="tf32"),
                 ref, 3e-3))
     out.append(("gemm bf16 x@W.T unaligned", mk(torch.bfloat16, 600, 1030, 1023, bt=True), lambda a, b: tilegemm.gemm(a, b),
@@ -272,6 +275,27 @@ def test_gpu_plans_compute_what_the_slow_path_computes():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_gpu_a_planned_out_still_refuses_its_own_input(dtype):
+    """matmul(a, b, out=c) keeps a plan for c's shape, strides and alignment; an out with those
+    that shares memory with a (here a itself, square) finds that plan and is still refused with
+    the slow path's LayoutError, a unchanged."""
+    torch = pytest.importorskip("torch")
+    import tilegemm
+    from tilegemm.errors import LayoutError
+
+    a, b = (torch.rand(256, 256, device="cuda").to(getattr(torch, dtype)) for _ in range(2))
+    c = torch.empty_like(a)
+    tilegemm.matmul(a, b, out=c)
+    before = dispatch.STATS["slow_calls"]
+    assert tilegemm.matmul(a, b, out=c) is c and dispatch.STATS["slow_calls"] == before
+    keep = a.clone()
+    with pytest.raises(LayoutError, match="shares memory with a"):
+        tilegemm.matmul(a, b, out=a)
+    assert torch.equal(a, keep)
+
+
+@pytest.mark.gpu
 def test_gpu_a_stream_bound_plan_keeps_its_scratch():
     """t04's fused split-K (16×1024×8192 BF16 on the shipped H100 and H200 databases): its plan is
     bound to the stream and makes its partials' buffer once; calls after the first, queued back to
@@ -293,6 +317,37 @@ def test_gpu_a_stream_bound_plan_keeps_its_scratch():
     c1, c2 = tilegemm.matmul(a1, b), tilegemm.matmul(a2, b)
     assert [x.data_ptr() for x in plan.kept] == kept
     for c, x in ((c1, a1), (c2, a2)):
+        r = x.double() @ b.double()
+        assert float((c.double() - r).norm() / r.norm()) < 1e-2
+
+
+@pytest.mark.gpu
+def test_gpu_a_realigning_plan_keeps_its_copies_buffers():
+    """100×12345×678 BF16 (rows of 1,356 and 24,690 bytes: both operands copied for TMA, 16.9 MB
+    of buffers): the plan binds itself to its stream and keeps the copies' buffers, so later calls
+    on new operands reuse them and compute their own products; a call on another stream is right
+    too (it builds a plan of its own)."""
+    torch = pytest.importorskip("torch")
+    import tilegemm
+
+    a1, a2 = (torch.rand(100, 678, device="cuda").bfloat16() for _ in range(2))
+    b = torch.rand(678, 12345, device="cuda").bfloat16()
+    said = tilegemm.explain(a1, b)
+    assert "tc_tma_persistent" in said and "16-byte aligned rows" in said, said
+    dispatch.reset()
+    tilegemm.matmul(a1, b)
+    plan = dispatch._PLANS[dispatch.matmul_key(a1, b, a1.data_ptr(), b.data_ptr())]
+    assert plan.stream is not None and plan.keeps_scratch and dispatch.scratch_bytes(plan.scratch) > 8 << 20
+    tilegemm.matmul(a1, b)
+    kept = [x.data_ptr() for x in plan.kept]
+    c1, c2 = tilegemm.matmul(a1, b), tilegemm.matmul(a2, b)
+    assert [x.data_ptr() for x in plan.kept] == kept
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        c3 = tilegemm.matmul(a2, b)
+    torch.cuda.current_stream().wait_stream(side)
+    for c, x in ((c1, a1), (c2, a2), (c3, a2)):
         r = x.double() @ b.double()
         assert float((c.double() - r).norm() / r.norm()) < 1e-2
 

@@ -167,8 +167,8 @@ def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
     """
     if devices is not None:
         return _on_devices(a, b, devices, kernel, out)
-    if out is None and kernel == "auto":
-        c = dispatch.fast_matmul(a, b)
+    if kernel == "auto":
+        c = dispatch.fast_matmul(a, b, out)
         if c is not None:
             return c
     sub = _numpy_subclass(a, b) if out is None else None

@@ -92,13 +92,32 @@ def wants_grad(a, b) -> bool:
     return (a.requires_grad or b.requires_grad) and _grad_enabled()
 
 
-def fast_matmul(a, b):
-    """`matmul(a, b)` by its launch plan, or None (no plan: the caller takes the slow path)."""
+def out_key(c) -> tuple:
+    """What of matmul's out= decides the launches: its shape, strides, dtype, device and 16-byte
+    alignment (a plan for out= is kept under matmul_key + this)."""
+    return (c.shape, c.stride(), c.dtype, c.get_device(), c.data_ptr() & 15)
+
+
+def fast_matmul(a, b, out=None):
+    """`matmul(a, b, out=out)` by its launch plan, or None (no plan: the caller takes the slow
+    path, which also says what is wrong with an out that no plan was built for). An out that
+    overlaps a or b finds its plan but is refused here, so the slow path names the problem."""
     if type(a) not in _PLAIN or type(b) not in _PLAIN or wants_grad(a, b):
         return None
     pa, pb = a.data_ptr(), b.data_ptr()
-    plan = _PLANS.get(matmul_key(a, b, pa, pb))
-    return None if plan is None else plan.run(pa, pb, None, 0, 0)
+    if out is None:
+        plan = _PLANS.get(matmul_key(a, b, pa, pb))
+        return None if plan is None else plan.run(pa, pb, None, 0, 0)
+    if type(out) not in _PLAIN or out.requires_grad:
+        return None
+    pc = out.data_ptr()
+    plan = _PLANS.get(matmul_key(a, b, pa, pb) + out_key(out))
+    return None if plan is None or plan.overlaps(pa, pb, pc) else plan.run(pa, pb, out, 0, 0)
+
+
+def span_bytes(t) -> int:
+    """Bytes from a tensor's first element to just past its last (its strides' reach)."""
+    return (1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))) * t.element_size() if t.numel() else 0
 
 
 def _scale_key(s):
@@ -135,7 +154,7 @@ def fast_gemm(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kern
     return plan.run(pa, pb, c, psa, psb)
 
 
-KEEP_SCRATCH_BYTES = 8 << 20  # a stream-bound plan keeps scratch buffers up to this size between calls
+KEEP_SCRATCH_BYTES = 32 << 20  # a plan keeps scratch buffers up to this size between calls, bound to its stream
 
 
 class LaunchPlan:
@@ -145,15 +164,19 @@ class LaunchPlan:
 
     Scratch is written before it is read within a call. A stream-bound plan's calls run one after
     another on its one stream, so there one set of scratch buffers serves every call: it is made
-    at the plan's first call and kept, where it is small (KEEP_SCRATCH_BYTES, and KEPT_MAX_BYTES
-    over all plans), sparing each call an allocation (t04's fused split-K: 2–9 µs of a decode
-    call's 12–20). As t04's tile counters, which are bound to the stream the same way, it assumes
-    the plan's launches are not replayed at once from CUDA graphs on other streams."""
+    at the plan's first call and kept, within KEPT_MAX_BYTES over all plans, sparing each call its
+    allocations and keeping every launch's arguments as packed (t04's fused split-K: 2–9 µs of a
+    decode call's 12–20; a realigning copy's 16.9 MB at 100×12345×678: 41 µs a call down to 31,
+    docs/perf-notes.md, 55). `_build` binds a
+    plan to its stream where a launch asks (t04's tile counters) or where its scratch is at most
+    KEEP_SCRATCH_BYTES; a plan with more allocates it per call and serves every stream. As the
+    tile counters, kept scratch assumes the plan's launches are not replayed at once from CUDA
+    graphs on other streams."""
 
     __slots__ = ("launches", "lock", "out_shape", "out_dtype", "device", "index", "scratch", "stream", "scales", "keep",
-                 "keeps_scratch", "kept")
+                 "keeps_scratch", "kept", "spans")
 
-    def __init__(self, launches: list, out_shape, out_dtype, device, scratch=(), stream=None, scales=()):
+    def __init__(self, launches: list, out_shape, out_dtype, device, scratch=(), stream=None, scales=(), spans=None):
         self.launches, self.out_shape, self.out_dtype = tuple(launches), tuple(out_shape), out_dtype
         self.lock = threading.Lock()  # a launch's buffer is shared: bind and launch under one lock
         self.device, self.index = device, device.index
@@ -162,8 +185,9 @@ class LaunchPlan:
         # scales the plan made itself (from a float, or 1 for FP8 without one): kept, at fixed addresses
         self.keep = tuple(scales)
         self.scales = tuple(0 if s is None else s.data_ptr() for s in scales) or (0, 0)
-        self.keeps_scratch = stream is not None and sum(n * dt.itemsize for n, dt in self.scratch) <= KEEP_SCRATCH_BYTES
+        self.keeps_scratch = stream is not None and scratch_bytes(self.scratch) <= KEEP_SCRATCH_BYTES
         self.kept = None  # the kept scratch buffers, from the first call on
+        self.spans = spans  # (A's, B's, C's span_bytes): out='s overlap test, for a plan of out=
 
     def run(self, pa: int, pb: int, c, psa: int, psb: int):
         """Launch for operands at pa, pb (and c, or a new output); None where this plan cannot
@@ -192,6 +216,11 @@ class LaunchPlan:
             for launch in self.launches:
                 launch(addresses, stream)
         return c
+
+    def overlaps(self, pa: int, pb: int, pc: int) -> bool:
+        """Would a C at pc share memory with A at pa or B at pb (the plan's shapes and strides)?"""
+        ea, eb, ec = self.spans
+        return (pc < pa + ea and pa < pc + ec) or (pc < pb + eb and pb < pc + ec)
 
     def launch_now(self, addresses: tuple, stream: int) -> None:
         with self.lock:
@@ -245,6 +274,7 @@ def _build(p, calls, own_scales) -> LaunchPlan | None:
             return None
         slots.append(t)
         scratch.append((t.untyped_storage().nbytes() // t.element_size(), t.dtype))  # a view's whole buffer
+    bound = bound or 0 < scratch_bytes(scratch) <= KEEP_SCRATCH_BYTES  # keeps its scratch: one stream's
     launches = []
     for call in calls:
         compiled = call.fn.run(*call.args, grid=call.grid, warmup=True, **call.options)
@@ -256,7 +286,13 @@ def _build(p, calls, own_scales) -> LaunchPlan | None:
         launches.append(one)
     stream = _raw_stream(p.c.device.index) if bound else None
     scales = tuple(s if own else None for s, own in zip((p.scale_a, p.scale_b), own_scales))
-    return LaunchPlan(launches, p.c.shape, p.c.dtype, p.c.device, scratch, stream, scales)
+    return LaunchPlan(launches, p.c.shape, p.c.dtype, p.c.device, scratch, stream, scales,
+                      tuple(span_bytes(t) for t in (p.a, p.b, p.c)))
+
+
+def scratch_bytes(scratch) -> int:
+    """Bytes of a plan's scratch buffers, given as (numel, dtype) pairs."""
+    return sum(n * dt.itemsize for n, dt in scratch)
 
 
 def _scratch(calls) -> list:
@@ -481,7 +517,7 @@ def _run_numba(kern, auto: bool, A: Operand, B: Operand, O, out, shape, dtype):
 
         with S.recording() as launches:
             kern.launch(a_d, b_d, c_d, stream)
-        _keep_numba_plan(A, B, result, launches)
+        _keep_numba_plan(A, B, result, launches, out is not None)
     return result
 
 
@@ -496,8 +532,8 @@ def _torch_contiguous(X: Operand, what: str) -> Operand:
 def _numba_plannable(A: Operand, B: Operand, out, need_contiguous: bool) -> str:
     if not enabled():
         return "TILEGEMM_FAST_LAUNCH=0"
-    if A.kind != "torch" or B.kind != "torch" or out is not None:
-        return "SIMT plans are kept for torch CUDA tensors without out="
+    if A.kind != "torch" or B.kind != "torch" or (out is not None and (type(out) not in _PLAIN or not out.is_cuda)):
+        return "SIMT plans are kept for torch CUDA tensors (and a torch CUDA out=)"
     if _cuda.SIMULATOR:
         return "simulator"
     if need_contiguous and not (A.contiguous and B.contiguous):
@@ -505,7 +541,8 @@ def _numba_plannable(A: Operand, B: Operand, out, need_contiguous: bool) -> str:
     return ""
 
 
-def _keep_numba_plan(A: Operand, B: Operand, c, records) -> None:
+def _keep_numba_plan(A: Operand, B: Operand, c, records, is_out: bool) -> None:
+    """Keep the recorded launches as the call's plan (under out_key too where c is the caller's out)."""
     a, b = A.obj, B.obj
     pa, pb, pc = a.data_ptr(), b.data_ptr(), c.data_ptr()
     if len({pa, pb, pc}) < 3 or not records:
@@ -518,7 +555,8 @@ def _keep_numba_plan(A: Operand, B: Operand, c, records) -> None:
         _not_planned("a Numba launch the launcher cannot replay")
         return
     _bind_torch()
-    _remember(matmul_key(a, b, pa, pb), LaunchPlan(launches, c.shape, c.dtype, c.device))
+    key = matmul_key(a, b, pa, pb) + (out_key(c) if is_out else ())
+    _remember(key, LaunchPlan(launches, c.shape, c.dtype, c.device, spans=tuple(span_bytes(t) for t in (a, b, c))))
 
 
 def _numba_device(index: int):
@@ -572,14 +610,15 @@ def _run_tensorcore(kernel: str, A: Operand, B: Operand, out, shape, dtype: str)
     with memory_for(f"matmul: {arrays.dims(shape)} {dtype}", copies + arrays.nbytes(shape, dtype)):
         a, b = arrays.to_torch_cuda(A), arrays.to_torch_cuda(B)
     tdtype = getattr(torch, dtype)
-    planned = A.kind == "torch" and B.kind == "torch" and not A.on_host and out is None and kernel == "auto"
+    planned = (A.kind == "torch" and B.kind == "torch" and not A.on_host and kernel == "auto"
+               and (out is None or (type(out) in _PLAIN and out.is_cuda)))  # a torch CUDA out= is planned too
     with on_device(a.device):
         if out is None or arrays.describe(out, "out").on_host:
             with memory_for(f"matmul: the {arrays.dims(shape)} {dtype} result", arrays.nbytes(shape, dtype)):
                 c = torch.empty(shape, dtype=tdtype, device=a.device)
         else:
             c = arrays.to_torch_cuda(arrays.describe(out, "out"))  # a view of the caller's memory
-        key = matmul_key(a, b, a.data_ptr(), b.data_ptr()) if planned else None
+        key = (matmul_key(a, b, a.data_ptr(), b.data_ptr()) + (out_key(out) if out is not None else ())) if planned else None
         run_problem(P.problem_2d(a, b, c), kernel, key)
     if out is None:
         return arrays.to_kind(c, A)
