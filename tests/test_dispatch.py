@@ -147,6 +147,7 @@ def test_launch_plan_passes_slots_and_refuses_what_it_cannot_serve(monkeypatch):
     dispatch._bind_torch()
     monkeypatch.setattr(dispatch, "_current_device", lambda: 0)
     monkeypatch.setattr(dispatch, "_raw_stream", lambda i: 77)
+    monkeypatch.setattr(dispatch, "_capturing", lambda: False)
     monkeypatch.setattr(dispatch, "_empty", lambda shape, dtype, device: torch.empty(shape, dtype=dtype))
     Dev = namedtuple("Dev", "index")
     scale = torch.ones(1)
@@ -310,12 +311,13 @@ def test_gpu_a_stream_bound_plan_keeps_its_scratch():
     dispatch.reset()  # whatever other tests built: this plan's first call is the slow path's
     tilegemm.matmul(a1, b)
     plan = dispatch._PLANS[dispatch.matmul_key(a1, b, a1.data_ptr(), b.data_ptr())]
-    assert plan.stream is not None and plan.keeps_scratch and plan.kept is None  # the slow path's own buffer
+    assert plan.stream is not None and plan.keeps_scratch and not plan.kept  # the slow path's own buffer
     tilegemm.matmul(a1, b)
-    assert plan.kept is not None and dispatch._KEPT[0] == sum(x.numel() * x.element_size() for x in plan.kept)
-    kept = [x.data_ptr() for x in plan.kept]
+    (bufs,) = plan.kept.values()
+    assert dispatch._KEPT[0] == sum(x.numel() * x.element_size() for x in bufs)
+    kept = [x.data_ptr() for x in bufs]
     c1, c2 = tilegemm.matmul(a1, b), tilegemm.matmul(a2, b)
-    assert [x.data_ptr() for x in plan.kept] == kept
+    assert [x.data_ptr() for x in plan.kept[plan.stream]] == kept
     for c, x in ((c1, a1), (c2, a2)):
         r = x.double() @ b.double()
         assert float((c.double() - r).norm() / r.norm()) < 1e-2
@@ -324,9 +326,9 @@ def test_gpu_a_stream_bound_plan_keeps_its_scratch():
 @pytest.mark.gpu
 def test_gpu_a_realigning_plan_keeps_its_copies_buffers():
     """100×12345×678 BF16 (rows of 1,356 and 24,690 bytes: both operands copied for TMA, 16.9 MB
-    of buffers): the plan binds itself to its stream and keeps the copies' buffers, so later calls
-    on new operands reuse them and compute their own products; a call on another stream is right
-    too (it builds a plan of its own)."""
+    of buffers): the plan keeps the copies' buffers for the stream of its calls, so later calls on
+    new operands reuse them and compute their own products; calls on another stream are served by
+    the same plan with buffers of their own, and are right too."""
     torch = pytest.importorskip("torch")
     import tilegemm
 
@@ -337,16 +339,20 @@ def test_gpu_a_realigning_plan_keeps_its_copies_buffers():
     dispatch.reset()
     tilegemm.matmul(a1, b)
     plan = dispatch._PLANS[dispatch.matmul_key(a1, b, a1.data_ptr(), b.data_ptr())]
-    assert plan.stream is not None and plan.keeps_scratch and dispatch.scratch_bytes(plan.scratch) > 8 << 20
+    assert plan.stream is None and plan.keeps_scratch and dispatch.scratch_bytes(plan.scratch) > 8 << 20
     tilegemm.matmul(a1, b)
-    kept = [x.data_ptr() for x in plan.kept]
+    (stream, bufs), = plan.kept.items()
+    kept = [x.data_ptr() for x in bufs]
     c1, c2 = tilegemm.matmul(a1, b), tilegemm.matmul(a2, b)
-    assert [x.data_ptr() for x in plan.kept] == kept
+    assert [x.data_ptr() for x in plan.kept[stream]] == kept
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
+    slow = dispatch.STATS["slow_calls"]
     with torch.cuda.stream(side):
+        tilegemm.matmul(a1, b)
         c3 = tilegemm.matmul(a2, b)
     torch.cuda.current_stream().wait_stream(side)
+    assert dispatch.STATS["slow_calls"] == slow and len(plan.kept) == 2
     for c, x in ((c1, a1), (c2, a2), (c3, a2)):
         r = x.double() @ b.double()
         assert float((c.double() - r).norm() / r.norm()) < 1e-2
@@ -443,6 +449,37 @@ def test_gpu_graph_capture_replays_a_plan():
         torch.cuda.synchronize()
         r = a.double() @ b.double()
         assert float((out.double() - r).norm() / r.norm()) < 1e-2
+
+
+@pytest.mark.gpu
+def test_gpu_a_captured_graph_owns_its_scratch():
+    """A plan that keeps its copies' buffers (BF16 100×12345×678), warmed on a stream and then
+    captured there: the graph gets buffers of its own pool, so after every plan is dropped (their
+    kept buffers back with torch's allocator, and taken by new tensors) a replay writes nothing
+    but its result, and the result is right."""
+    torch = pytest.importorskip("torch")
+    import tilegemm
+
+    a = torch.rand(100, 678, device="cuda").bfloat16()
+    b = torch.rand(678, 12345, device="cuda").bfloat16()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            tilegemm.matmul(a, b)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        out = tilegemm.matmul(a, b)
+    dispatch.reset()
+    torch.cuda.synchronize()
+    fills = [torch.full((n,), 7, dtype=torch.bfloat16, device="cuda") for n in (70400, 8374656, 70400, 8374656)]
+    a.copy_(torch.rand_like(a))
+    g.replay()
+    torch.cuda.synchronize()
+    assert all(bool((f == 7).all()) for f in fills)
+    r = a.double() @ b.double()
+    assert float((out.double() - r).norm() / r.norm()) < 1e-2
 
 
 @pytest.mark.gpu

@@ -42,12 +42,12 @@ class _NoTensor:  # stands for torch.Tensor until torch is in use: no object is 
 
 
 _PLAIN: tuple = (_NoTensor,)  # torch.Tensor and nn.Parameter once torch is in use (not subclasses)
-_empty = _raw_stream = _current_device = _grad_enabled = None
+_empty = _raw_stream = _current_device = _grad_enabled = _capturing = None
 
 
 def _bind_torch() -> None:
     """The torch functions the hot path calls, bound once (torch is imported by the caller's tensors)."""
-    global _PLAIN, _empty, _raw_stream, _current_device, _grad_enabled
+    global _PLAIN, _empty, _raw_stream, _current_device, _grad_enabled, _capturing
     if _empty is not None:
         return
     import torch
@@ -58,6 +58,7 @@ def _bind_torch() -> None:
     _empty = torch.empty
     _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     _current_device = getattr(torch._C, "_cuda_getDevice", None)
+    _capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
 
 
 def plain(x) -> bool:
@@ -154,7 +155,7 @@ def fast_gemm(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kern
     return plan.run(pa, pb, c, psa, psb)
 
 
-KEEP_SCRATCH_BYTES = 32 << 20  # a plan keeps scratch buffers up to this size between calls, bound to its stream
+KEEP_SCRATCH_BYTES = 32 << 20  # a plan keeps scratch buffers up to this size between calls, a set per stream
 
 
 class LaunchPlan:
@@ -162,16 +163,16 @@ class LaunchPlan:
     gives it) and the scratch buffers. Addresses are passed to the launches in slot order:
     (A, B, C, C_in, scale_a, scale_b, scratch…); C_in is C itself where it is read.
 
-    Scratch is written before it is read within a call. A stream-bound plan's calls run one after
-    another on its one stream, so there one set of scratch buffers serves every call: it is made
-    at the plan's first call and kept, within KEPT_MAX_BYTES over all plans, sparing each call its
-    allocations and keeping every launch's arguments as packed (t04's fused split-K: 2–9 µs of a
-    decode call's 12–20; a realigning copy's 16.9 MB at 100×12345×678: 41 µs a call down to 31,
-    docs/perf-notes.md, 55). `_build` binds a
-    plan to its stream where a launch asks (t04's tile counters) or where its scratch is at most
-    KEEP_SCRATCH_BYTES; a plan with more allocates it per call and serves every stream. As the
-    tile counters, kept scratch assumes the plan's launches are not replayed at once from CUDA
-    graphs on other streams."""
+    Scratch is written before it is read within a call. Calls on one stream run one after another,
+    so there one set of scratch buffers serves every call: a plan whose scratch is at most
+    KEEP_SCRATCH_BYTES makes a set at its first call on a stream and keeps it for that stream,
+    within KEPT_MAX_BYTES over all plans, sparing each call its allocations and keeping every
+    launch's arguments as packed (t04's fused split-K: 2–9 µs of a decode call's 12–20; a
+    realigning copy's 16.9 MB at 100×12345×678: 41 µs a call down to 31, docs/perf-notes.md, 55).
+    A call made while a CUDA graph is captured gets buffers of its own, from the graph's pool. A
+    stream-bound plan (t04's tile counters) serves the stream it was built on only; as the
+    counters, kept scratch assumes a plan's launches are not replayed at once from CUDA graphs
+    on other streams."""
 
     __slots__ = ("launches", "lock", "out_shape", "out_dtype", "device", "index", "scratch", "stream", "scales", "keep",
                  "keeps_scratch", "kept", "spans")
@@ -185,8 +186,8 @@ class LaunchPlan:
         # scales the plan made itself (from a float, or 1 for FP8 without one): kept, at fixed addresses
         self.keep = tuple(scales)
         self.scales = tuple(0 if s is None else s.data_ptr() for s in scales) or (0, 0)
-        self.keeps_scratch = stream is not None and scratch_bytes(self.scratch) <= KEEP_SCRATCH_BYTES
-        self.kept = None  # the kept scratch buffers, from the first call on
+        self.keeps_scratch = scratch_bytes(self.scratch) <= KEEP_SCRATCH_BYTES
+        self.kept = {}  # stream -> the scratch buffers kept for calls on it, from its first call on
         self.spans = spans  # (A's, B's, C's span_bytes): out='s overlap test, for a plan of out=
 
     def run(self, pa: int, pb: int, c, psa: int, psb: int):
@@ -202,12 +203,14 @@ class LaunchPlan:
         pc = c.data_ptr()
         psa, psb = psa or self.scales[0], psb or self.scales[1]
         if self.scratch:
-            bufs = self.kept
-            if bufs is None:
+            bufs = self.kept.get(stream)
+            capturing = _capturing()
+            if bufs is None or capturing:  # a CUDA graph's capture: buffers of its own pool, which it keeps
+                # alive (a kept buffer is freed when its plan is dropped, under a graph still using it)
                 bufs = [_empty(n, dtype=dt, device=self.device) for n, dt in self.scratch]
                 size = sum(x.numel() * x.element_size() for x in bufs)
-                if self.keeps_scratch and _KEPT[0] + size <= KEPT_MAX_BYTES:
-                    self.kept = bufs
+                if self.keeps_scratch and not capturing and _KEPT[0] + size <= KEPT_MAX_BYTES:
+                    self.kept[stream] = bufs
                     _KEPT[0] += size
             addresses = (pa, pb, pc, pc, psa, psb, *(x.data_ptr() for x in bufs))
         else:
@@ -232,6 +235,9 @@ def _remember(key, plan: LaunchPlan) -> None:
     if len(_PLANS) >= PLAN_MAX:
         _PLANS.clear()
         _KEPT[0] = 0
+    old = _PLANS.get(key)
+    if old is not None:  # a plan replaced (another device, or a stream-bound one for another stream): its buffers go
+        _KEPT[0] -= sum(x.numel() * x.element_size() for bufs in old.kept.values() for x in bufs)
     _PLANS[key] = plan
     STATS["plans_built"] += 1
 
@@ -274,7 +280,6 @@ def _build(p, calls, own_scales) -> LaunchPlan | None:
             return None
         slots.append(t)
         scratch.append((t.untyped_storage().nbytes() // t.element_size(), t.dtype))  # a view's whole buffer
-    bound = bound or 0 < scratch_bytes(scratch) <= KEEP_SCRATCH_BYTES  # keeps its scratch: one stream's
     launches = []
     for call in calls:
         compiled = call.fn.run(*call.args, grid=call.grid, warmup=True, **call.options)
