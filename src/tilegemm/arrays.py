@@ -266,7 +266,7 @@ def itemsize(dtype: str) -> int:
     return np.dtype(dtype).itemsize
 
 
-def _span(x) -> tuple[int, int] | None:
+def span(x) -> tuple[int, int] | None:
     """(first byte, one past the last byte) of an array's memory, or None when unknown."""
     if _module_root(x) == "torch":
         ptr, size = x.data_ptr(), x.element_size()
@@ -293,7 +293,7 @@ def overlaps(x, y) -> bool:
         return bool(np.shares_memory(x, y))
     if type(x).__name__ == "FakeCUDAArray" and type(y).__name__ == "FakeCUDAArray":
         return bool(np.shares_memory(x._ary, y._ary))
-    sx, sy = _span(x), _span(y)
+    sx, sy = span(x), span(y)
     if sx is None or sy is None:
         return x is y
     return sx[0] < sy[1] and sy[0] < sx[1]

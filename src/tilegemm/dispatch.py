@@ -117,8 +117,9 @@ def fast_matmul(a, b, out=None):
 
 
 def span_bytes(t) -> int:
-    """Bytes from a tensor's first element to just past its last (its strides' reach)."""
-    return (1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))) * t.element_size() if t.numel() else 0
+    """Bytes from a tensor's first element to just past its last (`arrays.span`'s reach)."""
+    lo, hi = arrays.span(t)
+    return hi - lo
 
 
 def _scale_key(s):
@@ -208,7 +209,7 @@ class LaunchPlan:
             if bufs is None or capturing:  # a CUDA graph's capture: buffers of its own pool, which it keeps
                 # alive (a kept buffer is freed when its plan is dropped, under a graph still using it)
                 bufs = [_empty(n, dtype=dt, device=self.device) for n, dt in self.scratch]
-                size = sum(x.numel() * x.element_size() for x in bufs)
+                size = scratch_bytes(self.scratch)
                 if self.keeps_scratch and not capturing and _KEPT[0] + size <= KEPT_MAX_BYTES:
                     self.kept[stream] = bufs
                     _KEPT[0] += size
@@ -237,7 +238,7 @@ def _remember(key, plan: LaunchPlan) -> None:
         _KEPT[0] = 0
     old = _PLANS.get(key)
     if old is not None:  # a plan replaced (another device, or a stream-bound one for another stream): its buffers go
-        _KEPT[0] -= sum(x.numel() * x.element_size() for bufs in old.kept.values() for x in bufs)
+        _KEPT[0] -= len(old.kept) * scratch_bytes(old.scratch)
     _PLANS[key] = plan
     STATS["plans_built"] += 1
 
