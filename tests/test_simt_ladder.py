@@ -380,11 +380,69 @@ def test_unrolled_sass_on_the_device():
 
 
 @pytest.mark.gpu
-@pytest.mark.xfail(strict=True, reason="on the H200 (session 13) the default configuration compiled with 11 local "
-                   "loads at the 128-register cap, where this machine's ptxas spills nothing; the register-budget "
-                   "sweep of issue 21 is to remove them (strict: passing means this mark must go)")
 def test_unrolled_does_not_spill_on_the_device():
+    """Session 13's k14 spilled at the 128-register cap on the H200 (11 local loads a K step); its edge
+    guards, written since as one call each (`at_or0`, `put_in`), left the registers for the loop."""
     from tilegemm.bench import sass
 
     rec = sass.resources(registry.get("unrolled"), route="gpu")[0]
     assert rec["LDL"] == 0 and rec["STL"] == 0, rec
+
+
+# ---- k15: k14's kernel with one block per SM (the register budget), the FP32 `auto` rung ----
+
+
+@pytest.mark.parametrize("shape, own", [
+    ((129, 132, 20), True),  # M > 128, aligned, no split: k15's 16-byte kernel (interior, edges, K tail)
+    ((130, 70, 33), True),  # M > 128, N and K odd: k15's scalar-access variant
+    ((5, 23, 7), False),  # skinny M: k12 through k13
+    ((40, 64, 516), False),  # mid M, aligned: k13 splits K
+    ((40, 66, 20), False),  # mid M, unaligned: k12's scalar kernel
+])
+def test_budget_exact_on_each_route(shape, own, monkeypatch):
+    """k15 runs its own kernel (vector or scalar) where k13 would run k11 or k07, and hands skinny
+    and split-K products to k13; exact on integer operands wherever it goes."""
+    from tilegemm.kernels.simt import k13_splitk_tiles as k13
+    from tilegemm.kernels.simt import k14_unrolled as k14
+    from tilegemm.kernels.simt import k15_register_budget as k15
+
+    built, handed = [], []
+    real_kernel, real_k13 = k14.kernel_for, k13.launch
+    monkeypatch.setattr(k14, "kernel_for", lambda dt, cfg=k14.DEFAULT: (built.append(cfg), real_kernel(dt, cfg))[1])
+    monkeypatch.setattr(k13, "launch", lambda *a, **kw: (handed.append(1), real_k13(*a, **kw))[1])
+    a, b = integer_operands(*shape, seed=sum(shape))
+    assert np.array_equal(run("budget", a, b), a.astype(np.float64) @ b.astype(np.float64))
+    assert k15.here(*shape, shape[1] % 4 == 0 and shape[2] % 4 == 0) is own
+    vector = shape[1] % 4 == 0 == shape[2] % 4
+    if own:  # one block per SM where 16-byte accesses are legal; the scalar variant keeps two
+        assert not handed and built[-1].vector is vector and built[-1].min_blocks == (1 if vector else 2)
+    else:
+        assert handed and all(cfg.min_blocks != 1 for cfg in built)
+
+
+def test_budget_is_k14_with_one_block_per_sm():
+    """The same generated text but for the launch bound: the rung changes one thing."""
+    import dataclasses
+
+    from tilegemm.kernels.simt import k14_unrolled as k14
+    from tilegemm.kernels.simt import k15_register_budget as k15
+
+    assert dataclasses.replace(k15.DEFAULT, min_blocks=k14.DEFAULT.min_blocks) == k14.DEFAULT
+    assert k15.DEFAULT.min_blocks == 1 and k15.SCALAR == k14.SCALAR
+    name = k15.DEFAULT.name
+    assert k14.source(k15.DEFAULT) == k14.source(k14.DEFAULT).replace(k14.DEFAULT.name, name)
+    assert registry.get("budget").auto_rank > registry.get("splitk_tiles").auto_rank
+
+
+@pytest.mark.gpu
+def test_budget_does_not_spill_on_the_device():
+    """With one block per SM the compiled kernel takes more than 128 registers and spills nothing
+    (k14's configuration spills at the cap: the strict xfail above); right at a size with every path."""
+    from tilegemm.bench import sass
+
+    rec = sass.resources(registry.get("budget"), route="gpu")[0]
+    assert rec["FFMA"] == 512 and 128 < rec["registers"] <= 255 and rec["LDL"] == 0 and rec["STL"] == 0, rec
+    for shape in ((1000, 1028, 516), (777, 1234, 431)):
+        a, b = random_operands(*shape, seed=9)
+        r = check(run("budget", a, b), a, b, kernel="budget")
+        assert r.ok, str(r)

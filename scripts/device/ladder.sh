@@ -6,8 +6,8 @@
 export TILEGEMM_CACHE_DIR=${TILEGEMM_CACHE_DIR:-$OUT/cache}
 mkdir -p "$TILEGEMM_CACHE_DIR"
 [ -f results/h200/autotune-cache.json ] && [ ! -f "$TILEGEMM_CACHE_DIR/autotune.json" ] && cp results/h200/autotune-cache.json "$TILEGEMM_CACHE_DIR/autotune.json"
-ALL=naive,smem_tiled_16,smem_tiled_32,smem32_conflicted,smem32_padded,register_blocked,interior_fastpath,block_tiling_2d,smem_transposed,vectorized,double_buffer,warptile,autotuned
-FAST=register_blocked,interior_fastpath,block_tiling_2d,smem_transposed,vectorized,double_buffer,warptile,autotuned
+ALL=naive,smem_tiled_16,smem_tiled_32,smem32_conflicted,smem32_padded,register_blocked,interior_fastpath,block_tiling_2d,smem_transposed,vectorized,double_buffer,warptile,autotuned,unrolled,budget
+FAST=register_blocked,interior_fastpath,block_tiling_2d,smem_transposed,vectorized,double_buffer,warptile,autotuned,unrolled,budget
 timeout 200 python3 -m tilegemm.cli bench --kernels "$ALL" --sizes 4096,4095x4097x1023 --no-e2e --quiet --budget 0.5 \
     --json /tmp/ladder_a.json --table "$OUT/ladder_table_a.txt" > /tmp/ladder_a.log 2>&1; echo "ladder a exit $?"
 timeout 200 python3 -m tilegemm.cli bench --kernels "$FAST" --sizes 8192,4096x14336x4096 --no-e2e --quiet --budget 0.5 \

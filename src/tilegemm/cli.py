@@ -22,7 +22,7 @@ from rich.table import Table
 from . import _cuda
 
 TOOL_MODULES = ("tilegemm.bench.ceilings", "tilegemm.bench.traffic", "tilegemm.bench.report",
-                "tilegemm.bench.compare", "tilegemm.bench.results", "tilegemm.bench.ladder",
+                "tilegemm.bench.compare", "tilegemm.bench.results", "tilegemm.bench.ladder", "tilegemm.bench.counters",
                 "tilegemm.bench.library", "tilegemm.bench.model", "tilegemm.bench.distributed",
                 "tilegemm.tuning.command", "tilegemm.sanitize")
 

@@ -44,7 +44,9 @@ _TABLE = {
     "splitk_tiles": ("simt.k13_splitk_tiles", "", "simt", _F32, "GPU k12 + split-K tiles", 13, 13,
                      dict(needs_contiguous=True)),
     "unrolled": ("simt.k14_unrolled", "", "simt", _F32, "GPU warp-tiled, generated straight-line", 14, 0,
-                 dict(needs_contiguous=True)),  # auto rank 0 until a GPU run measures it against k13
+                 dict(needs_contiguous=True)),  # never auto: k15 is the same kernel without the spills
+    "budget": ("simt.k15_register_budget", "", "simt", _F32, "GPU k14 + register budget (1 block/SM)", 15, 15,
+               dict(needs_contiguous=True)),
     "mixed_half": ("simt.k20_mixed_half", "", "simt", ("float16",), "GPU FP16-in FP32-acc", 20, 2, {}),
 }
 

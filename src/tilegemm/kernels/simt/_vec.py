@@ -9,7 +9,12 @@ These intrinsics emit the vector access directly, in the address space named:
     lds4(S, i, j)            -> (S[i, j], ..., S[i, j+3])                    shared, LDS.128
     sts4(S, i, j, v0..v3)     S[i, j:j+4] = v                                 shared, STS.128
     at(X, i, j), put(X, i, j, v)   X[i, j] read / written, any address space, one element
+    at_or0(X, i, j)          X[i, j] where (i, j) is inside X's shape, else 0   (edge tiles)
+    put_in(X, i, j, v)       X[i, j] = v where (i, j) is inside X's shape, else nothing
 
+The last two are guarded accesses written as one call: a kernel generated in full (k14) has
+hundreds of them, and written as `X[i, j] if i < M and j < K else 0` each is two branches of
+Numba's IR, whose SSA passes grow with branches × variables (tens of seconds of compile time).
 All of them skip Numba's negative-index wraparound (`i < 0 ? i + shape : i`), which Numba emits
 for every signed index it cannot prove non-negative: in an inner loop that is several 64-bit
 integer instructions per shared-memory access.
@@ -50,6 +55,13 @@ if _cuda.SIMULATOR:
 
     def put(a, i, j, v):
         a[i, j] = v
+
+    def at_or0(a, i, j):
+        return a[i, j] if 0 <= i < a.shape[0] and 0 <= j < a.shape[1] else a.dtype.type(0)
+
+    def put_in(a, i, j, v):
+        if 0 <= i < a.shape[0] and 0 <= j < a.shape[1]:
+            a[i, j] = v
 
 else:
     from llvmlite import ir
@@ -141,6 +153,47 @@ else:
             jj = context.cast(builder, args[2], jty, types.intp)
             ptr = cgutils.get_item_pointer(context, builder, aryty, arr, [ii, jj], wraparound=False)
             builder.store(context.cast(builder, args[3], vty, aryty.dtype), ptr)
+            return context.get_dummy_value()
+
+        return types.void(a, i, j, v), codegen
+
+    def _guard(context, builder, aryty, ary, i, ity, j, jty):
+        """(array, i and j as intp, whether 0 ≤ i < rows and 0 ≤ j < columns): one unsigned compare
+        each covers both ends."""
+        arr = context.make_array(aryty)(context, builder, value=ary)
+        ii = context.cast(builder, i, ity, types.intp)
+        jj = context.cast(builder, j, jty, types.intp)
+        rows, cols = cgutils.unpack_tuple(builder, arr.shape, 2)
+        inside = builder.and_(builder.icmp_unsigned("<", ii, rows), builder.icmp_unsigned("<", jj, cols))
+        return arr, ii, jj, inside
+
+    @intrinsic
+    def at_or0(typingctx, a, i, j):
+        """a[i, j] where (i, j) is inside a's shape, else 0 (one call, no branches in Numba's IR)."""
+        _check(a, i, j)
+
+        def codegen(context, builder, signature, args):
+            aryty, ity, jty = signature.args
+            arr, ii, jj, inside = _guard(context, builder, aryty, args[0], args[1], ity, args[2], jty)
+            out = cgutils.alloca_once_value(builder, context.get_constant(aryty.dtype, 0))
+            with builder.if_then(inside, likely=True):
+                ptr = cgutils.get_item_pointer(context, builder, aryty, arr, [ii, jj], wraparound=False)
+                builder.store(builder.load(ptr), out)
+            return builder.load(out)
+
+        return a.dtype(a, i, j), codegen
+
+    @intrinsic
+    def put_in(typingctx, a, i, j, v):
+        """a[i, j] = v where (i, j) is inside a's shape; nothing elsewhere."""
+        _check(a, i, j)
+
+        def codegen(context, builder, signature, args):
+            aryty, ity, jty, vty = signature.args
+            arr, ii, jj, inside = _guard(context, builder, aryty, args[0], args[1], ity, args[2], jty)
+            with builder.if_then(inside, likely=True):
+                ptr = cgutils.get_item_pointer(context, builder, aryty, arr, [ii, jj], wraparound=False)
+                builder.store(context.cast(builder, args[3], vty, aryty.dtype), ptr)
             return context.get_dummy_value()
 
         return types.void(a, i, j, v), codegen

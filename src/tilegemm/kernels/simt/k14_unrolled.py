@@ -35,7 +35,7 @@ from numba import cuda
 from . import k10_warptile as k10
 from ._common import configure, grid_2d, per_config
 from ._jit import kernel
-from ._vec import SMEM_ALIGN, at, ldg4, lds4, put, stg4, sts4
+from ._vec import SMEM_ALIGN, at, at_or0, ldg4, lds4, put, put_in, stg4, sts4
 
 LANES_M, LANES_N, MICRO, PAD = k10.LANES_M, k10.LANES_N, k10.MICRO, k10.PAD
 
@@ -80,20 +80,20 @@ def source(cfg: Config) -> str:
 
     def loads(indent: int, k0: str, fast: str) -> None:
         k0 = "" if k0 == "0" else f"{k0} + "  # the first step's column (A) or row (B) offset is 0
-        # each operand's float4s: (array, register names, row, first column, row bound, column bound)
-        quads = [("A", ga[l], f"m0 + ar{l}", f"{k0}aq{l}", "M", "K") for l in range(A_IT)]
-        quads += [("B", gb[l], f"{k0}br{l}", f"n0 + bq{l}", "K", "N") for l in range(B_IT)]
+        # each operand's float4s: (array, register names, row, first column)
+        quads = [("A", ga[l], f"m0 + ar{l}", f"{k0}aq{l}") for l in range(A_IT)]
+        quads += [("B", gb[l], f"{k0}br{l}", f"n0 + bq{l}") for l in range(B_IT)]
         w(indent, f"if {fast}:  # the whole tile is inside A and B: no guards" + (", 16-byte loads" if vector else ""))
-        for X, regs, r, q, rows, cols in quads:
+        for X, regs, r, q in quads:
             if vector:
                 w(indent + 1, f"{', '.join(regs)} = ldg4({X}, {r}, {q})")
             else:
                 for c in range(4):
                     w(indent + 1, f"{regs[c]} = at({X}, {r}, {q}{plus(c)})")
         w(indent, "else:")
-        for X, regs, r, q, rows, cols in quads:
+        for X, regs, r, q in quads:
             for c in range(4):
-                w(indent + 1, f"{regs[c]} = {X}[{r}, {q}{plus(c)}] if {r} < {rows} and {q}{plus(c)} < {cols} else DT(0)")
+                w(indent + 1, f"{regs[c]} = at_or0({X}, {r}, {q}{plus(c)})")
 
     w(0, f"def {cfg.name}(A, B, C):")
     w(1, f'"""C = A @ B: {BM}×{BN} block tiles, {WM}×{WN} warp tiles, {TM}×{TN} outputs a thread, BK = {BK}."""')
@@ -159,8 +159,7 @@ def source(cfg: Config) -> str:
                         w(2, f"put(C, row, col + {d}, c{i}_{j + d})" if d else f"put(C, row, col, c{i}_{j})")
                 w(1, "else:  # an edge block: each element guarded")
                 for d in range(MICRO):
-                    w(2, f"if row < M and col + {d} < N:" if d else "if row < M and col < N:")
-                    w(3, f"C[row, col + {d}] = c{i}_{j + d}" if d else f"C[row, col] = c{i}_{j}")
+                    w(2, f"put_in(C, row, col{plus(d)}, c{i}_{j + d})")
     return "\n".join(out) + "\n"
 
 
@@ -170,7 +169,7 @@ def make_kernel(cfg: Config, DT):
     filename = f"<tilegemm k14 {cfg.name} {DT}>"
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)  # tracebacks show it
     namespace = dict(cuda=cuda, DT=DT, SMEM_ALIGN=SMEM_ALIGN, ldg4=ldg4, lds4=lds4, stg4=stg4, sts4=sts4, at=at,
-                     put=put)
+                     put=put, at_or0=at_or0, put_in=put_in)
     exec(compile(src, filename, "exec"), namespace)
     return kernel(launch_bounds=(cfg.threads, cfg.min_blocks) if cfg.min_blocks else None,
                   max_registers=cfg.max_registers or None)(namespace[cfg.name])

@@ -1,0 +1,68 @@
+"""k15 register budget: k14's generated kernel, allowed the registers it needs instead of 128.
+
+Changes against k14: one number, the launch bound. k06–k14 ask for two resident blocks of 256
+threads per SM (`min_blocks` = 2: launch bounds (256, 2)), which caps a thread at 65536 / 512 =
+128 registers. k14's thread holds 64 accumulators, 16 fragment registers (a column of A and a row
+of B for one k), 8 registers staging the next tile's loads, and its addresses: at the cap the
+device's compiler spills (LDL/STL inside the K loop) and cannot keep the next row's fragments
+in flight while this row's FFMAs issue. Here the bound is one block per SM (`min_blocks` = 1):
+up to 255 registers a thread; the compiler takes about 165, nothing spills, and the fragment loads
+of row p+1 overlap row p's FFMAs (offline SASS: LDS.128 interleaved with the FFMAs). The price is
+occupancy: 8 warps per SM instead of 16, two per scheduler. Whether fewer warps with more
+independent work each (Volkov's "better performance at lower occupancy") beat more warps that
+stall is what this rung measures; ncu's counters for it and for cuBLAS's SGEMM (which runs 8
+warps of 254 registers) are in docs/ladder.md.
+
+The budget is chosen per configuration: the scalar-access variant (rows not 16-byte aligned, e.g.
+N = 4097) keeps k14's two blocks per SM. Its tile loads are 16 one-element loads a K step instead of
+2 vector ones, it fits 128 registers without spilling, and it measured faster with 16 warps per SM
+than with 8 (docs/perf-notes.md). Everything else is k14's: tiles, warp tiles, the double-buffered
+shared tiles with one barrier a K step. As the library's FP32 path (`auto`), products whose M or grid is small
+go to k13 (k12's skinny kernel, split-K tiles), where filling the SMs matters more than a tile's
+speed; the rest run here.
+
+Global traffic and intensity are k10's (elements; s the element size):
+    reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM),  writes = M·N
+    intensity ≈ 2/(s·(1/BM + 1/BN)) FLOP/byte = 128/s (32 FLOP/B in FP32) at BM = BN = 128
+Per K step a thread issues BK·(WMITER + WNITER) LDS.128 and BK·TM·TN FFMA (32 and 512): the
+same instructions as k14, in 8 resident warps per SM instead of 16.
+"""
+
+from __future__ import annotations
+
+from . import k10_warptile as k10
+from . import k12_skinny_m as k12
+from . import k13_splitk_tiles as k13
+from . import k14_unrolled as k14
+
+DEFAULT = k14.Config(min_blocks=1)  # k14's tiling; one 256-thread block per SM, up to 255 registers
+SCALAR = k14.SCALAR  # where 16-byte accesses are not legal: k14's own, two blocks per SM
+
+
+def here(m: int, n: int, k: int, vector: bool) -> bool:
+    """Does this product run on k15's own kernel (else k13's plan: skinny M, split-K tiles)?"""
+    if m <= k13.SKINNY_ROWS or (m <= k12.SKINNY_MAX and not vector):
+        return False  # k12's one-column-per-thread kernel (its scalar loads serve any alignment)
+    return not (vector and k13.plan(m, n, k) is not None)  # k13 splits K to fill the SMs
+
+
+def launch(a, b, c, stream=None):
+    m, n = c.shape
+    vector = k10.vector_ok(a, b, c)
+    if not here(m, n, a.shape[1], vector):
+        return k13.launch(a, b, c, stream)
+    k14.launch_config(DEFAULT if vector else SCALAR, a, b, c, stream)
+
+
+def traffic(m, n, k, s):
+    if not here(m, n, k, k10.vector_shape_ok(k, n, s)):
+        return k13.traffic(m, n, k, s)
+    return k10.traffic_for(DEFAULT)(m, n, k, s)
+
+
+NT = DEFAULT.threads
+
+
+def jit_kernels(dt) -> list:
+    """The Numba dispatchers this rung compiles for dtype dt (the SASS and resource tables read them)."""
+    return [k14.kernel_for(dt, DEFAULT), k14.kernel_for(dt, SCALAR)]
