@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from tilegemm import sanitize  # noqa: E402
-from tilegemm.bench import ladder, library, model, report, results  # noqa: E402
+from tilegemm.bench import counters, ladder, library, model, report, results  # noqa: E402
 
 README = ROOT / "README.md"
 H200 = ROOT / "results" / "h200"
@@ -247,13 +247,31 @@ def main() -> int:
         res = json.loads(res_path.read_text()) if res_path.exists() else []
         llm = H200 / "ladder_llm.json"
         ldoc = results.load(llm) if llm.exists() else None
-        text = ladder.render(doc, res, also={r["kernel"] for r in ldoc["records"]} if ldoc else ())
+        reps = [results.load(p) for p in sorted(H200.glob("ladder_budget_run*.json"))]
+        also = ({r["kernel"] for r in ldoc["records"]} if ldoc else set()) | {r["kernel"] for d in reps for r in d["records"]}
+        text = ladder.render(doc, res, also=also)
         if ldoc:  # a second run over the transformer shape set: its summary table only
             ldoc["_path"] = "results/h200/ladder_llm.json"
             summary = ladder.render(ldoc, []).split("## Summary", 1)[1].split("## Machine code", 1)[0]
             head, tail = text.split("## Machine code", 1)
             text = (head + "## The transformer shape set (`--shapes llm`, a second run, cuBLAS in it)\n"
                     + f"\nFrom `results/h200/ladder_llm.json` ({ldoc['created']}).\n" + summary + "## Machine code" + tail)
+        head, tail = text.split("## Machine code", 1)
+        if reps:
+            head += (f"## The last rungs, three runs (`results/h200/ladder_budget_run1..{len(reps)}.json`, "
+                     f"{reps[0]['created']})\n\nEach figure is the median of {len(reps)} runs of `tilegemm bench`, "
+                     "cuBLAS timed in each; % of cuBLAS is against the same run's.\n\n"
+                     + "\n".join(ladder.repeated_md(reps)) + "\n\n")
+        cnt = H200 / "counters.json"
+        if cnt.exists():
+            cdoc = json.loads(cnt.read_text())
+            m, n, k = (cdoc["records"][0][x] for x in "mnk")
+            head += (f"## Hardware counters at {m}×{n}×{k} (`tilegemm counters`, `results/h200/counters.json`, "
+                     f"{cdoc['created'][:10]}, {cdoc['ncu']})\n\n"
+                     "One profiled launch per target under `ncu --set full --clock-control none`; the stall rows "
+                     "are warps stalled per issued instruction, by reason (ncu's Warp State Statistics).\n\n"
+                     + "\n".join(counters.table_md(cdoc)) + "\n\n")
+        text = head + "## Machine code" + tail
         (ROOT / "docs" / "ladder.md").write_text(text)
         print("wrote docs/ladder.md")
     return 0

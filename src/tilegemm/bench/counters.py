@@ -11,7 +11,7 @@ clocks the timings saw). A target is a registered SIMT kernel (`unrolled`, `auto
 configuration of a rung that has one (`unrolled:BK=16:min_blocks=1`), or `cublas` (torch.mm in FP32
 with TF32 off: cuBLAS's SGEMM).
 
-The record keeps every metric ncu reported (the raw page, numbers where they parse); `ROWS` is what
+The record keeps the metrics `KEEP` names of what ncu reported (the raw page); `ROWS` is what
 the ladder page shows of them, side by side: time, issue-slot use and mix, the stall reasons per
 issued instruction, occupancy, shared-memory bank conflicts and local-memory (spill) traffic.
 """
@@ -33,6 +33,12 @@ from .. import registry
 CUBLAS = "cublas"
 NCU_ARGS = ("--clock-control", "none", "--profile-from-start", "off", "--set", "full",
             "--csv", "--page", "raw", "--print-units", "base")
+# What a record keeps of ncu's ~2,200 metrics (the rest is a re-run away): launch facts, time and
+# clocks, issue and pipe use, warps, instruction and shared/local/global access counts, bank
+# conflicts, the memory hierarchy's totals, and every stall reason.
+KEEP = re.compile(r"(launch__|gpu__time_duration|sm__cycles_elapsed\.avg\.per_second|smsp__issue_active|sm__inst_|"
+                  r"sm__pipe_|smsp__inst_executed\.sum|sm__warps_active|sm__maximum_warps|smsp__average_warp|"
+                  r"smsp__sass_inst_executed_op_|l1tex__data_bank_conflicts|dram__bytes|lts__t_sector_hit_rate)")
 STALL = re.compile(r"smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio")
 
 # (label, how to read it from a record's metrics, format). A reader returns None where ncu
@@ -43,16 +49,13 @@ def _m(name):
     return lambda r: r.get(name)
 
 
-def _ratio(num, den, scale=1.0):
-    def read(r):
-        a, b = r.get(num), r.get(den)
-        return a * scale / b if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else None
-    return read
+def _scaled(name, scale):
+    return lambda r: r[name] * scale if isinstance(r.get(name), (int, float)) else None
 
 
 ROWS = (
-    ("duration (ms)", _ratio("gpu__time_duration.sum", "one", 1e-6), "{:.3f}"),
-    ("SM clock (GHz)", _ratio("sm__cycles_elapsed.avg.per_second", "one", 1e-9), "{:.2f}"),
+    ("duration (ms)", _scaled("gpu__time_duration.sum", 1e-6), "{:.3f}"),
+    ("SM clock (GHz)", _scaled("sm__cycles_elapsed.avg.per_second", 1e-9), "{:.2f}"),
     ("registers / thread", _m("launch__registers_per_thread"), "{:.0f}"),
     ("threads / block", _m("launch__block_size"), "{:.0f}"),
     ("warps / SM: resident limit", _m("sm__maximum_warps_avg_per_active_cycle"), "{:.0f}"),
@@ -66,7 +69,7 @@ ROWS = (
     ("shared loads (warp)", _m("smsp__sass_inst_executed_op_shared_ld.sum"), "{:.3g}"),
     ("shared-memory bank conflicts", _m("l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum"), "{:.3g}"),
     ("local loads: spills (warp)", _m("smsp__sass_inst_executed_op_local_ld.sum"), "{:.3g}"),
-    ("DRAM read (GB)", _ratio("dram__bytes_read.sum", "one", 1e-9), "{:.2f}"),
+    ("DRAM read (GB)", _scaled("dram__bytes_read.sum", 1e-9), "{:.2f}"),
     ("L2 hit rate", _m("lts__t_sector_hit_rate.pct"), "{:.1f}%"),
 )
 
@@ -90,9 +93,7 @@ def parse_raw_csv(text: str) -> list[dict]:
         body = body[1:]
     out = []
     for row in body:
-        rec = {h: _number(v) for h, v in zip(head, row)}
-        rec["one"] = 1.0
-        out.append(rec)
+        out.append({h: _number(v) for h, v in zip(head, row)})
     return out
 
 
@@ -217,7 +218,7 @@ def profile(target: str, shape: tuple[int, int, int], ncu: str, timeout_s: float
     rec["kernel_name"] = main.get("Kernel Name")
     rec["launches"] = [r.get("Kernel Name") for r in launches]
     rec["stalls"] = stalls(main)
-    rec["metrics"] = {h: v for h, v in main.items() if isinstance(v, float)}
+    rec["metrics"] = {h: v for h, v in main.items() if isinstance(v, float) and (KEEP.match(h) or STALL.fullmatch(h))}
     rec["metrics"]["ffma_warp_inst"] = m * n * k / 32  # one FFMA per (i, j, p), 32 lanes a warp instruction
     return rec
 

@@ -108,6 +108,36 @@ def render(doc: dict, resources: list[dict], also=()) -> str:
     return "\n".join(out) + "\n"
 
 
+def repeated_md(docs: list[dict]) -> list[str]:
+    """Rungs timed in several runs of the same bench (cuBLAS in each): per kernel and shape the
+    median of the runs' medians, and of their % of that run's cuBLAS (Markdown lines)."""
+    import statistics
+
+    runs: dict = {}
+    for d in docs:
+        for r in d["records"]:
+            if r.get("median_ms") is not None and r.get("ok") is not False:
+                runs.setdefault((r["kernel"], r["m"], r["n"], r["k"]), []).append(r)
+    shapes = sorted({key[1:] for key in runs}, key=lambda s: (s not in KEY_SHAPES, s))
+    names = list(dict.fromkeys(key[0] for key in runs))
+    names = ["cublas"] + [n for n in names if n != "cublas"]
+    rung = {k.name: k.rung for k in registry.all_kernels()}
+    out = [f"| rung | kernel | " + " | ".join(f"{_label(*s)}: ms (% cuBLAS)" for s in shapes) + " |",
+           "|---:|---|" + "---:|" * len(shapes)]
+    for name in names:
+        cells = []
+        for s in shapes:
+            rs = runs.get((name, *s), [])
+            if len(rs) != len(docs):
+                cells.append("—")
+                continue
+            ms = statistics.median(r["median_ms"] for r in rs)
+            pct = statistics.median(r.get("pct_cublas") or 0 for r in rs)
+            cells.append(f"{ms:.3f}" + ("" if name == "cublas" else f" ({pct:.1f}%)"))
+        out.append(f"| {rung.get(name, '—')} | {name} | " + " | ".join(cells) + " |")
+    return out
+
+
 def collect_resources(path: str | None) -> list[dict]:
     from . import sass
 
