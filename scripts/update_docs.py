@@ -263,12 +263,12 @@ def main() -> int:
                      "cuBLAS timed in each; % of cuBLAS is against the same run's.\n\n"
                      + "\n".join(ladder.repeated_md(reps)) + "\n\n")
         cnt = H200 / "counters.json"
-        if cnt.exists():
-            cdoc = json.loads(cnt.read_text())
+        cdoc = json.loads(cnt.read_text()) if cnt.exists() else {}
+        if cdoc.get("records"):
             m, n, k = (cdoc["records"][0][x] for x in "mnk")
             head += (f"## Hardware counters at {m}×{n}×{k} (`tilegemm counters`, `results/h200/counters.json`, "
                      f"{cdoc['created'][:10]}, {cdoc['ncu']})\n\n"
-                     "One profiled launch per target under `ncu --set full --clock-control none`; the stall rows "
+                     f"One profiled launch per target under `ncu {' '.join(cdoc['ncu_args'])}`; the stall rows "
                      "are warps stalled per issued instruction, by reason (ncu's Warp State Statistics).\n\n"
                      + "\n".join(counters.table_md(cdoc)) + "\n\n")
         text = head + "## Machine code" + tail

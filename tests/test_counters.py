@@ -24,14 +24,14 @@ def test_raw_csv_drops_the_units_row_and_reads_numbers():
     assert rec["gpu__time_duration.sum"] == 3287104.0 and rec["launch__registers_per_thread"] == 163.0
     assert rec["Kernel Name"] == "k(Array<float, 2>)" and rec["device__attribute_display_name"] == "NVIDIA H200"
     assert counters.stalls(rec) == {"short_scoreboard": 0.20, "barrier": 0.04}  # largest first
+    assert counters.parse_raw_csv(RAW.replace('"0","k(', '"","k(')) == []  # a row without a launch ID
     assert counters.parse_raw_csv("==PROF== nothing profiled\n") == []
 
 
 def test_table_has_a_column_per_target_and_the_stalls():
     [rec] = counters.parse_raw_csv(RAW)
     metrics = {k: v for k, v in rec.items() if isinstance(v, float)}
-    doc = {"records": [{"target": "budget", "metrics": dict(metrics, ffma_warp_inst=0.8 * 2628000000),
-                        "stalls": counters.stalls(rec)},
+    doc = {"records": [{"target": "budget", "metrics": dict(metrics, ffma_warp_inst=0.8 * 2628000000)},
                        {"target": "cublas", "error": "ncu failed"}]}
     lines = counters.table_md(doc)
     assert lines[0] == "| counter | `budget` |"  # a failed target has no column
@@ -50,12 +50,26 @@ def test_table_has_a_column_per_target_and_the_stalls():
     ("unrolled:XX=1", "has no field 'XX'"),
     ("naive:BK=16", "naive has no configuration to change"),
     ("unrolled:BM=96", "multiples of WM"),
+    ("unrolled:vector=ture", "vector=ture: a yes or no"),
+    ("tc_tiled", "not an FP32 SIMT kernel"),
+    ("cpu_blas", "not an FP32 SIMT kernel"),
 ])
-def test_a_bad_target_is_refused_before_ncu_runs(target, says):
+def test_a_bad_target_is_refused_before_ncu_runs(target, says, monkeypatch):
+    """`collect` checks every target before it asks for a GPU or starts ncu (none is started here:
+    subprocess.run would fail the test)."""
+    monkeypatch.setattr(counters.subprocess, "run", lambda *a, **kw: pytest.fail("ncu started"))
     with pytest.raises((ValueError, KeyError)) as e:
-        kernel, overrides = counters._parse_target(target)
-        counters._launcher(kernel, overrides)
+        counters.collect(["budget", target], (64, 64, 64))
     assert says in str(e.value)
+
+
+def test_a_run_past_its_time_is_a_record_not_a_traceback(monkeypatch):
+    def slow(*a, timeout=None, **kw):
+        raise counters.subprocess.TimeoutExpired("ncu", timeout)
+
+    monkeypatch.setattr(counters.subprocess, "run", slow)
+    rec = counters.profile("budget", (64, 64, 64), "ncu", timeout_s=5)
+    assert rec["error"] == "ncu did not finish in 5 s" and "metrics" not in rec
 
 
 def test_a_configuration_target_runs_that_configuration(monkeypatch):
@@ -83,4 +97,4 @@ def test_counters_of_a_rung_and_cublas_on_the_gpu():
     assert all("error" not in r for r in by.values()), [r.get("error") for r in by.values()]
     assert by["budget"]["metrics"]["launch__registers_per_thread"] > 128
     assert "sgemm" in by["cublas"]["kernel_name"].lower() or "gemm" in by["cublas"]["kernel_name"].lower()
-    assert by["budget"]["stalls"] and len(counters.table_md(doc)) > 10
+    assert counters.stalls(by["budget"]["metrics"]) and len(counters.table_md(doc)) > 10

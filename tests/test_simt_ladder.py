@@ -412,12 +412,14 @@ def test_budget_exact_on_each_route(shape, own, monkeypatch):
     monkeypatch.setattr(k13, "launch", lambda *a, **kw: (handed.append(1), real_k13(*a, **kw))[1])
     a, b = integer_operands(*shape, seed=sum(shape))
     assert np.array_equal(run("budget", a, b), a.astype(np.float64) @ b.astype(np.float64))
-    assert k15.here(*shape, shape[1] % 4 == 0 and shape[2] % 4 == 0) is own
-    vector = shape[1] % 4 == 0 == shape[2] % 4
+    vector = shape[1] % 4 == 0 and shape[2] % 4 == 0
+    assert k15.here(*shape, vector) is own
+    traffic = k15.traffic(*shape, 4)
     if own:  # one block per SM where 16-byte accesses are legal; the scalar variant keeps two
         assert not handed and built[-1].vector is vector and built[-1].min_blocks == (1 if vector else 2)
+        assert traffic == k14.traffic(*shape, 4)  # the same tiles as k14's, so the same design traffic
     else:
-        assert handed and all(cfg.min_blocks != 1 for cfg in built)
+        assert handed and not built and traffic == k13.traffic(*shape, 4)
 
 
 def test_budget_is_k14_with_one_block_per_sm():
@@ -436,8 +438,8 @@ def test_budget_is_k14_with_one_block_per_sm():
 
 @pytest.mark.gpu
 def test_budget_does_not_spill_on_the_device():
-    """With one block per SM the compiled kernel takes more than 128 registers and spills nothing
-    (k14's configuration spills at the cap: the strict xfail above); right at a size with every path."""
+    """With one block per SM the compiled kernel takes more than 128 registers and spills nothing;
+    right on an aligned shape and on an unaligned one (the scalar variant)."""
     from tilegemm.bench import sass
 
     rec = sass.resources(registry.get("budget"), route="gpu")[0]
@@ -446,3 +448,41 @@ def test_budget_does_not_spill_on_the_device():
         a, b = random_operands(*shape, seed=9)
         r = check(run("budget", a, b), a, b, kernel="budget")
         assert r.ok, str(r)
+
+
+# ---- k16: 16×8 outputs a thread, 256×128 tiles, BK = 16 (a ladder rung; not auto) ----
+
+
+def test_big_tile_exact_and_within_48_kib():
+    """k16's configuration (through k14's generator) is exact on a shape with interior and edge
+    blocks and a K tail; its shared tiles are exactly the 48 KiB a kernel may declare statically;
+    each K row is a one-trip loop (a block of Numba's IR); small products go to k15."""
+    import ast
+
+    from tilegemm.kernels.simt import k14_unrolled as k14
+    from tilegemm.kernels.simt import k16_big_tile as k16
+
+    cfg = k16.DEFAULT
+    assert 2 * cfg.BK * (cfg.BM + cfg.pad) * 4 + 2 * cfg.BK * cfg.BN * 4 == 48 * 1024
+    loops = [n for n in ast.walk(ast.parse(k14.source(cfg))) if isinstance(n, ast.For)]
+    assert len(loops) == 1 + cfg.BK and all("range(1)" in ast.unparse(n.iter) for n in loops[1:])
+    cuda = _cuda.cuda
+    a, b = integer_operands(257, 132, 36, seed=7)
+    dc = cuda.device_array((257, 132), dtype=np.float32)
+    poison(dc)
+    k14.launch_config(cfg, cuda.to_device(a), cuda.to_device(b), dc)
+    assert np.array_equal(dc.copy_to_host(), a.astype(np.float64) @ b.astype(np.float64))
+    assert not k16.here(257, 132, 36, True) and k16.here(4096, 4096, 4096, True)
+    assert not k16.here(4096, 4097, 4096, False)
+    assert registry.get("big_tile").auto_rank == 0
+
+
+@pytest.mark.gpu
+def test_big_tile_on_the_device():
+    from tilegemm.bench import sass
+
+    rec = sass.resources(registry.get("big_tile"), route="gpu")[0]
+    assert rec["FFMA"] == 2048 and rec["LDL"] == 0 and rec["STL"] == 0 and rec["shared_bytes"] <= 48 * 1024, rec
+    a, b = random_operands(4100, 4096, 520, seed=3)
+    r = check(run("big_tile", a, b), a, b, kernel="big_tile")
+    assert r.ok, str(r)

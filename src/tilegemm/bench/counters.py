@@ -31,11 +31,12 @@ import sys
 from .. import registry
 
 CUBLAS = "cublas"
+BOOLS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 NCU_ARGS = ("--clock-control", "none", "--profile-from-start", "off", "--set", "full",
             "--csv", "--page", "raw", "--print-units", "base")
 # What a record keeps of ncu's ~2,200 metrics (the rest is a re-run away): launch facts, time and
 # clocks, issue and pipe use, warps, instruction and shared/local/global access counts, bank
-# conflicts, the memory hierarchy's totals, and every stall reason.
+# conflicts, the memory hierarchy's totals, and every stall reason (smsp__average_warps_issue_stalled_…).
 KEEP = re.compile(r"(launch__|gpu__time_duration|sm__cycles_elapsed\.avg\.per_second|smsp__issue_active|sm__inst_|"
                   r"sm__pipe_|smsp__inst_executed\.sum|sm__warps_active|sm__maximum_warps|smsp__average_warp|"
                   r"smsp__sass_inst_executed_op_|l1tex__data_bank_conflicts|dram__bytes|lts__t_sector_hit_rate)")
@@ -89,20 +90,22 @@ def parse_raw_csv(text: str) -> list[dict]:
     if not rows:
         return []
     head, body = rows[0], rows[1:]
-    if body and not body[0][0].strip().isdigit():  # the units row
-        body = body[1:]
+    ident = head.index("ID") if "ID" in head else 0
     out = []
     for row in body:
+        if len(row) <= ident or not row[ident].strip():  # the units row has no launch ID
+            continue
         out.append({h: _number(v) for h, v in zip(head, row)})
     return out
 
 
 def stalls(metrics: dict) -> dict[str, float]:
-    """The warps stalled per issued instruction, by reason (ncu's Warp State Statistics)."""
+    """The warps stalled per issued instruction, by reason (ncu's Warp State Statistics), without
+    "selected" (the issuing warp itself: 1 by definition)."""
     out = {}
     for name, v in metrics.items():
         m = STALL.fullmatch(name)
-        if m and isinstance(v, float) and not m.group(1).endswith("_pred_on"):
+        if m and isinstance(v, float) and m.group(1) != "selected" and not m.group(1).endswith("_pred_on"):
             out[m.group(1)] = v
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
@@ -124,7 +127,18 @@ def _parse_target(target: str):
         if overrides:
             raise ValueError("cublas takes no configuration")
         return None, {}
-    return registry.get(name), overrides
+    kernel = registry.get(name)
+    if kernel.backend != "simt" or not kernel.supports("float32"):
+        raise ValueError(f"{name} is not an FP32 SIMT kernel: counters profile the SIMT ladder and cuBLAS's SGEMM")
+    return kernel, overrides
+
+
+def check_targets(targets: list[str]) -> None:
+    """Refuse a bad name, field or configuration here, with one line, before ncu starts a child."""
+    for target in targets:
+        kernel, overrides = _parse_target(target)
+        if kernel is not None:
+            _launcher(kernel, overrides)
 
 
 def _launcher(kernel, overrides: dict):
@@ -137,13 +151,18 @@ def _launcher(kernel, overrides: dict):
     if not hasattr(mod, "launch_config"):
         raise ValueError(f"{kernel.name} has no configuration to change")
     base = mod.DEFAULT
-    fields = {f.name: f.type for f in dataclasses.fields(base)}
+    fields = [f.name for f in dataclasses.fields(base)]
     changes = {}
     for key, value in overrides.items():
         if key not in fields:
             raise ValueError(f"{kernel.name}'s Config has no field {key!r} (it has {', '.join(fields)})")
         current = getattr(base, key)
-        changes[key] = value.lower() in ("1", "true", "yes") if isinstance(current, bool) else type(current)(value)
+        if isinstance(current, bool):
+            if value.lower() not in BOOLS:
+                raise ValueError(f"{key}={value}: a yes or no ({', '.join(BOOLS)})")
+            changes[key] = BOOLS[value.lower()]
+        else:
+            changes[key] = type(current)(value)
     cfg = dataclasses.replace(base, **changes)
     cfg.check()
     return lambda a, b, c, stream=None: mod.launch_config(cfg, a, b, c, stream)
@@ -203,13 +222,17 @@ def ncu_path() -> str | None:
 
 def profile(target: str, shape: tuple[int, int, int], ncu: str, timeout_s: float = 300) -> dict:
     """Run `target` at `shape` under ncu; the record of its profiled launches (normally one)."""
-    _parse_target(target)  # a bad name or field fails here, with one line, not inside ncu
     m, n, k = shape
     cmd = [ncu, *NCU_ARGS, sys.executable, "-m", "tilegemm.bench.counters", "--child", target, str(m), str(n), str(k)]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    rec = {"target": target, "m": m, "n": n, "k": k}
+    try:
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        rec["error"] = f"ncu did not finish in {timeout_s:.0f} s"
+        return rec
     launches = parse_raw_csv(run.stdout)
-    rec = {"target": target, "m": m, "n": n, "k": k, "returncode": run.returncode}
-    if not launches:
+    rec["returncode"] = run.returncode
+    if not launches or run.returncode:
         rec["error"] = (run.stderr.strip() or run.stdout.strip())[-2000:] or "ncu reported no launch"
         return rec
     if len(launches) > 1:  # cuBLAS may launch a helper; the product is the longest launch
@@ -217,8 +240,7 @@ def profile(target: str, shape: tuple[int, int, int], ncu: str, timeout_s: float
     main = launches[0]
     rec["kernel_name"] = main.get("Kernel Name")
     rec["launches"] = [r.get("Kernel Name") for r in launches]
-    rec["stalls"] = stalls(main)
-    rec["metrics"] = {h: v for h, v in main.items() if isinstance(v, float) and (KEEP.match(h) or STALL.fullmatch(h))}
+    rec["metrics"] = {h: v for h, v in main.items() if isinstance(v, float) and KEEP.match(h)}
     rec["metrics"]["ffma_warp_inst"] = m * n * k / 32  # one FFMA per (i, j, p), 32 lanes a warp instruction
     return rec
 
@@ -227,6 +249,7 @@ def collect(targets: list[str], shape, ncu: str | None = None) -> dict:
     from .. import _cuda
     from .results import environment
 
+    check_targets(targets)
     if not _cuda.has_gpu():
         raise RuntimeError("counters need a CUDA GPU and Nsight Compute (ncu); this machine has no GPU")
     ncu = ncu or ncu_path()
@@ -256,13 +279,10 @@ def table_md(doc: dict, top_stalls: int = 6) -> list[str]:
             cells.append(fmt.format(v) if isinstance(v, (int, float)) else "—")
         if any(c != "—" for c in cells):
             out.append(f"| {label} | " + " | ".join(cells) + " |")
-    reasons = []
-    for r in recs:
-        for reason in list(r.get("stalls", {}))[:top_stalls]:
-            if reason not in reasons:
-                reasons.append(reason)
+    by = [stalls(r["metrics"]) for r in recs]
+    reasons = list(dict.fromkeys(reason for s in by for reason in list(s)[:top_stalls]))
     for reason in reasons:
-        cells = [f"{r['stalls'][reason]:.2f}" if reason in r.get("stalls", {}) else "—" for r in recs]
+        cells = [f"{s[reason]:.2f}" if reason in s else "—" for s in by]
         out.append(f"| stalled: {reason.replace('_', ' ')} (warps per issue) | " + " | ".join(cells) + " |")
     return out
 

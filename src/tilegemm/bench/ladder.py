@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import statistics
 from pathlib import Path
 
 from .. import registry
@@ -70,7 +71,8 @@ def render(doc: dict, resources: list[dict], also=()) -> str:
            "timed in the same run on the same inputs. Do not edit by hand.", ""]
     out += ["## Summary", "", "| rung | kernel | " + " | ".join(f"{_label(*s)} TFLOP/s (% cuBLAS)" for s in shapes) + " |",
             "|---:|---|" + "---:|" * len(shapes)]
-    for name, rung in [("cublas", "—")] + [(k.name, k.rung) for k in kernels]:
+    measured = {r["kernel"] for r in recs}
+    for name, rung in [("cublas", "—")] + [(k.name, k.rung) for k in kernels if k.name in measured]:
         cells = []
         for s in shapes:
             r = by.get((name, *s))
@@ -111,8 +113,6 @@ def render(doc: dict, resources: list[dict], also=()) -> str:
 def repeated_md(docs: list[dict]) -> list[str]:
     """Rungs timed in several runs of the same bench (cuBLAS in each): per kernel and shape the
     median of the runs' medians, and of their % of that run's cuBLAS (Markdown lines)."""
-    import statistics
-
     runs: dict = {}
     for d in docs:
         for r in d["records"]:
@@ -122,7 +122,7 @@ def repeated_md(docs: list[dict]) -> list[str]:
     names = list(dict.fromkeys(key[0] for key in runs))
     names = ["cublas"] + [n for n in names if n != "cublas"]
     rung = {k.name: k.rung for k in registry.all_kernels()}
-    out = [f"| rung | kernel | " + " | ".join(f"{_label(*s)}: ms (% cuBLAS)" for s in shapes) + " |",
+    out = ["| rung | kernel | " + " | ".join(f"{_label(*s)}: ms (% cuBLAS)" for s in shapes) + " |",
            "|---:|---|" + "---:|" * len(shapes)]
     for name in names:
         cells = []
@@ -132,8 +132,9 @@ def repeated_md(docs: list[dict]) -> list[str]:
                 cells.append("—")
                 continue
             ms = statistics.median(r["median_ms"] for r in rs)
-            pct = statistics.median(r.get("pct_cublas") or 0 for r in rs)
-            cells.append(f"{ms:.3f}" + ("" if name == "cublas" else f" ({pct:.1f}%)"))
+            pcts = [r["pct_cublas"] for r in rs if r.get("pct_cublas")]
+            pct = f" ({statistics.median(pcts):.1f}%)" if len(pcts) == len(rs) else " (—)"
+            cells.append(f"{ms:.3f}" + ("" if name == "cublas" else pct))
         out.append(f"| {rung.get(name, '—')} | {name} | " + " | ".join(cells) + " |")
     return out
 

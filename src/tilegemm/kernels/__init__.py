@@ -44,9 +44,11 @@ _TABLE = {
     "splitk_tiles": ("simt.k13_splitk_tiles", "", "simt", _F32, "GPU k12 + split-K tiles", 13, 13,
                      dict(needs_contiguous=True)),
     "unrolled": ("simt.k14_unrolled", "", "simt", _F32, "GPU warp-tiled, generated straight-line", 14, 0,
-                 dict(needs_contiguous=True)),  # never auto: k15 is the same kernel without the spills
+                 dict(needs_contiguous=True)),  # never auto: k15 is the same kernel with one block per SM
     "budget": ("simt.k15_register_budget", "", "simt", _F32, "GPU k14 + register budget (1 block/SM)", 15, 15,
                dict(needs_contiguous=True)),
+    "big_tile": ("simt.k16_big_tile", "", "simt", _F32, "GPU k15 + 16x8 a thread, BK 16", 16, 0,
+                 dict(needs_contiguous=True)),  # never auto yet: a 17 s first compile (perf-notes 56)
     "mixed_half": ("simt.k20_mixed_half", "", "simt", ("float16",), "GPU FP16-in FP32-acc", 20, 2, {}),
 }
 

@@ -21,7 +21,8 @@ integer instructions per shared-memory access.
 
 The caller guarantees what the hardware requires: C-contiguous arrays, the element address
 16-byte aligned (row starts aligned, so row length a multiple of 4 elements for FP32, the data
-pointer aligned, and j a multiple of 4), and i, j in bounds (no bounds or wraparound handling).
+pointer aligned, and j a multiple of 4), and i, j in bounds (no bounds or wraparound handling),
+except for at_or0 and put_in, which check the bounds (a negative index is out of them).
 Shared arrays used with lds4/sts4 must be declared with `alignment=SMEM_ALIGN`.
 
 Under Numba's CUDA simulator the same names are plain Python functions doing the four scalar

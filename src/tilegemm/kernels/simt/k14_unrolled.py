@@ -46,12 +46,17 @@ class Config(k10.Tiling):
 
     max_registers: int = 0  # a register cap of its own (0: none; launch bounds decide)
     vector: bool = True  # 16-byte global loads and stores; False: one element each (any alignment)
+    pad: int = PAD  # elements after each row of A's transposed shared tile (bank offsets for its stores)
+    rows_apart: bool = False  # each K row of the body in a block of Numba's IR of its own (compile time)
 
     @property
     def name(self) -> str:
         regs = f"_r{self.max_registers}" if self.max_registers else ""
         scalar = "" if self.vector else "_scalar"
-        return f"unrolled_{self.BM}x{self.BN}x{self.BK}_w{self.WM}x{self.WN}_b{self.min_blocks}{regs}{scalar}"
+        pad = "" if self.pad == PAD else f"_p{self.pad}"
+        apart = "_rows" if self.rows_apart else ""
+        return (f"unrolled_{self.BM}x{self.BN}x{self.BK}_w{self.WM}x{self.WN}_b{self.min_blocks}"
+                f"{regs}{scalar}{pad}{apart}")
 
 
 DEFAULT = Config()
@@ -97,7 +102,7 @@ def source(cfg: Config) -> str:
 
     w(0, f"def {cfg.name}(A, B, C):")
     w(1, f'"""C = A @ B: {BM}×{BN} block tiles, {WM}×{WN} warp tiles, {TM}×{TN} outputs a thread, BK = {BK}."""')
-    w(1, f"sAT = cuda.shared.array(({2 * BK}, {BM + PAD}), DT, alignment=SMEM_ALIGN)  # A's tile, transposed, ×2")
+    w(1, f"sAT = cuda.shared.array(({2 * BK}, {BM + cfg.pad}), DT, alignment=SMEM_ALIGN)  # A's tile, transposed, ×2")
     w(1, f"sB = cuda.shared.array(({2 * BK}, {BN}), DT, alignment=SMEM_ALIGN)  # B's tile, ×2")
     w(1, "tid = cuda.threadIdx.x")
     w(1, "warp = tid // 32")
@@ -135,14 +140,17 @@ def source(cfg: Config) -> str:
     w(2, f"k1 = (t + 1) * {BK}")
     w(2, "if k1 < K:  # the next step's tiles, loading while this one computes")
     loads(3, "k1", f"interior and k1 + {BK} <= K")
+    row = 3 if cfg.rows_apart else 2
     for p in range(BK):
-        w(2, f"# p = {p}: this thread's A column and B row fragments, then {TM * TN} FMAs")
+        if cfg.rows_apart:  # one trip, gone in LLVM; to Numba's passes a block, which keeps their cost linear
+            w(2, "for _row in range(1):")
+        w(row, f"# p = {p}: this thread's A column and B row fragments, then {TM * TN} FMAs")
         for it in range(WMITER):
-            w(2, f"{', '.join(f'a{4 * it + c}' for c in range(4))} = lds4(sAT, base + {p}, wm0 + {it * SUB_M})")
+            w(row, f"{', '.join(f'a{4 * it + c}' for c in range(4))} = lds4(sAT, base + {p}, wm0 + {it * SUB_M})")
         for jt in range(WNITER):
-            w(2, f"{', '.join(f'b{4 * jt + c}' for c in range(4))} = lds4(sB, base + {p}, wn0 + {jt * SUB_N})")
+            w(row, f"{', '.join(f'b{4 * jt + c}' for c in range(4))} = lds4(sB, base + {p}, wn0 + {jt * SUB_N})")
         for i in range(TM):
-            w(2, "; ".join(f"c{i}_{j} += a{i} * b{j}" for j in range(TN)))
+            w(row, "; ".join(f"c{i}_{j} += a{i} * b{j}" for j in range(TN)))
     w(1, "# C: " + ("16-byte stores" if vector else "unguarded stores") + " inside, guarded ones on the edges")
     for it in range(WMITER):
         for c in range(MICRO):

@@ -4,17 +4,18 @@ Changes against k14: one number, the launch bound. k06–k14 ask for two residen
 threads per SM (`min_blocks` = 2: launch bounds (256, 2)), which caps a thread at 65536 / 512 =
 128 registers. k14's thread holds 64 accumulators, 16 fragment registers (a column of A and a row
 of B for one k), 8 registers staging the next tile's loads, and its addresses: at the cap the
-device's compiler spills (LDL/STL inside the K loop) and cannot keep the next row's fragments
-in flight while this row's FFMAs issue. Here the bound is one block per SM (`min_blocks` = 1):
-up to 255 registers a thread; the compiler takes about 165, nothing spills, and the fragment loads
-of row p+1 overlap row p's FFMAs (offline SASS: LDS.128 interleaved with the FFMAs). The price is
-occupancy: 8 warps per SM instead of 16, two per scheduler. Whether fewer warps with more
-independent work each (Volkov's "better performance at lower occupancy") beat more warps that
-stall is what this rung measures; ncu's counters for it and for cuBLAS's SGEMM (which runs 8
-warps of 254 registers) are in docs/ladder.md.
+compiler fits them only by giving things up (with session 13's edge guards it spilled inside the
+K loop; with the guards as calls it fits, with little room to load the next row's fragments
+early). Here the bound is one block per SM (`min_blocks` = 1): up to 255 registers a thread; the
+compiler takes about 163 on sm_90, and the fragment loads of row p+1 overlap row p's FFMAs
+(offline SASS: LDS.128 interleaved with the FFMAs). The price is occupancy: 8 warps per SM instead
+of 16, two per scheduler. Whether fewer warps with more independent work each (Volkov's "better
+performance at lower occupancy") beat more warps that stall is what this rung measures; ncu's
+counters for it and for cuBLAS's SGEMM (which runs 8 warps of 254 registers) are in
+docs/ladder.md.
 
 The budget is chosen per configuration: the scalar-access variant (rows not 16-byte aligned, e.g.
-N = 4097) keeps k14's two blocks per SM. Its tile loads are 16 one-element loads a K step instead of
+N = 4097) keeps k14's two blocks per SM. Its tile loads are 8 one-element loads a K step instead of
 2 vector ones, it fits 128 registers without spilling, and it measured faster with 16 warps per SM
 than with 8 (docs/perf-notes.md). Everything else is k14's: tiles, warp tiles, the double-buffered
 shared tiles with one barrier a K step. As the library's FP32 path (`auto`), products whose M or grid is small
