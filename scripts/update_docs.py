@@ -248,7 +248,7 @@ def main() -> int:
         llm = H200 / "ladder_llm.json"
         ldoc = results.load(llm) if llm.exists() else None
         reps = [results.load(p) for p in sorted(H200.glob("ladder_budget_run*.json"))]
-        also = ({r["kernel"] for r in ldoc["records"]} if ldoc else set()) | {r["kernel"] for d in reps for r in d["records"]}
+        also = {r["kernel"] for d in ([ldoc] if ldoc else []) + reps for r in d["records"]}
         text = ladder.render(doc, res, also=also)
         if ldoc:  # a second run over the transformer shape set: its summary table only
             ldoc["_path"] = "results/h200/ladder_llm.json"

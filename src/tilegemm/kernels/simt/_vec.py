@@ -72,12 +72,19 @@ else:
 
     _GLOBAL, _SHARED = 1, 3
 
+    def _index(context, builder, aryty, ary, i, ity, j, jty):
+        """(the array's struct, i and j as intp)."""
+        arr = context.make_array(aryty)(context, builder, value=ary)
+        return arr, context.cast(builder, i, ity, types.intp), context.cast(builder, j, jty, types.intp)
+
+    def _item(context, builder, aryty, arr, ii, jj):
+        """Pointer to element (ii, jj): no wraparound, no checks."""
+        return cgutils.get_item_pointer(context, builder, aryty, arr, [ii, jj], wraparound=False)
+
     def _vec_ptr(context, builder, aryty, ary, i, ity, j, jty, addrspace):
         """Pointer to <4 x T> at ary[i, j], cast into `addrspace` (no wraparound, no checks)."""
-        arr = context.make_array(aryty)(context, builder, value=ary)
-        ii = context.cast(builder, i, ity, types.intp)
-        jj = context.cast(builder, j, jty, types.intp)
-        ptr = cgutils.get_item_pointer(context, builder, aryty, arr, [ii, jj], wraparound=False)
+        arr, ii, jj = _index(context, builder, aryty, ary, i, ity, j, jty)
+        ptr = _item(context, builder, aryty, arr, ii, jj)
         elt = context.get_value_type(aryty.dtype)
         vec = ir.VectorType(elt, 4)
         spaced = builder.addrspacecast(ptr, elt.as_pointer(addrspace))
@@ -134,11 +141,8 @@ else:
 
         def codegen(context, builder, signature, args):
             aryty, ity, jty = signature.args
-            arr = context.make_array(aryty)(context, builder, value=args[0])
-            ii = context.cast(builder, args[1], ity, types.intp)
-            jj = context.cast(builder, args[2], jty, types.intp)
-            ptr = cgutils.get_item_pointer(context, builder, aryty, arr, [ii, jj], wraparound=False)
-            return builder.load(ptr)
+            arr, ii, jj = _index(context, builder, aryty, args[0], args[1], ity, args[2], jty)
+            return builder.load(_item(context, builder, aryty, arr, ii, jj))
 
         return a.dtype(a, i, j), codegen
 
@@ -149,11 +153,8 @@ else:
 
         def codegen(context, builder, signature, args):
             aryty, ity, jty, vty = signature.args
-            arr = context.make_array(aryty)(context, builder, value=args[0])
-            ii = context.cast(builder, args[1], ity, types.intp)
-            jj = context.cast(builder, args[2], jty, types.intp)
-            ptr = cgutils.get_item_pointer(context, builder, aryty, arr, [ii, jj], wraparound=False)
-            builder.store(context.cast(builder, args[3], vty, aryty.dtype), ptr)
+            arr, ii, jj = _index(context, builder, aryty, args[0], args[1], ity, args[2], jty)
+            builder.store(context.cast(builder, args[3], vty, aryty.dtype), _item(context, builder, aryty, arr, ii, jj))
             return context.get_dummy_value()
 
         return types.void(a, i, j, v), codegen
@@ -161,9 +162,7 @@ else:
     def _guard(context, builder, aryty, ary, i, ity, j, jty):
         """(array, i and j as intp, whether 0 ≤ i < rows and 0 ≤ j < columns): one unsigned compare
         each covers both ends."""
-        arr = context.make_array(aryty)(context, builder, value=ary)
-        ii = context.cast(builder, i, ity, types.intp)
-        jj = context.cast(builder, j, jty, types.intp)
+        arr, ii, jj = _index(context, builder, aryty, ary, i, ity, j, jty)
         rows, cols = cgutils.unpack_tuple(builder, arr.shape, 2)
         inside = builder.and_(builder.icmp_unsigned("<", ii, rows), builder.icmp_unsigned("<", jj, cols))
         return arr, ii, jj, inside
@@ -178,8 +177,7 @@ else:
             arr, ii, jj, inside = _guard(context, builder, aryty, args[0], args[1], ity, args[2], jty)
             out = cgutils.alloca_once_value(builder, context.get_constant(aryty.dtype, 0))
             with builder.if_then(inside, likely=True):
-                ptr = cgutils.get_item_pointer(context, builder, aryty, arr, [ii, jj], wraparound=False)
-                builder.store(builder.load(ptr), out)
+                builder.store(builder.load(_item(context, builder, aryty, arr, ii, jj)), out)
             return builder.load(out)
 
         return a.dtype(a, i, j), codegen
@@ -192,9 +190,9 @@ else:
         def codegen(context, builder, signature, args):
             aryty, ity, jty, vty = signature.args
             arr, ii, jj, inside = _guard(context, builder, aryty, args[0], args[1], ity, args[2], jty)
+            value = context.cast(builder, args[3], vty, aryty.dtype)
             with builder.if_then(inside, likely=True):
-                ptr = cgutils.get_item_pointer(context, builder, aryty, arr, [ii, jj], wraparound=False)
-                builder.store(context.cast(builder, args[3], vty, aryty.dtype), ptr)
+                builder.store(value, _item(context, builder, aryty, arr, ii, jj))
             return context.get_dummy_value()
 
         return types.void(a, i, j, v), codegen
