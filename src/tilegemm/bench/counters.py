@@ -42,10 +42,6 @@ KEEP = re.compile(r"(launch__|gpu__time_duration|sm__cycles_elapsed\.avg\.per_se
                   r"smsp__sass_inst_executed_op_|l1tex__data_bank_conflicts|dram__bytes|lts__t_sector_hit_rate)")
 STALL = re.compile(r"smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio")
 
-# (label, how to read it from a record's metrics, format). A reader returns None where ncu
-# did not report what it needs.
-
-
 def _m(name):
     return lambda r: r.get(name)
 
@@ -54,6 +50,8 @@ def _scaled(name, scale):
     return lambda r: r[name] * scale if isinstance(r.get(name), (int, float)) else None
 
 
+# (label, how to read it from a record's metrics, format). A reader returns None where ncu
+# did not report what it needs, and the table leaves a row out that no target has.
 ROWS = (
     ("duration (ms)", _scaled("gpu__time_duration.sum", 1e-6), "{:.3f}"),
     ("SM clock (GHz)", _scaled("sm__cycles_elapsed.avg.per_second", 1e-9), "{:.2f}"),

@@ -48,7 +48,7 @@ _TABLE = {
     "budget": ("simt.k15_register_budget", "", "simt", _F32, "GPU k14 + register budget (1 block/SM)", 15, 15,
                dict(needs_contiguous=True)),
     "big_tile": ("simt.k16_big_tile", "", "simt", _F32, "GPU k15 + 16x8 a thread, BK 16", 16, 0,
-                 dict(needs_contiguous=True)),  # never auto yet: a 17 s first compile (perf-notes 56)
+                 dict(needs_contiguous=True)),  # never auto yet: an 18 s first compile (perf-notes 56)
     "mixed_half": ("simt.k20_mixed_half", "", "simt", ("float16",), "GPU FP16-in FP32-acc", 20, 2, {}),
 }
 
