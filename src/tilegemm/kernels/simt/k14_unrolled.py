@@ -140,17 +140,17 @@ def source(cfg: Config) -> str:
     w(2, f"k1 = (t + 1) * {BK}")
     w(2, "if k1 < K:  # the next step's tiles, loading while this one computes")
     loads(3, "k1", f"interior and k1 + {BK} <= K")
-    row = 3 if cfg.rows_apart else 2
+    depth = 3 if cfg.rows_apart else 2  # the indent of a K row's statements
     for p in range(BK):
         if cfg.rows_apart:  # one trip, gone in LLVM; to Numba's passes a block, which keeps their cost linear
             w(2, "for _row in range(1):")
-        w(row, f"# p = {p}: this thread's A column and B row fragments, then {TM * TN} FMAs")
+        w(depth, f"# p = {p}: this thread's A column and B row fragments, then {TM * TN} FMAs")
         for it in range(WMITER):
-            w(row, f"{', '.join(f'a{4 * it + c}' for c in range(4))} = lds4(sAT, base + {p}, wm0 + {it * SUB_M})")
+            w(depth, f"{', '.join(f'a{4 * it + c}' for c in range(4))} = lds4(sAT, base + {p}, wm0 + {it * SUB_M})")
         for jt in range(WNITER):
-            w(row, f"{', '.join(f'b{4 * jt + c}' for c in range(4))} = lds4(sB, base + {p}, wn0 + {jt * SUB_N})")
+            w(depth, f"{', '.join(f'b{4 * jt + c}' for c in range(4))} = lds4(sB, base + {p}, wn0 + {jt * SUB_N})")
         for i in range(TM):
-            w(row, "; ".join(f"c{i}_{j} += a{i} * b{j}" for j in range(TN)))
+            w(depth, "; ".join(f"c{i}_{j} += a{i} * b{j}" for j in range(TN)))
     w(1, "# C: " + ("16-byte stores" if vector else "unguarded stores") + " inside, guarded ones on the edges")
     for it in range(WMITER):
         for c in range(MICRO):
