@@ -191,6 +191,11 @@ def launch_config(cfg: Config, a, b, c, stream=None):
     or a pointer off 16 bytes), its scalar-access variant: the same tiles and unrolled body."""
     if cfg.vector and not k10.vector_ok(a, b, c):
         cfg = dataclasses.replace(cfg, vector=False)
+    run_config(cfg, a, b, c, stream)
+
+
+def run_config(cfg: Config, a, b, c, stream=None):
+    """Run configuration `cfg` as it is (the caller has checked that its accesses are legal)."""
     m, n = c.shape
     configure(kernel_for(c.dtype, cfg), grid_2d(m, n, cfg.BM, cfg.BN), cfg.threads, stream)(a, b, c)
 
