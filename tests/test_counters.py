@@ -90,6 +90,23 @@ def test_a_configuration_target_runs_that_configuration(monkeypatch):
     assert np.array_equal(dc.copy_to_host(), a.astype(np.float64) @ b.astype(np.float64))
 
 
+def test_k15_and_k16_take_a_configuration_of_their_own(monkeypatch):
+    """`big_tile:lane_rows=0` is k16's configuration (not k14's) with one field changed."""
+    import dataclasses
+
+    from tilegemm.kernels.simt import k14_unrolled as k14
+    from tilegemm.kernels.simt import k15_register_budget as k15
+    from tilegemm.kernels.simt import k16_big_tile as k16
+
+    seen = []
+    monkeypatch.setattr(k14, "run_config", lambda cfg, *a, **kw: seen.append(cfg))
+    monkeypatch.setattr(k14.k10, "vector_ok", lambda *a: True)
+    for target, want in (("big_tile:lane_rows=0", dataclasses.replace(k16.DEFAULT, lane_rows=False)),
+                         ("budget:BK=16", dataclasses.replace(k15.DEFAULT, BK=16))):
+        counters._launcher(*counters._parse_target(target))(None, None, None)
+        assert seen[-1] == want, target
+
+
 @pytest.mark.gpu
 def test_counters_of_a_rung_and_cublas_on_the_gpu():
     doc = counters.collect(["budget", "cublas"], (2048, 2048, 2048))  # k15's own kernel (no split-K at this size)

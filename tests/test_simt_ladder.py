@@ -333,6 +333,57 @@ def test_unrolled_takes_its_scalar_variant_where_16_bytes_are_not_legal(monkeypa
     assert "ldg4" not in src and "stg4" not in src and "at(A, m0 + ar0, aq0)" in src
 
 
+def _store_banks(cfg):
+    """For each warp and each store the generated code makes to A's transposed tile (float4 l,
+    element c): the shared-memory banks its 32 lanes write, from the generated ar/aq lines."""
+    import re
+
+    from tilegemm.kernels.simt import k14_unrolled as k14
+
+    lines = [ln.strip() for ln in k14.source(cfg).splitlines() if re.match(r"\s+a[rq]\d+ = ", ln)]
+    a_it = cfg.BM * cfg.BK // 4 // cfg.threads
+    banks = []
+    for warp in range(cfg.threads // 32):
+        for l in range(a_it):
+            for c in range(4):
+                where = []
+                for tid in range(32 * warp, 32 * warp + 32):
+                    env = {"tid": tid}
+                    for ln in lines:
+                        exec(ln, env)
+                    where.append(((env[f"aq{l}"] + c) * (cfg.BM + cfg.pad) + env[f"ar{l}"]) % 32)
+                banks.append(where)
+    return banks
+
+
+def test_lane_rows_stores_meet_no_bank_conflicts():
+    """`lane_rows`: each lane of a warp loads its own row of A, so a warp's stores to the transposed
+    tile hit 32 banks even unpadded; k14's order (32·4/BK rows, BK/4 float4s along K each) hits 32·4/BK
+    there (8 at k16's BK = 16). Every
+    float4 of the tile is loaded exactly once either way."""
+    import dataclasses
+
+    from tilegemm.kernels.simt import k14_unrolled as k14
+    from tilegemm.kernels.simt import k16_big_tile as k16
+
+    for cfg in (k16.DEFAULT, k14.Config(lane_rows=True, pad=0), k14.Config(64, 64, 16, 32, 32, lane_rows=True)):
+        assert all(len(set(w)) == 32 for w in _store_banks(cfg)), cfg
+        k14_order = _store_banks(dataclasses.replace(cfg, lane_rows=False, pad=0))  # BK/4 float4s a row: BK/4-way
+        assert all(len(set(w)) == 32 * 4 // cfg.BK for w in k14_order), cfg
+    assert k16.DEFAULT.lane_rows and k16.DEFAULT.pad == 0 and not k14.DEFAULT.lane_rows
+    for cfg in (k16.DEFAULT, k14.Config(lane_rows=True), k14.Config(64, 64, 16, 32, 32, lane_rows=True)):
+        src = k14.source(cfg)
+        lines = [ln.strip() for ln in src.splitlines() if ln.strip()[:2] in ("ar", "aq") and " = " in ln]
+        a_it = cfg.BM * cfg.BK // 4 // cfg.threads
+        seen = set()
+        for tid in range(cfg.threads):
+            env = {"tid": tid}
+            for ln in lines:
+                exec(ln, env)
+            seen |= {(env[f"ar{l}"], env[f"aq{l}"]) for l in range(a_it)}
+        assert seen == {(r, q) for r in range(cfg.BM) for q in range(0, cfg.BK, 4)}, cfg
+
+
 def test_unrolled_source_is_straight_line():
     """The generated body keeps one loop (over K steps); each of its BK rows is spelled out as
     (WMITER + WNITER) LDS.128 and TM·TN multiply-adds, and the text is what the CLI prints."""

@@ -48,6 +48,7 @@ class Config(k10.Tiling):
     vector: bool = True  # 16-byte global loads and stores; False: one element each (any alignment)
     pad: int = PAD  # elements after each row of A's transposed shared tile (bank offsets for its stores)
     rows_apart: bool = False  # each K row of the body in a block of Numba's IR of its own (compile time)
+    lane_rows: bool = False  # a warp's lanes load 32 rows of A's tile (conflict-free transposed stores)
 
     @property
     def name(self) -> str:
@@ -55,8 +56,9 @@ class Config(k10.Tiling):
         scalar = "" if self.vector else "_scalar"
         pad = "" if self.pad == PAD else f"_p{self.pad}"
         apart = "_rows" if self.rows_apart else ""
+        lanes = "_lanerows" if self.lane_rows else ""
         return (f"unrolled_{self.BM}x{self.BN}x{self.BK}_w{self.WM}x{self.WN}_b{self.min_blocks}"
-                f"{regs}{scalar}{pad}{apart}")
+                f"{regs}{scalar}{pad}{apart}{lanes}")
 
 
 DEFAULT = Config()
@@ -118,8 +120,15 @@ def source(cfg: Config) -> str:
     w(1, "# where this thread's float4s of each tile sit (row, column within the tile)")
     for l in range(A_IT):
         f = f"(tid + {l * NT})" if l else "tid"
-        w(1, f"ar{l} = {f} // {A_C4}")
-        w(1, f"aq{l} = {f} % {A_C4} * 4")
+        if not cfg.lane_rows:  # a warp's float4s: 32 / A_C4 rows, A_C4 float4s of each
+            w(1, f"ar{l} = {f} // {A_C4}")
+            w(1, f"aq{l} = {f} % {A_C4} * 4")
+        elif NT % BM == 0:  # a warp's float4s: one of each of 32 rows; row and column a constant apart per l
+            w(1, f"ar{l} = tid % {BM}" if NT > BM else f"ar{l} = tid")
+            w(1, f"aq{l} = (tid // {BM}{plus(l * NT // BM)}) * 4" if NT > BM else f"aq{l} = {4 * l}")
+        else:
+            w(1, f"ar{l} = {f} % {BM}")
+            w(1, f"aq{l} = {f} // {BM} * 4")
     for l in range(B_IT):
         f = f"(tid + {l * NT})" if l else "tid"
         w(1, f"br{l} = {f} // {B_C4}")

@@ -11,7 +11,10 @@ that matters. Either half alone did not pay on the H200 (256×128 tiles at BK = 
 
 Two things the size forces. Shared memory: two 16-row buffers of A (256 wide) and B (128 wide)
 are 48 KiB, the most a kernel may declare statically, so A's transposed tile has no padding
-(`pad` = 0): its stores meet 4-way bank conflicts, 16 STS a K step beside 2,048 FFMA. Compile time:
+(`pad` = 0). Loaded as k14 loads it (a warp's float4s from 8 rows of A, 4 along K each), its
+stores to the transposed tile would meet 4-way bank conflicts, and they are what every warp does
+just before the barrier. So each lane loads a row of its own (`lane_rows`): a warp's 16-byte loads
+cover 32 rows, the stores of one K row go to 32 consecutive columns, 32 banks. Compile time:
 the body is 2,048 FFMA statements, and Numba's SSA and lowering passes grow with the square of a
 block's variables; each K row is written inside a one-trip loop (`rows_apart`), which LLVM removes
 and which keeps Numba's passes linear in the rows. Where 16-byte accesses are not legal, and for
@@ -30,7 +33,8 @@ from . import k13_splitk_tiles as k13
 from . import k14_unrolled as k14
 from . import k15_register_budget as k15
 
-DEFAULT = k14.Config(BM=256, BN=128, BK=16, WM=128, WN=32, min_blocks=1, pad=0, rows_apart=True)
+DEFAULT = k14.Config(BM=256, BN=128, BK=16, WM=128, WN=32, min_blocks=1, pad=0, rows_apart=True, lane_rows=True)
+launch_config = k14.launch_config  # a configuration of it, changed (`tilegemm counters big_tile:FIELD=value`)
 
 
 def here(m: int, n: int, k: int, vector: bool) -> bool:
