@@ -525,7 +525,65 @@ def test_big_tile_exact_and_within_48_kib():
     assert np.array_equal(dc.copy_to_host(), a.astype(np.float64) @ b.astype(np.float64))
     assert not k16.here(257, 132, 36, True) and k16.here(4096, 4096, 4096, True)
     assert not k16.here(4096, 4097, 4096, False)
-    assert registry.get("big_tile").auto_rank == 0
+    assert registry.get("big_tile").auto_rank > registry.get("budget").auto_rank  # the FP32 auto rung
+
+
+def test_big_tile_takes_a_shape_only_where_its_last_wave_pays():
+    """k16's 256×128 tiles run where they fill the SMs and their last wave idles no more of the GPU
+    than k15's 128×128 tiles would, less k16's gain per tile (132 SMs without a GPU)."""
+    from tilegemm.kernels.simt import k16_big_tile as k16
+
+    assert k16.waves_used(132, 132) == 1 and k16.waves_used(133, 132) == 133 / 264
+    assert k16.here(4096, 4096, 4096, True) and k16.here(8192, 8192, 8192, True)
+    assert not k16.here(2048, 2048, 2048, True)  # 128 tiles of 256×128: fewer than the SMs
+    assert not k16.here(3072, 3072, 3072, True)  # 288 tiles use 73% of 3 waves; k15's 576 use 87% of 5
+    assert k16.here(2560, 2560, 2560, True)  # 200 tiles use 76% of 2 waves; k15's 400 use 76% of 4
+    assert not k16.here(4096, 4096, 4096, False)
+
+
+def test_generated_source_is_written_once_for_numbas_disk_cache(tmp_path, monkeypatch):
+    """Numba caches a kernel's machine code only for a function read from a file, keyed by the
+    file's time and size: the generated source goes to the cache folder once, and a second build
+    leaves the file (and so the cache) as it is; an unwritable folder means no file, not an error."""
+    import os
+
+    from tilegemm.kernels.simt import k14_unrolled as k14
+
+    monkeypatch.setenv("TILEGEMM_CACHE_DIR", str(tmp_path))
+    src = k14.source(k14.DEFAULT)
+    path = k14.source_file("k14_test", src)
+    assert path == str(tmp_path / "kernels" / "k14_test.py") and open(path).read() == src
+    os.utime(path, (1, 1))
+    assert k14.source_file("k14_test", src) == path and os.stat(path).st_mtime == 1  # not rewritten
+    assert k14.source_file("k14_test", src + "# changed\n") == path and os.stat(path).st_mtime != 1
+    (tmp_path / "blocked").write_text("a file where the folder would go")
+    monkeypatch.setenv("TILEGEMM_CACHE_DIR", str(tmp_path / "blocked"))
+    assert k14.source_file("k14_test", src) is None
+
+
+@pytest.mark.gpu
+def test_generated_kernels_come_from_the_disk_cache_in_a_second_process(tmp_path):
+    """The first process compiles k16 and leaves its machine code in the cache folder; a second
+    process with the same folder loads it (Numba's cache hit) instead of compiling."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json, numpy as np; from numba import cuda; from tilegemm.kernels.simt import k16_big_tile as k16\n"
+            "a = cuda.to_device(np.ones((256, 16), np.float32)); b = cuda.to_device(np.ones((16, 128), np.float32))\n"
+            "c = cuda.device_array((256, 128), np.float32)\n"
+            "from tilegemm.kernels.simt import k14_unrolled as k14; k14.run_config(k16.DEFAULT, a, b, c)\n"
+            "d = k14.kernel_for(np.float32, k16.DEFAULT); s = d.stats\n"
+            "print(json.dumps(dict(hits=sum(s.cache_hits.values()), misses=sum(s.cache_misses.values()),"
+            " ok=bool((c.copy_to_host() == 16).all()))))\n")
+    env = dict(os.environ, TILEGEMM_CACHE_DIR=str(tmp_path))
+    got = [json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                     timeout=300, check=True).stdout.splitlines()[-1]) for _ in range(2)]
+    assert got[0] == dict(hits=0, misses=1, ok=True) and got[1] == dict(hits=1, misses=0, ok=True), got
+    from tilegemm.kernels.simt import k16_big_tile as k16
+
+    assert (tmp_path / "kernels" / f"k14_{k16.DEFAULT.name}_float32.py").exists()
 
 
 @pytest.mark.gpu

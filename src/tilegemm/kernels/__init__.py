@@ -47,8 +47,8 @@ _TABLE = {
                  dict(needs_contiguous=True)),  # never auto: k15 is the same kernel with one block per SM
     "budget": ("simt.k15_register_budget", "", "simt", _F32, "GPU k14 + register budget (1 block/SM)", 15, 15,
                dict(needs_contiguous=True)),
-    "big_tile": ("simt.k16_big_tile", "", "simt", _F32, "GPU k15 + 16x8 a thread, BK 16", 16, 0,
-                 dict(needs_contiguous=True)),  # never auto yet: an 18 s first compile (perf-notes 56)
+    "big_tile": ("simt.k16_big_tile", "", "simt", _F32, "GPU k15 + 16x8 a thread, BK 16", 16, 16,
+                 dict(needs_contiguous=True)),
     "mixed_half": ("simt.k20_mixed_half", "", "simt", ("float16",), "GPU FP16-in FP32-acc", 20, 2, {}),
 }
 

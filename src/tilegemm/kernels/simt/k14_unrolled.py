@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import dataclasses
 import linecache
+import os
 from dataclasses import dataclass
 
 from numba import cuda
 
+from ... import _cuda, env
 from . import k10_warptile as k10
 from ._common import configure, grid_2d, per_config
 from ._jit import kernel
@@ -180,16 +182,42 @@ def source(cfg: Config) -> str:
     return "\n".join(out) + "\n"
 
 
+def source_file(stem: str, src: str) -> str | None:
+    """The generated source as a file in tilegemm's cache folder, written once: Numba keeps a
+    kernel's machine code on disk only for a function read from a file, and keys it by the file's
+    time and size (so a file with the same text is left as it is). None where the folder cannot be
+    written; the kernel is then compiled in each process, as before."""
+    path = os.path.join(env.cache_dir(), "kernels", f"{stem}.py")
+    try:
+        with open(path) as f:
+            if f.read() == src:
+                return path
+    except OSError:
+        pass
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(src)
+        os.replace(tmp, path)  # whole or not at all, if two processes write it at once
+    except OSError:
+        return None
+    return path
+
+
 def make_kernel(cfg: Config, DT):
-    """Compile the generated source of `cfg` for element type DT."""
+    """Compile the generated source of `cfg` for element type DT; on a GPU its machine code is
+    cached on disk (the first compile of k16's 2,048-FFMA body takes about 20 s)."""
     src = source(cfg)
-    filename = f"<tilegemm k14 {cfg.name} {DT}>"
-    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)  # tracebacks show it
+    path = None if _cuda.SIMULATOR else source_file(f"k14_{cfg.name}_{DT}", src)
+    filename = path or f"<tilegemm k14 {cfg.name} {DT}>"
+    if path is None:
+        linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)  # tracebacks show it
     namespace = dict(cuda=cuda, DT=DT, SMEM_ALIGN=SMEM_ALIGN, ldg4=ldg4, lds4=lds4, stg4=stg4, sts4=sts4, at=at,
                      put=put, at_or0=at_or0, put_in=put_in)
     exec(compile(src, filename, "exec"), namespace)
     return kernel(launch_bounds=(cfg.threads, cfg.min_blocks) if cfg.min_blocks else None,
-                  max_registers=cfg.max_registers or None)(namespace[cfg.name])
+                  max_registers=cfg.max_registers or None, cache=path is not None)(namespace[cfg.name])
 
 
 kernel_for = per_config(make_kernel, DEFAULT)  # kernel_for(dtype, cfg=DEFAULT), built once a pair

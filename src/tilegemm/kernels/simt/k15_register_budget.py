@@ -18,7 +18,8 @@ The budget is chosen per configuration: the scalar-access variant (rows not 16-b
 N = 4097) keeps k14's two blocks per SM. Its tile loads are 8 one-element loads a K step instead of
 2 vector ones, it fits 128 registers without spilling, and it measured faster with 16 warps per SM
 than with 8 (docs/perf-notes.md). Everything else is k14's: tiles, warp tiles, the double-buffered
-shared tiles with one barrier a K step. As the library's FP32 path (`auto`), products whose M or grid is small
+shared tiles with one barrier a K step. In the library's FP32 path (k16, the `auto` rung, hands it the
+products its bigger tiles do not suit), products whose M or grid is small
 go to k13 (k12's skinny kernel, split-K tiles), where filling the SMs matters more than a tile's
 speed; the rest run here.
 
