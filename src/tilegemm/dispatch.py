@@ -122,6 +122,11 @@ def span_bytes(t) -> int:
     return hi - lo
 
 
+def spans_of(a, b, c) -> tuple[int, int, int]:
+    """A plan's `spans`: the three operands' span_bytes, for its out= overlap test."""
+    return span_bytes(a), span_bytes(b), span_bytes(c)
+
+
 def _scale_key(s):
     if s is None or isinstance(s, (int, float)):
         return s
@@ -292,8 +297,7 @@ def _build(p, calls, own_scales) -> LaunchPlan | None:
         launches.append(one)
     stream = _raw_stream(p.c.device.index) if bound else None
     scales = tuple(s if own else None for s, own in zip((p.scale_a, p.scale_b), own_scales))
-    return LaunchPlan(launches, p.c.shape, p.c.dtype, p.c.device, scratch, stream, scales,
-                      tuple(span_bytes(t) for t in (p.a, p.b, p.c)))
+    return LaunchPlan(launches, p.c.shape, p.c.dtype, p.c.device, scratch, stream, scales, spans_of(p.a, p.b, p.c))
 
 
 def scratch_bytes(scratch) -> int:
@@ -562,7 +566,7 @@ def _keep_numba_plan(A: Operand, B: Operand, c, records, is_out: bool) -> None:
         return
     _bind_torch()
     key = matmul_key(a, b, pa, pb) + (out_key(c) if is_out else ())
-    _remember(key, LaunchPlan(launches, c.shape, c.dtype, c.device, spans=tuple(span_bytes(t) for t in (a, b, c))))
+    _remember(key, LaunchPlan(launches, c.shape, c.dtype, c.device, spans=spans_of(a, b, c)))
 
 
 def _numba_device(index: int):
