@@ -366,12 +366,13 @@ def test_lane_rows_stores_meet_no_bank_conflicts():
     from tilegemm.kernels.simt import k14_unrolled as k14
     from tilegemm.kernels.simt import k16_big_tile as k16
 
-    for cfg in (k16.DEFAULT, k14.Config(lane_rows=True, pad=0), k14.Config(64, 64, 16, 32, 32, lane_rows=True)):
+    narrow = k14.Config(256, 32, 16, 64, 32, lane_rows=True)  # 128 threads for 256 rows: NT < BM
+    for cfg in (k16.DEFAULT, k14.Config(lane_rows=True, pad=0), k14.Config(64, 64, 16, 32, 32, lane_rows=True), narrow):
         assert all(len(set(w)) == 32 for w in _store_banks(cfg)), cfg
         k14_order = _store_banks(dataclasses.replace(cfg, lane_rows=False, pad=0))  # BK/4 float4s a row: BK/4-way
         assert all(len(set(w)) == 32 * 4 // cfg.BK for w in k14_order), cfg
     assert k16.DEFAULT.lane_rows and k16.DEFAULT.pad == 0 and not k14.DEFAULT.lane_rows
-    for cfg in (k16.DEFAULT, k14.Config(lane_rows=True), k14.Config(64, 64, 16, 32, 32, lane_rows=True)):
+    for cfg in (k16.DEFAULT, k14.Config(lane_rows=True), k14.Config(64, 64, 16, 32, 32, lane_rows=True), narrow):
         src = k14.source(cfg)
         lines = [ln.strip() for ln in src.splitlines() if ln.strip()[:2] in ("ar", "aq") and " = " in ln]
         a_it = cfg.BM * cfg.BK // 4 // cfg.threads
@@ -501,7 +502,7 @@ def test_budget_does_not_spill_on_the_device():
         assert r.ok, str(r)
 
 
-# ---- k16: 16×8 outputs a thread, 256×128 tiles, BK = 16 (a ladder rung; not auto) ----
+# ---- k16: 16×8 outputs a thread, 256×128 tiles, BK = 16 (the FP32 auto rung) ----
 
 
 def test_big_tile_exact_and_within_48_kib():
@@ -528,34 +529,40 @@ def test_big_tile_exact_and_within_48_kib():
     assert registry.get("big_tile").auto_rank > registry.get("budget").auto_rank  # the FP32 auto rung
 
 
-def test_big_tile_takes_a_shape_only_where_its_last_wave_pays():
-    """k16's 256×128 tiles run where they fill the SMs and their last wave idles no more of the GPU
-    than k15's 128×128 tiles would, less k16's gain per tile (132 SMs without a GPU)."""
+def test_big_tile_takes_a_shape_only_where_its_waves_are_shorter(monkeypatch):
+    """k16's 256×128 tiles run where they fill the SMs and their waves, each 2/SPEEDUP of a k15
+    wave, take no longer than k15's 128×128 tiles' waves (132 SMs, as on the H200)."""
+    from tilegemm.kernels.simt import k13_splitk_tiles as k13
     from tilegemm.kernels.simt import k16_big_tile as k16
 
-    assert k16.waves_used(132, 132) == 1 and k16.waves_used(133, 132) == 133 / 264
-    assert k16.here(4096, 4096, 4096, True) and k16.here(8192, 8192, 8192, True)
+    monkeypatch.setattr(k13, "sm_count", lambda: 132)
+    assert k16.here(4096, 4096, 4096, True) and k16.here(8192, 8192, 8192, True)  # 4 waves against 8; 16 against 32
     assert not k16.here(2048, 2048, 2048, True)  # 128 tiles of 256×128: fewer than the SMs
-    assert not k16.here(3072, 3072, 3072, True)  # 288 tiles use 73% of 3 waves; k15's 576 use 87% of 5
-    assert k16.here(2560, 2560, 2560, True)  # 200 tiles use 76% of 2 waves; k15's 400 use 76% of 4
+    assert not k16.here(3072, 3072, 3072, True)  # 288 tiles: 3 waves, 5.6 of k15's, against k15's 5
+    assert k16.here(2560, 2560, 2560, True)  # 200 tiles: 2 waves, 3.7 of k15's, against 4
+    assert not k16.here(1152, 8192, 4096, True)  # ceil(1152/256) = 5 rows of tiles, the last half empty: 3 against 5
     assert not k16.here(4096, 4096, 4096, False)
 
 
 def test_generated_source_is_written_once_for_numbas_disk_cache(tmp_path, monkeypatch):
     """Numba caches a kernel's machine code only for a function read from a file, keyed by the
-    file's time and size: the generated source goes to the cache folder once, and a second build
-    leaves the file (and so the cache) as it is; an unwritable folder means no file, not an error."""
+    file's time and size: the generated source goes to the cache folder under a name that hashes
+    its text and the intrinsics' (a change to either is a new file), an existing file is never
+    rewritten, and a folder that cannot be written means no file, not an error."""
     import os
 
     from tilegemm.kernels.simt import k14_unrolled as k14
 
     monkeypatch.setenv("TILEGEMM_CACHE_DIR", str(tmp_path))
     src = k14.source(k14.DEFAULT)
-    path = k14.source_file("k14_test", src)
-    assert path == str(tmp_path / "kernels" / "k14_test.py") and open(path).read() == src
+    path = k14.source_file("k14_test", src, "intrinsics")
+    assert os.path.dirname(path) == str(tmp_path / "kernels") and open(path).read() == src
+    assert os.listdir(tmp_path / "kernels") == [os.path.basename(path)]  # no temporary file left
     os.utime(path, (1, 1))
-    assert k14.source_file("k14_test", src) == path and os.stat(path).st_mtime == 1  # not rewritten
-    assert k14.source_file("k14_test", src + "# changed\n") == path and os.stat(path).st_mtime != 1
+    assert k14.source_file("k14_test", src, "intrinsics") == path and os.stat(path).st_mtime == 1  # not rewritten
+    assert len({path, k14.source_file("k14_test", src + "# changed\n", "intrinsics"),
+                k14.source_file("k14_test", src, "intrinsics changed")}) == 3
+    assert os.stat(path).st_mtime == 1
     (tmp_path / "blocked").write_text("a file where the folder would go")
     monkeypatch.setenv("TILEGEMM_CACHE_DIR", str(tmp_path / "blocked"))
     assert k14.source_file("k14_test", src) is None
@@ -583,7 +590,7 @@ def test_generated_kernels_come_from_the_disk_cache_in_a_second_process(tmp_path
     assert got[0] == dict(hits=0, misses=1, ok=True) and got[1] == dict(hits=1, misses=0, ok=True), got
     from tilegemm.kernels.simt import k16_big_tile as k16
 
-    assert (tmp_path / "kernels" / f"k14_{k16.DEFAULT.name}_float32.py").exists()
+    assert len(list((tmp_path / "kernels").glob(f"k14_{k16.DEFAULT.name}_float32_*.py"))) == 1
 
 
 @pytest.mark.gpu

@@ -26,14 +26,20 @@ Per K step a thread issues BK·(WMITER + WNITER) LDS.128 and BK·TM·TN FFMA (at
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
+import hashlib
 import linecache
 import os
+import pathlib
+import threading
 from dataclasses import dataclass
 
 from numba import cuda
 
 from ... import _cuda, env
+from . import _vec
 from . import k10_warptile as k10
 from ._common import configure, grid_2d, per_config
 from ._jit import kernel
@@ -182,42 +188,60 @@ def source(cfg: Config) -> str:
     return "\n".join(out) + "\n"
 
 
-def source_file(stem: str, src: str) -> str | None:
-    """The generated source as a file in tilegemm's cache folder, written once: Numba keeps a
-    kernel's machine code on disk only for a function read from a file, and keys it by the file's
-    time and size (so a file with the same text is left as it is). None where the folder cannot be
-    written; the kernel is then compiled in each process, as before."""
-    path = os.path.join(env.cache_dir(), "kernels", f"{stem}.py")
-    try:
-        with open(path) as f:
-            if f.read() == src:
-                return path
-    except OSError:
-        pass
+def source_file(stem: str, src: str, *also: str) -> str | None:
+    """The generated source as a file in tilegemm's cache folder, for Numba's disk cache: Numba
+    keeps a kernel's machine code only for a function read from a file, and finds it again by the
+    file's time and size. The name carries a hash of the text and of `also` (what the text calls
+    but does not hold: _vec's intrinsics), so a changed generator or intrinsic makes a new file;
+    a file is never rewritten, and an existing one is used as it is. None where it cannot be
+    written (the kernel is then compiled in each process, as before)."""
+    digest = hashlib.sha256("\0".join((src, *also)).encode()).hexdigest()[:16]
+    path = os.path.join(env.cache_dir(), "kernels", f"{stem}_{digest}.py")
+    if os.path.exists(path):
+        return path
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w") as f:
             f.write(src)
-        os.replace(tmp, path)  # whole or not at all, if two processes write it at once
+        os.link(tmp, path)  # whole, and only if absent: a second writer's link fails, its text the same
+    except FileExistsError:
+        pass
     except OSError:
-        return None
+        try:
+            os.replace(tmp, path)  # a file system without hard links: whole, if not only once
+        except OSError:
+            return None
+    finally:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
     return path
+
+
+@functools.cache
+def _vec_text() -> str:
+    return pathlib.Path(_vec.__file__).read_text()
 
 
 def make_kernel(cfg: Config, DT):
     """Compile the generated source of `cfg` for element type DT; on a GPU its machine code is
     cached on disk (the first compile of k16's 2,048-FFMA body takes about 20 s)."""
     src = source(cfg)
-    path = None if _cuda.SIMULATOR else source_file(f"k14_{cfg.name}_{DT}", src)
+    path = None if _cuda.SIMULATOR else source_file(f"k14_{cfg.name}_{DT}", src, _vec_text())
     filename = path or f"<tilegemm k14 {cfg.name} {DT}>"
     if path is None:
         linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)  # tracebacks show it
     namespace = dict(cuda=cuda, DT=DT, SMEM_ALIGN=SMEM_ALIGN, ldg4=ldg4, lds4=lds4, stg4=stg4, sts4=sts4, at=at,
                      put=put, at_or0=at_or0, put_in=put_in)
     exec(compile(src, filename, "exec"), namespace)
-    return kernel(launch_bounds=(cfg.threads, cfg.min_blocks) if cfg.min_blocks else None,
-                  max_registers=cfg.max_registers or None, cache=path is not None)(namespace[cfg.name])
+    opts = dict(launch_bounds=(cfg.threads, cfg.min_blocks) if cfg.min_blocks else None,
+                max_registers=cfg.max_registers or None)
+    if path is not None:
+        try:
+            return kernel(**opts, cache=True)(namespace[cfg.name])
+        except RuntimeError:  # Numba found no folder it can write its cache in: compile in each process
+            pass
+    return kernel(**opts)(namespace[cfg.name])
 
 
 kernel_for = per_config(make_kernel, DEFAULT)  # kernel_for(dtype, cfg=DEFAULT), built once a pair

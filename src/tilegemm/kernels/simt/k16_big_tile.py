@@ -18,8 +18,8 @@ cover 32 rows, the stores of one K row go to 32 consecutive columns, 32 banks. C
 the body is 2,048 FFMA statements, and Numba's SSA and lowering passes grow with the square of a
 block's variables; each K row is written inside a one-trip loop (`rows_apart`), which LLVM removes
 and which keeps Numba's passes linear in the rows. Where 16-byte accesses are not legal, and for
-products whose M or grid is small (a 256×128 tile pads more and fills fewer SMs) or whose last wave
-of 256×128 tiles would leave more SMs idle than k15's tiles gain back, k15 runs. It is the FP32
+products whose M or grid is small (a 256×128 tile pads more and fills fewer SMs) or whose waves of 256×128
+tiles would take longer than k15's (counted in k15's tile times), k15 runs. It is the FP32
 `auto` rung; its machine code is cached on disk after the first compile (k14's `source_file`).
 
 Global traffic by design (elements; s the element size):
@@ -42,21 +42,17 @@ launch_config = k14.launch_config  # a configuration of it, changed (`tilegemm c
 SPEEDUP = 1.08  # k16's tile against k15's where both fill the SMs: 85.3% of cuBLAS against 79.1% (perf-notes 57)
 
 
-def waves_used(tiles: int, sms: int) -> float:
-    """The share of the SM-slots of the last wave's rounding up that tiles fill (one block an SM)."""
-    return tiles / (ceil_div(tiles, sms) * sms)
-
-
 def here(m: int, n: int, k: int, vector: bool) -> bool:
     """Its own kernel where 16-byte accesses are legal, the 256×128 tiles fill the SMs at least
-    once, and their last wave leaves no more of the GPU idle than k15's 128×128 tiles would, less
-    what the bigger tile gains (else k15 and what it hands on). Both run one block an SM."""
+    once, and its waves take no longer than k15's (else k15 and what it hands on). Both run one
+    block an SM, a wave takes as long as its tiles, and a 256×128 tile takes 2/SPEEDUP of a 128×128
+    one, half-empty or not."""
     if not (vector and k15.here(m, n, k, vector)):
         return False
     sms = k13.sm_count()
     tiles = ceil_div(m, DEFAULT.BM) * ceil_div(n, DEFAULT.BN)
     small = ceil_div(m, k15.DEFAULT.BM) * ceil_div(n, k15.DEFAULT.BN)
-    return tiles >= sms and SPEEDUP * waves_used(tiles, sms) >= waves_used(small, sms)
+    return tiles >= sms and 2 * ceil_div(tiles, sms) <= SPEEDUP * ceil_div(small, sms)
 
 
 def launch(a, b, c, stream=None):
