@@ -18,8 +18,8 @@ cover 32 rows, the stores of one K row go to 32 consecutive columns, 32 banks. C
 the body is 2,048 FFMA statements, and Numba's SSA and lowering passes grow with the square of a
 block's variables; each K row is written inside a one-trip loop (`rows_apart`), which LLVM removes
 and which keeps Numba's passes linear in the rows. Where 16-byte accesses are not legal, and for
-products whose M or grid is small (a 256×128 tile pads more and fills fewer SMs) or whose waves of 256×128
-tiles would take longer than k15's (counted in k15's tile times), k15 runs. It is the FP32
+products whose M or grid is small (a 256×128 tile pads more and fills fewer SMs) or whose waves of
+256×128 tiles would take longer than k15's (counted in k15's tile times), k15 runs. It is the FP32
 `auto` rung; its machine code is cached on disk after the first compile (k14's `source_file`).
 
 Global traffic by design (elements; s the element size):
@@ -37,8 +37,6 @@ from . import k15_register_budget as k15
 
 DEFAULT = k14.Config(BM=256, BN=128, BK=16, WM=128, WN=32, min_blocks=1, pad=0, rows_apart=True, lane_rows=True)
 launch_config = k14.launch_config  # a configuration of it, changed (`tilegemm counters big_tile:FIELD=value`)
-
-
 SPEEDUP = 1.08  # k16's tile against k15's where both fill the SMs: 85.3% of cuBLAS against 79.1% (perf-notes 57)
 
 
