@@ -358,9 +358,8 @@ def _store_banks(cfg):
 
 def test_lane_rows_stores_meet_no_bank_conflicts():
     """`lane_rows`: each lane of a warp loads its own row of A, so a warp's stores to the transposed
-    tile hit 32 banks even unpadded; k14's order (32·4/BK rows, BK/4 float4s along K each) hits 32·4/BK
-    there (8 at k16's BK = 16). Every
-    float4 of the tile is loaded exactly once either way."""
+    tile hit 32 banks even unpadded; k14's order (32·4/BK rows, BK/4 float4s along K each) hits
+    32·4/BK there (8 at k16's BK = 16). Every float4 of the tile is loaded exactly once either way."""
     import dataclasses
 
     from tilegemm.kernels.simt import k14_unrolled as k14
