@@ -592,38 +592,6 @@ def test_generated_kernels_come_from_the_disk_cache_in_a_second_process(tmp_path
     assert len(list((tmp_path / "kernels").glob(f"k14_{k16.DEFAULT.name}_float32_*.py"))) == 1
 
 
-@pytest.mark.parametrize("m, n, k", [(257, 133, 37), (257, 133, 36), (257, 132, 37)])
-def test_big_tile_copies_unaligned_operands_into_16_byte_rows(m, n, k, monkeypatch):
-    """Where rows are off 16 bytes and k16 would take the padded product, A and B are copied into
-    rows padded with zeros (only what needs it) and k16's vector kernel runs on them; C is stored
-    an element at a time where its own rows are off. Exact on integer operands, C's edges included;
-    the operands are left as they were."""
-    from tilegemm.kernels.simt import k14_unrolled as k14
-    from tilegemm.kernels.simt import k16_big_tile as k16
-
-    real_here = k16.here
-    monkeypatch.setattr(k16, "here", lambda mm, nn, kk, vector: vector)  # as if the product filled the GPU
-    ran, copied = [], []
-    real_run, real_padded = k14.run_config, k16.padded
-    monkeypatch.setattr(k14, "run_config", lambda cfg, *a, **kw: (ran.append((cfg, a[0].shape, a[1].shape)),
-                                                                    real_run(cfg, *a, **kw))[1])
-    monkeypatch.setattr(k16, "padded", lambda x, r, c, s=None: (copied.append((r, c)), real_padded(x, r, c, s))[1])
-    cuda = _cuda.cuda
-    a, b = integer_operands(m, n, k, seed=m + n + k)
-    da, db = cuda.to_device(a), cuda.to_device(b)
-    dc = cuda.device_array((m, n), dtype=np.float32)
-    poison(dc)
-    k16.launch(da, db, dc)
-    assert np.array_equal(dc.copy_to_host(), a.astype(np.float64) @ b.astype(np.float64))
-    assert np.array_equal(da.copy_to_host(), a) and np.array_equal(db.copy_to_host(), b)
-    kp, np4 = k16.round4(k), k16.round4(n)
-    cfg, a_shape, b_shape = ran[-1]
-    assert cfg == (k16.DEFAULT if n % 4 == 0 else k16.SCALAR_C) and a_shape == (m, kp) and b_shape == (kp, np4)
-    assert copied == ([(m, kp)] if kp != k else []) + [(kp, np4)]
-    monkeypatch.setattr(k16, "here", real_here)
-    assert k16.copies_pay(4095, 4097, 1023, 4) and not k16.copies_pay(1000, 1000, 1000, 4)
-
-
 @pytest.mark.gpu
 def test_big_tile_on_the_device():
     from tilegemm.bench import sass

@@ -57,7 +57,6 @@ class Config(k10.Tiling):
     pad: int = PAD  # elements after each row of A's transposed shared tile (bank offsets for its stores)
     rows_apart: bool = False  # each K row of the body in a block of Numba's IR of its own (compile time)
     lane_rows: bool = False  # a warp's lanes load 32 rows of A's tile (conflict-free transposed stores)
-    c_vector: bool = True  # with vector: 16-byte stores of C too; False: one element each (C's rows off 16 bytes)
 
     @property
     def name(self) -> str:
@@ -66,9 +65,8 @@ class Config(k10.Tiling):
         pad = "" if self.pad == PAD else f"_p{self.pad}"
         apart = "_rows" if self.rows_apart else ""
         lanes = "_lanerows" if self.lane_rows else ""
-        cs = "_cscalar" if self.vector and not self.c_vector else ""
         return (f"unrolled_{self.BM}x{self.BN}x{self.BK}_w{self.WM}x{self.WN}_b{self.min_blocks}"
-                f"{regs}{scalar}{pad}{apart}{lanes}{cs}")
+                f"{regs}{scalar}{pad}{apart}{lanes}")
 
 
 DEFAULT = Config()
@@ -84,7 +82,7 @@ def source(cfg: Config) -> str:
     A_IT, B_IT = BM * BK // 4 // NT, BK * BN // 4 // NT  # float4s of A and of B per thread per step
     A_C4, B_C4 = BK // 4, BN // 4
     SUB_M, SUB_N = LANES_M * MICRO, LANES_N * MICRO
-    vector, c_vector = cfg.vector, cfg.vector and cfg.c_vector
+    vector = cfg.vector
     ga = [[f"ga{l}_{c}" for c in range(4)] for l in range(A_IT)]
     gb = [[f"gb{l}_{c}" for c in range(4)] for l in range(B_IT)]
     out = []
@@ -125,7 +123,7 @@ def source(cfg: Config) -> str:
     w(1, f"n0 = cuda.blockIdx.x * {BN}")
     w(1, "M = A.shape[0]")
     w(1, "K = A.shape[1]")
-    w(1, "N = C.shape[1]  # B may be wider (a copy padded to 16-byte rows): its extra columns are never stored")
+    w(1, "N = B.shape[1]")
     w(1, f"interior = m0 + {BM} <= M and n0 + {BN} <= N")
     w(1, "# where this thread's float4s of each tile sit (row, column within the tile)")
     for l in range(A_IT):
@@ -170,7 +168,7 @@ def source(cfg: Config) -> str:
             w(depth, f"{', '.join(f'b{4 * jt + c}' for c in range(4))} = lds4(sB, base + {p}, wn0 + {jt * SUB_N})")
         for i in range(TM):
             w(depth, "; ".join(f"c{i}_{j} += a{i} * b{j}" for j in range(TN)))
-    w(1, "# C: " + ("16-byte stores" if c_vector else "unguarded stores") + " inside, guarded ones on the edges")
+    w(1, "# C: " + ("16-byte stores" if vector else "unguarded stores") + " inside, guarded ones on the edges")
     for it in range(WMITER):
         for c in range(MICRO):
             i = it * MICRO + c
@@ -179,7 +177,7 @@ def source(cfg: Config) -> str:
                 j = jt * MICRO
                 w(1, f"col = n0 + wn0 + {jt * SUB_N}" if jt else "col = n0 + wn0")
                 w(1, "if interior:")
-                if c_vector:
+                if vector:
                     w(2, f"stg4(C, row, col, {', '.join(f'c{i}_{j + d}' for d in range(MICRO))})")
                 else:
                     for d in range(MICRO):

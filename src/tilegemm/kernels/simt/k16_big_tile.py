@@ -17,12 +17,9 @@ just before the barrier. So each lane loads a row of its own (`lane_rows`): a wa
 cover 32 rows, the stores of one K row go to 32 consecutive columns, 32 banks. Compile time:
 the body is 2,048 FFMA statements, and Numba's SSA and lowering passes grow with the square of a
 block's variables; each K row is written inside a one-trip loop (`rows_apart`), which LLVM removes
-and which keeps Numba's passes linear in the rows. For products whose M or grid is small (a
-256×128 tile pads more and fills fewer SMs) or whose waves of 256×128 tiles would take longer than
-k15's (counted in k15's tile times), k15 runs. Where 16-byte accesses are not legal (K or N not a
-multiple of 4), A and B are first copied into rows padded to a multiple of 4 elements with zeros
-(`copies_pay`, where k16 takes the padded product; k15's scalar variant elsewhere), and C, if its
-rows are off 16 bytes, is stored an element at a time. It is the FP32
+and which keeps Numba's passes linear in the rows. Where 16-byte accesses are not legal, and for
+products whose M or grid is small (a 256×128 tile pads more and fills fewer SMs) or whose waves of
+256×128 tiles would take longer than k15's (counted in k15's tile times), k15 runs. It is the FP32
 `auto` rung; its machine code is cached on disk after the first compile (k14's `source_file`).
 
 Global traffic by design (elements; s the element size):
@@ -32,20 +29,13 @@ Global traffic by design (elements; s the element size):
 
 from __future__ import annotations
 
-import dataclasses
-
-from numba import cuda
-
 from ...registry import ceil_div
 from . import k10_warptile as k10
 from . import k13_splitk_tiles as k13
 from . import k14_unrolled as k14
 from . import k15_register_budget as k15
-from ._common import configure
-from ._jit import kernel
 
 DEFAULT = k14.Config(BM=256, BN=128, BK=16, WM=128, WN=32, min_blocks=1, pad=0, rows_apart=True, lane_rows=True)
-SCALAR_C = dataclasses.replace(DEFAULT, c_vector=False)  # on copies of A and B; C's rows off 16 bytes
 launch_config = k14.launch_config  # a configuration of it, changed (`tilegemm counters big_tile:FIELD=value`)
 SPEEDUP = 1.08  # k16's tile against k15's where both fill the SMs: 85.3% of cuBLAS against 79.1% (perf-notes 57)
 
@@ -63,62 +53,17 @@ def here(m: int, n: int, k: int, vector: bool) -> bool:
     return tiles >= sms and 2 * ceil_div(tiles, sms) <= SPEEDUP * ceil_div(small, sms)
 
 
-def round4(x: int) -> int:
-    return ceil_div(x, 4) * 4
-
-
-def copies_pay(m: int, n: int, k: int, itemsize: int) -> bool:
-    """Rows off 16 bytes (K or N not a multiple of 4, or a pointer off): copy A and B into rows
-    that are not, and run k16's own kernel on the copies, where k16 takes the padded product. The
-    copies read and write A and B once, 2·s·(M·K + K·N) bytes, a few % of the product's time at
-    its shapes, against k15's scalar variant (one-element loads and stores) that would run else."""
-    return itemsize == 4 and here(m, round4(n), round4(k), True)
-
-
-@kernel()
-def _copy_padded(src, dst):
-    """dst = src in its top-left corner, zeros elsewhere; a thread an element of dst."""
-    j, i = cuda.grid(2)
-    if i < dst.shape[0] and j < dst.shape[1]:
-        if i < src.shape[0] and j < src.shape[1]:
-            dst[i, j] = src[i, j]
-        else:
-            dst[i, j] = 0
-
-
-def padded(x, rows: int, cols: int, stream=None):
-    """A new rows×cols device array holding x and zeros: its rows 16-byte aligned where cols is
-    a multiple of 4 (a fresh allocation is 256-byte aligned)."""
-    out = cuda.device_array((rows, cols), dtype=x.dtype, stream=stream or 0)
-    configure(_copy_padded, (ceil_div(cols, 32), ceil_div(rows, 8)), (32, 8), stream)(x, out)
-    return out
-
-
 def launch(a, b, c, stream=None):
     m, n = c.shape
-    k = a.shape[1]
-    if k10.vector_ok(a, b, c):
-        if here(m, n, k, True):
-            return k14.run_config(DEFAULT, a, b, c, stream)
+    if not here(m, n, a.shape[1], k10.vector_ok(a, b, c)):
         return k15.launch(a, b, c, stream)
-    if not copies_pay(m, n, k, c.dtype.itemsize):
-        return k15.launch(a, b, c, stream)
-    kp = round4(k)  # A's extra columns and B's extra rows are zeros: they add nothing to C
-    if kp != k or not k10.aligned16(a):
-        a = padded(a, m, kp, stream)
-    if kp != k or n % 4 or not k10.aligned16(b):
-        b = padded(b, kp, round4(n), stream)  # its extra columns feed only C's columns past N, never stored
-    k14.run_config(DEFAULT if n % 4 == 0 and k10.aligned16(c) else SCALAR_C, a, b, c, stream)
+    k14.run_config(DEFAULT, a, b, c, stream)  # here() holds only where vector_ok does
 
 
 def traffic(m, n, k, s):
-    if k10.vector_shape_ok(k, n, s):
-        return k10.traffic_for(DEFAULT)(m, n, k, s) if here(m, n, k, True) else k15.traffic(m, n, k, s)
-    if not copies_pay(m, n, k, s):
+    if not here(m, n, k, k10.vector_shape_ok(k, n, s)):
         return k15.traffic(m, n, k, s)
-    kp, np4 = round4(k), round4(n)
-    copies = (m * k + m * kp if kp != k else 0) + k * n + kp * np4  # read once, written once
-    return k10.traffic_for(DEFAULT)(m, np4, kp, s) + copies * float(s)
+    return k10.traffic_for(DEFAULT)(m, n, k, s)
 
 
 NT = DEFAULT.threads
@@ -126,4 +71,4 @@ NT = DEFAULT.threads
 
 def jit_kernels(dt) -> list:
     """The Numba dispatchers this rung compiles for dtype dt (the SASS and resource tables read them)."""
-    return [k14.kernel_for(dt, DEFAULT), k14.kernel_for(dt, SCALAR_C)]
+    return [k14.kernel_for(dt, DEFAULT)]
