@@ -99,6 +99,16 @@ def out_key(c) -> tuple:
     return (c.shape, c.stride(), c.dtype, c.get_device(), c.data_ptr() & 15)
 
 
+def plannable_out(out) -> bool:
+    """A call whose out= (if any) a plan can write: none, or a plain torch CUDA tensor."""
+    return out is None or (type(out) in _PLAIN and out.is_cuda)
+
+
+def call_key(a, b, out=None) -> tuple:
+    """The plan's key of matmul(a, b, out=out): matmul_key, and out_key where there is an out."""
+    return matmul_key(a, b, a.data_ptr(), b.data_ptr()) + (() if out is None else out_key(out))
+
+
 def fast_matmul(a, b, out=None):
     """`matmul(a, b, out=out)` by its launch plan, or None (no plan: the caller takes the slow
     path, which also says what is wrong with an out that no plan was built for). An out that
@@ -515,7 +525,7 @@ def _run_numba(kern, auto: bool, A: Operand, B: Operand, O, out, shape, dtype):
             if R.kind == "torch":  # torch's allocator: safe inside a CUDA graph's capture
                 tmp = arrays.to_numba(arrays.describe(R.obj.new_empty(shape), "out"), stream)
             else:
-                tmp = cuda.device_array(shape, dtype=dtype, stream=stream) if stream else cuda.device_array(shape, dtype=dtype)
+                tmp = cuda.device_array(shape, dtype=dtype, stream=stream or 0)  # 0: Numba's default stream
             kern.launch(a_d, b_d, tmp, stream)
             arrays.copy_2d(tmp, c_d, stream)
             return result
@@ -542,7 +552,7 @@ def _torch_contiguous(X: Operand, what: str) -> Operand:
 def _numba_plannable(A: Operand, B: Operand, out, need_contiguous: bool) -> str:
     if not enabled():
         return "TILEGEMM_FAST_LAUNCH=0"
-    if A.kind != "torch" or B.kind != "torch" or (out is not None and (type(out) not in _PLAIN or not out.is_cuda)):
+    if A.kind != "torch" or B.kind != "torch" or not plannable_out(out):
         return "SIMT plans are kept for torch CUDA tensors (and a torch CUDA out=)"
     if _cuda.SIMULATOR:
         return "simulator"
@@ -565,8 +575,8 @@ def _keep_numba_plan(A: Operand, B: Operand, c, records, is_out: bool) -> None:
         _not_planned("a Numba launch the launcher cannot replay")
         return
     _bind_torch()
-    key = matmul_key(a, b, pa, pb) + (out_key(c) if is_out else ())
-    _remember(key, LaunchPlan(launches, c.shape, c.dtype, c.device, spans=spans_of(a, b, c)))
+    _remember(call_key(a, b, c if is_out else None), LaunchPlan(launches, c.shape, c.dtype, c.device,
+                                                               spans=spans_of(a, b, c)))
 
 
 def _numba_device(index: int):
@@ -620,15 +630,14 @@ def _run_tensorcore(kernel: str, A: Operand, B: Operand, out, shape, dtype: str)
     with memory_for(f"matmul: {arrays.dims(shape)} {dtype}", copies + arrays.nbytes(shape, dtype)):
         a, b = arrays.to_torch_cuda(A), arrays.to_torch_cuda(B)
     tdtype = getattr(torch, dtype)
-    planned = (A.kind == "torch" and B.kind == "torch" and not A.on_host and kernel == "auto"
-               and (out is None or (type(out) in _PLAIN and out.is_cuda)))  # a torch CUDA out= is planned too
+    planned = A.kind == "torch" and B.kind == "torch" and not A.on_host and kernel == "auto" and plannable_out(out)
     with on_device(a.device):
         if out is None or arrays.describe(out, "out").on_host:
             with memory_for(f"matmul: the {arrays.dims(shape)} {dtype} result", arrays.nbytes(shape, dtype)):
                 c = torch.empty(shape, dtype=tdtype, device=a.device)
         else:
             c = arrays.to_torch_cuda(arrays.describe(out, "out"))  # a view of the caller's memory
-        key = (matmul_key(a, b, a.data_ptr(), b.data_ptr()) + (out_key(out) if out is not None else ())) if planned else None
+        key = call_key(a, b, out) if planned else None
         run_problem(P.problem_2d(a, b, c), kernel, key)
     if out is None:
         return arrays.to_kind(c, A)
