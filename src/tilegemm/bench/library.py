@@ -458,12 +458,22 @@ def run(shapes, dtypes, modes=("eager", "device"), runs: int = 3, budget_s: floa
     return doc
 
 
+def _parts(doc: dict) -> list[dict]:
+    """What each measured part of doc was (a merged document: its parts; their decode, where the
+    document still has it)."""
+    if doc.get("parts"):
+        return [p if doc.get("decode") else {k: v for k, v in p.items() if k != "decode"} for p in doc["parts"]]
+    part = dict(dtypes=sorted({r["dtype"] for r in doc.get("records", [])}), date=doc.get("environment", {}).get("date"),
+                clocks=doc.get("clocks"), elapsed_s=doc.get("elapsed_s"))
+    return [dict(part, decode=True) if doc.get("decode") else part]
+
+
 def merge(docs: list[dict]) -> dict:
     """One document from runs of the same harness over different dtypes (a GPU call has a time
     limit, so the set is measured in parts, one after another on one machine): records joined,
     each part's date, clocks and elapsed time kept, host µs and first calls from the part that
-    measured them (decode too). A dtype measured by two parts is refused (which one would stand?),
-    and so is decode."""
+    measured them (decode too); a part may be a merged document itself. A dtype measured by two
+    parts is refused (which one would stand?), and so is decode."""
     if not docs:
         raise ValueError("nothing to merge")
     keys = ("modes", "runs", "hold_us", "eager_sample_us")
@@ -482,8 +492,7 @@ def merge(docs: list[dict]) -> dict:
                 raise ValueError(f"{dt} is measured in parts {seen[dt] + 1} and {i + 1}")
             seen[dt] = i
     out = dict(docs[0], records=[r for d in docs for r in d.get("records", [])],
-               parts=[dict(dtypes=sorted({r["dtype"] for r in d.get("records", [])}), date=d.get("environment", {}).get("date"),
-                           clocks=d.get("clocks"), elapsed_s=d.get("elapsed_s")) for d in docs])
+               parts=[part for d in docs for part in _parts(d)])
     for name in ("host_us", "first_call", "host_us_error", "first_call_error", "decode"):
         out.pop(name, None)
         got = [d[name] for d in docs if d.get(name)]
@@ -502,7 +511,11 @@ def render(doc: dict, full: bool = True) -> str:
     env = doc.get("environment", {})
     gpu = (env.get("gpu") or {}).get("name", "?")
     h = doc.get("harness", {})
-    out = [f"`tilegemm library` on {gpu} ({env.get('date', '?')}): ratio = reference time / ours (> 1: ours "
+    parts = doc.get("parts") or []
+    labels = [", ".join(p["dtypes"] + (["decode"] if p.get("decode") else [])) for p in parts]
+    when = "; ".join(f"{label} {p.get('date')}".strip() for label, p in zip(labels, parts)) if len(parts) > 1 \
+        else env.get("date", "?")
+    out = [f"`tilegemm library` on {gpu} ({when}): ratio = reference time / ours (> 1: ours "
            f"faster), each figure the median of {h.get('runs', '?')} runs, the reference (cuBLAS through torch; "
            "torch._scaled_mm for FP8) timed in the same runs, interleaved. *Eager*: back-to-back calls through "
            "`tilegemm.matmul`/`gemm`, what a user gets. *Device*: the kernels alone (a hold kernel hides the "
