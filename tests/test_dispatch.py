@@ -452,6 +452,42 @@ def test_gpu_graph_capture_replays_a_plan():
 
 
 @pytest.mark.gpu
+def test_gpu_fp32_copies_for_k16_through_a_plan_and_a_graph():
+    """FP32 at 4095×4097×1023 (rows off 16 bytes): `matmul` runs k16 on copies of A and B padded
+    to whole tiles, into C's padded rows, copied out; the plan replays the three copies and the
+    kernel, its scratch made by torch's allocator for each call; a later call on new values, and a
+    replay of a graph captured with new values, compute their own products."""
+    torch = pytest.importorskip("torch")
+    import tilegemm
+
+    a = torch.rand(4095, 1023, device="cuda")
+    b = torch.rand(1023, 4097, device="cuda")
+
+    def err(c):
+        r = a.double() @ b.double()
+        return float((c.double() - r).norm() / r.norm())
+
+    assert err(tilegemm.matmul(a, b)) < 1e-5
+    plan = dispatch._PLANS[dispatch.call_key(a, b)]
+    assert len(plan.launches) == 4 and [dt for _, dt in plan.scratch] == [torch.float32] * 3
+    assert [n for n, _ in plan.scratch] == [4096 * 1024, 1024 * 4224, 4095 * 4224]  # A, B and C in whole tiles
+    a.copy_(torch.rand_like(a))
+    assert err(tilegemm.matmul(a, b)) < 1e-5
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        tilegemm.matmul(a, b)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        out = tilegemm.matmul(a, b)
+    a.copy_(torch.rand_like(a))
+    g.replay()
+    torch.cuda.synchronize()
+    assert err(out) < 1e-5
+
+
+@pytest.mark.gpu
 def test_gpu_a_captured_graph_owns_its_scratch():
     """A plan that keeps its copies' buffers (BF16 100×12345×678), warmed on a stream and then
     captured there: the graph gets buffers of its own pool, so after every plan is dropped (their

@@ -411,6 +411,8 @@ def test_cli_kernel_source(capsys):
 
     assert cli.main(["kernels", "--source", "unrolled"]) == 0
     assert "def unrolled_128x128x8" in capsys.readouterr().out
+    assert cli.main(["kernels", "--source", "big_tile"]) == 0  # k16's generated kernel, not its module
+    assert "def unrolled_256x128x16_w128x32_b1_p0_rows_lanerows(A, B, C):" in capsys.readouterr().out
     assert cli.main(["kernels", "--source", "naive"]) == 0
     assert '"""k01 naive' in capsys.readouterr().out
     assert cli.main(["kernels", "--source", "nope"]) == 2
@@ -590,6 +592,83 @@ def test_generated_kernels_come_from_the_disk_cache_in_a_second_process(tmp_path
     from tilegemm.kernels.simt import k16_big_tile as k16
 
     assert len(list((tmp_path / "kernels").glob(f"k14_{k16.DEFAULT.name}_float32_*.py"))) == 1
+
+
+@pytest.mark.parametrize("m, n, k", [(257, 133, 37), (257, 132, 37), (512, 132, 47), (512, 133, 48)])
+def test_big_tile_copies_unaligned_operands_into_whole_tiles(m, n, k, monkeypatch):
+    """Where rows are off 16 bytes and k16 would take the padded product, A and B are copied into
+    scratch padded with zeros to whole tiles and K steps, and C, where its rows are off, is computed
+    into rows padded likewise and copied out (only what needs it); k16's own kernel runs on them.
+    Exact on integer operands, C's edges included; the operands are left as they were; a second
+    call reuses the first call's scratch."""
+    from tilegemm.kernels.simt import _common as S
+    from tilegemm.kernels.simt import k14_unrolled as k14
+    from tilegemm.kernels.simt import k16_big_tile as k16
+
+    S.forget_scratch()
+    real_here = k16.here
+    monkeypatch.setattr(k16, "here", lambda mm, nn, kk, vector: vector)  # as if the product filled the GPU
+    ran, copied = [], []
+    real_run, real_copy = k14.run_config, k16.copy_padded
+    monkeypatch.setattr(k14, "run_config", lambda cfg, *a, **kw: (ran.append((cfg, *a[:3])), real_run(cfg, *a, **kw))[1])
+    monkeypatch.setattr(k16, "copy_padded", lambda src, dst, s=None: (copied.append(dst), real_copy(src, dst, s))[1])
+    cuda = _cuda.cuda
+    a, b = integer_operands(m, n, k, seed=m + n + k)
+    da, db = cuda.to_device(a), cuda.to_device(b)
+    for _ in range(2):
+        dc = cuda.device_array((m, n), dtype=np.float32)
+        poison(dc)
+        k16.launch(da, db, dc)
+        assert np.array_equal(dc.copy_to_host(), a.astype(np.float64) @ b.astype(np.float64))
+    assert np.array_equal(da.copy_to_host(), a) and np.array_equal(db.copy_to_host(), b)
+    mp, np_, kp = k16.padded_shape(m, n, k)
+    assert (mp, np_, kp) == (512, 256, 48)
+    cfg, ga, gb, gc = ran[-1]
+    assert cfg == k16.DEFAULT and ga.shape == (mp, kp) and gb.shape == (kp, np_)
+    assert gc.shape == ((m, np_) if n % 4 else (m, n))
+    want = [(mp, kp)] * ((mp, kp) != (m, k)) + [(kp, np_)] + [(m, n)] * (n % 4 != 0)  # the last: C, copied out
+    assert [x.shape for x in copied] == 2 * want
+    half = len(copied) // 2
+    assert all(x is y for x, y in zip(copied[:half], copied[half:]) if x.shape != (m, n))  # kept between calls
+    monkeypatch.setattr(k16, "here", real_here)
+    assert k16.copies_pay(4095, 4097, 1023, 4) and not k16.copies_pay(1000, 1000, 1000, 4)
+    assert not k16.copies_pay(4095, 4097, 1023, 8)  # FP64 has no 16-byte vectors of 4
+    S.forget_scratch()
+
+
+def test_scratch_is_kept_per_stream_and_shape_within_a_cap(monkeypatch):
+    """A rung's Numba scratch is kept for later calls of the same device, stream, shapes and dtype,
+    new for any other; past the cap the kept set starts again, and a set larger than the cap is
+    made per call; an allocator given by scratch_from (dispatch's, for torch operands) is used
+    instead, afresh each call."""
+    from tilegemm.kernels.simt import _common as S
+
+    S.forget_scratch()
+    cuda = _cuda.cuda
+    take = lambda shapes, dt="float32", stream=None: S.scratch(shapes, dt, stream).__enter__()  # noqa: E731
+    first = take([(4, 8), (8, 4)])
+    assert [x.shape for x in first] == [(4, 8), (8, 4)] and all(x.dtype == np.float32 for x in first)
+    assert all(x is y for x, y in zip(first, take([(4, 8), (8, 4)])))
+    s = cuda.stream()
+    assert not any(x is y for x, y in zip(first, take([(4, 8), (8, 4)], stream=s)))
+    assert take([(4, 8)])[0] is not first[0] and take([(4, 8), (8, 4)], "float64")[0].dtype == np.float64
+    monkeypatch.setattr(S, "KEEP_SCRATCH_BYTES", 300)
+    S.forget_scratch()
+    one = take([(8, 8)])  # 256 bytes, kept
+    assert take([(8, 8)])[0] is one[0]
+    take([(4, 4)])  # 64 more would pass 300: the kept set starts again with it
+    assert take([(8, 8)])[0] is not one[0]
+    big = take([(10, 10)])  # 400 bytes: past the cap, made per call
+    assert take([(10, 10)])[0] is not big[0]
+    made = []
+    with S.scratch_from(lambda shape, dt: made.append((shape, dt)) or cuda.device_array(shape, dtype=dt)):
+        with S.scratch([(3, 5)], np.float32) as (x,):
+            assert x.shape == (3, 5)
+    assert made == [((3, 5), np.float32)]
+    with S.scratch([(3, 5)], np.float32):  # outside: Numba's own again
+        pass
+    assert made == [((3, 5), np.float32)]
+    S.forget_scratch()
 
 
 @pytest.mark.gpu

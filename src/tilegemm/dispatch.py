@@ -25,6 +25,8 @@ import contextlib
 import threading
 import warnings
 
+import numpy as np
+
 from . import _cuda, arrays, env, launcher
 from .arrays import Operand
 from .errors import OutOfDeviceMemory
@@ -510,7 +512,11 @@ def _run_numba(kern, auto: bool, A: Operand, B: Operand, O, out, shape, dtype):
 
             return torch.from_numpy(host)
         return host
-    with _numba_device(arrays.device_index(A)):
+    from .kernels.simt import _common as S
+
+    made: list = []  # the torch scratch a rung took for this call (a plan makes its own for later ones)
+    scratch = S.scratch_from(_torch_scratch(A.obj.device, made)) if A.kind == "torch" else _nothing()
+    with _numba_device(arrays.device_index(A)), scratch:
         result = out if out is not None else _allocate(A, shape, dtype)
         stream = arrays.numba_stream(A)
         R = arrays.describe(result, "out")
@@ -533,12 +539,23 @@ def _run_numba(kern, auto: bool, A: Operand, B: Operand, O, out, shape, dtype):
             _not_planned(why)
             kern.launch(a_d, b_d, c_d, stream)
             return result
-        from .kernels.simt import _common as S
-
         with S.recording() as launches:
             kern.launch(a_d, b_d, c_d, stream)
-        _keep_numba_plan(A, B, result, launches, out is not None)
+        _keep_numba_plan(A, B, result, launches, out is not None, made)
     return result
+
+
+def _torch_scratch(device, made: list):
+    """A rung's scratch allocator for torch operands: torch's caching allocator (stream-ordered,
+    safe inside a CUDA graph's capture), each tensor noted in `made` for the call's plan."""
+    import torch
+
+    def alloc(shape, dtype):
+        t = torch.empty(tuple(shape), dtype=getattr(torch, np.dtype(dtype).name), device=device)
+        made.append(t)
+        return _cuda.cuda.as_cuda_array(t)
+
+    return alloc
 
 
 def _torch_contiguous(X: Operand, what: str) -> Operand:
@@ -561,22 +578,24 @@ def _numba_plannable(A: Operand, B: Operand, out, need_contiguous: bool) -> str:
     return ""
 
 
-def _keep_numba_plan(A: Operand, B: Operand, c, records, is_out: bool) -> None:
-    """Keep the recorded launches as the call's plan (under out_key too where c is the caller's out)."""
+def _keep_numba_plan(A: Operand, B: Operand, c, records, is_out: bool, scratch=()) -> None:
+    """Keep the recorded launches as the call's plan (under out_key too where c is the caller's out);
+    `scratch`: the torch tensors the launches took as scratch, which the plan makes for each call."""
     a, b = A.obj, B.obj
     pa, pb, pc = a.data_ptr(), b.data_ptr(), c.data_ptr()
     if len({pa, pb, pc}) < 3 or not records:
         _not_planned("aliased operands" if records else "no launch recorded")
         return
-    slots = (pa, pb, pc, pc, 0, 0)
+    slots = (pa, pb, pc, pc, 0, 0, *(t.data_ptr() for t in scratch))
     launches = [launcher.numba_launch(kernel, grid, block, shared, args, slots, c.device.index)
                 for kernel, grid, block, shared, args in records]
     if any(one is None for one in launches):
         _not_planned("a Numba launch the launcher cannot replay")
         return
     _bind_torch()
-    _remember(call_key(a, b, c if is_out else None), LaunchPlan(launches, c.shape, c.dtype, c.device,
-                                                               spans=spans_of(a, b, c)))
+    _remember(call_key(a, b, c if is_out else None),
+              LaunchPlan(launches, c.shape, c.dtype, c.device, [(t.numel(), t.dtype) for t in scratch],
+                         spans=spans_of(a, b, c)))
 
 
 def _numba_device(index: int):

@@ -85,3 +85,76 @@ def recording():
         yield launches
     finally:
         _RECORDING.launches = None
+
+
+# ---- scratch: a launch sequence's temporaries ----------------------------------------------------
+
+KEEP_SCRATCH_BYTES = 512 << 20  # Numba scratch kept between calls, over every device, stream and shape
+_SCRATCH = threading.local()  # .alloc: where this thread's rungs take scratch from (dispatch's), if anywhere
+_KEPT: dict = {}  # (device, stream, shapes, dtype) -> the arrays kept for calls of that key
+_KEPT_BYTES = [0]
+_KEPT_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def scratch_from(alloc):
+    """Within it, rungs on this thread take their scratch from alloc(shape, dtype) -> a Numba
+    device array, made afresh for each call. dispatch passes torch's caching allocator for torch
+    operands: stream-ordered, safe inside a CUDA graph's capture, and what a launch plan
+    allocates again (or keeps) for each later call."""
+    old = getattr(_SCRATCH, "alloc", None)
+    _SCRATCH.alloc = alloc
+    try:
+        yield
+    finally:
+        _SCRATCH.alloc = old
+
+
+def _stream_key(stream) -> int:
+    if stream is None:
+        return 0
+    try:
+        return int(stream)  # the driver's handle
+    except TypeError:  # the simulator's streams have none
+        return id(stream)
+
+
+def _nbytes(shapes, dtype) -> int:
+    return sum(int(np.prod(s)) for s in shapes) * np.dtype(dtype).itemsize
+
+
+@contextlib.contextmanager
+def scratch(shapes, dtype, stream=None):
+    """Device arrays of `shapes`, for temporaries a launch sequence writes before it reads them;
+    enqueue the sequence inside the block. From scratch_from's allocator where one is set; else
+    Numba's, kept between calls per device, stream, shapes and dtype (an allocation costs a call
+    tens of µs of host time, and a free can wait for the device), up to KEEP_SCRATCH_BYTES in
+    all, and held under a lock while the sequence is enqueued: the calls that share them are on
+    one stream, so their sequences run one after another, never interleaved."""
+    alloc = getattr(_SCRATCH, "alloc", None)
+    if alloc is not None:
+        yield [alloc(s, dtype) for s in shapes]
+        return
+    cuda = _cuda.cuda
+    size = _nbytes(shapes, dtype)
+    if size > KEEP_SCRATCH_BYTES:  # a product this large does not notice its allocations
+        yield [cuda.device_array(s, dtype=dtype, stream=stream or 0) for s in shapes]
+        return
+    key = (getattr(cuda.get_current_device(), "id", 0), _stream_key(stream), tuple(map(tuple, shapes)),
+           np.dtype(dtype).name)
+    with _KEPT_LOCK:
+        bufs = _KEPT.get(key)
+        if bufs is None:
+            if _KEPT_BYTES[0] + size > KEEP_SCRATCH_BYTES:
+                _KEPT.clear()  # Numba frees them later, and a free waits for the work queued before it
+                _KEPT_BYTES[0] = 0
+            bufs = _KEPT[key] = [cuda.device_array(s, dtype=dtype, stream=stream or 0) for s in shapes]
+            _KEPT_BYTES[0] += size
+        yield bufs
+
+
+def forget_scratch() -> None:
+    """Drop the kept scratch (tests; a caller short of device memory)."""
+    with _KEPT_LOCK:
+        _KEPT.clear()
+        _KEPT_BYTES[0] = 0

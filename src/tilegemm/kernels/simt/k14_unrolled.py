@@ -124,7 +124,8 @@ def source(cfg: Config) -> str:
     w(1, "M = A.shape[0]")
     w(1, "K = A.shape[1]")
     w(1, "N = B.shape[1]")
-    w(1, f"interior = m0 + {BM} <= M and n0 + {BN} <= N")
+    w(1, f"interior = m0 + {BM} <= M and n0 + {BN} <= N  # the tile's loads are inside A and B")
+    w(1, f"c_inside = m0 + {BM} <= C.shape[0] and n0 + {BN} <= C.shape[1]  # (A and B may be copies padded past C)")
     w(1, "# where this thread's float4s of each tile sit (row, column within the tile)")
     for l in range(A_IT):
         f = f"(tid + {l * NT})" if l else "tid"
@@ -176,7 +177,7 @@ def source(cfg: Config) -> str:
             for jt in range(WNITER):
                 j = jt * MICRO
                 w(1, f"col = n0 + wn0 + {jt * SUB_N}" if jt else "col = n0 + wn0")
-                w(1, "if interior:")
+                w(1, "if c_inside:")
                 if vector:
                     w(2, f"stg4(C, row, col, {', '.join(f'c{i}_{j + d}' for d in range(MICRO))})")
                 else:

@@ -40,6 +40,7 @@ from . import k14_unrolled as k14
 DEFAULT = k14.Config(min_blocks=1)  # k14's tiling; one 256-thread block per SM, up to 255 registers
 SCALAR = k14.SCALAR  # where 16-byte accesses are not legal: k14's own, two blocks per SM
 launch_config = k14.launch_config  # a configuration of it, changed (`tilegemm counters budget:FIELD=value`)
+source = k14.source  # a configuration's generated text (`tilegemm kernels --source budget`: DEFAULT's)
 
 
 def here(m: int, n: int, k: int, vector: bool) -> bool:

@@ -17,26 +17,41 @@ just before the barrier. So each lane loads a row of its own (`lane_rows`): a wa
 cover 32 rows, the stores of one K row go to 32 consecutive columns, 32 banks. Compile time:
 the body is 2,048 FFMA statements, and Numba's SSA and lowering passes grow with the square of a
 block's variables; each K row is written inside a one-trip loop (`rows_apart`), which LLVM removes
-and which keeps Numba's passes linear in the rows. Where 16-byte accesses are not legal, and for
-products whose M or grid is small (a 256×128 tile pads more and fills fewer SMs) or whose waves of
-256×128 tiles would take longer than k15's (counted in k15's tile times), k15 runs. It is the FP32
-`auto` rung; its machine code is cached on disk after the first compile (k14's `source_file`).
+and which keeps Numba's passes linear in the rows. For products whose M or grid is small (a
+256×128 tile pads more and fills fewer SMs) or whose waves of 256×128 tiles would take longer than
+k15's (counted in k15's tile times), k15 runs. Where 16-byte accesses are not legal (K or N not a
+multiple of 4, a pointer off 16 bytes) and k16 would take the padded product, A and B are first
+copied, padded with zeros to whole tiles and K steps, and C, where its rows are off, is computed into
+rows padded to whole tiles and copied out (only what needs it; `copies_pay`, else k15's scalar
+variant). The copies are scratch that calls keep (`_common.scratch`; a launch plan's own for torch
+operands), and on them every tile loads and stores 16 bytes at a time, unguarded but on C's edges.
+It is the FP32 `auto` rung; its machine code is cached on disk after the first compile (k14's
+`source_file`).
 
 Global traffic by design (elements; s the element size):
     reads  = M·K·ceil(N/128) + K·N·ceil(M/256),  writes = M·N
     intensity ≈ 2/(s·(1/256 + 1/128)) = 512/(3s) FLOP/byte (about 43 FLOP/B in FP32; k15: 32)
+and where the operands are copied (M', N', K': rounded up to whole tiles and K steps), the copies
+read M·K + K·N + M·N' and write M'·K' + K'·N' + M·N, and the product reads M'·K'·N'/128 +
+K'·N'·M'/256 and writes M·N'.
 """
 
 from __future__ import annotations
+
+from numba import cuda
 
 from ...registry import ceil_div
 from . import k10_warptile as k10
 from . import k13_splitk_tiles as k13
 from . import k14_unrolled as k14
 from . import k15_register_budget as k15
+from ._common import configure, scratch
+from ._jit import kernel
+from ._vec import at_or0, put_in
 
 DEFAULT = k14.Config(BM=256, BN=128, BK=16, WM=128, WN=32, min_blocks=1, pad=0, rows_apart=True, lane_rows=True)
 launch_config = k14.launch_config  # a configuration of it, changed (`tilegemm counters big_tile:FIELD=value`)
+source = k14.source  # a configuration's generated text (`tilegemm kernels --source big_tile`: DEFAULT's)
 SPEEDUP = 1.08  # k16's tile against k15's where both fill the SMs: 85.3% of cuBLAS against 79.1% (perf-notes 57)
 
 
@@ -53,17 +68,85 @@ def here(m: int, n: int, k: int, vector: bool) -> bool:
     return tiles >= sms and 2 * ceil_div(tiles, sms) <= SPEEDUP * ceil_div(small, sms)
 
 
+def round4(x: int) -> int:
+    return ceil_div(x, 4) * 4
+
+
+def padded_shape(m: int, n: int, k: int) -> tuple[int, int, int]:
+    """M, N and K rounded up to whole tiles (BM, BN) and K steps (BK): copies of that size load
+    every tile through the unguarded, 16-byte path; only C's stores are guarded on its edges."""
+    cfg = DEFAULT
+    return ceil_div(m, cfg.BM) * cfg.BM, ceil_div(n, cfg.BN) * cfg.BN, ceil_div(k, cfg.BK) * cfg.BK
+
+
+def copies_pay(m: int, n: int, k: int, itemsize: int) -> bool:
+    """Rows off 16 bytes: copy A and B, padded with zeros to whole tiles, compute C into rows
+    padded likewise and copy it out, where k16 takes the padded product. The copies read and write
+    each operand once, about 8% of the product's time at 4095×4097×1023, against k15's scalar
+    variant (one-element loads and stores), which runs else."""
+    return itemsize == 4 and here(m, round4(n), round4(k), True)
+
+
+@kernel()
+def _copy_padded(src, dst):
+    """dst = src in its top-left corner, zeros elsewhere. A block copies 8 rows of 128 elements:
+    each warp 32 neighbours at a time (coalesced, on rows off 16 bytes too), each thread four
+    loads in flight before its four stores."""
+    i = cuda.blockIdx.y * 8 + cuda.threadIdx.y
+    j = cuda.blockIdx.x * 128 + cuda.threadIdx.x
+    v0 = at_or0(src, i, j)
+    v1 = at_or0(src, i, j + 32)
+    v2 = at_or0(src, i, j + 64)
+    v3 = at_or0(src, i, j + 96)
+    put_in(dst, i, j, v0)
+    put_in(dst, i, j + 32, v1)
+    put_in(dst, i, j + 64, v2)
+    put_in(dst, i, j + 96, v3)
+
+
+def copy_padded(src, dst, stream=None) -> None:
+    configure(_copy_padded, (ceil_div(dst.shape[1], 128), ceil_div(dst.shape[0], 8)), (32, 8), stream)(src, dst)
+
+
 def launch(a, b, c, stream=None):
     m, n = c.shape
-    if not here(m, n, a.shape[1], k10.vector_ok(a, b, c)):
+    k = a.shape[1]
+    if k10.vector_ok(a, b, c):
+        if here(m, n, k, True):
+            return k14.run_config(DEFAULT, a, b, c, stream)
         return k15.launch(a, b, c, stream)
-    k14.run_config(DEFAULT, a, b, c, stream)  # here() holds only where vector_ok does
+    if not copies_pay(m, n, k, c.dtype.itemsize):
+        return k15.launch(a, b, c, stream)
+    mp, np_, kp = padded_shape(m, n, k)  # the extra rows and columns are zeros: they add nothing to C
+    copy_a = (mp, kp) != (m, k) or not k10.aligned16(a)
+    copy_b = (kp, np_) != (k, n) or not k10.aligned16(b)
+    copy_c = n % 4 != 0 or not k10.aligned16(c)  # one-element stores on rows off 16 bytes cost 7% (perf-notes 61)
+    shapes = [(mp, kp)] * copy_a + [(kp, np_)] * copy_b + [(m, np_)] * copy_c
+    with scratch(shapes, c.dtype, stream) as bufs:
+        bufs = list(bufs)
+        if copy_a:
+            copy_padded(a, bufs[0], stream)
+            a = bufs.pop(0)
+        if copy_b:
+            copy_padded(b, bufs[0], stream)
+            b = bufs.pop(0)
+        k14.run_config(DEFAULT, a, b, bufs[0] if copy_c else c, stream)
+        if copy_c:
+            copy_padded(bufs[0], c, stream)  # C's columns of the padded rows
 
 
 def traffic(m, n, k, s):
-    if not here(m, n, k, k10.vector_shape_ok(k, n, s)):
+    if k10.vector_shape_ok(k, n, s):
+        return k10.traffic_for(DEFAULT)(m, n, k, s) if here(m, n, k, True) else k15.traffic(m, n, k, s)
+    if not copies_pay(m, n, k, s):
         return k15.traffic(m, n, k, s)
-    return k10.traffic_for(DEFAULT)(m, n, k, s)
+    mp, np_, kp = padded_shape(m, n, k)
+    a_copy = m * k + mp * kp if (mp, kp) != (m, k) else 0  # each copy read once and written once
+    b_copy = k * n + kp * np_ if (kp, np_) != (k, n) else 0
+    nc = np_ if n % 4 else n  # C's rows as the kernel stores them
+    c_copy = m * np_ + m * n if n % 4 else 0
+    product = mp * kp * ceil_div(np_, DEFAULT.BN) + kp * np_ * ceil_div(mp, DEFAULT.BM) + m * nc
+    return (product + a_copy + b_copy + c_copy) * float(s)
 
 
 NT = DEFAULT.threads
