@@ -427,6 +427,21 @@ def test_gpu_plan_alpha_beta_c_and_scales_change_with_the_call():
         assert float((c.double() - want).norm() / want.norm()) < 3e-3, (alpha, beta)
 
 
+def _captured(torch, call, warm: int = 1, on_side: bool = False):
+    """call() run `warm` times on a side stream, then captured in a CUDA graph (on that stream where
+    on_side): the graph, and what the captured call returned."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(warm):
+            call()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s if on_side else None):
+        out = call()
+    return g, out
+
+
 @pytest.mark.gpu
 def test_gpu_graph_capture_replays_a_plan():
     torch = pytest.importorskip("torch")
@@ -436,14 +451,7 @@ def test_gpu_graph_capture_replays_a_plan():
         a = torch.rand(512, 512, device="cuda").to(dt)
         b = torch.rand(512, 512, device="cuda").to(dt)
         tilegemm.matmul(a, b)  # the plan exists before the capture
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            tilegemm.matmul(a, b)
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            out = tilegemm.matmul(a, b)
+        g, out = _captured(torch, lambda: tilegemm.matmul(a, b))
         a.copy_(torch.rand_like(a))
         g.replay()
         torch.cuda.synchronize()
@@ -471,17 +479,11 @@ def test_gpu_fp32_copies_for_k16_through_a_plan_and_a_graph():
     plan = dispatch._PLANS[dispatch.call_key(a, b)]
     assert len(plan.launches) == 4 and [dt for _, dt in plan.scratch] == [torch.float32] * 3
     assert [n for n, _ in plan.scratch] == [4096 * 1024, 1024 * 4224, 4095 * 4224]  # A, B and C in whole tiles
-    a.copy_(torch.rand_like(a))
-    assert err(tilegemm.matmul(a, b)) < 1e-5
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        tilegemm.matmul(a, b)
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=s):
-        out = tilegemm.matmul(a, b)
-    a.copy_(torch.rand_like(a))
+    a.copy_(torch.rand_like(a)), b.copy_(torch.rand_like(b))
+    slow = dispatch.STATS["slow_calls"]
+    assert err(tilegemm.matmul(a, b)) < 1e-5 and dispatch.STATS["slow_calls"] == slow  # the plan's replay
+    g, out = _captured(torch, lambda: tilegemm.matmul(a, b), on_side=True)
+    a.copy_(torch.rand_like(a)), b.copy_(torch.rand_like(b))
     g.replay()
     torch.cuda.synchronize()
     assert err(out) < 1e-5
@@ -498,15 +500,7 @@ def test_gpu_a_captured_graph_owns_its_scratch():
 
     a = torch.rand(100, 678, device="cuda").bfloat16()
     b = torch.rand(678, 12345, device="cuda").bfloat16()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            tilegemm.matmul(a, b)
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=s):
-        out = tilegemm.matmul(a, b)
+    g, out = _captured(torch, lambda: tilegemm.matmul(a, b), warm=3, on_side=True)
     dispatch.reset()
     torch.cuda.synchronize()
     fills = [torch.full((n,), 7, dtype=torch.bfloat16, device="cuda") for n in (70400, 8374656, 70400, 8374656)]

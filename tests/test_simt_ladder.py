@@ -594,7 +594,7 @@ def test_generated_kernels_come_from_the_disk_cache_in_a_second_process(tmp_path
     assert len(list((tmp_path / "kernels").glob(f"k14_{k16.DEFAULT.name}_float32_*.py"))) == 1
 
 
-@pytest.mark.parametrize("m, n, k", [(257, 133, 37), (257, 132, 37), (512, 132, 47), (512, 133, 48)])
+@pytest.mark.parametrize("m, n, k", [(257, 133, 47), (257, 132, 46), (512, 132, 47), (512, 133, 48)])
 def test_big_tile_copies_unaligned_operands_into_whole_tiles(m, n, k, monkeypatch):
     """Where rows are off 16 bytes and k16 would take the padded product, A and B are copied into
     scratch padded with zeros to whole tiles and K steps, and C, where its rows are off, is computed
@@ -636,38 +636,105 @@ def test_big_tile_copies_unaligned_operands_into_whole_tiles(m, n, k, monkeypatc
     S.forget_scratch()
 
 
-def test_scratch_is_kept_per_stream_and_shape_within_a_cap(monkeypatch):
-    """A rung's Numba scratch is kept for later calls of the same device, stream, shapes and dtype,
-    new for any other; past the cap the kept set starts again, and a set larger than the cap is
-    made per call; an allocator given by scratch_from (dispatch's, for torch operands) is used
-    instead, afresh each call."""
+def test_scratch_is_kept_per_thread_stream_and_shape_within_a_cap(monkeypatch):
+    """A rung's Numba scratch is kept for later calls of the same thread, device, stream, shapes
+    and dtype, new for any other (two threads on one stream would race on one set); past the cap
+    the least recently used sets are given back, and a set larger than the cap is made per call;
+    an allocator given by scratch_from (dispatch's, for torch operands) is used instead, afresh
+    each call; where the device has not the memory there is none (None), and other errors pass."""
+    import threading
+
     from tilegemm.kernels.simt import _common as S
 
     S.forget_scratch()
     cuda = _cuda.cuda
-    take = lambda shapes, dt="float32", stream=None: S.scratch(shapes, dt, stream).__enter__()  # noqa: E731
-    first = take([(4, 8), (8, 4)])
+    first = S.scratch([(4, 8), (8, 4)], "float32")
     assert [x.shape for x in first] == [(4, 8), (8, 4)] and all(x.dtype == np.float32 for x in first)
-    assert all(x is y for x, y in zip(first, take([(4, 8), (8, 4)])))
-    s = cuda.stream()
-    assert not any(x is y for x, y in zip(first, take([(4, 8), (8, 4)], stream=s)))
-    assert take([(4, 8)])[0] is not first[0] and take([(4, 8), (8, 4)], "float64")[0].dtype == np.float64
-    monkeypatch.setattr(S, "KEEP_SCRATCH_BYTES", 300)
+    assert all(x is y for x, y in zip(first, S.scratch([(4, 8), (8, 4)], "float32")))
+    assert not any(x is y for x, y in zip(first, S.scratch([(4, 8), (8, 4)], "float32", cuda.stream())))
+    other = []
+    t = threading.Thread(target=lambda: other.extend(S.scratch([(4, 8), (8, 4)], "float32")))
+    t.start(), t.join()
+    assert not any(x is y for x, y in zip(first, other))
+    assert S.scratch([(4, 8)], "float32")[0] is not first[0]
+    assert S.scratch([(4, 8), (8, 4)], "float64")[0].dtype == np.float64
+    monkeypatch.setattr(S, "KEPT_SCRATCH_MAX_BYTES", 600)
     S.forget_scratch()
-    one = take([(8, 8)])  # 256 bytes, kept
-    assert take([(8, 8)])[0] is one[0]
-    take([(4, 4)])  # 64 more would pass 300: the kept set starts again with it
-    assert take([(8, 8)])[0] is not one[0]
-    big = take([(10, 10)])  # 400 bytes: past the cap, made per call
-    assert take([(10, 10)])[0] is not big[0]
+    one, two = S.scratch([(8, 8)], "float32"), S.scratch([(6, 8)], "float32")  # 256 and 192 bytes: both kept
+    assert S.scratch([(8, 8)], "float32")[0] is one[0]  # now the most recently used
+    S.scratch([(5, 8)], "float32")  # 160 more would pass 600: the least recently used (two's) given back
+    assert S.scratch([(8, 8)], "float32")[0] is one[0] and S.scratch([(6, 8)], "float32")[0] is not two[0]
+    big = S.scratch([(20, 10)], "float32")  # 800 bytes: past the cap, made per call
+    assert S.scratch([(20, 10)], "float32")[0] is not big[0]
     made = []
     with S.scratch_from(lambda shape, dt: made.append((shape, dt)) or cuda.device_array(shape, dtype=dt)):
-        with S.scratch([(3, 5)], np.float32) as (x,):
-            assert x.shape == (3, 5)
+        (x,) = S.scratch([(3, 5)], np.float32)
+        assert x.shape == (3, 5)
     assert made == [((3, 5), np.float32)]
-    with S.scratch([(3, 5)], np.float32):  # outside: Numba's own again
-        pass
+    S.scratch([(3, 5)], np.float32)  # outside: Numba's own again
     assert made == [((3, 5), np.float32)]
+
+    def refuse(text):
+        def alloc(shape, dt):
+            raise RuntimeError(text)
+        return alloc
+
+    with S.scratch_from(refuse("CUDA out of memory. Tried to allocate 64 MiB")):
+        assert S.scratch([(3, 5)], np.float32) is None
+    with S.scratch_from(refuse("something else")), pytest.raises(RuntimeError, match="something else"):
+        S.scratch([(3, 5)], np.float32)
+    S.forget_scratch()
+
+
+def test_big_tile_copies_an_operand_off_16_bytes_and_falls_back_without_scratch(monkeypatch):
+    """A of whole tiles whose address is 4 bytes off is copied (and only A); where no scratch can
+    be had, k15 takes the product. Exact either way."""
+    from tilegemm.kernels.simt import _common as S
+    from tilegemm.kernels.simt import k10_warptile as k10
+    from tilegemm.kernels.simt import k15_register_budget as k15
+    from tilegemm.kernels.simt import k16_big_tile as k16
+
+    S.forget_scratch()
+    monkeypatch.setattr(k16, "here", lambda mm, nn, kk, vector: vector)
+    copied, fell_back = [], []
+    real_copy, real_k15 = k16.copy_padded, k15.launch
+    monkeypatch.setattr(k16, "copy_padded", lambda src, dst, s=None: (copied.append(dst.shape), real_copy(src, dst, s))[1])
+    monkeypatch.setattr(k15, "launch", lambda *a: (fell_back.append(1), real_k15(*a))[1])
+    cuda = _cuda.cuda
+    m, n, k = 256, 128, 48
+    a, b = integer_operands(m, n, k, seed=5)
+    flat = cuda.to_device(np.concatenate([np.zeros(1, np.float32), a.ravel()]))
+    da = flat[1:].reshape(m, k)  # one element past a fresh allocation: 4 bytes off 16
+    assert not k10.aligned16(da) and k10.aligned16(flat)
+    dc = cuda.device_array((m, n), dtype=np.float32)
+    poison(dc)
+    k16.launch(da, cuda.to_device(b), dc)
+    assert copied == [(m, k)] and not fell_back
+    assert np.array_equal(dc.copy_to_host(), a.astype(np.float64) @ b.astype(np.float64))
+    monkeypatch.setattr(k16, "scratch", lambda *a, **kw: None)
+    poison(dc)
+    k16.launch(da, cuda.to_device(b), dc)
+    assert fell_back and np.array_equal(dc.copy_to_host(), a.astype(np.float64) @ b.astype(np.float64))
+    assert not k16.copies_pay(4095, 4097, 15, 4) and not k16.copies_pay(4095, 4097, 0, 4)  # K below one step
+    S.forget_scratch()
+
+
+@pytest.mark.gpu
+def test_no_kept_scratch_while_a_stream_is_captured():
+    """Numba's kept scratch is refused while the stream is captured into a CUDA graph (the graph
+    would hold buffers that the cache may give back), and k16 then takes a form without copies."""
+    torch = pytest.importorskip("torch")
+    from tilegemm.kernels.simt import _common as S
+
+    s = torch.cuda.Stream()
+    ns = _cuda.cuda.external_stream(s.cuda_stream)
+    x = torch.zeros(4, device="cuda")
+    assert not S._capturing(ns) and S.scratch([(4, 4)], np.float32, ns) is not None
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        x.add_(1)
+        assert S._capturing(ns) and S.scratch([(4, 4)], np.float32, ns) is None
+    assert not S._capturing(ns)
     S.forget_scratch()
 
 

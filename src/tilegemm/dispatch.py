@@ -514,7 +514,7 @@ def _run_numba(kern, auto: bool, A: Operand, B: Operand, O, out, shape, dtype):
         return host
     from .kernels.simt import _common as S
 
-    made: list = []  # the torch scratch a rung took for this call (a plan makes its own for later ones)
+    made: list = []  # the torch scratch a rung took for this call (a plan makes, or keeps, its own for later ones)
     scratch = S.scratch_from(_torch_scratch(A.obj.device, made)) if A.kind == "torch" else _nothing()
     with _numba_device(arrays.device_index(A)), scratch:
         result = out if out is not None else _allocate(A, shape, dtype)
@@ -580,7 +580,8 @@ def _numba_plannable(A: Operand, B: Operand, out, need_contiguous: bool) -> str:
 
 def _keep_numba_plan(A: Operand, B: Operand, c, records, is_out: bool, scratch=()) -> None:
     """Keep the recorded launches as the call's plan (under out_key too where c is the caller's out);
-    `scratch`: the torch tensors the launches took as scratch, which the plan makes for each call."""
+    `scratch`: the torch tensors the launches took as scratch, which the plan makes again for each
+    later call, or keeps for its stream (LaunchPlan)."""
     a, b = A.obj, B.obj
     pa, pb, pc = a.data_ptr(), b.data_ptr(), c.data_ptr()
     if len({pa, pb, pc}) < 3 or not records:

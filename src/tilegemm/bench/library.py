@@ -461,8 +461,9 @@ def run(shapes, dtypes, modes=("eager", "device"), runs: int = 3, budget_s: floa
 def _parts(doc: dict) -> list[dict]:
     """What each measured part of doc was (a merged document: its parts; their decode, where the
     document still has it)."""
-    if doc.get("parts"):
-        return [p if doc.get("decode") else {k: v for k, v in p.items() if k != "decode"} for p in doc["parts"]]
+    if doc.get("parts"):  # (a part whose only measure was the decode it no longer has: none)
+        return [dict(p) if doc.get("decode") else {k: v for k, v in p.items() if k != "decode"}
+                for p in doc["parts"] if p["dtypes"] or (p.get("decode") and doc.get("decode"))]
     part = dict(dtypes=sorted({r["dtype"] for r in doc.get("records", [])}), date=doc.get("environment", {}).get("date"),
                 clocks=doc.get("clocks"), elapsed_s=doc.get("elapsed_s"))
     return [dict(part, decode=True) if doc.get("decode") else part]

@@ -87,11 +87,11 @@ def recording():
         _RECORDING.launches = None
 
 
-# ---- scratch: a launch sequence's temporaries ----------------------------------------------------
+# ---- scratch: a call's temporaries ----------------------------------------------------------------
 
-KEEP_SCRATCH_BYTES = 512 << 20  # Numba scratch kept between calls, over every device, stream and shape
+KEPT_SCRATCH_MAX_BYTES = 512 << 20  # Numba scratch kept between calls, all together
 _SCRATCH = threading.local()  # .alloc: where this thread's rungs take scratch from (dispatch's), if anywhere
-_KEPT: dict = {}  # (device, stream, shapes, dtype) -> the arrays kept for calls of that key
+_KEPT: dict = {}  # (thread, device, stream, shapes, dtype) -> (arrays, bytes), the least recently used first
 _KEPT_BYTES = [0]
 _KEPT_LOCK = threading.Lock()
 
@@ -100,8 +100,8 @@ _KEPT_LOCK = threading.Lock()
 def scratch_from(alloc):
     """Within it, rungs on this thread take their scratch from alloc(shape, dtype) -> a Numba
     device array, made afresh for each call. dispatch passes torch's caching allocator for torch
-    operands: stream-ordered, safe inside a CUDA graph's capture, and what a launch plan
-    allocates again (or keeps) for each later call."""
+    operands: stream-ordered, safe inside a CUDA graph's capture, and what a launch plan makes
+    again (or keeps) for each later call."""
     old = getattr(_SCRATCH, "alloc", None)
     _SCRATCH.alloc = alloc
     try:
@@ -111,50 +111,80 @@ def scratch_from(alloc):
 
 
 def _stream_key(stream) -> int:
+    """The driver's handle of `stream` (None: Numba's default stream, legacy or per-thread)."""
     if stream is None:
-        return 0
+        if _cuda.SIMULATOR:  # (which makes a new default stream object at every ask)
+            return 0
+        stream = _cuda.cuda.default_stream()
     try:
-        return int(stream)  # the driver's handle
+        return int(stream)
     except TypeError:  # the simulator's streams have none
         return id(stream)
+
+
+def _capturing(stream) -> bool:
+    """Is `stream` being captured into a CUDA graph (by CuPy, Numba or the driver)?"""
+    if _cuda.SIMULATOR:
+        return False
+    from numba.cuda.cudadrv.driver import binding, driver
+
+    try:
+        status = driver.cuStreamIsCapturing(_stream_key(stream))
+    except Exception:  # noqa: BLE001  (the legacy stream while another captures: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)
+        return True
+    return status != binding.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE
 
 
 def _nbytes(shapes, dtype) -> int:
     return sum(int(np.prod(s)) for s in shapes) * np.dtype(dtype).itemsize
 
 
-@contextlib.contextmanager
-def scratch(shapes, dtype, stream=None):
-    """Device arrays of `shapes`, for temporaries a launch sequence writes before it reads them;
-    enqueue the sequence inside the block. From scratch_from's allocator where one is set; else
-    Numba's, kept between calls per device, stream, shapes and dtype (an allocation costs a call
-    tens of µs of host time, and a free can wait for the device), up to KEEP_SCRATCH_BYTES in
-    all, and held under a lock while the sequence is enqueued: the calls that share them are on
-    one stream, so their sequences run one after another, never interleaved."""
+def _out_of_memory(e: Exception) -> bool:
+    text = str(e).upper().replace(" ", "_")
+    return isinstance(e, MemoryError) or "OUT_OF_MEMORY" in text
+
+
+def scratch(shapes, dtype, stream=None) -> list | None:
+    """Device arrays of `shapes` for temporaries that one call's launches write before they read
+    them; None where none can be had, and the rung runs a form that needs none.
+
+    From scratch_from's allocator where one is set. Else Numba's, kept for the later calls of the
+    same thread, device, stream, shapes and dtype (an allocation costs a call tens of µs of host
+    time, and a free can wait for the device): one thread's calls on one stream run in the order
+    they are enqueued, so no call writes a kept set while another reads it. Up to
+    KEPT_SCRATCH_MAX_BYTES are kept in all, the least recently used set given back first (Numba
+    frees it later, once the device is past it). None while the stream is captured into a CUDA
+    graph (the graph would hold buffers that the cache may give back), and where the device has
+    not the memory."""
     alloc = getattr(_SCRATCH, "alloc", None)
-    if alloc is not None:
-        yield [alloc(s, dtype) for s in shapes]
-        return
-    cuda = _cuda.cuda
-    size = _nbytes(shapes, dtype)
-    if size > KEEP_SCRATCH_BYTES:  # a product this large does not notice its allocations
-        yield [cuda.device_array(s, dtype=dtype, stream=stream or 0) for s in shapes]
-        return
-    key = (getattr(cuda.get_current_device(), "id", 0), _stream_key(stream), tuple(map(tuple, shapes)),
-           np.dtype(dtype).name)
-    with _KEPT_LOCK:
-        bufs = _KEPT.get(key)
-        if bufs is None:
-            if _KEPT_BYTES[0] + size > KEEP_SCRATCH_BYTES:
-                _KEPT.clear()  # Numba frees them later, and a free waits for the work queued before it
-                _KEPT_BYTES[0] = 0
-            bufs = _KEPT[key] = [cuda.device_array(s, dtype=dtype, stream=stream or 0) for s in shapes]
-            _KEPT_BYTES[0] += size
-        yield bufs
+    try:
+        if alloc is not None:
+            return [alloc(s, dtype) for s in shapes]
+        if _capturing(stream):
+            return None
+        cuda = _cuda.cuda
+        size = _nbytes(shapes, dtype)
+        if size > KEPT_SCRATCH_MAX_BYTES:  # a product this large does not notice its allocations
+            return [cuda.device_array(s, dtype=dtype, stream=stream or 0) for s in shapes]
+        key = (threading.get_ident(), getattr(cuda.get_current_device(), "id", 0), _stream_key(stream),
+               tuple(map(tuple, shapes)), np.dtype(dtype).name)
+        with _KEPT_LOCK:
+            kept = _KEPT.pop(key, None)
+            if kept is None:
+                while _KEPT and _KEPT_BYTES[0] + size > KEPT_SCRATCH_MAX_BYTES:
+                    _KEPT_BYTES[0] -= _KEPT.pop(next(iter(_KEPT)))[1]
+                kept = ([cuda.device_array(s, dtype=dtype, stream=stream or 0) for s in shapes], size)
+                _KEPT_BYTES[0] += size
+            _KEPT[key] = kept  # the most recently used, last
+        return kept[0]
+    except Exception as e:
+        if _out_of_memory(e):
+            return None
+        raise
 
 
 def forget_scratch() -> None:
-    """Drop the kept scratch (tests; a caller short of device memory)."""
+    """Give back the kept scratch (tests; a caller short of device memory)."""
     with _KEPT_LOCK:
         _KEPT.clear()
         _KEPT_BYTES[0] = 0

@@ -83,8 +83,10 @@ def copies_pay(m: int, n: int, k: int, itemsize: int) -> bool:
     """Rows off 16 bytes: copy A and B, padded with zeros to whole tiles, compute C into rows
     padded likewise and copy it out, where k16 takes the padded product. The copies read and write
     each operand once, about 8% of the product's time at 4095×4097×1023, against k15's scalar
-    variant (one-element loads and stores), which runs else."""
-    return itemsize == 4 and here(m, round4(n), round4(k), True)
+    variant (one-element loads and stores), which runs else. K padded to whole K steps adds
+    products of zeros: at most K/16 of them."""
+    kp = padded_shape(m, n, k)[2]
+    return itemsize == 4 and k >= DEFAULT.BK and kp - k <= k // 16 and here(m, round4(n), round4(k), True)
 
 
 @kernel()
@@ -121,18 +123,20 @@ def launch(a, b, c, stream=None):
     copy_a = (mp, kp) != (m, k) or not k10.aligned16(a)
     copy_b = (kp, np_) != (k, n) or not k10.aligned16(b)
     copy_c = n % 4 != 0 or not k10.aligned16(c)  # one-element stores on rows off 16 bytes cost 7% (perf-notes 61)
-    shapes = [(mp, kp)] * copy_a + [(kp, np_)] * copy_b + [(m, np_)] * copy_c
-    with scratch(shapes, c.dtype, stream) as bufs:
-        bufs = list(bufs)
-        if copy_a:
-            copy_padded(a, bufs[0], stream)
-            a = bufs.pop(0)
-        if copy_b:
-            copy_padded(b, bufs[0], stream)
-            b = bufs.pop(0)
-        k14.run_config(DEFAULT, a, b, bufs[0] if copy_c else c, stream)
-        if copy_c:
-            copy_padded(bufs[0], c, stream)  # C's columns of the padded rows
+    bufs = scratch([(mp, kp)] * copy_a + [(kp, np_)] * copy_b + [(m, np_)] * copy_c, c.dtype, stream)
+    if bufs is None:  # no scratch to be had (a CUDA graph's capture, or the memory): a form that needs none
+        return k15.launch(a, b, c, stream)
+    bufs = iter(bufs)
+    if copy_a:
+        a_in, a = a, next(bufs)
+        copy_padded(a_in, a, stream)
+    if copy_b:
+        b_in, b = b, next(bufs)
+        copy_padded(b_in, b, stream)
+    out = next(bufs) if copy_c else c
+    k14.run_config(DEFAULT, a, b, out, stream)
+    if copy_c:
+        copy_padded(out, c, stream)  # C's columns of the padded rows
 
 
 def traffic(m, n, k, s):
