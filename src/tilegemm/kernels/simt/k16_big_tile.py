@@ -81,10 +81,10 @@ def padded_shape(m: int, n: int, k: int) -> tuple[int, int, int]:
 
 def copies_pay(m: int, n: int, k: int, itemsize: int) -> bool:
     """Rows off 16 bytes: copy A and B, padded with zeros to whole tiles, compute C into rows
-    padded likewise and copy it out, where k16 takes the padded product. The copies read and write
-    each operand once, about 8% of the product's time at 4095×4097×1023, against k15's scalar
-    variant (one-element loads and stores), which runs else. K padded to whole K steps adds
-    products of zeros: at most K/16 of them."""
+    padded likewise and copy it out, where k16 takes the padded product. The copies read and
+    write each operand once, 6% of the product's time at 4095×4097×1023 (perf-notes 61), against
+    k15's scalar variant (one-element loads and stores), which runs else. K padded to whole K
+    steps adds products of zeros: at most K/16 of them."""
     kp = padded_shape(m, n, k)[2]
     return itemsize == 4 and k >= DEFAULT.BK and kp - k <= k // 16 and here(m, round4(n), round4(k), True)
 
