@@ -29,7 +29,7 @@ import numpy as np
 
 from . import _cuda, arrays, env, launcher
 from .arrays import Operand
-from .errors import OutOfDeviceMemory
+from .errors import OutOfDeviceMemory, says_out_of_memory
 
 PLAN_MAX = 4096  # launch plans kept per process (a new one past this empties the table)
 _PLANS: dict = {}  # call key -> LaunchPlan
@@ -633,7 +633,7 @@ def memory_for(what: str, need: int):
     try:
         yield
     except Exception as e:  # noqa: BLE001  (only an out-of-memory error is converted)
-        if "out of memory" not in str(e).lower() and "OUT_OF_MEMORY" not in str(e):
+        if not says_out_of_memory(e):
             raise
         raise OutOfDeviceMemory(f"{what}: needs {need / 2**20:.1f} MiB of device memory, "
                                 f"{_device_memory()[0] / 2**20:.1f} MiB free") from e

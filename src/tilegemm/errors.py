@@ -44,6 +44,12 @@ class OutOfDeviceMemory(TileGemmError, MemoryError):
     """The operation needs more device memory than is free."""
 
 
+def says_out_of_memory(e: BaseException) -> bool:
+    """Does e report a device allocation that failed for want of memory (torch's, CuPy's and
+    Numba's errors are each their own type; their messages say it)?"""
+    return "out of memory" in str(e).lower() or "OUT_OF_MEMORY" in str(e)
+
+
 class OutOfHostMemory(TileGemmError, MemoryError):
     """A host result larger than the memory available (refused before Linux's overcommit lets the
     allocation succeed and the first write has the process killed)."""

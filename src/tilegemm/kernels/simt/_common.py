@@ -11,6 +11,7 @@ import numba
 import numpy as np
 
 from ... import _cuda  # noqa: F401  (decides real GPU vs simulator before numba.cuda loads)
+from ...errors import says_out_of_memory
 from ...registry import ceil_div
 
 SIMT_DTYPES = ("float32", "float64")
@@ -139,11 +140,6 @@ def _nbytes(shapes, dtype) -> int:
     return sum(int(np.prod(s)) for s in shapes) * np.dtype(dtype).itemsize
 
 
-def _out_of_memory(e: Exception) -> bool:
-    text = str(e).upper().replace(" ", "_")
-    return isinstance(e, MemoryError) or "OUT_OF_MEMORY" in text
-
-
 def scratch(shapes, dtype, stream=None) -> list | None:
     """Device arrays of `shapes` for temporaries that one call's launches write before they read
     them; None where none can be had, and the rung runs a form that needs none.
@@ -178,7 +174,7 @@ def scratch(shapes, dtype, stream=None) -> list | None:
             _KEPT[key] = kept  # the most recently used, last
         return kept[0]
     except Exception as e:
-        if _out_of_memory(e):
+        if isinstance(e, MemoryError) or says_out_of_memory(e):
             return None
         raise
 
