@@ -200,29 +200,57 @@ def _have_offline_tools():
     return _tool("ptxas") and _tool("nvdisasm")
 
 
-def test_splitk_plan():
-    """k13 takes 17..128 rows (and taller products whose k11 grid is too small), splits K until
-    about two blocks per SM, never into slices shorter than MIN_SLICE, and leaves the rest alone."""
+def test_splitk_plan_follows_the_wave_model():
+    """k13 takes 17 rows and more where its wave model rates a split or small tile faster than
+    k11's grid, never into slices shorter than MIN_SLICE; k12 splits K to fill the resident slots
+    once, never into a nearly empty second round."""
+    from tilegemm.kernels.simt import k12_skinny_m as k12
     from tilegemm.kernels.simt import k13_splitk_tiles as k13
 
     assert k13.plan(16, 4096, 4096, sms=132) is None  # k12's rows
-    assert k13.plan(4096, 4096, 4096, sms=132) is None  # k11 fills the GPU
-    cfg, s = k13.plan(32, 4096, 14336, sms=132)
-    assert cfg.BM == 32 and cfg.split and s == 12  # 32 blocks for 3 × 132 slots: 12 slices, 384 blocks
-    cfg, s = k13.plan(128, 4096, 4096, sms=132)
-    assert cfg.BM == 128 and s == 8  # 32 blocks for 2 × 132 slots: 8 (9 would spill into a second wave)
-    cfg, s = k13.plan(96, 4096, 4096, sms=132)
-    assert cfg.BM == 32 and s == 4  # 96 rows: three 32-row tiles pad nothing
-    cfg, s = k13.plan(64, 8192, 8192, sms=132)
-    assert cfg.BM == 64 and s == 8
-    cfg, s = k13.plan(100, 4096, 600, sms=132)
-    assert cfg.BM == 128 and s == 2  # K = 600: two slices of at least 256
-    cfg, s = k13.plan(256, 4096, 4096, sms=132)
-    assert cfg.BM == 128 and s == 4
-    assert k13.plan(256, 16384, 4096, sms=132) is None  # 256 blocks: k11's grid fills 264 slots
-    for m in (17, 33, 65, 129):  # the tile that pads M least
-        bm = k13.tile_for(m)[0].BM
-        assert all(-(-m // bm) * bm <= -(-m // r) * r for r in k13.TILES)
+    assert k13.plan(4096, 4096, 4096, sms=132) is None  # k11's tile, unsplit: k11 runs
+    for shape in [(256, 256, 256), (32, 4096, 14336), (128, 4096, 4096), (1000, 1000, 1000), (100, 4096, 600)]:
+        p = k13.plan(*shape, sms=132)
+        rates = [k13.WAVES.us(*shape, t.cfg.BM, t.cfg.BN, t.per_sm, t.rate, s, 132)
+                 for t in k13.TILES for s in range(1, min(k13.MAX_SPLITS, shape[2] // k13.MIN_SLICE) + 1)]
+        assert p.us == min(rates) and shape[2] // p.splits >= k13.MIN_SLICE
+    small = k13.plan(256, 256, 256, sms=132)
+    assert small.cfg.BM <= 64 and small.splits > 1  # 16 of k11's tiles for 132 SMs: small tiles, K split
+    one, two = (k13.WAVES.us(132 * 128, 128, 1024, 128, 128, 2, 1e5, 1, 132),
+                k13.WAVES.us(133 * 128, 128, 1024, 128, 128, 2, 1e5, 1, 132))
+    assert two > 1.5 * one  # one block past the SMs: a second round
+    assert k12.plan(16, 28672, 8192, sms=132)[1] == 4  # 112 blocks: 448 of 528 slots, not 560
+    assert k12.plan(16, 4096, 4096, sms=132)[1] == 32  # 16 blocks: 33 splits of 64 chunks of K round to 32 of 2
+
+
+def test_wave_model_picks_within_15_percent_of_the_fastest_measured():
+    """Against the committed H200 sweep (every tile × split, and k15's and k16's kernels, at the
+    shapes the plans were fitted on): the form the routing picks ran within 15% of the fastest."""
+    import json
+    import pathlib
+
+    from tilegemm.kernels.simt import k13_splitk_tiles as k13
+    from tilegemm.kernels.simt import k15_register_budget as k15
+    from tilegemm.kernels.simt import k16_big_tile as k16
+
+    doc = json.loads((pathlib.Path(__file__).parents[1] / "results/h200/simt-plans.json").read_text())
+    names = {t.cfg: f"t{t.cfg.BM}x{t.cfg.BN}" for t in k13.TILES}
+    checked = 0
+    for spec, times in doc["results"].items():
+        m, n, k = map(int, spec.split("x"))
+        if m <= k13.SKINNY_ROWS or n % 4 or k % 4:
+            continue
+        if k16.here(m, n, k, True):
+            name = "k16"
+        elif k15.here(m, n, k, True):
+            name = "k15"
+        else:
+            p = k13.plan(m, n, k, sms=132)
+            name = f"{names[p.cfg]}/s{p.splits}"
+        fastest = min(v for key, v in times.items() if key not in ("cublas", "auto") and not key.startswith("k12"))
+        assert times[name] <= 1.15 * fastest, (spec, name, times[name], fastest)
+        checked += 1
+    assert checked >= 10
 
 
 def test_splitk_exact_under_atomics():
@@ -231,13 +259,15 @@ def test_splitk_exact_under_atomics():
     from tilegemm.kernels.simt import k13_splitk_tiles as k13
 
     cuda = _cuda.cuda
-    for shape, cfg, splits in [((20, 40, 36), k13.TILES[32][0], 5), ((20, 128, 512), None, None)]:
+    cases = [((20, 40, 36), k13.TILES[1].cfg, 5), ((20, 128, 512), None, None)]
+    cases += [((33, 70, 52), t.cfg, 3) for t in k13.TILES if t is not k13.TILES[1]]  # every tile the plan may pick
+    for shape, cfg, splits in cases:
         a, b = integer_operands(*shape, seed=7)
         da, db = cuda.to_device(a), cuda.to_device(b)
         dc = cuda.device_array((shape[0], shape[1]), dtype=a.dtype)
         poison(dc)
         if cfg is None:
-            assert k13.plan(*shape)[1] == 2  # the registered launch splits this one
+            assert k13.plan(*shape).splits > 1  # the registered launch splits this one
             registry.get("splitk_tiles").launch(da, db, dc)
         else:
             k13.launch_plan(da, db, dc, cfg, splits)
@@ -531,18 +561,23 @@ def test_big_tile_exact_and_within_48_kib():
 
 
 def test_big_tile_takes_a_shape_only_where_its_waves_are_shorter(monkeypatch):
-    """k16's 256×128 tiles run where they fill the SMs and their waves, each 2/SPEEDUP of a k15
-    wave, take no longer than k15's 128×128 tiles' waves (132 SMs, as on the H200)."""
+    """k16's 256×128 tiles run where k13's wave model rates them no slower than k15's 128×128
+    tiles and k13's plan (132 SMs, as on the H200): faster per multiply-add, but coarser waves."""
     from tilegemm.kernels.simt import k13_splitk_tiles as k13
+    from tilegemm.kernels.simt import k15_register_budget as k15
     from tilegemm.kernels.simt import k16_big_tile as k16
 
     monkeypatch.setattr(k13, "sm_count", lambda: 132)
-    assert k16.here(4096, 4096, 4096, True) and k16.here(8192, 8192, 8192, True)  # 4 waves against 8; 16 against 32
-    assert not k16.here(2048, 2048, 2048, True)  # 128 tiles of 256×128: fewer than the SMs
-    assert not k16.here(3072, 3072, 3072, True)  # 288 tiles: 3 waves, 5.6 of k15's, against k15's 5
-    assert k16.here(2560, 2560, 2560, True)  # 200 tiles: 2 waves, 3.7 of k15's, against 4
-    assert not k16.here(1152, 8192, 4096, True)  # ceil(1152/256) = 5 rows of tiles, the last half empty: 3 against 5
-    assert not k16.here(4096, 4096, 4096, False)
+    for shape in [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096), (2560, 2560, 2560)]:
+        assert k16.here(*shape, True)  # the first three: the ladder's shapes, k16 measured fastest
+    assert not k16.here(3072, 3072, 3072, True)  # 288 tiles: 3 rounds, 2.2 of them k15's 5 × 0.96
+    assert not k16.here(1152, 8192, 4096, True)  # ceil(1152/256) = 5 rows of tiles, the last half empty
+    assert not k16.here(256, 256, 256, True)  # one tile: k13's plan fills the SMs
+    assert not k16.here(4096, 4096, 4096, False) and not k16.here(16, 4096, 4096, True)
+    for shape in [(3072, 3072, 3072), (2048, 2048, 2048), (777, 1236, 4324)]:
+        p = k13.plan(*shape, sms=132)
+        rivals = [k15.estimate_us(*shape, 132)] + ([p.us] if p else [])
+        assert k16.here(*shape, True) == (k16.estimate_us(*shape, 132) <= min(rivals))
 
 
 def test_generated_source_is_written_once_for_numbas_disk_cache(tmp_path, monkeypatch):
@@ -631,8 +666,37 @@ def test_big_tile_copies_unaligned_operands_into_whole_tiles(m, n, k, monkeypatc
     half = len(copied) // 2
     assert all(x is y for x, y in zip(copied[:half], copied[half:]) if x.shape != (m, n))  # kept between calls
     monkeypatch.setattr(k16, "here", real_here)
-    assert k16.copies_pay(4095, 4097, 1023, 4) and not k16.copies_pay(1000, 1000, 1000, 4)
-    assert not k16.copies_pay(4095, 4097, 1023, 8)  # FP64 has no 16-byte vectors of 4
+    assert k16.copy_shape(4095, 4097, 1023, 4) == ((4096, 4224, 1024), True)  # k16's kernel on whole tiles
+    assert k16.copy_shape(777, 1234, 4321, 4) == ((777, 1236, 4324), False)  # k13's plan on 16-byte rows
+    assert k16.copy_shape(257, 133, 47, 4) is None  # three launches would cost more than the scalar kernel saves
+    assert k16.copy_shape(4095, 4097, 1023, 8) is None  # FP64 has no 16-byte vectors of 4
+    assert k16.copy_shape(16, 4097, 1023, 4) is None  # k12's rows: it reads B once, in any alignment
+    S.forget_scratch()
+
+
+def test_unaligned_operands_copied_to_16_byte_rows_for_k13s_plan(monkeypatch):
+    """Where k16's kernel is not the padded product's fastest form and the copies pay, A and B
+    are copied with N and K rounded up to 4 (M as it is), C computed into rows of N rounded up and
+    copied out, and k15's launch (its kernel or k13's plan) runs on them. Exact on integer operands."""
+    from tilegemm.kernels.simt import _common as S
+    from tilegemm.kernels.simt import k15_register_budget as k15
+    from tilegemm.kernels.simt import k16_big_tile as k16
+
+    S.forget_scratch()
+    monkeypatch.setattr(k16, "PAYBACK", 0)  # copies always pay
+    copied, handed = [], []
+    real_copy, real_k15 = k16.copy_padded, k15.launch
+    monkeypatch.setattr(k16, "copy_padded", lambda src, dst, s=None: (copied.append(dst.shape), real_copy(src, dst, s))[1])
+    monkeypatch.setattr(k15, "launch", lambda a, b, c, s=None: (handed.append((a.shape, b.shape, c.shape)), real_k15(a, b, c, s))[1])
+    cuda = _cuda.cuda
+    m, n, k = 40, 70, 37
+    assert k16.copy_shape(m, n, k, 4) == ((m, 72, 40), False)
+    a, b = integer_operands(m, n, k, seed=11)
+    dc = cuda.device_array((m, n), dtype=np.float32)
+    poison(dc)
+    k16.launch(cuda.to_device(a), cuda.to_device(b), dc)
+    assert copied == [(m, 40), (40, 72), (m, n)] and handed == [((m, 40), (40, 72), (m, 72))]
+    assert np.array_equal(dc.copy_to_host(), a.astype(np.float64) @ b.astype(np.float64))
     S.forget_scratch()
 
 
@@ -715,7 +779,7 @@ def test_big_tile_copies_an_operand_off_16_bytes_and_falls_back_without_scratch(
     poison(dc)
     k16.launch(da, cuda.to_device(b), dc)
     assert fell_back and np.array_equal(dc.copy_to_host(), a.astype(np.float64) @ b.astype(np.float64))
-    assert not k16.copies_pay(4095, 4097, 15, 4) and not k16.copies_pay(4095, 4097, 0, 4)  # K below one step
+    assert k16.copy_shape(4095, 4097, 15, 4) is None and k16.copy_shape(4095, 4097, 0, 4) is None  # K below one step
     S.forget_scratch()
 
 

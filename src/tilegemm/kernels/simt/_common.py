@@ -10,7 +10,7 @@ import threading
 import numba
 import numpy as np
 
-from ... import _cuda  # noqa: F401  (decides real GPU vs simulator before numba.cuda loads)
+from ... import _cuda  # (decides real GPU vs simulator before numba.cuda loads)
 from ...errors import says_out_of_memory
 from ...registry import ceil_div
 
@@ -86,6 +86,19 @@ def recording():
         yield launches
     finally:
         _RECORDING.launches = None
+
+
+_SMS: dict = {}  # device id -> multiprocessor count, asked once
+
+
+def sm_count() -> int:
+    """The current GPU's multiprocessors (the simulator: an H200's 132, so plans match the GPU's)."""
+    if not _cuda.has_gpu():
+        return 132
+    dev = _cuda.cuda.get_current_device()
+    if dev.id not in _SMS:
+        _SMS[dev.id] = dev.MULTIPROCESSOR_COUNT
+    return _SMS[dev.id]
 
 
 # ---- scratch: a call's temporaries ----------------------------------------------------------------

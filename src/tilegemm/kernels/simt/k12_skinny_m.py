@@ -22,17 +22,19 @@ Arithmetic intensity ≈ 2·M·K·N / (K·N·ceil(M/RM)·s) ≈ 2·min(M, RM)/s 
 0.5 FLOP/B, so the kernel runs at DRAM speed at best (the floor is reading B once).
 """
 
+import functools
+
 from numba import cuda, types
 
 from ...registry import ceil_div
-from ._common import configure, per_dtype
+from ._common import configure, per_dtype, sm_count
 from ._vec import SMEM_ALIGN, at, lds4
 from . import k11_autotuned as k11
 
 SKINNY_MAX = 128  # above this many rows the tiled rungs win
 BNS = 256  # columns (threads) per block
 KC = 64  # K depth of the staged A slice
-TARGET_BLOCKS = 4 * 132  # enough blocks to fill an H200 four deep; fewer SMs are simply filled deeper
+RESIDENT = {4: 8, 16: 4}  # rows a block -> blocks an SM holds at once (32 and 64 registers a thread: the resource table)
 
 
 def _rows_for(m: int) -> int:
@@ -120,14 +122,26 @@ def zero_for(DT):
     return zero
 
 
-def plan(m: int, n: int, k: int) -> tuple[int, int, int]:
-    """(RM, splits, KS): rows per block, K splits, K per split (a multiple of KC)."""
+@functools.lru_cache(maxsize=4096)
+def plan(m: int, n: int, k: int, sms: int | None = None) -> tuple[int, int, int]:
+    """(RM, splits, KS): rows per block, K splits, K per split (a multiple of KC). The most splits
+    whose blocks fit the SMs' resident slots once, not counting a last slice shorter than half a
+    slice: a second round of blocks with real work costs a round (on the H200 16×28672×8192 took
+    858 µs at 5 splits, 560 blocks for 528 slots, and 618 µs at 4), a short last slice does not
+    (16×14336×4096: 148 µs at 10 splits, the last 64 deep, 165 µs at 8; results/h200/simt-plans.json)."""
     rm = _rows_for(m)
     blocks = ceil_div(n, BNS) * ceil_div(m, rm)
+    slots = RESIDENT[rm] * (sms or sm_count())
     chunks = ceil_div(k, KC)
-    splits = max(1, min(chunks, ceil_div(TARGET_BLOCKS, blocks)))
-    ks = ceil_div(chunks, splits) * KC
-    return rm, ceil_div(k, ks), ks
+    best = (1, chunks * KC)
+    for want in range(2, chunks + 1):
+        ks = ceil_div(chunks, want) * KC
+        splits = ceil_div(k, ks)
+        last = k - (splits - 1) * ks
+        if blocks * (splits - (2 * last < ks)) <= slots:
+            best = max(best, (splits, ks))
+    splits, ks = best
+    return rm, splits, ks
 
 
 def launch(a, b, c, stream=None):

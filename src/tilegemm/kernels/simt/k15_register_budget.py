@@ -43,11 +43,23 @@ launch_config = k14.launch_config  # a configuration of it, changed (`tilegemm c
 source = k14.source  # a configuration's generated text (`tilegemm kernels --source budget`: DEFAULT's)
 
 
+RATE = 153_000.0  # FMA per µs per SM in k13's wave model (fitted with k13's tiles: k13.TILES)
+
+
+def estimate_us(m: int, n: int, k: int, sms: int) -> float:
+    """k13's wave model of k15's own kernel: 128×128 tiles, one block per SM, K unsplit."""
+    return k13.WAVES.us(m, n, k, DEFAULT.BM, DEFAULT.BN, 1, RATE, 1, sms)
+
+
 def here(m: int, n: int, k: int, vector: bool) -> bool:
-    """Does this product run on k15's own kernel (else k13's plan: skinny M, split-K tiles)?"""
+    """Does this product run on k15's own kernel (else k13's plan: skinny M, split-K tiles)? With
+    16-byte accesses, where the wave model rates it no slower than k13's plan."""
     if m <= k13.SKINNY_ROWS or (m <= k12.SKINNY_MAX and not vector):
         return False  # k12's one-column-per-thread kernel (its scalar loads serve any alignment)
-    return not (vector and k13.plan(m, n, k) is not None)  # k13 splits K to fill the SMs
+    if not vector:
+        return True
+    p = k13.plan(m, n, k)
+    return p is None or estimate_us(m, n, k, k13.sm_count()) <= p.us
 
 
 def launch(a, b, c, stream=None):

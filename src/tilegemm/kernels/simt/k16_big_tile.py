@@ -17,23 +17,25 @@ just before the barrier. So each lane loads a row of its own (`lane_rows`): a wa
 cover 32 rows, the stores of one K row go to 32 consecutive columns, 32 banks. Compile time:
 the body is 2,048 FFMA statements, and Numba's SSA and lowering passes grow with the square of a
 block's variables; each K row is written inside a one-trip loop (`rows_apart`), which LLVM removes
-and which keeps Numba's passes linear in the rows. For products whose M or grid is small (a
-256×128 tile pads more and fills fewer SMs) or whose waves of 256×128 tiles would take longer than
-k15's (counted in k15's tile times), k15 runs. Where 16-byte accesses are not legal (K or N not a
-multiple of 4, a pointer off 16 bytes) and k16 would take the padded product, A and B are first
-copied, padded with zeros to whole tiles and K steps, and C, where its rows are off, is computed into
-rows padded to whole tiles and copied out (only what needs it; `copies_pay`, else k15's scalar
-variant). The copies are scratch that calls keep (`_common.scratch`; a launch plan's own for torch
-operands), and on them every tile loads and stores 16 bytes at a time, unguarded but on C's edges.
+and which keeps Numba's passes linear in the rows. Where k13's wave model rates k15's kernel or
+k13's plan faster (a 256×128 tile pads more, fills fewer SMs and quantises into coarser waves),
+k15 runs, and hands on. Where 16-byte accesses are not legal (K or N not a multiple of 4, a pointer
+off 16 bytes), A and B are first copied, padded with zeros, and C, where its rows are off, is
+computed into padded rows and copied out (only what needs it; `copy_shape`): to whole tiles and K
+steps where k16 takes the padded product, else to N and K rounded up to 4 for k15's launch, where
+the copies cost at most a third of the product; elsewhere k15's scalar variant runs. The copies
+are scratch that calls keep (`_common.scratch`; a launch plan's own for torch operands), and on
+them every tile loads and stores 16 bytes at a time (k16's kernel unguarded but on C's edges).
 It is the FP32 `auto` rung; its machine code is cached on disk after the first compile (k14's
 `source_file`).
 
 Global traffic by design (elements; s the element size):
     reads  = M·K·ceil(N/128) + K·N·ceil(M/256),  writes = M·N
     intensity ≈ 2/(s·(1/256 + 1/128)) = 512/(3s) FLOP/byte (about 43 FLOP/B in FP32; k15: 32)
-and where the operands are copied (M', N', K': rounded up to whole tiles and K steps), the copies
-read M·K + K·N + M·N' and write M'·K' + K'·N' + M·N, and the product reads M'·K'·N'/128 +
-K'·N'·M'/256 and writes M·N'.
+and where the operands are copied (M', N', K': rounded up to whole tiles and K steps for k16's
+kernel; M, and N and K rounded up to 4, for k15's launch), the copies read M·K + K·N + M·N' and
+write M'·K' + K'·N' + M·N, and the product's traffic is its kernel's on M'×N'×K' (k16's: reads
+M'·K'·N'/128 + K'·N'·M'/256, writes M·N').
 """
 
 from __future__ import annotations
@@ -52,20 +54,24 @@ from ._vec import at_or0, put_in
 DEFAULT = k14.Config(BM=256, BN=128, BK=16, WM=128, WN=32, min_blocks=1, pad=0, rows_apart=True, lane_rows=True)
 launch_config = k14.launch_config  # a configuration of it, changed (`tilegemm counters big_tile:FIELD=value`)
 source = k14.source  # a configuration's generated text (`tilegemm kernels --source big_tile`: DEFAULT's)
-SPEEDUP = 1.08  # k16's tile against k15's where both fill the SMs: 85.3% of cuBLAS against 79.1% (perf-notes 57)
+RATE = 159_600.0  # FMA per µs per SM in k13's wave model (fitted with k13's tiles and k15's: k13.TILES)
+
+
+def estimate_us(m: int, n: int, k: int, sms: int) -> float:
+    """k13's wave model of k16's own kernel: 256×128 tiles, one block per SM, K unsplit."""
+    return k13.WAVES.us(m, n, k, DEFAULT.BM, DEFAULT.BN, 1, RATE, 1, sms)
 
 
 def here(m: int, n: int, k: int, vector: bool) -> bool:
-    """Its own kernel where 16-byte accesses are legal, the 256×128 tiles fill the SMs at least
-    once, and its waves take no longer than k15's (else k15 and what it hands on). Both run one
-    block an SM, a wave takes as long as its tiles, and a 256×128 tile takes 2/SPEEDUP of a 128×128
-    one, half-empty or not."""
-    if not (vector and k15.here(m, n, k, vector)):
+    """Its own kernel where 16-byte accesses are legal and k13's wave model rates it no slower than
+    k15's kernel and k13's plan (else k15 and what it hands on): its bigger tiles are faster per
+    multiply-add, and fewer, so they fill the SMs later and quantise into coarser waves."""
+    if not vector or m <= k13.SKINNY_ROWS:
         return False
     sms = k13.sm_count()
-    tiles = ceil_div(m, DEFAULT.BM) * ceil_div(n, DEFAULT.BN)
-    small = ceil_div(m, k15.DEFAULT.BM) * ceil_div(n, k15.DEFAULT.BN)
-    return tiles >= sms and 2 * ceil_div(tiles, sms) <= SPEEDUP * ceil_div(small, sms)
+    own = estimate_us(m, n, k, sms)
+    p = k13.plan(m, n, k, sms)
+    return own <= k15.estimate_us(m, n, k, sms) and (p is None or own <= p.us)
 
 
 def round4(x: int) -> int:
@@ -79,14 +85,32 @@ def padded_shape(m: int, n: int, k: int) -> tuple[int, int, int]:
     return ceil_div(m, cfg.BM) * cfg.BM, ceil_div(n, cfg.BN) * cfg.BN, ceil_div(k, cfg.BK) * cfg.BK
 
 
-def copies_pay(m: int, n: int, k: int, itemsize: int) -> bool:
-    """Rows off 16 bytes: copy A and B, padded with zeros to whole tiles, compute C into rows
-    padded likewise and copy it out, where k16 takes the padded product. The copies read and
-    write each operand once, 6% of the product's time at 4095×4097×1023 (perf-notes 61), against
-    k15's scalar variant (one-element loads and stores), which runs else. K padded to whole K
-    steps adds products of zeros: at most K/16 of them."""
-    kp = padded_shape(m, n, k)[2]
-    return itemsize == 4 and k >= DEFAULT.BK and kp - k <= k // 16 and here(m, round4(n), round4(k), True)
+COPY_BYTES_PER_US = 3.9e6  # the copies' pace: 6% of 4095×4097×1023's 874 µs for its 201 MB (perf-notes 61)
+COPY_FIXED_US = 2.0  # a launch's floor, per copy
+PAYBACK = 3  # copies pay where they cost at most a third of the product: the scalar forms took 1.25–1.6×
+# the vector ones' time (results/h200/simt-plans.json)
+
+
+def copy_shape(m: int, n: int, k: int, itemsize: int) -> tuple[tuple[int, int, int], bool] | None:
+    """Rows off 16 bytes: the shape to copy A and B into (padded with zeros) and to compute C in
+    (its rows padded likewise, copied out) for the 16-byte kernels, and whether k16's own kernel
+    takes it (else k15's launch: its kernel or k13's plan); None where copies do not pay
+    and k15's scalar variant (one-element loads and stores) runs. Whole tiles and K steps where k16
+    takes the padded product (every tile then loads through the unguarded path; K padded to whole
+    K steps adds products of zeros, at most K/16 of them); elsewhere N and K rounded up to 4, where
+    the wave model's estimate of the product is at least PAYBACK times the copies' (each operand
+    read and written once, each a launch). Never at M ≤ 16: k12's kernel serves any alignment and reads B once."""
+    if itemsize != 4 or k < DEFAULT.BK or m <= k13.SKINNY_ROWS:
+        return None
+    n4, k4 = round4(n), round4(k)
+    if here(m, n4, k4, True):
+        mp, np_, kp = padded_shape(m, n, k)
+        return ((mp, np_, kp), True) if kp - k <= k // 16 else None
+    sms = k13.sm_count()
+    p = k13.plan(m, n4, k4, sms)
+    product_us = p.us if p is not None and not k15.here(m, n4, k4, True) else k15.estimate_us(m, n4, k4, sms)
+    copies_us = 3 * COPY_FIXED_US + 2 * itemsize * (m * k + k * n + m * n) / COPY_BYTES_PER_US
+    return ((m, n4, k4), False) if PAYBACK * copies_us <= product_us else None
 
 
 @kernel()
@@ -117,9 +141,10 @@ def launch(a, b, c, stream=None):
         if here(m, n, k, True):
             return k14.run_config(DEFAULT, a, b, c, stream)
         return k15.launch(a, b, c, stream)
-    if not copies_pay(m, n, k, c.dtype.itemsize):
+    route = copy_shape(m, n, k, c.dtype.itemsize)
+    if route is None:
         return k15.launch(a, b, c, stream)
-    mp, np_, kp = padded_shape(m, n, k)  # the extra rows and columns are zeros: they add nothing to C
+    (mp, np_, kp), own = route  # the extra rows and columns are zeros: they add nothing to C
     copy_a = (mp, kp) != (m, k) or not k10.aligned16(a)
     copy_b = (kp, np_) != (k, n) or not k10.aligned16(b)
     copy_c = n % 4 != 0 or not k10.aligned16(c)  # one-element stores on rows off 16 bytes cost 7% (perf-notes 61)
@@ -134,7 +159,10 @@ def launch(a, b, c, stream=None):
         b_in, b = b, next(bufs)
         copy_padded(b_in, b, stream)
     out = next(bufs) if copy_c else c
-    k14.run_config(DEFAULT, a, b, out, stream)
+    if own:
+        k14.run_config(DEFAULT, a, b, out, stream)
+    else:
+        k15.launch(a, b, out, stream)  # k15's kernel or k13's plan, on 16-byte rows
     if copy_c:
         copy_padded(out, c, stream)  # C's columns of the padded rows
 
@@ -142,15 +170,19 @@ def launch(a, b, c, stream=None):
 def traffic(m, n, k, s):
     if k10.vector_shape_ok(k, n, s):
         return k10.traffic_for(DEFAULT)(m, n, k, s) if here(m, n, k, True) else k15.traffic(m, n, k, s)
-    if not copies_pay(m, n, k, s):
+    route = copy_shape(m, n, k, s)
+    if route is None:
         return k15.traffic(m, n, k, s)
-    mp, np_, kp = padded_shape(m, n, k)
+    (mp, np_, kp), own = route
     a_copy = m * k + mp * kp if (mp, kp) != (m, k) else 0  # each copy read once and written once
     b_copy = k * n + kp * np_ if (kp, np_) != (k, n) else 0
     nc = np_ if n % 4 else n  # C's rows as the kernel stores them
     c_copy = m * np_ + m * n if n % 4 else 0
-    product = mp * kp * ceil_div(np_, DEFAULT.BN) + kp * np_ * ceil_div(mp, DEFAULT.BM) + m * nc
-    return (product + a_copy + b_copy + c_copy) * float(s)
+    if own:
+        product = (mp * kp * ceil_div(np_, DEFAULT.BN) + kp * np_ * ceil_div(mp, DEFAULT.BM) + m * nc) * float(s)
+    else:  # k15's launch on the copies: its traffic for them, C's rows as it stores them
+        product = k15.traffic(mp, nc, kp, s)
+    return product + (a_copy + b_copy + c_copy) * float(s)
 
 
 NT = DEFAULT.threads
