@@ -811,3 +811,20 @@ def test_big_tile_on_the_device():
     a, b = random_operands(4100, 4096, 520, seed=3)
     r = check(run("big_tile", a, b), a, b, kernel="big_tile")
     assert r.ok, str(r)
+
+
+def test_explain_names_the_fp32_form_and_the_wave_models_estimates():
+    """`tilegemm.explain` on the FP32 auto rung says which form runs (k16's, k15's kernel, k13's
+    plan, k12's, or copies first) and the wave model's estimates that chose it."""
+    import tilegemm
+
+    def says(m, n, k):
+        a, b = np.ones((m, k), np.float32), np.ones((k, n), np.float32)
+        return tilegemm.explain(a, b, kernel="big_tile").splitlines()[-1]
+
+    assert "k16's kernel: 256×128 tiles (wave model, 132 SMs" in says(4096, 4096, 4096)
+    assert "k13's plan: 32×64 tiles, K split 4 ways" in says(256, 256, 256)
+    assert says(777, 1234, 4321).startswith("  - copies into 16-byte rows (777×4324 and 4324×1236), then k13's plan")
+    assert "k12's one-column kernel: 16 rows a block" in says(16, 4096, 4096)
+    assert "its loads serve any alignment" in says(40, 70, 37)
+    assert "k15's scalar kernel" in says(300, 70, 37)

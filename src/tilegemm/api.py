@@ -12,6 +12,8 @@ caller's kind.
 
 from __future__ import annotations
 
+import importlib
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -125,6 +127,13 @@ def explain(a, b, kernel: str = "auto") -> str:
         c = torch.empty((p.m, p.n), dtype=ta.dtype, device=ta.device)
         lines += [f"  - {x}" for x in dispatch.explain_problem(P.problem_2d(ta, tb, c),
                                                                 "auto" if kernel == "auto" else p.kernel.name)]
+    elif p.kernel.backend == "simt" and min(p.m, p.n, p.k) > 0:
+        describe = getattr(importlib.import_module(p.kernel.module), "describe", None)
+        if describe is not None:  # the FP32 auto rung: which of its forms, by its wave model
+            itemsize = np.dtype(p.dtype).itemsize
+            from .kernels.simt import k10_warptile as k10
+
+            lines.append(f"  - {describe(p.m, p.n, p.k, itemsize, k10.vector_shape_ok(p.k, p.n, itemsize))}")
     return "\n".join(lines)
 
 

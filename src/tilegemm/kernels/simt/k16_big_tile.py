@@ -44,6 +44,7 @@ from numba import cuda
 
 from ...registry import ceil_div
 from . import k10_warptile as k10
+from . import k12_skinny_m as k12
 from . import k13_splitk_tiles as k13
 from . import k14_unrolled as k14
 from . import k15_register_budget as k15
@@ -191,3 +192,33 @@ NT = DEFAULT.threads
 def jit_kernels(dt) -> list:
     """The Numba dispatchers this rung compiles for dtype dt (the SASS and resource tables read them)."""
     return [k14.kernel_for(dt, DEFAULT)]
+
+
+def describe(m: int, n: int, k: int, itemsize: int, vector: bool) -> str:
+    """What the FP32 auto rung runs for this product, and the wave model's estimates behind it
+    (`tilegemm.explain`)."""
+    def split(s: int) -> str:
+        return f"K split {s} ways" if s > 1 else "K unsplit"
+
+    route = None if vector else copy_shape(m, n, k, itemsize)
+    if m <= k13.SKINNY_ROWS or (route is None and not vector and m <= k12.SKINNY_MAX):
+        rm, splits, _ = k12.plan(m, n, k)
+        why = f"M ≤ {k13.SKINNY_ROWS}" if m <= k13.SKINNY_ROWS else "rows off 16 bytes: its loads serve any alignment"
+        return f"k12's one-column kernel: {rm} rows a block, {split(splits)} ({why})"
+    if not vector:
+        if route is None:
+            return "k15's scalar kernel: rows off 16 bytes, and copies into aligned rows would not pay"
+        (mp, np_, kp), _ = route
+        return f"copies into 16-byte rows ({mp}×{kp} and {kp}×{np_}), then " + describe(mp, np_, kp, itemsize, True)
+    sms = k13.sm_count()
+    p = k13.plan(m, n, k, sms)
+    rivals = f"k16's kernel {estimate_us(m, n, k, sms):.0f} µs, k15's {k15.estimate_us(m, n, k, sms):.0f}"
+    if p is not None:
+        rivals += f", k13's plan {p.us:.0f}"
+    if here(m, n, k, True):
+        what = "k16's kernel: 256×128 tiles"
+    elif k15.here(m, n, k, True):
+        what = "k15's kernel: 128×128 tiles"
+    else:
+        what = f"k13's plan: {p.cfg.BM}×{p.cfg.BN} tiles, {split(p.splits)}"
+    return f"{what} (wave model, {sms} SMs: {rivals})"
