@@ -223,7 +223,7 @@ def test_splitk_plan_follows_the_wave_model():
     assert k12.plan(16, 4096, 4096, sms=132)[1] == 32  # 16 blocks: 33 splits of 64 chunks of K round to 32 of 2
 
 
-def test_wave_model_picks_within_15_percent_of_the_fastest_measured():
+def test_wave_model_picks_within_15_percent_of_the_fastest_measured(monkeypatch):
     """Against the committed H200 sweep (every tile × split, and k15's and k16's kernels, at the
     shapes the plans were fitted on): the form the routing picks ran within 15% of the fastest."""
     import json
@@ -233,6 +233,7 @@ def test_wave_model_picks_within_15_percent_of_the_fastest_measured():
     from tilegemm.kernels.simt import k15_register_budget as k15
     from tilegemm.kernels.simt import k16_big_tile as k16
 
+    monkeypatch.setattr(k13, "sm_count", lambda: 132)  # the H200's, where the sweep ran
     doc = json.loads((pathlib.Path(__file__).parents[1] / "results/h200/simt-plans.json").read_text())
     names = {t.cfg: f"t{t.cfg.BM}x{t.cfg.BN}" for t in k13.TILES}
     checked = 0
@@ -260,7 +261,7 @@ def test_splitk_exact_under_atomics():
 
     cuda = _cuda.cuda
     cases = [((20, 40, 36), k13.TILES[1].cfg, 5), ((20, 128, 512), None, None)]
-    cases += [((33, 70, 52), t.cfg, 3) for t in k13.TILES if t is not k13.TILES[1]]  # every tile the plan may pick
+    cases += [((33, 72, 52), t.cfg, 3) for t in k13.TILES if t is not k13.TILES[1]]  # every tile (16-byte rows)
     for shape, cfg, splits in cases:
         a, b = integer_operands(*shape, seed=7)
         da, db = cuda.to_device(a), cuda.to_device(b)

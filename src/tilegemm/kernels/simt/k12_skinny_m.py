@@ -122,16 +122,20 @@ def zero_for(DT):
     return zero
 
 
-@functools.lru_cache(maxsize=4096)
 def plan(m: int, n: int, k: int, sms: int | None = None) -> tuple[int, int, int]:
     """(RM, splits, KS): rows per block, K splits, K per split (a multiple of KC). The most splits
     whose blocks fit the SMs' resident slots once, not counting a last slice shorter than half a
     slice: a second round of blocks with real work costs a round (on the H200 16×28672×8192 took
     858 µs at 5 splits, 560 blocks for 528 slots, and 618 µs at 4), a short last slice does not
     (16×14336×4096: 148 µs at 10 splits, the last 64 deep, 165 µs at 8; results/h200/simt-plans.json)."""
+    return _plan(m, n, k, sms or sm_count())
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan(m: int, n: int, k: int, sms: int) -> tuple[int, int, int]:
     rm = _rows_for(m)
     blocks = ceil_div(n, BNS) * ceil_div(m, rm)
-    slots = RESIDENT[rm] * (sms or sm_count())
+    slots = RESIDENT[rm] * sms
     chunks = ceil_div(k, KC)
     best = (1, chunks * KC)
     for want in range(2, chunks + 1):

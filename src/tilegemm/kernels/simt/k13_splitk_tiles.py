@@ -37,7 +37,7 @@ from . import k12_skinny_m as k12
 from .k10_warptile import Config
 
 SKINNY_ROWS = 16  # up to this many rows k12's kernel runs
-MIN_SLICE = 64  # never split K into slices shorter than this
+MIN_SLICE = 64  # never split K into slices shorter than this (but the last, which takes what is left)
 MAX_SPLITS = 32
 
 
@@ -100,8 +100,8 @@ class Plan:
 
 @functools.lru_cache(maxsize=4096)
 def best(m: int, n: int, k: int, sms: int) -> Plan:
-    """The tile and K splits the wave model rates fastest (slices of whole BK steps, at least
-    MIN_SLICE deep unless K is shorter)."""
+    """The tile and K splits the wave model rates fastest (slices of whole BK steps, at most
+    K / MIN_SLICE of them)."""
     plans = []
     for tile in TILES:
         for s in range(1, min(MAX_SPLITS, max(1, k // MIN_SLICE)) + 1):

@@ -23,7 +23,8 @@ k15 runs, and hands on. Where 16-byte accesses are not legal (K or N not a multi
 off 16 bytes), A and B are first copied, padded with zeros, and C, where its rows are off, is
 computed into padded rows and copied out (only what needs it; `copy_shape`): to whole tiles and K
 steps where k16 takes the padded product, else to N and K rounded up to 4 for k15's launch, where
-the copies cost at most a third of the product; elsewhere k15's scalar variant runs. The copies
+the copies cost at most a third of the product; elsewhere the scalar forms run (k15's variant;
+k12's kernel up to 128 rows). The copies
 are scratch that calls keep (`_common.scratch`; a launch plan's own for torch operands), and on
 them every tile loads and stores 16 bytes at a time (k16's kernel unguarded but on C's edges).
 It is the FP32 `auto` rung; its machine code is cached on disk after the first compile (k14's
@@ -95,18 +96,19 @@ PAYBACK = 3  # copies pay where they cost at most a third of the product: the sc
 def copy_shape(m: int, n: int, k: int, itemsize: int) -> tuple[tuple[int, int, int], bool] | None:
     """Rows off 16 bytes: the shape to copy A and B into (padded with zeros) and to compute C in
     (its rows padded likewise, copied out) for the 16-byte kernels, and whether k16's own kernel
-    takes it (else k15's launch: its kernel or k13's plan); None where copies do not pay
-    and k15's scalar variant (one-element loads and stores) runs. Whole tiles and K steps where k16
-    takes the padded product (every tile then loads through the unguarded path; K padded to whole
-    K steps adds products of zeros, at most K/16 of them); elsewhere N and K rounded up to 4, where
-    the wave model's estimate of the product is at least PAYBACK times the copies' (each operand
-    read and written once, each a launch). Never at M ≤ 16: k12's kernel serves any alignment and reads B once."""
+    takes it (else k15's launch: its kernel or k13's plan); None where copies do not pay and the
+    scalar forms run (k15's variant; k12's kernel up to 128 rows). Whole tiles and K steps where
+    k16 takes the padded product and K's padding is at most K/16 (every tile then loads through
+    the unguarded path; the padding adds products of zeros); elsewhere N and K rounded up to 4,
+    where the wave model's estimate of the product is at least PAYBACK times the copies' (each
+    operand read and written once, each a launch). Never at M ≤ 16: k12's kernel serves any
+    alignment and reads B once."""
     if itemsize != 4 or k < DEFAULT.BK or m <= k13.SKINNY_ROWS:
         return None
     n4, k4 = round4(n), round4(k)
-    if here(m, n4, k4, True):
-        mp, np_, kp = padded_shape(m, n, k)
-        return ((mp, np_, kp), True) if kp - k <= k // 16 else None
+    mp, np_, kp = padded_shape(m, n, k)
+    if here(m, n4, k4, True) and kp - k <= k // 16:
+        return (mp, np_, kp), True
     sms = k13.sm_count()
     p = k13.plan(m, n4, k4, sms)
     product_us = p.us if p is not None and not k15.here(m, n4, k4, True) else k15.estimate_us(m, n4, k4, sms)
