@@ -494,9 +494,12 @@ def test_budget_exact_on_each_route(shape, own, monkeypatch):
     real_kernel, real_k13 = k14.kernel_for, k13.launch
     monkeypatch.setattr(k14, "kernel_for", lambda dt, cfg=k14.DEFAULT: (built.append(cfg), real_kernel(dt, cfg))[1])
     monkeypatch.setattr(k13, "launch", lambda *a, **kw: (handed.append(1), real_k13(*a, **kw))[1])
+    vector = shape[1] % 4 == 0 and shape[2] % 4 == 0
+    if own and vector:  # at sizes the simulator runs, k13's wave model rates its own plan faster: as if not
+        assert not k15.here(*shape, vector)
+        monkeypatch.setattr(k15, "estimate_us", lambda *a: 0.0)
     a, b = integer_operands(*shape, seed=sum(shape))
     assert np.array_equal(run("budget", a, b), a.astype(np.float64) @ b.astype(np.float64))
-    vector = shape[1] % 4 == 0 and shape[2] % 4 == 0
     assert k15.here(*shape, vector) is own
     traffic = k15.traffic(*shape, 4)
     if own:  # one block per SM where 16-byte accesses are legal; the scalar variant keeps two
