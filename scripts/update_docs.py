@@ -258,7 +258,7 @@ def main() -> int:
                     + f"\nFrom `results/h200/ladder_llm.json` ({ldoc['created']}).\n" + summary + "## Machine code" + tail)
         head, tail = text.split("## Machine code", 1)
         if reps:
-            head += (f"## The last rungs, three runs (`results/h200/ladder_budget_run1..{len(reps)}.json`, "
+            head += (f"## The last rungs, {len(reps)} runs (`results/h200/ladder_budget_run1..{len(reps)}.json`, "
                      f"{reps[0]['created']})\n\nEach figure is the median of {len(reps)} runs of `tilegemm bench`, "
                      "cuBLAS timed in each; % of cuBLAS is against the same run's.\n\n"
                      + "\n".join(ladder.repeated_md(reps)) + "\n\n")

@@ -832,3 +832,192 @@ def test_explain_names_the_fp32_form_and_the_wave_models_estimates():
     assert "k12's one-column kernel: 16 rows a block" in says(16, 4096, 4096)
     assert "its loads serve any alignment" in says(40, 70, 37)
     assert "k15's scalar kernel" in says(300, 70, 37)
+
+
+# ---- k17: split-K on the generated kernel, seven tiles (the FP32 auto rung) ----
+
+
+def _exact(launch, m, n, k, seed, offset_a=False):
+    """launch(a, b, c) on integer operands into a poisoned C: exact, and A and B left as they were."""
+    cuda = _cuda.cuda
+    a, b = integer_operands(m, n, k, seed=seed)
+    if offset_a:  # A one element past a fresh allocation: 4 bytes off 16
+        da = cuda.to_device(np.concatenate([np.zeros(1, np.float32), a.ravel()]))[1:].reshape(m, k)
+    else:
+        da = cuda.to_device(a)
+    db = cuda.to_device(b)
+    dc = cuda.device_array((m, n), dtype=np.float32)
+    poison(dc)
+    launch(da, db, dc)
+    cuda.synchronize()
+    assert np.array_equal(dc.copy_to_host(), a.astype(np.float64) @ b.astype(np.float64)), (m, n, k)
+    assert np.array_equal(da.copy_to_host(), a) and np.array_equal(db.copy_to_host(), b)
+
+
+def test_splitk_unrolled_exact_on_every_tile():
+    """Every tile of k17's menu in its split-K form (slices uneven, the last one empty), with an
+    interior block, ragged edges and a K tail, through 16-byte loads and 16-byte atomic adds, and
+    with one element at a time (N and K odd): exact on integer operands, whatever the adds' order."""
+    from tilegemm.kernels.simt import k17_splitk_unrolled as k17
+
+    for i, t in enumerate(k17.TILES):
+        cfg = t.cfg
+        m, n, k = cfg.BM + 3, cfg.BN + 4, 3 * cfg.BK + 4  # 4 K steps; 3 splits: slices of 2, 2 and none
+        assert cfg.split and k17.ceil_div(4, k17.ceil_div(4, 3)) == 2
+        _exact(lambda a, b, c: k17.launch_plan(a, b, c, cfg, 3), m, n, k, seed=i)
+        if cfg.BM <= 64:  # one-element form (the larger tiles' scalar body costs the simulator minutes)
+            scalar = k17.dataclasses.replace(cfg, vector=False)
+            _exact(lambda a, b, c: k17.launch_plan(a, b, c, scalar, 2), cfg.BM + 1, cfg.BN + 3, 2 * cfg.BK + 3, seed=i)
+    src = k17.k14.source(k17.TILES[2].cfg)
+    assert "red4(C, row, col," in src and "add_in(C, row, col + 3," in src and "k_hi = min(K, k_lo + per)" in src
+    plain = k17.dataclasses.replace(k17.TILES[2].cfg, split=False)
+    assert "red4" not in k17.k14.source(plain) and "k_lo" not in k17.k14.source(plain)
+
+
+def test_splitk_unrolled_is_the_fp32_auto_rung_and_unsplit_runs_k15s_and_k16s_kernels(monkeypatch):
+    """k17 outranks every FP32 rung; its 128×128 8×8 tile and 256×128 16×8 tile are k15's and k16's
+    configurations with split on, so a plan that leaves them unsplit runs those rungs' own kernels."""
+    import dataclasses
+
+    from tilegemm.kernels.simt import k14_unrolled as k14
+    from tilegemm.kernels.simt import k15_register_budget as k15
+    from tilegemm.kernels.simt import k16_big_tile as k16
+    from tilegemm.kernels.simt import k17_splitk_unrolled as k17
+
+    simt = [k for k in registry.all_kernels() if k.backend == "simt" and k.supports("float32") and not k.teaching]
+    assert max(simt, key=lambda k: k.auto_rank).name == "splitk_unrolled"
+    assert dataclasses.replace(k17.TILES[4].cfg, split=False) == k15.DEFAULT
+    assert dataclasses.replace(k17.TILES[-1].cfg, split=False) == k16.DEFAULT
+    ran = []
+    monkeypatch.setattr(k14, "run_config", lambda cfg, *a, **kw: ran.append(cfg))
+    cuda = _cuda.cuda
+    a = cuda.device_array((300, 64), np.float32)
+    k17.launch_plan(a, cuda.device_array((64, 300), np.float32), cuda.device_array((300, 300), np.float32),
+                    k17.TILES[-1].cfg, 1)
+    assert ran == [k16.DEFAULT]
+
+
+def test_splitk_unrolled_routes(monkeypatch):
+    """On 132 SMs: 16-byte rows run the plan's tile; rows off 16 bytes run it one element at a time,
+    or, where the copies cost less than that form's 7%, on copies in whole tiles (A only where K
+    asks); M ≤ 16, K = 0 and FP64 go to k16's routing."""
+    from tilegemm.kernels.simt import k17_splitk_unrolled as k17
+
+    monkeypatch.setattr(k17, "sm_count", lambda: 132)
+    r = k17.route(1000, 1000, 1000)
+    assert r.form == "vector" and (r.plan.cfg.BM, r.plan.cfg.BN, r.plan.splits) == (64, 128, 3)
+    assert k17.route(777, 1234, 4321).form == "scalar"  # copies 26 µs against 7% of 243
+    r = k17.route(2047, 2049, 2048)  # K a multiple of 4: B copied to whole tiles, A as it is
+    assert r.form == "copies" and r.shape == (2047, k17.ceil_div(2049, r.plan.cfg.BN) * r.plan.cfg.BN, 2048)
+    r = k17.route(4095, 4097, 1023)
+    bm, bn, bk = r.plan.cfg.BM, r.plan.cfg.BN, r.plan.cfg.BK
+    assert r.form == "copies" and r.shape == (k17.ceil_div(4095, bm) * bm, k17.ceil_div(4097, bn) * bn, 1024)
+    assert k17.route(16, 4096, 4096) is None and k17.route(64, 64, 0) is None and k17.route(64, 64, 64, 8) is None
+    for m, n, k in ((128, 1024, 8192), (3000, 3000, 3000), (8192, 8192, 8192)):  # splits fill SMs, never past 12 rounds
+        p = k17.route(m, n, k).plan
+        blocks = k17.ceil_div(m, p.cfg.BM) * k17.ceil_div(n, p.cfg.BN)
+        assert p.splits == 1 or blocks * p.splits <= k17.MAX_ROUNDS * 132
+        assert k17.estimate_us(m, n, k, p.tile, p.splits, 132) == p.us
+    assert k17.traffic(1000, 1000, 1000, 4) == (1000 * 1000 * 8 + 1000 * 1000 * 16 + 1000 * 1000 * 7) * 4.0
+
+
+def test_splitk_unrolled_picks_within_12_percent_of_the_fastest_measured(monkeypatch):
+    """Against the committed H200 sweep (every tile × split at 28 shapes): the plan's form ran
+    within 12% of the fastest form timed there, and on unaligned shapes its route's form within 10%
+    of the fastest of the scalar and copied forms."""
+    import json
+    import pathlib
+
+    from tilegemm.kernels.simt import k17_splitk_unrolled as k17
+
+    monkeypatch.setattr(k17, "sm_count", lambda: 132)
+    doc = json.loads((pathlib.Path(__file__).parents[1] / "results/h200/simt-splitk-unrolled.json").read_text())
+
+    def name(p):
+        if p.splits == 1 and p.tile in (k17.TILES[4], k17.TILES[-1]):
+            return "k15" if p.tile is k17.TILES[4] else "k16"
+        return f"{'v' if p.cfg.BK == 16 and p.cfg.WM == 128 else 'u'}{p.cfg.BM}x{p.cfg.BN}/s{p.splits}"
+
+    checked = 0
+    for spec, times in doc["results"].items():
+        m, n, k = map(int, spec.split("x"))
+        p = k17.route(m, n, k).plan
+        fastest = min(v for key, v in times.items() if key not in ("cublas", "auto") and not key.startswith("zero"))
+        if name(p) in times:
+            assert times[name(p)] <= 1.12 * fastest, (spec, name(p), times[name(p)], fastest)
+            checked += 1
+    assert checked >= 24
+    for spec, times in doc["unaligned"].items():
+        m, n, k = map(int, spec.split("x"))
+        r = k17.route(m, n, k)
+        key = f"{'copy' if r.form == 'copies' else 'scalar'}-{name(r.plan).replace('k15', 'u128x128/s1')}"
+        fastest = min(v for key_, v in times.items() if key_.startswith(("copy-", "scalar-")))
+        if key in times:
+            assert times[key] <= 1.10 * fastest, (spec, key, times[key], fastest)
+
+
+def test_splitk_unrolled_launches_each_route_exactly(monkeypatch):
+    """Through the registered launch: a split plan on 16-byte rows, the one-element form on odd
+    rows, copies into whole tiles (and, with no scratch, the one-element form), a pointer off 16
+    bytes (the one-element form), and M ≤ 16 (k16's routing: k12): exact on integer operands."""
+    from tilegemm.kernels.simt import _common as S
+    from tilegemm.kernels.simt import k16_big_tile as k16
+    from tilegemm.kernels.simt import k17_splitk_unrolled as k17
+
+    S.forget_scratch()
+    launch = registry.get("splitk_unrolled").launch
+    plans, copies, handed = [], [], []
+    real_plan, real_copies, real_k16 = k17.launch_plan, k16.run_on_copies, k16.launch
+    monkeypatch.setattr(k17, "launch_plan", lambda a, b, c, cfg, s, st=None: (plans.append((cfg.vector, s, c.shape)),
+                                                                             real_plan(a, b, c, cfg, s, st))[1])
+    monkeypatch.setattr(k16, "run_on_copies", lambda *a: (copies.append(a[3]), real_copies(*a))[1])
+    monkeypatch.setattr(k16, "launch", lambda *a: (handed.append(1), real_k16(*a))[1])
+    _exact(launch, 40, 64, 516, seed=1)  # a 16-byte plan with K split
+    assert plans[-1][0] and plans[-1][1] > 1 and not copies and not handed
+    _exact(launch, 40, 66, 21, seed=2)  # rows off 16 bytes: the same tile, one element at a time
+    assert not plans[-1][0] and not copies
+    route = k17.Route(k17.best(40, 68, 24, 132), "copies", (64, 128, 24))
+    monkeypatch.setattr(k17, "route", lambda *a: route)
+    _exact(launch, 40, 66, 21, seed=3)  # on copies: A padded to whole tiles, B and C to whole tiles of N
+    assert copies == [(64, 128, 24)] and plans[-1] == (True, route.plan.splits, (40, 128))
+    monkeypatch.setattr(k16, "scratch", lambda *a, **kw: None)
+    _exact(launch, 40, 66, 21, seed=4)  # no scratch: the one-element form
+    assert not plans[-1][0]
+    monkeypatch.undo()
+    _exact(launch, 40, 64, 516, seed=5, offset_a=True)  # 16-byte rows, A's pointer off 16 bytes
+    _exact(launch, 9, 40, 36, seed=6)  # M ≤ 16: k12
+    S.forget_scratch()
+
+
+def test_explain_names_k17s_tile_split_and_form():
+    """`tilegemm.explain` on k17 (the FP32 auto rung on a GPU) names the tile, the thread tile, the
+    split and the form (16-byte, one element, on copies), with the wave model's estimate."""
+    import tilegemm
+
+    def says(m, n, k):
+        a, b = np.ones((m, k), np.float32), np.ones((k, n), np.float32)
+        return tilegemm.explain(a, b, kernel="splitk_unrolled").splitlines()[-1]
+
+    assert "k17's kernel: 64×128 tiles, 8×8 a thread, K split 3 ways (wave model, 132 SMs" in says(1000, 1000, 1000)
+    assert "one-element loads (rows off 16 bytes)" in says(777, 1234, 4321)
+    assert "on copies in 16-byte rows (2047×2048 and 2048×" in says(2047, 2049, 2048)
+    assert "k12's one-column kernel" in says(16, 4096, 4096)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(1000, 1000, 1000), (128, 1024, 4096), (777, 1234, 4321), (2047, 2049, 2048),
+                                   (100, 12345, 678), (256, 256, 256), (4095, 4097, 1023)])
+def test_splitk_unrolled_on_the_device(shape):
+    """On a GPU: 16-byte atomic adds in every split kernel's SASS (sm_90), no spills, the resident
+    blocks the wave model assumes, and every route right."""
+    from tilegemm.bench import sass
+    from tilegemm.kernels.simt import k17_splitk_unrolled as k17
+
+    recs = sass.resources(registry.get("splitk_unrolled"), route="gpu")
+    sm90 = _cuda.cuda.get_current_device().compute_capability >= (9, 0)
+    for rec, tile in zip(recs, k17.TILES, strict=True):
+        assert rec["LDL"] == 0 and rec["STL"] == 0 and rec["blocks_per_sm"] == tile.per_sm, rec
+        assert rec["RED"].get("128", 0) > 0 or not sm90, rec
+    a, b = random_operands(*shape, seed=4)
+    r = check(run("splitk_unrolled", a, b), a, b, kernel="splitk_unrolled")
+    assert r.ok, str(r)

@@ -37,7 +37,7 @@ THREADS_PER_SM = 2048
 BLOCKS_PER_SM = 32
 REG_ALLOC_UNIT = 256  # registers, per warp
 
-_INSN = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)")
+_INSN = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Za-z0-9_.]*)")
 _PTXAS_REGS = re.compile(r"Used (\d+) registers(?:, used \d+ barriers)?(?:, (\d+) bytes smem)?")
 _PTXAS_STACK = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 
@@ -57,11 +57,14 @@ def sass_census(sass: str) -> dict:
     """Count the instructions that matter for a GEMM in a SASS listing."""
     ops = Counter(m.group(1) for m in _INSN.finditer(sass))
     out = {"instructions": sum(ops.values()), "FFMA": 0, "DFMA": 0, "LDL": 0, "STL": 0,
-           "LDS": {}, "STS": {}, "LDG": {}, "STG": {}, "LD_generic": 0, "ST_generic": 0, "BAR": 0}
+           "LDS": {}, "STS": {}, "LDG": {}, "STG": {}, "RED": {}, "LD_generic": 0, "ST_generic": 0, "BAR": 0}
     for op, n in ops.items():
         head = op.split(".")[0]
         if head in ("FFMA", "DFMA", "LDL", "STL"):
             out[head] += n
+        elif head in ("RED", "ATOM", "REDG", "ATOMG"):  # global atomic adds (split-K's partial sums), by width
+            w = "128" if "x4" in op or ".128" in op else str(_width(op))
+            out["RED"][w] = out["RED"].get(w, 0) + n
         elif head in ("LDS", "STS", "LDG", "STG"):
             w = str(_width(op))
             out[head][w] = out[head].get(w, 0) + n

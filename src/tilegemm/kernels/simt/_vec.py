@@ -11,6 +11,12 @@ These intrinsics emit the vector access directly, in the address space named:
     at(X, i, j), put(X, i, j, v)   X[i, j] read / written, any address space, one element
     at_or0(X, i, j)          X[i, j] where (i, j) is inside X's shape, else 0   (edge tiles)
     put_in(X, i, j, v)       X[i, j] = v where (i, j) is inside X's shape, else nothing
+    red4(C, i, j, v0..v3)     C[i, j:j+4] += v, atomically              global, RED.E.ADD.F32x4 (sm_90)
+    add_in(C, i, j, v)        C[i, j] += v, atomically, where (i, j) is inside C's shape
+
+red4 and add_in are split-K's partial sums meeting in C. From sm_90 (PTX 8.1) one
+`red.global.add.v4.f32` adds four neighbours in one L2 operation; on older GPUs, and for other
+element types, red4 is four scalar atomic adds (Numba's own `cuda.atomic.add`).
 
 The last two are guarded accesses written as one call: a kernel generated in full (k14) has
 hundreds of them, and written as `X[i, j] if i < M and j < K else 0` each is two branches of
@@ -38,6 +44,7 @@ from ... import _cuda
 SMEM_ALIGN = None if _cuda.SIMULATOR else 16
 
 if _cuda.SIMULATOR:
+    import threading
 
     def ldg4(a, i, j):
         return a[i, j], a[i, j + 1], a[i, j + 2], a[i, j + 3]
@@ -64,10 +71,23 @@ if _cuda.SIMULATOR:
         if 0 <= i < a.shape[0] and 0 <= j < a.shape[1]:
             a[i, j] = v
 
+    _ADD = threading.Lock()  # the simulator runs a thread per CUDA thread: an add is atomic under it
+
+    def red4(a, i, j, v0, v1, v2, v3):
+        with _ADD:
+            for q, v in enumerate((v0, v1, v2, v3)):
+                a[i, j + q] += v
+
+    def add_in(a, i, j, v):
+        if 0 <= i < a.shape[0] and 0 <= j < a.shape[1]:
+            with _ADD:
+                a[i, j] += v
+
 else:
     from llvmlite import ir
     from numba import types
-    from numba.cuda import cgutils
+    from numba.cuda import cgutils, nvvmutils
+    from numba.cuda.core import targetconfig
     from numba.cuda.extending import intrinsic
 
     _GLOBAL, _SHARED = 1, 3
@@ -193,6 +213,57 @@ else:
             value = context.cast(builder, args[3], vty, aryty.dtype)
             with builder.if_then(inside, likely=True):
                 builder.store(value, _item(context, builder, aryty, arr, ii, jj))
+            return context.get_dummy_value()
+
+        return types.void(a, i, j, v), codegen
+
+    def _atomic_add(context, builder, dtype, ptr, value) -> None:
+        """*ptr += value, atomically (what Numba's `cuda.atomic.add` emits for the dtype)."""
+        lmod = builder.module
+        if dtype == types.float32:
+            builder.call(nvvmutils.declare_atomic_add_float32(lmod), (ptr, value))
+        elif dtype == types.float64:
+            builder.call(nvvmutils.declare_atomic_add_float64(lmod), (ptr, value))
+        else:
+            builder.atomic_rmw("add", ptr, value, "monotonic")
+
+    @intrinsic
+    def red4(typingctx, a, i, j, v0, v1, v2, v3):
+        """a[i, j:j+4] += (v0..v3), atomically: one 16-byte reduction in L2 on sm_90 for FP32."""
+        _check(a, i, j)
+        sig = types.void(a, i, j, v0, v1, v2, v3)
+
+        def codegen(context, builder, signature, args):
+            aryty, ity, jty = signature.args[:3]
+            dt = aryty.dtype
+            vals = [context.cast(builder, args[3 + q], signature.args[3 + q], dt) for q in range(4)]
+            cc = targetconfig.ConfigStack().top().compute_capability  # the architecture compiled for
+            arr, ii, jj = _index(context, builder, aryty, args[0], args[1], ity, args[2], jty)
+            ptr = _item(context, builder, aryty, arr, ii, jj)
+            if dt == types.float32 and cc >= (9, 0):
+                f32 = ir.FloatType()
+                fnty = ir.FunctionType(ir.VoidType(), [ptr.type] + [f32] * 4)
+                red = ir.InlineAsm(fnty, "red.global.add.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f,~{memory}",
+                                   side_effect=True)
+                builder.call(red, [ptr, *vals])
+            else:
+                for q in range(4):
+                    _atomic_add(context, builder, dt, builder.gep(ptr, [ir.Constant(ir.IntType(32), q)]), vals[q])
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def add_in(typingctx, a, i, j, v):
+        """a[i, j] += v, atomically, where (i, j) is inside a's shape; nothing elsewhere."""
+        _check(a, i, j)
+
+        def codegen(context, builder, signature, args):
+            aryty, ity, jty, vty = signature.args
+            arr, ii, jj, inside = _guard(context, builder, aryty, args[0], args[1], ity, args[2], jty)
+            value = context.cast(builder, args[3], vty, aryty.dtype)
+            with builder.if_then(inside, likely=True):
+                _atomic_add(context, builder, aryty.dtype, _item(context, builder, aryty, arr, ii, jj), value)
             return context.get_dummy_value()
 
         return types.void(a, i, j, v), codegen

@@ -115,11 +115,18 @@ kernel_for = {4: per_dtype(_factory(4, True)), 16: per_dtype(_factory(16, False)
 def zero_for(DT):
     @cuda.jit
     def zero(C):
-        i, j = cuda.grid(2)
+        """C = 0: x along a row (a warp's stores one 128-byte run in FP32), y down the rows."""
+        j, i = cuda.grid(2)
         if i < C.shape[0] and j < C.shape[1]:
             C[i, j] = DT(0)
 
     return zero
+
+
+def zero(c, stream=None) -> None:
+    """C = 0, before split-K's partial sums are added into it."""
+    m, n = c.shape
+    configure(zero_for(c.dtype), (ceil_div(n, 32), ceil_div(m, 8)), (32, 8), stream)(c)
 
 
 def plan(m: int, n: int, k: int, sms: int | None = None) -> tuple[int, int, int]:
@@ -155,7 +162,7 @@ def launch(a, b, c, stream=None):
         return k11.launch(a, b, c, stream)
     rm, splits, ks = plan(m, n, k)
     if splits > 1:
-        configure(zero_for(c.dtype), (ceil_div(m, 16), ceil_div(n, 16)), (16, 16), stream)(c)
+        zero(c, stream)
     grid = (ceil_div(n, BNS), ceil_div(m, rm), splits)
     configure(kernel_for[rm](c.dtype), grid, (BNS,), stream)(a, b, c, ks, 1 if splits > 1 else 0)
 

@@ -14,7 +14,8 @@ multiply-adds over its tile's rate (`Waves`): smaller tiles fill more SMs but ru
 multiply-add, more splits fill more SMs but zero and add C more often, and one block past a round
 costs a round. The rates and costs are fitted to a sweep of every tile and split on the H200
 (results/h200/simt-plans.json); the plan is the model's fastest. k15 and k16 weigh their own
-kernels by the same model (`estimate_us`), so the FP32 auto rung takes whichever it rates fastest.
+kernels by the same model (`estimate_us`), so k16's routing takes whichever it rates fastest (k17,
+the FP32 auto rung, plans the generated kernel's tiles with a model of its own).
 
 Attacks: idle SMs and padded rows on mid-sized M. Global traffic by design, with the tile BM×BN:
     reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM)   elements (splitting K re-reads nothing)
@@ -127,7 +128,7 @@ def launch_plan(a, b, c, cfg: Config, splits: int, stream=None) -> None:
     if splits == 1:
         cfg = dataclasses.replace(cfg, split=False)
     else:
-        configure(k12.zero_for(c.dtype), (ceil_div(m, 16), ceil_div(n, 16)), (16, 16), stream)(c)
+        k12.zero(c, stream)
     configure(k10.kernel_for(c.dtype, cfg), (ceil_div(n, cfg.BN), ceil_div(m, cfg.BM), splits),
               cfg.threads, stream)(a, b, c)
 

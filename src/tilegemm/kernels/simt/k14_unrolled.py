@@ -43,7 +43,7 @@ from . import _vec
 from . import k10_warptile as k10
 from ._common import configure, grid_2d, per_config
 from ._jit import kernel
-from ._vec import SMEM_ALIGN, at, at_or0, ldg4, lds4, put, put_in, stg4, sts4
+from ._vec import SMEM_ALIGN, add_in, at, at_or0, ldg4, lds4, put, put_in, red4, stg4, sts4
 
 LANES_M, LANES_N, MICRO, PAD = k10.LANES_M, k10.LANES_N, k10.MICRO, k10.PAD
 
@@ -57,6 +57,7 @@ class Config(k10.Tiling):
     pad: int = PAD  # elements after each row of A's transposed shared tile (bank offsets for its stores)
     rows_apart: bool = False  # each K row of the body in a block of Numba's IR of its own (compile time)
     lane_rows: bool = False  # a warp's lanes load 32 rows of A's tile (conflict-free transposed stores)
+    split: bool = False  # k17: grid z splits K; each block adds its partial tile into C (zeroed first)
 
     @property
     def name(self) -> str:
@@ -65,8 +66,9 @@ class Config(k10.Tiling):
         pad = "" if self.pad == PAD else f"_p{self.pad}"
         apart = "_rows" if self.rows_apart else ""
         lanes = "_lanerows" if self.lane_rows else ""
+        split = "_split" if self.split else ""
         return (f"unrolled_{self.BM}x{self.BN}x{self.BK}_w{self.WM}x{self.WN}_b{self.min_blocks}"
-                f"{regs}{scalar}{pad}{apart}{lanes}")
+                f"{regs}{scalar}{pad}{apart}{lanes}{split}")
 
 
 DEFAULT = Config()
@@ -82,7 +84,7 @@ def source(cfg: Config) -> str:
     A_IT, B_IT = BM * BK // 4 // NT, BK * BN // 4 // NT  # float4s of A and of B per thread per step
     A_C4, B_C4 = BK // 4, BN // 4
     SUB_M, SUB_N = LANES_M * MICRO, LANES_N * MICRO
-    vector = cfg.vector
+    vector, split = cfg.vector, cfg.split
     ga = [[f"ga{l}_{c}" for c in range(4)] for l in range(A_IT)]
     gb = [[f"gb{l}_{c}" for c in range(4)] for l in range(B_IT)]
     out = []
@@ -111,7 +113,8 @@ def source(cfg: Config) -> str:
                 w(indent + 1, f"{regs[c]} = at_or0({X}, {r}, {q}{plus(c)})")
 
     w(0, f"def {cfg.name}(A, B, C):")
-    w(1, f'"""C = A @ B: {BM}×{BN} block tiles, {WM}×{WN} warp tiles, {TM}×{TN} outputs a thread, BK = {BK}."""')
+    what = "C += A @ B over this block's slice of K" if split else "C = A @ B"
+    w(1, f'"""{what}: {BM}×{BN} block tiles, {WM}×{WN} warp tiles, {TM}×{TN} outputs a thread, BK = {BK}."""')
     w(1, f"sAT = cuda.shared.array(({2 * BK}, {BM + cfg.pad}), DT, alignment=SMEM_ALIGN)  # A's tile, transposed, ×2")
     w(1, f"sB = cuda.shared.array(({2 * BK}, {BN}), DT, alignment=SMEM_ALIGN)  # B's tile, ×2")
     w(1, "tid = cuda.threadIdx.x")
@@ -124,6 +127,10 @@ def source(cfg: Config) -> str:
     w(1, "M = A.shape[0]")
     w(1, "K = A.shape[1]")
     w(1, "N = B.shape[1]")
+    if split:
+        w(1, f"per = ((K + {BK - 1}) // {BK} + cuda.gridDim.z - 1) // cuda.gridDim.z * {BK}  # a slice: whole K steps")
+        w(1, "k_lo = cuda.blockIdx.z * per  # this block's slice of K, picked by the grid's z index")
+        w(1, "k_hi = min(K, k_lo + per)")
     w(1, f"interior = m0 + {BM} <= M and n0 + {BN} <= N  # the tile's loads are inside A and B")
     w(1, f"c_inside = m0 + {BM} <= C.shape[0] and n0 + {BN} <= C.shape[1]  # (A and B may be copies padded past C)")
     w(1, "# where this thread's float4s of each tile sit (row, column within the tile)")
@@ -146,8 +153,12 @@ def source(cfg: Config) -> str:
     for i in range(TM):
         w(1, " = ".join(f"c{i}_{j}" for j in range(TN)) + " = DT(0)")
     w(1, "# the first K step's tiles, into registers")
-    loads(1, "0", f"interior and {BK} <= K")
-    w(1, f"for t in range((K + {BK - 1}) // {BK}):")
+    if split:
+        loads(1, "k_lo", f"interior and k_lo + {BK} <= K")
+        w(1, f"for t in range((k_hi - k_lo + {BK - 1}) // {BK}):")
+    else:
+        loads(1, "0", f"interior and {BK} <= K")
+        w(1, f"for t in range((K + {BK - 1}) // {BK}):")
     w(2, f"base = (t % 2) * {BK}  # which of the two shared tiles this step uses")
     for l in range(A_IT):
         for c in range(4):
@@ -155,8 +166,8 @@ def source(cfg: Config) -> str:
     for l in range(B_IT):
         w(2, f"sts4(sB, base + br{l}, bq{l}, {', '.join(gb[l])})")
     w(2, "cuda.syncthreads()  # one barrier a step: the other buffer is the one being written next")
-    w(2, f"k1 = (t + 1) * {BK}")
-    w(2, "if k1 < K:  # the next step's tiles, loading while this one computes")
+    w(2, f"k1 = k_lo + (t + 1) * {BK}" if split else f"k1 = (t + 1) * {BK}")
+    w(2, f"if k1 < {'k_hi' if split else 'K'}:  # the next step's tiles, loading while this one computes")
     loads(3, "k1", f"interior and k1 + {BK} <= K")
     depth = 3 if cfg.rows_apart else 2  # the indent of a K row's statements
     for p in range(BK):
@@ -169,7 +180,10 @@ def source(cfg: Config) -> str:
             w(depth, f"{', '.join(f'b{4 * jt + c}' for c in range(4))} = lds4(sB, base + {p}, wn0 + {jt * SUB_N})")
         for i in range(TM):
             w(depth, "; ".join(f"c{i}_{j} += a{i} * b{j}" for j in range(TN)))
-    w(1, "# C: " + ("16-byte stores" if vector else "unguarded stores") + " inside, guarded ones on the edges")
+    if split:
+        w(1, "# C += the partial tile: " + ("16-byte atomic adds" if vector else "atomic adds") + " inside, guarded ones on the edges")
+    else:
+        w(1, "# C: " + ("16-byte stores" if vector else "unguarded stores") + " inside, guarded ones on the edges")
     for it in range(WMITER):
         for c in range(MICRO):
             i = it * MICRO + c
@@ -178,14 +192,19 @@ def source(cfg: Config) -> str:
                 j = jt * MICRO
                 w(1, f"col = n0 + wn0 + {jt * SUB_N}" if jt else "col = n0 + wn0")
                 w(1, "if c_inside:")
-                if vector:
+                if split and vector:
+                    w(2, f"red4(C, row, col, {', '.join(f'c{i}_{j + d}' for d in range(MICRO))})")
+                elif split:
+                    for d in range(MICRO):
+                        w(2, f"add_in(C, row, col{plus(d)}, c{i}_{j + d})")
+                elif vector:
                     w(2, f"stg4(C, row, col, {', '.join(f'c{i}_{j + d}' for d in range(MICRO))})")
                 else:
                     for d in range(MICRO):
                         w(2, f"put(C, row, col + {d}, c{i}_{j + d})" if d else f"put(C, row, col, c{i}_{j})")
                 w(1, "else:  # an edge block: each element guarded")
                 for d in range(MICRO):
-                    w(2, f"put_in(C, row, col{plus(d)}, c{i}_{j + d})")
+                    w(2, f"{'add_in' if split else 'put_in'}(C, row, col{plus(d)}, c{i}_{j + d})")
     return "\n".join(out) + "\n"
 
 
@@ -233,7 +252,7 @@ def make_kernel(cfg: Config, DT):
     if path is None:
         linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)  # tracebacks show it
     namespace = dict(cuda=cuda, DT=DT, SMEM_ALIGN=SMEM_ALIGN, ldg4=ldg4, lds4=lds4, stg4=stg4, sts4=sts4, at=at,
-                     put=put, at_or0=at_or0, put_in=put_in)
+                     put=put, at_or0=at_or0, put_in=put_in, red4=red4, add_in=add_in)
     exec(compile(src, filename, "exec"), namespace)
     opts = dict(launch_bounds=(cfg.threads, cfg.min_blocks) if cfg.min_blocks else None,
                 max_registers=cfg.max_registers or None)

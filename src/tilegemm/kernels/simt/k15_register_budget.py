@@ -18,10 +18,10 @@ The budget is chosen per configuration: the scalar-access variant (rows not 16-b
 N = 4097) keeps k14's two blocks per SM. Its tile loads are 8 one-element loads a K step instead of
 2 vector ones, it fits 128 registers without spilling, and it measured faster with 16 warps per SM
 than with 8 (docs/perf-notes.md). Everything else is k14's: tiles, warp tiles, the double-buffered
-shared tiles with one barrier a K step. In the library's FP32 path (k16, the `auto` rung, hands it the
-products its bigger tiles do not suit), products whose M or grid is small
-go to k13 (k12's skinny kernel, split-K tiles), where filling the SMs matters more than a tile's
-speed; the rest run here.
+shared tiles with one barrier a K step. In k16's routing (k16 hands it the products its bigger
+tiles do not suit), products whose M or grid is small go to k13 (k12's skinny kernel, split-K
+tiles), where filling the SMs matters more than a tile's speed; the rest run here. (k17, the FP32
+`auto` rung, runs this kernel where its own plan picks the 128×128 tile unsplit.)
 
 Global traffic and intensity are k10's (elements; s the element size):
     reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM),  writes = M·N

@@ -27,7 +27,7 @@ the copies cost at most a third of the product; elsewhere the scalar forms run (
 k12's kernel up to 128 rows). The copies
 are scratch that calls keep (`_common.scratch`; a launch plan's own for torch operands), and on
 them every tile loads and stores 16 bytes at a time (k16's kernel unguarded but on C's edges).
-It is the FP32 `auto` rung; its machine code is cached on disk after the first compile (k14's
+k17 (the FP32 `auto` rung) plans its kernel beside smaller split-K tiles; its machine code is cached on disk after the first compile (k14's
 `source_file`).
 
 Global traffic by design (elements; s the element size):
@@ -112,8 +112,12 @@ def copy_shape(m: int, n: int, k: int, itemsize: int) -> tuple[tuple[int, int, i
     sms = k13.sm_count()
     p = k13.plan(m, n4, k4, sms)
     product_us = p.us if p is not None and not k15.here(m, n4, k4, True) else k15.estimate_us(m, n4, k4, sms)
-    copies_us = 3 * COPY_FIXED_US + 2 * itemsize * (m * k + k * n + m * n) / COPY_BYTES_PER_US
-    return ((m, n4, k4), False) if PAYBACK * copies_us <= product_us else None
+    return ((m, n4, k4), False) if PAYBACK * copies_us(m, n, k, itemsize) <= product_us else None
+
+
+def copies_us(m: int, n: int, k: int, itemsize: int) -> float:
+    """The copies' time, A, B and C each read and written once, each a launch."""
+    return 3 * COPY_FIXED_US + 2 * itemsize * (m * k + k * n + m * n) / COPY_BYTES_PER_US
 
 
 @kernel()
@@ -147,13 +151,29 @@ def launch(a, b, c, stream=None):
     route = copy_shape(m, n, k, c.dtype.itemsize)
     if route is None:
         return k15.launch(a, b, c, stream)
-    (mp, np_, kp), own = route  # the extra rows and columns are zeros: they add nothing to C
+    shape, own = route
+    if own:
+        done = run_on_copies(a, b, c, shape, lambda a, b, out: k14.run_config(DEFAULT, a, b, out, stream), stream)
+    else:  # k15's kernel or k13's plan, on 16-byte rows
+        done = run_on_copies(a, b, c, shape, lambda a, b, out: k15.launch(a, b, out, stream), stream)
+    if not done:  # no scratch to be had (a CUDA graph's capture, or the memory): a form that needs none
+        k15.launch(a, b, c, stream)
+
+
+def run_on_copies(a, b, c, shape: tuple[int, int, int], run, stream=None) -> bool:
+    """C = A @ B through copies: A and B copied, padded with zeros, into scratch of shape (M', N',
+    K') where that differs from theirs or they are off 16 bytes, and C computed in rows of N'
+    where its own rows are off 16 bytes (then copied out); run(a', b', out) makes the product.
+    False where no scratch can be had (nothing is launched then)."""
+    m, n = c.shape
+    k = a.shape[1]
+    mp, np_, kp = shape  # the extra rows and columns are zeros: they add nothing to C
     copy_a = (mp, kp) != (m, k) or not k10.aligned16(a)
     copy_b = (kp, np_) != (k, n) or not k10.aligned16(b)
     copy_c = n % 4 != 0 or not k10.aligned16(c)  # one-element stores on rows off 16 bytes cost 7% (perf-notes 61)
     bufs = scratch([(mp, kp)] * copy_a + [(kp, np_)] * copy_b + [(m, np_)] * copy_c, c.dtype, stream)
-    if bufs is None:  # no scratch to be had (a CUDA graph's capture, or the memory): a form that needs none
-        return k15.launch(a, b, c, stream)
+    if bufs is None:
+        return False
     bufs = iter(bufs)
     if copy_a:
         a_in, a = a, next(bufs)
@@ -162,12 +182,10 @@ def launch(a, b, c, stream=None):
         b_in, b = b, next(bufs)
         copy_padded(b_in, b, stream)
     out = next(bufs) if copy_c else c
-    if own:
-        k14.run_config(DEFAULT, a, b, out, stream)
-    else:
-        k15.launch(a, b, out, stream)  # k15's kernel or k13's plan, on 16-byte rows
+    run(a, b, out)
     if copy_c:
         copy_padded(out, c, stream)  # C's columns of the padded rows
+    return True
 
 
 def traffic(m, n, k, s):
@@ -177,15 +195,22 @@ def traffic(m, n, k, s):
     if route is None:
         return k15.traffic(m, n, k, s)
     (mp, np_, kp), own = route
-    a_copy = m * k + mp * kp if (mp, kp) != (m, k) else 0  # each copy read once and written once
-    b_copy = k * n + kp * np_ if (kp, np_) != (k, n) else 0
     nc = np_ if n % 4 else n  # C's rows as the kernel stores them
-    c_copy = m * np_ + m * n if n % 4 else 0
     if own:
         product = (mp * kp * ceil_div(np_, DEFAULT.BN) + kp * np_ * ceil_div(mp, DEFAULT.BM) + m * nc) * float(s)
     else:  # k15's launch on the copies: its traffic for them, C's rows as it stores them
         product = k15.traffic(mp, nc, kp, s)
-    return product + (a_copy + b_copy + c_copy) * float(s)
+    return product + copied_elements(m, n, k, (mp, np_, kp)) * float(s)
+
+
+def copied_elements(m: int, n: int, k: int, shape: tuple[int, int, int]) -> int:
+    """Elements the copies of `run_on_copies` read and write (each copy read once and written once)
+    where the shape alone asks for them (rows off 16 bytes: K or N not a multiple of 4; padding)."""
+    mp, np_, kp = shape
+    a_copy = m * k + mp * kp if (mp, kp) != (m, k) else 0
+    b_copy = k * n + kp * np_ if (kp, np_) != (k, n) else 0
+    c_copy = m * np_ + m * n if n % 4 else 0
+    return a_copy + b_copy + c_copy
 
 
 NT = DEFAULT.threads
@@ -197,7 +222,7 @@ def jit_kernels(dt) -> list:
 
 
 def describe(m: int, n: int, k: int, itemsize: int, vector: bool) -> str:
-    """What the FP32 auto rung runs for this product, and the wave model's estimates behind it
+    """What k16's routing runs for this product, and the wave model's estimates behind it
     (`tilegemm.explain`)."""
     def split(s: int) -> str:
         return f"K split {s} ways" if s > 1 else "K unsplit"

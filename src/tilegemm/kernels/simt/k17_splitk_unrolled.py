@@ -1,0 +1,229 @@
+"""k17 split-K on the generated kernel: k15's and k16's thread tiles in smaller blocks, K split.
+
+Changes against k16: the FP32 auto rung's menu. k16 runs its own 256×128 tiles where they fill
+the SMs, and hands the rest to k15's 128×128 tiles or to k13's plan, whose split-K tiles are k10's
+looped kernel: 88–135 K multiply-adds per µs per SM against k16's 160 K (results/h200/simt-plans.json).
+So the products that need small tiles or a split K to fill 132 SMs (1000³ has 64 tiles of
+128×128; 128×4096×4096 has 32) ran at the slower kernel's pace: 0.58–0.70× cuBLAS. Here k14's
+generator writes the split-K kernel itself (`Config.split`: grid z picks a slice of whole K
+steps, the partial tile is added into C, zeroed first), and the menu is seven generated tiles,
+each with K split 1 to 32 ways: 8×8 outputs a thread in 32×128 (4×8), 64×64, 64×128, 128×64 and
+k15's 128×128 blocks, and 16×8 a thread in 128×128 and k16's 256×128 blocks. Unsplit, the last
+two are k15's and k16's own kernels. The partial tiles meet in C through `red4`: on sm_90 one
+`red.global.add.v4.f32` adds four neighbours in one L2 operation (a quarter of the atomics of
+k13's scalar adds).
+
+Which tile and split is k13's lesson again, with a block's fixed cost added: a block takes
+`block_us` (its first loads and its tile's adds) plus its multiply-adds over its tile's rate, and
+blocks go to the SMs in rounds (`estimate_us`). Rates, block costs and the constants are fitted to
+every tile × split at 28 shapes on the H200 (results/h200/simt-splitk-unrolled.json), to the
+forms within 1.5× of each shape's fastest; the plan is the model's fastest.
+
+Rows off 16 bytes (K or N not a multiple of 4): the plan's tile runs with one-element loads and
+adds (`vector=False`: 1.0–1.09× the 16-byte form's time in that sweep), or, where copying A and B
+into 16-byte rows and whole tiles costs less than that difference (large products), on copies
+(k16's `run_on_copies`). M ≤ 16: k12's one-column kernel, which reads B once (through k16's
+routing).
+
+Global traffic by design, with the plan's tile BM×BN and S splits (elements; s the element size):
+    reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM)          (splitting K re-reads nothing)
+    writes = M·N (zeroing) + 2·M·N·S                  (atomic read-modify-write in L2); M·N unsplit
+    intensity ≈ 2/(s·(1/BM + 1/BN)) FLOP/byte: 21 FLOP/B at 64×128 in FP32, 32 at 128×128
+and on copies, each copied operand read and written once more (k16's `copied_elements`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+from ...registry import ceil_div
+from ._common import configure, sm_count
+from . import k10_warptile as k10
+from . import k12_skinny_m as k12
+from . import k13_splitk_tiles as k13
+from . import k14_unrolled as k14
+from . import k15_register_budget as k15
+from . import k16_big_tile as k16
+
+Config = k14.Config
+
+
+@dataclasses.dataclass(frozen=True)
+class Tile:
+    """A generated tile the plan may choose (its split-K form), with what the model knows of it."""
+
+    cfg: Config
+    per_sm: int  # blocks an SM holds at once (registers × threads against 64 K registers)
+    rate: float  # multiply-adds an SM completes per µs with its slots busy, fitted
+    block_us: float  # a block's fixed cost: its first loads, its tile's adds into C; fitted
+
+    @property
+    def name(self) -> str:
+        t = self.cfg.WM // (k10.LANES_M * k10.MICRO) * k10.MICRO, self.cfg.WN // (k10.LANES_N * k10.MICRO) * k10.MICRO
+        return f"{self.cfg.BM}×{self.cfg.BN} tiles, {t[0]}×{t[1]} a thread"
+
+
+def _tile(bm, bn, bk, wm, per_sm, rate, block_us, **kw) -> Tile:
+    return Tile(Config(BM=bm, BN=bn, BK=bk, WM=wm, WN=32, min_blocks=kw.pop("min_blocks", 0), split=True, **kw),
+                per_sm, rate, block_us)
+
+
+# Registers a thread on sm_90 (numba-cuda 0.30.4): 167, 191, 165, 167, 168, 254, 237 in this order.
+TILES = (
+    _tile(32, 128, 16, 32, 3, 133_900.0, 0.64),  # 4×8 a thread, 4 warps
+    _tile(64, 64, 8, 64, 5, 145_000.0, 0.82),  # 8×8, 2 warps
+    _tile(64, 128, 8, 64, 3, 154_800.0, 1.02),  # 8×8, 4 warps
+    _tile(128, 64, 8, 64, 3, 151_000.0, 1.20),  # 8×8, 4 warps
+    Tile(dataclasses.replace(k15.DEFAULT, split=True), 1, 153_000.0, 3.35),  # k15's: 8×8, 8 warps
+    _tile(128, 128, 16, 128, 2, 167_600.0, 3.61, rows_apart=True),  # 16×8, 4 warps
+    Tile(dataclasses.replace(k16.DEFAULT, split=True), 1, 160_900.0, 6.26),  # k16's: 16×8, 8 warps
+)
+FIXED_US = 2.75  # launch-to-finish floor of a grid
+IDLE = 0.304  # a block-time per empty resident slot of the busiest SM's last round
+ZERO_US, ZERO_US_PER_MELEM = 2.6, 3.4  # zeroing C before a split grid (measured: 6.0 µs at 1000²)
+SCALAR = 1.07  # one-element loads and adds against 16-byte ones, same tile and split (the sweep: 1.00–1.09)
+MIN_SLICE, MAX_SPLITS = k13.MIN_SLICE, k13.MAX_SPLITS
+
+
+def estimate_us(m: int, n: int, k: int, tile: Tile, splits: int, sms: int) -> float:
+    """The wave model: the busiest SM runs ceil(blocks / SMs) blocks, each `block_us` plus its
+    BM·BN·(K / splits) multiply-adds at the tile's rate; an SM's empty slots in the last round
+    cost IDLE of a block each; a split grid first zeroes C."""
+    cfg = tile.cfg
+    blocks = ceil_div(m, cfg.BM) * ceil_div(n, cfg.BN) * splits
+    rounds = ceil_div(blocks, sms)
+    block = tile.block_us + cfg.BM * cfg.BN * ceil_div(ceil_div(k, splits), 16) * 16 / tile.rate
+    t = FIXED_US + block * (rounds + IDLE * (-rounds % tile.per_sm))
+    return t + (ZERO_US + ZERO_US_PER_MELEM * m * n / 1e6 if splits > 1 else 0.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    tile: Tile
+    splits: int
+    us: float  # the wave model's estimate
+
+    @property
+    def cfg(self) -> Config:
+        return self.tile.cfg
+
+
+MAX_ROUNDS = 12  # a split grid has at most this many blocks per SM (the sweep's bound)
+
+
+def splits_for(m: int, n: int, k: int, tile: Tile, sms: int) -> range:
+    """The K splits the plan weighs for a tile: slices at least MIN_SLICE deep (but the last), and
+    a split grid of at most MAX_ROUNDS blocks an SM: splitting fills idle SMs; past a dozen rounds
+    it would only even out the last one, where the sweep measured nothing."""
+    blocks = ceil_div(m, tile.cfg.BM) * ceil_div(n, tile.cfg.BN)
+    most = min(MAX_SPLITS, max(1, k // MIN_SLICE), max(1, MAX_ROUNDS * sms // blocks))
+    return range(1, most + 1)
+
+
+@functools.lru_cache(maxsize=4096)
+def best(m: int, n: int, k: int, sms: int) -> Plan:
+    """The tile and K split the model rates fastest."""
+    plans = (Plan(t, s, estimate_us(m, n, k, t, s, sms)) for t in TILES for s in splits_for(m, n, k, t, sms))
+    return min(plans, key=lambda p: p.us)
+
+
+@dataclasses.dataclass(frozen=True)
+class Route:
+    plan: Plan
+    form: str  # "vector" (16-byte accesses), "scalar" (one element at a time) or "copies"
+    shape: tuple[int, int, int] | None = None  # the copies' shape (M', N', K') for "copies"
+
+
+def route(m: int, n: int, k: int, itemsize: int = 4) -> Route | None:
+    """How k17 runs this product; None where k16's routing does (M ≤ 16: k12's kernel; K = 0;
+    element types without 16-byte vectors of 4)."""
+    if m <= k13.SKINNY_ROWS or itemsize != 4 or k == 0:
+        return None
+    return _route(m, n, k, sm_count())
+
+
+@functools.lru_cache(maxsize=4096)
+def _route(m: int, n: int, k: int, sms: int) -> Route:
+    if k10.vector_shape_ok(k, n, 4):
+        return Route(best(m, n, k, sms), "vector")
+    p = best(m, k16.round4(n), k16.round4(k), sms)  # the copies' shape: 16-byte rows
+    cfg = p.cfg
+    # whole tiles and K steps (every load on the unguarded path); A is copied only where K asks for it
+    a_too = k % 4 != 0
+    shape = (ceil_div(m, cfg.BM) * cfg.BM if a_too else m, ceil_div(n, cfg.BN) * cfg.BN,
+             ceil_div(k, cfg.BK) * cfg.BK if a_too else k)
+    if k16.copies_us(m, n, k, 4) + p.us <= SCALAR * p.us:
+        return Route(p, "copies", shape)
+    return Route(p, "scalar")
+
+
+def launch_plan(a, b, c, cfg: Config, splits: int, stream=None) -> None:
+    """Run generated configuration cfg with K split `splits` ways (1: the plain kernel, C written
+    once; k15's or k16's own kernel for their tiles)."""
+    m, n = c.shape
+    steps = ceil_div(a.shape[1], cfg.BK)
+    splits = ceil_div(steps, ceil_div(steps, splits))  # the slices that have work (whole K steps each)
+    if splits == 1:
+        return k14.run_config(dataclasses.replace(cfg, split=False), a, b, c, stream)
+    k12.zero(c, stream)
+    configure(k14.kernel_for(c.dtype, cfg), (ceil_div(n, cfg.BN), ceil_div(m, cfg.BM), splits), cfg.threads,
+              stream)(a, b, c)
+
+
+def launch(a, b, c, stream=None):
+    m, n = c.shape
+    r = route(m, n, a.shape[1], c.dtype.itemsize)
+    if r is None:
+        return k16.launch(a, b, c, stream)
+    cfg, splits = r.plan.cfg, r.plan.splits
+    if r.form == "copies":
+        run = lambda a, b, out: launch_plan(a, b, out, cfg, splits, stream)  # noqa: E731
+        if k16.run_on_copies(a, b, c, r.shape, run, stream):
+            return
+    elif r.form == "vector" and k10.vector_ok(a, b, c):
+        return launch_plan(a, b, c, cfg, splits, stream)
+    # rows off 16 bytes (or pointers, or no scratch for copies): the same tile, one element at a time
+    launch_plan(a, b, c, dataclasses.replace(cfg, vector=False), splits, stream)
+
+
+def traffic(m, n, k, s):
+    r = route(m, n, k, int(s))
+    if r is None:
+        return k16.traffic(m, n, k, s)
+    cfg, splits = r.plan.cfg, r.plan.splits
+    mp, np_, kp = r.shape or (m, n, k)
+    writes = m * n + (2 * m * n * splits if splits > 1 else 0)
+    product = mp * kp * ceil_div(np_, cfg.BN) + kp * np_ * ceil_div(mp, cfg.BM) + writes
+    copies = k16.copied_elements(m, n, k, r.shape) if r.shape else 0
+    return (product + copies) * float(s)
+
+
+def describe(m: int, n: int, k: int, itemsize: int, vector: bool) -> str:
+    """What the FP32 auto rung runs for this product, and the wave model's estimate behind it
+    (`tilegemm.explain`)."""
+    r = route(m, n, k, itemsize)
+    if r is None:
+        return k16.describe(m, n, k, itemsize, vector)
+    p = r.plan
+    what = "k16's kernel" if p.tile is TILES[-1] and p.splits == 1 else (
+        "k15's kernel" if p.tile is TILES[4] and p.splits == 1 else "k17's kernel")
+    split = f"K split {p.splits} ways" if p.splits > 1 else "K unsplit"
+    if r.form == "copies":
+        mp, np_, kp = r.shape
+        how = f", on copies in 16-byte rows ({mp}×{kp} and {kp}×{np_})"
+    else:
+        how = ", one-element loads (rows off 16 bytes)" if r.form == "scalar" else ""
+    return f"{what}: {p.tile.name}, {split}{how} (wave model, {sm_count()} SMs: {p.us:.0f} µs)"
+
+
+
+def threads_for(kernel) -> list[int]:
+    """Block size of each compiled kernel, in `jit_kernels` order (for the resource table)."""
+    return [t.cfg.threads for t in TILES]
+
+
+def jit_kernels(dt) -> list:
+    """The Numba dispatchers this rung compiles for dtype dt (the SASS and resource tables read them):
+    each tile's split-K kernel."""
+    return [k14.kernel_for(dt, t.cfg) for t in TILES]
