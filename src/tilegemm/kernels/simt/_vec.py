@@ -202,21 +202,6 @@ else:
 
         return a.dtype(a, i, j), codegen
 
-    @intrinsic
-    def put_in(typingctx, a, i, j, v):
-        """a[i, j] = v where (i, j) is inside a's shape; nothing elsewhere."""
-        _check(a, i, j)
-
-        def codegen(context, builder, signature, args):
-            aryty, ity, jty, vty = signature.args
-            arr, ii, jj, inside = _guard(context, builder, aryty, args[0], args[1], ity, args[2], jty)
-            value = context.cast(builder, args[3], vty, aryty.dtype)
-            with builder.if_then(inside, likely=True):
-                builder.store(value, _item(context, builder, aryty, arr, ii, jj))
-            return context.get_dummy_value()
-
-        return types.void(a, i, j, v), codegen
-
     def _atomic_add(context, builder, dtype, ptr, value) -> None:
         """*ptr += value, atomically (what Numba's `cuda.atomic.add` emits for the dtype)."""
         lmod = builder.module
@@ -253,20 +238,28 @@ else:
 
         return sig, codegen
 
-    @intrinsic
-    def add_in(typingctx, a, i, j, v):
-        """a[i, j] += v, atomically, where (i, j) is inside a's shape; nothing elsewhere."""
-        _check(a, i, j)
+    def _guarded_write(name, write):
+        """An intrinsic `name`(a, i, j, v) doing write(context, builder, dtype, pointer to a[i, j], v)
+        where (i, j) is inside a's shape, and nothing elsewhere."""
 
-        def codegen(context, builder, signature, args):
-            aryty, ity, jty, vty = signature.args
-            arr, ii, jj, inside = _guard(context, builder, aryty, args[0], args[1], ity, args[2], jty)
-            value = context.cast(builder, args[3], vty, aryty.dtype)
-            with builder.if_then(inside, likely=True):
-                _atomic_add(context, builder, aryty.dtype, _item(context, builder, aryty, arr, ii, jj), value)
-            return context.get_dummy_value()
+        def guarded(typingctx, a, i, j, v):
+            _check(a, i, j)
 
-        return types.void(a, i, j, v), codegen
+            def codegen(context, builder, signature, args):
+                aryty, ity, jty, vty = signature.args
+                arr, ii, jj, inside = _guard(context, builder, aryty, args[0], args[1], ity, args[2], jty)
+                value = context.cast(builder, args[3], vty, aryty.dtype)
+                with builder.if_then(inside, likely=True):
+                    write(context, builder, aryty.dtype, _item(context, builder, aryty, arr, ii, jj), value)
+                return context.get_dummy_value()
+
+            return types.void(a, i, j, v), codegen
+
+        guarded.__name__ = guarded.__qualname__ = name
+        return intrinsic(guarded)
+
+    put_in = _guarded_write("put_in", lambda context, builder, dtype, ptr, value: builder.store(value, ptr))
+    add_in = _guarded_write("add_in", _atomic_add)  # a[i, j] += v, atomically
 
     ldg4 = _make_load(_GLOBAL)
     stg4 = _make_store(_GLOBAL)

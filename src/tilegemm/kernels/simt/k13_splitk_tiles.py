@@ -79,10 +79,16 @@ class Waves:
 
     def us(self, m: int, n: int, k: int, bm: int, bn: int, per_sm: int, rate: float, splits: int, sms: int) -> float:
         blocks = ceil_div(m, bm) * ceil_div(n, bn) * splits
-        rounds = ceil_div(blocks, sms)
         block_us = bm * bn * ceil_div(ceil_div(k, splits), 16) * 16 / rate
-        t = self.fixed_us + block_us * (rounds + self.idle * (-rounds % per_sm))
+        t = self.fixed_us + busiest_sm_us(blocks, sms, block_us, per_sm, self.idle)
         return t + (self.zero_us_per_melem * m * n * splits / 1e6 if splits > 1 else 0.0)
+
+
+def busiest_sm_us(blocks: int, sms: int, block_us: float, per_sm: int, idle: float) -> float:
+    """The busiest SM's time: ceil(blocks / SMs) blocks of block_us each, plus `idle` of a block for
+    each resident slot its last round leaves empty."""
+    rounds = ceil_div(blocks, sms)
+    return block_us * (rounds + idle * (-rounds % per_sm))
 
 
 WAVES = Waves()

@@ -92,9 +92,8 @@ def estimate_us(m: int, n: int, k: int, tile: Tile, splits: int, sms: int) -> fl
     cost IDLE of a block each; a split grid first zeroes C."""
     cfg = tile.cfg
     blocks = ceil_div(m, cfg.BM) * ceil_div(n, cfg.BN) * splits
-    rounds = ceil_div(blocks, sms)
     block = tile.block_us + cfg.BM * cfg.BN * ceil_div(ceil_div(k, splits), 16) * 16 / tile.rate
-    t = FIXED_US + block * (rounds + IDLE * (-rounds % tile.per_sm))
+    t = FIXED_US + k13.busiest_sm_us(blocks, sms, block, tile.per_sm, IDLE)
     return t + (ZERO_US + ZERO_US_PER_MELEM * m * n / 1e6 if splits > 1 else 0.0)
 
 
