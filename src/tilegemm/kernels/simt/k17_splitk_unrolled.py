@@ -163,8 +163,9 @@ def launch_plan(a, b, c, cfg: Config, splits: int, stream=None) -> None:
     m, n = c.shape
     steps = ceil_div(a.shape[1], cfg.BK)
     splits = ceil_div(steps, ceil_div(steps, splits))  # the slices that have work (whole K steps each)
-    if splits == 1:
+    if splits == 1 and cfg.vector:
         return k14.run_config(dataclasses.replace(cfg, split=False), a, b, c, stream)
+    # (one-element forms stay on the split kernel, one slice too: as swept; unsplit, the 16×8 tile spills)
     k12.zero(c, stream)
     configure(k14.kernel_for(c.dtype, cfg), (ceil_div(n, cfg.BN), ceil_div(m, cfg.BM), splits), cfg.threads,
               stream)(a, b, c)
