@@ -135,9 +135,9 @@ class Route:
 
 
 def route(m: int, n: int, k: int, itemsize: int = 4) -> Route | None:
-    """How k17 runs this product; None where k16's routing does (M ≤ 16: k12's kernel; K = 0;
-    element types without 16-byte vectors of 4)."""
-    if m <= k13.SKINNY_ROWS or itemsize != 4 or k == 0:
+    """How k17 runs this product; None where k16's routing does (M ≤ 16: k12's kernel; an empty
+    product; element types without 16-byte vectors of 4)."""
+    if m <= k13.SKINNY_ROWS or itemsize != 4 or n == 0 or k == 0:
         return None
     return _route(m, n, k, sm_count())
 
@@ -193,7 +193,8 @@ def traffic(m, n, k, s):
         return k16.traffic(m, n, k, s)
     cfg, splits = r.plan.cfg, r.plan.splits
     mp, np_, kp = r.shape or (m, n, k)
-    writes = m * n + (2 * m * n * splits if splits > 1 else 0)
+    split_kernel = splits > 1 or r.form == "scalar"  # (launch_plan: one-element forms zero C and add into it)
+    writes = m * n + (2 * m * n * splits if split_kernel else 0)
     product = mp * kp * ceil_div(np_, cfg.BN) + kp * np_ * ceil_div(mp, cfg.BM) + writes
     copies = k16.copied_elements(m, n, k, r.shape) if r.shape else 0
     return (product + copies) * float(s)
