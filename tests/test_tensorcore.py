@@ -1030,7 +1030,7 @@ def test_warp_specialized_rung_registered_and_its_configs_fit():
         assert len(cands) == len(S.T05_STAGE_CONFIGS)  # an FP32 C is stored in more, smaller slices
         for cfg in cands:
             assert S.t05_smem_bytes(cfg, 2, out.itemsize) <= S.SMEM_BUDGET, cfg
-            assert cfg["BN"] % cfg["SPLIT"] == 0 and cfg["BM"] // cfg["CONSUMERS"] == 64 * (2 // cfg["CONSUMERS"])
+            assert cfg["BN"] % cfg["SPLIT"] == 0 and cfg["BM"] // cfg["CONSUMERS"] == (128 if cfg["CONSUMERS"] == 1 else 64)
     assert "sm_90" in t05.usable(p)  # CPU tensors
 
 
@@ -1055,9 +1055,9 @@ def test_warp_specialized_configs_for_fp8_and_tf32(dtype, bt):
     assert len(cands) == len(S.T05_SWAP_CONFIGS if swap else S.T05_STAGE_CONFIGS)
     for cfg in cands:
         assert cfg["BK"] * dtype.itemsize == 128 and bool(cfg.get("SWAP")) == swap, cfg
-        assert (cfg["BM"], cfg["BN"]) in (((256, 128), ) if swap else ((128, 256), (128, 128))), cfg
+        assert (cfg["BM"], cfg["BN"]) in (((256, 128), ) if swap else ((128, 256), (128, 128), (192, 128))), cfg
         assert S.t05_smem_bytes(cfg, dtype.itemsize, out.itemsize) <= S.SMEM_BUDGET, cfg
-        assert t05._warps(cfg) * 16 * cfg["CONSUMERS"] == 128, cfg  # the MMA's 128 rows, 16 a warp
+        assert t05._warps(cfg) * 16 * cfg["CONSUMERS"] == (128 if swap else cfg["BM"]), cfg  # the MMA's rows, 16 a warp
         assert cfg["CONSUMERS"] == 1 or not swap  # swapped: one 8-warp partition (ptxas pipelines it)
 
 
@@ -1205,6 +1205,49 @@ def test_warp_specialized_partitions_in_the_ptx():
         barriers = set(re.findall(r"bar\.sync\s+\d+, (\d+);", ptx))
         assert barriers == ({"256"} if consumers == 1 else {"128"}), barriers
         assert k.metadata.shared <= S.t05_smem_bytes(cfg, 2, 2) <= k.metadata.shared + 512
+
+
+def test_warp_specialized_192_rows_three_consumers_in_the_ptx():
+    """The 192×128 tile: three consumer partitions of one warpgroup, each m64n128k16 over its 64
+    rows (no 256-thread barrier among them), registers moved to 160 a worker consumer and 24 the
+    producer from 128 at launch (16 warps × 128 = the SM's 64 Ki); A's tile arrives as three
+    64-row TMA boxes into a ring of STAGES·3 of them (the shared memory smem_bytes budgets); a
+    swapped or other-than-64-rows-a-partition 192 tile is refused with the reason."""
+    import re
+
+    from tilegemm.kernels.tensorcore import _problem as C
+    from tilegemm.kernels.tensorcore import t05_warp_specialized as t05
+    from tilegemm.tuning import space as S
+
+    cfg = S.t05_cfg(192, 128, 64, 4, 1, 3)
+    assert t05.a_pieces(cfg) == 3 and t05.maxnreg(cfg) * 32 * (3 * t05._warps(cfg) + 4) == 65536
+    k = t05.compile_for_sm90(cfg)
+    ptx = k.asm["ptx"]
+    assert {"24", "160"} <= set(re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)", ptx))
+    assert set(re.findall(r"wgmma\.mma_async\.sync\.aligned\.(m\d+n\d+k\d+)\.", ptx)) == {"m64n128k16"}
+    assert set(re.findall(r"bar\.sync\s+\d+, (\d+);", ptx)) == {"128"}
+    assert k.metadata.shared <= S.t05_smem_bytes(cfg, 2, 2) <= k.metadata.shared + 512
+    a = torch.empty(1000, 512, dtype=torch.bfloat16)
+    p = C.Problem(a, torch.empty(512, 1000, dtype=torch.bfloat16), torch.empty(1000, 1000, dtype=torch.bfloat16), "bf16")
+    for bad in (S.t05_cfg(192, 128, 64, 4, 1, 2), dict(cfg, SWAP=True)):
+        with pytest.raises(ValueError, match="192 rows|swapped"):
+            t05._args(p, bad, num_sms=132)
+
+
+def test_warp_specialized_worth_tuning_counts_192_row_tiles():
+    """t05 is timed from three quarters of a wave of 128×256 tiles or two thirds of 192×128 ones:
+    1536² (96 of the latter for 132 SMs) is, 1024² (48) is not."""
+    from unittest import mock
+
+    from tilegemm.kernels.tensorcore import _problem as C
+    from tilegemm.tuning import space as S
+
+    def prob(n):
+        x = torch.empty(n, n, dtype=torch.bfloat16, device="meta")
+        return C.Problem(x, x, x, "bf16")
+
+    with mock.patch.object(C, "num_sms", return_value=132):
+        assert [S.t05_worth_tuning(prob(n)) for n in (1024, 1280, 1536, 2048)] == [False, False, True, True]
 
 
 @pytest.mark.gpu

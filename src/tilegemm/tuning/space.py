@@ -423,6 +423,10 @@ T05_STAGE_CONFIGS = (
     (128, 256, 64, 4, 2, 1),  # a fourth stage, paid for by storing C in two 128×128 slices
     (128, 256, 64, 3, 1, 2),  # two consumer partitions, each freeing its stages on its own
     (128, 128, 64, 6, 1, 1),  # narrower tile, deeper ring
+    # 192 rows over three consumer warpgroups (A in three 64-row boxes): 1.5× the tiles of
+    # 128×256 where those leave the last wave mostly empty (3072²: 384 tiles for 132 SMs, 2.9
+    # waves, against 288 tiles' 2.2 run as 3; docs/perf-notes.md, 64)
+    (192, 128, 64, 4, 1, 3),
 )
 # The swapped form (TF32 with a row-major B): the MMA's tile is 128 of C's columns × 256 of its
 # rows (cuBLAS's TF32 tile, seen in ncu: docs/perf-notes.md, 20), on one consumer partition of 8
@@ -448,10 +452,13 @@ def t05_smem_bytes(c: dict, in_size: int, out_size: int) -> int:
 
 
 def t05_worth_tuning(p: P.Problem) -> bool:
-    """At least three quarters of a wave of 128×256 tiles (2048² is 128 tiles for 132 SMs): below
-    that t03's and t04's smaller tiles are the ones to time (every candidate here is 128 by 256
-    or 128 by 128), and the tuner's time is better spent there."""
-    return 4 * ceil_div(p.m, 128) * ceil_div(p.n, 256) >= 3 * P.num_sms(p.a.device)
+    """At least three quarters of a wave of 128×256 tiles (2048² is 128 tiles for 132 SMs), or two
+    thirds of a wave of 192×128 ones (1536²: 96): below that t03's and t04's smaller tiles are the
+    ones to time (every candidate here is 128 by 256, 128 by 128 or 192 by 128), and the tuner's
+    time is better spent there."""
+    sms = P.num_sms(p.a.device)
+    return (4 * ceil_div(p.m, 128) * ceil_div(p.n, 256) >= 3 * sms
+            or 3 * ceil_div(p.m, 192) * ceil_div(p.n, 128) >= 2 * sms)
 
 
 def _t05_candidates(p: P.Problem) -> list[dict]:

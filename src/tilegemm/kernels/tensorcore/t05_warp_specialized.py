@@ -18,6 +18,12 @@ Triton's explicit layer, where the kernel states its partitions, barriers and sh
   With CONSUMERS = 2 the two warpgroups are two partitions, each over 64 rows of the tile, and
   each frees a stage on its own (the `empty` barrier counts two arrivals): no 256-thread barrier
   between them, at the price of a second epilogue buffer.
+  With CONSUMERS = 3 the tile is 192×128: three partitions of one warpgroup, each 64 rows
+  (m64n128 wgmma, sharing B's stage), on 128 registers a thread at launch (16 warps), moved to
+  168/160/160 and the producer's 24. A TMA box is a power of two on a side, so the producer
+  copies A's 192 rows as three 64-row boxes (A_PIECES), one per consumer. The point is the
+  count of tiles: 3072² is 384 of them for 132 SMs (2.9 waves, run as 3) where 128×256 makes
+  288 (2.2 waves, also run as 3), so the last wave is nearly full instead of a fifth full.
 
 Operands: A row-major (M×K); B row-major (K×N) or column-major (B_T); C row-major,
 FP16/BF16/FP32. Inputs FP16, BF16, FP8 (e4m3/e5m2, per-tensor scales applied in the epilogue) or
@@ -73,11 +79,13 @@ def _tile(t, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
 
 @gluon.jit
 def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K,
-              BN: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr, B_T: gl.constexpr):
-    BM: gl.constexpr = a_desc.block_type.shape[0]
+              BN: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr, B_T: gl.constexpr,
+              A_PIECES: gl.constexpr):
+    PR: gl.constexpr = a_desc.block_type.shape[0]
+    BM: gl.constexpr = PR * A_PIECES
     BK: gl.constexpr = a_desc.block_type.shape[1]
-    STAGES: gl.constexpr = a_bufs.type.shape[0]
-    nbytes: gl.constexpr = a_desc.block_type.nbytes + b_desc.block_type.nbytes
+    STAGES: gl.constexpr = b_bufs.type.shape[0]
+    nbytes: gl.constexpr = A_PIECES * a_desc.block_type.nbytes + b_desc.block_type.nbytes
     num_pid_m = gl.cdiv(M, BM)
     num_pid_n = gl.cdiv(N, BN)
     i = 0  # k-steps issued by this program, over all its tiles: stage i % STAGES, lap i // STAGES
@@ -88,7 +96,8 @@ def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K,
             # a fresh barrier counts as having completed the lap before the first, so lap 0 passes
             mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)
             mbarrier.expect(ready.index(s), nbytes)
-            _tma_load(a_desc, [pid_m * BM, kk * BK], ready.index(s), a_bufs.index(s))
+            for j in gl.static_range(A_PIECES):
+                _tma_load(a_desc, [pid_m * BM + j * PR, kk * BK], ready.index(s), a_bufs.index(s * A_PIECES + j))
             if B_T:
                 _tma_load(b_desc, [pid_n * BN, kk * BK], ready.index(s), b_bufs.index(s))
             else:
@@ -114,8 +123,9 @@ def _k_step(acc, a_bufs, b_bufs, ready, empty, i, kk, prev, reg_a: gl.constexpr,
     """The consumer's k-step kk, its i-th over all its tiles: wait for stage i % STAGES, issue its
     wgmma (acc's ROWS rows of the MMA from ROW0), and once the previous step's wgmma has retired
     free that step's stage (prev). Returns (acc, this step's stage)."""
-    STAGES: gl.constexpr = a_bufs.type.shape[0]
-    BK: gl.constexpr = a_bufs.type.shape[2]
+    STAGES: gl.constexpr = b_bufs.type.shape[0]
+    A_PIECES: gl.constexpr = a_bufs.type.shape[0] // STAGES
+    PR: gl.constexpr = a_bufs.type.shape[1]
     ROWS: gl.constexpr = acc.type.shape[0]
     s = i % STAGES
     mbarrier.wait(ready.index(s), (i // STAGES) & 1)
@@ -127,9 +137,9 @@ def _k_step(acc, a_bufs, b_bufs, ready, empty, i, kk, prev, reg_a: gl.constexpr,
         acc = warpgroup_mma(b.permute((1, 0)).load(reg_a), a_bufs.index(s).permute((1, 0)), acc, use_acc=kk > 0,
                             is_async=True)
     else:
-        a = a_bufs.index(s)
-        if ROWS != a.type.shape[0]:
-            a = a.slice(ROW0, ROWS)
+        a = a_bufs.index(s * A_PIECES + ROW0 // PR)
+        if ROWS != PR:
+            a = a.slice(ROW0 % PR, ROWS)
         b = b_bufs.index(s)
         if B_T:
             b = b.permute((1, 0))
@@ -145,10 +155,10 @@ def _k_step(acc, a_bufs, b_bufs, ready, empty, i, kk, prev, reg_a: gl.constexpr,
 def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_ptr, sb_ptr, M, N, K,
               BN: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr, B_T: gl.constexpr,
               SWAP: gl.constexpr, HAS_SCALE: gl.constexpr, ROWS: gl.constexpr, ROW0: gl.constexpr,
-              WARPS: gl.constexpr):
+              WARPS: gl.constexpr, A_PIECES: gl.constexpr):
     """Rows ROW0 … ROW0+ROWS-1 of every tile of the MMA (C's rows, or with SWAP C's columns: the
     MMA computes C^T = B^T·A^T), on WARPS warps (ROWS = 16·WARPS)."""
-    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BM: gl.constexpr = a_desc.block_type.shape[0] * A_PIECES
     BK: gl.constexpr = a_desc.block_type.shape[1]
     EPI: gl.constexpr = c_desc.block_type.shape[0] if SWAP else c_desc.block_type.shape[1]
     MMA_N: gl.constexpr = BM if SWAP else BN
@@ -209,14 +219,16 @@ def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_p
 @gluon.jit
 def ws_kernel(a_desc, b_desc, c_desc, sa_ptr, sb_ptr, M, N, K, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr,
               STAGES: gl.constexpr, B_T: gl.constexpr, SWAP: gl.constexpr, HAS_SCALE: gl.constexpr,
-              CONSUMERS: gl.constexpr, num_warps: gl.constexpr):
-    """CONSUMERS = 1: one consumer partition of num_warps warps over the whole tile; 2: two
-    partitions of num_warps warps, each over half of the MMA's rows, each freeing stages on its
-    own. SWAP: the MMA computes C^T = B^T·A^T (B row-major, 32-bit: TF32)."""
-    BM: gl.constexpr = a_desc.block_type.shape[0]
+              CONSUMERS: gl.constexpr, A_PIECES: gl.constexpr, num_warps: gl.constexpr):
+    """CONSUMERS = 1: one consumer partition of num_warps warps over the whole tile; 2 or 3:
+    as many partitions of num_warps warps, each over its share of the MMA's rows, each freeing
+    stages on its own. A's tile arrives in A_PIECES boxes of a_desc's rows (3 for the 192-row
+    tile, which one power-of-two box cannot describe). SWAP: the MMA computes C^T = B^T·A^T
+    (B row-major, 32-bit: TF32)."""
+    BM: gl.constexpr = a_desc.block_type.shape[0] * A_PIECES
     BN: gl.constexpr = b_desc.block_type.shape[0] if B_T else b_desc.block_type.shape[1]
     ROWS: gl.constexpr = (BN if SWAP else BM) // CONSUMERS
-    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES * A_PIECES] + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
     c_bufs = gl.allocate_shared_memory(c_desc.dtype, [CONSUMERS] + c_desc.block_type.shape, c_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -227,17 +239,27 @@ def ws_kernel(a_desc, b_desc, c_desc, sa_ptr, sb_ptr, M, N, K, GROUP_M: gl.const
     if CONSUMERS == 1:
         gl.warp_specialize([
             (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_ptr, sb_ptr, M, N, K,
-                         BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, ROWS, 0, num_warps)),
-            (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BN, GROUP_M, NUM_SMS, B_T)),
+                         BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, ROWS, 0, num_warps, A_PIECES)),
+            (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BN, GROUP_M, NUM_SMS, B_T, A_PIECES)),
         ], [1], [24])
+    elif CONSUMERS == 2:
+        gl.warp_specialize([
+            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_ptr, sb_ptr, M, N, K,
+                         BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, ROWS, 0, num_warps, A_PIECES)),
+            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_ptr, sb_ptr, M, N, K,
+                         BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, ROWS, ROWS, num_warps, A_PIECES)),
+            (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BN, GROUP_M, NUM_SMS, B_T, A_PIECES)),
+        ], [num_warps, 1], [240, 24])
     else:
         gl.warp_specialize([
             (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_ptr, sb_ptr, M, N, K,
-                         BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, ROWS, 0, num_warps)),
+                         BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, ROWS, 0, num_warps, A_PIECES)),
             (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_ptr, sb_ptr, M, N, K,
-                         BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, ROWS, ROWS, num_warps)),
-            (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BN, GROUP_M, NUM_SMS, B_T)),
-        ], [num_warps, 1], [240, 24])
+                         BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, ROWS, ROWS, num_warps, A_PIECES)),
+            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_ptr, sb_ptr, M, N, K,
+                         BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, ROWS, 2 * ROWS, num_warps, A_PIECES)),
+            (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BN, GROUP_M, NUM_SMS, B_T, A_PIECES)),
+        ], [num_warps, num_warps, 1], [160, 160, 24])
 
 
 # ---- host side --------------------------------------------------------------------------------
@@ -245,9 +267,19 @@ def ws_kernel(a_desc, b_desc, c_desc, sa_ptr, sb_ptr, M, N, K, GROUP_M: gl.const
 _GL = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16, torch.float32: gl.float32,
        torch.float8_e4m3fn: gl.float8e4nv, torch.float8_e5m2: gl.float8e5}
 _OUT = (torch.float16, torch.bfloat16, torch.float32)
-# 12 warps (8 consumer, the producer's warpgroup) × 168 registers = the SM's 64 Ki; setmaxnreg
-# then moves them: producer 24, consumers 240
-MAXNREG = 168
+
+
+def maxnreg(cfg: dict) -> int:
+    """Registers a thread at launch: the SM's 64 Ki over the consumer warps and the producer's
+    warpgroup, 12 warps × 168 (or, with three consumer warpgroups, 16 × 128). setmaxnreg then
+    moves them: producer 24, consumers 240 (three partitions: 168, 160 and 160)."""
+    return 128 if cfg["CONSUMERS"] == 3 else 168
+
+
+def a_pieces(cfg: dict) -> int:
+    """TMA boxes in A's tile: one, or one per consumer where BM is not a power of two (192)."""
+    bm = cfg["BM"]
+    return 1 if bm & (bm - 1) == 0 else cfg["CONSUMERS"]
 
 
 def _row_major(x: torch.Tensor) -> bool:
@@ -292,6 +324,10 @@ def _args(p: P.Problem, cfg: dict, num_sms: int | None = None, a=None, b=None):
     c = t03._squeeze(p.c)
     bm, bn, bk, consumers, split = cfg["BM"], cfg["BN"], cfg["BK"], cfg["CONSUMERS"], cfg["SPLIT"]
     b_t, swap = _col_major(b), bool(cfg.get("SWAP"))
+    pieces = a_pieces(cfg)
+    if pieces > 1 and (swap or bm != 64 * consumers):
+        raise ValueError(f"t05: configuration {cfg}: a tile of {bm} rows (not a power of two) runs as 64 rows "
+                         "a consumer partition, unswapped")
     if swap != P.swapped_tf32(p):
         raise ValueError(f"t05: configuration {cfg} does not fit {a.dtype} with B "
                          f"{'column' if b_t else 'row'}-major (the swapped form is for TF32 with a row-major B)")
@@ -305,8 +341,9 @@ def _args(p: P.Problem, cfg: dict, num_sms: int | None = None, a=None, b=None):
     sms = min(num_sms or P.num_sms(p.a.device), ceil_div(p.m, bm) * ceil_div(p.n, bn))
     _, sa, sb = P.epilogue_args(p)  # C itself where there are no scales (never read then)
     c_block = [bm // split, bn // consumers] if swap else [bm // consumers, bn // split]
-    args = [desc(a, [bm, bk]), desc(b, [bn, bk], trans=True) if b_t else desc(b, [bk, bn]), desc(c, c_block),
-            sa, sb, p.m, p.n, p.k, cfg["GROUP_M"], sms, cfg["STAGES"], b_t, swap, p.scale_a is not None, consumers]
+    args = [desc(a, [bm // pieces, bk]), desc(b, [bn, bk], trans=True) if b_t else desc(b, [bk, bn]),
+            desc(c, c_block), sa, sb, p.m, p.n, p.k, cfg["GROUP_M"], sms, cfg["STAGES"], b_t, swap,
+            p.scale_a is not None, consumers, pieces]
     return (sms, ), args
 
 
@@ -321,7 +358,7 @@ def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
     a, b, copies = t03.operands(p, cfg)
     grid, args = _args(p, cfg, a=a, b=b)
     scratch = tuple(call.scratch[0] for call in copies)
-    return copies + [P.KernelCall(ws_kernel, grid, args, dict(num_warps=_warps(cfg), maxnreg=MAXNREG),
+    return copies + [P.KernelCall(ws_kernel, grid, args, dict(num_warps=_warps(cfg), maxnreg=maxnreg(cfg)),
                                   scratch=scratch)]
 
 
@@ -353,4 +390,4 @@ def compile_for_sm90(cfg: dict, dtype=torch.bfloat16, out_dtype=None, b_t: bool 
            for i, (n, v) in enumerate(zip(names, args + [None]))}
     src = GluonASTSource(fn=ws_kernel, signature=sig, constexprs=consts)
     return triton_compile(src, target=GPUTarget("cuda", 90, 32),
-                          options=dict(num_warps=_warps(cfg), maxnreg=MAXNREG))
+                          options=dict(num_warps=_warps(cfg), maxnreg=maxnreg(cfg)))
