@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -1227,11 +1228,35 @@ def test_warp_specialized_192_rows_three_consumers_in_the_ptx():
     assert set(re.findall(r"wgmma\.mma_async\.sync\.aligned\.(m\d+n\d+k\d+)\.", ptx)) == {"m64n128k16"}
     assert set(re.findall(r"bar\.sync\s+\d+, (\d+);", ptx)) == {"128"}
     assert k.metadata.shared <= S.t05_smem_bytes(cfg, 2, 2) <= k.metadata.shared + 512
-    a = torch.empty(1000, 512, dtype=torch.bfloat16)
-    p = C.Problem(a, torch.empty(512, 1000, dtype=torch.bfloat16), torch.empty(1000, 1000, dtype=torch.bfloat16), "bf16")
-    for bad in (S.t05_cfg(192, 128, 64, 4, 1, 2), dict(cfg, SWAP=True)):
-        with pytest.raises(ValueError, match="192 rows|swapped"):
+    def prob(dtype, precision):
+        x = torch.empty(1000, 512, dtype=dtype)
+        return C.Problem(x, torch.empty(512, 1000, dtype=dtype), torch.empty(1000, 1000, dtype=dtype), precision)
+
+    bf16, tf32 = prob(torch.bfloat16, "bf16"), prob(torch.float32, "tf32")  # TF32 with a row-major B: swapped
+    for p, bad in ((bf16, S.t05_cfg(192, 128, 64, 4, 1, 2)), (bf16, S.t05_cfg(192, 128, 64, 4, 1, 1)),
+                   (tf32, S.t05_cfg(192, 128, 32, 4, 1, 3, swap=True))):
+        with pytest.raises(ValueError, match="a tile of 192 rows"):
             t05._args(p, bad, num_sms=132)
+
+
+def test_t05_tiles_handed_to_t03_and_t02_are_powers_of_two():
+    """Where t05 cannot run a call (a batch, alpha or beta, rows to realign), its entry's tile runs
+    on t03 or t02, whose Triton blocks are powers of two: the 192-row tile goes as 128 rows. Every
+    t05 entry of every shipped database maps to such a tile, and t03 takes it."""
+    from tilegemm.kernels.tensorcore import _problem as C
+    from tilegemm.tuning import space as S
+
+    x = torch.empty(3072, 3072, dtype=torch.bfloat16, device="meta")
+    p = C.Problem(x, x, x, "bf16")
+    cfgs = [S.t05_cfg(*t[:3], t[3], t[4], t[5]) for t in S.T05_STAGE_CONFIGS]
+    for path in sorted((Path(S.__file__).parents[1] / "data" / "tuning").glob("*.json")):
+        cfgs += [e["config"] for e in json.loads(path.read_text())["entries"].values() if e["rung"] == S.T05]
+    assert any(c["BM"] == 192 for c in cfgs)
+    for c in cfgs:
+        for mapped in (S.as_t02(S.T05, c), S.as_t03(S.T05, c)):
+            assert all(mapped[k] & (mapped[k] - 1) == 0 for k in ("BM", "BN", "BK")), (c, mapped)
+    assert S.as_t03(S.T05, S.t05_cfg(192, 128, 64, 4, 1, 3))["BM"] == 128
+    assert S._t03_adapt(p, S.as_t03(S.T05, S.t05_cfg(192, 128, 64, 4, 1, 3))) is not None
 
 
 def test_warp_specialized_worth_tuning_counts_192_row_tiles():
@@ -1248,6 +1273,30 @@ def test_warp_specialized_worth_tuning_counts_192_row_tiles():
 
     with mock.patch.object(C, "num_sms", return_value=132):
         assert [S.t05_worth_tuning(prob(n)) for n in (1024, 1280, 1536, 2048)] == [False, False, True, True]
+
+
+@pytest.mark.gpu
+def test_gpu_192_row_entries_on_calls_t05_cannot_run():
+    """The 1536 and 3072 buckets hold t05's 192-row tile. A call t05 cannot run (a batch, alpha,
+    beta) takes the bucket's tile on t03 or t02 as 128 rows: each result right, and no rung
+    failing on the way (a 192-row Triton block would not compile: the call raised, or warned and
+    ran t02's default tile)."""
+    import warnings
+
+    for batch, n in ((2, 1531), (2, 3001)):
+        a, b = (torch.randn(batch, n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = tilegemm.matmul(a, b)
+        ref = torch.matmul(a.double(), b.double())
+        assert ((got.double() - ref).abs().max() / ref.abs().max()).item() < 1e-2
+    a, b, c = (torch.randn(3072, 3072, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    for kw in (dict(alpha=2.0), dict(beta=0.5, c=c)):
+        p_ref = kw.get("alpha", 1.0) * (a.double() @ b.double()) + kw.get("beta", 0.0) * c.double()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = tilegemm.gemm(a, b, **kw)
+        assert ((got.double() - p_ref).abs().max() / p_ref.abs().max()).item() < 1e-2, kw
 
 
 @pytest.mark.gpu

@@ -149,11 +149,14 @@ def shape_bucket(p: P.Problem) -> str:
 def as_t02(rung: str, c: dict) -> dict:
     """A TMA rung's tuned configuration as t02's (the same tile, pointer loads): t03's tile as
     it is; t05's with 8 warps for tiles of 128×256 and more (its two consumer warpgroups' share
-    of the accumulator), else 4, and at most 3 stages."""
+    of the accumulator), else 4, and at most 3 stages. A side that is not a power of two (t05's
+    192 rows on three consumer warpgroups) becomes the power of two below it: Triton's blocks
+    are powers of two."""
     if rung != T05:
         return c
-    warps = 8 if c["BM"] * c["BN"] >= 128 * 256 else 4
-    return cfg(c["BM"], c["BN"], c["BK"], warps, min(int(c.get("STAGES", 3)), 3), c.get("GROUP_M", 8))
+    bm, bn = (1 << (x.bit_length() - 1) for x in (c["BM"], c["BN"]))
+    warps = 8 if bm * bn >= 128 * 256 else 4
+    return cfg(bm, bn, c["BK"], warps, min(int(c.get("STAGES", 3)), 3), c.get("GROUP_M", 8))
 
 
 def as_t03(rung: str, c: dict) -> dict:

@@ -20,8 +20,9 @@ Triton's explicit layer, where the kernel states its partitions, barriers and sh
   between them, at the price of a second epilogue buffer.
   With CONSUMERS = 3 the tile is 192×128: three partitions of one warpgroup, each 64 rows
   (m64n128 wgmma, sharing B's stage), on 128 registers a thread at launch (16 warps), moved to
-  168/160/160 and the producer's 24. A TMA box is a power of two on a side, so the producer
-  copies A's 192 rows as three 64-row boxes (A_PIECES), one per consumer. The point is the
+  168/160/160 and the producer's 24. Triton's TMA descriptors and Gluon's shared buffers take
+  only power-of-two blocks, so the producer copies A's 192 rows as three 64-row boxes
+  (A_PIECES), one per consumer. The point is the
   count of tiles: 3072² is 384 of them for 132 SMs (2.9 waves, run as 3) where 128×256 makes
   288 (2.2 waves, also run as 3), so the last wave is nearly full instead of a fifth full.
 
@@ -277,7 +278,8 @@ def maxnreg(cfg: dict) -> int:
 
 
 def a_pieces(cfg: dict) -> int:
-    """TMA boxes in A's tile: one, or one per consumer where BM is not a power of two (192)."""
+    """TMA boxes in A's tile: one, or one per consumer where BM is not a power of two (192: a
+    Triton descriptor's block, and a Gluon buffer, is a power of two on a side)."""
     bm = cfg["BM"]
     return 1 if bm & (bm - 1) == 0 else cfg["CONSUMERS"]
 
@@ -325,7 +327,7 @@ def _args(p: P.Problem, cfg: dict, num_sms: int | None = None, a=None, b=None):
     bm, bn, bk, consumers, split = cfg["BM"], cfg["BN"], cfg["BK"], cfg["CONSUMERS"], cfg["SPLIT"]
     b_t, swap = _col_major(b), bool(cfg.get("SWAP"))
     pieces = a_pieces(cfg)
-    if pieces > 1 and (swap or bm != 64 * consumers):
+    if bm & (bm - 1) and (swap or bm != 64 * consumers):
         raise ValueError(f"t05: configuration {cfg}: a tile of {bm} rows (not a power of two) runs as 64 rows "
                          "a consumer partition, unswapped")
     if swap != P.swapped_tf32(p):
