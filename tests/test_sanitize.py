@@ -266,8 +266,9 @@ def test_dispatch_sites_are_the_def_and_warp_specialize_lines():
         assert found[0].startswith(f"def {fn}(") and len(found) >= 2, found
         calls = [line for line in text if "gl.warp_specialize(" in line and not line.lstrip().startswith(("#", "`"))]
         assert sum("gl.warp_specialize(" in line for line in found) == len(calls) >= 1, found
-        # the rest: the statements that enclose a call (t05's `if CONSUMERS == 1:`)
-        assert all(line.startswith(("gl.warp_specialize(", "if ", "for ", "with ", "while ")) for line in found[1:])
+        # the rest: the statements that enclose a call (t05's `if CONSUMERS == 1:` and `elif CONSUMERS == 2:`)
+        assert all(line.startswith(("gl.warp_specialize(", "if ", "elif ", "for ", "with ", "while "))
+                   for line in found[1:]), found
 
 
 def test_races_are_pairs_of_sites_with_their_counts():

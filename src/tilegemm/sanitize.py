@@ -155,8 +155,8 @@ def races(text: str) -> list[dict]:
 def dispatch_sites(module: str, function: str) -> set[str]:
     """The source lines Triton gives a Gluon kernel's warp-specialize dispatch, as "file:line": the
     kernel's `def` line, and each `warp_specialize` call's line and the lines of the statements
-    that enclose it (t05's calls sit under `if CONSUMERS == 1:`, whose line the dispatch's last
-    table write carries)."""
+    that enclose it (t05's calls sit under `if CONSUMERS == 1:` and `elif CONSUMERS == 2:`, lines
+    Triton may give the dispatch's last table write)."""
     import ast
     import importlib
     import inspect
