@@ -79,6 +79,7 @@ TILES = (
     _tile(128, 128, 16, 128, 2, 167_600.0, 3.61, rows_apart=True),  # 16×8, 4 warps
     Tile(dataclasses.replace(k16.DEFAULT, split=True), 1, 160_900.0, 6.26),  # k16's: 16×8, 8 warps
 )
+K15_TILE, K16_TILE = TILES[4], TILES[-1]  # unsplit, k15's and k16's own kernels (launch_plan)
 FIXED_US = 2.75  # launch-to-finish floor of a grid
 IDLE = 0.304  # a block-time per empty resident slot of the busiest SM's last round
 ZERO_US, ZERO_US_PER_MELEM = 2.6, 3.4  # zeroing C before a split grid (measured: 6.0 µs at 1000²)
@@ -207,8 +208,8 @@ def describe(m: int, n: int, k: int, itemsize: int, vector: bool) -> str:
     if r is None:
         return k16.describe(m, n, k, itemsize, vector)
     p = r.plan
-    what = "k16's kernel" if p.tile is TILES[-1] and p.splits == 1 else (
-        "k15's kernel" if p.tile is TILES[4] and p.splits == 1 else "k17's kernel")
+    what = {K15_TILE: "k15's kernel", K16_TILE: "k16's kernel"}.get(p.tile, "k17's kernel") if p.splits == 1 \
+        else "k17's kernel"
     split = f"K split {p.splits} ways" if p.splits > 1 else "K unsplit"
     if r.form == "copies":
         mp, np_, kp = r.shape
