@@ -126,7 +126,29 @@ def test_decode_part_bandwidth_table_and_merge():
     assert again["decode"] == dec and [p.get("decode", False) for p in again["parts"]] == [False, True]
     assert again["parts"][0] == merged["parts"][0] and again["parts"][1]["date"] == "D2"  # a merged part keeps its own
     p0 = merged["parts"][0]
-    assert f"({', '.join(p0['dtypes'])} {p0['date']}; decode D2)" in library.render(again)  # the old decode part gone
+    assert f"({', '.join(p0['dtypes'])}, host µs, first calls {p0['date']}; decode D2)" in library.render(again)  # the old decode part gone
+
+
+def test_a_part_of_host_us_and_first_calls_alone_keeps_its_date():
+    """`tilegemm library --dtypes ""` measures host µs and first calls alone: merged, that part stays
+    (its date rendered, the figures its own), the other part's flags go with the figures stripped from
+    it, and two parts with host µs are refused."""
+    old, new = _doc(), _doc()
+    for d in (old, new):
+        d["schema"] = "tilegemm.library/1"
+    new.update(records=[], environment=dict(new["environment"], date="D9"),
+               host_us=[dict(new["host_us"][0], ours_us=9.0)])
+    with pytest.raises(ValueError, match="host_us is measured in parts 1 and 2"):
+        library.merge([old, new])
+    merged = library.merge([dict(old, host_us=None, first_call=None), new])
+    assert merged["host_us"][0]["ours_us"] == 9.0 and merged["first_call"] == new["first_call"]
+    assert [(p["dtypes"], p.get("host_us", False), p["date"]) for p in merged["parts"]] == [
+        (["bf16", "fp8"], False, "2026-11-23"), ([], True, "D9")]
+    assert "(bf16, fp8 2026-11-23; host µs, first calls D9)" in library.render(merged)
+    again = library.merge([dict(merged, host_us=None), dict(_doc(), schema="tilegemm.library/1", records=[],
+                                                           first_call=None)])
+    assert [p.get("host_us", False) for p in again["parts"]] == [False, False, True]  # the old host part: first calls
+    assert again["parts"][1]["first_call"] and "host_us" not in again["parts"][1]
 
 
 def test_merge_joins_parts_of_other_dtypes_and_refuses_a_dtype_twice(tmp_path, capsys):

@@ -38,6 +38,7 @@ import sys
 import time
 
 DTYPES = ("bf16", "fp16", "tf32", "fp8", "fp32")
+ONCE = ("decode", "host_us", "first_call")  # measured by one part of a document (merge), not per dtype
 FP32_MAX_FLOPS = 2**40  # the SIMT path's products above this many FLOPs take too long to time (~30 ms each)
 # decode's weights, N × K (q/o, k/v, gate/up, down), and its batch sizes M
 DECODE_WEIGHTS = {"llama3-8b": ((4096, 4096), (1024, 4096), (14336, 4096), (4096, 14336)),
@@ -459,22 +460,24 @@ def run(shapes, dtypes, modes=("eager", "device"), runs: int = 3, budget_s: floa
 
 
 def _parts(doc: dict) -> list[dict]:
-    """What each measured part of doc was (a merged document: its parts; their decode, where the
-    document still has it)."""
-    if doc.get("parts"):  # (a part whose only measure was the decode it no longer has: none)
-        return [dict(p) if doc.get("decode") else {k: v for k, v in p.items() if k != "decode"}
-                for p in doc["parts"] if p["dtypes"] or (p.get("decode") and doc.get("decode"))]
+    """What each measured part of doc was: its dtypes, date, clocks and elapsed time, and which of
+    ONCE it measured (a merged document: its parts, each flag kept where the document still has
+    what it flags; a part left with neither dtypes nor a flag is dropped)."""
+    if doc.get("parts"):
+        kept = [{k: v for k, v in p.items() if k not in ONCE or doc.get(k)} for p in doc["parts"]]
+        return [p for p in kept if p["dtypes"] or any(p.get(x) for x in ONCE)]
     part = dict(dtypes=sorted({r["dtype"] for r in doc.get("records", [])}), date=doc.get("environment", {}).get("date"),
                 clocks=doc.get("clocks"), elapsed_s=doc.get("elapsed_s"))
-    return [dict(part, decode=True) if doc.get("decode") else part]
+    return [dict(part, **{x: True for x in ONCE if doc.get(x)})]
 
 
 def merge(docs: list[dict]) -> dict:
     """One document from runs of the same harness over different dtypes (a GPU call has a time
     limit, so the set is measured in parts, one after another on one machine): records joined,
-    each part's date, clocks and elapsed time kept, host µs and first calls from the part that
-    measured them (decode too); a part may be a merged document itself. A dtype measured by two
-    parts is refused (which one would stand?), and so is decode."""
+    each part's date, clocks and elapsed time kept, host µs, first calls and decode from the part
+    that measured them (a part may be measured for those alone: --dtypes ""); a part may be a
+    merged document itself. A dtype, or one of ONCE, measured by two parts is refused (which one
+    would stand?)."""
     if not docs:
         raise ValueError("nothing to merge")
     keys = ("modes", "runs", "hold_us", "eager_sample_us")
@@ -488,13 +491,13 @@ def merge(docs: list[dict]) -> dict:
         gpu = (d.get("environment", {}).get("gpu") or {}).get("name")
         if gpu != (docs[0].get("environment", {}).get("gpu") or {}).get("name"):
             raise ValueError(f"part {i + 1} ran on {gpu}, part 1 on another GPU")
-        for dt in {r["dtype"] for r in d.get("records", [])} | ({"decode"} if d.get("decode") else set()):
+        for dt in [*sorted({r["dtype"] for r in d.get("records", [])}), *(x for x in ONCE if d.get(x))]:
             if dt in seen:
                 raise ValueError(f"{dt} is measured in parts {seen[dt] + 1} and {i + 1}")
             seen[dt] = i
     out = dict(docs[0], records=[r for d in docs for r in d.get("records", [])],
                parts=[part for d in docs for part in _parts(d)])
-    for name in ("host_us", "first_call", "host_us_error", "first_call_error", "decode"):
+    for name in (*ONCE, "host_us_error", "first_call_error"):
         out.pop(name, None)
         got = [d[name] for d in docs if d.get(name)]
         if got:
@@ -513,7 +516,8 @@ def render(doc: dict, full: bool = True) -> str:
     gpu = (env.get("gpu") or {}).get("name", "?")
     h = doc.get("harness", {})
     parts = doc.get("parts") or []
-    labels = [", ".join(p["dtypes"] + (["decode"] if p.get("decode") else [])) for p in parts]
+    labels = [", ".join(p["dtypes"] + [what for x, what in zip(ONCE, ("decode", "host µs", "first calls")) if p.get(x)])
+              for p in parts]
     when = "; ".join(f"{label} {p.get('date')}".strip() for label, p in zip(labels, parts)) if len(parts) > 1 \
         else env.get("date", "?")
     out = [f"`tilegemm library` on {gpu} ({when}): ratio = reference time / ours (> 1: ours "
@@ -626,7 +630,7 @@ def cli_library(args) -> int:
     except (ValueError, FileNotFoundError) as e:
         print(f"tilegemm library: {e}", file=sys.stderr)
         return 2
-    dtypes = [d for d in args.dtypes.split(",") if d]  # none: the decode part alone (--dtypes "")
+    dtypes = [d for d in args.dtypes.split(",") if d]  # none (--dtypes ""): decode, host µs, first calls alone
     modes = [x for x in args.modes.split(",") if x]
     bad = [d for d in dtypes if d not in DTYPES] + [x for x in modes if x not in ("eager", "device")]
     if bad:
