@@ -11,7 +11,7 @@
 - the measured outcomes in docs/perf-notes.md and README.md (ladder and tensor-core summaries);
 - the library as users call it: results/<gpu>/library.md (every shape) and the README's headline
   (both clocks, host µs per call, first calls), from results/<gpu>/library.json;
-- results/<gpu>/sanitizer.md: compute-sanitizer over every GPU kernel, from sanitizer.json;
+- results/<gpu>/sanitizer*.md: compute-sanitizer over every GPU kernel (and over one forced form), from its JSON;
 - results/<gpu>/model.md and model.png, and the README's block of them: `tilegemm model-bench`'s
   Llama-shaped models on tilegemm against torch, from results/<gpu>/model.json;
 - docs/bad-input.md: the bad-input table, by running the rows of tests/_bad_inputs.py here;
@@ -201,9 +201,9 @@ def main() -> int:
                       f"(results/{gpu_dir.name}/library.md).")
         print(f"wrote results/{gpu_dir.name}/library.md")
     write_bad_inputs()
-    for gpu_dir in sorted(p for p in (ROOT / "results").iterdir() if (p / "sanitizer.json").exists()):
-        (gpu_dir / "sanitizer.md").write_text(sanitize.markdown(json.loads((gpu_dir / "sanitizer.json").read_text())))
-        print(f"wrote results/{gpu_dir.name}/sanitizer.md")
+    for got in sorted((ROOT / "results").glob("*/sanitizer*.json")):  # the sweep, and runs of one forced form
+        got.with_suffix(".md").write_text(sanitize.markdown(json.loads(got.read_text())))
+        print(f"wrote {got.with_suffix('.md').relative_to(ROOT)}")
     models = []
     for gpu_dir in sorted(p for p in (ROOT / "results").iterdir() if (p / "model.json").exists()):
         body = model.render(json.loads((gpu_dir / "model.json").read_text()), str(gpu_dir / "model.png"))

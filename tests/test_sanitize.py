@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from tilegemm import registry, sanitize
+from tilegemm import cli, registry, sanitize
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 
@@ -141,6 +141,28 @@ def test_child_tensorcore_on_the_interpreter():
     assert {p["ran"] for p in products} == {"tc_tma_persistent"}
 
 
+def test_child_runs_a_forced_configuration_and_fails_where_the_rung_cannot():
+    """--config: every product runs that configuration (its source says so); one the rung cannot
+    run (t02 with a 192-row block: Triton's are powers of two) fails the child, never passes."""
+    pytest.importorskip("triton")
+    cfg = dict(BM=32, BN=32, BK=32, GROUP_M=8, num_stages=2, num_warps=4)
+    proc, (ok, products) = _child("tc_persistent", [(5, 23, 7)], ["fp16"], cfg, TRITON_INTERPRET="1")
+    assert proc.returncode == 0 and ok, proc.stdout + proc.stderr[-2000:]
+    assert {(p["ran"], p["source"]) for p in products} == {("tc_persistent", "forced configuration")}
+    proc, (ok, products) = _child("tc_persistent", [(5, 23, 7)], ["fp16"], dict(cfg, BM=192), TRITON_INTERPRET="1")
+    assert proc.returncode != 0 and ok is not True and "power of 2" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_sanitize_refuses_a_forced_configuration_without_one_tensorcore_kernel(capsys):
+    for argv in (["sanitize", "--config", '{"BM": 64}'],
+                 ["sanitize", "--kernels", "tc_persistent,tc_splitk", "--config", '{"BM": 64}'],
+                 ["sanitize", "--kernels", "tc_persistent", "--config", "[64]"],
+                 ["sanitize", "--kernels", "tc_persistent", "--precisions", "fp8"]):
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+
+
 def test_child_fails_where_the_rung_ran_none_of_the_products(monkeypatch, capsys):
     """A rung whose every product ran on another rung was not checked at all: the child says so
     and exits 1, though every product was right."""
@@ -150,7 +172,7 @@ def test_child_fails_where_the_rung_ran_none_of_the_products(monkeypatch, capsys
 
     a = np.ones((2, 3), np.float32)
 
-    def elsewhere(kern, shapes, precisions):
+    def elsewhere(kern, shapes, precisions, config=None):
         for shape in shapes:
             yield dict(shape=list(shape), precision="fp16", ran="tc_persistent", fell_back=False), \
                 validate.check(a @ a.T, a, a.T)

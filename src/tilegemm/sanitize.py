@@ -1,6 +1,7 @@
 """`tilegemm sanitize`: compute-sanitizer over every GPU kernel in the registry, on awkward shapes.
 
     tilegemm sanitize [--kernels a,b] [--tools memcheck,racecheck] [--jobs 8] [--timeout 300] [--json PATH]
+    tilegemm sanitize --kernels tc_warp_specialized --config '{"BM": 192, ...}' --precisions fp16,bf16
 
 Each kernel × tool is one child process under `compute-sanitizer --tool TOOL`:
 `python -m tilegemm.sanitize --child KERNEL` runs that kernel alone, on SIMT_SHAPES in its first
@@ -10,7 +11,9 @@ TC_PRECISIONS and both B layouts (a tensor-core rung: `dispatch.run_problem` on 
 cannot run, rows not 16-byte aligned among them, to t03, which realigns them). Outputs are poisoned with NaN and
 every product is checked against the float64 reference (`validate.check`); the child exits 1 on a
 wrong product, on a rung that fell back where it could have run, or on a rung that never ran, so
-that a clean report never hides a wrong result.
+that a clean report never hides a wrong result. `--config` forces one configuration on one
+tensor-core rung (a form the tuning database never gives these small shapes, such as t05's 192-row
+tile): every product runs it, or the child fails saying which rung ran instead.
 
 Expected: memcheck, initcheck, racecheck and synccheck all clean, except on the kernels tagged
 "broken" (broken_nosync), which racecheck must flag (hazards > 0) and whose products may be wrong.
@@ -206,13 +209,16 @@ def attribute(rec: dict, control: dict | None) -> dict:
 
 # ---- one child -------------------------------------------------------------------------------------
 
-def child_command(kernel: str, shapes=None, precisions=None) -> list[str]:
-    """The command line of the child that runs `kernel` alone (shapes, precisions: the defaults)."""
+def child_command(kernel: str, shapes=None, precisions=None, config: dict | None = None) -> list[str]:
+    """The command line of the child that runs `kernel` alone (shapes, precisions: the defaults;
+    config: a configuration forced on every product)."""
     cmd = [sys.executable, "-m", "tilegemm.sanitize", "--child", kernel]
     if shapes:
         cmd += ["--shapes", ",".join("x".join(map(str, s)) for s in shapes)]
     if precisions:
         cmd += ["--precisions", ",".join(precisions)]
+    if config:
+        cmd += ["--config", json.dumps(config, sort_keys=True)]
     return cmd
 
 
@@ -285,18 +291,21 @@ def judge(rec: dict) -> tuple[bool, str]:
     return True, ""
 
 
-def run(kernel: str, tool: str | None, timeout: float = TIMEOUT_S, shapes=None) -> dict:
+def run(kernel: str, tool: str | None, timeout: float = TIMEOUT_S, shapes=None, precisions=None,
+        config: dict | None = None) -> dict:
     """Run `kernel`'s child under `compute-sanitizer --tool TOOL` (tool None: without the
     sanitizer) and return its record: the counts, the summary and first findings, the child's
     products and verdict, exit code, seconds, and `ok` (it matches `expected`) with a `note`."""
     kern = registry.get(kernel)
-    cmd = child_command(kernel, shapes)
+    cmd = child_command(kernel, shapes, precisions, config)
     out, exit_code, seconds, timed_out = _under(tool, cmd, _child_env(kern.backend), timeout)
     rep = parse(out)
     child_ok, products = _child_report(out)
     rec = dict(kernel=kernel, backend=kern.backend, tool=tool, expect=expected(kernel, tool), errors=rep.errors,
                hazards=rep.hazards, exit_code=exit_code, seconds=seconds, timed_out=timed_out, summary=rep.summary,
                first_errors=rep.first, child_ok=child_ok, products=products, not_run=None)
+    if config:
+        rec["config"] = config
     if tool == "racecheck":
         rec["races"] = races(out)
     rec["ok"], rec["note"] = judge(rec)
@@ -353,24 +362,33 @@ def not_run(kernel: registry.Kernel, tool: str, why: str) -> dict:
 
 # ---- the sweep -------------------------------------------------------------------------------------
 
-def sweep(kernels, tools=TOOLS, *, jobs: int = 4, timeout: float = TIMEOUT_S, progress=None) -> list[dict]:
+def _one_tensorcore(kernels, config: dict | None) -> None:
+    if config and [k.backend for k in kernels] != ["tensorcore"]:
+        raise ValueError("--config forces a configuration on one tensor-core kernel: name it alone in --kernels")
+
+
+def sweep(kernels, tools=TOOLS, *, jobs: int = 4, timeout: float = TIMEOUT_S, progress=None, precisions=None,
+          config: dict | None = None) -> list[dict]:
     """Every kernel × tool, `jobs` children at a time; records in kernel, then tool order.
-    Tensor-core kernels first run once without the sanitizer, to fill Triton's cache."""
+    Tensor-core kernels first run once without the sanitizer, to fill Triton's cache.
+    precisions, config: the tensor-core children's (config: one tensor-core kernel's, forced)."""
     if jobs < 1:
         raise ValueError(f"--jobs must be at least 1; got {jobs}")
+    _one_tensorcore(kernels, config)
+    run_ = lambda name, tool: run(name, tool, timeout, precisions=precisions, config=config)  # noqa: E731
     say = progress or (lambda line: None)
     why_not = {k.name: k.runnable() for k in kernels}
     runs = [k for k in kernels if why_not[k.name][0]]
     records = [not_run(k, t, why_not[k.name][1]) for k in kernels if not why_not[k.name][0] for t in tools]
     with ThreadPoolExecutor(jobs) as pool:
-        warm = [pool.submit(run, k.name, None, timeout) for k in runs if k.backend == "tensorcore"]
+        warm = [pool.submit(run_, k.name, None) for k in runs if k.backend == "tensorcore"]
         for f in as_completed(warm):
             rec = f.result()
             say(f"{rec['kernel']:24s} {'(warm-up)':10s} {cell(rec)} ({rec['seconds']:.0f} s)")
         # the slowest first: tensor-core rungs, racecheck
         tasks = sorted(((k, t) for k in runs for t in tools),
                        key=lambda kt: (kt[0].backend != "tensorcore", kt[1] != "racecheck"))
-        futures = [pool.submit(run, k.name, t, timeout) for k, t in tasks]
+        futures = [pool.submit(run_, k.name, t) for k, t in tasks]
         control = None
         if "racecheck" in tools and any(k.name in DISPATCHES for k in runs):
             control = pool.submit(run_control, timeout)
@@ -403,16 +421,17 @@ def sanitizer_version() -> str | None:
     return next((ln for ln in lines if ln.startswith("Version")), " ".join(lines) or None)
 
 
-def document(records: list[dict], tools, timeout: float) -> dict:
-    """The results document, schema tilegemm.sanitizer/1."""
+def document(records: list[dict], tools, timeout: float, precisions=None, config: dict | None = None) -> dict:
+    """The results document, schema tilegemm.sanitizer/1 (precisions, config: as given to sweep)."""
     from .bench import results
 
     failures = [f"{r['kernel']} {r['tool']}: {r['note']}" for r in records if r["ok"] is False]
     return dict(
         schema=SCHEMA, environment=results.environment(), compute_sanitizer=sanitizer_version(),
         tools=list(tools), flags={t: [*COMMON_FLAGS, *TOOL_FLAGS.get(t, ())] for t in tools}, timeout_s=timeout,
-        shapes=dict(simt=SIMT_SHAPES, tensorcore=TC_SHAPES, tensorcore_precisions=TC_PRECISIONS,
+        shapes=dict(simt=SIMT_SHAPES, tensorcore=TC_SHAPES, tensorcore_precisions=tuple(precisions or TC_PRECISIONS),
                     tensorcore_layouts=TC_LAYOUTS),
+        **(dict(config=config) if config else {}),
         records=records,
         summary=dict(checks=len(records), ok=sum(r["ok"] is True for r in records),
                      not_run=sum(r["ok"] is None for r in records), failures=failures),
@@ -450,6 +469,8 @@ def markdown(doc: dict) -> str:
            + (", B row-major and column-major (Wᵀ)" if shapes.get("tensorcore_layouts") else "") + ". Every product "
            "is checked against a float64 reference. Expected: every tool clean, except racecheck on the "
            "broken kernel, which must flag hazards.", "",
+           *([f"Every product ran the configuration `{json.dumps(doc['config'], sort_keys=True)}`, forced.", ""]
+             if doc.get("config") else []),
            "| kernel | backend | " + " | ".join(tools) + " |", "|---|---|" + "---|" * len(tools)]
     by = {(r["kernel"], r["tool"]): r for r in doc["records"]}
     kernels = list(dict.fromkeys(r["kernel"] for r in doc["records"]))
@@ -507,7 +528,7 @@ def _simt_products(kern: registry.Kernel, shapes):
                                                                                  kernel=kern.name)
 
 
-def _tc_products(kern: registry.Kernel, shapes, precisions):
+def _tc_products(kern: registry.Kernel, shapes, precisions, config: dict | None = None):
     import torch
 
     from . import dispatch, tuning
@@ -524,11 +545,13 @@ def _tc_products(kern: registry.Kernel, shapes, precisions):
                  torch.from_numpy(b32.T.copy()).to(device=dev, dtype=dt).t())
             p = P.Problem(a, b, torch.full((m, n), float("nan"), dtype=dt, device=dev), prec)
             usable = tuning.usable(kern.name, p)
-            ran = dispatch.run_problem(p, kern.name).get("kernel", kern.name)
+            got = dispatch.run_problem(p, kern.name, config=config)
+            ran = got.get("kernel", kern.name)
             if dev == "cuda":
                 torch.cuda.synchronize()
             chk = validate.check(host(p.c), host(a), host(b), dtype=TC_TOLERANCE[prec], kernel=kern.name)
-            yield dict(shape=[m, n, k], precision=prec, b=layout, ran=ran, fell_back=usable and ran != kern.name), chk
+            yield dict(shape=[m, n, k], precision=prec, b=layout, ran=ran, fell_back=usable and ran != kern.name,
+                       source=got.get("source")), chk
 
 
 def child(argv=None) -> int:
@@ -541,6 +564,7 @@ def child(argv=None) -> int:
     ap.add_argument("--control", action="store_true", help="the warp-specialize control (_ws_control) instead")
     ap.add_argument("--shapes", help="MxNxK,... (default: SIMT_SHAPES or TC_SHAPES)")
     ap.add_argument("--precisions", default=",".join(TC_PRECISIONS), help="tensor-core rungs: of fp16, bf16, tf32")
+    ap.add_argument("--config", type=json.loads, help="tensor-core rungs: a configuration (JSON) forced on every product")
     args = ap.parse_args(argv)
     if args.control:
         from .kernels.tensorcore import _ws_control
@@ -555,7 +579,7 @@ def child(argv=None) -> int:
     tc = kern.backend == "tensorcore"
     shapes = ([tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")] if args.shapes
               else TC_SHAPES if tc else SIMT_SHAPES)
-    products = _tc_products(kern, shapes, args.precisions.split(",")) if tc else _simt_products(kern, shapes)
+    products = _tc_products(kern, shapes, args.precisions.split(","), args.config) if tc else _simt_products(kern, shapes)
     ok, ran_itself = True, False
     for what, chk in products:
         good = chk.ok and not what.get("fell_back")
@@ -579,6 +603,9 @@ def add_cli(subparsers) -> None:
     p.add_argument("--jobs", type=int, default=4, help="children at a time (each keeps a CPU core busy)")
     p.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds a child may take; past it, a failure")
     p.add_argument("--json", metavar="PATH", help="write the results here, and the Markdown table beside it (.md)")
+    p.add_argument("--precisions", help=f"tensor-core rungs' precisions, of {', '.join(TC_PRECISIONS)} (default: all)")
+    p.add_argument("--config", help="a configuration (JSON) forced on every product of the one tensor-core kernel "
+                   "in --kernels (e.g. a tile the database gives no small shape)")
     p.set_defaults(func=cli_sanitize)
 
 
@@ -588,11 +615,22 @@ def cli_sanitize(args) -> int:
     if bad or not tools:
         raise ValueError(f"unknown tool {', '.join(bad) or '(none)'}; choose from {', '.join(TOOLS)}")
     kernels = kernels_to_check([n for n in args.kernels.split(",") if n] if args.kernels else None)
+    precisions = [x for x in (args.precisions or "").split(",") if x] or None
+    if precisions and not set(precisions) <= set(TC_PRECISIONS):
+        raise ValueError(f"unknown precision in {args.precisions!r}; choose from {', '.join(TC_PRECISIONS)}")
+    try:
+        config = json.loads(args.config) if args.config else None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"--config is not JSON: {e}") from None
+    if config is not None and not isinstance(config, dict):
+        raise ValueError("--config must be a JSON object of the rung's parameters")
+    _one_tensorcore(kernels, config)
     if not available():
         print("tilegemm sanitize: needs an NVIDIA GPU and compute-sanitizer on the PATH", file=sys.stderr)
         return 2
-    records = sweep(kernels, tools, jobs=args.jobs, timeout=args.timeout, progress=lambda s: print(s, flush=True))
-    doc = document(records, tools, args.timeout)
+    records = sweep(kernels, tools, jobs=args.jobs, timeout=args.timeout, progress=lambda s: print(s, flush=True),
+                    precisions=precisions, config=config)
+    doc = document(records, tools, args.timeout, precisions, config)
     print()
     print(markdown(doc), end="")
     if args.json:
