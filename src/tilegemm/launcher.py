@@ -93,12 +93,6 @@ def _driver() -> _Driver:
     return _DRIVER[0]
 
 
-def _first_launch(*args) -> int:
-    """cuLaunchKernelEx for a Launch made before the driver was bound (a Launch binds it lazily, so
-    that one can be built and inspected where there is no driver)."""
-    return _driver().launch(*args)
-
-
 # ---- the parameter buffer ------------------------------------------------------------------------
 
 # Triton signature type -> (struct format, size); floats are passed in their own width
@@ -182,11 +176,18 @@ class Launch:
         self._config_ref = ctypes.c_void_p(ctypes.addressof(self._config))
         self._params_ref = ctypes.c_void_p(ctypes.addressof(self._params))
         self._function = ctypes.c_void_p(function)
-        self._launch = _driver().launch if _DRIVER else _first_launch
+        self._launch = _driver().launch if _DRIVER else self._bind_driver
         self._keep = tuple(keep)  # constant tensors the kernel reads (persistent buffers)
         self._addresses = None
         self._stream = None
         self.grid, self.block, self.shared = grid, block, shared
+
+    def _bind_driver(self, *args) -> int:
+        """The first launch of one made before the driver was bound (bound lazily, so that a Launch
+        can be built and inspected where there is no driver): bind it, so that later calls go
+        straight to cuLaunchKernelEx, then launch."""
+        self._launch = _driver().launch
+        return self._launch(*args)
 
     def bind(self, addresses: tuple) -> None:
         """Write the slots' addresses (and their descriptors) into the buffer."""
