@@ -110,11 +110,13 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
             if to is None:
                 continue
             why = tc.rung_module(rung).usable(p) or "not on this GPU or Triton"
-        elif not want and rung in (space.T02, space.T04) and _rows_unaligned(p):
-            # A pointer rung's tile was timed on 16-byte-aligned rows. On rows that are not, its
-            # loads are not vectorised and it runs several times slower than timed (777×1234×4321
-            # BF16 on the H100: t04's entry 0.31× cuBLAS, its tile on t03 after the realigning
-            # copy 1.62×; docs/perf-notes.md, 44): past decode, t03 runs the tile.
+        elif not want and rung in (space.T02, space.T04) and _rows_unaligned(p) and not _timed_unaligned(entry, p):
+            # A pointer rung's tile timed on 16-byte-aligned rows: on rows that are not, its loads
+            # are not vectorised and it runs several times slower than timed (777×1234×4321 BF16
+            # on the H100: t04's entry 0.31× cuBLAS, its tile on t03 after the realigning copy
+            # 1.62×; docs/perf-notes.md, 44): past decode, t03 runs the tile. An entry timed on
+            # unaligned rows itself (TF32 100×12345×678 on the H100: t02 0.93× eager, t03 after
+            # the copies 0.69×; note 66) runs as timed.
             to, why = space.T03, "its pointer loads of unaligned rows are slow"
         if to == rung:
             cfg = space.adapt(rung, p, entry.get("config") or {})
@@ -145,6 +147,18 @@ def _rows_unaligned(p) -> bool:
     from . import space
 
     return p.m > 64 and usable(space.T03, p) and tc.rung_module(space.T03).needs_realign(p)
+
+
+def _timed_unaligned(entry: dict, p) -> bool:
+    """Was the entry timed on a shape whose rows (in p's layout and element size) are not 16-byte
+    aligned either, so that its pointer loads' time is what p's unaligned rows get?"""
+    shape = entry.get("shape") or []
+    if len(shape) != 3:
+        return False
+    m, n, k = shape
+    lay, size = p.layout(), p.a.element_size()
+    rows = (k if lay[0] == "n" else m, n if lay[1] == "n" else k)
+    return any(r * size % 16 for r in rows)
 
 
 def _from_user(p, want: str | None) -> Decision | None:
