@@ -157,11 +157,59 @@ def test_launch_plan_passes_slots_and_refuses_what_it_cannot_serve(monkeypatch):
     assert c.shape == (4, 4) and len(seen) == 2
     addresses, stream = seen[0]
     assert addresses[:6] == (0xA0, 0xB0, c.data_ptr(), c.data_ptr(), scale.data_ptr(), 0x5B) and stream == 77
-    assert len(addresses) == 7 and addresses[6] not in addresses[:6]  # a fresh scratch buffer
+    assert len(addresses) == 7 and addresses[6] not in addresses[:6]  # the stream's arena
     bound = dispatch.LaunchPlan([Fake()], (4, 4), torch.float32, Dev(0), stream=78)
     assert bound.run(1, 2, None, 0, 0) is None  # made on stream 78, called on 77
     monkeypatch.setattr(dispatch, "_current_device", lambda: 1)
     assert plan.run(1, 2, None, 0, 0) is None
+
+
+def test_plans_on_one_stream_share_its_scratch_arena(monkeypatch):
+    """Every plan's scratch lies in its stream's arena at offsets of its own (512-byte aligned):
+    the arena grows to the largest need, not the sum, so a process with many shapes keeps every
+    plan's scratch in place; another stream has its own; a graph's capture, and a call past
+    ARENA_MAX_BYTES, get buffers of the call's own."""
+    torch = pytest.importorskip("torch")
+
+    seen = []
+
+    class Fake:
+        def __call__(self, addresses, stream):
+            seen.append(addresses[6:])
+
+    dispatch._bind_torch()
+    dispatch.reset()
+    stream, capturing = [77], [False]
+    monkeypatch.setattr(dispatch, "_current_device", lambda: None)  # the CPU's device index
+    monkeypatch.setattr(dispatch, "_raw_stream", lambda i: stream[0])
+    monkeypatch.setattr(dispatch, "_capturing", lambda: capturing[0])
+    monkeypatch.setattr(dispatch, "_empty", lambda shape, dtype, device: torch.empty(shape, dtype=dtype))
+    dev = torch.device("cpu")
+    small = dispatch.LaunchPlan([Fake()], (4, 4), torch.float32, dev, scratch=[(100, torch.float32), (3, torch.bfloat16)])
+    big = dispatch.LaunchPlan([Fake()], (4, 4), torch.float32, dev, scratch=[(3 << 20, torch.float32)])
+    assert small.offsets == [0, 512] and small.need == 1024 and big.need == 12 << 20
+    small.run(1, 2, None, 0, 0)
+    (a0, a1), = seen
+    base = dispatch._ARENAS[(None, 77)].base
+    assert (a0, a1) == (base, base + 512) and dispatch._ARENAS[(None, 77)].size == 1 << 20
+    big.run(1, 2, None, 0, 0)
+    small.run(1, 2, None, 0, 0)
+    arena = dispatch._ARENAS[(None, 77)]
+    assert len(dispatch._ARENAS) == 1 and arena.size == 12 << 20  # grown to the largest need, not the sum
+    assert seen[1] == (arena.base,) and seen[2] == (arena.base, arena.base + 512)
+    stream[0] = 78
+    small.run(1, 2, None, 0, 0)
+    assert len(dispatch._ARENAS) == 2 and seen[3][0] == dispatch._ARENAS[(None, 78)].base != arena.base
+    capturing[0] = True
+    small.run(1, 2, None, 0, 0)
+    assert seen[4][0] not in (arena.base, dispatch._ARENAS[(None, 78)].base)  # the graph's own buffers
+    capturing[0] = False
+    monkeypatch.setattr(dispatch, "ARENA_MAX_BYTES", 14 << 20)
+    stream[0] = 79
+    big.run(1, 2, None, 0, 0)  # 12 + 1 held, 12 more would pass the bound: its own buffer
+    assert (None, 79) not in dispatch._ARENAS and seen[5][0] not in (arena.base,)
+    dispatch.reset()
+    assert not dispatch._ARENAS
 
 
 def test_call_keys_tell_layouts_and_alignment_apart():
@@ -311,13 +359,12 @@ def test_gpu_a_stream_bound_plan_keeps_its_scratch():
     dispatch.reset()  # whatever other tests built: this plan's first call is the slow path's
     tilegemm.matmul(a1, b)
     plan = dispatch._PLANS[dispatch.matmul_key(a1, b, a1.data_ptr(), b.data_ptr())]
-    assert plan.stream is not None and plan.keeps_scratch and not plan.kept  # the slow path's own buffer
+    assert plan.stream is not None and plan.need and not dispatch._ARENAS  # the slow path's own buffer
     tilegemm.matmul(a1, b)
-    (bufs,) = plan.kept.values()
-    assert dispatch._KEPT[0] == sum(x.numel() * x.element_size() for x in bufs)
-    kept = [x.data_ptr() for x in bufs]
+    (arena,) = dispatch._ARENAS.values()
+    kept = arena.base
     c1, c2 = tilegemm.matmul(a1, b), tilegemm.matmul(a2, b)
-    assert [x.data_ptr() for x in plan.kept[plan.stream]] == kept
+    assert list(dispatch._ARENAS.values()) == [arena] and arena.base == kept and arena.size >= plan.need
     for c, x in ((c1, a1), (c2, a2)):
         r = x.double() @ b.double()
         assert float((c.double() - r).norm() / r.norm()) < 1e-2
@@ -326,9 +373,10 @@ def test_gpu_a_stream_bound_plan_keeps_its_scratch():
 @pytest.mark.gpu
 def test_gpu_a_realigning_plan_keeps_its_copies_buffers():
     """100×12345×678 BF16 (rows of 1,356 and 24,690 bytes: both operands copied for TMA, 16.9 MB
-    of buffers): the plan keeps the copies' buffers for the stream of its calls, so later calls on
-    new operands reuse them and compute their own products; calls on another stream are served by
-    the same plan with buffers of their own, and are right too."""
+    of buffers): the copies' buffers lie in the arena of the stream of its calls, so later calls on
+    new operands find them in place and compute their own products; calls on another stream are
+    served by the same plan in that stream's arena, and are right too; a second plan with scratch
+    (777×1234×4321) shares the arena, and calls of the two interleaved are right."""
     torch = pytest.importorskip("torch")
     import tilegemm
 
@@ -339,12 +387,17 @@ def test_gpu_a_realigning_plan_keeps_its_copies_buffers():
     dispatch.reset()
     tilegemm.matmul(a1, b)
     plan = dispatch._PLANS[dispatch.matmul_key(a1, b, a1.data_ptr(), b.data_ptr())]
-    assert plan.stream is None and plan.keeps_scratch and dispatch.scratch_bytes(plan.scratch) > 8 << 20
+    assert plan.stream is None and plan.need > 8 << 20
     tilegemm.matmul(a1, b)
-    (stream, bufs), = plan.kept.items()
-    kept = [x.data_ptr() for x in bufs]
+    (arena,) = dispatch._ARENAS.values()
+    kept = arena.base
     c1, c2 = tilegemm.matmul(a1, b), tilegemm.matmul(a2, b)
-    assert [x.data_ptr() for x in plan.kept[stream]] == kept
+    assert list(dispatch._ARENAS.values()) == [arena] and arena.base == kept
+    x, y = torch.rand(777, 4321, device="cuda").bfloat16(), torch.rand(4321, 1234, device="cuda").bfloat16()
+    tilegemm.matmul(x, y)
+    other = dispatch._PLANS[dispatch.matmul_key(x, y, x.data_ptr(), y.data_ptr())]
+    assert other.need and len(dispatch._ARENAS) == 1  # the same arena (grown, if it had to)
+    pairs = [(tilegemm.matmul(a1, b), a1, b), (tilegemm.matmul(x, y), x, y), (tilegemm.matmul(a2, b), a2, b)]
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     slow = dispatch.STATS["slow_calls"]
@@ -352,9 +405,9 @@ def test_gpu_a_realigning_plan_keeps_its_copies_buffers():
         tilegemm.matmul(a1, b)
         c3 = tilegemm.matmul(a2, b)
     torch.cuda.current_stream().wait_stream(side)
-    assert dispatch.STATS["slow_calls"] == slow and len(plan.kept) == 2
-    for c, x in ((c1, a1), (c2, a2), (c3, a2)):
-        r = x.double() @ b.double()
+    assert dispatch.STATS["slow_calls"] == slow and len(dispatch._ARENAS) == 2
+    for c, x_, y_ in [(c1, a1, b), (c2, a2, b), (c3, a2, b), *pairs]:
+        r = x_.double() @ y_.double()
         assert float((c.double() - r).norm() / r.norm()) < 1e-2
 
 
@@ -491,10 +544,10 @@ def test_gpu_fp32_copies_for_k16_through_a_plan_and_a_graph():
 
 @pytest.mark.gpu
 def test_gpu_a_captured_graph_owns_its_scratch():
-    """A plan that keeps its copies' buffers (BF16 100×12345×678), warmed on a stream and then
-    captured there: the graph gets buffers of its own pool, so after every plan is dropped (their
-    kept buffers back with torch's allocator, and taken by new tensors) a replay writes nothing
-    but its result, and the result is right."""
+    """A plan with its copies' buffers in the stream's arena (BF16 100×12345×678), warmed on a
+    stream and then captured there: the graph gets buffers of its own pool, so after every plan
+    and arena is dropped (the arenas back with torch's allocator, and taken by new tensors) a
+    replay writes nothing but its result, and the result is right."""
     torch = pytest.importorskip("torch")
     import tilegemm
 

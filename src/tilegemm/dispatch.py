@@ -33,8 +33,8 @@ from .errors import OutOfDeviceMemory, says_out_of_memory
 
 PLAN_MAX = 4096  # launch plans kept per process (a new one past this empties the table)
 _PLANS: dict = {}  # call key -> LaunchPlan
-KEPT_MAX_BYTES = 256 << 20  # scratch the plans keep, all together (past it, a plan allocates per call)
-_KEPT = [0]  # bytes of scratch the plans in _PLANS keep
+ARENA_MAX_BYTES = 256 << 20  # the streams' scratch arenas, all together (past it, a call allocates its own)
+_ARENAS: dict = {}  # (device index, raw stream) -> _Arena
 fallbacks: dict[str, str] = {}  # what ran instead of the chosen rung, and why (once per rung and class)
 STATS = {"slow_calls": 0, "plans_built": 0, "not_planned": {}}  # the slow path's counters (the hot path counts nothing)
 
@@ -77,7 +77,7 @@ def reset() -> None:
     """Forget every launch plan (the configurations they were built from may have changed): run by
     tilegemm.tuning.cache.reset(), which tilegemm.tuning registers it with."""
     _PLANS.clear()
-    _KEPT[0] = 0
+    _ARENAS.clear()
 
 
 # ---- the hot path -----------------------------------------------------------------------------------
@@ -173,27 +173,58 @@ def fast_gemm(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kern
     return plan.run(pa, pb, c, psa, psb)
 
 
-KEEP_SCRATCH_BYTES = 32 << 20  # a plan keeps scratch buffers up to this size between calls, a set per stream
+SCRATCH_ALIGN = 512  # bytes: each plan's scratch buffer starts this aligned in its stream's arena (as torch's blocks)
+
+
+class _Arena:
+    """The scratch of every plan's calls on one stream. Calls on a stream run one after another on
+    the GPU and each writes its scratch before reading it, so one buffer serves them all, whatever
+    their shapes (as cuBLAS's workspace serves its handle's calls): memory is the largest call's
+    need, not the sum over plans, and a process with many shapes keeps every plan's scratch in
+    place. Its lock keeps one call's launches together where threads share the stream."""
+
+    __slots__ = ("buf", "base", "size", "lock")
+
+    def __init__(self, buf):
+        self.buf, self.base, self.size = buf, buf.data_ptr(), buf.numel()
+        self.lock = threading.Lock()
+
+
+def _arena(device, index: int, stream: int, need: int) -> _Arena | None:
+    """Stream `stream`'s arena of at least `need` bytes (allocated on that stream, the current one:
+    torch's allocator hands a freed arena's memory back to that stream only), or None where it
+    would take the arenas past ARENA_MAX_BYTES."""
+    key = (index, stream)
+    got = _ARENAS.get(key)
+    if got is not None and got.size >= need:
+        return got
+    held = sum(a.size for a in _ARENAS.values()) - (got.size if got else 0)
+    size = -(-need // (1 << 20)) << 20  # whole MiB: a little room for the next plan
+    if held + size > ARENA_MAX_BYTES:
+        return None
+    import torch
+
+    _ARENAS[key] = got = _Arena(_empty(size, dtype=torch.uint8, device=device))
+    return got
 
 
 class LaunchPlan:
     """The launches of one call key, and what a call allocates: the output (unless the caller
-    gives it) and the scratch buffers. Addresses are passed to the launches in slot order:
-    (A, B, C, C_in, scale_a, scale_b, scratch…); C_in is C itself where it is read.
+    gives it). Addresses are passed to the launches in slot order: (A, B, C, C_in, scale_a,
+    scale_b, scratch…); C_in is C itself where it is read.
 
-    Scratch is written before it is read within a call. Calls on one stream run one after another,
-    so there one set of scratch buffers serves every call: a plan whose scratch is at most
-    KEEP_SCRATCH_BYTES makes a set at its first call on a stream and keeps it for that stream,
-    within KEPT_MAX_BYTES over all plans, sparing each call its allocations and keeping every
-    launch's arguments as packed (t04's fused split-K: 2–9 µs of a decode call's 12–20; a
+    Scratch (a realigning copy's buffers, split-K's partials) lies in the arena of the call's
+    stream (`_Arena`), at offsets fixed by the plan, so every call finds it in place and every
+    launch's arguments stay as packed (t04's fused split-K: 2–9 µs of a decode call's 12–20; a
     realigning copy's 16.9 MB at 100×12345×678: 41 µs a call down to 31, docs/perf-notes.md, 55).
-    A call made while a CUDA graph is captured gets buffers of its own, from the graph's pool. A
-    stream-bound plan (t04's tile counters) serves the stream it was built on only; as the
-    counters, kept scratch assumes a plan's launches are not replayed at once from CUDA graphs
-    on other streams."""
+    A call made while a CUDA graph is captured gets buffers of its own, from the graph's pool (the
+    graph keeps them alive; an arena may be replaced by a larger one under a graph still using
+    it), and so does a call past ARENA_MAX_BYTES. A stream-bound plan (t04's tile counters) serves
+    the stream it was built on only; as the counters, the arena assumes a stream's calls are not
+    replayed at once from CUDA graphs on other streams."""
 
     __slots__ = ("launches", "lock", "out_shape", "out_dtype", "device", "index", "scratch", "stream", "scales", "keep",
-                 "keeps_scratch", "kept", "spans")
+                 "offsets", "need", "spans")
 
     def __init__(self, launches: list, out_shape, out_dtype, device, scratch=(), stream=None, scales=(), spans=None):
         self.launches, self.out_shape, self.out_dtype = tuple(launches), tuple(out_shape), out_dtype
@@ -204,8 +235,11 @@ class LaunchPlan:
         # scales the plan made itself (from a float, or 1 for FP8 without one): kept, at fixed addresses
         self.keep = tuple(scales)
         self.scales = tuple(0 if s is None else s.data_ptr() for s in scales) or (0, 0)
-        self.keeps_scratch = scratch_bytes(self.scratch) <= KEEP_SCRATCH_BYTES
-        self.kept = {}  # stream -> the scratch buffers kept for calls on it, from its first call on
+        self.offsets, at = [], 0  # each scratch buffer's place in the arena
+        for n, dt in self.scratch:
+            self.offsets.append(at)
+            at += -(-n * dt.itemsize // SCRATCH_ALIGN) * SCRATCH_ALIGN
+        self.need = at
         self.spans = spans  # (A's, B's, C's span_bytes): out='s overlap test, for a plan of out=
 
     def run(self, pa: int, pb: int, c, psa: int, psb: int):
@@ -220,20 +254,18 @@ class LaunchPlan:
             c = _empty(self.out_shape, dtype=self.out_dtype, device=self.device)
         pc = c.data_ptr()
         psa, psb = psa or self.scales[0], psb or self.scales[1]
-        if self.scratch:
-            bufs = self.kept.get(stream)
-            capturing = _capturing()
-            if bufs is None or capturing:  # a CUDA graph's capture: buffers of its own pool, which it keeps
-                # alive (a kept buffer is freed when its plan is dropped, under a graph still using it)
-                bufs = [_empty(n, dtype=dt, device=self.device) for n, dt in self.scratch]
-                size = scratch_bytes(self.scratch)
-                if self.keeps_scratch and not capturing and _KEPT[0] + size <= KEPT_MAX_BYTES:
-                    self.kept[stream] = bufs
-                    _KEPT[0] += size
-            addresses = (pa, pb, pc, pc, psa, psb, *(x.data_ptr() for x in bufs))
-        else:
-            addresses = (pa, pb, pc, pc, psa, psb)
-        with self.lock:
+        if not self.scratch:
+            with self.lock:
+                for launch in self.launches:
+                    launch((pa, pb, pc, pc, psa, psb), stream)
+            return c
+        arena = None if _capturing() else _arena(self.device, self.index, stream, self.need)
+        if arena is None:  # a graph's capture, or past the arenas' bound: buffers of the call's own
+            bufs = [_empty(n, dtype=dt, device=self.device) for n, dt in self.scratch]
+            self.launch_now((pa, pb, pc, pc, psa, psb, *(x.data_ptr() for x in bufs)), stream)
+            return c
+        addresses = (pa, pb, pc, pc, psa, psb, *(arena.base + off for off in self.offsets))
+        with arena.lock, self.lock:
             for launch in self.launches:
                 launch(addresses, stream)
         return c
@@ -252,10 +284,6 @@ class LaunchPlan:
 def _remember(key, plan: LaunchPlan) -> None:
     if len(_PLANS) >= PLAN_MAX:
         _PLANS.clear()
-        _KEPT[0] = 0
-    old = _PLANS.get(key)
-    if old is not None:  # a plan replaced (another device, or a stream-bound one for another stream): its buffers go
-        _KEPT[0] -= len(old.kept) * scratch_bytes(old.scratch)
     _PLANS[key] = plan
     STATS["plans_built"] += 1
 
