@@ -149,6 +149,9 @@ def _scale_key(s):
 
 def gemm_key(a, b, pa, pb, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel) -> tuple | None:
     """The call key of a gemm on torch CUDA tensors, or None where no plan can serve it."""
+    if c is None and scale_a is None and scale_b is None:  # the common call: no key of c or the scales to make
+        return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.get_device(), b.get_device(), pa & 15,
+                pb & 15, precision, out_dtype, alpha, beta, None, None, None, kernel)
     if c is None:
         ck = None
     elif type(c) in _PLAIN:
