@@ -157,6 +157,7 @@ def test_sanitize_refuses_a_forced_configuration_without_one_tensorcore_kernel(c
     for argv in (["sanitize", "--config", '{"BM": 64}'],
                  ["sanitize", "--kernels", "tc_persistent,tc_splitk", "--config", '{"BM": 64}'],
                  ["sanitize", "--kernels", "tc_persistent", "--config", "[64]"],
+                 ["sanitize", "--kernels", "tc_persistent", "--config", "{}"],
                  ["sanitize", "--kernels", "tc_persistent", "--precisions", "fp8"]):
         assert cli.main(argv) == 2
         err = capsys.readouterr().err.strip()

@@ -299,13 +299,22 @@ def test_a_pointer_rungs_tile_runs_on_t03_where_rows_are_unaligned_past_decode()
     d = tuning.pick(db, "db", _problem(777, 1234, 4321))  # t02's tile likewise
     assert d.rung == space.T03 and "tc_persistent's tile on tc_tma_persistent" in d.source and d.config["BM"] == 128
     # an entry timed on unaligned rows itself (the TF32 100×12345×678 bucket on the H100) runs as timed
-    db["entries"][f"{bf}|1024x1024x8192"]["shape"] = [1000, 1000, 8191]
+    db["entries"][f"{bf}|1024x1024x8192"]["shape"] = [1000, 1001, 8191]  # both rows off, as 777×1234×4321
     d = tuning.pick(db, "db", _problem(777, 1234, 4321))
     assert d.rung == space.T02 and d.ms == 0.04 and "pointer loads" not in d.source
-    assert tuning._timed_unaligned(dict(shape=[100, 12345, 678]), _problem(100, 12345, 678, torch.float32))
-    assert not tuning._timed_unaligned(dict(shape=[128, 1024, 8192]), _problem(100, 12345, 678, torch.float32))
-    assert tuning._timed_unaligned(dict(shape=[1024, 1024, 8190]), _problem(777, 1234, 4321, b_t=True))  # B's rows: K
-    assert not tuning._timed_unaligned(dict(shape=[1024, 1023, 8192]), _problem(777, 1234, 4321, b_t=True))
+    timed = tuning._timed_unaligned
+    assert timed(dict(shape=[100, 12345, 678]), _problem(100, 12345, 678, torch.float32))
+    assert not timed(dict(shape=[128, 1024, 8192]), _problem(100, 12345, 678, torch.float32))
+    assert timed(dict(shape=[1024, 1024, 8190]), _problem(777, 1234, 4321, b_t=True))  # B's rows: K
+    assert not timed(dict(shape=[1024, 1023, 8192]), _problem(777, 1234, 4321, b_t=True))
+    # every operand off 16 bytes in p must have been off in the entry (777×1024×4321: A only)
+    assert not timed(dict(shape=[1000, 1001, 8192]), _problem(777, 1024, 4321))  # the entry's B, not its A
+    assert timed(dict(shape=[1000, 1001, 8191]), _problem(777, 1024, 4321))
+    assert not timed(dict(shape=[1000, 1000, 8191]), _problem(777, 1001, 4321))  # p's B too, the entry's not
+    # an entry of another layout is read in its own: nt's B rows are K (aligned at 8192), not N
+    assert not timed(dict(shape=[1024, 1001, 8192], sibling="bf16|bfloat16|bfloat16|nt|nobeta"),
+                     _problem(777, 1001, 8192))
+    assert timed(dict(shape=[1024, 1001, 8192]), _problem(777, 1001, 8192))
 
 
 def test_fp16_takes_bf16s_nearer_bucket_over_its_own_farther_one():

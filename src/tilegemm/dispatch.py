@@ -35,6 +35,7 @@ PLAN_MAX = 4096  # launch plans kept per process (a new one past this empties th
 _PLANS: dict = {}  # call key -> LaunchPlan
 ARENA_MAX_BYTES = 256 << 20  # the streams' scratch arenas, all together (past it, a call allocates its own)
 _ARENAS: dict = {}  # (device index, raw stream) -> _Arena
+_ARENAS_LOCK = threading.Lock()  # a new or larger arena: the bound checked and the table changed at once
 fallbacks: dict[str, str] = {}  # what ran instead of the chosen rung, and why (once per rung and class)
 STATS = {"slow_calls": 0, "plans_built": 0, "not_planned": {}}  # the slow path's counters (the hot path counts nothing)
 
@@ -77,7 +78,8 @@ def reset() -> None:
     """Forget every launch plan (the configurations they were built from may have changed): run by
     tilegemm.tuning.cache.reset(), which tilegemm.tuning registers it with."""
     _PLANS.clear()
-    _ARENAS.clear()
+    with _ARENAS_LOCK:
+        _ARENAS.clear()
 
 
 # ---- the hot path -----------------------------------------------------------------------------------
@@ -184,7 +186,9 @@ class _Arena:
     the GPU and each writes its scratch before reading it, so one buffer serves them all, whatever
     their shapes (as cuBLAS's workspace serves its handle's calls): memory is the largest call's
     need, not the sum over plans, and a process with many shapes keeps every plan's scratch in
-    place. Its lock keeps one call's launches together where threads share the stream."""
+    place. Its lock keeps one call's launches together where threads share the stream. Arenas are
+    held (ARENA_MAX_BYTES over all streams, as the plans' kept buffers were) until
+    `dispatch.reset()`; `torch.cuda.empty_cache()` does not free them."""
 
     __slots__ = ("buf", "base", "size", "lock")
 
@@ -201,13 +205,17 @@ def _arena(device, index: int, stream: int, need: int) -> _Arena | None:
     got = _ARENAS.get(key)
     if got is not None and got.size >= need:
         return got
-    held = sum(a.size for a in _ARENAS.values()) - (got.size if got else 0)
-    size = -(-need // (1 << 20)) << 20  # whole MiB: a little room for the next plan
-    if held + size > ARENA_MAX_BYTES:
-        return None
     import torch
 
-    _ARENAS[key] = got = _Arena(_empty(size, dtype=torch.uint8, device=device))
+    with _ARENAS_LOCK:
+        got = _ARENAS.get(key)  # (another thread on this stream may have made it meanwhile)
+        if got is not None and got.size >= need:
+            return got
+        held = sum(a.size for a in _ARENAS.values()) - (got.size if got else 0)
+        size = -(-need // (1 << 20)) << 20  # whole MiB: a little room for the next plan
+        if held + size > ARENA_MAX_BYTES:
+            return None
+        _ARENAS[key] = got = _Arena(_empty(size, dtype=torch.uint8, device=device))
     return got
 
 
@@ -341,11 +349,6 @@ def _build(p, calls, own_scales) -> LaunchPlan | None:
     stream = _raw_stream(p.c.device.index) if bound else None
     scales = tuple(s if own else None for s, own in zip((p.scale_a, p.scale_b), own_scales))
     return LaunchPlan(launches, p.c.shape, p.c.dtype, p.c.device, scratch, stream, scales, spans_of(p.a, p.b, p.c))
-
-
-def scratch_bytes(scratch) -> int:
-    """Bytes of a plan's scratch buffers, given as (numel, dtype) pairs."""
-    return sum(n * dt.itemsize for n, dt in scratch)
 
 
 def _scratch(calls) -> list:

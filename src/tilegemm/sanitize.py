@@ -13,7 +13,9 @@ every product is checked against the float64 reference (`validate.check`); the c
 wrong product, on a rung that fell back where it could have run, or on a rung that never ran, so
 that a clean report never hides a wrong result. `--config` forces one configuration on one
 tensor-core rung (a form the tuning database never gives these small shapes, such as t05's 192-row
-tile): every product runs it, or the child fails saying which rung ran instead.
+tile): every product the rung can run runs it, or the child fails saying what ran instead (another
+rung, or the rung in another configuration); those it cannot run go where they always go, said
+in the table of which rung ran them.
 
 Expected: memcheck, initcheck, racecheck and synccheck all clean, except on the kernels tagged
 "broken" (broken_nosync), which racecheck must flag (hazards > 0) and whose products may be wrong.
@@ -547,6 +549,8 @@ def _tc_products(kern: registry.Kernel, shapes, precisions, config: dict | None 
             usable = tuning.usable(kern.name, p)
             got = dispatch.run_problem(p, kern.name, config=config)
             ran = got.get("kernel", kern.name)
+            if config and ran == kern.name and any(got.get(k) != v for k, v in config.items()):
+                ran += " (another configuration)"  # a fallback within the rung: not the form forced
             if dev == "cuda":
                 torch.cuda.synchronize()
             chk = validate.check(host(p.c), host(a), host(b), dtype=TC_TOLERANCE[prec], kernel=kern.name)
@@ -622,8 +626,8 @@ def cli_sanitize(args) -> int:
         config = json.loads(args.config) if args.config else None
     except json.JSONDecodeError as e:
         raise ValueError(f"--config is not JSON: {e}") from None
-    if config is not None and not isinstance(config, dict):
-        raise ValueError("--config must be a JSON object of the rung's parameters")
+    if config is not None and not (isinstance(config, dict) and config):
+        raise ValueError("--config must be a JSON object of the rung's parameters, e.g. '{\"BM\": 128, ...}'")
     _one_tensorcore(kernels, config)
     if not available():
         print("tilegemm sanitize: needs an NVIDIA GPU and compute-sanitizer on the PATH", file=sys.stderr)

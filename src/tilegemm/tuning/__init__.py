@@ -149,16 +149,22 @@ def _rows_unaligned(p) -> bool:
     return p.m > 64 and usable(space.T03, p) and tc.rung_module(space.T03).needs_realign(p)
 
 
+def _unaligned_rows(shape, layout: str, size: int) -> tuple[bool, bool]:
+    """Are A's and B's rows (K or M for A, N or K for B, as the layout stores them) off 16 bytes?"""
+    m, n, k = shape
+    return (k if layout[0] == "n" else m) * size % 16 != 0, (n if layout[1] == "n" else k) * size % 16 != 0
+
+
 def _timed_unaligned(entry: dict, p) -> bool:
-    """Was the entry timed on a shape whose rows (in p's layout and element size) are not 16-byte
-    aligned either, so that its pointer loads' time is what p's unaligned rows get?"""
+    """Was the entry timed with every operand whose rows are off 16 bytes in p off 16 bytes too (its
+    own tuned shape, in its own class's layout), so that its pointer loads' time is what p gets?"""
     shape = entry.get("shape") or []
     if len(shape) != 3:
         return False
-    m, n, k = shape
-    lay, size = p.layout(), p.a.element_size()
-    rows = (k if lay[0] == "n" else m, n if lay[1] == "n" else k)
-    return any(r * size % 16 for r in rows)
+    size = p.a.element_size()
+    mine = _unaligned_rows((p.m, p.n, p.k), p.layout(), size)
+    theirs = _unaligned_rows(shape, entry["sibling"].split("|")[3] if entry.get("sibling") else p.layout(), size)
+    return any(mine) and all(t for u, t in zip(mine, theirs) if u)
 
 
 def _from_user(p, want: str | None) -> Decision | None:
