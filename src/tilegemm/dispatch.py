@@ -231,8 +231,8 @@ class LaunchPlan:
     A call made while a CUDA graph is captured gets buffers of its own, from the graph's pool (the
     graph keeps them alive; an arena may be replaced by a larger one under a graph still using
     it), and so does a call past ARENA_MAX_BYTES. A stream-bound plan (t04's tile counters) serves
-    the stream it was built on only; as the counters, the arena assumes a stream's calls are not
-    replayed at once from CUDA graphs on other streams."""
+    the stream it was built on only; the counters assume a plan's launches are not replayed at
+    once from CUDA graphs on other streams."""
 
     __slots__ = ("launches", "lock", "out_shape", "out_dtype", "device", "index", "scratch", "stream", "scales", "keep",
                  "offsets", "need", "spans")
