@@ -471,7 +471,8 @@ def markdown(doc: dict) -> str:
            + (", B row-major and column-major (Wᵀ)" if shapes.get("tensorcore_layouts") else "") + ". Every product "
            "is checked against a float64 reference. Expected: every tool clean, except racecheck on the "
            "broken kernel, which must flag hazards.", "",
-           *([f"Every product ran the configuration `{json.dumps(doc['config'], sort_keys=True)}`, forced.", ""]
+           *([f"Every product the rung can run ran the configuration `{json.dumps(doc['config'], sort_keys=True)}`, "
+              "forced (the others: below, which rung ran them).", ""]
              if doc.get("config") else []),
            "| kernel | backend | " + " | ".join(tools) + " |", "|---|---|" + "---|" * len(tools)]
     by = {(r["kernel"], r["tool"]): r for r in doc["records"]}
