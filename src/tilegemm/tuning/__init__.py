@@ -149,7 +149,7 @@ def _rows_unaligned(p) -> bool:
     return p.m > 64 and usable(space.T03, p) and tc.rung_module(space.T03).needs_realign(p)
 
 
-def _unaligned_rows(shape, layout: str, size: int) -> tuple[bool, bool]:
+def _rows_off_16(shape, layout: str, size: int) -> tuple[bool, bool]:
     """Are A's and B's rows (K or M for A, N or K for B, as the layout stores them) off 16 bytes?"""
     m, n, k = shape
     return (k if layout[0] == "n" else m) * size % 16 != 0, (n if layout[1] == "n" else k) * size % 16 != 0
@@ -162,8 +162,8 @@ def _timed_unaligned(entry: dict, p) -> bool:
     if len(shape) != 3:
         return False
     size = p.a.element_size()
-    mine = _unaligned_rows((p.m, p.n, p.k), p.layout(), size)
-    theirs = _unaligned_rows(shape, entry["sibling"].split("|")[3] if entry.get("sibling") else p.layout(), size)
+    mine = _rows_off_16((p.m, p.n, p.k), p.layout(), size)
+    theirs = _rows_off_16(shape, entry["sibling"].split("|")[3] if entry.get("sibling") else p.layout(), size)
     return any(mine) and all(t for u, t in zip(mine, theirs) if u)
 
 
