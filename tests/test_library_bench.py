@@ -173,3 +173,30 @@ def test_merge_joins_parts_of_other_dtypes_and_refuses_a_dtype_twice(tmp_path, c
     assert len(json.loads(out.read_text())["records"]) == 12
     assert cli.main(["library", "--merge", str(pa), str(pa), "--json", str(out)]) == 2
     assert "measured in parts 1 and 2" in capsys.readouterr().err
+
+
+def test_merge_refuses_parts_that_flushed_l2_differently_and_keeps_the_timed_parts_harness():
+    """Parts that timed products must have flushed L2 the same way (a memset's dirty lines add their
+    write-back to a memory-bound call); a part of host µs alone flushed nothing, and the merged
+    document names the timed parts' flush even where that part comes first."""
+    read, write = "l2-flush by reading 120 MiB (L2 60 MiB, torch)", "l2-flush 120 MiB (L2 60 MiB, torch)"
+    host, timed, old = _doc(), _doc(), _doc()
+    for d, flush in ((host, write), (timed, read), (old, write)):
+        d["schema"], d["harness"] = "tilegemm.library/1", dict(runs=3, flush=flush)
+    host["records"] = []
+    timed.pop("host_us"), timed.pop("first_call"), old.pop("host_us"), old.pop("first_call")
+    timed["records"] = [r for r in timed["records"] if r["dtype"] == "bf16"]
+    old["records"] = [dict(r, dtype="fp16") for r in timed["records"]]
+    merged = library.merge([host, timed])
+    assert merged["harness"]["flush"] == read and merged["host_us"] == host["host_us"]
+    with pytest.raises(ValueError, match="flushed L2 in different ways"):
+        library.merge([host, timed, old])
+
+
+def test_l2_flush_by_reading_is_torchs_only():
+    from tilegemm.bench.timing import L2Flush
+
+    with pytest.raises(ValueError, match="'read' is for torch only"):
+        L2Flush(framework="numba", kind="read")
+    with pytest.raises(ValueError, match="kind 'erase'"):
+        L2Flush(framework="torch", kind="erase")

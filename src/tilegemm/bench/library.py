@@ -12,6 +12,9 @@ Two clocks, always named:
 - device: one call between CUDA events after the L2 flush and a hold kernel (`tilegemm.hold`)
   that keeps the GPU busy while the host enqueues the call, so the events bracket the kernels
   only: how good the kernels are.
+Both clocks flush L2 by reading twice its size (`timing.L2Flush`, kind "read"): L2 then holds
+clean lines, as a model's layer finds it. A memset, do_bench's flush, leaves an L2 of dirty lines
+whose write-back the timed call would pay (8 µs of a decode product's 39: docs/perf-notes.md, 67).
 The reference (cuBLAS through torch.matmul; torch._scaled_mm for FP8) runs the same way, on the
 same inputs, interleaved with ours in ABBA batches (`tilegemm.sampling.alternate`), and the whole
 set is run `runs` times: each record keeps every run and the median of them. Every result is
@@ -119,7 +122,7 @@ class _Clock:
         from .timing import L2Flush
 
         self.torch, self.hold = torch, hold
-        self.flush = L2Flush(framework="torch")
+        self.flush = L2Flush(framework="torch", kind="read")
 
     def device(self, fn, n: int) -> list[float]:
         torch = self.torch
@@ -477,11 +480,15 @@ def merge(docs: list[dict]) -> dict:
     each part's date, clocks and elapsed time kept, host µs, first calls and decode from the part
     that measured them (a part may be measured for those alone: --dtypes ""); a part may be a
     merged document itself. A dtype, or one of ONCE, measured by two parts is refused (which one
-    would stand?)."""
+    would stand?), and so are parts that timed products after flushing L2 in different ways."""
     if not docs:
         raise ValueError("nothing to merge")
     keys = ("modes", "runs", "hold_us", "eager_sample_us")
     h0 = {k: docs[0].get("harness", {}).get(k) for k in keys}
+    timed = [d for d in docs if d.get("records") or d.get("decode")]  # parts that flushed L2 to time
+    flushes = [d.get("harness", {}).get("flush") for d in timed]
+    if len(set(flushes)) > 1:
+        raise ValueError(f"parts flushed L2 in different ways ({', '.join(sorted(set(map(str, flushes))))})")
     seen: dict = {}
     for i, d in enumerate(docs):
         if d.get("schema") != "tilegemm.library/1":
@@ -496,7 +503,7 @@ def merge(docs: list[dict]) -> dict:
                 raise ValueError(f"{dt} is measured in parts {seen[dt] + 1} and {i + 1}")
             seen[dt] = i
     out = dict(docs[0], records=[r for d in docs for r in d.get("records", [])],
-               parts=[part for d in docs for part in _parts(d)])
+               parts=[part for d in docs for part in _parts(d)], harness=(timed or docs)[0].get("harness"))
     for name in (*ONCE, "host_us_error", "first_call_error"):
         out.pop(name, None)
         got = [d[name] for d in docs if d.get(name)]

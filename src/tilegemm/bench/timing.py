@@ -167,14 +167,23 @@ class DeviceClock:
 
 
 class L2Flush:
-    """Evict L2 by overwriting a device buffer of `factor`× the L2 size (memset, device-side).
+    """Evict L2 by touching a device buffer of `factor`× the L2 size, device-side.
+
+    kind 'write': overwrite it (a memset), as triton.testing.do_bench does. L2 is write-back, so
+    this leaves up to an L2 of dirty lines, and the next kernel pays for writing them back when
+    its own reads evict them: 8 µs of a memory-bound product's 39 on the H200 (BF16 1×14336×4096;
+    docs/perf-notes.md, 67). kind 'read' (torch only): sum it, so that L2 holds clean lines, as a
+    model's layer finds it after the last layer's weights were read; a timed call then pays for
+    its own traffic only.
 
     framework 'numba': Numba's memset, which returns to the host only when it is done, so a
-    sample starts with an idle GPU. 'torch': torch's zero_() on the current stream, asynchronous
-    as triton.testing.do_bench's flush is: the host enqueues the sample while the GPU still
+    sample starts with an idle GPU. 'torch': on the current stream, asynchronous as
+    triton.testing.do_bench's flush is: the host enqueues the sample while the GPU still
     flushes, so a call's host overhead shows only where it exceeds the flush (eager timing)."""
 
-    def __init__(self, factor: float = 2.0, framework: str = "numba"):
+    def __init__(self, factor: float = 2.0, framework: str = "numba", kind: str = "write"):
+        if kind not in ("write", "read") or (kind == "read" and framework != "torch"):
+            raise ValueError(f"L2Flush: kind {kind!r} with framework {framework!r}; 'read' is for torch only")
         if framework == "torch":
             import torch
 
@@ -184,8 +193,13 @@ class L2Flush:
             dev = _cuda.cuda.get_current_device()
             l2 = int(getattr(dev, "L2_CACHE_SIZE", 0) or 0) or 64 * 2**20
         self.l2_bytes = l2
-        self.nbytes = int(max(factor * l2, 32 * 2**20))
-        if framework == "torch":
+        self.nbytes = int(max(factor * l2, 32 * 2**20)) // 4 * 4
+        if framework == "torch" and kind == "read":
+            words = torch.zeros(self.nbytes // 4, dtype=torch.float32, device="cuda")
+            total = torch.empty((), dtype=torch.float32, device="cuda")
+            self.buf = words
+            self._run = lambda: torch.sum(words, 0, out=total)
+        elif framework == "torch":
             self.buf = torch.empty(self.nbytes, dtype=torch.uint8, device="cuda")
             self._run = self.buf.zero_
         else:
@@ -193,7 +207,9 @@ class L2Flush:
 
             self.buf = _cuda.cuda.device_array(self.nbytes, dtype=np.uint8)
             self._run = lambda: driver.device_memset(self.buf, 0, self.nbytes)
-        self.mode = f"l2-flush {self.nbytes // 2**20} MiB (L2 {l2 // 2**20} MiB, {framework})"
+        how = " by reading" if kind == "read" else ""
+        self.kind = kind
+        self.mode = f"l2-flush{how} {self.nbytes // 2**20} MiB (L2 {l2 // 2**20} MiB, {framework})"
 
     def __call__(self):
         self._run()

@@ -1,9 +1,9 @@
 """The tuner's clock: device time of one candidate, and of several against each other.
 
-Every sample is taken the way the bench takes its device-time samples: L2 flushed (256 MB zeroed,
-as triton.testing.do_bench does), then the GPU held busy (`tilegemm.hold`) while the host enqueues
-the start event, the call and the end event, so the events bracket the call's kernels only,
-however long the call takes on the host. Several candidates are timed against each other in
+Every sample is taken the way the library bench takes its device-time samples: L2 flushed by
+reading 256 MB (clean lines, as `bench.timing.L2Flush` kind "read" leaves them), then the GPU
+held busy (`tilegemm.hold`) while the host enqueues the start event, the call and the end event,
+so the events bracket the call's kernels only, however long the call takes on the host. Several candidates are timed against each other in
 alternating batches (`tilegemm.sampling.alternate`, the bench's rule).
 """
 
@@ -54,8 +54,10 @@ def launch_floor_ms() -> float:
 
 
 def _flush_buffer() -> torch.Tensor:
-    """256 MB to zero before each sample (over 4× the H200's L2, as triton.testing.do_bench)."""
-    return torch.empty(64 * 2**20, dtype=torch.int32, device="cuda")
+    """256 MB to read before each sample (over 4× the H200's L2). Read, not zeroed as
+    triton.testing.do_bench does: zeroing leaves an L2 of dirty lines whose write-back the timed
+    call would pay (8 µs of a decode product's 39: docs/perf-notes.md, 67)."""
+    return torch.zeros(64 * 2**20, dtype=torch.float32, device="cuda")
 
 
 def _held_samples(fn, n: int, flush: torch.Tensor) -> list[float]:
@@ -64,7 +66,7 @@ def _held_samples(fn, n: int, flush: torch.Tensor) -> list[float]:
     stream = torch.cuda.current_stream().cuda_stream
     pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
     for start, end in pairs:
-        flush.zero_()
+        flush.sum()
         hold.hold(HOLD_US, stream)
         start.record()
         fn()
