@@ -189,6 +189,8 @@ def test_merge_refuses_parts_that_flushed_l2_differently_and_keeps_the_timed_par
     old["records"] = [dict(r, dtype="fp16") for r in timed["records"]]
     merged = library.merge([host, timed])
     assert merged["harness"]["flush"] == read and merged["host_us"] == host["host_us"]
+    assert f"L2 flushed before each sample: {read} (clean lines)." in library.render(merged)
+    assert "zeroed (dirty lines" in library.render(old) and "not recorded" in library.render(_doc())
     with pytest.raises(ValueError, match="flushed L2 in different ways"):
         library.merge([host, timed, old])
 

@@ -515,6 +515,15 @@ def merge(docs: list[dict]) -> dict:
     return out
 
 
+def _flush_words(mode) -> str:
+    """How a document's samples flushed L2, in words (its harness's `timing.L2Flush.mode`)."""
+    if not mode:
+        return "not recorded"
+    if "by reading" in mode:
+        return f"{mode} (clean lines)"
+    return f"{mode}, zeroed (dirty lines, whose write-back a memory-bound call pays)"
+
+
 def render(doc: dict, full: bool = True) -> str:
     """Markdown of a `library` results document: per dtype, the geometric mean and worst shape of
     both clocks side by side; host µs per call beside torch's; first calls; with full, the decode
@@ -531,7 +540,7 @@ def render(doc: dict, full: bool = True) -> str:
            f"faster), each figure the median of {h.get('runs', '?')} runs, the reference (cuBLAS through torch; "
            "torch._scaled_mm for FP8) timed in the same runs, interleaved. *Eager*: back-to-back calls through "
            "`tilegemm.matmul`/`gemm`, what a user gets. *Device*: the kernels alone (a hold kernel hides the "
-           "host).", "",
+           f"host). L2 flushed before each sample: {_flush_words(h.get('flush'))}.", "",
            "| dtype | shapes | eager: geometric mean | eager: worst (shape) | device: geometric mean | device: worst (shape) |",
            "|---|---:|---:|---|---:|---|"]
     summ = doc.get("summary") or summarise(doc.get("records", []))
