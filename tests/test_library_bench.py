@@ -191,6 +191,13 @@ def test_merge_refuses_parts_that_flushed_l2_differently_and_keeps_the_timed_par
     assert merged["harness"]["flush"] == read and merged["host_us"] == host["host_us"]
     assert f"L2 flushed before each sample: {read} (clean lines)." in library.render(merged)
     assert "zeroed (dirty lines" in library.render(old) and "not recorded" in library.render(_doc())
+    old["harness"]["flush_kind"] = "write"  # the kind, where recorded, decides (not the mode's words)
+    assert "zeroed (dirty lines" in library.render(dict(old, harness=dict(old["harness"], flush=read)))
+    # the host part's harness stays (its host_order captions host µs); the timed parts' flush joins it
+    host["harness"]["host_order"] = library.HOST_ORDER
+    assert library.merge([host, timed])["harness"]["host_order"] == library.HOST_ORDER
+    bare = [{k: v for k, v in d.items() if k != "harness"} for d in (host, timed)]  # no harness: merged, rendered
+    assert "not recorded" in library.render(library.merge(bare))
     with pytest.raises(ValueError, match="flushed L2 in different ways"):
         library.merge([host, timed, old])
 

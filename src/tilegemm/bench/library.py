@@ -398,7 +398,8 @@ def run(shapes, dtypes, modes=("eager", "device"), runs: int = 3, budget_s: floa
     per = {}  # (dtype, m, n, k) -> list of per-run records
     doc = dict(schema="tilegemm.library/1", environment=environment(), clocks={"before": clocks.read()},
                harness=dict(modes=list(modes), runs=runs, hold_us=HOLD_US, eager_sample_us=EAGER_SAMPLE_US,
-                            flush=clock.flush.mode, order="ours and the reference interleaved, ABBA batches of 5",
+                            flush=clock.flush.mode, flush_kind=clock.flush.kind,
+                            order="ours and the reference interleaved, ABBA batches of 5",
                             fp32_max_flops=FP32_MAX_FLOPS, host_order=HOST_ORDER))
     t_start = time.perf_counter()
     decode_per: dict = {}
@@ -484,16 +485,16 @@ def merge(docs: list[dict]) -> dict:
     if not docs:
         raise ValueError("nothing to merge")
     keys = ("modes", "runs", "hold_us", "eager_sample_us")
-    h0 = {k: docs[0].get("harness", {}).get(k) for k in keys}
+    h0 = {k: (docs[0].get("harness") or {}).get(k) for k in keys}
     timed = [d for d in docs if d.get("records") or d.get("decode")]  # parts that flushed L2 to time
-    flushes = [d.get("harness", {}).get("flush") for d in timed]
+    flushes = [(d.get("harness") or {}).get("flush") for d in timed]
     if len(set(flushes)) > 1:
         raise ValueError(f"parts flushed L2 in different ways ({', '.join(sorted(set(map(str, flushes))))})")
     seen: dict = {}
     for i, d in enumerate(docs):
         if d.get("schema") != "tilegemm.library/1":
             raise ValueError(f"part {i + 1} is not a `tilegemm library` result (schema {d.get('schema')!r})")
-        if {k: d.get("harness", {}).get(k) for k in keys} != h0:
+        if {k: (d.get("harness") or {}).get(k) for k in keys} != h0:
             raise ValueError(f"part {i + 1} was measured with another harness ({d.get('harness')}) than part 1 ({h0})")
         gpu = (d.get("environment", {}).get("gpu") or {}).get("name")
         if gpu != (docs[0].get("environment", {}).get("gpu") or {}).get("name"):
@@ -503,7 +504,9 @@ def merge(docs: list[dict]) -> dict:
                 raise ValueError(f"{dt} is measured in parts {seen[dt] + 1} and {i + 1}")
             seen[dt] = i
     out = dict(docs[0], records=[r for d in docs for r in d.get("records", [])],
-               parts=[part for d in docs for part in _parts(d)], harness=(timed or docs)[0].get("harness"))
+               parts=[part for d in docs for part in _parts(d)],
+               harness={**(docs[0].get("harness") or {}), **{k: (timed[0].get("harness") or {}).get(k)
+                                                               for k in ("flush", "flush_kind") if timed}})
     for name in (*ONCE, "host_us_error", "first_call_error"):
         out.pop(name, None)
         got = [d[name] for d in docs if d.get(name)]
@@ -515,11 +518,14 @@ def merge(docs: list[dict]) -> dict:
     return out
 
 
-def _flush_words(mode) -> str:
-    """How a document's samples flushed L2, in words (its harness's `timing.L2Flush.mode`)."""
+def _flush_words(harness: dict) -> str:
+    """How a document's samples flushed L2, in words (its harness's `timing.L2Flush` mode and kind;
+    a document from before the kind was recorded says it in the mode's words, session 30's parts)."""
+    mode = harness.get("flush")
     if not mode:
         return "not recorded"
-    if "by reading" in mode:
+    kind = harness.get("flush_kind") or ("read" if "by reading" in mode else "write")
+    if kind == "read":
         return f"{mode} (clean lines)"
     return f"{mode}, zeroed (dirty lines, whose write-back a memory-bound call pays)"
 
@@ -530,7 +536,7 @@ def render(doc: dict, full: bool = True) -> str:
     products (render_decode) and every shape."""
     env = doc.get("environment", {})
     gpu = (env.get("gpu") or {}).get("name", "?")
-    h = doc.get("harness", {})
+    h = doc.get("harness") or {}
     parts = doc.get("parts") or []
     labels = [", ".join(p["dtypes"] + [what for x, what in zip(ONCE, ("decode", "host µs", "first calls")) if p.get(x)])
               for p in parts]
@@ -540,7 +546,7 @@ def render(doc: dict, full: bool = True) -> str:
            f"faster), each figure the median of {h.get('runs', '?')} runs, the reference (cuBLAS through torch; "
            "torch._scaled_mm for FP8) timed in the same runs, interleaved. *Eager*: back-to-back calls through "
            "`tilegemm.matmul`/`gemm`, what a user gets. *Device*: the kernels alone (a hold kernel hides the "
-           f"host). L2 flushed before each sample: {_flush_words(h.get('flush'))}.", "",
+           f"host). L2 flushed before each sample: {_flush_words(h)}.", "",
            "| dtype | shapes | eager: geometric mean | eager: worst (shape) | device: geometric mean | device: worst (shape) |",
            "|---|---:|---:|---|---:|---|"]
     summ = doc.get("summary") or summarise(doc.get("records", []))
@@ -559,7 +565,7 @@ def render(doc: dict, full: bool = True) -> str:
         out.append(f"| {dtype} | {(e or d)['shapes']} | {eg} | {ew} | {dg} | {dw} |")
     host = doc.get("host_us") or []
     if host:
-        order = doc.get("harness", {}).get("host_order")
+        order = (doc.get("harness") or {}).get("host_order")
         out += ["", f"Host µs per repeated call at 64³ (400 calls back to back, median of 15{', ' + order if order else ''}):",
                 "",
                 "| dtype | path | ours µs | reference | reference µs |", "|---|---|---:|---|---:|"]
