@@ -3,8 +3,9 @@
 Every sample is taken the way the library bench takes its device-time samples: L2 flushed by
 reading 256 MB (clean lines, as `bench.timing.L2Flush` kind "read" leaves them), then the GPU
 held busy (`tilegemm.hold`) while the host enqueues the start event, the call and the end event,
-so the events bracket the call's kernels only, however long the call takes on the host. Several candidates are timed against each other in
-alternating batches (`tilegemm.sampling.alternate`, the bench's rule).
+so the events bracket the call's kernels only, however long the call takes on the host. Several
+candidates are timed against each other in alternating batches (`tilegemm.sampling.alternate`,
+the bench's rule).
 """
 
 from __future__ import annotations
