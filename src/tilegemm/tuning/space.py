@@ -43,12 +43,17 @@ def smem_bytes(c: dict, in_size: int, out_size: int, tma_store: bool) -> int:
 
 
 # Known-good configurations, tried first (a tuning budget that runs out cannot lose them): the
-# H200 winners of runs 2 and 3 by operand width and regime. (BM, BN, BK, warps, stages)
+# H200 winners of runs 2 and 3 by operand width and regime, and the deep rings of session 31: a
+# 64-row tile with 6–8 stages (192 KB in flight an SM) where the tiles make about one wave, each
+# SM streaming a long K alone (1024×1024×8192, 128×8192×8192: docs/perf-notes.md, 68).
+# (BM, BN, BK, warps, stages)
 SEEDS = {
-    1: {"big": [(128, 256, 128, 8, 3)], "mid": [(64, 128, 128, 4, 4), (128, 64, 128, 4, 4)],
-        "small": [(64, 64, 256, 4, 4), (16, 64, 256, 4, 5)]},
-    2: {"big": [(128, 256, 64, 8, 3)], "mid": [(64, 128, 64, 4, 4), (128, 64, 64, 4, 4)],
-        "small": [(64, 64, 128, 4, 4), (16, 32, 256, 4, 4)]},
+    1: {"big": [(128, 256, 128, 8, 3)], "mid": [(64, 128, 128, 4, 8), (64, 128, 128, 4, 4), (128, 64, 128, 4, 6),
+                                                (128, 64, 128, 4, 4)],
+        "small": [(64, 128, 128, 4, 8), (64, 64, 256, 4, 6), (64, 64, 256, 4, 4), (16, 64, 256, 4, 5)]},
+    2: {"big": [(128, 256, 64, 8, 3)], "mid": [(64, 128, 64, 4, 8), (64, 128, 64, 4, 6), (64, 128, 64, 4, 4),
+                                               (128, 64, 64, 4, 4)],
+        "small": [(64, 128, 64, 4, 8), (64, 64, 128, 4, 6), (64, 64, 128, 4, 4), (16, 32, 256, 4, 4)]},
     4: {"big": [(128, 256, 32, 8, 3)], "mid": [(64, 128, 32, 4, 4), (128, 64, 32, 4, 4)],
         "small": [(32, 64, 64, 4, 4), (16, 64, 64, 4, 4)]},
 }
