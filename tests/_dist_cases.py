@@ -139,6 +139,46 @@ def check_arguments_disagree():
         raise AssertionError(f"{what}: ranks that disagree were not refused")
 
 
+def check_transport():
+    """The 1-D engine's transport on CPU processes: auto takes NCCL's (here gloo's) all-gather and
+    gives the exact product; 'peer' (copy engines between the GPUs of one host) is refused on every
+    rank with one clear error; an unknown transport is a ValueError before anything is sent."""
+    from tilegemm.distributed._core import layout_1d, run_1d
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    a, b = operands(9, 7, 11, seed=5)
+    a_r, b_r = split(a, world, 0)[rank].contiguous(), split(b, world, 0)[rank].contiguous()
+    lay = layout_1d(a_r, b_r, transport="auto")
+    assert not lay.peer
+    want = (a.double() @ b.double())[blocks_of(9, world, rank)]
+    assert torch.equal(run_1d(a_r, b_r, lay).double(), want)
+    try:
+        layout_1d(a_r, b_r, transport="peer")
+    except D.DistributedError as e:
+        assert "transport 'peer' needs every rank on a CUDA device of one host" in str(e), str(e)
+    else:
+        raise AssertionError("the peer transport was not refused on CPU processes")
+    try:
+        layout_1d(a_r, b_r, transport="nccl" if rank == world - 1 else "auto")
+    except D.DistributedError as e:
+        assert f"rank {world - 1} asked for transport 'nccl'" in str(e), str(e)
+    else:
+        raise AssertionError("ranks that asked for different transports were not refused")
+    try:
+        layout_1d(a_r, b_r, transport="smoke-signals")
+    except ValueError as e:
+        assert "transport 'smoke-signals': one of auto, peer, nccl" in str(e), str(e)
+    else:
+        raise AssertionError("an unknown transport was taken")
+
+
+def blocks_of(m, world, rank):
+    from tilegemm.distributed._core import blocks
+
+    o = blocks(m, world)
+    return slice(o[rank], o[rank + 1])
+
+
 def check_relayout(m, n):
     """Rows in rank order -> columns in reverse rank order, and back: exact."""
     from tilegemm.distributed._core import blocks, relayout
@@ -175,7 +215,7 @@ def cases(which: str, world: int):
         + [("1d sharded, panels of 3", lambda: check_1d(12, 8, 31, True, panel=3))]
         + [("refused: a shape", lambda: check_refused("shape")), ("refused: a dtype", lambda: check_refused("dtype"))]
         + [("dtensor 1-D mesh", check_dtensor_1d), ("meshes out of order", check_mesh_out_of_order),
-           ("arguments that disagree", check_arguments_disagree)]
+           ("arguments that disagree", check_arguments_disagree), ("the 1-D transport", check_transport)]
         + [(f"relayout {s}", lambda s=s: check_relayout(*s)) for s in [(5, 7), (2, 9), (9, 1)]],
         "grid": [(f"summa {g} {s}", lambda g=g, s=s: check_grid(*s, *g)) for g in
                  [(world, 1), (1, world)] + ([(2, world // 2)] if world % 2 == 0 and world > 2 else [])

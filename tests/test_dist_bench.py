@@ -127,3 +127,58 @@ def test_the_1d_panel_fits_in_free_memory():
     two[1][_core.FREE] = 30 * 1024  # the least free memory over the ranks decides, the same on each
     assert _core._widest_1d(two, 65536, 2, 2) < w
     assert _core._widest_1d(meta(1), 65536, 2, 2) == 1024  # never under one 1024-wide panel
+
+
+def test_grids_and_the_product_beyond_the_gpus():
+    """Every SUMMA grid flatter than square is measured (1×4 and 2×2 on 4 GPUs); the product beyond
+    the GPUs' memory exceeds one GPU's on 2 and half of the GPUs' from 4."""
+    from tilegemm.bench.distributed import beyond_gpus, summa_grids
+
+    assert summa_grids(2) == [(1, 2)] and summa_grids(4) == [(1, 4), (2, 2)]
+    assert summa_grids(8) == [(1, 8), (2, 4)] and summa_grids(6) == [(1, 6), (2, 3)] and summa_grids(3) == [(1, 3)]
+    assert [beyond_gpus(w) for w in (2, 3, 4, 8)] == [1, 1, 2, 4]
+
+
+def test_the_peer_transport_fits_or_is_not_taken():
+    """_peer_fits: B's rows in mapped memory, two gathered panels and C's rows, in 90% of the least
+    free memory over the ranks."""
+    from tilegemm.distributed import _core
+
+    def meta(free_mib, rows=8192, kb=8192, world=4):
+        m = [0] * 15
+        m[_core.AR], m[_core.BR], m[_core.FREE] = rows, kb, free_mib
+        return [list(m) for _ in range(world)]
+
+    need = (8192 * 32768 + 2 * 32768 * 4096 + 8192 * 32768) * 2  # bytes at N = 32768 on 4 ranks, 4096-wide panels
+    assert _core._peer_fits(meta(int(need / 0.9 / 2**20) + 1), 32768, 4096, 2)
+    tight = meta(int(need / 0.9 / 2**20) + 1)
+    tight[2][_core.FREE] = int(need / 2**20) // 2  # one rank short of room: no rank takes it
+    assert not _core._peer_fits(tight, 32768, 4096, 2)
+
+
+def test_the_model_beside_a_run_takes_each_products_own_rate():
+    """costmodel.compare: a record that measured its products alone is predicted at their rate, so
+    only the communication and its overlap are tested; the peer transport loses nothing beside
+    its copies; SUMMA on a 2-D grid runs two broadcasts beside each GEMM (overlap squared)."""
+    import dataclasses
+
+    from tilegemm.distributed import costmodel
+
+    n = 32768
+    hw = costmodel.Hardware("x", rate={n: 700.0}, link_gbps=300.0, gpus_per_host=4)
+    peer = costmodel.predict(n, n, n, (4, 1), dataclasses.replace(hw, overlap=1.0), panel=4096)
+    nccl = costmodel.predict(n, n, n, (4, 1), hw, panel=4096)
+    assert peer["seconds"] < nccl["seconds"] and peer["efficiency"] > 0.95
+    flat, square = (costmodel.predict(n, n, n, g, hw, panel=8192) for g in ((1, 4), (2, 2)))
+    assert square["efficiency"] < flat["efficiency"]  # two collectives beside each GEMM
+    local = 2 * n ** 3 / 4 / 650e12 * 1e3  # the products alone at 650 TFLOP/s
+    one = dict(variant="one-gpu", mode="one-gpu", n=n, m=n, k=n, gpus=1, ms=100.0, tflops=2 * n ** 3 / 0.1 / 1e12)
+    rec = dict(variant="1d", mode="1d", n=n, m=n, k=n, gpus=4, panel=4096, transport="peer", local_ms=local)
+    own = costmodel._own_rate(costmodel.Hardware("x", overlap=1.0), rec, (4, 1), 4096)
+    assert own.fixed_tflops == pytest.approx(650.0)
+    want = costmodel.predict(n, n, n, (4, 1), dataclasses.replace(own, link_gbps=312.0, link_latency_us=20.0),
+                             panel=4096)["seconds"] * 1e3
+    doc = dict(records=[one, dict(rec, ms=want)], harness=dict(world=4, local_world=4),
+               links=dict(allgather_gbps=312.0, step_latency_us=20.0))
+    text = costmodel.compare(doc)
+    assert "links 312 GB/s and 20 µs" in text and "1 of 1 within 10%" in text and "| 1d 4×1 (peer) | 4096 |" in text

@@ -165,9 +165,10 @@ def test_panels_cut_at_both_boundaries():
 
 
 def test_layout_check_names_the_rank():
-    # by place: global rank, dtype A, dtype B, device, A rows, A cols, B rows, B cols, grid, panel, GPUs a host
+    # by place: global rank, dtype A, dtype B, device, A rows, A cols, B rows, B cols, grid, panel, GPUs a host,
+    # free MiB, peer-capable, transport
     def meta(g, a_rows, a_cols, b_rows, b_cols, db=2, grid=(2, 1), panel=0):
-        return [g, 2, db, 0, a_rows, a_cols, b_rows, b_cols, *grid, panel, 0]
+        return [g, 2, db, 0, a_rows, a_cols, b_rows, b_cols, *grid, panel, 0, 0, 0, 0]
 
     with pytest.raises(DistributedError, match="A's blocks span K = 6"):
         check_grid([meta(0, 4, 6, 6, 3), meta(1, 4, 6, 6, 3)], 2, 1)  # K = 6 + 6 rows of B against 6 columns
@@ -208,6 +209,9 @@ def test_grid_chosen_from_the_shipped_rates():
     assert hw.rate and all(r > 0 for r in hw.rate.values())
     c = choose(32768, 32768, 32768, 2, hw)
     assert c["grid"] in ([2, 1], [1, 2]) and c["efficiency"] > 0.9
+    # on GPUs of one host the 1-D engine's copies take no SM: it is predicted whole, and chosen
+    peer = choose(16384, 16384, 16384, 4, hw, peer=True)
+    assert peer["grid"] == [4, 1] and peer["seconds"] <= choose(16384, 16384, 16384, 4, hw)["seconds"]
 
 
 def test_scaleout_doc_is_generated():

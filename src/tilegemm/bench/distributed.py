@@ -9,8 +9,11 @@ K, BF16 on GPUs, FP32 on CPUs), every mode in the same run, each figure the medi
 runs of the median of its timed repeats:
 - one-gpu: rank 0 alone multiplies the whole A @ B with torch.mm (cuBLAS: the reference every
   speed-up is against) and, as `one-gpu/tilegemm`, with tilegemm.matmul;
-- 1d: tilegemm.distributed.matmul_1d, A's and B's rows split over the ranks;
-- summa: tilegemm.distributed.summa on the squarest grid that is not P × 1;
+- 1d: tilegemm.distributed.matmul_1d, A's and B's rows split over the ranks, with its default
+  transport (the copy engines on the GPUs of one host; the record's `transport` says which ran),
+  and on GPUs `1d/nccl`: the same engine with NCCL's all-gather;
+- summa: tilegemm.distributed.summa on every grid flatter than square but not P × 1 (1 × 2 on 2
+  GPUs; 1 × 4 and 2 × 2 on 4);
 - dtensor: DTensor's own A Shard(0) @ B Shard(0) (it all-gathers B, then multiplies);
 - dtensor-rs: DTensor's A Shard(1) @ B Shard(0), its partial sums reduce-scattered to Shard(0);
 - host-split: one process drives every GPU (tilegemm.matmul(a, b, devices="all")), A and B on
@@ -21,9 +24,14 @@ runs of the median of its timed repeats:
   product's time from CUDA operands / its time from NumPy). It runs after the ranks have ended;
 - fused-ag-mm: torch.ops.symm_mem.fused_all_gather_matmul (A's rows gathered, B's columns split),
   where this torch has it (NCCL only);
-- beyond (--beyond, default on GPUs): 1d at the size whose A, B and C together exceed one GPU's
-  memory by 25%, the operands made shard by shard on their devices (no one-gpu there; SUMMA's FP32
-  partial sums, twice C's block, do not fit beside A, B and C at that size).
+- beyond (--beyond, default on GPUs): 1d at the size whose A, B and C together exceed by 25% the
+  memory of one GPU (on 2 GPUs) or of half the GPUs (from 4), the operands made shard by shard on
+  their devices (no one-gpu there; SUMMA's FP32 partial sums, twice C's block, do not fit beside
+  A, B and C at that size); one timed repeat a run after the warm call, the products alone right
+  after it with none.
+Before the sizes, the links as the engines use them: an all-gather and a broadcast of 1 GiB over
+every rank (bus bandwidth) and a one-element all-gather (a ring step's latency), which the cost
+model beside the run takes; rank 0 records `nvidia-smi topo -m`.
 A repeat's time is the slowest rank's, from a barrier to its synchronize. Efficiency is the same
 local products alone over the product's time (for 1d and summa: the engine's panel loop with
 nothing sent; for the peers: their local torch.mm); comm_share = 1 − efficiency, the share of the
@@ -34,6 +42,7 @@ block of C against float64) in the first run; a failed check is recorded and the
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import math
 import os
@@ -51,10 +60,15 @@ QUIET_MULTICAST = dict(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1
 CHUNK = 1024  # operands are made in row chunks of this many rows, each from its own seed
 
 
-def _squarest(p: int) -> tuple[int, int]:
-    """The pr × pc = p grid with pc > 1 closest to square (1 × 2 for 2)."""
-    pc = min(c for c in range(2, p + 1) if p % c == 0 and c * c >= p) if p > 1 else 1
-    return p // pc, pc
+def summa_grids(p: int) -> list[tuple[int, int]]:
+    """Every pr × pc = p grid with pc > 1 and pr ≤ pc, flattest first: 1 × 2 for 2; 1 × 4 and
+    2 × 2 for 4; 1 × 8 and 2 × 4 for 8 (a grid and its transpose move the same bytes)."""
+    return [(p // c, c) for c in range(p, 1, -1) if p % c == 0 and p // c <= c]
+
+
+def beyond_gpus(world: int) -> int:
+    """How many GPUs' memory the product beyond them exceeds: one on 2 GPUs, half of them from 4."""
+    return max(1, world // 2)
 
 
 def _blocks(total: int, parts: int) -> list[int]:
@@ -118,13 +132,14 @@ class _Clock:
         if self.cuda:
             self.torch.cuda.synchronize()
 
-    def repeats(self, fn, reps: int | None, budget_s: float) -> list[float]:
-        """ms of each timed repeat, the slowest rank's, after one warm call; reps: that many, or
-        as many as fit the budget (3 to 20) by the warm call's time."""
+    def repeats(self, fn, reps: int | None, budget_s: float, warm: bool = True) -> list[float]:
+        """ms of each timed repeat, the slowest rank's, after one warm call (none with warm=False,
+        where reps is then given); reps: that many, or as many as fit the budget (3 to 20) by the
+        warm call's time."""
         import torch.distributed as dist
 
         torch = self.torch
-        warm = self.one(fn)
+        warm = self.one(fn) if warm else 0.0
         if reps is None:
             est = torch.tensor([warm], dtype=torch.float64, device=self.meta)
             dist.all_reduce(est, op=dist.ReduceOp.MAX)
@@ -187,12 +202,13 @@ def _modes_for(n: int, world: int, device, ops: _Operands, wanted, beyond: bool,
         run = keep(lambda: mm(a, b)) if rank == 0 else (lambda: None)
         return run, None, (lambda: _check(ops, box["c"], 0, 0) if rank == 0 else 0.0)
 
-    def one_d():
+    def one_d(transport=None):
         a, b = ops.rows(0, r0, r1), ops.rows(1, r0, r1)
-        lay = _core.layout_1d(a, b, panel=panel)
+        lay = _core.layout_1d(a, b, panel=panel, transport=transport)
         last = max(0, n - 64)  # and the last panel's columns: the buffers' reuse starts at the third
         return (keep(lambda: _core.run_1d(a, b, lay)), lambda: _core.run_1d(a, b, lay, communicate=False),
-                lambda: max(_check(ops, box["c"], r0, 0), _check(ops, box["c"][:, last:], r0, last)), lay.width)
+                lambda: max(_check(ops, box["c"], r0, 0), _check(ops, box["c"][:, last:], r0, last)), lay.width,
+                "peer" if lay.peer else "nccl" if device.type == "cuda" else "gloo")
 
     def summa(pr, pc):
         i, j = divmod(rank, pc)
@@ -246,10 +262,12 @@ def _modes_for(n: int, world: int, device, ops: _Operands, wanted, beyond: bool,
         out["one-gpu"] = lambda: whole(torch.mm)
         out["one-gpu/tilegemm"] = lambda: whole(tilegemm.matmul)
     if "1d" in wanted:
-        out["1d"] = one_d
-    if "summa" in wanted and world > 1 and not beyond:  # beyond: its FP32 partial sums of C do not fit
-        pr, pc = _squarest(world)
-        out[f"summa {pr}x{pc}"] = lambda: summa(pr, pc)
+        out["1d"] = one_d  # the default transport: peer copies where every rank is a GPU of one host
+        if device.type == "cuda" and not beyond:
+            out["1d/nccl"] = functools.partial(one_d, "nccl")  # NCCL's all-gather, for the comparison
+    if "summa" in wanted and not beyond:  # beyond: its FP32 partial sums of C do not fit
+        for pr, pc in summa_grids(world):
+            out[f"summa {pr}x{pc}"] = functools.partial(summa, pr, pc)
     if beyond:
         return out
     if "dtensor" in wanted:
@@ -271,17 +289,76 @@ def _has_fused() -> bool:
     return hasattr(torch.ops.symm_mem, "fused_all_gather_matmul")
 
 
+def _beyond_words(k: int, world: bool = True) -> str:
+    """' (beyond one GPU)', ' (beyond 2 GPUs)'; k: the world size (world=True) or the GPUs' count."""
+    k = beyond_gpus(k) if world else k
+    return " (beyond one GPU)" if k == 1 else f" (beyond {k} GPUs)"
+
+
 def _beyond_size(world: int, itemsize: int, device) -> int:
-    """The N whose A, B and C (3·N²·itemsize) exceed one GPU's memory by 25%, a multiple of
-    1024·world; on a CPU a small stand-in."""
+    """The N whose A, B and C (3·N²·itemsize) exceed the memory of beyond_gpus(world) GPUs by 25%,
+    a multiple of 1024·world; on a CPU a small stand-in."""
     import torch
 
     if device.type != "cuda":
         return 2 * CPU_SIZES[-1]
-    total = torch.cuda.get_device_properties(device).total_memory
+    total = torch.cuda.get_device_properties(device).total_memory * beyond_gpus(world)
     n = math.sqrt(1.25 * total / (3 * itemsize))
     step = 1024 * world
     return int(math.ceil(n / step) * step)
+
+
+LINK_BYTES = dict(cuda=2**30, cpu=2**20)  # the measured collectives' gathered (broadcast) bytes
+LINK_REPS = 5
+
+
+def _links(clock: _Clock, device) -> dict:
+    """The links as the engines use them, measured over every rank: an all-gather and a broadcast
+    of LINK_BYTES (bus bandwidth: the bytes a rank receives over the time, (P − 1)/P of the
+    gathered bytes for the all-gather, all of them for the broadcast) and an all-gather of one
+    element per rank (its time over P − 1 ring steps: the latency of a step), each the median of
+    LINK_REPS after one warm call. The cost model of this run takes its links from here."""
+    import torch
+    import torch.distributed as dist
+
+    from ..distributed._core import _ALL_GATHER
+
+    world = dist.get_world_size()
+    nbytes = LINK_BYTES[device.type if device.type == "cuda" else "cpu"]
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32  # gloo's collectives: no bfloat16 needed
+    full = torch.empty(nbytes // dtype.itemsize, dtype=dtype, device=device)
+    mine = full[: full.numel() // world * world].view(world, -1)[dist.get_rank()].clone()
+    flat = full[: mine.numel() * world]
+    tiny, tiny_all = torch.zeros(1, device=device), torch.empty(world, device=device)
+
+    def ms(fn) -> float:
+        return statistics.median(clock.repeats(fn, LINK_REPS, 0.0))
+
+    gather = ms(lambda: _ALL_GATHER(flat, mine))
+    bcast = ms(lambda: dist.broadcast(full, src=0))
+    step = ms(lambda: _ALL_GATHER(tiny_all, tiny))
+    got = flat.numel() * dtype.itemsize * (world - 1) / world
+    return dict(bytes=nbytes, reps=LINK_REPS, allgather_ms=gather, broadcast_ms=bcast, allgather_gbps=got / gather / 1e6,
+                broadcast_gbps=nbytes / bcast / 1e6, step_latency_us=step * 1e3 / max(1, world - 1))
+
+
+def _links_words(links: dict) -> str:
+    return (f"Links, measured in this run over every rank (bus bandwidth, median of {links.get('reps', '?')}): "
+            f"all-gather of {links['bytes'] / 2**20:.0f} MiB {links['allgather_gbps']:.3g} GB/s, broadcast "
+            f"{links['broadcast_gbps']:.3g} GB/s; a ring step {links['step_latency_us']:.3g} µs (a one-element "
+            "all-gather's time over P − 1).")
+
+
+def _topology() -> str | None:
+    """`nvidia-smi topo -m` as text (colour codes dropped), or None where it does not answer."""
+    import re
+    import subprocess
+
+    try:
+        run = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return re.sub(r"\x1b\[[0-9;]*m", "", run.stdout).rstrip() if run.returncode == 0 else None
 
 
 def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: bool, save=None, progress=print,
@@ -308,6 +385,11 @@ def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: 
                                 timing="each repeat the slowest rank's wall time from a barrier to its synchronize",
                                 panel=panel or "the cost model's",
                                 env={k: os.environ.get(k) for k in QUIET_MULTICAST}), runs=[])
+    links = _links(clock, device)
+    if rank == 0:
+        doc["links"] = links
+        doc["topology"] = _topology() if cuda else None
+        progress(_links_words(links))
     plan = [(n, False) for n in sizes]
     if beyond:
         plan.append((_beyond_size(world, torch.empty((), dtype=dtype).element_size(), device), True))
@@ -333,15 +415,21 @@ def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: 
                     if not clock.agree(ok) and "error" not in rec:
                         rec["error"] = f"{name}: failed on another rank"
 
-                step("setup", lambda: made.update(zip(("fn", "local", "check", "panel"), build())))
+                step("setup", lambda: made.update(zip(("fn", "local", "check", "panel", "transport"), build())))
                 if made.get("panel"):
                     rec["panel"] = made["panel"]  # the engine's panel width (1d, summa)
-                step("timing", lambda: rec.__setitem__("ms_reps", clock.repeats(made["fn"], reps, budget_s)))
+                if made.get("transport"):
+                    rec["transport"] = made["transport"]  # how 1d's panels travelled
+                # the product beyond the GPUs' memory runs for seconds: one timed repeat after the warm
+                # call (unless --reps says), and its products alone right after it, with no warm call
+                n_reps = reps if reps is not None or not big else 1
+                step("timing", lambda: rec.__setitem__("ms_reps", clock.repeats(made["fn"], n_reps, budget_s)))
                 if run_i == 0:
                     step("result check", lambda: rec.__setitem__("rel_err", clock.largest(made["check"]())))
                 box.clear()  # the products alone make their own C
                 if made.get("local") is not None:
-                    step("products alone", lambda: rec.__setitem__("local_reps", clock.repeats(made["local"], reps, budget_s)))
+                    step("products alone", lambda: rec.__setitem__(
+                        "local_reps", clock.repeats(made["local"], n_reps, budget_s, warm=not big)))
                 made.clear()
                 box.clear()
                 if cuda:
@@ -349,7 +437,7 @@ def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: 
                 per.setdefault((n, mode, big), []).append(rec)
                 if rank == 0:
                     ms = statistics.median(rec["ms_reps"]) if "ms_reps" in rec else float("nan")
-                    progress(f"run {run_i + 1}/{runs} N={n}{' (beyond one GPU)' if big else ''} {mode:18s} "
+                    progress(f"run {run_i + 1}/{runs} N={n}{_beyond_words(world) if big else ''} {mode:18s} "
                              f"{ms:9.3f} ms" + (f"  err {rec['rel_err']:.1e}" if "rel_err" in rec else "")
                              + (f"  {rec['error']}" if "error" in rec else "") + f"  ({time.perf_counter() - t0:.0f} s)")
             if rank == 0:
@@ -382,6 +470,7 @@ def records(per: dict, world: int, dtype) -> list[dict]:
     for (n, mode, big), runs in sorted(per.items(), key=lambda kv: (kv[0][2], kv[0][0], order(kv[0][1]), kv[0][1])):
         rec = dict(mode=mode.split("/")[0].split(" ")[0], variant=mode, gpus=1 if mode.startswith("one-gpu") else world,
                    m=n, n=n, k=n, dtype=str(dtype).removeprefix("torch."), beyond_one_gpu=big,
+                   beyond_gpus=beyond_gpus(world) if big else 0,
                    bytes_abc=3 * n * n * itemsize)
         errs = [r["error"] for r in runs if "error" in r]
         checked = [r["rel_err"] for r in runs if "rel_err" in r]
@@ -395,8 +484,9 @@ def records(per: dict, world: int, dtype) -> list[dict]:
             continue
         ms_runs = [statistics.median(r["ms_reps"]) for r in good]
         rec.update(ms=statistics.median(ms_runs), ms_runs=ms_runs, reps=len(good[0]["ms_reps"]))
-        if good[0].get("panel"):
-            rec["panel"] = good[0]["panel"]
+        for key in ("panel", "transport"):
+            if good[0].get(key):
+                rec[key] = good[0][key]
         rec["tflops"] = 2 * n ** 3 / (rec["ms"] * 1e-3) / 1e12
         if n in one and not big:
             rec["speedup"] = one[n] / rec["ms"]
@@ -427,7 +517,7 @@ def render(doc: dict) -> str:
         return format(x, fmt) if isinstance(x, (int, float)) else "—"
 
     for r in doc.get("records", []):
-        n = f"{r['n']}" + (" (beyond one GPU)" if r.get("beyond_one_gpu") else "")
+        n = f"{r['n']}" + (_beyond_words(r.get("beyond_gpus") or 1, world=False) if r.get("beyond_one_gpu") else "")
         if "error" in r:
             lines.append(f"| {n} | {r['variant']} | {r['gpus']} | — | — | — | — | — | {r['error'][:90]} |")
             continue
@@ -438,8 +528,14 @@ def render(doc: dict) -> str:
     if big:
         gb = big[0]["bytes_abc"] / 1e9
         mem = ((env.get("gpu") or {}).get("memory_bytes") or 0) / 1e9
-        lines += ["", f"Beyond one GPU: A, B and C of N = {big[0]['n']} take {gb:.0f} GB"
-                  + (f", {gb / mem:.2f}× one GPU's {mem:.0f} GB" if mem else "") + "; operands made shard by shard."]
+        k = big[0].get("beyond_gpus") or 1
+        whose = f"one GPU's {mem:.0f} GB" if k == 1 else f"the {k * mem:.0f} GB of {k} GPUs"
+        lines += ["", f"Beyond {'one GPU' if k == 1 else f'{k} GPUs'}: A, B and C of N = {big[0]['n']} take {gb:.0f} GB"
+                  + (f", {gb / (k * mem):.2f}× {whose}" if mem else "") + "; operands made shard by shard"
+                  + ("; one timed repeat a run, after a warm call" if big[0].get("reps") == 1 else "") + "."]
+    links = doc.get("links")
+    if links:
+        lines += ["", _links_words(links)]
     return "\n".join(lines)
 
 

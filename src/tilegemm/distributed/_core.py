@@ -106,7 +106,7 @@ def _meta_device(group):
 
 
 # the metadata every rank shares: its global rank, then these, by place
-G, DA, DB, DEV, AR, AC, BR, BC, PR, PC, PANEL, LOCAL, FREE = range(13)
+G, DA, DB, DEV, AR, AC, BR, BC, PR, PC, PANEL, LOCAL, FREE, PEER, TRANSPORT = range(15)
 
 
 def gather_meta(values: list[int], who: Team) -> list[list[int]]:
@@ -122,11 +122,22 @@ def gather_meta(values: list[int], who: Team) -> list[list[int]]:
     return [r[1:] for r in got]
 
 
-def _describe_meta(a: torch.Tensor, b: torch.Tensor, grid=(0, 0), panel: int | None = None) -> list[int]:
+def _describe_meta(a: torch.Tensor, b: torch.Tensor, grid=(0, 0), panel: int | None = None,
+                   transport: str = "auto") -> list[int]:
     shape = lambda x: list(x.shape) if x.dim() == 2 else [-1, -1]  # noqa: E731
     free = torch.cuda.mem_get_info(a.device)[0] >> 20 if a.is_cuda else 0  # MiB: what buffers may take
     return [_code(a), _code(b), int(a.is_cuda), *shape(a), *shape(b), int(grid[0]), int(grid[1]), int(panel or 0),
-            int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0), int(free)]
+            int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0), int(free), int(a.is_cuda and _has_symm_mem()),
+            TRANSPORTS.index(transport)]
+
+
+def _has_symm_mem() -> bool:
+    """Whether this torch maps other processes' device memory (symmetric memory, torch ≥ 2.5)."""
+    try:
+        from torch.distributed import _symmetric_memory as symm
+    except ImportError:
+        return False
+    return hasattr(symm, "empty") and hasattr(symm, "rendezvous")
 
 
 def _code(t: torch.Tensor) -> int:
@@ -156,6 +167,9 @@ def _common_errors(meta: list[list[int]]) -> list[str]:
         if m[PR:PANEL + 1] != meta[0][PR:PANEL + 1]:
             errs.append(f"rank {r} was called with grid {m[PR]}×{m[PC]} and panel {m[PANEL] or 'default'}, rank "
                         f"{meta[0][G]} with {meta[0][PR]}×{meta[0][PC]} and {meta[0][PANEL] or 'default'}")
+        if m[TRANSPORT] != meta[0][TRANSPORT]:
+            errs.append(f"rank {r} asked for transport {TRANSPORTS[m[TRANSPORT]]!r}, rank {meta[0][G]} for "
+                        f"{TRANSPORTS[meta[0][TRANSPORT]]!r}")
     return errs
 
 
@@ -255,14 +269,16 @@ def _panels(ka: list[int], kb: list[int], width: int | None) -> list[tuple[int, 
     return out
 
 
-def _model_panel(m: int, n: int, k: int, grid, itemsize: int, per_host: int, max_panel: int | None = None) -> int:
+def _model_panel(m: int, n: int, k: int, grid, itemsize: int, per_host: int, max_panel: int | None = None,
+                 overlap: float | None = None) -> int:
     """The panel width the cost model predicts fastest for this product (costmodel.default_panel,
     with the shipped H200 rates whatever this rank's GPU and rank 0's GPUs per host, so that every
     rank, computing from the same gathered metadata, cuts the same panels), none wider than
-    max_panel."""
+    max_panel; overlap: the share of its rate a GEMM keeps beside the transfers (None: the model's,
+    fitted to NCCL's all-gathers)."""
     from .costmodel import default_panel
 
-    return max(1, default_panel(m, n, k, grid, itemsize, per_host or None, max_panel))
+    return max(1, default_panel(m, n, k, grid, itemsize, per_host or None, max_panel, overlap))
 
 
 def _widest_1d(meta: list[list[int]], n: int, world: int, itemsize: int) -> int | None:
@@ -457,15 +473,46 @@ class RowsLayout:
     panels: list  # (n0, n1) over N
     width: int
     slots: list  # place -> its rank in the gathering group
+    peer: bool = False  # panels gathered by copy engines from the peers' mapped memory, not NCCL's all-gather
 
 
-def layout_1d(a: torch.Tensor, b: torch.Tensor, group=None, panel: int | None = None) -> RowsLayout:
+TRANSPORTS = ("auto", "peer", "nccl")
+PEER_PANELS = 8  # the peer transport's column panels (fewer where they would be narrower than 1024)
+BARRIER_MS = 180_000  # a device barrier that waits longer traps (an error on the rank, not a hang), as NCCL's timeout
+_PEER: dict = {}  # (group name, device, bytes, dtype) -> (mapped buffer, its handle): made once (a collective)
+
+
+def _transport(transport: str | None) -> str:
+    """The 1-D all-gather's transport asked for: the argument, else TILEGEMM_DIST_TRANSPORT, else auto."""
+    t = transport or os.environ.get("TILEGEMM_DIST_TRANSPORT", "auto") or "auto"
+    if t not in TRANSPORTS:
+        raise ValueError(f"transport {t!r}: one of {', '.join(TRANSPORTS)} (TILEGEMM_DIST_TRANSPORT too)")
+    return t
+
+
+def _peer_fits(meta: list[list[int]], n: int, width: int, itemsize: int) -> bool:
+    """Whether every rank has room for the peer transport's buffers beside C's rows: its rows of B
+    in mapped memory (K_max × N) and two gathered panels (K × width), in 90% of the least free
+    device memory over the ranks."""
+    free = min(m[FREE] for m in meta) * 2**20
+    k, kmax, rows = sum(m[BR] for m in meta), max(m[BR] for m in meta), max(m[AR] for m in meta)
+    return (kmax * n + 2 * k * width + rows * n) * itemsize <= 0.9 * free
+
+
+def layout_1d(a: torch.Tensor, b: torch.Tensor, group=None, panel: int | None = None,
+              transport: str | None = None) -> RowsLayout:
     """Share and check every rank's A rows (M_r × K, all of K) and B rows (K_r × N); cut N into
-    panels (default width: the cost model's fastest, rounded up to a multiple of 8; all of N alone)."""
+    panels (default width: the cost model's fastest, rounded up to a multiple of 8; all of N alone)
+    and choose how panels travel: "peer" (the copy engines read each panel from the other ranks'
+    mapped memory: no SM is taken from the GEMMs) where every rank is a CUDA device of one host
+    with symmetric memory and its buffers fit, else "nccl" (NCCL's or gloo's all-gather); "auto"
+    (the default, or TILEGEMM_DIST_TRANSPORT) takes peer where it can. The choice is made from the
+    gathered metadata, the same on every rank."""
+    want = _transport(transport)
     who = team(group)
     if len(who.stages) != 1:
         raise DistributedError("the 1-D algorithm runs on one group (a 1-D mesh), not on a 2-D mesh's rows and columns")
-    meta = gather_meta(_describe_meta(a, b, (0, 0), panel), who)
+    meta = gather_meta(_describe_meta(a, b, (0, 0), panel, want), who)
     errs = _common_errors(meta)
     if any(m[AR] < 0 or m[BR] < 0 for m in meta):
         _refuse(errs)  # no shapes to compare
@@ -475,18 +522,101 @@ def layout_1d(a: torch.Tensor, b: torch.Tensor, group=None, panel: int | None = 
     errs += [f"rank {m[G]}: B has {m[BC]} columns, rank {meta[0][G]}'s {meta[0][BC]}" for m in meta if m[BC] != meta[0][BC]]
     _refuse(errs)
     n, world = meta[0][BC], len(meta)
+    local = meta[0][LOCAL]
+    can_peer = (world > 1 and want != "nccl" and all(m[PEER] for m in meta) and local >= world
+                and dist.get_backend(who.stages[0]) == "nccl")
+    if want == "peer" and not can_peer:
+        raise DistributedError("transport 'peer' needs every rank on a CUDA device of one host (torchrun's "
+                               "LOCAL_WORLD_SIZE covering the group), NCCL and a torch with symmetric memory")
+    # the copy engines take no SM from the GEMMs, so nothing but the first panel's transfer is
+    # exposed; the model (its rates measured on cubes) would then want the narrowest panels, whose
+    # GEMMs fill the GPU worse than it sees: PEER_PANELS panels, none narrower than 1024
+    width = panel or max(1024, -(-n // (PEER_PANELS * 1024)) * 1024)
+    peer = can_peer and _peer_fits(meta, n, min(width, n), a.element_size())
     if panel:
         width = panel
-    elif world > 1:
-        width = _model_panel(sum(m[AR] for m in meta), n, k, (world, 1), a.element_size(), meta[0][LOCAL],
+    elif world > 1 and not peer:
+        width = _model_panel(sum(m[AR] for m in meta), n, k, (world, 1), a.element_size(), local,
                              _widest_1d(meta, n, world, a.element_size()))
-    else:
+    elif world == 1:
         width = max(n, 1)
     width += -width % 8 if width > 8 else 0  # column panels whose starts keep 16-byte alignment
     g = who.stages[0]
     slots = [dist.get_group_rank(g, m[G]) if g is not None else m[G] for m in meta]
+    if want == "peer" and not peer:
+        raise DistributedError("transport 'peer': its buffers (B's rows in mapped memory and two gathered panels) do "
+                               "not fit in the least free device memory over the ranks")
     return RowsLayout([m[AR] for m in meta], [m[BR] for m in meta], n,
-                      [(n0, min(n, n0 + width)) for n0 in range(0, n, width)], width, slots)
+                      [(n0, min(n, n0 + width)) for n0 in range(0, n, width)], width, slots, peer)
+
+
+def _peer_buffer(g, nbytes: int, dtype, device):
+    """This rank's buffer in symmetric memory (mapped into every peer of group g) and its handle,
+    made once for the group, device, size and dtype: a rendezvous is a collective, every rank of g
+    makes it at the same call."""
+    import warnings
+
+    from torch.distributed import _symmetric_memory as symm
+
+    name = (g or dist.group.WORLD).group_name
+    key = (name, str(device), nbytes, dtype)
+    if key not in _PEER:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # enable_symm_mem_for_group: deprecated (done for every group) in newer torch
+            if hasattr(symm, "is_symm_mem_enabled_for_group") and not symm.is_symm_mem_enabled_for_group(name):
+                symm.enable_symm_mem_for_group(name)
+        buf = symm.empty(nbytes // dtype.itemsize, dtype=dtype, device=device)
+        _PEER[key] = (buf, _collective("mapping the ranks' rows of B (symmetric memory)",
+                                       lambda: symm.rendezvous(buf, name)))
+    return _PEER[key]
+
+
+def _run_1d_peer(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, g, me: int, c: torch.Tensor) -> torch.Tensor:
+    """run_1d's loop with the copy engines as the all-gather: each rank's rows of B go once into
+    its mapped buffer; after a device barrier, panel p is gathered by strided 2-D copies
+    (cuMemcpy2DAsync) from every rank's buffer on a copy stream, while the compute stream
+    multiplies panel p − 1; a last barrier keeps every buffer until its readers are done."""
+    from ..multigpu import copy_2d
+
+    world, k, kmax, n, w = len(lay.rows), sum(lay.kb), max(lay.kb), lay.n, lay.width
+    buf, hdl = _peer_buffer(g, kmax * n * b.element_size(), b.dtype, b.device)
+    compute = torch.cuda.current_stream(b.device)
+    copies = _copy_stream(b.device)
+    offs = list(itertools.accumulate([0] + lay.kb))
+    buf[:b.numel()].view(b.shape).copy_(b)
+    _collective("the barrier before the peers' rows are read", lambda: hdl.barrier(channel=0, timeout_ms=BARRIER_MS))
+    peers = [hdl.get_buffer(lay.slots[q], (kmax, n), b.dtype, 0) for q in range(world)]
+    two = min(2, len(lay.panels))
+    gathered = [torch.empty(k * w, dtype=b.dtype, device=b.device) for _ in range(two)]
+    for x in gathered:
+        x.record_stream(copies)
+    copies.wait_stream(compute)  # B's rows are in every buffer (the barrier ran on the compute stream)
+    used = [None] * two  # the event after the GEMM that last read each gathered buffer
+    for p, (n0, n1) in enumerate(lay.panels):
+        pw = n1 - n0
+        out = gathered[p % two][:k * pw].view(k, pw)
+        if used[p % two] is not None:
+            copies.wait_event(used[p % two])
+        with torch.cuda.stream(copies):
+            for q in range(world):
+                if lay.kb[q]:
+                    copy_2d(out[offs[q]:offs[q + 1]], peers[q][:lay.kb[q], n0:n1], copies)
+        compute.wait_stream(copies)
+        if a.shape[0]:
+            _product(a, out, c[:, n0:n1])
+        used[p % two] = compute.record_event()
+    _collective("the barrier after the peers' rows were read", lambda: hdl.barrier(channel=0, timeout_ms=BARRIER_MS))
+    return c
+
+
+_COPY_STREAMS: dict = {}
+
+
+def _copy_stream(device) -> torch.cuda.Stream:
+    """One side stream per device for the peer transport's copies, made once."""
+    if device not in _COPY_STREAMS:
+        _COPY_STREAMS[device] = torch.cuda.Stream(device=device)
+    return _COPY_STREAMS[device]
 
 
 def run_1d(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, group=None, communicate: bool = True) -> torch.Tensor:
@@ -503,6 +633,8 @@ def run_1d(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, group=None, commun
     c = torch.empty((a.shape[0], n), dtype=a.dtype, device=a.device)
     if k == 0 or not lay.panels:
         return c.zero_()
+    if lay.peer and communicate:
+        return _run_1d_peer(a, b.contiguous(), lay, g, me, c)
     w = lay.width
     # two of each: panel p + 1's own piece (padded to kmax rows) and gathered panel, while p is used
     two = min(2, len(lay.panels))  # one panel needs one buffer of each
@@ -563,12 +695,14 @@ def _product(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
 
 
 def matmul_1d(a: torch.Tensor, b: torch.Tensor, group=None, b_sharded: bool = True,
-              panel: int | None = None) -> torch.Tensor:
+              panel: int | None = None, transport: str | None = None) -> torch.Tensor:
     """C's rows of this rank = A's rows of this rank @ B. a: this rank's rows of A (all of K);
     b: this rank's rows of B (its slice of K, in rank order) when b_sharded, else all of B. The
-    1-D algorithm (run_1d): B all-gathered a column panel at a time, overlapped with the GEMMs."""
+    1-D algorithm (run_1d): B all-gathered a column panel at a time, overlapped with the GEMMs;
+    transport: how the panels travel, "auto" (the default: the copy engines on GPUs of one host,
+    else NCCL's or gloo's all-gather), "peer" or "nccl" (layout_1d)."""
     if b_sharded:
-        return run_1d(a, b, layout_1d(a, b, group, panel), group)
+        return run_1d(a, b, layout_1d(a, b, group, panel, transport), group)
     import tilegemm
 
     meta = gather_meta(_describe_meta(a, b), team(group))

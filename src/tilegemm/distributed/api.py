@@ -7,12 +7,18 @@ import torch
 from ._core import DistributedError, G, Team, blocks, gather_meta, matmul_1d, mesh_team, relayout, summa
 
 
-def _chosen_grid(m: int, n: int, k: int, p: int, dtype) -> tuple[int, int]:
+def _chosen_grid(m: int, n: int, k: int, p: int, dtype, cuda: bool = False) -> tuple[int, int]:
+    import os
+
+    from ._core import _has_symm_mem, _transport
     from .costmodel import choose, shipped
 
     # the shipped H200 rates and 8 GPUs a host on every rank, whatever its GPU: all ranks must
-    # choose the same grid (layout's metadata check refuses, on every rank, ranks that did not)
-    return tuple(choose(m, n, k, p, shipped(8), dtype.itemsize)["grid"])
+    # choose the same grid (layout's metadata check refuses, on every rank, ranks that did not);
+    # on GPUs of one host the 1-D engine's panels take the copy engines (layout_1d's peer transport)
+    one_host = int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0) >= p
+    peer = cuda and one_host and _transport(None) != "nccl" and _has_symm_mem()
+    return tuple(choose(m, n, k, p, shipped(8), dtype.itemsize, peer=peer)["grid"])
 
 
 def _grid_on_rows(a_rows: torch.Tensor, b_rows: torch.Tensor, m: int, n: int, k: int, grid, who: Team, panel):
@@ -71,7 +77,7 @@ def matmul(a, b, *, grid: tuple[int, int] | None = None, panel: int | None = Non
             c = matmul_1d(a1.to_local(), b.to_local(), group=who, b_sharded=False)
         else:
             b1 = b if tuple(b.placements) == (Shard(0),) else b.redistribute(mesh, [Shard(0)])
-            grid = tuple(grid) if grid is not None else _chosen_grid(m, n, k, p, a.dtype)
+            grid = tuple(grid) if grid is not None else _chosen_grid(m, n, k, p, a.dtype, a1.to_local().is_cuda)
             if grid[1] == 1:
                 c = matmul_1d(a1.to_local(), b1.to_local(), group=who, panel=panel)
             else:

@@ -55,8 +55,11 @@ class Hardware:
     # panels' collectives took a few per cent of the GEMMs' time, and the 1-D loop with one panel
     # (nothing overlapped) at 0.86-0.97
     overlap: float = 0.838
+    fixed_tflops: float | None = None  # one rate for every local GEMM (a product's own, measured alone)
 
     def tflops(self, m: float, n: float, k: float) -> float:
+        if self.fixed_tflops:
+            return self.fixed_tflops
         pts = sorted(self.rate.items())
         if not pts:
             return math.inf  # no rate known: the products cost nothing and the least communication wins
@@ -136,9 +139,11 @@ def predict(m: int, n: int, k: int, grid: tuple[int, int], hw: Hardware, itemsiz
         cast = mi * nj * (acc + itemsize) / (hw.mem_gbps * 1e9) if acc != itemsize else 0.0
     gemms = [first] + [gemm] * (panels - 1)
     local = sum(gemms) + cast  # the same local products, alone
-    # panel 0's communication, then each product beside the next panel's (slowed by the collective
-    # running beside it: hw.overlap), then the last product
-    total = comm + sum(max(g / hw.overlap, comm) for g in gemms[:-1]) + gemms[-1] + cast if comm else local
+    # panel 0's communication, then each product beside the next panel's (slowed by each collective
+    # running beside it: hw.overlap for one, hw.overlap² for SUMMA's two broadcasts at once), then
+    # the last product
+    beside = hw.overlap ** (2 if pc > 1 and pr > 1 else 1)
+    total = comm + sum(max(g / beside, comm) for g in gemms[:-1]) + gemms[-1] + cast if comm else local
     one = 2 * m * n * k / (hw.tflops(m, n, k) * 1e12)
     return dict(algorithm="1d" if pc == 1 else "summa", grid=[pr, pc], gpus=p, panel=width, seconds=total, local_s=local,
                 comm_s=comm * panels, efficiency=min(1.0, local / total), speedup=one / total,
@@ -154,9 +159,15 @@ def grids(p: int) -> list[tuple[int, int]]:
     return [(p // c, c) for c in range(1, p + 1) if p % c == 0]
 
 
-def choose(m: int, n: int, k: int, gpus: int, hw: Hardware, itemsize: int = 2) -> dict:
-    """The fastest algorithm and grid for this product on `gpus` GPUs, by the model."""
-    return min((predict(m, n, k, g, hw, itemsize) for g in grids(gpus)), key=lambda r: r["seconds"])
+def choose(m: int, n: int, k: int, gpus: int, hw: Hardware, itemsize: int = 2, peer: bool = False) -> dict:
+    """The fastest algorithm and grid for this product on `gpus` GPUs, by the model; peer: the 1-D
+    engine's panels travel by the copy engines (one host), which take no SM from its GEMMs."""
+    from dataclasses import replace
+
+    def one(g):
+        return predict(m, n, k, g, replace(hw, overlap=1.0) if peer and g[1] == 1 else hw, itemsize)
+
+    return min((one(g) for g in grids(gpus)), key=lambda r: r["seconds"])
 
 
 HOSTS = (1, 2, 4, 8, 16, 32)
@@ -177,11 +188,17 @@ def shipped(per_host: int | None = None) -> Hardware:
 
 
 def default_panel(m: int, n: int, k: int, grid: tuple[int, int], itemsize: int, per_host: int | None = None,
-                  max_panel: int | None = None) -> int:
+                  max_panel: int | None = None, overlap: float | None = None) -> int:
     """The engines' panel width when the caller gives none: the model's fastest with the shipped
     H200 rates and `per_host` GPUs a host (8 when not known), the same on every rank that asks
-    with the same arguments (read once per process)."""
-    return int(predict(m, n, k, grid, shipped(per_host), itemsize, max_panel=max_panel)["panel"])
+    with the same arguments (read once per process); overlap overrides the shipped Hardware's
+    (1.0 for transfers that take no SM from the GEMMs)."""
+    hw = shipped(per_host)
+    if overlap is not None:
+        from dataclasses import replace
+
+        hw = replace(hw, overlap=overlap)
+    return int(predict(m, n, k, grid, hw, itemsize, max_panel=max_panel)["panel"])
 
 
 def hardware_from_results(tensorcore_json: dict, ceilings_json: dict | None = None, **links) -> Hardware:
@@ -277,11 +294,34 @@ def render(hw: Hardware, plot_path=None) -> str:
 
 def measured_hardware(doc: dict, **links) -> Hardware:
     """The Hardware of a `tilegemm dist-bench` run: its own one-GPU cuBLAS rate at each size (the
-    local GEMM rate measured per shape in the same run) and its GPUs per host."""
+    local GEMM rate measured per shape in the same run), its GPUs per host, and the links it
+    measured (the all-gather's bus bandwidth and a ring step's latency; a run that did not measure
+    them keeps Hardware's defaults)."""
     rate = {r["n"]: r["tflops"] for r in doc.get("records", []) if r.get("variant") == "one-gpu" and r.get("tflops")}
     h = doc.get("harness", {})
     links.setdefault("gpus_per_host", int(h.get("local_world") or h.get("world") or 8))
+    seen = doc.get("links") or {}
+    if seen.get("allgather_gbps"):
+        links.setdefault("link_gbps", round(seen["allgather_gbps"], 1))
+        links.setdefault("link_latency_us", round(seen["step_latency_us"], 1))
     return Hardware(((doc.get("environment") or {}).get("gpu") or {}).get("name", "?"), rate=rate, **links)
+
+
+def _own_rate(hw: Hardware, r: dict, grid, width: int) -> Hardware:
+    """hw with the record's own local GEMM rate where the run measured its products alone
+    (`local_ms`: the engine's panel loop with nothing sent), so that the model is tested on what
+    it adds, the communication and its overlap; SUMMA's partial-sum traffic, which the products
+    alone include, is taken out of that time first."""
+    import dataclasses
+
+    if not r.get("local_ms"):
+        return hw
+    pr, pc = grid
+    flops = 2 * r["m"] * r["n"] * r["k"] / (pr * pc)
+    guess = predict(r["m"], r["n"], r["k"], grid, dataclasses.replace(hw, fixed_tflops=1000.0), panel=width)
+    traffic = guess["local_s"] - flops / 1e15  # what the products alone spend besides their flops
+    busy = r["local_ms"] * 1e-3 - traffic
+    return dataclasses.replace(hw, fixed_tflops=flops / busy / 1e12) if busy > 0 else hw
 
 
 def compare(doc: dict, extra: tuple = ()) -> str:
@@ -302,13 +342,18 @@ def compare(doc: dict, extra: tuple = ()) -> str:
                 continue
             grid = (r["gpus"], 1) if r["mode"] == "1d" else tuple(int(x) for x in r["variant"].split()[-1].split("x"))
             width = panel or r.get("panel") or predict(r["m"], r["n"], r["k"], grid, before)["panel"]
-            p = predict(r["m"], r["n"], r["k"], grid, hw, panel=min(width, r["n"]))
+            # the copy engines' panels take no SM from the GEMMs: nothing is lost beside them
+            on = dataclasses.replace(hw, overlap=1.0) if r.get("transport") == "peer" else hw
+            on = _own_rate(on, r, grid, min(width, r["n"]))
+            p = predict(r["m"], r["n"], r["k"], grid, on, panel=min(width, r["n"]))
             ratio = p["seconds"] * 1e3 / r["ms"]
             total += 1
             within += abs(ratio - 1) <= 0.10
-            lines.append(f"| {label} | {r['n']} | {r['mode']} {grid[0]}×{grid[1]} | {min(width, r['n'])} | "
+            how = f" ({r['transport']})" if r.get("transport") in ("peer", "nccl") else ""
+            lines.append(f"| {label} | {r['n']} | {r['mode']} {grid[0]}×{grid[1]}{how} | {min(width, r['n'])} | "
                          f"{r['ms']:.2f} | {p['seconds'] * 1e3:.2f} | {ratio:.2f}{'' if abs(ratio - 1) <= 0.10 else ' **miss**'} |")
-    head = (f"The model (overlap {hw.overlap}, links {hw.link_gbps:g} GB/s and {hw.link_latency_us:g} µs, each "
-            f"size's local GEMM rate the run's own one-GPU cuBLAS rate) against the measured times: "
-            f"{within} of {total} within 10%.")
+    head = (f"The model (overlap {hw.overlap} beside NCCL's collectives, 1.0 beside the copy engines' (peer); links "
+            f"{hw.link_gbps:g} GB/s and {hw.link_latency_us:g} µs; each record's local GEMM rate its own products "
+            f"alone, measured in the run, else the run's one-GPU cuBLAS rate at its size) against the measured "
+            f"times: {within} of {total} within 10%.")
     return head + "\n\n" + "\n".join(lines)
