@@ -17,8 +17,9 @@
 - docs/bad-input.md: the bad-input table, by running the rows of tests/_bad_inputs.py here;
 - docs/scaleout.md: the distributed cost model's predictions for 1–32 hosts and their plot, from
   the local GEMM rate measured in results/h200/tensorcore.json and the memory bandwidth in
-  results/h200/ceilings.json; and its measured section (also results/h200x2/scaleout.md): the
-  2-GPU `tilegemm dist-bench` run in results/h200x2/scaleout.json and the model beside it.
+  results/h200/ceilings.json; and its measured sections (also results/h200x2/scaleout.md and
+  results/h200x4/scaleout.md): the 2- and 4-GPU `tilegemm dist-bench` runs in
+  results/h200x{2,4}/scaleout.json, each with the model beside it.
 Missing inputs are reported and skipped.
 """
 
@@ -225,21 +226,23 @@ def main() -> int:
         body = costmodel.render(hw, ROOT / "docs" / "img" / "scaleout.png")
         scale.write_text(replace_marked(scale.read_text(), "scaleout:model", body, "docs/scaleout.md"))
         print("wrote docs/scaleout.md and docs/img/scaleout.png")
-    x2 = ROOT / "results" / "h200x2" / "scaleout.json"
-    if x2.exists():
+    for host, tag, extra_dir in (("h200x2", "scaleout:measured", "h200x2-panels"), ("h200x4", "scaleout:measured4", None)):
+        run = ROOT / "results" / host / "scaleout.json"
+        if not run.exists():
+            continue
         from tilegemm.bench import distributed as dist_bench
         from tilegemm.distributed import costmodel
 
-        doc = json.loads(x2.read_text())
-        arch = ROOT / "results" / "archive" / "h200x2-panels"
+        doc = json.loads(run.read_text())
+        arch = ROOT / "results" / "archive" / (extra_dir or "-")
         extra = tuple((f"one panel ({p.name})", json.loads(p.read_text()), 65536)
                       for p in [arch / "panel-whole.json"] if p.exists())
         body = (dist_bench.render(doc) + "\n\n### The cost model against these runs\n\n"
                 + costmodel.compare(doc, extra))
-        (x2.parent / "scaleout.md").write_text("# Beyond one GPU, measured\n\n" + body + "\n")
+        (run.parent / "scaleout.md").write_text("# Beyond one GPU, measured\n\n" + body + "\n")
         scale = ROOT / "docs" / "scaleout.md"
-        scale.write_text(replace_marked(scale.read_text(), "scaleout:measured", body, "docs/scaleout.md"))
-        print("wrote results/h200x2/scaleout.md and docs/scaleout.md's measured section")
+        scale.write_text(replace_marked(scale.read_text(), tag, body, "docs/scaleout.md"))
+        print(f"wrote results/{host}/scaleout.md and docs/scaleout.md's {tag} section")
     if lad.exists():
         doc = results.load(lad)
         doc["_path"] = "results/h200/ladder.json"
