@@ -145,7 +145,7 @@ def test_the_peer_transport_fits_or_is_not_taken():
     from tilegemm.distributed import _core
 
     def meta(free_mib, rows=8192, kb=8192, world=4):
-        m = [0] * 15
+        m = [0] * 16
         m[_core.AR], m[_core.BR], m[_core.FREE] = rows, kb, free_mib
         return [list(m) for _ in range(world)]
 
@@ -182,3 +182,27 @@ def test_the_model_beside_a_run_takes_each_products_own_rate():
                links=dict(allgather_gbps=312.0, step_latency_us=20.0))
     text = costmodel.compare(doc)
     assert "links 312 GB/s and 20 µs" in text and "1 of 1 within 10%" in text and "| 1d 4×1 (peer) | 4096 |" in text
+
+
+def test_the_product_beyond_first(tmp_path, capfd):
+    """--beyond first: the product beyond the GPUs' memory (on CPU processes a small stand-in)
+    runs before the sizes in each run, nothing held from them; its record says so."""
+    if torch.cuda.is_available():
+        pytest.skip("checks the CPU run")
+    path = tmp_path / "scaleout.json"
+    assert cli.main(["dist-bench", "--runs", "1", "--reps", "2", "--sizes", "48", "--modes", "1d",
+                     "--beyond", "first", "--json", str(path)]) == 0
+    lines = [x for x in capfd.readouterr().out.splitlines() if x.startswith("run 1/1")]
+    assert "(beyond one GPU)" in lines[0] and "N=48 " in lines[-1], lines
+    doc = json.loads(path.read_text())
+    assert doc["harness"]["beyond"] == "first" and doc["links"]["allgather_gbps"] > 0
+    big = [r for r in doc["records"] if r["beyond_one_gpu"]]
+    assert len(big) == 1 and big[0]["beyond_gpus"] == 1 and big[0]["reps"] == 2 and "error" not in big[0]
+
+
+def test_the_host_id_is_one_number_per_machine():
+    """The metadata's host id (the peer transport is taken only where every rank's is the same)."""
+    from tilegemm.distributed import _core
+
+    h = _core._host_id()
+    assert h == _core._host_id() and 0 <= h < 2**62

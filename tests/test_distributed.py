@@ -166,9 +166,9 @@ def test_panels_cut_at_both_boundaries():
 
 def test_layout_check_names_the_rank():
     # by place: global rank, dtype A, dtype B, device, A rows, A cols, B rows, B cols, grid, panel, GPUs a host,
-    # free MiB, peer-capable, transport
+    # free MiB, peer-capable, transport, host
     def meta(g, a_rows, a_cols, b_rows, b_cols, db=2, grid=(2, 1), panel=0):
-        return [g, 2, db, 0, a_rows, a_cols, b_rows, b_cols, *grid, panel, 0, 0, 0, 0]
+        return [g, 2, db, 0, a_rows, a_cols, b_rows, b_cols, *grid, panel, 0, 0, 0, 0, 0]
 
     with pytest.raises(DistributedError, match="A's blocks span K = 6"):
         check_grid([meta(0, 4, 6, 6, 3), meta(1, 4, 6, 6, 3)], 2, 1)  # K = 6 + 6 rows of B against 6 columns

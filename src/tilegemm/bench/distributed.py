@@ -338,6 +338,9 @@ def _links(clock: _Clock, device) -> dict:
     bcast = ms(lambda: dist.broadcast(full, src=0))
     step = ms(lambda: _ALL_GATHER(tiny_all, tiny))
     got = flat.numel() * dtype.itemsize * (world - 1) / world
+    full = mine = flat = None
+    if device.type == "cuda":
+        torch.cuda.empty_cache()  # the free memory the engines size their buffers by
     return dict(bytes=nbytes, reps=LINK_REPS, allgather_ms=gather, broadcast_ms=bcast, allgather_gbps=got / gather / 1e6,
                 broadcast_gbps=nbytes / bcast / 1e6, step_latency_us=step * 1e3 / max(1, world - 1))
 
@@ -361,7 +364,7 @@ def _topology() -> str | None:
     return re.sub(r"\x1b\[[0-9;]*m", "", run.stdout).rstrip() if run.returncode == 0 else None
 
 
-def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: bool, save=None, progress=print,
+def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: bool | str, save=None, progress=print,
             panel: int | None = None) -> dict:
     """The whole benchmark on this rank (every rank calls it); rank 0's document is returned
     (None elsewhere) and, with save, written after every size."""
@@ -380,6 +383,7 @@ def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: 
     if rank == 0:
         doc = dict(schema="tilegemm.scaleout/1", environment=environment(), clocks={"before": clocks.read() if cuda else None},
                    harness=dict(world=world, backend=dist.get_backend(), runs=runs, reps=reps, budget_s=budget_s,
+                                beyond={True: "on", False: "off"}.get(beyond, beyond),
                                 local_world=int(os.environ.get("LOCAL_WORLD_SIZE", world)),
                                 dtype=str(dtype).removeprefix("torch."),
                                 timing="each repeat the slowest rank's wall time from a barrier to its synchronize",
@@ -391,8 +395,9 @@ def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: 
         doc["topology"] = _topology() if cuda else None
         progress(_links_words(links))
     plan = [(n, False) for n in sizes]
-    if beyond:
-        plan.append((_beyond_size(world, torch.empty((), dtype=dtype).element_size(), device), True))
+    if beyond and beyond != "off":  # "first": before the sizes in each run, with nothing held from them
+        big = (_beyond_size(world, torch.empty((), dtype=dtype).element_size(), device), True)
+        plan = [big] + plan if beyond == "first" else plan + [big]
     per: dict = {}
     t0 = time.perf_counter()
     for run_i in range(runs):
@@ -733,7 +738,9 @@ def _arguments(p) -> None:
     p.add_argument("--runs", type=int, default=3, help="runs over every size and mode; each figure is their median")
     p.add_argument("--reps", type=int, help="timed repeats per figure (default: what fits --budget, 3 to 20)")
     p.add_argument("--budget", type=float, default=1.0, help="seconds of repeats per figure when --reps is not given")
-    p.add_argument("--beyond", choices=("on", "off"), help="the product beyond one GPU's memory (default: on with GPUs)")
+    p.add_argument("--beyond", choices=("on", "off", "first"),
+                   help="the product beyond the GPUs' memory, after the sizes (on, the default with GPUs), before "
+                        "them in each run (first), or not at all (off)")
     p.add_argument("--panel", type=int, help="panel width of 1d and summa (default: the cost model's choice)")
     p.add_argument("--json", help="write the results here")
 
@@ -771,7 +778,7 @@ def _config(args, under_torchrun: bool) -> tuple[dict | None, int, str | None]:
         world, backend = args.gpus or 2, "gloo"
         if world < 2:
             return None, 0, "--gpus: at least 2 processes"
-    beyond = (args.beyond or ("on" if gpus else "off")) == "on"
+    beyond = args.beyond or ("on" if gpus else "off")
     if args.panel is not None and args.panel < 1:
         return None, 0, "--panel: a positive width"
     cfg = dict(backend=backend, sizes=sizes, modes=modes, runs=args.runs, reps=args.reps, budget_s=args.budget,

@@ -56,6 +56,7 @@ def _release_groups() -> None:
     torch has shut down is otherwise destroyed during finalization, where its threads can abort."""
     _GROUPS.clear()
     _GROUPS_WORLD[0] = None
+    _PEER.clear()
 
 
 def _collective(what: str, fn):
@@ -106,7 +107,7 @@ def _meta_device(group):
 
 
 # the metadata every rank shares: its global rank, then these, by place
-G, DA, DB, DEV, AR, AC, BR, BC, PR, PC, PANEL, LOCAL, FREE, PEER, TRANSPORT = range(15)
+G, DA, DB, DEV, AR, AC, BR, BC, PR, PC, PANEL, LOCAL, FREE, PEER, TRANSPORT, HOST = range(16)
 
 
 def gather_meta(values: list[int], who: Team) -> list[list[int]]:
@@ -128,7 +129,22 @@ def _describe_meta(a: torch.Tensor, b: torch.Tensor, grid=(0, 0), panel: int | N
     free = torch.cuda.mem_get_info(a.device)[0] >> 20 if a.is_cuda else 0  # MiB: what buffers may take
     return [_code(a), _code(b), int(a.is_cuda), *shape(a), *shape(b), int(grid[0]), int(grid[1]), int(panel or 0),
             int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0), int(free), int(a.is_cuda and _has_symm_mem()),
-            TRANSPORTS.index(transport)]
+            TRANSPORTS.index(transport), _host_id()]
+
+
+def _host_id() -> int:
+    """This machine, as a number every rank can compare: the kernel's boot id (the host name where
+    there is none), hashed to 62 bits."""
+    import socket
+    import zlib
+
+    try:
+        with open("/proc/sys/kernel/random/boot_id", "rb") as f:
+            ident = f.read().strip()
+    except OSError:
+        ident = b""
+    ident = ident or socket.gethostname().encode()
+    return (zlib.crc32(ident) << 30 ^ zlib.adler32(ident)) & (2**62 - 1)
 
 
 def _has_symm_mem() -> bool:
@@ -212,6 +228,15 @@ def check_grid(meta: list[list[int]], pr: int, pc: int) -> tuple[list, list, lis
     return rows, ncols, ka, kb
 
 
+def _same_world() -> None:
+    """Forget the groups and mapped buffers of a default group that was destroyed and made again
+    (its groups and rendezvous went with it)."""
+    if _GROUPS_WORLD[0] is not dist.group.WORLD:
+        _GROUPS.clear()
+        _PEER.clear()
+        _GROUPS_WORLD[0] = dist.group.WORLD
+
+
 def _split(parent, lists: list[list[int]]):
     """This rank's group among `lists` (global ranks), made once. From the default group every
     rank makes every group (new_group is collective over all ranks); from another group, its
@@ -219,9 +244,7 @@ def _split(parent, lists: list[list[int]]):
     mine = next((lst for lst in lists if dist.get_rank() in lst), None)
     if mine is None or len(mine) == 1:
         return None
-    if _GROUPS_WORLD[0] is not dist.group.WORLD:  # the world was destroyed and made again: its groups went with it
-        _GROUPS.clear()
-        _GROUPS_WORLD[0] = dist.group.WORLD
+    _same_world()
     name = getattr(parent, "group_name", "") if parent is not None else ""
     key = (name, tuple(tuple(x) for x in lists))
     if key not in _GROUPS:
@@ -478,8 +501,10 @@ class RowsLayout:
 
 TRANSPORTS = ("auto", "peer", "nccl")
 PEER_PANELS = 8  # the peer transport's column panels (fewer where they would be narrower than 1024)
-BARRIER_MS = 180_000  # a device barrier that waits longer traps (an error on the rank, not a hang), as NCCL's timeout
-_PEER: dict = {}  # (group name, device, bytes, dtype) -> (mapped buffer, its handle): made once (a collective)
+# a device barrier that waits longer than this traps: a CUDA error on that rank at its next
+# synchronize, after which the process must end (no hang); NCCL's own default timeout
+BARRIER_S = float(os.environ.get("TILEGEMM_DIST_BARRIER_S", "600"))
+_PEER: dict = {}  # (group name, device, dtype) -> _Mapped: this rank's mapped buffer, grown as products need
 
 
 def _transport(transport: str | None) -> str:
@@ -492,8 +517,9 @@ def _transport(transport: str | None) -> str:
 
 def _peer_fits(meta: list[list[int]], n: int, width: int, itemsize: int) -> bool:
     """Whether every rank has room for the peer transport's buffers beside C's rows: its rows of B
-    in mapped memory (K_max × N) and two gathered panels (K × width), in 90% of the least free
-    device memory over the ranks."""
+    in mapped memory (K_max × N; a buffer kept from an earlier product counts against it, as the
+    free memory the ranks reported does not hold it) and two gathered panels (K × width), in 90%
+    of the least free device memory over the ranks."""
     free = min(m[FREE] for m in meta) * 2**20
     k, kmax, rows = sum(m[BR] for m in meta), max(m[BR] for m in meta), max(m[AR] for m in meta)
     return (kmax * n + 2 * k * width + rows * n) * itemsize <= 0.9 * free
@@ -523,11 +549,11 @@ def layout_1d(a: torch.Tensor, b: torch.Tensor, group=None, panel: int | None = 
     _refuse(errs)
     n, world = meta[0][BC], len(meta)
     local = meta[0][LOCAL]
-    can_peer = (world > 1 and want != "nccl" and all(m[PEER] for m in meta) and local >= world
-                and dist.get_backend(who.stages[0]) == "nccl")
+    can_peer = (world > 1 and want != "nccl" and all(m[PEER] for m in meta) and len({m[HOST] for m in meta}) == 1
+                and "nccl" in str(dist.get_backend(who.stages[0])))
     if want == "peer" and not can_peer:
-        raise DistributedError("transport 'peer' needs every rank on a CUDA device of one host (torchrun's "
-                               "LOCAL_WORLD_SIZE covering the group), NCCL and a torch with symmetric memory")
+        raise DistributedError("transport 'peer' needs every rank on a CUDA device of one host, NCCL and a torch "
+                               "with symmetric memory")
     # the copy engines take no SM from the GEMMs, so nothing but the first panel's transfer is
     # exposed; the model (its rates measured on cubes) would then want the narrowest panels, whose
     # GEMMs fill the GPU worse than it sees: PEER_PANELS panels, none narrower than 1024
@@ -550,44 +576,94 @@ def layout_1d(a: torch.Tensor, b: torch.Tensor, group=None, panel: int | None = 
                       [(n0, min(n, n0 + width)) for n0 in range(0, n, width)], width, slots, peer)
 
 
-def _peer_buffer(g, nbytes: int, dtype, device):
-    """This rank's buffer in symmetric memory (mapped into every peer of group g) and its handle,
-    made once for the group, device, size and dtype: a rendezvous is a collective, every rank of g
-    makes it at the same call."""
+@dataclass
+class _Mapped:
+    """A rank's buffer in symmetric memory, its handle (the peers' mappings), and the event after
+    the last product's closing barrier: the buffer is written again only after it."""
+
+    buf: torch.Tensor
+    hdl: object
+    done: object = None
+
+
+def _peer_buffer(g, numel: int, dtype, device) -> _Mapped:
+    """This rank's buffer of at least `numel` elements in symmetric memory (mapped into every peer
+    of group g), one per group, device and dtype, made again larger when a product needs more.
+    Every rank of g asks with the same numel (from the gathered layout), so all make it at the
+    same call; an allocation that fails on one rank fails on all (the outcome is agreed first),
+    never leaving the others in the rendezvous."""
     import warnings
 
     from torch.distributed import _symmetric_memory as symm
 
+    _same_world()
     name = (g or dist.group.WORLD).group_name
-    key = (name, str(device), nbytes, dtype)
-    if key not in _PEER:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # enable_symm_mem_for_group: deprecated (done for every group) in newer torch
-            if hasattr(symm, "is_symm_mem_enabled_for_group") and not symm.is_symm_mem_enabled_for_group(name):
-                symm.enable_symm_mem_for_group(name)
-        buf = symm.empty(nbytes // dtype.itemsize, dtype=dtype, device=device)
-        _PEER[key] = (buf, _collective("mapping the ranks' rows of B (symmetric memory)",
-                                       lambda: symm.rendezvous(buf, name)))
+    key = (name, str(device), dtype)
+    have = _PEER.get(key)
+    if have is not None and have.buf.numel() >= numel:
+        return have
+    if have is not None:  # too small: every rank's last product is done with it (its closing barrier)
+        torch.cuda.current_stream(device).wait_event(have.done)
+        torch.cuda.synchronize(device)
+        del _PEER[key]
+        have = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # enable_symm_mem_for_group: deprecated (done for every group) in newer torch
+        if hasattr(symm, "is_symm_mem_enabled_for_group") and not symm.is_symm_mem_enabled_for_group(name):
+            symm.enable_symm_mem_for_group(name)
+    try:
+        buf, err = symm.empty(numel, dtype=dtype, device=device), None
+    except Exception as e:  # noqa: BLE001  (out of memory, or no mapping on this device)
+        buf, err = None, e
+    ok = torch.tensor([int(buf is not None)], dtype=torch.int32, device=device)
+    _collective("agreeing on the mapped buffers", lambda: dist.all_reduce(ok, op=dist.ReduceOp.MIN, group=g))
+    if not ok.item():
+        why = f"{type(err).__name__}: {str(err).splitlines()[0][:200]}" if err is not None else "on another rank"
+        raise DistributedError(f"the peer transport's mapped buffer ({numel * dtype.itemsize / 2**30:.2f} GiB) could "
+                               f"not be made on rank {dist.get_rank()} ({why}); transport='nccl' needs none")
+    _PEER[key] = _Mapped(buf, _collective("mapping the ranks' rows of B (symmetric memory)",
+                                          lambda: symm.rendezvous(buf, name)))
     return _PEER[key]
 
 
-def _run_1d_peer(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, g, me: int, c: torch.Tensor) -> torch.Tensor:
+def _barrier(hdl, what: str) -> None:
+    """A device barrier over the mapped buffers' ranks, on the current stream; it traps after
+    BARRIER_S where this torch takes a timeout."""
+    def go():
+        try:
+            hdl.barrier(channel=0, timeout_ms=int(BARRIER_S * 1e3))
+        except TypeError:  # a torch whose barrier takes no timeout
+            hdl.barrier(channel=0)
+
+    _collective(what, go)
+
+
+def _run_1d_peer(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, g, c: torch.Tensor,
+                 communicate: bool = True) -> torch.Tensor:
     """run_1d's loop with the copy engines as the all-gather: each rank's rows of B go once into
     its mapped buffer; after a device barrier, panel p is gathered by strided 2-D copies
     (cuMemcpy2DAsync) from every rank's buffer on a copy stream, while the compute stream
-    multiplies panel p − 1; a last barrier keeps every buffer until its readers are done."""
+    multiplies panel p − 1; a last barrier keeps every buffer until its readers are done.
+    communicate=False: the same GEMMs on the same buffers, nothing copied (the products alone)."""
     from ..multigpu import copy_2d
 
     world, k, kmax, n, w = len(lay.rows), sum(lay.kb), max(lay.kb), lay.n, lay.width
-    buf, hdl = _peer_buffer(g, kmax * n * b.element_size(), b.dtype, b.device)
+    two = min(2, len(lay.panels))
+    gathered = [torch.empty(k * w, dtype=b.dtype, device=b.device) for _ in range(two)]
+    if not communicate:
+        for p, (n0, n1) in enumerate(lay.panels):
+            if a.shape[0]:
+                _product(a, gathered[p % two][:k * (n1 - n0)].view(k, n1 - n0), c[:, n0:n1])
+        return c
+    mapped = _peer_buffer(g, kmax * n, b.dtype, b.device)
     compute = torch.cuda.current_stream(b.device)
     copies = _copy_stream(b.device)
     offs = list(itertools.accumulate([0] + lay.kb))
-    buf[:b.numel()].view(b.shape).copy_(b)
-    _collective("the barrier before the peers' rows are read", lambda: hdl.barrier(channel=0, timeout_ms=BARRIER_MS))
-    peers = [hdl.get_buffer(lay.slots[q], (kmax, n), b.dtype, 0) for q in range(world)]
-    two = min(2, len(lay.panels))
-    gathered = [torch.empty(k * w, dtype=b.dtype, device=b.device) for _ in range(two)]
+    if mapped.done is not None:
+        compute.wait_event(mapped.done)  # the last product's readers are done, whatever stream it ran on
+    mapped.buf[:b.numel()].view(b.shape).copy_(b)
+    _barrier(mapped.hdl, "the barrier before the peers' rows are read")
+    peers = [mapped.hdl.get_buffer(lay.slots[q], (kmax, n), b.dtype, 0) for q in range(world)]
     for x in gathered:
         x.record_stream(copies)
     copies.wait_stream(compute)  # B's rows are in every buffer (the barrier ran on the compute stream)
@@ -605,7 +681,8 @@ def _run_1d_peer(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, g, me: int, 
         if a.shape[0]:
             _product(a, out, c[:, n0:n1])
         used[p % two] = compute.record_event()
-    _collective("the barrier after the peers' rows were read", lambda: hdl.barrier(channel=0, timeout_ms=BARRIER_MS))
+    _barrier(mapped.hdl, "the barrier after the peers' rows were read")
+    mapped.done = compute.record_event()
     return c
 
 
@@ -633,8 +710,8 @@ def run_1d(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, group=None, commun
     c = torch.empty((a.shape[0], n), dtype=a.dtype, device=a.device)
     if k == 0 or not lay.panels:
         return c.zero_()
-    if lay.peer and communicate:
-        return _run_1d_peer(a, b.contiguous(), lay, g, me, c)
+    if lay.peer:
+        return _run_1d_peer(a, b.contiguous(), lay, g, c, communicate)
     w = lay.width
     # two of each: panel p + 1's own piece (padded to kmax rows) and gathered panel, while p is used
     two = min(2, len(lay.panels))  # one panel needs one buffer of each
@@ -700,7 +777,8 @@ def matmul_1d(a: torch.Tensor, b: torch.Tensor, group=None, b_sharded: bool = Tr
     b: this rank's rows of B (its slice of K, in rank order) when b_sharded, else all of B. The
     1-D algorithm (run_1d): B all-gathered a column panel at a time, overlapped with the GEMMs;
     transport: how the panels travel, "auto" (the default: the copy engines on GPUs of one host,
-    else NCCL's or gloo's all-gather), "peer" or "nccl" (layout_1d)."""
+    else NCCL's or gloo's all-gather), "peer" or "nccl" (layout_1d). A replicated B moves nothing."""
+    _transport(transport)  # a wrong name is refused either way
     if b_sharded:
         return run_1d(a, b, layout_1d(a, b, group, panel, transport), group)
     import tilegemm

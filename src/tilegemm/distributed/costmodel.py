@@ -307,6 +307,11 @@ def measured_hardware(doc: dict, **links) -> Hardware:
     return Hardware(((doc.get("environment") or {}).get("gpu") or {}).get("name", "?"), rate=rate, **links)
 
 
+def _itemsize(r: dict) -> int:
+    """Bytes an element of a dist-bench record's dtype (BF16 on GPUs, FP32 on CPU processes)."""
+    return {"float32": 4, "float64": 8}.get(r.get("dtype"), 2)
+
+
 def _own_rate(hw: Hardware, r: dict, grid, width: int) -> Hardware:
     """hw with the record's own local GEMM rate where the run measured its products alone
     (`local_ms`: the engine's panel loop with nothing sent), so that the model is tested on what
@@ -318,7 +323,9 @@ def _own_rate(hw: Hardware, r: dict, grid, width: int) -> Hardware:
         return hw
     pr, pc = grid
     flops = 2 * r["m"] * r["n"] * r["k"] / (pr * pc)
-    guess = predict(r["m"], r["n"], r["k"], grid, dataclasses.replace(hw, fixed_tflops=1000.0), panel=width)
+    itemsize = _itemsize(r)
+    guess = predict(r["m"], r["n"], r["k"], grid, dataclasses.replace(hw, fixed_tflops=1000.0), itemsize,
+                    panel=width)
     traffic = guess["local_s"] - flops / 1e15  # what the products alone spend besides their flops
     busy = r["local_ms"] * 1e-3 - traffic
     return dataclasses.replace(hw, fixed_tflops=flops / busy / 1e12) if busy > 0 else hw
@@ -345,7 +352,7 @@ def compare(doc: dict, extra: tuple = ()) -> str:
             # the copy engines' panels take no SM from the GEMMs: nothing is lost beside them
             on = dataclasses.replace(hw, overlap=1.0) if r.get("transport") == "peer" else hw
             on = _own_rate(on, r, grid, min(width, r["n"]))
-            p = predict(r["m"], r["n"], r["k"], grid, on, panel=min(width, r["n"]))
+            p = predict(r["m"], r["n"], r["k"], grid, on, _itemsize(r), panel=min(width, r["n"]))
             ratio = p["seconds"] * 1e3 / r["ms"]
             total += 1
             within += abs(ratio - 1) <= 0.10
