@@ -603,7 +603,8 @@ def _peer_buffer(g, numel: int, dtype, device) -> _Mapped:
     if have is not None and have.buf.numel() >= numel:
         return have
     if have is not None:  # too small: every rank's last product is done with it (its closing barrier)
-        torch.cuda.current_stream(device).wait_event(have.done)
+        if have.done is not None:
+            torch.cuda.current_stream(device).wait_event(have.done)
         torch.cuda.synchronize(device)
         del _PEER[key]
         have = None
