@@ -242,15 +242,8 @@ def _modes_for(n: int, world: int, device, ops: _Operands, wanted, beyond: bool,
                 lambda: _check(ops, box["c"], r0, 0))
 
     def fused():
-        import warnings
-
-        from torch.distributed import _symmetric_memory as symm
-
         group = dist.group.WORLD.group_name
-        if not symm.is_symm_mem_enabled_for_group(group):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # deprecated (and done for every group) in newer torch
-                symm.enable_symm_mem_for_group(group)
+        _core.enable_symm_mem(group)
         op = torch.ops.symm_mem.fused_all_gather_matmul
         a, b = ops.rows(0, r0, r1), ops.rows(1, 0, n, r0, r1)  # A's rows, B's columns
         a_all = ops.rows(0, 0, n)
@@ -289,9 +282,8 @@ def _has_fused() -> bool:
     return hasattr(torch.ops.symm_mem, "fused_all_gather_matmul")
 
 
-def _beyond_words(k: int, world: bool = True) -> str:
-    """' (beyond one GPU)', ' (beyond 2 GPUs)'; k: the world size (world=True) or the GPUs' count."""
-    k = beyond_gpus(k) if world else k
+def _beyond_words(k: int) -> str:
+    """' (beyond one GPU)', ' (beyond 2 GPUs)': the product beyond k GPUs' memory."""
     return " (beyond one GPU)" if k == 1 else f" (beyond {k} GPUs)"
 
 
@@ -375,6 +367,7 @@ def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: 
     from .results import environment
 
     world, rank = dist.get_world_size(), dist.get_rank()
+    beyond = {True: "on", False: "off"}.get(beyond, beyond)  # on, off or first
     cuda = dist.get_backend() == "nccl"
     device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
     dtype = torch.bfloat16 if cuda else torch.float32
@@ -383,7 +376,7 @@ def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: 
     if rank == 0:
         doc = dict(schema="tilegemm.scaleout/1", environment=environment(), clocks={"before": clocks.read() if cuda else None},
                    harness=dict(world=world, backend=dist.get_backend(), runs=runs, reps=reps, budget_s=budget_s,
-                                beyond={True: "on", False: "off"}.get(beyond, beyond),
+                                beyond=beyond,
                                 local_world=int(os.environ.get("LOCAL_WORLD_SIZE", world)),
                                 dtype=str(dtype).removeprefix("torch."),
                                 timing="each repeat the slowest rank's wall time from a barrier to its synchronize",
@@ -395,7 +388,7 @@ def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: 
         doc["topology"] = _topology() if cuda else None
         progress(_links_words(links))
     plan = [(n, False) for n in sizes]
-    if beyond and beyond != "off":  # "first": before the sizes in each run, with nothing held from them
+    if beyond != "off":  # "first": before the sizes in each run, with nothing held from them
         big = (_beyond_size(world, torch.empty((), dtype=dtype).element_size(), device), True)
         plan = [big] + plan if beyond == "first" else plan + [big]
     per: dict = {}
@@ -442,7 +435,7 @@ def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: 
                 per.setdefault((n, mode, big), []).append(rec)
                 if rank == 0:
                     ms = statistics.median(rec["ms_reps"]) if "ms_reps" in rec else float("nan")
-                    progress(f"run {run_i + 1}/{runs} N={n}{_beyond_words(world) if big else ''} {mode:18s} "
+                    progress(f"run {run_i + 1}/{runs} N={n}{_beyond_words(beyond_gpus(world)) if big else ''} {mode:18s} "
                              f"{ms:9.3f} ms" + (f"  err {rec['rel_err']:.1e}" if "rel_err" in rec else "")
                              + (f"  {rec['error']}" if "error" in rec else "") + f"  ({time.perf_counter() - t0:.0f} s)")
             if rank == 0:
@@ -522,7 +515,7 @@ def render(doc: dict) -> str:
         return format(x, fmt) if isinstance(x, (int, float)) else "—"
 
     for r in doc.get("records", []):
-        n = f"{r['n']}" + (_beyond_words(r.get("beyond_gpus") or 1, world=False) if r.get("beyond_one_gpu") else "")
+        n = f"{r['n']}" + (_beyond_words(r.get("beyond_gpus") or 1) if r.get("beyond_one_gpu") else "")
         if "error" in r:
             lines.append(f"| {n} | {r['variant']} | {r['gpus']} | — | — | — | — | — | {r['error'][:90]} |")
             continue

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import itertools
 import os
 from dataclasses import dataclass
@@ -132,6 +133,7 @@ def _describe_meta(a: torch.Tensor, b: torch.Tensor, grid=(0, 0), panel: int | N
             TRANSPORTS.index(transport), _host_id()]
 
 
+@functools.cache
 def _host_id() -> int:
     """This machine, as a number every rank can compare: the kernel's boot id (the host name where
     there is none), hashed to 62 bits."""
@@ -147,6 +149,7 @@ def _host_id() -> int:
     return (zlib.crc32(ident) << 30 ^ zlib.adler32(ident)) & (2**62 - 1)
 
 
+@functools.cache
 def _has_symm_mem() -> bool:
     """Whether this torch maps other processes' device memory (symmetric memory, torch ≥ 2.5)."""
     try:
@@ -292,16 +295,14 @@ def _panels(ka: list[int], kb: list[int], width: int | None) -> list[tuple[int, 
     return out
 
 
-def _model_panel(m: int, n: int, k: int, grid, itemsize: int, per_host: int, max_panel: int | None = None,
-                 overlap: float | None = None) -> int:
+def _model_panel(m: int, n: int, k: int, grid, itemsize: int, per_host: int, max_panel: int | None = None) -> int:
     """The panel width the cost model predicts fastest for this product (costmodel.default_panel,
     with the shipped H200 rates whatever this rank's GPU and rank 0's GPUs per host, so that every
     rank, computing from the same gathered metadata, cuts the same panels), none wider than
-    max_panel; overlap: the share of its rate a GEMM keeps beside the transfers (None: the model's,
-    fitted to NCCL's all-gathers)."""
+    max_panel."""
     from .costmodel import default_panel
 
-    return max(1, default_panel(m, n, k, grid, itemsize, per_host or None, max_panel, overlap))
+    return max(1, default_panel(m, n, k, grid, itemsize, per_host or None, max_panel))
 
 
 def _widest_1d(meta: list[list[int]], n: int, world: int, itemsize: int) -> int | None:
@@ -548,7 +549,6 @@ def layout_1d(a: torch.Tensor, b: torch.Tensor, group=None, panel: int | None = 
     errs += [f"rank {m[G]}: B has {m[BC]} columns, rank {meta[0][G]}'s {meta[0][BC]}" for m in meta if m[BC] != meta[0][BC]]
     _refuse(errs)
     n, world = meta[0][BC], len(meta)
-    local = meta[0][LOCAL]
     can_peer = (world > 1 and want != "nccl" and all(m[PEER] for m in meta) and len({m[HOST] for m in meta}) == 1
                 and "nccl" in str(dist.get_backend(who.stages[0])))
     if want == "peer" and not can_peer:
@@ -562,7 +562,7 @@ def layout_1d(a: torch.Tensor, b: torch.Tensor, group=None, panel: int | None = 
     if panel:
         width = panel
     elif world > 1 and not peer:
-        width = _model_panel(sum(m[AR] for m in meta), n, k, (world, 1), a.element_size(), local,
+        width = _model_panel(sum(m[AR] for m in meta), n, k, (world, 1), a.element_size(), meta[0][LOCAL],
                              _widest_1d(meta, n, world, a.element_size()))
     elif world == 1:
         width = max(n, 1)
@@ -586,14 +586,25 @@ class _Mapped:
     done: object = None
 
 
+def enable_symm_mem(group_name: str) -> None:
+    """Symmetric memory for the group, where this torch still asks for it (enabling is deprecated,
+    and done for every group, in newer torch)."""
+    import warnings
+
+    from torch.distributed import _symmetric_memory as symm
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if hasattr(symm, "is_symm_mem_enabled_for_group") and not symm.is_symm_mem_enabled_for_group(group_name):
+            symm.enable_symm_mem_for_group(group_name)
+
+
 def _peer_buffer(g, numel: int, dtype, device) -> _Mapped:
     """This rank's buffer of at least `numel` elements in symmetric memory (mapped into every peer
     of group g), one per group, device and dtype, made again larger when a product needs more.
     Every rank of g asks with the same numel (from the gathered layout), so all make it at the
     same call; an allocation that fails on one rank fails on all (the outcome is agreed first),
     never leaving the others in the rendezvous."""
-    import warnings
-
     from torch.distributed import _symmetric_memory as symm
 
     _same_world()
@@ -608,10 +619,7 @@ def _peer_buffer(g, numel: int, dtype, device) -> _Mapped:
         torch.cuda.synchronize(device)
         del _PEER[key]
         have = None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # enable_symm_mem_for_group: deprecated (done for every group) in newer torch
-        if hasattr(symm, "is_symm_mem_enabled_for_group") and not symm.is_symm_mem_enabled_for_group(name):
-            symm.enable_symm_mem_for_group(name)
+    enable_symm_mem(name)
     try:
         buf, err = symm.empty(numel, dtype=dtype, device=device), None
     except Exception as e:  # noqa: BLE001  (out of memory, or no mapping on this device)
@@ -687,14 +695,10 @@ def _run_1d_peer(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, g, c: torch.
     return c
 
 
-_COPY_STREAMS: dict = {}
-
-
+@functools.cache
 def _copy_stream(device) -> torch.cuda.Stream:
     """One side stream per device for the peer transport's copies, made once."""
-    if device not in _COPY_STREAMS:
-        _COPY_STREAMS[device] = torch.cuda.Stream(device=device)
-    return _COPY_STREAMS[device]
+    return torch.cuda.Stream(device=device)
 
 
 def run_1d(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, group=None, communicate: bool = True) -> torch.Tensor:

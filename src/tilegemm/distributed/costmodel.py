@@ -188,17 +188,11 @@ def shipped(per_host: int | None = None) -> Hardware:
 
 
 def default_panel(m: int, n: int, k: int, grid: tuple[int, int], itemsize: int, per_host: int | None = None,
-                  max_panel: int | None = None, overlap: float | None = None) -> int:
+                  max_panel: int | None = None) -> int:
     """The engines' panel width when the caller gives none: the model's fastest with the shipped
     H200 rates and `per_host` GPUs a host (8 when not known), the same on every rank that asks
-    with the same arguments (read once per process); overlap overrides the shipped Hardware's
-    (1.0 for transfers that take no SM from the GEMMs)."""
-    hw = shipped(per_host)
-    if overlap is not None:
-        from dataclasses import replace
-
-        hw = replace(hw, overlap=overlap)
-    return int(predict(m, n, k, grid, hw, itemsize, max_panel=max_panel)["panel"])
+    with the same arguments (read once per process)."""
+    return int(predict(m, n, k, grid, shipped(per_host), itemsize, max_panel=max_panel)["panel"])
 
 
 def hardware_from_results(tensorcore_json: dict, ceilings_json: dict | None = None, **links) -> Hardware:
