@@ -207,6 +207,39 @@ def check_dtensor_2d():
         assert torch.equal(c.full_tensor().double(), want), (pa, pb)
 
 
+def check_peer(m, n, k, dtype, panel=None, kcuts=None):
+    """The 1-D engine's peer transport on this rank's GPU (NCCL, one host): every rank's C rows
+    exact against float64 (small integers, sums well inside the dtype's integers); kcuts: B's
+    rows per rank (default torch.tensor_split's), uneven or empty."""
+    from tilegemm.distributed._core import layout_1d
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    dev = torch.device("cuda", torch.cuda.current_device())
+    a, b = operands(m, n, k, seed=6, dtype=dtype)
+    a_r = split(a, world, 0)[rank].contiguous().to(dev)
+    b_r = (torch.split(b, kcuts, 0) if kcuts else split(b, world, 0))[rank].contiguous().to(dev)
+    b0 = b_r.clone()
+    assert layout_1d(a_r, b_r, panel=panel, transport="auto").peer, "auto did not take the peer transport"
+    c_r = D.matmul_1d(a_r, b_r, panel=panel, transport="peer")
+    want = split(a.double() @ b.double(), world, 0)[rank]
+    assert c_r.shape == want.shape and c_r.dtype == dtype and torch.equal(c_r.double().cpu(), want), (m, n, k, panel)
+    assert torch.equal(b_r, b0), "B's rows were changed"
+
+
+def peer_cases(world: int):
+    """On GPUs: panels of every width, a narrow last panel, uneven and empty rows of B, a product
+    that grows the mapped buffer, then smaller ones in it again, and both 16-bit dtypes."""
+    f16, bf16 = torch.float16, torch.bfloat16
+    uneven = [3 + 5 * r for r in range(world)]  # K = 3 + 8 + ... : every rank a different share
+    empty = [0] + [40] * (world - 1)  # rank 0 holds no rows of B
+    return [(f"peer {s} {str(d)[6:]} panel {p}", lambda s=s, d=d, p=p: check_peer(*s, d, panel=p))
+            for s, d, p in [((64, 4096, 96), f16, None), ((37, 1000, 29), f16, 24), ((5, 3000, 7), bf16, 1024),
+                            ((512, 8200, 64), f16, None), ((300, 5000, 24), bf16, None), ((1, 64, 8), f16, 16)]] \
+        + [("peer uneven rows of B", lambda: check_peer(50, 777, sum(uneven), f16, panel=200, kcuts=uneven)),
+           ("peer a rank with no rows of B", lambda: check_peer(9, 300, sum(empty), f16, kcuts=empty)),
+           ("peer grown, then smaller again", lambda: [check_peer(256, 16384, 128, f16), check_peer(8, 96, 16, f16)])]
+
+
 def cases(which: str, world: int):
     out = {
         "1d": [(f"1d sharded {s}", lambda s=s: check_1d(*s, True)) for s in
@@ -223,6 +256,8 @@ def cases(which: str, world: int):
         + [("summa 2x2 panels of 2", lambda: check_grid(10, 6, 19, 2, world // 2, panel=2))] * (world == 4)
         + [("dtensor 2-D mesh", check_dtensor_2d)] * (world % 2 == 0 and world > 2),
     }
+    if which == "peer":
+        return peer_cases(world)
     return out[which] if which != "all" else out["1d"] + out["grid"]
 
 
@@ -334,6 +369,14 @@ if __name__ == "__main__" and sys.argv[1] == "killed":
         procs[r].kill()
     print("hung ranks:", hung)
     sys.exit(0)
+
+if __name__ == "__main__" and sys.argv[1] == "peer":  # one GPU a rank, NCCL
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=120))
+    run("peer", sys.argv[2])
+    dist.barrier()
+    dist.destroy_process_group()
+    os._exit(0)
 
 if __name__ == "__main__":
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))

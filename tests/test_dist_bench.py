@@ -140,8 +140,8 @@ def test_grids_and_the_product_beyond_the_gpus():
 
 
 def test_the_peer_transport_fits_or_is_not_taken():
-    """_peer_fits: B's rows in mapped memory, two gathered panels and C's rows, in 90% of the least
-    free memory over the ranks."""
+    """_peer_fits: two mapped buffers of all of B (its panels are gathered in them) and C's rows,
+    in 90% of the least free memory over the ranks; one rank short of room: no rank takes it."""
     from tilegemm.distributed import _core
 
     def meta(free_mib, rows=8192, kb=8192, world=4):
@@ -149,11 +149,26 @@ def test_the_peer_transport_fits_or_is_not_taken():
         m[_core.AR], m[_core.BR], m[_core.FREE] = rows, kb, free_mib
         return [list(m) for _ in range(world)]
 
-    need = (8192 * 32768 + 2 * 32768 * 4096 + 8192 * 32768) * 2  # bytes at N = 32768 on 4 ranks, 4096-wide panels
-    assert _core._peer_fits(meta(int(need / 0.9 / 2**20) + 1), 32768, 4096, 2)
+    need = (2 * 32768 * 32768 + 8192 * 32768) * 2  # bytes at N = 32768 on 4 ranks
+    assert _core._peer_fits(meta(int(need / 0.9 / 2**20) + 1), 32768, 2)
+    assert not _core._peer_fits(meta(int(need / 0.9 / 2**20) - 1), 32768, 2)
     tight = meta(int(need / 0.9 / 2**20) + 1)
-    tight[2][_core.FREE] = int(need / 2**20) // 2  # one rank short of room: no rank takes it
-    assert not _core._peer_fits(tight, 32768, 4096, 2)
+    tight[2][_core.FREE] = int(need / 2**20) // 2
+    assert not _core._peer_fits(tight, 32768, 2)
+
+
+def test_pack_moves_words_where_it_can():
+    """_pack (the peer transport's own rows into its panels): in 8-byte words where rows and
+    starts allow, element by element where not; the same values either way."""
+    import torch
+
+    from tilegemm.distributed._core import _pack
+
+    src = torch.arange(6 * 40, dtype=torch.float32).view(6, 40).to(torch.bfloat16)
+    for n0, n1 in [(0, 16), (8, 40), (3, 10), (4, 9)]:  # word-aligned, and not
+        dst = torch.zeros(10, n1 - n0, dtype=torch.bfloat16)
+        _pack(dst[2:8], src[:, n0:n1])
+        assert torch.equal(dst[2:8], src[:, n0:n1]) and not dst[:2].any() and not dst[8:].any()
 
 
 def test_the_model_beside_a_run_takes_each_products_own_rate():

@@ -37,7 +37,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _results(outdir, world: int) -> dict:
+def _results(outdir, world: int, least: int = 10) -> dict:
     """{case: [what failed on which rank]} over every rank's file; every rank must have written one."""
     failed: dict = {}
     names = None
@@ -51,7 +51,7 @@ def _results(outdir, world: int) -> dict:
         for case, verdict in doc["results"].items():
             if verdict != "ok":
                 failed.setdefault(case, []).append(f"rank {r}: {verdict}")
-    assert len(names) >= 10
+    assert len(names) >= least
     return failed
 
 
@@ -89,6 +89,18 @@ def test_one_host(world, tmp_path):
                      "--master-port", str(_free_port()), CASES, "all", str(tmp_path)])
     _ended_well(run.returncode, run.stderr, tmp_path, world)
     assert _results(tmp_path, world) == {}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+def test_peer_transport_on_gpus(tmp_path):
+    """The 1-D engine's peer transport (NCCL, one process a GPU, every GPU of this host): panels of
+    every width, uneven and empty rows of B, a grown mapped buffer; every rank's C exact."""
+    world = torch.cuda.device_count()
+    run = _torchrun(["--nnodes", "1", "--nproc-per-node", str(world), "--master-addr", "127.0.0.1",
+                     "--master-port", str(_free_port()), CASES, "peer", str(tmp_path)])
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert _results(tmp_path, world, least=8) == {}
 
 
 def test_two_hosts(tmp_path):

@@ -502,6 +502,7 @@ class RowsLayout:
 
 TRANSPORTS = ("auto", "peer", "nccl")
 PEER_PANELS = 8  # the peer transport's column panels (fewer where they would be narrower than 1024)
+PEER_FIRST = 4  # its first panel is this many times narrower (none narrower than 256): the one whose copies wait
 # a device barrier that waits longer than this traps: a CUDA error on that rank at its next
 # synchronize, after which the process must end (no hang); NCCL's own default timeout
 BARRIER_S = float(os.environ.get("TILEGEMM_DIST_BARRIER_S", "600"))
@@ -516,14 +517,14 @@ def _transport(transport: str | None) -> str:
     return t
 
 
-def _peer_fits(meta: list[list[int]], n: int, width: int, itemsize: int) -> bool:
-    """Whether every rank has room for the peer transport's buffers beside C's rows: its rows of B
-    in mapped memory (K_max × N; a buffer kept from an earlier product counts against it, as the
-    free memory the ranks reported does not hold it) and two gathered panels (K × width), in 90%
-    of the least free device memory over the ranks."""
+def _peer_fits(meta: list[list[int]], n: int, itemsize: int) -> bool:
+    """Whether every rank has room for the peer transport's two mapped buffers (all of B, K × N,
+    each: the gathered panels are made in them) beside C's rows, in 90% of the least free device
+    memory over the ranks (a pair kept from an earlier product counts against it, as the free
+    memory the ranks reported does not hold it)."""
     free = min(m[FREE] for m in meta) * 2**20
-    k, kmax, rows = sum(m[BR] for m in meta), max(m[BR] for m in meta), max(m[AR] for m in meta)
-    return (kmax * n + 2 * k * width + rows * n) * itemsize <= 0.9 * free
+    k, rows = sum(m[BR] for m in meta), max(m[AR] for m in meta)
+    return (2 * k * n + rows * n) * itemsize <= 0.9 * free
 
 
 def layout_1d(a: torch.Tensor, b: torch.Tensor, group=None, panel: int | None = None,
@@ -558,7 +559,7 @@ def layout_1d(a: torch.Tensor, b: torch.Tensor, group=None, panel: int | None = 
     # exposed; the model (its rates measured on cubes) would then want the narrowest panels, whose
     # GEMMs fill the GPU worse than it sees: PEER_PANELS panels, none narrower than 1024
     width = panel or max(1024, -(-n // (PEER_PANELS * 1024)) * 1024)
-    peer = can_peer and _peer_fits(meta, n, min(width, n), a.element_size())
+    peer = can_peer and _peer_fits(meta, n, a.element_size())
     if panel:
         width = panel
     elif world > 1 and not peer:
@@ -570,20 +571,28 @@ def layout_1d(a: torch.Tensor, b: torch.Tensor, group=None, panel: int | None = 
     g = who.stages[0]
     slots = [dist.get_group_rank(g, m[G]) if g is not None else m[G] for m in meta]
     if want == "peer" and not peer:
-        raise DistributedError("transport 'peer': its buffers (B's rows in mapped memory and two gathered panels) do "
-                               "not fit in the least free device memory over the ranks")
-    return RowsLayout([m[AR] for m in meta], [m[BR] for m in meta], n,
-                      [(n0, min(n, n0 + width)) for n0 in range(0, n, width)], width, slots, peer)
+        raise DistributedError("transport 'peer': its two mapped buffers of all of B do not fit beside C's rows in the "
+                               "least free device memory over the ranks")
+    first = width
+    if peer and not panel and n > width:  # only the first panel's copies are exposed: a narrow one
+        first = max(256, width // PEER_FIRST // 8 * 8)
+    cuts = [(0, min(n, first))] + [(n0, min(n, n0 + width)) for n0 in range(first, n, width)]
+    return RowsLayout([m[AR] for m in meta], [m[BR] for m in meta], n, cuts, width, slots, peer)
 
 
 @dataclass
 class _Mapped:
-    """A rank's buffer in symmetric memory, its handle (the peers' mappings), and the event after
-    the last product's closing barrier: the buffer is written again only after it."""
+    """A rank's two buffers in symmetric memory (products take them in turn), their handles (the
+    peers' mappings) and the peers' views of each, made once per layout.
 
-    buf: torch.Tensor
-    hdl: object
-    done: object = None
+    Two buffers, so that no barrier closes a product: product i writes buffer i mod 2, after
+    product i − 1's opening barrier, which every rank passed only once its compute stream had
+    finished product i − 2, whose GEMMs waited for every read of that buffer."""
+
+    bufs: list
+    hdls: list
+    turn: int = 0
+    views: dict = None
 
 
 def enable_symm_mem(group_name: str) -> None:
@@ -600,38 +609,38 @@ def enable_symm_mem(group_name: str) -> None:
 
 
 def _peer_buffer(g, numel: int, dtype, device) -> _Mapped:
-    """This rank's buffer of at least `numel` elements in symmetric memory (mapped into every peer
-    of group g), one per group, device and dtype, made again larger when a product needs more.
-    Every rank of g asks with the same numel (from the gathered layout), so all make it at the
-    same call; an allocation that fails on one rank fails on all (the outcome is agreed first),
-    never leaving the others in the rendezvous."""
+    """This rank's two buffers of at least `numel` elements each in symmetric memory (mapped into
+    every peer of group g), one pair per group, device and dtype, made again larger when a product
+    needs more. Every rank of g asks with the same numel (from the gathered layout), so all make
+    them at the same call; an allocation that fails on one rank fails on all (the outcome is
+    agreed first), never leaving the others in the rendezvous."""
     from torch.distributed import _symmetric_memory as symm
 
     _same_world()
     name = (g or dist.group.WORLD).group_name
     key = (name, str(device), dtype)
     have = _PEER.get(key)
-    if have is not None and have.buf.numel() >= numel:
+    if have is not None and have.bufs[0].numel() >= numel:
         return have
-    if have is not None:  # too small: every rank's last product is done with it (its closing barrier)
-        if have.done is not None:
-            torch.cuda.current_stream(device).wait_event(have.done)
+    if have is not None:  # too small: freed once every rank is past its last product (and so its reads)
+        _barrier(have.hdls[have.turn ^ 1], "the barrier before the mapped buffers are made larger")
         torch.cuda.synchronize(device)
         del _PEER[key]
         have = None
     enable_symm_mem(name)
     try:
-        buf, err = symm.empty(numel, dtype=dtype, device=device), None
+        bufs, err = [symm.empty(numel, dtype=dtype, device=device) for _ in range(2)], None
     except Exception as e:  # noqa: BLE001  (out of memory, or no mapping on this device)
-        buf, err = None, e
-    ok = torch.tensor([int(buf is not None)], dtype=torch.int32, device=device)
+        bufs, err = None, e
+    ok = torch.tensor([int(bufs is not None)], dtype=torch.int32, device=device)
     _collective("agreeing on the mapped buffers", lambda: dist.all_reduce(ok, op=dist.ReduceOp.MIN, group=g))
     if not ok.item():
         why = f"{type(err).__name__}: {str(err).splitlines()[0][:200]}" if err is not None else "on another rank"
-        raise DistributedError(f"the peer transport's mapped buffer ({numel * dtype.itemsize / 2**30:.2f} GiB) could "
-                               f"not be made on rank {dist.get_rank()} ({why}); transport='nccl' needs none")
-    _PEER[key] = _Mapped(buf, _collective("mapping the ranks' rows of B (symmetric memory)",
-                                          lambda: symm.rendezvous(buf, name)))
+        raise DistributedError(f"the peer transport's mapped buffers (2 × {numel * dtype.itemsize / 2**30:.2f} GiB) "
+                               f"could not be made on rank {dist.get_rank()} ({why}); transport='nccl' needs none")
+    hdls = [_collective("mapping the ranks' rows of B (symmetric memory)", lambda x=x: symm.rendezvous(x, name))
+            for x in bufs]
+    _PEER[key] = _Mapped(bufs, hdls, 0, {})
     return _PEER[key]
 
 
@@ -647,52 +656,73 @@ def _barrier(hdl, what: str) -> None:
     _collective(what, go)
 
 
-def _run_1d_peer(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, g, c: torch.Tensor,
+def _run_1d_peer(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, g, me: int, c: torch.Tensor,
                  communicate: bool = True) -> torch.Tensor:
-    """run_1d's loop with the copy engines as the all-gather: each rank's rows of B go once into
-    its mapped buffer; after a device barrier, panel p is gathered by strided 2-D copies
-    (cuMemcpy2DAsync) from every rank's buffer on a copy stream, while the compute stream
-    multiplies panel p − 1; a last barrier keeps every buffer until its readers are done.
-    communicate=False: the same GEMMs on the same buffers, nothing copied (the products alone)."""
-    from ..multigpu import copy_2d
+    """run_1d's loop with the copy engines as the all-gather, in a mapped buffer (of two, taken in
+    turn: _Mapped) that holds all of B panel-major: panel p (columns n0:n1) is the contiguous
+    K × w_p block at K · n0, its rows in place order. This rank writes its own rows of every
+    panel there (one strided copy of its B, on the compute stream), then a device barrier; then
+    its copy stream pulls each panel's other rows from the peers' buffers, each piece one
+    contiguous block (cuMemcpyAsync: the copy engines, no SM), all panels at once, while the
+    compute stream multiplies each panel where it lies once its pieces are in. No copy waits for
+    a GEMM, no GEMM for the SMs a local copy would take, and no barrier closes the product.
+    communicate=False: the same GEMMs on the buffer the last product filled, nothing copied (the
+    products alone; where no product ran yet, on normal values)."""
+    from ..multigpu import copy_flat
 
-    world, k, kmax, n, w = len(lay.rows), sum(lay.kb), max(lay.kb), lay.n, lay.width
-    two = min(2, len(lay.panels))
-    gathered = [torch.empty(k * w, dtype=b.dtype, device=b.device) for _ in range(two)]
+    world, k, n = len(lay.rows), sum(lay.kb), lay.n
     if not communicate:
-        for p, (n0, n1) in enumerate(lay.panels):
+        # on the buffer the last product filled: B's values (a GEMM on zeros draws less power, and runs faster)
+        have = _PEER.get(((g or dist.group.WORLD).group_name, str(b.device), b.dtype))
+        if have is not None and have.bufs[0].numel() >= k * n:
+            buf = have.bufs[have.turn ^ 1]
+        else:
+            buf = torch.empty(k * n, dtype=b.dtype, device=b.device).normal_()
+        for n0, n1 in lay.panels:
             if a.shape[0]:
-                _product(a, gathered[p % two][:k * (n1 - n0)].view(k, n1 - n0), c[:, n0:n1])
+                _product(a, buf[k * n0:k * n1].view(k, n1 - n0), c[:, n0:n1])
         return c
-    mapped = _peer_buffer(g, kmax * n, b.dtype, b.device)
+    mapped = _peer_buffer(g, k * n, b.dtype, b.device)
+    mine, mapped.turn = mapped.turn, mapped.turn ^ 1
+    buf = mapped.bufs[mine]
     compute = torch.cuda.current_stream(b.device)
     copies = _copy_stream(b.device)
     offs = list(itertools.accumulate([0] + lay.kb))
-    if mapped.done is not None:
-        compute.wait_event(mapped.done)  # the last product's readers are done, whatever stream it ran on
-    mapped.buf[:b.numel()].view(b.shape).copy_(b)
-    _barrier(mapped.hdl, "the barrier before the peers' rows are read")
-    peers = [mapped.hdl.get_buffer(lay.slots[q], (kmax, n), b.dtype, 0) for q in range(world)]
-    for x in gathered:
-        x.record_stream(copies)
-    copies.wait_stream(compute)  # B's rows are in every buffer (the barrier ran on the compute stream)
-    used = [None] * two  # the event after the GEMM that last read each gathered buffer
-    for p, (n0, n1) in enumerate(lay.panels):
+    own = slice(offs[me], offs[me + 1])
+    for n0, n1 in lay.panels:  # this rank's rows of each panel, in place
+        _pack(buf[k * n0:k * n1].view(k, n1 - n0)[own], b[:, n0:n1])
+    _barrier(mapped.hdls[mine], "the barrier before the peers' rows are read")
+    key = (mine, k, n, tuple(lay.slots))
+    if key not in mapped.views:
+        mapped.views[key] = [mapped.hdls[mine].get_buffer(lay.slots[q], (k * n,), b.dtype, 0) if q != me else None
+                             for q in range(world)]
+    peers = mapped.views[key]
+    copies.wait_stream(compute)  # every rank's rows are in its buffer (the barrier ran on the compute stream)
+    ready = []
+    for n0, n1 in lay.panels:
         pw = n1 - n0
-        out = gathered[p % two][:k * pw].view(k, pw)
-        if used[p % two] is not None:
-            copies.wait_event(used[p % two])
-        with torch.cuda.stream(copies):
-            for q in range(world):
-                if lay.kb[q]:
-                    copy_2d(out[offs[q]:offs[q + 1]], peers[q][:lay.kb[q], n0:n1], copies)
-        compute.wait_stream(copies)
+        for q in range(world):
+            if q != me and lay.kb[q]:
+                at = slice(k * n0 + offs[q] * pw, k * n0 + offs[q + 1] * pw)
+                copy_flat(buf[at], peers[q][at], copies)
+        ready.append(copies.record_event())
+    for (n0, n1), done in zip(lay.panels, ready):
+        compute.wait_event(done)  # also where nothing is multiplied: the next barrier follows the reads
         if a.shape[0]:
-            _product(a, out, c[:, n0:n1])
-        used[p % two] = compute.record_event()
-    _barrier(mapped.hdl, "the barrier after the peers' rows were read")
-    mapped.done = compute.record_event()
+            _product(a, buf[k * n0:k * n1].view(k, n1 - n0), c[:, n0:n1])
     return c
+
+
+def _pack(dst: torch.Tensor, src: torch.Tensor) -> None:
+    """dst[...] = src for 2-D views whose rows are contiguous, in 8-byte words where the rows and
+    their starts allow (a 16-bit copy of short rows moves a third as fast)."""
+    s = src.element_size()
+    unit = 8 // s
+    if s < 8 and src.shape[1] % unit == 0 and all(x.stride(0) % unit == 0 and x.data_ptr() % 8 == 0
+                                                  for x in (dst, src)):
+        dst.view(torch.int64).copy_(src.view(torch.int64))
+    else:
+        dst.copy_(src)
 
 
 @functools.cache
@@ -716,7 +746,7 @@ def run_1d(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, group=None, commun
     if k == 0 or not lay.panels:
         return c.zero_()
     if lay.peer:
-        return _run_1d_peer(a, b.contiguous(), lay, g, c, communicate)
+        return _run_1d_peer(a, b.contiguous(), lay, g, me, c, communicate)
     w = lay.width
     # two of each: panel p + 1's own piece (padded to kmax rows) and gathered panel, while p is used
     two = min(2, len(lay.panels))  # one panel needs one buffer of each
