@@ -40,6 +40,22 @@ def test_split_balances_by_the_copies():
     assert 400 < home - other < 1000
 
 
+def test_split_over_a_chain_counts_the_homes_links():
+    # 32768³ BF16 on 4 GPUs: every other GPU's rows of A leave the home's links together before
+    # its first panel's last chunk (2.6 ms at 395 GB/s, not the 1.4 ms of one GPU's first chunk),
+    # and each GPU down the chain waits one more piece of B's first panel; each then ends with the
+    # home, to a row tile
+    m, tflops, gbps = 32768, 700.0, 395.0
+    row_s = 2 * m * m / (tflops * 1e12)
+    lag = multigpu.lags(m, m, m, 4, 2, row_s, gbps)
+    assert 2.4e-3 < lag[0] < 3.0e-3 and lag[0] < lag[1] < lag[2]
+    rows = multigpu.split(m, m, m, 4, 2, True, tflops=tflops, link_gbps=gbps)
+    sizes = [r1 - r0 for r0, r1 in zip(rows, rows[1:])]
+    for x, r in zip(lag, sizes[1:]):
+        assert abs(sizes[0] * row_s - (x + r * row_s)) < multigpu.ROW_ALIGN * row_s
+    assert multigpu.lags(m, m, m, 2, 2, row_s, gbps)[0] < lag[0]  # one other GPU shares the links with none
+
+
 def test_fp32_splits_by_the_simt_rate():
     # FP32 runs the SIMT kernels, some 20x slower than BF16's tensor cores: the same copies cost
     # fewer rows' products, so the other GPU takes half (with BF16's rate it took 256 fewer of
@@ -127,6 +143,30 @@ def test_home_elsewhere_and_only_other_gpus():
     c = tilegemm.matmul(a, b, devices=["cuda:0"])  # the home does nothing: every row goes over NVLink
     assert c.device == a.device
     _close(c, _ref(a, b), 2e-2)
+
+
+@gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 3, reason="needs 3 GPUs")
+def test_chain_of_gpus_hands_b_on_and_a_failure_ends_it(monkeypatch):
+    """Three or more GPUs: B leaves the home once and goes down the chain of the others (a ragged
+    product, exact enough, its first panel in pieces); a copy that fails in the chain ends the
+    call on every GPU with the error (no GPU left waiting), and the next call is right again."""
+    g = torch.Generator(device="cuda").manual_seed(5)
+    a = torch.randn(4099, 1029, device="cuda", generator=g).to(torch.bfloat16)
+    b = torch.randn(1029, 9001, device="cuda", generator=g).to(torch.bfloat16)
+    ids = list(range(torch.cuda.device_count()))
+    assert len([r for r in multigpu.describe_split(4099, 9001, 1029, tuple(ids), 2, 0) if r[2] > r[1]]) >= 3
+    want = _ref(a, b)
+    _close(tilegemm.matmul(a, b, devices="all"), want, 2e-2)
+
+    def broken(dst, src, stream):
+        raise DeviceError("a copy failed (injected)")
+
+    monkeypatch.setattr(multigpu, "copy_flat", broken)
+    with pytest.raises(DeviceError, match="injected|hands B's panels on"):
+        tilegemm.matmul(a, b, devices="all")
+    monkeypatch.undo()
+    _close(tilegemm.matmul(a, b, devices="all"), want, 2e-2)
 
 
 @gpu

@@ -4,9 +4,8 @@
     c = tilegemm.matmul(a16, b16, devices=[0, 1])  # NumPy in, NumPy out, staged through pinned memory
 
 A's rows are cut into one block per GPU (the remainder included); each GPU multiplies its rows by
-all of B with what `auto` picks there, and C's rows come back to the caller. Each GPU is served
-by its own persistent worker: a thread with three streams (copies in, products, copies out), so
-no GPU waits for the host to serve another, and a call costs no thread start.
+all of B with what `auto` picks there, and C's rows come back to the caller. Each GPU has three
+streams of its own (copies in, products, copies out) and a persistent worker thread.
 
 Where the operands live on one GPU (the home: A's device; C is returned there):
 - the home multiplies its rows in one product, in place, with nothing copied;
@@ -15,17 +14,25 @@ Where the operands live on one GPU (the home: A's device; C is returned there):
   whose SMs stay with its own product), multiplies panel j while panel j + 1 travels, and sends
   C's panel j back while panel j + 1 is multiplied. Its first panel is multiplied in row chunks
   of A, so g starts after one chunk of A and one panel of B have arrived, not all of its A.
-- g's share of rows is cut so that it ends with the home: it pays the copy of its first chunk and
-  panel before it starts and the copy of its last panel of C after, so it takes a little fewer
-  rows than the home (`split`, from the local GEMM rate and the link's bandwidth).
+- B leaves the home once: the first other GPU pulls it from the home, and each GPU after it
+  pulls B's panels from the one before (a chain; the first panel in pieces, each handed on as it
+  lands), so the home's links carry B once and the others' rows of A, not B once a GPU.
+- the calling thread queues every GPU's work itself, a step of each GPU in turn (`_round_robin`):
+  the work is asynchronous, and one thread queues it faster than one worker thread a GPU taking
+  turns at the GIL (docs/perf-notes.md, 70).
+- g's share of rows is cut so that it ends with the home (`split`, `lags`): it pays the copies
+  before its first product (a chunk of A and B's first panel; at more GPUs, the wait for its rows
+  of A, which leave the home's links with every other GPU's) and the copy of its last panel of C
+  after, so it takes fewer rows than the home.
 
-Host operands (NumPy, torch CPU): every GPU receives its rows of A and B's panels through its own
-ring of pinned staging buffers, in chunks (the host fills one while the copy engine drains
-another), and C's panels go back the same way into the caller's array.
+Host operands (NumPy, torch CPU): every GPU's worker thread receives its rows of A and B's panels
+through its own ring of pinned staging buffers, in chunks (the host fills one while the copy
+engine drains another), and C's panels go back the same way into the caller's array.
 
 Traffic for G GPUs of which one is the home (s bytes an element): each other GPU receives
-(M/G·K + K·N)·s and sends M/G·N·s; the home copies nothing. The products stay compute-bound:
-panel j's product is M/G × w × K, intensity 2·(M/G)·w·K / ((M/G·K + K·w + M/G·w)·s).
+(M/G·K + K·N)·s and sends M/G·N·s (and, but the last of the chain, K·N·s to the next); the home
+sends K·N·s + (G − 1)·M/G·K·s and copies nothing itself. The products stay compute-bound: panel
+j's product is M/G × w × K, intensity 2·(M/G)·w·K / ((M/G·K + K·w + M/G·w)·s).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from __future__ import annotations
 import concurrent.futures
 import ctypes
 import functools
+import itertools
 import queue
 import threading
 
@@ -63,6 +71,27 @@ class _Memcpy2D(ctypes.Structure):
 
 _UNIFIED = 4  # CU_MEMORYTYPE_UNIFIED: an address in the unified space, on any device or pinned host
 _cuMemcpy2DAsync = None
+_cuMemcpyAsync = None
+
+
+def copy_flat(dst, src, stream) -> None:
+    """dst[...] = src for contiguous torch tensors of one size and dtype, on any devices (a peer
+    copy over NVLink, or a peer's memory mapped here) by the copy engines on `stream`: one linear
+    cuMemcpyAsync, no rows to walk."""
+    global _cuMemcpyAsync
+    if _cuMemcpyAsync is None:
+        fn = ctypes.CDLL("libcuda.so.1").cuMemcpyAsync
+        fn.argtypes, fn.restype = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p], ctypes.c_int
+        _cuMemcpyAsync = fn
+    if dst.numel() != src.numel() or dst.dtype != src.dtype or not (dst.is_contiguous() and src.is_contiguous()):
+        raise ValueError(f"copy_flat: {tuple(src.shape)} → {tuple(dst.shape)}: both contiguous, one size and dtype")
+    if dst.numel() == 0:
+        return
+    err = _cuMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.numel() * dst.element_size(),
+                         ctypes.c_void_p(stream.cuda_stream))
+    if err:
+        raise DeviceError(f"a copy of {dst.numel() * dst.element_size()} bytes from {src.device} to {dst.device} "
+                          f"failed (CUDA driver error {err})")
 
 
 def copy_2d(dst, src, stream) -> None:
@@ -106,6 +135,7 @@ class Worker:
             self.last = None  # the event that ended the last job
         self.staging: list = []  # pinned buffers and the events of their last copies
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.pending = 0  # jobs submitted and not yet ended
         threading.Thread(target=self._loop, name=f"tilegemm-gpu{index}", daemon=True).start()
 
     def _loop(self) -> None:
@@ -124,11 +154,22 @@ class Worker:
                     except BaseException:  # noqa: BLE001  (the device itself failed)
                         e.tilegemm_end = None
                     fut.set_exception(e)
+            with _WORKERS_LOCK:
+                self.pending -= 1
 
     def submit(self, fn) -> concurrent.futures.Future:
         fut: concurrent.futures.Future = concurrent.futures.Future()
+        with _WORKERS_LOCK:
+            self.pending += 1
         self.jobs.put((fn, fut))
         return fut
+
+    def idle(self) -> None:
+        """Return once every job submitted so far has ended (its work queued on the streams), so
+        that another thread may queue work on this GPU's streams (under _SUBMIT: none is
+        submitted meanwhile)."""
+        if self.pending:
+            self.submit(lambda w: None).result()
 
     def begin(self, after) -> None:
         """Every stream of this GPU waits for `after` (an event on the caller's stream) and for
@@ -199,23 +240,38 @@ def panels(n: int) -> list[tuple[int, int]]:
 
 def split(m: int, n: int, k: int, gpus: int, itemsize: int, home: bool, tflops: float, link_gbps: float) -> list[int]:
     """Row offsets (gpus + 1 of them) of each GPU's block of A. With a home (the first GPU, whose
-    operands are local), each other GPU takes fewer rows by what its copies cost before its first
-    product (a row chunk of A and B's first panel) and after its last (C's last panel), at
-    link_gbps, a row costing 2·N·K flops at `tflops` (at small sizes the copies outweigh the
-    products and the home takes every row); the other blocks' sizes are multiples of ROW_ALIGN."""
+    operands are local), each other GPU takes fewer rows by what its copies cost before and after
+    its products (`lags`), a row costing 2·N·K flops at `tflops`, so that all end together (at
+    small sizes the copies outweigh the products and the home takes every row); the other
+    blocks' sizes are multiples of ROW_ALIGN."""
     even = [m * g // gpus for g in range(gpus + 1)]
     if not home or gpus == 1 or m < gpus * ROW_ALIGN:
         return even
     row_s = 2 * n * k / (tflops * 1e12)
+    lag = lags(m, n, k, gpus, itemsize, row_s, link_gbps)
+    # the home's T = m_home·row_s, and each other GPU's T = lag_h + r_h·row_s
+    t = (m * row_s + sum(lag)) / gpus
+    cap = m // gpus // ROW_ALIGN * ROW_ALIGN  # the home never takes fewer rows than the others
+    rs = [min(cap, int(round(max(0.0, t - x) / row_s / ROW_ALIGN)) * ROW_ALIGN) for x in lag]
+    home_rows = m - sum(rs)
+    return list(itertools.accumulate([0, home_rows] + rs))
+
+
+def lags(m: int, n: int, k: int, gpus: int, itemsize: int, row_s: float, link_gbps: float) -> list[float]:
+    """Seconds each other GPU (in chain order) spends beyond its products' time, at about m/gpus
+    rows each: before its first product, a row chunk of A and B's first panel; while its first
+    panel's products run, the rest of its rows of A, which leave the home's links with every
+    other GPU's (all of the others' rows of A, and B's first panel once, before the last chunk
+    lands; FIRST_CHUNKS − 1 chunks' products hide the wait); after its last product, C's last
+    panel; and along the chain, a piece of B's first panel a hop."""
     cuts = panels(n)
-    rows = m / gpus
-    lag_bytes = (rows / FIRST_CHUNKS * k + k * (cuts[0][1] - cuts[0][0]) + rows * (cuts[-1][1] - cuts[-1][0])) * itemsize
-    lag = lag_bytes / (link_gbps * 1e9)
-    # the home's (m − (gpus − 1)·r)·row_s = lag + r·row_s, for each other GPU's r rows
-    r = int(round(max(0.0, (m * row_s - lag) / (gpus * row_s)) / ROW_ALIGN)) * ROW_ALIGN
-    r = min(r, m // gpus // ROW_ALIGN * ROW_ALIGN)  # the home never takes fewer rows than the others
-    home_rows = m - (gpus - 1) * r
-    return [0] + [home_rows + g * r for g in range(gpus)]
+    w0, wl = cuts[0][1] - cuts[0][0], cuts[-1][1] - cuts[-1][0]
+    rows, others, bps = m / gpus, gpus - 1, link_gbps * 1e9
+    start = (rows / FIRST_CHUNKS * k + k * w0) * itemsize / bps
+    all_a = (others * rows * k + k * w0) * itemsize / bps - (FIRST_CHUNKS - 1) * rows / FIRST_CHUNKS * row_s * w0 / n
+    back = rows * wl * itemsize / bps
+    hop = (k / FIRST_CHUNKS * w0 * itemsize / bps) if others > 1 else 0.0
+    return [max(start, all_a) + back + h * hop for h in range(others)]
 
 
 # FP32 runs the SIMT kernels, at this share of the tensor cores' BF16 rate (H200, 8192³:
@@ -304,15 +360,66 @@ def _run(ta, tb, tc, ids: list[int], kernel: str, local, host: bool) -> None:
         with torch.cuda.device(home):
             start = torch.cuda.Event()
             start.record(torch.cuda.current_stream(home))
+    blocks = [(g, r0, r1) for g, r0, r1 in describe_split(m, n, k, tuple(ids), ta.element_size(), home) if r1 > r0]
+    if host:
+        _run_host(ta, tb, tc, blocks, kernel, local)
+        return
+    remotes = [g for g, _, _ in blocks if g != home]
+    # B leaves the home once, to the first other GPU, and goes down the chain of the others
+    links = {g: _Link(s) for s, g in zip(remotes, remotes[1:])}
+    after = dict(zip(remotes, remotes[1:]))
+    with _SUBMIT:  # no worker takes a job while this thread queues work on its streams
+        for g, _, _ in blocks:
+            worker(g).idle()
+        steps = [(worker(g), _local_steps(worker(g), ta, tb, tc, r0, r1, start, kernel, local) if g == home else
+                  _remote_steps(worker(g), ta, tb, tc, r0, r1, start, kernel, local, False, links.get(g),
+                                links.get(after.get(g)), bool(links)))
+                 for g, r0, r1 in blocks]
+        ends = _round_robin(steps)
+    caller = torch.cuda.current_stream(home)
+    for e in ends:
+        caller.wait_event(e)
+
+
+def _round_robin(steps: list) -> list:
+    """Run every GPU's steps (generators) in this thread, one step of each in turn, each on its
+    GPU and product stream: the host's work for all GPUs is interleaved, so each starts after a
+    share of it, not after the others' whole calls. (Worker threads, one a GPU, spent 7-8 ms each
+    of a 16384^3 call's host time taking turns at the GIL, against about 1.5 ms of their own
+    work: docs/perf-notes.md, 70.) Returns each GPU's end event; on an error, waits for all that
+    was queued (no copy may outlive the call's buffers), then raises it."""
+    import torch
+
+    ends, live = [None] * len(steps), list(range(len(steps)))
+    try:
+        while live:
+            for i in list(live):
+                w, gen = steps[i]
+                with torch.cuda.device(w.index), torch.cuda.stream(w.compute):
+                    try:
+                        next(gen)
+                    except StopIteration as stop:
+                        ends[i] = stop.value
+                        live.remove(i)
+    except BaseException:
+        for w, gen in steps:
+            gen.close()
+            try:
+                w.end().synchronize()
+            except BaseException:  # noqa: BLE001  (the device itself failed: the first error is raised)
+                pass
+        raise
+    return ends
+
+
+def _run_host(ta, tb, tc, blocks, kernel, local) -> None:
+    """Host operands: each GPU's steps in its own worker thread, which blocks on its staging
+    buffers' copies while the others go on; C is the caller's memory, so every GPU is waited for."""
     jobs = []
-    for g, r0, r1 in describe_split(m, n, k, tuple(ids), ta.element_size(), home):
-        if r1 == r0:
-            continue
-        if g == home:
-            job = _local_job(ta, tb, tc, r0, r1, start, kernel, local)
-        else:
-            job = _remote_job(ta, tb, tc, r0, r1, start, kernel, local, host)
-        jobs.append(worker(g).submit(job))
+    with _SUBMIT:
+        for g, r0, r1 in blocks:
+            gen = lambda w, r0=r0, r1=r1: _remote_steps(w, ta, tb, tc, r0, r1, None, kernel, local, True)  # noqa: E731
+            jobs.append(worker(g).submit(lambda w, gen=gen: _drive(gen(w))))
     errors, ends = [], []
     for f in jobs:
         try:
@@ -320,78 +427,142 @@ def _run(ta, tb, tc, ids: list[int], kernel: str, local, host: bool) -> None:
         except Exception as e:  # noqa: BLE001  (every GPU's job is waited for before one is raised)
             errors.append(e)
             ends.append(getattr(e, "tilegemm_end", None))
-    ends = [e for e in ends if e is not None]
-    if host or errors:  # host: C is the caller's memory; an error: no copy may outlive the call's buffers
-        for e in ends:
-            e.synchronize()
-        if errors:
-            raise errors[0]
-        return
-    caller = torch.cuda.current_stream(home)
     for e in ends:
-        caller.wait_event(e)
+        if e is not None:
+            e.synchronize()
+    if errors:
+        raise errors[0]
 
 
-def _local_job(ta, tb, tc, r0, r1, start, kernel, local):
+def _drive(gen):
+    """A generator's steps to the end; its value."""
+    while True:
+        try:
+            next(gen)
+        except StopIteration as stop:
+            return stop.value
+
+
+def _local_steps(w, ta, tb, tc, r0, r1, start, kernel, local):
     """The home's rows: one product into C's rows, in place."""
-    def job(w: Worker):
-        w.begin(start)
-        local(ta[r0:r1], tb, kernel=kernel, out=tc[r0:r1])
-        return w.end()
-    return job
+    w.begin(start)
+    local(ta[r0:r1], tb, kernel=kernel, out=tc[r0:r1])
+    return w.end()
+    yield  # noqa: unreachable (a generator)
 
 
-def _remote_job(ta, tb, tc, r0, r1, start, kernel, local, host):
-    """Another GPU's rows: A's rows and B's panels in, C's panels out, overlapped."""
-    def job(w: Worker):
-        import torch
+def _remote_steps(w, ta, tb, tc, r0, r1, start, kernel, local, host, feed=None, forward=None, relay=False):
+    """Another GPU's rows, as steps (a generator; the GPU current and its product stream the
+    current stream at each): A's rows and B's panels in, C's panels out, overlapped. B's panels
+    come from the operand, or (feed) from the previous GPU of a chain, which already holds them;
+    each piece that lands here is handed on (forward) to the next GPU, which reads it from here.
+    Returns the event after all it queued."""
+    import torch
 
-        dev = torch.device("cuda", w.index)
-        w.begin(start)
-        rows, k = r1 - r0, ta.shape[1]
-        cuts = panels(tb.shape[1])
-        need = (rows * k + k * tb.shape[1] + rows * tb.shape[1]) * ta.element_size()
-        free = torch.cuda.mem_get_info(w.index)[0] + torch.cuda.memory_reserved(w.index) \
-            - torch.cuda.memory_allocated(w.index)  # what torch holds cached is free to it
-        if need > free:
-            raise OutOfDeviceMemory(f"matmul(devices=...): GPU {w.index} needs {need / 2**20:.1f} MiB for its "
-                                    f"{rows} rows of A, B and its rows of C; {free / 2**20:.1f} MiB free")
-        if not host:
-            _peer(ta.device.index, w.index)
-        send = _Stager(w, host)
-        a = torch.empty((rows, k), dtype=ta.dtype, device=dev)
-        bs = [torch.empty((k, j1 - j0), dtype=tb.dtype, device=dev) for j0, j1 in cuts]
-        for x in [a, *bs]:  # made for the product stream, filled on copy_in
-            x.record_stream(w.copy_in)
-        chunks = _row_chunks(rows)
-        ready = send.into(bs[0], tb[:, cuts[0][0]:cuts[0][1]])
-        pending, done_last = [], None
-        for j, (j0, j1) in enumerate(cuts):
-            w.compute.wait_event(ready)
-            # each product by the plain call (its launch plan, a few µs of host time; no out=, whose
-            # checks cost more than a narrow panel's product at 8192²); its C goes back from where
-            # it was made
-            if j == 0:  # in row chunks of A: the first starts once its chunk (and panel 0) is here
-                made = []
-                for i0, i1 in zip(chunks, chunks[1:]):
-                    w.compute.wait_event(send.into(a[i0:i1], ta[r0 + i0:r0 + i1]))
-                    made.append((tc[r0 + i0:r0 + i1, j0:j1], local(a[i0:i1], bs[0], kernel=kernel)))
+    dev = torch.device("cuda", w.index)
+    w.begin(start)
+    rows, k = r1 - r0, ta.shape[1]
+    cuts = panels(tb.shape[1])
+    need = (rows * k + k * tb.shape[1] + rows * tb.shape[1]) * ta.element_size()
+    free = torch.cuda.mem_get_info(w.index)[0]
+    if need > free:  # what torch holds cached is free to it too (its statistics cost 0.1 ms: only here)
+        free += torch.cuda.memory_reserved(w.index) - torch.cuda.memory_allocated(w.index)
+    if need > free:
+        raise OutOfDeviceMemory(f"matmul(devices=...): GPU {w.index} needs {need / 2**20:.1f} MiB for its "
+                                f"{rows} rows of A, B and its rows of C; {free / 2**20:.1f} MiB free")
+    if not host:
+        _peer(ta.device.index, w.index)
+    if feed is not None:
+        _peer(feed.sender, w.index)
+    send = _Stager(w, host)
+    a = torch.empty((rows, k), dtype=ta.dtype, device=dev)
+    bs = [torch.empty((k, j1 - j0), dtype=tb.dtype, device=dev) for j0, j1 in cuts]
+    for x in [a, *bs]:  # made for the product stream, filled on copy_in
+        x.record_stream(w.copy_in)
+    taken = 0  # pieces taken from the feed
+
+    def fetch(j: int):
+        """B's panel j into bs[j], piece by piece (steps: a piece not yet at the sender is waited
+        for); the event after the last piece landed."""
+        nonlocal taken
+        j0, j1 = cuts[j]
+        for k0, k1 in _pieces(k, j, relay):
+            dst = bs[j][k0:k1]
+            if feed is None:
+                ready = send.into(dst, tb[k0:k1, j0:j1])
             else:
-                made = [(tc[r0:r1, j0:j1], local(a, bs[j], kernel=kernel))]
-            done = torch.cuda.Event()
-            done.record(w.compute)
-            if j + 1 < len(cuts):  # the next panel travels while this one is multiplied
-                ready = send.into(bs[j + 1], tb[:, cuts[j + 1][0]:cuts[j + 1][1]])
-            for dst, c in pending:  # the last panel of C goes back while this one is multiplied
-                send.back(dst, c, done_last)
-            pending, done_last = made, done
-            for _, c in made:
-                c.record_stream(w.copy_out)
-        for dst, c in pending:
+                while len(feed.pieces) <= taken:
+                    yield
+                src, there = feed.pieces[taken]
+                taken += 1
+                w.copy_in.wait_event(there)
+                copy_flat(dst, src, w.copy_in)
+                ready = torch.cuda.Event()
+                ready.record(w.copy_in)
+            if forward is not None:
+                forward.pieces.append((dst, ready))
+        if feed is not None and j + 1 == len(cuts):  # the sender's panels are read: it may free them
+            feed.read = ready
+        return ready
+
+    chunks = _row_chunks(rows)
+    first = send.into(a[:chunks[1]], ta[r0:r0 + chunks[1]])  # A's first chunk, then B's first panel
+    ready = yield from fetch(0)
+    pending, done_last = [], None
+    for j, (j0, j1) in enumerate(cuts):
+        w.compute.wait_event(ready)
+        # each product by the plain call (its launch plan, a few µs of host time; no out=, whose
+        # checks cost more than a narrow panel's product at 8192²); its C goes back from where
+        # it was made
+        if j == 0:  # in row chunks of A: the first starts once its chunk (and panel 0) is here
+            made = []
+            for i0, i1 in zip(chunks, chunks[1:]):
+                w.compute.wait_event(first if i0 == 0 else send.into(a[i0:i1], ta[r0 + i0:r0 + i1]))
+                made.append((tc[r0 + i0:r0 + i1, j0:j1], local(a[i0:i1], bs[0], kernel=kernel)))
+                yield
+        else:
+            made = [(tc[r0:r1, j0:j1], local(a, bs[j], kernel=kernel))]
+            yield
+        done = torch.cuda.Event()
+        done.record(w.compute)
+        if j + 1 < len(cuts):  # the next panel travels while this one is multiplied
+            ready = yield from fetch(j + 1)
+        for dst, c in pending:  # the last panel of C goes back while this one is multiplied
             send.back(dst, c, done_last)
-        send.drain()
-        return w.end()
-    return job
+        pending, done_last = made, done
+        for _, c in made:
+            c.record_stream(w.copy_out)
+    for dst, c in pending:
+        send.back(dst, c, done_last)
+    send.drain()
+    if forward is not None:  # the panels stay until the next GPU has read them
+        while forward.read is None:
+            yield
+        w.copy_in.wait_event(forward.read)
+    return w.end()
+
+
+def _pieces(k: int, j: int, relay: bool) -> list[tuple[int, int]]:
+    """The row pieces of K in which panel j travels: along a chain, the first panel in
+    FIRST_CHUNKS pieces, so that each GPU hands it on after a quarter has landed, not all."""
+    if not relay or j > 0 or k < FIRST_CHUNKS * ROW_ALIGN:
+        return [(0, k)]
+    cut = [k * i // FIRST_CHUNKS for i in range(FIRST_CHUNKS + 1)]
+    return list(zip(cut, cut[1:]))
+
+
+class _Link:
+    """Two GPUs of a chain: the sender's pieces of B's panels, each with the event after it landed
+    there, in the order both walk them; and the reader's event after its last copy from the
+    sender (None until it is queued)."""
+
+    def __init__(self, sender: int):
+        self.sender = sender
+        self.pieces: list = []
+        self.read = None
+
+
+_SUBMIT = threading.Lock()
 
 
 def _row_chunks(rows: int) -> list[int]:
@@ -405,13 +576,14 @@ _PEERS: set = set()
 
 
 def _peer(src: int, dst: int) -> None:
-    """Peer access between two GPUs, enabled once (torch enables it at its first copy between them),
-    so that copy_2d's copies go over NVLink directly."""
+    """Peer access between two GPUs, both ways, enabled once (torch enables it, one way, at its
+    first copy between them), so that copy_2d's and copy_flat's copies go over NVLink directly."""
     import torch
 
-    if (src, dst) not in _PEERS:
-        torch.empty(1, device=f"cuda:{dst}").copy_(torch.empty(1, device=f"cuda:{src}"))
-        _PEERS.add((src, dst))
+    if (src, dst) not in _PEERS and src != dst:
+        for x, y in ((src, dst), (dst, src)):
+            torch.empty(1, device=f"cuda:{y}").copy_(torch.empty(1, device=f"cuda:{x}"))
+        _PEERS.update({(src, dst), (dst, src)})
 
 
 class _Slot:
