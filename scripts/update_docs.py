@@ -235,10 +235,14 @@ def main() -> int:
 
         doc = json.loads(run.read_text())
         arch = ROOT / "results" / "archive" / (extra_dir or "-")
+        more = [(p.name, json.loads(p.read_text())) for p in sorted(run.parent.glob("scaleout-*.json"))]  # later runs
         extra = tuple((f"one panel ({p.name})", json.loads(p.read_text()), 65536)
-                      for p in [arch / "panel-whole.json"] if p.exists())
+                      for p in [arch / "panel-whole.json"] if p.exists()) + tuple((f"the second run ({name})", d, None)
+                                                                                  for name, d in more)
         body = (dist_bench.render(doc) + "\n\n### The cost model against these runs\n\n"
                 + costmodel.compare(doc, extra))
+        for name, d in more:  # a later run of some modes, beside the full one
+            body += f"\n\n### A second run: results/{host}/{name}\n\n" + dist_bench.render(d)
         (run.parent / "scaleout.md").write_text("# Beyond one GPU, measured\n\n" + body + "\n")
         scale = ROOT / "docs" / "scaleout.md"
         scale.write_text(replace_marked(scale.read_text(), tag, body, "docs/scaleout.md"))
