@@ -226,6 +226,27 @@ def check_peer(m, n, k, dtype, panel=None, kcuts=None):
     assert torch.equal(b_r, b0), "B's rows were changed"
 
 
+def check_peer_streams():
+    """Peer products back to back, no wait between them, on two streams in turn, each with other
+    values of B: each C exact (a product that overwrote a buffer another was still reading, on
+    this rank or a peer, would show here)."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    dev = torch.device("cuda", torch.cuda.current_device())
+    a, b = operands(48, 2000, 40, seed=9, dtype=torch.float16)
+    a_r = split(a, world, 0)[rank].contiguous().to(dev)
+    bs = [split(b + (i % 3) - 1, world, 0)[rank].contiguous().to(dev) for i in range(6)]
+    streams = [torch.cuda.current_stream(), torch.cuda.Stream()]
+    torch.cuda.synchronize()  # the operands are there; from here nothing orders one product after another but tilegemm
+    got = []
+    for i, b_i in enumerate(bs):
+        with torch.cuda.stream(streams[i % 2]):
+            got.append(D.matmul_1d(a_r, b_i, transport="peer"))
+    torch.cuda.synchronize()
+    for i, c_r in enumerate(got):
+        want = split(a.double() @ (b + (i % 3) - 1).double(), world, 0)[rank]
+        assert torch.equal(c_r.double().cpu(), want), f"product {i}"
+
+
 def peer_cases(world: int):
     """On GPUs: panels of every width, a narrow last panel, uneven and empty rows of B, a product
     that grows the mapped buffer, then smaller ones in it again, and both 16-bit dtypes."""
@@ -237,7 +258,8 @@ def peer_cases(world: int):
                             ((512, 8200, 64), f16, None), ((300, 5000, 24), bf16, None), ((1, 64, 8), f16, 16)]] \
         + [("peer uneven rows of B", lambda: check_peer(50, 777, sum(uneven), f16, panel=200, kcuts=uneven)),
            ("peer a rank with no rows of B", lambda: check_peer(9, 300, sum(empty), f16, kcuts=empty)),
-           ("peer grown, then smaller again", lambda: [check_peer(256, 16384, 128, f16), check_peer(8, 96, 16, f16)])]
+           ("peer grown, then smaller again", lambda: [check_peer(256, 16384, 128, f16), check_peer(8, 96, 16, f16)]),
+           ("peer products on two streams in turn", check_peer_streams)]
 
 
 def cases(which: str, world: int):

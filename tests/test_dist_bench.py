@@ -144,17 +144,20 @@ def test_the_peer_transport_fits_or_is_not_taken():
     in 90% of the least free memory over the ranks; one rank short of room: no rank takes it."""
     from tilegemm.distributed import _core
 
-    def meta(free_mib, rows=8192, kb=8192, world=4):
-        m = [0] * 16
-        m[_core.AR], m[_core.BR], m[_core.FREE] = rows, kb, free_mib
+    def meta(free_mib, rows=8192, kb=8192, world=4, held_mib=0):
+        m = [0] * (_core.HELD + 1)
+        m[_core.AR], m[_core.BR], m[_core.FREE], m[_core.HELD] = rows, kb, free_mib, held_mib
         return [list(m) for _ in range(world)]
 
     need = (2 * 32768 * 32768 + 8192 * 32768) * 2  # bytes at N = 32768 on 4 ranks
-    assert _core._peer_fits(meta(int(need / 0.9 / 2**20) + 1), 32768, 2)
-    assert not _core._peer_fits(meta(int(need / 0.9 / 2**20) - 1), 32768, 2)
-    tight = meta(int(need / 0.9 / 2**20) + 1)
+    fits = int(need / 0.9 / 2**20) + 1
+    assert _core._peer_fits(meta(fits), 32768, 2)
+    assert not _core._peer_fits(meta(fits - 2), 32768, 2)
+    tight = meta(fits)
     tight[2][_core.FREE] = int(need / 2**20) // 2
     assert not _core._peer_fits(tight, 32768, 2)
+    pair = 2 * 32768 * 32768 * 2 >> 20  # the same product again: the pair it mapped is free to it
+    assert _core._peer_fits(meta(fits - pair, held_mib=pair), 32768, 2)
 
 
 def test_pack_moves_words_where_it_can():

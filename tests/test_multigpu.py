@@ -56,6 +56,12 @@ def test_split_over_a_chain_counts_the_homes_links():
     assert multigpu.lags(m, m, m, 2, 2, row_s, gbps)[0] < lag[0]  # one other GPU shares the links with none
 
 
+def test_split_without_a_rate_is_even():
+    # no rate known for the shape (the model's infinite rate): the copies cannot be weighed, so no
+    # GPU is given fewer rows for them
+    assert multigpu.split(1000, 1000, 1000, 4, 2, True, tflops=float("inf"), link_gbps=395.0) == [0, 250, 500, 750, 1000]
+
+
 def test_fp32_splits_by_the_simt_rate():
     # FP32 runs the SIMT kernels, some 20x slower than BF16's tensor cores: the same copies cost
     # fewer rows' products, so the other GPU takes half (with BF16's rate it took 256 fewer of

@@ -248,6 +248,8 @@ def split(m: int, n: int, k: int, gpus: int, itemsize: int, home: bool, tflops: 
     if not home or gpus == 1 or m < gpus * ROW_ALIGN:
         return even
     row_s = 2 * n * k / (tflops * 1e12)
+    if not row_s > 0:  # no rate known for the shape: the copies cannot be weighed against the products
+        return even
     lag = lags(m, n, k, gpus, itemsize, row_s, link_gbps)
     # the home's T = m_home·row_s, and each other GPU's T = lag_h + r_h·row_s
     t = (m * row_s + sum(lag)) / gpus
@@ -406,7 +408,7 @@ def _round_robin(steps: list) -> list:
             gen.close()
             try:
                 w.end().synchronize()
-            except BaseException:  # noqa: BLE001  (the device itself failed: the first error is raised)
+            except Exception:  # noqa: BLE001  (the device itself failed: the first error is raised)
                 pass
         raise
     return ends

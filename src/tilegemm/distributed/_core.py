@@ -108,7 +108,7 @@ def _meta_device(group):
 
 
 # the metadata every rank shares: its global rank, then these, by place
-G, DA, DB, DEV, AR, AC, BR, BC, PR, PC, PANEL, LOCAL, FREE, PEER, TRANSPORT, HOST = range(16)
+G, DA, DB, DEV, AR, AC, BR, BC, PR, PC, PANEL, LOCAL, FREE, PEER, TRANSPORT, HOST, HELD = range(17)
 
 
 def gather_meta(values: list[int], who: Team) -> list[list[int]]:
@@ -125,12 +125,14 @@ def gather_meta(values: list[int], who: Team) -> list[list[int]]:
 
 
 def _describe_meta(a: torch.Tensor, b: torch.Tensor, grid=(0, 0), panel: int | None = None,
-                   transport: str = "auto") -> list[int]:
+                   transport: str = "auto", held: int = 0) -> list[int]:
+    """held: bytes of the peer transport's mapped buffers this rank keeps for the call's group and
+    dtype (a product reuses them, or frees them before it maps larger ones)."""
     shape = lambda x: list(x.shape) if x.dim() == 2 else [-1, -1]  # noqa: E731
     free = torch.cuda.mem_get_info(a.device)[0] >> 20 if a.is_cuda else 0  # MiB: what buffers may take
     return [_code(a), _code(b), int(a.is_cuda), *shape(a), *shape(b), int(grid[0]), int(grid[1]), int(panel or 0),
             int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0), int(free), int(a.is_cuda and _has_symm_mem()),
-            TRANSPORTS.index(transport), _host_id()]
+            TRANSPORTS.index(transport), _host_id(), held >> 20]
 
 
 @functools.cache
@@ -519,10 +521,10 @@ def _transport(transport: str | None) -> str:
 
 def _peer_fits(meta: list[list[int]], n: int, itemsize: int) -> bool:
     """Whether every rank has room for the peer transport's two mapped buffers (all of B, K × N,
-    each: the gathered panels are made in them) beside C's rows, in 90% of the least free device
-    memory over the ranks (a pair kept from an earlier product counts against it, as the free
-    memory the ranks reported does not hold it)."""
-    free = min(m[FREE] for m in meta) * 2**20
+    each: the gathered panels are made in them) beside C's rows, in 90% of the least device memory
+    over the ranks that is free or held in the pair it keeps from an earlier product (reused, or
+    freed before larger ones are mapped)."""
+    free = min(m[FREE] + m[HELD] for m in meta) * 2**20
     k, rows = sum(m[BR] for m in meta), max(m[AR] for m in meta)
     return (2 * k * n + rows * n) * itemsize <= 0.9 * free
 
@@ -540,7 +542,9 @@ def layout_1d(a: torch.Tensor, b: torch.Tensor, group=None, panel: int | None = 
     who = team(group)
     if len(who.stages) != 1:
         raise DistributedError("the 1-D algorithm runs on one group (a 1-D mesh), not on a 2-D mesh's rows and columns")
-    meta = gather_meta(_describe_meta(a, b, (0, 0), panel, want), who)
+    have = _PEER.get(_peer_key(who.stages[0], b.device, b.dtype)) if b.is_cuda else None
+    held = 2 * have.bufs[0].numel() * b.element_size() if have is not None else 0
+    meta = gather_meta(_describe_meta(a, b, (0, 0), panel, want, held), who)
     errs = _common_errors(meta)
     if any(m[AR] < 0 or m[BR] < 0 for m in meta):
         _refuse(errs)  # no shapes to compare
@@ -576,7 +580,7 @@ def layout_1d(a: torch.Tensor, b: torch.Tensor, group=None, panel: int | None = 
     first = width
     if peer and not panel and n > width:  # only the first panel's copies are exposed: a narrow one
         first = max(256, width // PEER_FIRST // 8 * 8)
-    cuts = [(0, min(n, first))] + [(n0, min(n, n0 + width)) for n0 in range(first, n, width)]
+    cuts = ([(0, min(n, first))] if n else []) + [(n0, min(n, n0 + width)) for n0 in range(first, n, width)]
     return RowsLayout([m[AR] for m in meta], [m[BR] for m in meta], n, cuts, width, slots, peer)
 
 
@@ -586,13 +590,15 @@ class _Mapped:
     peers' mappings) and the peers' views of each, made once per layout.
 
     Two buffers, so that no barrier closes a product: product i writes buffer i mod 2, after
-    product i − 1's opening barrier, which every rank passed only once its compute stream had
-    finished product i − 2, whose GEMMs waited for every read of that buffer."""
+    product i − 1's opening barrier, which every rank passed only once it had finished product
+    i − 2, whose GEMMs waited for every read of that buffer. Each product's streams first wait
+    for the last product's end (`done`), so that this holds whatever stream each product runs on."""
 
     bufs: list
     hdls: list
     turn: int = 0
     views: dict = None
+    done: object = None  # the event after the last product's GEMMs, on whatever stream it ran
 
 
 def enable_symm_mem(group_name: str) -> None:
@@ -608,6 +614,10 @@ def enable_symm_mem(group_name: str) -> None:
             symm.enable_symm_mem_for_group(group_name)
 
 
+def _peer_key(g, device, dtype) -> tuple:
+    return ((g or dist.group.WORLD).group_name, str(device), dtype)
+
+
 def _peer_buffer(g, numel: int, dtype, device) -> _Mapped:
     """This rank's two buffers of at least `numel` elements each in symmetric memory (mapped into
     every peer of group g), one pair per group, device and dtype, made again larger when a product
@@ -618,11 +628,13 @@ def _peer_buffer(g, numel: int, dtype, device) -> _Mapped:
 
     _same_world()
     name = (g or dist.group.WORLD).group_name
-    key = (name, str(device), dtype)
+    key = _peer_key(g, device, dtype)
     have = _PEER.get(key)
     if have is not None and have.bufs[0].numel() >= numel:
         return have
     if have is not None:  # too small: freed once every rank is past its last product (and so its reads)
+        if have.done is not None:
+            torch.cuda.current_stream(device).wait_event(have.done)
         _barrier(have.hdls[have.turn ^ 1], "the barrier before the mapped buffers are made larger")
         torch.cuda.synchronize(device)
         del _PEER[key]
@@ -673,9 +685,11 @@ def _run_1d_peer(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, g, me: int, 
     world, k, n = len(lay.rows), sum(lay.kb), lay.n
     if not communicate:
         # on the buffer the last product filled: B's values (a GEMM on zeros draws less power, and runs faster)
-        have = _PEER.get(((g or dist.group.WORLD).group_name, str(b.device), b.dtype))
+        have = _PEER.get(_peer_key(g, b.device, b.dtype))
         if have is not None and have.bufs[0].numel() >= k * n:
             buf = have.bufs[have.turn ^ 1]
+            if have.done is not None:
+                torch.cuda.current_stream(b.device).wait_event(have.done)  # its copies have landed
         else:
             buf = torch.empty(k * n, dtype=b.dtype, device=b.device).normal_()
         for n0, n1 in lay.panels:
@@ -687,6 +701,8 @@ def _run_1d_peer(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, g, me: int, 
     buf = mapped.bufs[mine]
     compute = torch.cuda.current_stream(b.device)
     copies = _copy_stream(b.device)
+    if mapped.done is not None:
+        compute.wait_event(mapped.done)  # the last product's end, whatever stream it ran on
     offs = list(itertools.accumulate([0] + lay.kb))
     own = slice(offs[me], offs[me + 1])
     for n0, n1 in lay.panels:  # this rank's rows of each panel, in place
@@ -710,6 +726,7 @@ def _run_1d_peer(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, g, me: int, 
         compute.wait_event(done)  # also where nothing is multiplied: the next barrier follows the reads
         if a.shape[0]:
             _product(a, buf[k * n0:k * n1].view(k, n1 - n0), c[:, n0:n1])
+    mapped.done = compute.record_event()
     return c
 
 
