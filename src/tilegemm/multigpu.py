@@ -70,25 +70,26 @@ class _Memcpy2D(ctypes.Structure):
 
 
 _UNIFIED = 4  # CU_MEMORYTYPE_UNIFIED: an address in the unified space, on any device or pinned host
-_cuMemcpy2DAsync = None
-_cuMemcpyAsync = None
+
+
+@functools.cache
+def _driver(name: str, *argtypes):
+    """The CUDA driver's entry point `name` (returning a CUresult), bound once through ctypes."""
+    fn = getattr(ctypes.CDLL("libcuda.so.1"), name)
+    fn.argtypes, fn.restype = list(argtypes), ctypes.c_int
+    return fn
 
 
 def copy_flat(dst, src, stream) -> None:
     """dst[...] = src for contiguous torch tensors of one size and dtype, on any devices (a peer
     copy over NVLink, or a peer's memory mapped here) by the copy engines on `stream`: one linear
     cuMemcpyAsync, no rows to walk."""
-    global _cuMemcpyAsync
-    if _cuMemcpyAsync is None:
-        fn = ctypes.CDLL("libcuda.so.1").cuMemcpyAsync
-        fn.argtypes, fn.restype = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p], ctypes.c_int
-        _cuMemcpyAsync = fn
     if dst.numel() != src.numel() or dst.dtype != src.dtype or not (dst.is_contiguous() and src.is_contiguous()):
         raise ValueError(f"copy_flat: {tuple(src.shape)} → {tuple(dst.shape)}: both contiguous, one size and dtype")
     if dst.numel() == 0:
         return
-    err = _cuMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.numel() * dst.element_size(),
-                         ctypes.c_void_p(stream.cuda_stream))
+    fn = _driver("cuMemcpyAsync", ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p)
+    err = fn(dst.data_ptr(), src.data_ptr(), dst.numel() * dst.element_size(), ctypes.c_void_p(stream.cuda_stream))
     if err:
         raise DeviceError(f"a copy of {dst.numel() * dst.element_size()} bytes from {src.device} to {dst.device} "
                           f"failed (CUDA driver error {err})")
@@ -98,11 +99,6 @@ def copy_2d(dst, src, stream) -> None:
     """dst[...] = src for 2-D torch tensors of one shape and dtype whose rows are each contiguous,
     on any devices (peer copies over NVLink) or pinned host memory, by the copy engines on
     `stream` (a torch stream; the thread's current device must be the stream's)."""
-    global _cuMemcpy2DAsync
-    if _cuMemcpy2DAsync is None:
-        fn = ctypes.CDLL("libcuda.so.1").cuMemcpy2DAsync_v2
-        fn.argtypes, fn.restype = [ctypes.POINTER(_Memcpy2D), ctypes.c_void_p], ctypes.c_int
-        _cuMemcpy2DAsync = fn
     rows, cols = dst.shape
     if rows == 0 or cols == 0:
         return
@@ -113,7 +109,8 @@ def copy_2d(dst, src, stream) -> None:
     p = _Memcpy2D(srcMemoryType=_UNIFIED, srcDevice=src.data_ptr(), srcPitch=max(src.stride(0), cols) * s,
                   dstMemoryType=_UNIFIED, dstDevice=dst.data_ptr(), dstPitch=max(dst.stride(0), cols) * s,
                   WidthInBytes=cols * s, Height=rows)
-    err = _cuMemcpy2DAsync(ctypes.byref(p), ctypes.c_void_p(stream.cuda_stream))
+    fn = _driver("cuMemcpy2DAsync_v2", ctypes.POINTER(_Memcpy2D), ctypes.c_void_p)
+    err = fn(ctypes.byref(p), ctypes.c_void_p(stream.cuda_stream))
     if err:
         raise DeviceError(f"matmul(devices=...): a {rows}×{cols} copy from {src.device} to {dst.device} failed "
                           f"(CUDA driver error {err})")
@@ -387,8 +384,8 @@ def _round_robin(steps: list) -> list:
     """Run every GPU's steps (generators) in this thread, one step of each in turn, each on its
     GPU and product stream: the host's work for all GPUs is interleaved, so each starts after a
     share of it, not after the others' whole calls. (Worker threads, one a GPU, spent 7-8 ms each
-    of a 16384^3 call's host time taking turns at the GIL, against about 1.5 ms of their own
-    work: docs/perf-notes.md, 70.) Returns each GPU's end event; on an error, waits for all that
+    of a 16384^3 call's host time taking turns at the GIL; from this thread the same work takes
+    4.1-4.7 ms for all three: docs/perf-notes.md, 70.) Returns each GPU's end event; on an error, waits for all that
     was queued (no copy may outlive the call's buffers), then raises it."""
     import torch
 
@@ -420,8 +417,8 @@ def _run_host(ta, tb, tc, blocks, kernel, local) -> None:
     jobs = []
     with _SUBMIT:
         for g, r0, r1 in blocks:
-            gen = lambda w, r0=r0, r1=r1: _remote_steps(w, ta, tb, tc, r0, r1, None, kernel, local, True)  # noqa: E731
-            jobs.append(worker(g).submit(lambda w, gen=gen: _drive(gen(w))))
+            jobs.append(worker(g).submit(
+                lambda w, r0=r0, r1=r1: _drive(_remote_steps(w, ta, tb, tc, r0, r1, None, kernel, local, True))))
     errors, ends = [], []
     for f in jobs:
         try:
