@@ -142,7 +142,7 @@ def check_arguments_disagree():
 def check_transport():
     """The 1-D engine's transport on CPU processes: auto takes NCCL's (here gloo's) all-gather and
     gives the exact product; 'peer' (copy engines between the GPUs of one host) is refused on every
-    rank with one clear error; an unknown transport is a ValueError before anything is sent."""
+    rank with one clear error, for SUMMA too; an unknown transport is a ValueError before anything is sent."""
     from tilegemm.distributed._core import layout_1d, run_1d
 
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -164,6 +164,13 @@ def check_transport():
         assert f"rank {world - 1} asked for transport 'nccl'" in str(e), str(e)
     else:
         raise AssertionError("ranks that asked for different transports were not refused")
+    try:  # and SUMMA's (a 1 × world grid: A's K and B's columns over the ranks)
+        D.summa(split(a, world, 1)[rank].contiguous(), split(b, world, 1)[rank].contiguous(), (1, world),
+                transport="peer")
+    except D.DistributedError as e:
+        assert "transport 'peer' needs every rank on a CUDA device of one host" in str(e), str(e)
+    else:
+        raise AssertionError("SUMMA's peer transport was not refused on CPU processes")
     try:
         layout_1d(a_r, b_r, transport="smoke-signals")
     except ValueError as e:
@@ -247,6 +254,85 @@ def check_peer_streams():
         assert torch.equal(c_r.double().cpu(), want), f"product {i}"
 
 
+def check_summa_peer(m, n, k, pr, pc, dtype, panel=None, transport="auto"):
+    """SUMMA's peer transport on this rank's GPU: every rank's C block exact against float64
+    (torch.tensor_split's blocks: A's K over the grid's columns, B's over its rows, other
+    boundaries); auto takes the copy engines for 16-bit blocks with 16-byte rows."""
+    from tilegemm.distributed._core import layout
+
+    rank = dist.get_rank()
+    i, j = divmod(rank, pc)
+    dev = torch.device("cuda", torch.cuda.current_device())
+    a, b = operands(m, n, k, seed=8, dtype=dtype)
+    a_blk = split(split(a, pr, 0)[i], pc, 1)[j].contiguous().to(dev)
+    b_blk = split(split(b, pr, 0)[i], pc, 1)[j].contiguous().to(dev)
+    a0, b0 = a_blk.clone(), b_blk.clone()
+    aligned = dtype.itemsize == 2 and k % 8 == 0 and all(x.shape[1] % 8 == 0 for x in split(b, pc, 1))
+    assert layout(a_blk, b_blk, (pr, pc), panel=panel, transport=transport).peer == (aligned or transport == "peer")
+    c_blk = D.summa(a_blk, b_blk, (pr, pc), panel=panel, transport=transport)
+    want = split(split(a.double() @ b.double(), pr, 0)[i], pc, 1)[j]
+    assert c_blk.shape == want.shape and c_blk.dtype == dtype and torch.equal(c_blk.double().cpu(), want), \
+        (m, n, k, pr, pc, panel)
+    assert torch.equal(a_blk, a0) and torch.equal(b_blk, b0), "an operand's block was changed"
+
+
+def check_summa_peer_streams(pr, pc):
+    """SUMMA peer products back to back on two streams in turn, other values each: each C exact."""
+    rank = dist.get_rank()
+    i, j = divmod(rank, pc)
+    dev = torch.device("cuda", torch.cuda.current_device())
+    a, b = operands(96, 2000, 48, seed=10, dtype=torch.float16)
+    blk = lambda x, t: split(split(x, pr, 0)[i], pc, 1)[j].contiguous().to(dev)  # noqa: E731
+    a_blk = blk(a, 0)
+    bs = [blk(b + (t % 3) - 1, t) for t in range(6)]
+    streams = [torch.cuda.current_stream(), torch.cuda.Stream()]
+    torch.cuda.synchronize()
+    got = []
+    for t, b_t in enumerate(bs):
+        with torch.cuda.stream(streams[t % 2]):
+            got.append(D.summa(a_blk, b_t, (pr, pc), panel=16, transport="peer"))
+    torch.cuda.synchronize()
+    for t, c_blk in enumerate(got):
+        want = split(split(a.double() @ (b + (t % 3) - 1).double(), pr, 0)[i], pc, 1)[j]
+        assert torch.equal(c_blk.double().cpu(), want), f"product {t}"
+
+
+def check_dtensor_2d_peer():
+    """A 2-D device mesh of GPUs: SUMMA over the mesh's own row and column groups, the copy engines
+    between them; C exact and Shard(0), Shard(1)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    world = dist.get_world_size()
+    mesh = init_device_mesh("cuda", (2, world // 2))
+    a, b = operands(256, 512, 128, seed=11, dtype=torch.bfloat16)
+    want = a.double() @ b.double()
+    c = D.matmul(distribute_tensor(a, mesh, [Shard(0), Shard(1)]), distribute_tensor(b, mesh, [Shard(0), Shard(1)]))
+    assert tuple(c.placements) == (Shard(0), Shard(1)), c.placements
+    assert torch.equal(c.full_tensor().double().cpu(), want)
+
+
+def summa_peer_cases(world: int):
+    """SUMMA on GPUs by the copy engines: every flat grid (one-sided and two-sided steps), named
+    and default steps, ragged blocks (explicit peer), a rank with no rows, FP32, a grown buffer,
+    two streams, a 2-D DTensor mesh."""
+    f16, bf16 = torch.float16, torch.bfloat16
+    grids = [(1, world), (world, 1)] + ([(2, world // 2)] if world % 2 == 0 and world > 2 else [])
+    out = []
+    for pr, pc in grids:
+        g = f"{pr}x{pc}"
+        out += [(f"summa peer {g} {s} {str(d)[6:]} panel {p} {t}", lambda s=s, d=d, p=p, t=t, pr=pr, pc=pc:
+                 check_summa_peer(*s, pr, pc, d, panel=p, transport=t))
+                for s, d, p, t in [((64, 4096, 96), f16, None, "auto"), ((300, 520, 64), bf16, 64, "auto"),
+                                   ((37, 1000, 29), f16, None, "peer"), ((37, 1000, 29), f16, 24, "peer"),
+                                   ((1, 64, 16), f16, None, "auto"), ((40, 72, 24), torch.float32, 16, "peer"),
+                                   ((130, 264, 8200), bf16, None, "auto")]]
+        out += [(f"summa peer {g} grown, then smaller again", lambda pr=pr, pc=pc: [
+            check_summa_peer(512, 8192, 256, pr, pc, f16), check_summa_peer(16, 64, 32, pr, pc, f16)]),
+                (f"summa peer {g} on two streams in turn", lambda pr=pr, pc=pc: check_summa_peer_streams(pr, pc))]
+    return out + [("dtensor 2-D mesh, peer", check_dtensor_2d_peer)] * (world % 2 == 0 and world > 2)
+
+
 def peer_cases(world: int):
     """On GPUs: panels of every width, a narrow last panel, uneven and empty rows of B, a product
     that grows the mapped buffer, then smaller ones in it again, and both 16-bit dtypes."""
@@ -259,7 +345,7 @@ def peer_cases(world: int):
         + [("peer uneven rows of B", lambda: check_peer(50, 777, sum(uneven), f16, panel=200, kcuts=uneven)),
            ("peer a rank with no rows of B", lambda: check_peer(9, 300, sum(empty), f16, kcuts=empty)),
            ("peer grown, then smaller again", lambda: [check_peer(256, 16384, 128, f16), check_peer(8, 96, 16, f16)]),
-           ("peer products on two streams in turn", check_peer_streams)]
+           ("peer products on two streams in turn", check_peer_streams)] + summa_peer_cases(world)
 
 
 def cases(which: str, world: int):

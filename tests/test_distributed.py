@@ -22,6 +22,7 @@ if not dist.is_available() or not dist.is_gloo_available():
 from tilegemm.distributed import DistributedError, Hardware, choose, predict  # noqa: E402
 from tilegemm.distributed import costmodel  # noqa: E402
 from tilegemm.distributed._core import _panels, blocks, check_grid  # noqa: E402
+from tilegemm.distributed._steps import peer_cuts, summa_blocks, summa_steps  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = os.path.join(HERE, "_dist_cases.py")
@@ -94,8 +95,10 @@ def test_one_host(world, tmp_path):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="needs 2 GPUs")
 def test_peer_transport_on_gpus(tmp_path):
-    """The 1-D engine's peer transport (NCCL, one process a GPU, every GPU of this host): panels of
-    every width, uneven and empty rows of B, a grown mapped buffer; every rank's C exact."""
+    """The peer transports (NCCL, one process a GPU, every GPU of this host): the 1-D engine's
+    panels of every width, uneven and empty rows of B, a grown mapped buffer, two streams; SUMMA's
+    on every flat grid, ragged and empty blocks, FP32, two streams, a 2-D DTensor mesh; every
+    rank's C exact."""
     world = torch.cuda.device_count()
     run = _torchrun(["--nnodes", "1", "--nproc-per-node", str(world), "--master-addr", "127.0.0.1",
                      "--master-port", str(_free_port()), CASES, "peer", str(tmp_path)])
@@ -197,6 +200,45 @@ def test_layout_check_names_the_rank():
         check_grid([meta(0, 4, 12, 6, 3, grid=(2, 2)), meta(1, 5, 12, 6, 3, grid=(2, 2))], 2, 2)
 
 
+@pytest.mark.parametrize("mi,nj,a_moves,b_moves,panel", [
+    (16384, 16384, True, True, None), (8192, 8192, True, True, None), (150, 260, True, True, 64),
+    (5, 3, True, True, 2), (0, 300, True, True, None), (32768, 8192, True, False, None),
+    (4096, 16384, False, True, None), (777, 50, True, False, 200), (9, 7, False, False, None),
+    (16400, 12352, True, True, None)])
+def test_peer_steps_tile_c_once_reading_only_what_landed(mi, nj, a_moves, b_moves, panel):
+    """The peer transport's SUMMA steps: every element of C_ij multiplied exactly once, each block
+    at a step whose band of A and panel of B (and every earlier one) have landed; only what moves
+    is cut; edges rise from 0 to the whole, and with both moving, cut where the tiles are."""
+    bands, cols, width = summa_steps(mi, nj, a_moves, b_moves, panel)
+    assert len(bands) == len(cols) and bands[0] == cols[0] == 0 and bands[-1] == mi and cols[-1] == nj
+    assert list(bands) == sorted(bands) and list(cols) == sorted(cols) and width > 0
+    covered = [[0] * nj for _ in range(mi)]
+    for s in range(len(bands) - 1):
+        for r0, r1, c0, c1 in summa_blocks(bands, cols, s):
+            assert r1 <= bands[s + 1] and c1 <= cols[s + 1], (s, r0, r1, c0, c1)
+            for r in range(r0, r1):
+                for c in range(c0, c1):
+                    covered[r][c] += 1
+    assert all(x == 1 for row in covered for x in row)
+    if not a_moves:
+        assert set(bands[1:]) <= {mi}  # A_i is read where it lies: one band
+    if not b_moves:
+        assert set(cols[1:]) <= {nj}
+    if a_moves and b_moves and min(mi, nj) >= 4096:
+        assert 2 <= len(bands) - 1 <= 8 and all(x % 128 == 0 for x in bands[:-1]) and all(x % 256 == 0 for x in cols[:-1])
+
+
+def test_peer_panels_open_narrow():
+    """The 1-D engine's (and one-sided SUMMA's) peer panels: a first panel a quarter as wide
+    (none narrower than 1024) where no width is named, 16-byte-aligned starts, the last the rest."""
+    edges, width = peer_cuts(32768, None)
+    assert width == 4096 and edges[:3] == (0, 1024, 5120) and edges[-1] == 32768
+    assert peer_cuts(16384, None) == ((0, 1024, 3072, 5120, 7168, 9216, 11264, 13312, 15360, 16384), 2048)
+    assert peer_cuts(777, 200) == ((0, 200, 400, 600, 777), 200)  # named: as named, all alike
+    assert peer_cuts(2000, None) == ((0, 1024, 2000), 1024) and peer_cuts(0, None) == ((0,), 1024)
+    assert all(e % 8 == 0 for e in peer_cuts(100000, 1001)[0][:-1])
+
+
 HW = Hardware("test", rate={1024: 400.0, 8192: 800.0}, link_gbps=400.0, link_latency_us=10.0,
               net_gbps=50.0, net_latency_us=20.0, gpus_per_host=8)
 
@@ -214,6 +256,18 @@ def test_cost_model_follows_the_algorithm():
     # across hosts, a square grid moves less than a 1-D split of 64 ranks
     assert choose(65536, 65536, 65536, 64, HW)["grid"] != [64, 1]
     assert costmodel.grids(6) == [(6, 1), (3, 2), (2, 3), (1, 6)]
+
+
+def test_cost_model_of_summa_on_the_copy_engines():
+    """SUMMA gathered by the copy engines: no partial sums, so its products alone are the GEMMs'
+    flops; the first step's copies are exposed, the rest hide behind big products but not small."""
+    big = predict(65536, 65536, 65536, (2, 2), HW, peer=True)
+    assert big["local_s"] == pytest.approx(2 * 65536 ** 3 / 4 / 800e12, rel=1e-6)
+    assert 0.97 < big["efficiency"] <= 1.0 and big["seconds"] > big["local_s"]
+    assert big["efficiency"] > predict(65536, 65536, 65536, (2, 2), HW)["efficiency"]  # NCCL's broadcasts, overlap²
+    slow = Hardware("slow links", rate=HW.rate, link_gbps=4.0, gpus_per_host=8)
+    assert predict(8192, 8192, 8192, (1, 4), slow, peer=True)["efficiency"] < 0.5
+    assert predict(8192, 8192, 8192, (4, 1), HW, peer=True) == predict(8192, 8192, 8192, (4, 1), HW)  # 1-D: its own
 
 
 def test_grid_chosen_from_the_shipped_rates():

@@ -1,6 +1,10 @@
 """Where the 1-D engine's peer transport spends the time its products alone do not take.
 
     torchrun --nproc-per-node 4 scripts/device/peer_1d_trace.py --json $OUT/peer-1d-trace.json
+    torchrun --nproc-per-node 4 scripts/device/peer_1d_trace.py --grid 2x2 --json $OUT/peer-summa-trace.json
+
+--grid pr×pc (pc > 1): SUMMA's peer transport instead (_core.run on a layout made once, as
+dist-bench times it; A's and B's blocks of the square N³ product on the grid).
 
 On four H200s the peer loop ran 4.27 ms at 16384 against 3.39 ms of products alone (efficiency
 0.79) and 28.7 against 26.7 at 32768 (docs/perf-notes.md, 69). BF16, N^3 split by rows over the
@@ -81,22 +85,35 @@ def main():
     p.add_argument("--sizes", default="16384,32768")
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--json")
+    p.add_argument("--grid", help="pr x pc with pc > 1: SUMMA's peer transport (default: the 1-D engine)")
     args = p.parse_args()
     torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=300))
     rank, world = dist.get_rank(), dist.get_world_size()
     out = dict(gpu=torch.cuda.get_device_name(), world=world, torch=torch.__version__,
                date=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), reps=args.reps, sizes={})
+    grid = tuple(int(x) for x in args.grid.split("x")) if args.grid else (world, 1)
+    out["grid"] = list(grid)
     for n in map(int, args.sizes.split(",")):
-        a = torch.randn(n // world, n, device="cuda").to(torch.bfloat16)
-        b = torch.randn(n // world, n, device="cuda").to(torch.bfloat16)
-        lay = _core.layout_1d(a, b, transport="peer")
-        loop = lambda: matmul_1d(a, b, transport="peer")  # noqa: E731
-        alone = lambda: _core.run_1d(a, b, lay, communicate=False)  # noqa: E731
+        if grid[1] == 1:
+            a = torch.randn(n // world, n, device="cuda").to(torch.bfloat16)
+            b = torch.randn(n // world, n, device="cuda").to(torch.bfloat16)
+            lay = _core.layout_1d(a, b, transport="peer")
+            loop = lambda: matmul_1d(a, b, transport="peer")  # noqa: E731
+            alone = lambda: _core.run_1d(a, b, lay, communicate=False)  # noqa: E731
+            steps = len(lay.panels)
+        else:
+            pr, pc = grid
+            a = torch.randn(n // pr, n // pc, device="cuda").to(torch.bfloat16)
+            b = torch.randn(n // pr, n // pc, device="cuda").to(torch.bfloat16)
+            lay = _core.layout(a, b, grid, transport="peer")
+            loop = lambda: _core.run(a, b, lay)  # noqa: E731
+            alone = lambda: _core.run(a, b, lay, communicate=False)  # noqa: E731
+            steps = len(lay.bands) - 1
         for fn in (loop, loop, alone):
             fn()
         mine = dict(loop_ms=timed(loop, args.reps), alone_ms=timed(alone, args.reps), panel=lay.width,
-                    panels=len(lay.panels))
+                    panels=steps)
         ev = timeline(loop)
         mine["summary"] = summary(ev)
         mine["events"] = ev

@@ -13,7 +13,9 @@ runs of the median of its timed repeats:
   transport (the copy engines on the GPUs of one host; the record's `transport` says which ran),
   and on GPUs `1d/nccl`: the same engine with NCCL's all-gather;
 - summa: tilegemm.distributed.summa on every grid flatter than square but not P × 1 (1 × 2 on 2
-  GPUs; 1 × 4 and 2 × 2 on 4);
+  GPUs; 1 × 4 and 2 × 2 on 4), with its default transport (the copy engines on the GPUs of one
+  host, gathering each rank's row block of A and column block of B; NCCL's or gloo's broadcasts
+  of K panels elsewhere; the record's `transport` says which ran);
 - dtensor: DTensor's own A Shard(0) @ B Shard(0) (it all-gathers B, then multiplies);
 - dtensor-rs: DTensor's A Shard(1) @ B Shard(0), its partial sums reduce-scattered to Shard(0);
 - host-split: one process drives every GPU (tilegemm.matmul(a, b, devices="all")), A and B on
@@ -26,9 +28,10 @@ runs of the median of its timed repeats:
   where this torch has it (NCCL only);
 - beyond (--beyond, default on GPUs): 1d at the size whose A, B and C together exceed by 25% the
   memory of one GPU (on 2 GPUs) or of half the GPUs (from 4), the operands made shard by shard on
-  their devices (no one-gpu there; SUMMA's FP32 partial sums, twice C's block, do not fit beside
-  A, B and C at that size); one timed repeat a run after the warm call, the products alone right
-  after it with none.
+  their devices (no one-gpu there, and no SUMMA: neither its FP32 partial sums, twice C's block,
+  nor the copy engines' two gathered row blocks of A and column blocks of B fit beside A, B and C
+  at that size); one timed repeat a run after the warm call, the products alone right after it
+  with none.
 Before the sizes, the links as the engines use them: an all-gather and a broadcast of 1 GiB over
 every rank (bus bandwidth) and a one-element all-gather (a ring step's latency), which the cost
 model beside the run takes; rank 0 records `nvidia-smi topo -m`.
@@ -217,7 +220,8 @@ def _modes_for(n: int, world: int, device, ops: _Operands, wanted, beyond: bool,
         b = ops.rows(1, kb[i], kb[i + 1], cn[j], cn[j + 1])
         lay = _core.layout(a, b, (pr, pc), panel=panel)
         return (keep(lambda: _core.run(a, b, lay)), lambda: _core.run(a, b, lay, communicate=False),
-                lambda: _check(ops, box["c"], rm[i], cn[j]), lay.width)
+                lambda: _check(ops, box["c"], rm[i], cn[j]), lay.width,
+                "peer" if lay.peer else "nccl" if device.type == "cuda" else "gloo")
 
     def dtensor(reduce_scatter: bool):
         from torch.distributed.device_mesh import init_device_mesh
@@ -258,7 +262,7 @@ def _modes_for(n: int, world: int, device, ops: _Operands, wanted, beyond: bool,
         out["1d"] = one_d  # the default transport: peer copies where every rank is a GPU of one host
         if device.type == "cuda" and not beyond:
             out["1d/nccl"] = functools.partial(one_d, "nccl")  # NCCL's all-gather, for the comparison
-    if "summa" in wanted and not beyond:  # beyond: its FP32 partial sums of C do not fit
+    if "summa" in wanted and not beyond:  # beyond: its buffers (partial sums, or gathered blocks) do not fit
         for pr, pc in summa_grids(world):
             out[f"summa {pr}x{pc}"] = functools.partial(summa, pr, pc)
     if beyond:
@@ -417,7 +421,7 @@ def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: 
                 if made.get("panel"):
                     rec["panel"] = made["panel"]  # the engine's panel width (1d, summa)
                 if made.get("transport"):
-                    rec["transport"] = made["transport"]  # how 1d's panels travelled
+                    rec["transport"] = made["transport"]  # how 1d's and summa's blocks travelled
                 # the product beyond the GPUs' memory runs for seconds: one timed repeat after the warm
                 # call (unless --reps says), and its products alone right after it, with no warm call
                 n_reps = reps if reps is not None or not big else 1

@@ -9,6 +9,12 @@ block (kept in FP32 for 16-bit inputs, written by the first panel). Panel p + 1'
 issued before panel p's product (two buffers each), so they travel while it computes; a broadcast
 within a group of one is no broadcast.
 
+On GPUs of one host (16-bit operands, or transport="peer"), SUMMA's broadcasts become the copy
+engines' reads (`_run_summa_peer`): the rank gathers all of A's row block i (M_i × K) and B's
+column block j (K × N_j), each in a mapped buffer, from the ranks of its grid row and column, and
+C_ij = A_i @ B_j is multiplied over all of K in growing steps while the rest lands: no FP32
+partial sums, no SM taken from the GEMMs.
+
 1-D: the rank at place r holds A's rows r (all of K) and B's rows r (its slice of K, in place
 order). N is cut into column panels; panel p of B is all-gathered (every rank's rows of those
 columns), and C_r[:, panel] = A_r @ B_panel is one GEMM over all of K, written once in the output
@@ -44,6 +50,7 @@ import torch
 import torch.distributed as dist
 
 from ..errors import DistributedError
+from ._steps import peer_cuts, summa_blocks, summa_steps
 
 _DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 _ALL_GATHER = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor  # renamed in torch 2.13
@@ -350,39 +357,81 @@ class Layout:
     panels: list  # (k0, k1, grid column owning A's piece, grid row owning B's piece)
     width: int
     granks: list  # global rank of each place
+    peer: bool = False  # A_i and B_j gathered whole by the copy engines (_run_summa_peer), not K panels
+    bands: tuple = ()  # peer: step s multiplies A_i's rows bands[s]:bands[s + 1] (this rank's)
+    cols: tuple = ()  # and B_j's columns cols[s]:cols[s + 1] (summa_blocks)
 
 
-def layout(a: torch.Tensor, b: torch.Tensor, grid: tuple[int, int], group=None, panel: int | None = None) -> Layout:
+_SUMMA_KEYS: dict = {}  # (team's groups, grid, device, dtype) -> the mapped pairs' keys its last product used
+
+
+def _summa_key(who: Team, grid, device, dtype) -> tuple:
+    return (tuple(getattr(g, "group_name", "") for g in who.stages), tuple(grid), str(device), dtype)
+
+
+def layout(a: torch.Tensor, b: torch.Tensor, grid: tuple[int, int], group=None, panel: int | None = None,
+           transport: str | None = None) -> Layout:
     """Share every rank's blocks' shapes, dtypes and arguments (one all-gather), check them on
-    every rank, and cut K into panels (default width: the cost model's fastest; all of K alone).
-    group: a process group (places in its rank order) or a Team."""
+    every rank, and choose how the blocks travel: "peer" (the copy engines gather A_i and B_j
+    whole from the grid row's and column's mapped buffers: _run_summa_peer) where every rank is a
+    CUDA device of one host with symmetric memory, its buffers fit and (for "auto", the default)
+    the operands are 16-bit with 16-byte rows; else K panels broadcast by NCCL or gloo (default
+    width: the cost model's fastest; all of K alone). panel: the K panels' width, or with the peer
+    transport the steps' bands and column panels. group: a process group (places in its rank
+    order) or a Team."""
+    want = _transport(transport)
     who = team(group)
     pr, pc = int(grid[0]), int(grid[1])
-    meta = gather_meta(_describe_meta(a, b, (pr, pc), panel), who)
+    kept = [_PEER.get(x) for x in _SUMMA_KEYS.get(_summa_key(who, (pr, pc), a.device, a.dtype), ())] if a.is_cuda else []
+    held = sum(2 * x.bufs[0].numel() * a.element_size() for x in kept if x is not None)
+    meta = gather_meta(_describe_meta(a, b, (pr, pc), panel, want, held), who)
     rows, ncols, ka, kb = check_grid(meta, pr, pc)
-    k_total = sum(ka)
+    k_total, size = sum(ka), a.element_size()
+    can_peer = (pr * pc > 1 and want != "nccl" and all(m[PEER] for m in meta) and len({m[HOST] for m in meta}) == 1
+                and "nccl" in str(dist.get_backend(who.stages[0])))
+    if want == "peer" and not can_peer:
+        raise DistributedError("transport 'peer' needs every rank on a CUDA device of one host, NCCL and a torch "
+                               "with symmetric memory")
+    need = 2 * ((pc > 1) * max(rows) * k_total + (pr > 1) * k_total * max(ncols)) + max(rows) * max(ncols)
+    fits = need * size <= 0.9 * min(m[FREE] + m[HELD] for m in meta) * 2**20
+    if want == "peer" and not fits:
+        raise DistributedError("transport 'peer': its mapped buffers (two of A's row block and two of B's column "
+                               f"block, {need * size / 2**30:.2f} GiB with C's block) do not fit in the least free "
+                               "device memory over the ranks")
+    aligned = size == 2 and k_total % 8 == 0 and all(x % 8 == 0 for x in ncols)
+    peer = can_peer and fits and (want == "peer" or aligned)
+    i, j = divmod(who.pos, pc)
+    if peer:
+        bands, cols, width = summa_steps(rows[i], ncols[j], pc > 1, pr > 1, panel)
+        return Layout(pr, pc, i, j, rows, ncols, list(itertools.accumulate([0] + ka)),
+                      list(itertools.accumulate([0] + kb)), [], width, [m[G] for m in meta], True, bands, cols)
     if panel:
         width = panel
     elif pr * pc > 1:
-        width = _model_panel(sum(rows), sum(ncols), k_total, (pr, pc), a.element_size(), meta[0][LOCAL])
+        width = _model_panel(sum(rows), sum(ncols), k_total, (pr, pc), size, meta[0][LOCAL])
     else:
         width = k_total
-    return Layout(pr, pc, *divmod(who.pos, pc), rows, ncols, list(itertools.accumulate([0] + ka)),
+    return Layout(pr, pc, i, j, rows, ncols, list(itertools.accumulate([0] + ka)),
                   list(itertools.accumulate([0] + kb)), _panels(ka, kb, width), width, [m[G] for m in meta])
 
 
-def summa(a: torch.Tensor, b: torch.Tensor, grid: tuple[int, int], group=None, panel: int | None = None) -> torch.Tensor:
+def summa(a: torch.Tensor, b: torch.Tensor, grid: tuple[int, int], group=None, panel: int | None = None,
+          transport: str | None = None) -> torch.Tensor:
     """C block (i, j) = sum over K of A (row block i) @ B (column block j), on the pr × pc grid of
     `group`'s ranks (place r = i·pc + j in the group's rank order). a: this rank's block of A, b:
     its block of B (see the module docstring); returns its block of C. panel: the widest K panel
-    (default: the width the cost model predicts fastest; all of K on a group of one)."""
-    return run(a, b, layout(a, b, grid, group, panel), group)
+    (default: the width the cost model predicts fastest; all of K on a group of one), or with the
+    peer transport the steps' width. transport: "auto" (the default, or TILEGEMM_DIST_TRANSPORT:
+    the copy engines on GPUs of one host, for 16-bit operands), "peer" or "nccl" (layout)."""
+    return run(a, b, layout(a, b, grid, group, panel, transport), group)
 
 
 def run(a: torch.Tensor, b: torch.Tensor, lay: Layout, group=None, communicate: bool = True) -> torch.Tensor:
     """The panel loop on an agreed layout. communicate=False runs the same local products on
     whatever the receive buffers hold, with nothing sent: what `tilegemm dist-bench` times as
     the products alone (its efficiency's numerator)."""
+    if lay.peer:
+        return _run_summa_peer(a, b, lay, team(group), communicate)
     i, j, rows, ncols, panels, width = lay.i, lay.j, lay.rows, lay.ncols, lay.panels, lay.width
     pr, pc, granks = lay.pr, lay.pc, lay.granks
     row_g, col_g = _grid_groups(team(group), pr, pc, granks) if communicate else (None, None)
@@ -503,8 +552,6 @@ class RowsLayout:
 
 
 TRANSPORTS = ("auto", "peer", "nccl")
-PEER_PANELS = 8  # the peer transport's column panels (fewer where they would be narrower than 1024)
-PEER_FIRST = 4  # its first panel is this many times narrower (none narrower than 256): the one whose copies wait
 # a device barrier that waits longer than this traps: a CUDA error on that rank at its next
 # synchronize, after which the process must end (no hang); NCCL's own default timeout
 BARRIER_S = float(os.environ.get("TILEGEMM_DIST_BARRIER_S", "600"))
@@ -559,35 +606,32 @@ def layout_1d(a: torch.Tensor, b: torch.Tensor, group=None, panel: int | None = 
     if want == "peer" and not can_peer:
         raise DistributedError("transport 'peer' needs every rank on a CUDA device of one host, NCCL and a torch "
                                "with symmetric memory")
-    # the copy engines take no SM from the GEMMs, so nothing but the first panel's transfer is
-    # exposed; the model (its rates measured on cubes) would then want the narrowest panels, whose
-    # GEMMs fill the GPU worse than it sees: PEER_PANELS panels, none narrower than 1024
-    width = panel or max(1024, -(-n // (PEER_PANELS * 1024)) * 1024)
     peer = can_peer and _peer_fits(meta, n, a.element_size())
-    if panel:
-        width = panel
-    elif world > 1 and not peer:
-        width = _model_panel(sum(m[AR] for m in meta), n, k, (world, 1), a.element_size(), meta[0][LOCAL],
-                             _widest_1d(meta, n, world, a.element_size()))
-    elif world == 1:
-        width = max(n, 1)
-    width += -width % 8 if width > 8 else 0  # column panels whose starts keep 16-byte alignment
     g = who.stages[0]
     slots = [dist.get_group_rank(g, m[G]) if g is not None else m[G] for m in meta]
     if want == "peer" and not peer:
         raise DistributedError("transport 'peer': its two mapped buffers of all of B do not fit beside C's rows in the "
                                "least free device memory over the ranks")
-    first = width
-    if peer and not panel and n > width:  # only the first panel's copies are exposed: a narrow one
-        first = max(256, width // PEER_FIRST // 8 * 8)
-    cuts = ([(0, min(n, first))] if n else []) + [(n0, min(n, n0 + width)) for n0 in range(first, n, width)]
-    return RowsLayout([m[AR] for m in meta], [m[BR] for m in meta], n, cuts, width, slots, peer)
+    if peer:  # only the first panel's copies are exposed: a narrow one (peer_cuts)
+        edges, width = peer_cuts(n, panel)
+        return RowsLayout([m[AR] for m in meta], [m[BR] for m in meta], n, list(zip(edges, edges[1:])), width,
+                          slots, True)
+    if panel:
+        width = panel
+    elif world > 1:
+        width = _model_panel(sum(m[AR] for m in meta), n, k, (world, 1), a.element_size(), meta[0][LOCAL],
+                             _widest_1d(meta, n, world, a.element_size()))
+    else:
+        width = max(n, 1)
+    width += -width % 8 if width > 8 else 0  # column panels whose starts keep 16-byte alignment
+    return RowsLayout([m[AR] for m in meta], [m[BR] for m in meta], n,
+                      [(n0, min(n, n0 + width)) for n0 in range(0, n, width)], width, slots, False)
 
 
 @dataclass
 class _Mapped:
     """A rank's two buffers in symmetric memory (products take them in turn), their handles (the
-    peers' mappings) and the peers' views of each, made once per layout.
+    peers' mappings) and the peers' buffers mapped here, each made once (_peer_view).
 
     Two buffers, so that no barrier closes a product: product i writes buffer i mod 2, after
     product i − 1's opening barrier, which every rank passed only once it had finished product
@@ -704,39 +748,167 @@ def _run_1d_peer(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, g, me: int, 
     if mapped.done is not None:
         compute.wait_event(mapped.done)  # the last product's end, whatever stream it ran on
     offs = list(itertools.accumulate([0] + lay.kb))
-    own = slice(offs[me], offs[me + 1])
-    for n0, n1 in lay.panels:  # this rank's rows of each panel, in place
-        _pack(buf[k * n0:k * n1].view(k, n1 - n0)[own], b[:, n0:n1])
+    if lay.kb[me]:
+        _pack_panels(buf, b, k, offs[me], lay.panels)  # this rank's rows of each panel, in place
     _barrier(mapped.hdls[mine], "the barrier before the peers' rows are read")
-    key = (mine, k, n, tuple(lay.slots))
-    if key not in mapped.views:
-        mapped.views[key] = [mapped.hdls[mine].get_buffer(lay.slots[q], (k * n,), b.dtype, 0) if q != me else None
-                             for q in range(world)]
-    peers = mapped.views[key]
+    peers = [_peer_view(mapped, mine, lay.slots[q], b.dtype) if q != me and lay.kb[q] else None for q in range(world)]
     copies.wait_stream(compute)  # every rank's rows are in its buffer (the barrier ran on the compute stream)
-    ready = []
-    for n0, n1 in lay.panels:
-        pw = n1 - n0
-        for q in range(world):
-            if q != me and lay.kb[q]:
-                at = slice(k * n0 + offs[q] * pw, k * n0 + offs[q + 1] * pw)
-                copy_flat(buf[at], peers[q][at], copies)
-        ready.append(copies.record_event())
-    for (n0, n1), done in zip(lay.panels, ready):
-        compute.wait_event(done)  # also where nothing is multiplied: the next barrier follows the reads
+
+    def post(p: int):
+        """Panel p's pieces from the peers onto the copy stream; the event they end with."""
+        n0, n1 = lay.panels[p]
+        for q, src in enumerate(peers):
+            if src is not None:
+                at = slice(k * n0 + offs[q] * (n1 - n0), k * n0 + offs[q + 1] * (n1 - n0))
+                copy_flat(buf[at], src[at], copies)
+        return copies.record_event()
+
+    ready = [post(p) for p in range(min(2, len(lay.panels)))]
+    for p, (n0, n1) in enumerate(lay.panels):
+        compute.wait_event(ready[p])  # also where nothing is multiplied: the next barrier follows the reads
         if a.shape[0]:
             _product(a, buf[k * n0:k * n1].view(k, n1 - n0), c[:, n0:n1])
+        if p + 2 < len(lay.panels):
+            ready.append(post(p + 2))  # queued as the GEMMs are, two panels ahead
     mapped.done = compute.record_event()
     return c
 
 
+def _pack_panels(buf: torch.Tensor, b: torch.Tensor, k: int, row0: int, panels: list) -> None:
+    """This rank's rows of B (K_r × N, rows row0 … of every panel) into the panel-major buffer
+    (panel (n0, n1) the K × (n1 − n0) block at K · n0): one strided copy for each run of panels of
+    one width (the first, the middle ones, the last: up to three launches, not one a panel)."""
+    kr = b.shape[0]
+    for w, group in itertools.groupby(panels, key=lambda x: x[1] - x[0]):
+        group = list(group)
+        n0, count = group[0][0], len(group)
+        dst = buf[k * n0:k * (n0 + count * w)].view(count, k, w)[:, row0:row0 + kr]
+        _pack(dst, b[:, n0:n0 + count * w].view(kr, count, w).transpose(0, 1))
+
+
+def _run_summa_peer(a: torch.Tensor, b: torch.Tensor, lay: Layout, who: Team, communicate: bool = True) -> torch.Tensor:
+    """run's loop with the copy engines as the broadcasts. The rank at grid place (i, j) keeps all
+    of A's row block i (M_i × K) in a mapped buffer of its grid row's group and all of B's column
+    block j (K × N_j) in one of its grid column's (two of each, taken in turn: _Mapped), and
+    writes its own blocks there (on the compute stream) before each group's device barrier. Its
+    copy stream then pulls the other ranks' blocks a step at a time (band s of A_i from each rank
+    of the grid row, panel s of B_j from each of the grid column: one copy each, by the copy
+    engines, no SM), two steps ahead of the compute stream, which multiplies each step's blocks of
+    C_ij (summa_blocks) where the operands lie once they are in: each block one GEMM over all of
+    K, written once in the output dtype. What does not move (B_j on one grid row, A_i on one grid
+    column) is read where it is. communicate=False: the same GEMMs on the buffers the last product
+    filled (where none did, on normal values), nothing copied (the products alone)."""
+    from ..multigpu import copy_2d, copy_flat
+
+    i, j, pr, pc = lay.i, lay.j, lay.pr, lay.pc
+    mi, nj, k = lay.rows[i], lay.ncols[j], lay.a_off[-1]
+    c = torch.empty((mi, nj), dtype=a.dtype, device=a.device)
+    if k == 0:
+        return c.zero_()
+    a, b = a.contiguous(), b.contiguous()
+    row_g, col_g = _grid_groups(who, pr, pc, lay.granks)
+    moving = [(row_g, max(lay.rows) * k) if pc > 1 else None, (col_g, k * max(lay.ncols)) if pr > 1 else None]
+    _SUMMA_KEYS[_summa_key(who, (pr, pc), a.device, a.dtype)] = tuple(
+        _peer_key(x[0], a.device, a.dtype) for x in moving if x is not None)
+    compute = torch.cuda.current_stream(a.device)
+    steps = range(len(lay.bands) - 1)
+
+    def multiply(whole_a, whole_b, s):
+        for r0, r1, c0, c1 in summa_blocks(lay.bands, lay.cols, s):
+            _product(whole_a[r0:r1], whole_b[:, c0:c1], c[r0:r1, c0:c1])
+
+    if not communicate:
+        flat = []
+        for x in moving:
+            have = _PEER.get(_peer_key(x[0], a.device, a.dtype)) if x is not None else None
+            if have is not None and have.bufs[0].numel() >= x[1]:
+                if have.done is not None:
+                    compute.wait_event(have.done)  # its copies have landed
+                flat.append(have.bufs[have.turn ^ 1])  # the operands' values: a GEMM on zeros runs faster
+            else:
+                flat.append(torch.empty(x[1], dtype=a.dtype, device=a.device).normal_() if x is not None else None)
+        whole_a = flat[0][:mi * k].view(mi, k) if flat[0] is not None else a
+        whole_b = flat[1][:k * nj].view(k, nj) if flat[1] is not None else b
+        for s in steps:
+            multiply(whole_a, whole_b, s)
+        return c
+    ma, mb = (_peer_buffer(x[0], x[1], a.dtype, a.device) if x is not None else None for x in moving)
+    for m in (ma, mb):
+        if m is not None and m.done is not None:
+            compute.wait_event(m.done)  # the last product's end, whatever stream it ran on
+    ta, tb = (_take_turn(m) for m in (ma, mb))
+    whole_a = ma.bufs[ta][:mi * k].view(mi, k) if ma is not None else a
+    whole_b = mb.bufs[tb][:k * nj].view(k, nj) if mb is not None else b
+    if ma is not None and a.numel():
+        _pack(whole_a[:, lay.a_off[j]:lay.a_off[j + 1]], a)
+    if mb is not None and b.numel():
+        _pack(whole_b[lay.b_off[i]:lay.b_off[i + 1]], b)
+    # the other ranks' buffers: A_i's from the grid row (places i·pc + q), B_j's from the grid column
+    a_from, b_from = [], []
+    if ma is not None:
+        _barrier(ma.hdls[ta], "the barrier before the grid row's blocks of A are read")
+        a_from = [(q, _peer_view(ma, ta, dist.get_group_rank(row_g, lay.granks[i * pc + q]), a.dtype)[:mi * k]
+                   .view(mi, k)) for q in range(pc) if q != j]
+    if mb is not None:
+        _barrier(mb.hdls[tb], "the barrier before the grid column's blocks of B are read")
+        b_from = [(r, _peer_view(mb, tb, dist.get_group_rank(col_g, lay.granks[r * pc + j]), b.dtype)[:k * nj]
+                   .view(k, nj)) for r in range(pr) if r != i]
+    copies = _copy_stream(a.device)
+    copies.wait_stream(compute)  # every rank's own blocks are in its buffers (the barriers ran on the compute stream)
+
+    def post(s: int):
+        """Step s's pieces onto the copy stream; the event they end with."""
+        r0, r1 = lay.bands[s], lay.bands[s + 1]
+        for q, src in a_from if r1 > r0 else ():
+            k0, k1 = lay.a_off[q], lay.a_off[q + 1]
+            copy_2d(whole_a[r0:r1, k0:k1], src[r0:r1, k0:k1], copies)
+        c0, c1 = lay.cols[s], lay.cols[s + 1]
+        for r, src in b_from if c1 > c0 else ():
+            k0, k1 = lay.b_off[r], lay.b_off[r + 1]
+            if c1 - c0 == nj:  # whole rows: one contiguous block
+                copy_flat(whole_b[k0:k1], src[k0:k1], copies)
+            else:
+                copy_2d(whole_b[k0:k1, c0:c1], src[k0:k1, c0:c1], copies)
+        return copies.record_event()
+
+    ready = [post(s) for s in steps[:2]]
+    for s in steps:
+        compute.wait_event(ready[s])  # also where nothing is multiplied: the next barrier follows the reads
+        multiply(whole_a, whole_b, s)
+        if s + 2 < len(steps):
+            ready.append(post(s + 2))  # queued as the GEMMs are, two steps ahead
+    done = compute.record_event()
+    for m in (ma, mb):
+        if m is not None:
+            m.done = done
+    return c
+
+
+def _take_turn(m: _Mapped | None) -> int:
+    """The buffer of m's pair this product writes (the other is the next product's)."""
+    if m is None:
+        return 0
+    mine, m.turn = m.turn, m.turn ^ 1
+    return mine
+
+
+def _peer_view(m: _Mapped, turn: int, slot: int, dtype) -> torch.Tensor:
+    """Buffer `turn` of the pair m of the rank `slot` of m's group, mapped here: flat, all of it,
+    made once (a product takes the part it uses)."""
+    key = (turn, slot)
+    if key not in m.views:
+        m.views[key] = m.hdls[turn].get_buffer(slot, (m.bufs[turn].numel(),), dtype, 0)
+    return m.views[key]
+
+
 def _pack(dst: torch.Tensor, src: torch.Tensor) -> None:
-    """dst[...] = src for 2-D views whose rows are contiguous, in 8-byte words where the rows and
-    their starts allow (a 16-bit copy of short rows moves a third as fast)."""
+    """dst[...] = src for views of one shape whose rows (last dimension) are contiguous, in 8-byte
+    words where the rows and their starts allow (a 16-bit copy of short rows moves a third as fast)."""
     s = src.element_size()
     unit = 8 // s
-    if s < 8 and src.shape[1] % unit == 0 and all(x.stride(0) % unit == 0 and x.data_ptr() % 8 == 0
-                                                  for x in (dst, src)):
+    if s < 8 and src.shape[-1] % unit == 0 and all(
+            x.stride(-1) == 1 and all(st % unit == 0 for st in x.stride()[:-1]) and x.data_ptr() % 8 == 0
+            for x in (dst, src)):
         dst.view(torch.int64).copy_(src.view(torch.int64))
     else:
         dst.copy_(src)

@@ -20,6 +20,13 @@ column; each panel's product read-modify-writes the FP32 partial sums of the C b
     gemm = 2·(M/pr)·(N/pc)·w / rate(M/pr, N/pc, w) + (M/pr)·(N/pc)·8 bytes / memory bandwidth
     cast = (M/pr)·(N/pc)·(4 + size) bytes / memory bandwidth, once
 
+SUMMA with the copy engines (`peer`: GPUs of one host, _core._run_summa_peer): A's row block and
+B's column block are gathered whole, a step at a time (tilegemm.distributed._steps: bands of A_i
+and panels of B_j), on one copy stream that runs ahead of the GEMMs, and each step's blocks of C
+are one GEMM over all of K written once (no partial sums). With copy_s the step's pieces
+(band_s·K·(pc − 1)/pc + K·panel_s·(pr − 1)/pr)·size / bandwidth and gemm_s its blocks' GEMMs:
+    landed_s = Σ_{t ≤ s} copy_t,   end_s = max(landed_s, end_{s−1}) + gemm_s,   time = end_last
+
 with the bandwidth of the links the group spans: within a host (NVLink) or between hosts (the
 network). Two broadcasts on different links overlap; two that both cross the network share it.
 Efficiency is the local products' time alone over the predicted time; speed-up is one GPU's whole
@@ -104,10 +111,14 @@ def widths(m: int, n: int, k: int, grid: tuple[int, int]) -> list[int]:
 
 
 def predict(m: int, n: int, k: int, grid: tuple[int, int], hw: Hardware, itemsize: int = 2,
-            panel: int | None = None, max_panel: int | None = None) -> dict:
+            panel: int | None = None, max_panel: int | None = None, peer: bool = False) -> dict:
     """Predicted seconds and efficiency of the product on a pr × pc grid: the 1-D algorithm for
     P × 1, SUMMA otherwise (the module docstring's formulas), with the panel width given or, when
-    none is, the width among `widths` (none wider than max_panel) that the model predicts fastest."""
+    none is, the width among `widths` (none wider than max_panel) that the model predicts fastest.
+    peer: SUMMA's blocks gathered by the copy engines, in the engine's own steps (panel: their
+    width; default the engine's)."""
+    if peer and grid[1] > 1:
+        return _predict_peer_summa(m, n, k, grid, hw, itemsize, panel)
     if panel is None and grid[0] * grid[1] > 1:
         fit = [w for w in widths(m, n, k, grid) if max_panel is None or w <= max_panel] or [max(1, max_panel or 1)]
         return min((predict(m, n, k, grid, hw, itemsize, w) for w in fit), key=lambda r: r["seconds"])
@@ -148,6 +159,28 @@ def predict(m: int, n: int, k: int, grid: tuple[int, int], hw: Hardware, itemsiz
     return dict(algorithm="1d" if pc == 1 else "summa", grid=[pr, pc], gpus=p, panel=width, seconds=total, local_s=local,
                 comm_s=comm * panels, efficiency=min(1.0, local / total), speedup=one / total,
                 tflops=2 * m * n * k / total / 1e12)
+
+
+def _predict_peer_summa(m: int, n: int, k: int, grid: tuple[int, int], hw: Hardware, itemsize: int,
+                        panel: int | None) -> dict:
+    """SUMMA on the copy engines: the step pipeline of the module docstring, on grid place (0, 0)."""
+    from ._steps import summa_blocks, summa_steps
+
+    pr, pc = grid
+    mi, nj = -(-m // pr), -(-n // pc)
+    bands, cols, width = summa_steps(mi, nj, pc > 1, pr > 1, panel)
+    gbps, lat = hw.link_gbps * 1e9, hw.link_latency_us * 1e-6
+    landed = end = local = 0.0
+    for s in range(len(bands) - 1):
+        moved = ((bands[s + 1] - bands[s]) * k * (pc - 1) / pc + k * (pr - 1) / pr * (cols[s + 1] - cols[s])) * itemsize
+        landed += moved / gbps + (pc - 1 + pr - 1) * lat if moved else 0.0
+        gemm = sum(2 * (r1 - r0) * (c1 - c0) * k / (hw.tflops(r1 - r0, c1 - c0, k) * 1e12)
+                   for r0, r1, c0, c1 in summa_blocks(bands, cols, s))
+        end, local = max(landed, end) + gemm, local + gemm
+    one = 2 * m * n * k / (hw.tflops(m, n, k) * 1e12)
+    return dict(algorithm="summa", grid=[pr, pc], gpus=pr * pc, panel=width, seconds=end, local_s=local,
+                comm_s=landed, efficiency=min(1.0, local / end) if end else 1.0, speedup=one / end if end else 0.0,
+                tflops=2 * m * n * k / end / 1e12 if end else 0.0)
 
 
 def _link(hw: Hardware, across_hosts: bool) -> tuple[float, float]:
@@ -306,7 +339,7 @@ def _itemsize(r: dict) -> int:
     return {"float32": 4, "float64": 8}.get(r.get("dtype"), 2)
 
 
-def _own_rate(hw: Hardware, r: dict, grid, width: int) -> Hardware:
+def _own_rate(hw: Hardware, r: dict, grid, width: int | None, peer: bool = False) -> Hardware:
     """hw with the record's own local GEMM rate where the run measured its products alone
     (`local_ms`: the engine's panel loop with nothing sent), so that the model is tested on what
     it adds, the communication and its overlap; SUMMA's partial-sum traffic, which the products
@@ -319,7 +352,7 @@ def _own_rate(hw: Hardware, r: dict, grid, width: int) -> Hardware:
     flops = 2 * r["m"] * r["n"] * r["k"] / (pr * pc)
     itemsize = _itemsize(r)
     guess = predict(r["m"], r["n"], r["k"], grid, dataclasses.replace(hw, fixed_tflops=1000.0), itemsize,
-                    panel=width)
+                    panel=width, peer=peer)
     traffic = guess["local_s"] - flops / 1e15  # what the products alone spend besides their flops
     busy = r["local_ms"] * 1e-3 - traffic
     return dataclasses.replace(hw, fixed_tflops=flops / busy / 1e12) if busy > 0 else hw
@@ -344,9 +377,14 @@ def compare(doc: dict, extra: tuple = ()) -> str:
             grid = (r["gpus"], 1) if r["mode"] == "1d" else tuple(int(x) for x in r["variant"].split()[-1].split("x"))
             width = panel or r.get("panel") or predict(r["m"], r["n"], r["k"], grid, before)["panel"]
             # the copy engines' panels take no SM from the GEMMs: nothing is lost beside them
-            on = dataclasses.replace(hw, overlap=1.0) if r.get("transport") == "peer" else hw
-            on = _own_rate(on, r, grid, min(width, r["n"]))
-            p = predict(r["m"], r["n"], r["k"], grid, on, _itemsize(r), panel=min(width, r["n"]))
+            peer = r.get("transport") == "peer"
+            on = dataclasses.replace(hw, overlap=1.0) if peer else hw
+            if peer and grid[1] > 1:  # SUMMA's steps: the engine's own (a width named for the run, if one was)
+                on = _own_rate(on, r, grid, None, peer=True)
+                p = predict(r["m"], r["n"], r["k"], grid, on, _itemsize(r), panel=panel, peer=True)
+            else:
+                on = _own_rate(on, r, grid, min(width, r["n"]))
+                p = predict(r["m"], r["n"], r["k"], grid, on, _itemsize(r), panel=min(width, r["n"]))
             ratio = p["seconds"] * 1e3 / r["ms"]
             total += 1
             within += abs(ratio - 1) <= 0.10
