@@ -719,8 +719,8 @@ def _run_1d_peer(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, g, me: int, 
     K × w_p block at K · n0, its rows in place order. This rank writes its own rows of every
     panel there (one strided copy of its B, on the compute stream), then a device barrier; then
     its copy stream pulls each panel's other rows from the peers' buffers, each piece one
-    contiguous block (cuMemcpyAsync: the copy engines, no SM), all panels at once, while the
-    compute stream multiplies each panel where it lies once its pieces are in. No copy waits for
+    contiguous block (cuMemcpyAsync: the copy engines, no SM), each panel's queued right behind
+    the GEMM it runs beside, while the compute stream multiplies each panel where it lies once its pieces are in. No copy waits for
     a GEMM, no GEMM for the SMs a local copy would take, and no barrier closes the product.
     communicate=False: the same GEMMs on the buffer the last product filled, nothing copied (the
     products alone; where no product ran yet, on normal values)."""
@@ -763,13 +763,13 @@ def _run_1d_peer(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, g, me: int, 
                 copy_flat(buf[at], src[at], copies)
         return copies.record_event()
 
-    ready = [post(p) for p in range(min(2, len(lay.panels)))]
+    ready = [post(0)]
     for p, (n0, n1) in enumerate(lay.panels):
         compute.wait_event(ready[p])  # also where nothing is multiplied: the next barrier follows the reads
         if a.shape[0]:
             _product(a, buf[k * n0:k * n1].view(k, n1 - n0), c[:, n0:n1])
-        if p + 2 < len(lay.panels):
-            ready.append(post(p + 2))  # queued as the GEMMs are, two panels ahead
+        if p + 1 < len(lay.panels):
+            ready.append(post(p + 1))  # queued right behind the GEMM it will run beside
     mapped.done = compute.record_event()
     return c
 
@@ -793,9 +793,10 @@ def _run_summa_peer(a: torch.Tensor, b: torch.Tensor, lay: Layout, who: Team, co
     writes its own blocks there (on the compute stream) before each group's device barrier. Its
     copy stream then pulls the other ranks' blocks a step at a time (band s of A_i from each rank
     of the grid row, panel s of B_j from each of the grid column: one copy each, by the copy
-    engines, no SM), two steps ahead of the compute stream, which multiplies each step's blocks of
-    C_ij (summa_blocks) where the operands lie once they are in: each block one GEMM over all of
-    K, written once in the output dtype. What does not move (B_j on one grid row, A_i on one grid
+    engines, no SM), each step's copies queued right behind the GEMMs they run beside (so that
+    the first GEMM's launch follows the first step's copies alone), while the compute stream
+    multiplies each step's blocks of C_ij (summa_blocks) where the operands lie once they are in:
+    each block one GEMM over all of K, written once in the output dtype. What does not move (B_j on one grid row, A_i on one grid
     column) is read where it is. communicate=False: the same GEMMs on the buffers the last product
     filled (where none did, on normal values), nothing copied (the products alone)."""
     from ..multigpu import copy_2d, copy_flat
@@ -871,12 +872,12 @@ def _run_summa_peer(a: torch.Tensor, b: torch.Tensor, lay: Layout, who: Team, co
                 copy_2d(whole_b[k0:k1, c0:c1], src[k0:k1, c0:c1], copies)
         return copies.record_event()
 
-    ready = [post(s) for s in steps[:2]]
+    ready = [post(0)]
     for s in steps:
         compute.wait_event(ready[s])  # also where nothing is multiplied: the next barrier follows the reads
         multiply(whole_a, whole_b, s)
-        if s + 2 < len(steps):
-            ready.append(post(s + 2))  # queued as the GEMMs are, two steps ahead
+        if s + 1 < len(steps):
+            ready.append(post(s + 1))  # queued right behind the GEMMs it will run beside
     done = compute.record_event()
     for m in (ma, mb):
         if m is not None:
