@@ -744,7 +744,7 @@ def _run_1d_peer(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, g, me: int, 
     mine, mapped.turn = mapped.turn, mapped.turn ^ 1
     buf = mapped.bufs[mine]
     compute = torch.cuda.current_stream(b.device)
-    copies = _side_stream(b.device)
+    copies = _copy_stream(b.device)
     if mapped.done is not None:
         compute.wait_event(mapped.done)  # the last product's end, whatever stream it ran on
     offs = list(itertools.accumulate([0] + lay.kb))
@@ -755,12 +755,13 @@ def _run_1d_peer(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, g, me: int, 
     copies.wait_stream(compute)  # every rank's rows are in its buffer (the barrier ran on the compute stream)
 
     def post(p: int):
-        """Panel p's pieces from the peers onto the copy stream (the first panel's each on a stream
-        of its own, at once: _queue); the event they end with."""
+        """Panel p's pieces from the peers onto the copy stream; the event they end with."""
         n0, n1 = lay.panels[p]
-        ats = [(src, slice(k * n0 + offs[q] * (n1 - n0), k * n0 + offs[q + 1] * (n1 - n0)))
-               for q, src in enumerate(peers) if src is not None]
-        return _queue([functools.partial(copy_flat, buf[at], src[at]) for src, at in ats], copies, fan_out=p == 0)
+        for q, src in enumerate(peers):
+            if src is not None:
+                at = slice(k * n0 + offs[q] * (n1 - n0), k * n0 + offs[q + 1] * (n1 - n0))
+                copy_flat(buf[at], src[at], copies)
+        return copies.record_event()
 
     ready = [post(0)]
     for p, (n0, n1) in enumerate(lay.panels):
@@ -839,44 +840,37 @@ def _run_summa_peer(a: torch.Tensor, b: torch.Tensor, lay: Layout, who: Team, co
     ta, tb = (_take_turn(m) for m in (ma, mb))
     whole_a = ma.bufs[ta][:mi * k].view(mi, k) if ma is not None else a
     whole_b = mb.bufs[tb][:k * nj].view(k, nj) if mb is not None else b
-    # this rank's own blocks into its buffers, then each group's barrier: with both moving, B's on a
-    # side stream beside A's (two barriers, each waiting for its slowest rank, at once)
-    side = _side_stream(a.device, 1) if ma is not None and mb is not None else compute
-    if mb is not None:
-        side.wait_stream(compute)  # after the last product's end and whatever made b
-        with torch.cuda.stream(side):
-            if b.numel():
-                _pack(whole_b[lay.b_off[i]:lay.b_off[i + 1]], b)
-            _barrier(mb.hdls[tb], "the barrier before the grid column's blocks of B are read")
-    if ma is not None:
-        if a.numel():
-            _pack(whole_a[:, lay.a_off[j]:lay.a_off[j + 1]], a)
-        _barrier(ma.hdls[ta], "the barrier before the grid row's blocks of A are read")
+    if ma is not None and a.numel():
+        _pack(whole_a[:, lay.a_off[j]:lay.a_off[j + 1]], a)
+    if mb is not None and b.numel():
+        _pack(whole_b[lay.b_off[i]:lay.b_off[i + 1]], b)
     # the other ranks' buffers: A_i's from the grid row (places i·pc + q), B_j's from the grid column
-    a_from = [(q, _peer_view(ma, ta, dist.get_group_rank(row_g, lay.granks[i * pc + q]), a.dtype)[:mi * k]
-               .view(mi, k)) for q in range(pc) if q != j] if ma is not None else []
-    b_from = [(r, _peer_view(mb, tb, dist.get_group_rank(col_g, lay.granks[r * pc + j]), b.dtype)[:k * nj]
-               .view(k, nj)) for r in range(pr) if r != i] if mb is not None else []
-    copies = _side_stream(a.device)
-    copies.wait_stream(compute)  # every rank's own blocks are in its buffers (after the barriers)
-    copies.wait_stream(side)
+    a_from, b_from = [], []
+    if ma is not None:
+        _barrier(ma.hdls[ta], "the barrier before the grid row's blocks of A are read")
+        a_from = [(q, _peer_view(ma, ta, dist.get_group_rank(row_g, lay.granks[i * pc + q]), a.dtype)[:mi * k]
+                   .view(mi, k)) for q in range(pc) if q != j]
+    if mb is not None:
+        _barrier(mb.hdls[tb], "the barrier before the grid column's blocks of B are read")
+        b_from = [(r, _peer_view(mb, tb, dist.get_group_rank(col_g, lay.granks[r * pc + j]), b.dtype)[:k * nj]
+                   .view(k, nj)) for r in range(pr) if r != i]
+    copies = _copy_stream(a.device)
+    copies.wait_stream(compute)  # every rank's own blocks are in its buffers (the barriers ran on the compute stream)
 
     def post(s: int):
-        """Step s's pieces onto the copy stream (the first step's each on a stream of its own, at
-        once); the event they end with."""
-        jobs = []
+        """Step s's pieces onto the copy stream; the event they end with."""
         r0, r1 = lay.bands[s], lay.bands[s + 1]
         for q, src in a_from if r1 > r0 else ():
             k0, k1 = lay.a_off[q], lay.a_off[q + 1]
-            jobs.append(functools.partial(copy_2d, whole_a[r0:r1, k0:k1], src[r0:r1, k0:k1]))
+            copy_2d(whole_a[r0:r1, k0:k1], src[r0:r1, k0:k1], copies)
         c0, c1 = lay.cols[s], lay.cols[s + 1]
         for r, src in b_from if c1 > c0 else ():
             k0, k1 = lay.b_off[r], lay.b_off[r + 1]
             if c1 - c0 == nj:  # whole rows: one contiguous block
-                jobs.append(functools.partial(copy_flat, whole_b[k0:k1], src[k0:k1]))
+                copy_flat(whole_b[k0:k1], src[k0:k1], copies)
             else:
-                jobs.append(functools.partial(copy_2d, whole_b[k0:k1, c0:c1], src[k0:k1, c0:c1]))
-        return _queue(jobs, copies, fan_out=s == 0)
+                copy_2d(whole_b[k0:k1, c0:c1], src[k0:k1, c0:c1], copies)
+        return copies.record_event()
 
     ready = [post(0)]
     for s in steps:
@@ -922,28 +916,9 @@ def _pack(dst: torch.Tensor, src: torch.Tensor) -> None:
 
 
 @functools.cache
-def _side_stream(device, which: int = 0) -> torch.cuda.Stream:
-    """The peer transports' side streams of a device, made once: 0 carries a product's copies; 1,
-    2, … the first step's pieces beside it, and SUMMA's second barrier."""
+def _copy_stream(device) -> torch.cuda.Stream:
+    """One side stream per device for the peer transport's copies, made once."""
     return torch.cuda.Stream(device=device)
-
-
-def _queue(jobs: list, copies: torch.cuda.Stream, fan_out: bool = False):
-    """Queue the copies `jobs` (each takes the stream it goes on) on `copies`, or with fan_out each
-    on a side stream of its own after what `copies` holds, all at once (the first step's pieces
-    are waited for: their fixed costs overlap, and they come from different links), with `copies`
-    waiting for them; the event they end with."""
-    if not fan_out or len(jobs) < 2:
-        for job in jobs:
-            job(copies)
-        return copies.record_event()
-    start = copies.record_event()
-    for q, job in enumerate(jobs):
-        side = _side_stream(copies.device, q + 1)
-        side.wait_event(start)
-        job(side)
-        copies.wait_event(side.record_event())
-    return copies.record_event()
 
 
 def run_1d(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, group=None, communicate: bool = True) -> torch.Tensor:
