@@ -332,7 +332,21 @@ def summa_peer_cases(world: int):
         out += [(f"summa peer {g} grown, then smaller again", lambda pr=pr, pc=pc: [
             check_summa_peer(512, 8192, 256, pr, pc, f16), check_summa_peer(16, 64, 32, pr, pc, f16)]),
                 (f"summa peer {g} on two streams in turn", lambda pr=pr, pc=pc: check_summa_peer_streams(pr, pc))]
-    return out + [("dtensor 2-D mesh, peer", check_dtensor_2d_peer)] * (world % 2 == 0 and world > 2)
+    return out + [("dtensor 2-D mesh, peer", check_dtensor_2d_peer)] * (world % 2 == 0 and world > 2) \
+        + [("peer buffers released, then products again", check_released)]
+
+
+def check_released():
+    """release_buffers frees every mapped pair on every rank; the next products map new ones, exact."""
+    from tilegemm.distributed import _core
+
+    world = dist.get_world_size()
+    check_summa_peer(64, 4096, 96, 1, world, torch.float16)
+    assert _core._PEER, "no mapped buffer was kept"
+    D.release_buffers()
+    assert not _core._PEER, "mapped buffers were kept after release_buffers"
+    check_summa_peer(64, 4096, 96, 1, world, torch.float16)
+    check_peer(64, 4096, 96, torch.float16)
 
 
 def peer_cases(world: int):

@@ -367,6 +367,7 @@ def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: 
     import torch
     import torch.distributed as dist
 
+    from ..distributed import _core
     from . import clocks
     from .results import environment
 
@@ -399,6 +400,8 @@ def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: 
     t0 = time.perf_counter()
     for run_i in range(runs):
         for n, big in plan:
+            if cuda:  # each size starts with no mapped buffer held from the last (all ranks: a collective)
+                _core.release_buffers()
             ops = _Operands(n, dtype, device)
             box: dict = {}
             for mode, build in _modes_for(n, world, device, ops, modes, big, box, panel).items():

@@ -18,6 +18,14 @@ Two algorithms, each overlapping the next panel's communication with the current
   rank adds the panel's product into FP32 partial sums (16-bit inputs), cast once at the end.
 Panel widths, when not given, are the cost model's fastest (costmodel.py).
 
+On the GPUs of one host both take the copy engines instead of NCCL's kernels (transport="auto",
+the default; "peer" or "nccl" to choose): each rank's blocks go once into a buffer every other
+rank maps (symmetric memory), and its copy stream pulls what it needs from the others' while its
+GEMMs run, with no SM taken from them. The 1-D engine gathers all of B, a column panel at a time;
+SUMMA gathers its grid row's block of A and its grid column's block of B, a band and a panel at a
+time, and multiplies each step's blocks of C over all of K (no partial sums). A rank keeps its
+mapped buffers for later products of its groups; release_buffers() frees them (every rank calls it).
+
 DTensors: on a 1-D mesh, A Shard(0) with B Replicate() is a local product on each rank; otherwise
 A's and B's rows run on the grid that `grid=` names or the cost model (costmodel.py) predicts
 fastest for the shape: P × 1 is the 1-D algorithm, another grid has each rank's blocks cut out of
@@ -35,8 +43,8 @@ group's timeout passes. A partial C is never returned.
 
 from __future__ import annotations
 
-from ._core import DistributedError, matmul_1d, summa
+from ._core import DistributedError, matmul_1d, release_buffers, summa
 from .api import matmul
 from .costmodel import Hardware, choose, predict
 
-__all__ = ["matmul", "matmul_1d", "summa", "choose", "predict", "Hardware", "DistributedError"]
+__all__ = ["matmul", "matmul_1d", "summa", "release_buffers", "choose", "predict", "Hardware", "DistributedError"]

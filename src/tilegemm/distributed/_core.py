@@ -700,6 +700,23 @@ def _peer_buffer(g, numel: int, dtype, device) -> _Mapped:
     return _PEER[key]
 
 
+def release_buffers() -> None:
+    """Free this rank's mapped buffers of the peer transports (each group, device and dtype keeps
+    a pair, reused by later products: all of B for the 1-D engine, a row block of A and a column
+    block of B for SUMMA). Collective: every rank of every group that made them calls it, in the
+    same turn of its products. Each pair goes once every rank of its group is past its last
+    product (a device barrier, then a synchronize: no peer still reads it)."""
+    if not _PEER:
+        return
+    for m in list(_PEER.values()):  # made in the same order on every rank of a group
+        if m.done is not None:
+            torch.cuda.current_stream(m.bufs[0].device).wait_event(m.done)
+        _barrier(m.hdls[m.turn ^ 1], "the barrier before the mapped buffers are freed")
+    torch.cuda.synchronize()
+    _PEER.clear()
+    _SUMMA_KEYS.clear()
+
+
 def _barrier(hdl, what: str) -> None:
     """A device barrier over the mapped buffers' ranks, on the current stream; it traps after
     BARRIER_S where this torch takes a timeout."""
