@@ -163,6 +163,17 @@ def table_block(path: Path) -> str:
     return "```text\n" + "\n".join(rows).strip("\n") + "\n```"
 
 
+# what each extra run is, where its file name does not say (shown above its table)
+_RUN_NOTES = {
+    "scaleout-session33.json": "The full run of session 33, before SUMMA took the copy engines: its product beyond two "
+                               "GPUs' memory is the one measured (the run above ran it first in each run, and its runs "
+                               "2 and 3 ran out of memory behind the mapped buffers the 65536 products still held, since "
+                               "freed before each size); its other rows are superseded by the run above.\n\n",
+    "scaleout-beyond-first.json": "The product beyond one GPU's memory run first in each run, before any other size (the "
+                                  "full run above runs it last): whether what ran before it slows it.\n\n",
+}
+
+
 def main() -> int:
     text = README.read_text()
     for name, path in (("h200", H200 / "table.txt"), ("simulator", ROOT / "results" / "simulator" / "table.txt")):
@@ -235,14 +246,16 @@ def main() -> int:
 
         doc = json.loads(run.read_text())
         arch = ROOT / "results" / "archive" / (extra_dir or "-")
-        more = [(p.name, json.loads(p.read_text())) for p in sorted(run.parent.glob("scaleout-*.json"))]  # later runs
+        more = [(p.name, json.loads(p.read_text())) for p in sorted(run.parent.glob("scaleout-*.json"))]  # other runs
+        when = lambda d: d.get("environment", {}).get("date", "")[:16].replace("T", " ")  # noqa: E731
         extra = tuple((f"one panel ({p.name})", json.loads(p.read_text()), 65536)
-                      for p in [arch / "panel-whole.json"] if p.exists()) + tuple((f"the second run ({name})", d, None)
+                      for p in [arch / "panel-whole.json"] if p.exists()) + tuple((f"another run ({name})", d, None)
                                                                                   for name, d in more)
         body = (dist_bench.render(doc) + "\n\n### The cost model against these runs\n\n"
                 + costmodel.compare(doc, extra))
-        for name, d in more:  # a later run of some modes, beside the full one
-            body += f"\n\n### A second run: results/{host}/{name}\n\n" + dist_bench.render(d)
+        for name, d in more:  # another run of some modes (its date says whether before or after), beside the full one
+            body += (f"\n\n### Another run: results/{host}/{name} ({when(d)} UTC; the full run above: {when(doc)})"
+                     f"\n\n{_RUN_NOTES.get(name, '')}" + dist_bench.render(d))
         (run.parent / "scaleout.md").write_text("# Beyond one GPU, measured\n\n" + body + "\n")
         scale = ROOT / "docs" / "scaleout.md"
         scale.write_text(replace_marked(scale.read_text(), tag, body, "docs/scaleout.md"))
