@@ -269,7 +269,8 @@ def check_summa_peer(m, n, k, pr, pc, dtype, panel=None, transport="auto"):
     a_blk = split(split(a, pr, 0)[i], pc, 1)[j].contiguous().to(dev)
     b_blk = split(split(b, pr, 0)[i], pc, 1)[j].contiguous().to(dev)
     a0, b0 = a_blk.clone(), b_blk.clone()
-    aligned = dtype.itemsize == 2 and k % 8 == 0 and all(x.shape[1] % 8 == 0 for x in split(b, pc, 1))
+    aligned = dtype.itemsize == 2 and all(x.shape[1] % 8 == 0 for x in [*split(a, pc, 1), *split(b, pc, 1)]) \
+        and all(x.shape[0] % 8 == 0 for x in split(b, pr, 0))
     assert layout(a_blk, b_blk, (pr, pc), panel=panel, transport=transport).peer == (aligned or transport == "peer")
     c_blk = D.summa(a_blk, b_blk, (pr, pc), panel=panel, transport=transport)
     want = split(split(a.double() @ b.double(), pr, 0)[i], pc, 1)[j]
@@ -328,7 +329,8 @@ def summa_peer_cases(world: int):
                 for s, d, p, t in [((64, 4096, 96), f16, None, "auto"), ((300, 520, 64), bf16, 64, "auto"),
                                    ((37, 1000, 29), f16, None, "peer"), ((37, 1000, 29), f16, 24, "peer"),
                                    ((1, 64, 16), f16, None, "auto"), ((40, 72, 24), torch.float32, 16, "peer"),
-                                   ((130, 264, 8200), bf16, None, "auto")]]
+                                   ((130, 264, 8200), bf16, None, "auto"), ((0, 64, 16), f16, None, "peer"),
+                                   ((8, 0, 16), f16, None, "peer"), ((1, 1, 16), f16, 16, "peer")]]
         out += [(f"summa peer {g} grown, then smaller again", lambda pr=pr, pc=pc: [
             check_summa_peer(512, 8192, 256, pr, pc, f16), check_summa_peer(16, 64, 32, pr, pc, f16)]),
                 (f"summa peer {g} on two streams in turn", lambda pr=pr, pc=pc: check_summa_peer_streams(pr, pc))]

@@ -204,14 +204,18 @@ def test_layout_check_names_the_rank():
     (16384, 16384, True, True, None), (8192, 8192, True, True, None), (150, 260, True, True, 64),
     (5, 3, True, True, 2), (0, 300, True, True, None), (32768, 8192, True, False, None),
     (4096, 16384, False, True, None), (777, 50, True, False, 200), (9, 7, False, False, None),
-    (16400, 12352, True, True, None)])
+    (16400, 12352, True, True, None), (0, 0, True, True, 16), (1, 0, True, True, 16), (0, 64, True, False, None)])
 def test_peer_steps_tile_c_once_reading_only_what_landed(mi, nj, a_moves, b_moves, panel):
     """The peer transport's SUMMA steps: every element of C_ij multiplied exactly once, each block
     at a step whose band of A and panel of B (and every earlier one) have landed; only what moves
     is cut; edges rise from 0 to the whole, and with both moving, cut where the tiles are."""
     bands, cols, width = summa_steps(mi, nj, a_moves, b_moves, panel)
-    assert len(bands) == len(cols) and bands[0] == cols[0] == 0 and bands[-1] == mi and cols[-1] == nj
-    assert list(bands) == sorted(bands) and list(cols) == sorted(cols) and width > 0
+    assert len(bands) == len(cols) and bands[0] == cols[0] == 0
+    if len(bands) == 1:  # no step: only where C's block is empty (the engine copies and multiplies nothing)
+        assert mi == 0 and a_moves or nj == 0 and b_moves
+        return
+    assert bands[-1] == mi and cols[-1] == nj
+    assert list(bands) == sorted(bands) and list(cols) == sorted(cols) and (width > 0 or mi * nj == 0)
     covered = [[0] * nj for _ in range(mi)]
     for s in range(len(bands) - 1):
         for r0, r1, c0, c1 in summa_blocks(bands, cols, s):
@@ -226,6 +230,27 @@ def test_peer_steps_tile_c_once_reading_only_what_landed(mi, nj, a_moves, b_move
         assert set(cols[1:]) <= {nj}
     if a_moves and b_moves and min(mi, nj) >= 4096:
         assert 2 <= len(bands) - 1 <= 8 and all(x % 128 == 0 for x in bands[:-1]) and all(x % 256 == 0 for x in cols[:-1])
+
+
+def test_pack_in_words_only_where_the_views_allow():
+    """The own rows' copy into the mapped buffer: 8-byte words where every stride and the storage
+    offset are whole words, else element by element; the same values either way (3-D views too)."""
+    import torch
+
+    from tilegemm.distributed._core import _pack, _pack_panels
+
+    src = torch.arange(4 * 24, dtype=torch.float16).view(4, 24)
+    for off in (0, 1, 4):  # a storage offset of one element cannot be seen as 8-byte words
+        flat = torch.zeros(off + 6 * 24, dtype=torch.float16)
+        dst = flat[off:off + 6 * 24].view(6, 24)[1:5]
+        _pack(dst, src)
+        assert torch.equal(dst, src)
+    k, n, panels = 10, 24, [(0, 4), (4, 12), (12, 20), (20, 24)]
+    buf = torch.zeros(k * n, dtype=torch.float16)
+    _pack_panels(buf, src, k, 3, panels)  # rows 3..6 of every panel, panel-major
+    for n0, n1 in panels:
+        block = buf[k * n0:k * n1].view(k, n1 - n0)
+        assert torch.equal(block[3:7], src[:, n0:n1]) and not block[:3].any() and not block[7:].any()
 
 
 def test_peer_panels_open_narrow():

@@ -393,12 +393,14 @@ def layout(a: torch.Tensor, b: torch.Tensor, grid: tuple[int, int], group=None, 
         raise DistributedError("transport 'peer' needs every rank on a CUDA device of one host, NCCL and a torch "
                                "with symmetric memory")
     need = 2 * ((pc > 1) * max(rows) * k_total + (pr > 1) * k_total * max(ncols)) + max(rows) * max(ncols)
-    fits = need * size <= 0.9 * min(m[FREE] + m[HELD] for m in meta) * 2**20
+    # the pairs a rank keeps are room for new ones (reused, or freed first), never for C's block
+    fits = (need * size <= 0.9 * min(m[FREE] + m[HELD] for m in meta) * 2**20
+            and max(rows) * max(ncols) * size <= 0.9 * min(m[FREE] for m in meta) * 2**20)
     if want == "peer" and not fits:
         raise DistributedError("transport 'peer': its mapped buffers (two of A's row block and two of B's column "
                                f"block, {need * size / 2**30:.2f} GiB with C's block) do not fit in the least free "
                                "device memory over the ranks")
-    aligned = size == 2 and k_total % 8 == 0 and all(x % 8 == 0 for x in ncols)
+    aligned = size == 2 and all(x % 8 == 0 for x in [*ka, *kb, *ncols])  # every piece's rows start 16-byte aligned
     peer = can_peer and fits and (want == "peer" or aligned)
     i, j = divmod(who.pos, pc)
     if peer:
@@ -431,7 +433,8 @@ def run(a: torch.Tensor, b: torch.Tensor, lay: Layout, group=None, communicate: 
     whatever the receive buffers hold, with nothing sent: what `tilegemm dist-bench` times as
     the products alone (its efficiency's numerator)."""
     if lay.peer:
-        return _run_summa_peer(a, b, lay, team(group), communicate)
+        with torch.cuda.device(a.device):  # the copies and barriers go to the operands' device
+            return _run_summa_peer(a, b, lay, team(group), communicate)
     i, j, rows, ncols, panels, width = lay.i, lay.j, lay.rows, lay.ncols, lay.panels, lay.width
     pr, pc, granks = lay.pr, lay.pc, lay.granks
     row_g, col_g = _grid_groups(team(group), pr, pc, granks) if communicate else (None, None)
@@ -570,10 +573,10 @@ def _peer_fits(meta: list[list[int]], n: int, itemsize: int) -> bool:
     """Whether every rank has room for the peer transport's two mapped buffers (all of B, K × N,
     each: the gathered panels are made in them) beside C's rows, in 90% of the least device memory
     over the ranks that is free or held in the pair it keeps from an earlier product (reused, or
-    freed before larger ones are mapped)."""
-    free = min(m[FREE] + m[HELD] for m in meta) * 2**20
+    freed before larger ones are mapped), C's rows in free memory alone (a pair reused stays)."""
+    free, room = (min(m[FREE] for m in meta) * 2**20, min(m[FREE] + m[HELD] for m in meta) * 2**20)
     k, rows = sum(m[BR] for m in meta), max(m[AR] for m in meta)
-    return (2 * k * n + rows * n) * itemsize <= 0.9 * free
+    return (2 * k * n + rows * n) * itemsize <= 0.9 * room and rows * n * itemsize <= 0.9 * free
 
 
 def layout_1d(a: torch.Tensor, b: torch.Tensor, group=None, panel: int | None = None,
@@ -708,7 +711,7 @@ def release_buffers() -> None:
     product (a device barrier, then a synchronize: no peer still reads it)."""
     if not _PEER:
         return
-    for m in list(_PEER.values()):  # made in the same order on every rank of a group
+    for _, m in sorted(_PEER.items(), key=lambda kv: (kv[0][0], kv[0][1], str(kv[0][2]))):  # one order for all ranks
         if m.done is not None:
             torch.cuda.current_stream(m.bufs[0].device).wait_event(m.done)
         _barrier(m.hdls[m.turn ^ 1], "the barrier before the mapped buffers are freed")
@@ -821,7 +824,7 @@ def _run_summa_peer(a: torch.Tensor, b: torch.Tensor, lay: Layout, who: Team, co
     i, j, pr, pc = lay.i, lay.j, lay.pr, lay.pc
     mi, nj, k = lay.rows[i], lay.ncols[j], lay.a_off[-1]
     c = torch.empty((mi, nj), dtype=a.dtype, device=a.device)
-    if k == 0:
+    if k == 0 or max(lay.rows) == 0 or max(lay.ncols) == 0:  # gathered sizes: every rank returns here together
         return c.zero_()
     a, b = a.contiguous(), b.contiguous()
     row_g, col_g = _grid_groups(who, pr, pc, lay.granks)
@@ -889,7 +892,7 @@ def _run_summa_peer(a: torch.Tensor, b: torch.Tensor, lay: Layout, who: Team, co
                 copy_2d(whole_b[k0:k1, c0:c1], src[k0:k1, c0:c1], copies)
         return copies.record_event()
 
-    ready = [post(0)]
+    ready = [post(0)] if steps else []  # no step: this rank's C block is empty (its blocks were still read)
     for s in steps:
         compute.wait_event(ready[s])  # also where nothing is multiplied: the next barrier follows the reads
         multiply(whole_a, whole_b, s)
@@ -925,8 +928,8 @@ def _pack(dst: torch.Tensor, src: torch.Tensor) -> None:
     s = src.element_size()
     unit = 8 // s
     if s < 8 and src.shape[-1] % unit == 0 and all(
-            x.stride(-1) == 1 and all(st % unit == 0 for st in x.stride()[:-1]) and x.data_ptr() % 8 == 0
-            for x in (dst, src)):
+            x.stride(-1) == 1 and all(st % unit == 0 for st in x.stride()[:-1]) and x.storage_offset() % unit == 0
+            and x.data_ptr() % 8 == 0 for x in (dst, src)):
         dst.view(torch.int64).copy_(src.view(torch.int64))
     else:
         dst.copy_(src)
@@ -953,7 +956,8 @@ def run_1d(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, group=None, commun
     if k == 0 or not lay.panels:
         return c.zero_()
     if lay.peer:
-        return _run_1d_peer(a, b.contiguous(), lay, g, me, c, communicate)
+        with torch.cuda.device(b.device):  # the copies and barriers go to the operands' device
+            return _run_1d_peer(a, b.contiguous(), lay, g, me, c, communicate)
     w = lay.width
     # two of each: panel p + 1's own piece (padded to kmax rows) and gathered panel, while p is used
     two = min(2, len(lay.panels))  # one panel needs one buffer of each

@@ -20,7 +20,7 @@ def summa_steps(mi: int, nj: int, a_moves: bool, b_moves: bool, panel: int | Non
     step's GEMM fills the GPU; its copies are the ones waited for). Every rank cuts its own: a
     peer's pieces are read whole from its buffer after the barrier, so no edge need agree."""
     if a_moves and b_moves:
-        steps = -(-max(mi, nj) // panel) if panel else max(1, min(PEER_PANELS, min(mi, nj) // 2048))
+        steps = max(1, -(-max(mi, nj) // panel) if panel else min(PEER_PANELS, min(mi, nj) // 2048))
         bands, cols = even_edges(mi, steps, 128), even_edges(nj, steps, 256)
         return bands, cols, max(cols[1], bands[1])
     if a_moves:

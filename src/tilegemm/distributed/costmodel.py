@@ -26,6 +26,7 @@ and panels of B_j), on one copy stream that runs ahead of the GEMMs, and each st
 are one GEMM over all of K written once (no partial sums). With copy_s the step's pieces
 (band_s·K·(pc − 1)/pc + K·panel_s·(pr − 1)/pr)·size / bandwidth and gemm_s its blocks' GEMMs:
     landed_s = Σ_{t ≤ s} copy_t,   end_s = max(landed_s, end_{s−1}) + gemm_s,   time = end_last
+(each step's copies also pay the link latency once a piece: pc − 1 + pr − 1 pieces)
 
 with the bandwidth of the links the group spans: within a host (NVLink) or between hosts (the
 network). Two broadcasts on different links overlap; two that both cross the network share it.
@@ -194,7 +195,10 @@ def grids(p: int) -> list[tuple[int, int]]:
 
 def choose(m: int, n: int, k: int, gpus: int, hw: Hardware, itemsize: int = 2, peer: bool = False) -> dict:
     """The fastest algorithm and grid for this product on `gpus` GPUs, by the model; peer: the 1-D
-    engine's panels travel by the copy engines (one host), which take no SM from its GEMMs."""
+    engine's panels travel by the copy engines (one host), which take no SM from its GEMMs. Other
+    grids keep NCCL's panels here even on one host: a DTensor on a 1-D mesh that runs on them first
+    pays the relayout of A's and B's rows into blocks (and C's back), which the model does not
+    count, where P × 1 moves nothing more."""
     from dataclasses import replace
 
     def one(g):
