@@ -382,7 +382,8 @@ def layout(a: torch.Tensor, b: torch.Tensor, grid: tuple[int, int], group=None, 
     want = _transport(transport)
     who = team(group)
     pr, pc = int(grid[0]), int(grid[1])
-    kept = [_PEER.get(x) for x in _SUMMA_KEYS.get(_summa_key(who, (pr, pc), a.device, a.dtype), ())] if a.is_cuda else []
+    keys = _SUMMA_KEYS.get(_summa_key(who, (pr, pc), a.device, a.dtype), ()) if a.is_cuda else ()
+    kept = [_PEER.get(x) for x in keys]
     held = sum(2 * x.bufs[0].numel() * a.element_size() for x in kept if x is not None)
     meta = gather_meta(_describe_meta(a, b, (pr, pc), panel, want, held), who)
     rows, ncols, ka, kb = check_grid(meta, pr, pc)
@@ -740,28 +741,22 @@ def _run_1d_peer(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, g, me: int, 
     panel there (one strided copy of its B, on the compute stream), then a device barrier; then
     its copy stream pulls each panel's other rows from the peers' buffers, each piece one
     contiguous block (cuMemcpyAsync: the copy engines, no SM), each panel's queued right behind
-    the GEMM it runs beside, while the compute stream multiplies each panel where it lies once its pieces are in. No copy waits for
-    a GEMM, no GEMM for the SMs a local copy would take, and no barrier closes the product.
+    the GEMM it runs beside, while the compute stream multiplies each panel where it lies once its
+    pieces are in. No copy waits for a GEMM, no GEMM for the SMs a local copy would take, and no
+    barrier closes the product.
     communicate=False: the same GEMMs on the buffer the last product filled, nothing copied (the
     products alone; where no product ran yet, on normal values)."""
     from ..multigpu import copy_flat
 
     world, k, n = len(lay.rows), sum(lay.kb), lay.n
     if not communicate:
-        # on the buffer the last product filled: B's values (a GEMM on zeros draws less power, and runs faster)
-        have = _PEER.get(_peer_key(g, b.device, b.dtype))
-        if have is not None and have.bufs[0].numel() >= k * n:
-            buf = have.bufs[have.turn ^ 1]
-            if have.done is not None:
-                torch.cuda.current_stream(b.device).wait_event(have.done)  # its copies have landed
-        else:
-            buf = torch.empty(k * n, dtype=b.dtype, device=b.device).normal_()
+        buf = _last_filled(g, k * n, b.dtype, b.device)
         for n0, n1 in lay.panels:
             if a.shape[0]:
                 _product(a, buf[k * n0:k * n1].view(k, n1 - n0), c[:, n0:n1])
         return c
     mapped = _peer_buffer(g, k * n, b.dtype, b.device)
-    mine, mapped.turn = mapped.turn, mapped.turn ^ 1
+    mine = _take_turn(mapped)
     buf = mapped.bufs[mine]
     compute = torch.cuda.current_stream(b.device)
     copies = _copy_stream(b.device)
@@ -816,9 +811,10 @@ def _run_summa_peer(a: torch.Tensor, b: torch.Tensor, lay: Layout, who: Team, co
     engines, no SM), each step's copies queued right behind the GEMMs they run beside (so that
     the first GEMM's launch follows the first step's copies alone), while the compute stream
     multiplies each step's blocks of C_ij (summa_blocks) where the operands lie once they are in:
-    each block one GEMM over all of K, written once in the output dtype. What does not move (B_j on one grid row, A_i on one grid
-    column) is read where it is. communicate=False: the same GEMMs on the buffers the last product
-    filled (where none did, on normal values), nothing copied (the products alone)."""
+    each block one GEMM over all of K, written once in the output dtype. What does not move (B_j
+    on one grid row, A_i on one grid column) is read where it is. communicate=False: the same
+    GEMMs on the buffers the last product filled (_last_filled), nothing copied (the products
+    alone)."""
     from ..multigpu import copy_2d, copy_flat
 
     i, j, pr, pc = lay.i, lay.j, lay.pr, lay.pc
@@ -839,15 +835,7 @@ def _run_summa_peer(a: torch.Tensor, b: torch.Tensor, lay: Layout, who: Team, co
             _product(whole_a[r0:r1], whole_b[:, c0:c1], c[r0:r1, c0:c1])
 
     if not communicate:
-        flat = []
-        for x in moving:
-            have = _PEER.get(_peer_key(x[0], a.device, a.dtype)) if x is not None else None
-            if have is not None and have.bufs[0].numel() >= x[1]:
-                if have.done is not None:
-                    compute.wait_event(have.done)  # its copies have landed
-                flat.append(have.bufs[have.turn ^ 1])  # the operands' values: a GEMM on zeros runs faster
-            else:
-                flat.append(torch.empty(x[1], dtype=a.dtype, device=a.device).normal_() if x is not None else None)
+        flat = [_last_filled(x[0], x[1], a.dtype, a.device) if x is not None else None for x in moving]
         whole_a = flat[0][:mi * k].view(mi, k) if flat[0] is not None else a
         whole_b = flat[1][:k * nj].view(k, nj) if flat[1] is not None else b
         for s in steps:
@@ -903,6 +891,18 @@ def _run_summa_peer(a: torch.Tensor, b: torch.Tensor, lay: Layout, who: Team, co
         if m is not None:
             m.done = done
     return c
+
+
+def _last_filled(g, numel: int, dtype, device) -> torch.Tensor:
+    """What the products alone multiply: the buffer of g's mapped pair that the last product
+    filled, once its copies have landed (its values: a GEMM on zeros draws less power and runs
+    faster), or normal values where no pair that large is kept."""
+    have = _PEER.get(_peer_key(g, device, dtype))
+    if have is None or have.bufs[0].numel() < numel:
+        return torch.empty(numel, dtype=dtype, device=device).normal_()
+    if have.done is not None:
+        torch.cuda.current_stream(device).wait_event(have.done)
+    return have.bufs[have.turn ^ 1]
 
 
 def _take_turn(m: _Mapped | None) -> int:
