@@ -44,6 +44,21 @@ def check_1d(m, n, k, sharded, panel=None):
     assert c_r.shape == want.shape and torch.equal(c_r.double(), want), (c_r.shape, want.shape)
 
 
+def check_1d_after(m, n, k, panel):
+    """The 1-D loop with each panel's all-gather issued after the GEMM before it (ahead=False), and
+    the products alone (communicate=False): the layout's panels, each written once."""
+    from tilegemm.distributed._core import layout_1d, run_1d
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    a, b = operands(m, n, k, seed=2)
+    a_r, b_r = split(a, world, 0)[rank].contiguous(), split(b, world, 0)[rank].contiguous()
+    lay = layout_1d(a_r, b_r, panel=panel, ahead=False)
+    assert not lay.ahead and len(lay.panels) == -(-n // panel), lay
+    want = split(a.double() @ b.double(), world, 0)[rank]
+    assert torch.equal(run_1d(a_r, b_r, lay).double(), want)
+    assert run_1d(a_r, b_r, lay, communicate=False).shape == want.shape
+
+
 def check_grid(m, n, k, pr, pc, panel=None):
     rank = dist.get_rank()
     i, j = divmod(rank, pc)
@@ -372,6 +387,7 @@ def cases(which: str, world: int):
                [(7, 5, 13), (1, 3, 2), (0, 4, 5), (5, 0, 3), (9, 4, 0), (17, 23, 29)]]
         + [(f"1d replicated {s}", lambda s=s: check_1d(*s, False)) for s in [(7, 5, 13), (1, 3, 2)]]
         + [("1d sharded, panels of 3", lambda: check_1d(12, 8, 31, True, panel=3))]
+        + [("1d gathered after each GEMM", lambda: check_1d_after(12, 19, 31, 8))]
         + [("refused: a shape", lambda: check_refused("shape")), ("refused: a dtype", lambda: check_refused("dtype"))]
         + [("dtensor 1-D mesh", check_dtensor_1d), ("meshes out of order", check_mesh_out_of_order),
            ("arguments that disagree", check_arguments_disagree), ("the 1-D transport", check_transport)]

@@ -100,13 +100,19 @@ def test_numpy_figures_and_the_model_beside_a_run():
     one = dict(variant="one-gpu", mode="one-gpu", n=n, m=n, k=n, gpus=1, ms=100.0, tflops=2 * n ** 3 / 0.1 / 1e12)
     hw = costmodel.measured_hardware(dict(records=[one], harness=dict(world=2, local_world=2)))
     assert hw.gpus_per_host == 2 and hw.rate == {n: one["tflops"]}
-    want = costmodel.predict(n, n, n, (2, 1), hw, panel=4096)["seconds"] * 1e3
+    # a record without `ahead` ran its all-gathers beside the GEMMs (before it was recorded)
+    want = costmodel.predict(n, n, n, (2, 1), hw, panel=4096, ahead=True)["seconds"] * 1e3
     d1 = dict(variant="1d", mode="1d", n=n, m=n, k=n, gpus=2, ms=want, panel=4096)
     d2 = dict(d1, ms=want * 1.5)
     text = costmodel.compare(dict(records=[one, d1], harness=dict(world=2, local_world=2)),
                              extra=(("worse", dict(records=[one, d2]), 4096),))
     assert "1 of 2 within 10%" in text and "| the committed run | 32768 | 1d 2×1 | 4096 |" in text
     assert "1.00 |" in text and "0.67 **miss**" in text
+    after = costmodel.predict(n, n, n, (2, 1), hw, panel=4096, ahead=False)["seconds"] * 1e3
+    assert after != pytest.approx(want)
+    d3 = dict(d1, variant="1d/nccl", ms=after, transport="nccl", ahead=False)
+    text = costmodel.compare(dict(records=[one, d3], harness=dict(world=2, local_world=2)))
+    assert "1 of 1 within 10%" in text and "1d 2×1 (nccl, after) | 4096 |" in text and "1.00 |" in text
 
 
 def test_the_1d_panel_fits_in_free_memory():

@@ -283,6 +283,41 @@ def test_cost_model_follows_the_algorithm():
     assert costmodel.grids(6) == [(6, 1), (3, 2), (2, 3), (1, 6)]
 
 
+def test_cost_model_gathers_after_the_gemms_where_that_is_faster():
+    """The 1-D loop's all-gathers beside its GEMMs cost each GEMM `overlap` of its rate; gathered
+    after them they cost their own time. Where panels must be narrow (the product beyond the GPUs'
+    memory), after wins, on the widest panels; where one panel fits, nothing is beside a GEMM."""
+    hw = costmodel.shipped(8)
+    big = predict(178176, 178176, 178176, (2, 1), hw, max_panel=22272)
+    assert not big["ahead"] and big["panel"] == 22272 and big["efficiency"] > 0.97
+    beside = predict(178176, 178176, 178176, (2, 1), hw, max_panel=22272, ahead=True)
+    assert beside["ahead"] and beside["seconds"] > big["seconds"] and beside["efficiency"] < 0.9
+    after = predict(178176, 178176, 178176, (2, 1), hw, panel=22272, ahead=False)
+    assert after["seconds"] == pytest.approx(after["local_s"] + after["comm_s"])
+    whole = predict(32768, 32768, 32768, (2, 1), hw)
+    assert whole["panel"] == 32768 and whole["ahead"]  # one panel: as before
+    assert costmodel.default_panel(178176, 178176, 178176, (2, 1), 2, 8, 22272) == (22272, False)
+    summa = predict(65536, 65536, 65536, (2, 2), hw, ahead=False)
+    assert summa["ahead"] and summa["algorithm"] == "summa"  # SUMMA's loop always overlaps
+
+
+def test_one_rank_group_multiplies_its_own_rows(tmp_path):
+    """A group of one: the 1-D loop multiplies its own B (every row of K) and nothing else (it
+    multiplied an unwritten gathered buffer before)."""
+    from tilegemm.distributed._core import layout_1d, run_1d
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        a = torch.randint(-3, 4, (37, 53)).float()
+        b = torch.randint(-3, 4, (53, 29)).float()
+        for panel in (None, 8):
+            lay = layout_1d(a, b, panel=panel)
+            assert torch.equal(run_1d(a, b, lay), a @ b)
+            assert torch.equal(run_1d(a, b, lay, communicate=False), a @ b)
+    finally:
+        dist.destroy_process_group()
+
+
 def test_cost_model_of_summa_on_the_copy_engines():
     """SUMMA gathered by the copy engines: no partial sums, so its products alone are the GEMMs'
     flops; the first step's copies are exposed, the rest hide behind big products but not small."""

@@ -211,7 +211,7 @@ def _modes_for(n: int, world: int, device, ops: _Operands, wanted, beyond: bool,
         last = max(0, n - 64)  # and the last panel's columns: the buffers' reuse starts at the third
         return (keep(lambda: _core.run_1d(a, b, lay)), lambda: _core.run_1d(a, b, lay, communicate=False),
                 lambda: max(_check(ops, box["c"], r0, 0), _check(ops, box["c"][:, last:], r0, last)), lay.width,
-                "peer" if lay.peer else "nccl" if device.type == "cuda" else "gloo")
+                "peer" if lay.peer else "nccl" if device.type == "cuda" else "gloo", lay.ahead)
 
     def summa(pr, pc):
         i, j = divmod(rank, pc)
@@ -420,11 +420,13 @@ def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: 
                     if not clock.agree(ok) and "error" not in rec:
                         rec["error"] = f"{name}: failed on another rank"
 
-                step("setup", lambda: made.update(zip(("fn", "local", "check", "panel", "transport"), build())))
+                step("setup", lambda: made.update(zip(("fn", "local", "check", "panel", "transport", "ahead"), build())))
                 if made.get("panel"):
                     rec["panel"] = made["panel"]  # the engine's panel width (1d, summa)
                 if made.get("transport"):
                     rec["transport"] = made["transport"]  # how 1d's and summa's blocks travelled
+                if made.get("ahead") is False:
+                    rec["ahead"] = False  # 1d's collectives after the GEMMs, not beside them
                 # the product beyond the GPUs' memory runs for seconds: one timed repeat after the warm
                 # call (unless --reps says), and its products alone right after it, with no warm call
                 n_reps = reps if reps is not None or not big else 1
@@ -489,8 +491,8 @@ def records(per: dict, world: int, dtype) -> list[dict]:
             continue
         ms_runs = [statistics.median(r["ms_reps"]) for r in good]
         rec.update(ms=statistics.median(ms_runs), ms_runs=ms_runs, reps=len(good[0]["ms_reps"]))
-        for key in ("panel", "transport"):
-            if good[0].get(key):
+        for key in ("panel", "transport", "ahead"):
+            if good[0].get(key) is not None:
                 rec[key] = good[0][key]
         rec["tflops"] = 2 * n ** 3 / (rec["ms"] * 1e-3) / 1e12
         if n in one and not big:

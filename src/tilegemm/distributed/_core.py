@@ -304,14 +304,17 @@ def _panels(ka: list[int], kb: list[int], width: int | None) -> list[tuple[int, 
     return out
 
 
-def _model_panel(m: int, n: int, k: int, grid, itemsize: int, per_host: int, max_panel: int | None = None) -> int:
-    """The panel width the cost model predicts fastest for this product (costmodel.default_panel,
-    with the shipped H200 rates whatever this rank's GPU and rank 0's GPUs per host, so that every
-    rank, computing from the same gathered metadata, cuts the same panels), none wider than
-    max_panel."""
+def _model_panel(m: int, n: int, k: int, grid, itemsize: int, per_host: int, max_panel: int | None = None,
+                 panel: int | None = None) -> tuple[int, bool]:
+    """The panel width the cost model predicts fastest for this product (`panel` where the caller
+    named one), none wider than max_panel, and whether the 1-D loop's collectives go ahead, beside
+    the GEMMs (costmodel.default_panel, with the shipped H200 rates whatever this rank's GPU and
+    rank 0's GPUs per host, so that every rank, computing from the same gathered metadata, cuts
+    the same panels)."""
     from .costmodel import default_panel
 
-    return max(1, default_panel(m, n, k, grid, itemsize, per_host or None, max_panel))
+    width, ahead = default_panel(m, n, k, grid, itemsize, per_host or None, max_panel, panel)
+    return max(1, width), ahead
 
 
 def _widest_1d(meta: list[list[int]], n: int, world: int, itemsize: int) -> int | None:
@@ -411,7 +414,7 @@ def layout(a: torch.Tensor, b: torch.Tensor, grid: tuple[int, int], group=None, 
     if panel:
         width = panel
     elif pr * pc > 1:
-        width = _model_panel(sum(rows), sum(ncols), k_total, (pr, pc), size, meta[0][LOCAL])
+        width = _model_panel(sum(rows), sum(ncols), k_total, (pr, pc), size, meta[0][LOCAL])[0]
     else:
         width = k_total
     return Layout(pr, pc, i, j, rows, ncols, list(itertools.accumulate([0] + ka)),
@@ -553,6 +556,7 @@ class RowsLayout:
     width: int
     slots: list  # place -> its rank in the gathering group
     peer: bool = False  # panels gathered by copy engines from the peers' mapped memory, not NCCL's all-gather
+    ahead: bool = True  # NCCL's loop: panel p + 1's all-gather issued before panel p's GEMM (beside it), or after
 
 
 TRANSPORTS = ("auto", "peer", "nccl")
@@ -581,14 +585,17 @@ def _peer_fits(meta: list[list[int]], n: int, itemsize: int) -> bool:
 
 
 def layout_1d(a: torch.Tensor, b: torch.Tensor, group=None, panel: int | None = None,
-              transport: str | None = None) -> RowsLayout:
+              transport: str | None = None, ahead: bool | None = None) -> RowsLayout:
     """Share and check every rank's A rows (M_r × K, all of K) and B rows (K_r × N); cut N into
     panels (default width: the cost model's fastest, rounded up to a multiple of 8; all of N alone)
     and choose how panels travel: "peer" (the copy engines read each panel from the other ranks'
     mapped memory: no SM is taken from the GEMMs) where every rank is a CUDA device of one host
     with symmetric memory and its buffers fit, else "nccl" (NCCL's or gloo's all-gather); "auto"
     (the default, or TILEGEMM_DIST_TRANSPORT) takes peer where it can. The choice is made from the
-    gathered metadata, the same on every rank."""
+    gathered metadata, the same on every rank. ahead (NCCL's loop): each panel's all-gather issued
+    before the GEMM of the panel before it, to run beside it, or (False) after it; default: the
+    cost model's faster (docs/perf-notes.md, 72: beside our persistent GEMMs NCCL's kernels wait
+    for SMs, and a rank's GEMM can wait for its peer's)."""
     want = _transport(transport)
     who = team(group)
     if len(who.stages) != 1:
@@ -620,16 +627,15 @@ def layout_1d(a: torch.Tensor, b: torch.Tensor, group=None, panel: int | None = 
         edges, width = peer_cuts(n, panel)
         return RowsLayout([m[AR] for m in meta], [m[BR] for m in meta], n, list(zip(edges, edges[1:])), width,
                           slots, True)
-    if panel:
-        width = panel
-    elif world > 1:
-        width = _model_panel(sum(m[AR] for m in meta), n, k, (world, 1), a.element_size(), meta[0][LOCAL],
-                             _widest_1d(meta, n, world, a.element_size()))
+    if world > 1:
+        width, model_ahead = _model_panel(sum(m[AR] for m in meta), n, k, (world, 1), a.element_size(),
+                                          meta[0][LOCAL], _widest_1d(meta, n, world, a.element_size()), panel)
+        ahead = model_ahead if ahead is None else ahead
     else:
-        width = max(n, 1)
+        width = panel or max(n, 1)
     width += -width % 8 if width > 8 else 0  # column panels whose starts keep 16-byte alignment
     return RowsLayout([m[AR] for m in meta], [m[BR] for m in meta], n,
-                      [(n0, min(n, n0 + width)) for n0 in range(0, n, width)], width, slots, False)
+                      [(n0, min(n, n0 + width)) for n0 in range(0, n, width)], width, slots, False, ahead is not False)
 
 
 @dataclass
@@ -945,9 +951,10 @@ def run_1d(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, group=None, commun
     """C's rows of this rank, a column panel at a time: panel p of B (all of K, the panel's
     columns) is all-gathered from every rank's rows of it, and C[:, panel] = A_r @ B_panel is one
     GEMM over all of K, written once in the output dtype (no partial sums to keep). Panel p + 1's
-    all-gather travels while panel p is multiplied (two buffers); on a GPU each rank's own piece
-    is packed on a side stream, off the GEMMs' way. communicate=False: the same packing and
-    products with nothing sent (what dist-bench times as the products alone)."""
+    all-gather travels while panel p is multiplied (two buffers), or, where the layout says so
+    (not lay.ahead), after it; on a GPU each rank's own piece is packed on a side stream.
+    communicate=False: the same packing and products with nothing sent, on normal values (what
+    dist-bench times as the products alone)."""
     who = team(group)
     g = who.stages[0]
     world, me = len(lay.rows), who.pos
@@ -963,6 +970,10 @@ def run_1d(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, group=None, commun
     two = min(2, len(lay.panels))  # one panel needs one buffer of each
     packed = [torch.zeros(kmax * w, dtype=b.dtype, device=b.device) for _ in range(two)]
     gathered = [torch.empty(world * kmax * w, dtype=b.dtype, device=b.device) for _ in range(two)]
+    sending = communicate and world > 1
+    if not sending:  # the products alone multiply normal values, as the peer loop's do (on zeros a GEMM draws
+        for x in gathered:  # less power and runs faster)
+            x.normal_()
     # the gathered rows arrive in the group's rank order, each padded to kmax: the ones in place order
     straight = lay.slots == list(range(world)) and all(x == kmax for x in lay.kb)
     keep = None if straight else torch.cat([torch.arange(lay.slots[q] * kmax, lay.slots[q] * kmax + lay.kb[q],
@@ -972,7 +983,6 @@ def run_1d(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, group=None, commun
     if side is not None:
         for x in packed + gathered:
             x.record_stream(side)
-    sending = communicate and world > 1
 
     def post(p: int):
         """Pack panel p's own piece and issue its all-gather; (gathered panel, work)."""
@@ -986,6 +996,8 @@ def run_1d(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, group=None, commun
             side.wait_stream(compute)
         with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
             mine[:lay.kb[me]].copy_(b[:, n0:n1])
+            if world == 1:
+                return mine, None  # its own rows are all of K
             if not sending:
                 return out, None
             return out, _collective(f"panel {p}: the all-gather of B's columns {n0}:{n1}",
@@ -994,7 +1006,7 @@ def run_1d(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, group=None, commun
     pending = post(0)
     for p, (n0, n1) in enumerate(lay.panels):
         out, work = pending
-        if p + 1 < len(lay.panels):
+        if lay.ahead and p + 1 < len(lay.panels):
             pending = post(p + 1)  # in flight while panel p is multiplied
         if work is not None:
             _collective(f"panel {p}: waiting for its all-gather", work.wait)
@@ -1003,6 +1015,8 @@ def run_1d(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, group=None, commun
         panel_b = out if keep is None else out.index_select(0, keep)
         if a.shape[0]:
             _product(a, panel_b, c[:, n0:n1])
+        if not lay.ahead and p + 1 < len(lay.panels):
+            pending = post(p + 1)  # after panel p's GEMM: no collective beside it
     return c
 
 

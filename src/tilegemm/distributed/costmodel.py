@@ -8,7 +8,10 @@ panel's communication a panel costs the larger of its product and its communicat
 
 where `overlap` (measured) is the share of its rate a GEMM keeps while a collective runs beside it:
 NCCL's kernels take SMs from it. Below 1, one panel (all communication first, nothing beside a
-GEMM) can beat many, and does on one host's NVLink.
+GEMM) can beat many, and does on one host's NVLink. The 1-D loop can also gather each panel after
+the GEMM before it, nothing beside a GEMM, where that is faster (`ahead` False):
+
+    time = Σ_p (comm(panel p) + gemm(panel p))
 
 1-D (P × 1): N in column panels of width w; B's panel (K × w) all-gathered, then one GEMM
 (M/P) × w × K written once:
@@ -112,17 +115,26 @@ def widths(m: int, n: int, k: int, grid: tuple[int, int]) -> list[int]:
 
 
 def predict(m: int, n: int, k: int, grid: tuple[int, int], hw: Hardware, itemsize: int = 2,
-            panel: int | None = None, max_panel: int | None = None, peer: bool = False) -> dict:
+            panel: int | None = None, max_panel: int | None = None, peer: bool = False,
+            ahead: bool | None = None) -> dict:
     """Predicted seconds and efficiency of the product on a pr × pc grid: the 1-D algorithm for
     P × 1, SUMMA otherwise (the module docstring's formulas), with the panel width given or, when
     none is, the width among `widths` (none wider than max_panel) that the model predicts fastest.
     peer: SUMMA's blocks gathered by the copy engines, in the engine's own steps (panel: their
-    width; default the engine's)."""
+    width; default the engine's). ahead (1-D): each panel's collective issued beside the GEMM
+    before it (True) or after it (False); None: whichever the model predicts faster (the result's
+    `ahead` says which)."""
     if peer and grid[1] > 1:
         return _predict_peer_summa(m, n, k, grid, hw, itemsize, panel)
     if panel is None and grid[0] * grid[1] > 1:
         fit = [w for w in widths(m, n, k, grid) if max_panel is None or w <= max_panel] or [max(1, max_panel or 1)]
-        return min((predict(m, n, k, grid, hw, itemsize, w) for w in fit), key=lambda r: r["seconds"])
+        one_d = grid[1] == 1
+        got = [] if one_d and ahead is False else [predict(m, n, k, grid, hw, itemsize, w, ahead=True) for w in fit]
+        if one_d and ahead is not True:  # gathered after each GEMM, the widest panels: the same bytes move at any
+            # width, and a loop of narrower GEMMs runs no faster (dist-bench's products alone, power-capped:
+            # 51.2 ms in 4096-wide panels at 32768 on 2 H200s, 52.3 in one), whatever the rates of lone cubes say
+            got.append(predict(m, n, k, grid, hw, itemsize, max(fit), ahead=False))
+        return min(got, key=lambda r: r["seconds"])
     pr, pc = grid
     p = pr * pc
     if pc == 1:
@@ -156,10 +168,15 @@ def predict(m: int, n: int, k: int, grid: tuple[int, int], hw: Hardware, itemsiz
     # the last product
     beside = hw.overlap ** (2 if pc > 1 and pr > 1 else 1)
     total = comm + sum(max(g / beside, comm) for g in gemms[:-1]) + gemms[-1] + cast if comm else local
+    if pc == 1 and ahead is not True:  # the 1-D loop may instead gather each panel after the GEMM before it
+        after = comm * panels + local
+        if ahead is False or after < total:
+            total, ahead = after, False
+    ahead = ahead is not False
     one = 2 * m * n * k / (hw.tflops(m, n, k) * 1e12)
     return dict(algorithm="1d" if pc == 1 else "summa", grid=[pr, pc], gpus=p, panel=width, seconds=total, local_s=local,
                 comm_s=comm * panels, efficiency=min(1.0, local / total), speedup=one / total,
-                tflops=2 * m * n * k / total / 1e12)
+                tflops=2 * m * n * k / total / 1e12, ahead=ahead)
 
 
 def _predict_peer_summa(m: int, n: int, k: int, grid: tuple[int, int], hw: Hardware, itemsize: int,
@@ -225,11 +242,13 @@ def shipped(per_host: int | None = None) -> Hardware:
 
 
 def default_panel(m: int, n: int, k: int, grid: tuple[int, int], itemsize: int, per_host: int | None = None,
-                  max_panel: int | None = None) -> int:
-    """The engines' panel width when the caller gives none: the model's fastest with the shipped
-    H200 rates and `per_host` GPUs a host (8 when not known), the same on every rank that asks
-    with the same arguments (read once per process)."""
-    return int(predict(m, n, k, grid, shipped(per_host), itemsize, max_panel=max_panel)["panel"])
+                  max_panel: int | None = None, panel: int | None = None) -> tuple[int, bool]:
+    """The engines' panel width when the caller gives none (`panel` where it does), and for the 1-D
+    loop whether each panel's all-gather goes ahead, beside the GEMM before it: the model's fastest
+    with the shipped H200 rates and `per_host` GPUs a host (8 when not known), the same on every
+    rank that asks with the same arguments (read once per process)."""
+    got = predict(m, n, k, grid, shipped(per_host), itemsize, panel=panel, max_panel=max_panel)
+    return int(got["panel"]), got["ahead"]
 
 
 def hardware_from_results(tensorcore_json: dict, ceilings_json: dict | None = None, **links) -> Hardware:
@@ -388,11 +407,12 @@ def compare(doc: dict, extra: tuple = ()) -> str:
                 p = predict(r["m"], r["n"], r["k"], grid, on, _itemsize(r), panel=panel, peer=True)
             else:
                 on = _own_rate(on, r, grid, min(width, r["n"]))
-                p = predict(r["m"], r["n"], r["k"], grid, on, _itemsize(r), panel=min(width, r["n"]))
+                p = predict(r["m"], r["n"], r["k"], grid, on, _itemsize(r), panel=min(width, r["n"]),
+                            ahead=r.get("ahead", True))  # (runs before `ahead` was recorded went ahead)
             ratio = p["seconds"] * 1e3 / r["ms"]
             total += 1
             within += abs(ratio - 1) <= 0.10
-            how = f" ({r['transport']})" if r.get("transport") in ("peer", "nccl") else ""
+            how = f" ({r['transport']}{', after' if r.get('ahead') is False else ''})" if r.get("transport") in ("peer", "nccl") else ""
             lines.append(f"| {label} | {r['n']} | {r['mode']} {grid[0]}×{grid[1]}{how} | {min(width, r['n'])} | "
                          f"{r['ms']:.2f} | {p['seconds'] * 1e3:.2f} | {ratio:.2f}{'' if abs(ratio - 1) <= 0.10 else ' **miss**'} |")
     head = (f"The model (overlap {hw.overlap} beside NCCL's collectives, 1.0 beside the copy engines' (peer); links "
