@@ -165,12 +165,10 @@ def table_block(path: Path) -> str:
 
 # what each extra run is, where its file name does not say (shown above its table)
 _RUN_NOTES = {
-    "scaleout-session33.json": "The full run of session 33, before SUMMA took the copy engines: its product beyond two "
-                               "GPUs' memory is the one measured (the run above ran it first in each run, and its runs "
-                               "2 and 3 ran out of memory behind the mapped buffers the 65536 products still held, since "
-                               "freed before each size); its other rows are superseded by the run above.\n\n",
-    "scaleout-beyond-first.json": "The product beyond one GPU's memory run first in each run, before any other size (the "
-                                  "full run above runs it last): whether what ran before it slows it.\n\n",
+    "scaleout-session34.json": "The full run of session 34, on the code above but for NCCL's 1-D loop (`1d/nccl`, and the "
+                               "product beyond the GPUs' memory, which takes it): its all-gathers then ran beside the "
+                               "GEMMs (docs/perf-notes.md, 72). Every other row is a second run of the same code, for "
+                               "what varies from run to run.\n\n",
 }
 
 

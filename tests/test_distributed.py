@@ -26,7 +26,9 @@ from tilegemm.distributed._steps import peer_cuts, summa_blocks, summa_steps  # 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = os.path.join(HERE, "_dist_cases.py")
-ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.path.join(os.path.dirname(HERE), "src"), PYTHONFAULTHANDLER="1",
+# src first, then what the caller's path holds (the GPU machines' numpy wheel, for numba-cuda)
+ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1",
+           PYTHONPATH=os.pathsep.join(filter(None, [os.path.join(os.path.dirname(HERE), "src"), os.environ.get("PYTHONPATH")])),
            NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1")
 
 
