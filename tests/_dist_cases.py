@@ -44,19 +44,25 @@ def check_1d(m, n, k, sharded, panel=None):
     assert c_r.shape == want.shape and torch.equal(c_r.double(), want), (c_r.shape, want.shape)
 
 
-def check_1d_after(m, n, k, panel):
+def check_1d_after(m, n, k, panel, dtype=torch.float32, transport=None):
     """The 1-D loop with each panel's all-gather issued after the GEMM before it (ahead=False), and
-    the products alone (communicate=False): the layout's panels, each written once."""
+    beside it (ahead=True), each twice in a row (the two buffers taken in turn); the products alone
+    (communicate=False) on normal values: the layout's panels, each written once. On a GPU (NCCL's
+    loop: transport "nccl") the side stream's packing and the all-gathers are ordered too."""
     from tilegemm.distributed._core import layout_1d, run_1d
 
     rank, world = dist.get_rank(), dist.get_world_size()
-    a, b = operands(m, n, k, seed=2)
-    a_r, b_r = split(a, world, 0)[rank].contiguous(), split(b, world, 0)[rank].contiguous()
-    lay = layout_1d(a_r, b_r, panel=panel, ahead=False)
-    assert not lay.ahead and len(lay.panels) == -(-n // panel), lay
+    dev = torch.device("cuda", torch.cuda.current_device()) if transport else torch.device("cpu")
+    a, b = operands(m, n, k, seed=2, dtype=dtype)
+    a_r, b_r = split(a, world, 0)[rank].contiguous().to(dev), split(b, world, 0)[rank].contiguous().to(dev)
     want = split(a.double() @ b.double(), world, 0)[rank]
-    assert torch.equal(run_1d(a_r, b_r, lay).double(), want)
-    assert run_1d(a_r, b_r, lay, communicate=False).shape == want.shape
+    for ahead in (False, True):
+        lay = layout_1d(a_r, b_r, panel=panel, transport=transport, ahead=ahead)
+        assert lay.ahead == ahead and not lay.peer and len(lay.panels) == -(-n // panel), lay
+        for _ in range(2):
+            assert torch.equal(run_1d(a_r, b_r, lay).double().cpu(), want), ahead
+        alone = run_1d(a_r, b_r, lay, communicate=False)
+        assert alone.shape == want.shape and bool(torch.isfinite(alone).all()) and bool(alone.abs().sum() > 0)
 
 
 def check_grid(m, n, k, pr, pc, panel=None):
@@ -378,7 +384,9 @@ def peer_cases(world: int):
         + [("peer uneven rows of B", lambda: check_peer(50, 777, sum(uneven), f16, panel=200, kcuts=uneven)),
            ("peer a rank with no rows of B", lambda: check_peer(9, 300, sum(empty), f16, kcuts=empty)),
            ("peer grown, then smaller again", lambda: [check_peer(256, 16384, 128, f16), check_peer(8, 96, 16, f16)]),
-           ("peer products on two streams in turn", check_peer_streams)] + summa_peer_cases(world)
+           ("peer products on two streams in turn", check_peer_streams),
+           ("nccl 1-D gathered after and beside each GEMM", lambda: check_1d_after(96, 200, 64, 48, f16, "nccl"))] \
+        + summa_peer_cases(world)
 
 
 def cases(which: str, world: int):

@@ -299,8 +299,9 @@ def test_cost_model_gathers_after_the_gemms_where_that_is_faster():
     whole = predict(32768, 32768, 32768, (2, 1), hw)
     assert whole["panel"] == 32768 and whole["ahead"]  # one panel: as before
     assert costmodel.default_panel(178176, 178176, 178176, (2, 1), 2, 8, 22272) == (22272, False)
-    summa = predict(65536, 65536, 65536, (2, 2), hw, ahead=False)
-    assert summa["ahead"] and summa["algorithm"] == "summa"  # SUMMA's loop always overlaps
+    for panel in (None, 4096):  # SUMMA's loop always overlaps
+        summa = predict(65536, 65536, 65536, (2, 2), hw, panel=panel, ahead=False)
+        assert summa["ahead"] and summa["algorithm"] == "summa"
 
 
 def test_one_rank_group_multiplies_its_own_rows(tmp_path):

@@ -564,6 +564,7 @@ TRANSPORTS = ("auto", "peer", "nccl")
 # synchronize, after which the process must end (no hang); NCCL's own default timeout
 BARRIER_S = float(os.environ.get("TILEGEMM_DIST_BARRIER_S", "600"))
 _PEER: dict = {}  # (group name, device, dtype) -> _Mapped: this rank's mapped buffer, grown as products need
+_NORMAL: dict = {}  # (device, dtype) -> normal values the products alone read (_normal_values)
 
 
 def _transport(transport: str | None) -> str:
@@ -595,7 +596,8 @@ def layout_1d(a: torch.Tensor, b: torch.Tensor, group=None, panel: int | None = 
     gathered metadata, the same on every rank. ahead (NCCL's loop): each panel's all-gather issued
     before the GEMM of the panel before it, to run beside it, or (False) after it; default: the
     cost model's faster (docs/perf-notes.md, 72: beside our persistent GEMMs NCCL's kernels wait
-    for SMs, and a rank's GEMM can wait for its peer's)."""
+    for SMs, and a rank's GEMM can wait for its peer's). Not checked across the ranks: ranks that
+    force different orders issue the same collectives in the same order, at different speeds."""
     want = _transport(transport)
     who = team(group)
     if len(who.stages) != 1:
@@ -629,7 +631,7 @@ def layout_1d(a: torch.Tensor, b: torch.Tensor, group=None, panel: int | None = 
                           slots, True)
     if world > 1:
         width, model_ahead = _model_panel(sum(m[AR] for m in meta), n, k, (world, 1), a.element_size(),
-                                          meta[0][LOCAL], _widest_1d(meta, n, world, a.element_size()), panel)
+                                          meta[0][LOCAL], _widest_1d(meta, n, world, a.element_size()), panel or None)
         ahead = model_ahead if ahead is None else ahead
     else:
         width = panel or max(n, 1)
@@ -713,9 +715,11 @@ def _peer_buffer(g, numel: int, dtype, device) -> _Mapped:
 def release_buffers() -> None:
     """Free this rank's mapped buffers of the peer transports (each group, device and dtype keeps
     a pair, reused by later products: all of B for the 1-D engine, a row block of A and a column
-    block of B for SUMMA). Collective: every rank of every group that made them calls it, in the
-    same turn of its products. Each pair goes once every rank of its group is past its last
-    product (a device barrier, then a synchronize: no peer still reads it)."""
+    block of B for SUMMA), and the normal values the products alone read. Collective: every rank
+    of every group that made them calls it, in the same turn of its products. Each pair goes once
+    every rank of its group is past its last product (a device barrier, then a synchronize: no
+    peer still reads it)."""
+    _NORMAL.clear()  # (the caching allocator keeps their memory for the stream that used them)
     if not _PEER:
         return
     for _, m in sorted(_PEER.items(), key=lambda kv: (kv[0][0], kv[0][1], str(kv[0][2]))):  # one order for all ranks
@@ -905,10 +909,23 @@ def _last_filled(g, numel: int, dtype, device) -> torch.Tensor:
     faster), or normal values where no pair that large is kept."""
     have = _PEER.get(_peer_key(g, device, dtype))
     if have is None or have.bufs[0].numel() < numel:
-        return torch.empty(numel, dtype=dtype, device=device).normal_()
+        return _normal_values(numel, dtype, device)
     if have.done is not None:
         torch.cuda.current_stream(device).wait_event(have.done)
     return have.bufs[have.turn ^ 1]
+
+
+def _normal_values(numel: int, dtype, device) -> torch.Tensor:
+    """numel normal values, made once per device and dtype (and again only for more): what the
+    products alone read where no product wrote their operands, so that their timing holds no fill
+    (a fill of all of B beside one GEMM's time: 24% of it at 8192 on two GPUs). Held until
+    release_buffers()."""
+    key = (device, dtype)
+    have = _NORMAL.get(key)
+    if have is None or have.numel() < numel:
+        _NORMAL.pop(key, None)
+        _NORMAL[key] = have = torch.empty(numel, dtype=dtype, device=device).normal_()
+    return have[:numel]
 
 
 def _take_turn(m: _Mapped | None) -> int:
@@ -969,11 +986,14 @@ def run_1d(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, group=None, commun
     # two of each: panel p + 1's own piece (padded to kmax rows) and gathered panel, while p is used
     two = min(2, len(lay.panels))  # one panel needs one buffer of each
     packed = [torch.zeros(kmax * w, dtype=b.dtype, device=b.device) for _ in range(two)]
-    gathered = [torch.empty(world * kmax * w, dtype=b.dtype, device=b.device) for _ in range(two)]
     sending = communicate and world > 1
-    if not sending:  # the products alone multiply normal values, as the peer loop's do (on zeros a GEMM draws
-        for x in gathered:  # less power and runs faster)
-            x.normal_()
+    if world == 1:
+        gathered = []  # its own rows are all of K: each panel is its packed piece
+    elif sending:
+        gathered = [torch.empty(world * kmax * w, dtype=b.dtype, device=b.device) for _ in range(two)]
+    else:  # the products alone multiply normal values, as the peer loop's do (on zeros a GEMM draws less power
+        vals = _normal_values(two * world * kmax * w, b.dtype, b.device)  # and runs faster), made once
+        gathered = [vals[i * world * kmax * w:(i + 1) * world * kmax * w] for i in range(two)]
     # the gathered rows arrive in the group's rank order, each padded to kmax: the ones in place order
     straight = lay.slots == list(range(world)) and all(x == kmax for x in lay.kb)
     keep = None if straight else torch.cat([torch.arange(lay.slots[q] * kmax, lay.slots[q] * kmax + lay.kb[q],
@@ -989,15 +1009,13 @@ def run_1d(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, group=None, commun
         n0, n1 = lay.panels[p]
         pw = n1 - n0
         mine = packed[p % two][:kmax * pw].view(kmax, pw)
-        out = gathered[p % two][:world * kmax * pw].view(world * kmax, pw)
+        out = gathered[p % two][:world * kmax * pw].view(world * kmax, pw) if gathered else mine
         if side is not None:
             # the buffers were last used by panel p - 2's all-gather and GEMM, both ordered before
             # what the compute stream holds now
             side.wait_stream(compute)
         with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
             mine[:lay.kb[me]].copy_(b[:, n0:n1])
-            if world == 1:
-                return mine, None  # its own rows are all of K
             if not sending:
                 return out, None
             return out, _collective(f"panel {p}: the all-gather of B's columns {n0}:{n1}",
@@ -1035,7 +1053,8 @@ def matmul_1d(a: torch.Tensor, b: torch.Tensor, group=None, b_sharded: bool = Tr
               panel: int | None = None, transport: str | None = None) -> torch.Tensor:
     """C's rows of this rank = A's rows of this rank @ B. a: this rank's rows of A (all of K);
     b: this rank's rows of B (its slice of K, in rank order) when b_sharded, else all of B. The
-    1-D algorithm (run_1d): B all-gathered a column panel at a time, overlapped with the GEMMs;
+    1-D algorithm (run_1d): B all-gathered a column panel at a time, beside the GEMMs or (where the
+    cost model says that is faster) after each;
     transport: how the panels travel, "auto" (the default: the copy engines on GPUs of one host,
     else NCCL's or gloo's all-gather), "peer" or "nccl" (layout_1d). A replicated B moves nothing."""
     _transport(transport)  # a wrong name is refused either way

@@ -172,7 +172,7 @@ def predict(m: int, n: int, k: int, grid: tuple[int, int], hw: Hardware, itemsiz
         after = comm * panels + local
         if ahead is False or after < total:
             total, ahead = after, False
-    ahead = ahead is not False
+    ahead = pc > 1 or ahead is not False  # SUMMA's loop always overlaps
     one = 2 * m * n * k / (hw.tflops(m, n, k) * 1e12)
     return dict(algorithm="1d" if pc == 1 else "summa", grid=[pr, pc], gpus=p, panel=width, seconds=total, local_s=local,
                 comm_s=comm * panels, efficiency=min(1.0, local / total), speedup=one / total,
