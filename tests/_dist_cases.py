@@ -401,7 +401,7 @@ def cases(which: str, world: int):
            ("arguments that disagree", check_arguments_disagree), ("the 1-D transport", check_transport)]
         + [(f"relayout {s}", lambda s=s: check_relayout(*s)) for s in [(5, 7), (2, 9), (9, 1)]],
         "grid": [(f"summa {g} {s}", lambda g=g, s=s: check_grid(*s, *g)) for g in
-                 [(world, 1), (1, world)] + ([(2, world // 2)] if world % 2 == 0 and world > 2 else [])
+                 [(world // c, c) for c in range(1, world + 1) if world % c == 0]  # every grid
                  for s in [(7, 5, 13), (3, 2, 17), (1, 1, 1), (13, 11, 7)]]
         + [("summa 2x2 panels of 2", lambda: check_grid(10, 6, 19, 2, world // 2, panel=2))] * (world == 4)
         + [("dtensor 2-D mesh", check_dtensor_2d)] * (world % 2 == 0 and world > 2),

@@ -136,12 +136,13 @@ def test_the_1d_panel_fits_in_free_memory():
 
 
 def test_grids_and_the_product_beyond_the_gpus():
-    """Every SUMMA grid flatter than square is measured (1×4 and 2×2 on 4 GPUs); the product beyond
-    the GPUs' memory exceeds one GPU's on 2 and half of the GPUs' from 4."""
+    """Every SUMMA grid but P × 1 is measured (1×4 and 2×2 on 4 GPUs; 1×8, 2×4 and 4×2 on 8); the
+    product beyond the GPUs' memory exceeds one GPU's on 2 and half of the GPUs' from 4."""
     from tilegemm.bench.distributed import beyond_gpus, summa_grids
 
     assert summa_grids(2) == [(1, 2)] and summa_grids(4) == [(1, 4), (2, 2)]
-    assert summa_grids(8) == [(1, 8), (2, 4)] and summa_grids(6) == [(1, 6), (2, 3)] and summa_grids(3) == [(1, 3)]
+    assert summa_grids(8) == [(1, 8), (2, 4), (4, 2)] and summa_grids(6) == [(1, 6), (2, 3), (3, 2)]
+    assert summa_grids(3) == [(1, 3)]
     assert [beyond_gpus(w) for w in (2, 3, 4, 8)] == [1, 1, 2, 4]
 
 

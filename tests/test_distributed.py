@@ -84,10 +84,11 @@ def _ended_well(rc: int, stderr: str, outdir, world: int) -> None:
     raise AssertionError(f"exit status {rc}; ranks that wrote their results: {wrote} of {world}\n{stderr[-3000:]}")
 
 
-@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("world", [2, 4, 8])
 def test_one_host(world, tmp_path):
-    """1-D (B sharded and replicated), SUMMA on every grid of `world` ranks, prime sizes, empty
-    blocks, a grid dimension larger than a matrix dimension, refusals, block moves, DTensors."""
+    """1-D (B sharded and replicated), SUMMA on every grid of `world` ranks (8: 8×1, 4×2, 2×4 and
+    1×8, what the eight-GPU run measures), prime sizes, empty blocks, a grid dimension larger than
+    a matrix dimension, refusals, block moves, DTensors."""
     run = _torchrun(["--nnodes", "1", "--nproc-per-node", str(world), "--master-addr", "127.0.0.1",
                      "--master-port", str(_free_port()), CASES, "all", str(tmp_path)])
     _ended_well(run.returncode, run.stderr, tmp_path, world)

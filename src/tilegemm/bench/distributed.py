@@ -12,8 +12,8 @@ runs of the median of its timed repeats:
 - 1d: tilegemm.distributed.matmul_1d, A's and B's rows split over the ranks, with its default
   transport (the copy engines on the GPUs of one host; the record's `transport` says which ran),
   and on GPUs `1d/nccl`: the same engine with NCCL's all-gather;
-- summa: tilegemm.distributed.summa on every grid flatter than square but not P × 1 (1 × 2 on 2
-  GPUs; 1 × 4 and 2 × 2 on 4), with its default transport (the copy engines on the GPUs of one
+- summa: tilegemm.distributed.summa on every grid but P × 1 (1 × 2 on 2 GPUs; 1 × 4 and 2 × 2 on
+  4; 1 × 8, 2 × 4 and 4 × 2 on 8), with its default transport (the copy engines on the GPUs of one
   host, gathering each rank's row block of A and column block of B; NCCL's or gloo's broadcasts
   of K panels elsewhere; the record's `transport` says which ran);
 - dtensor: DTensor's own A Shard(0) @ B Shard(0) (it all-gathers B, then multiplies);
@@ -64,9 +64,10 @@ CHUNK = 1024  # operands are made in row chunks of this many rows, each from its
 
 
 def summa_grids(p: int) -> list[tuple[int, int]]:
-    """Every pr × pc = p grid with pc > 1 and pr ≤ pc, flattest first: 1 × 2 for 2; 1 × 4 and
-    2 × 2 for 4; 1 × 8 and 2 × 4 for 8 (a grid and its transpose move the same bytes)."""
-    return [(p // c, c) for c in range(p, 1, -1) if p % c == 0 and p // c <= c]
+    """Every pr × pc = p grid with pc > 1 (P × 1 is the 1-D engine's), flattest first: 1 × 2 for 2;
+    1 × 4 and 2 × 2 for 4; 1 × 8, 2 × 4 and 4 × 2 for 8 (a grid and its transpose move the same
+    bytes, but not from the same ranks: the eight-GPU issue asks for both)."""
+    return [(p // c, c) for c in range(p, 1, -1) if p % c == 0]
 
 
 def beyond_gpus(world: int) -> int:
