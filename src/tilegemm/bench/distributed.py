@@ -206,13 +206,17 @@ def _modes_for(n: int, world: int, device, ops: _Operands, wanted, beyond: bool,
         run = keep(lambda: mm(a, b)) if rank == 0 else (lambda: None)
         return run, None, (lambda: _check(ops, box["c"], 0, 0) if rank == 0 else 0.0)
 
+    def how(lay) -> str:
+        """How the engine's blocks travel (the record's `transport`)."""
+        return "peer" if lay.peer else "nccl" if device.type == "cuda" else "gloo"
+
     def one_d(transport=None):
         a, b = ops.rows(0, r0, r1), ops.rows(1, r0, r1)
         lay = _core.layout_1d(a, b, panel=panel, transport=transport)
         last = max(0, n - 64)  # and the last panel's columns: the buffers' reuse starts at the third
         return (keep(lambda: _core.run_1d(a, b, lay)), lambda: _core.run_1d(a, b, lay, communicate=False),
                 lambda: max(_check(ops, box["c"], r0, 0), _check(ops, box["c"][:, last:], r0, last)), lay.width,
-                "peer" if lay.peer else "nccl" if device.type == "cuda" else "gloo", lay.ahead)
+                how(lay), lay.ahead)
 
     def summa(pr, pc):
         i, j = divmod(rank, pc)
@@ -221,8 +225,7 @@ def _modes_for(n: int, world: int, device, ops: _Operands, wanted, beyond: bool,
         b = ops.rows(1, kb[i], kb[i + 1], cn[j], cn[j + 1])
         lay = _core.layout(a, b, (pr, pc), panel=panel)
         return (keep(lambda: _core.run(a, b, lay)), lambda: _core.run(a, b, lay, communicate=False),
-                lambda: _check(ops, box["c"], rm[i], cn[j]), lay.width,
-                "peer" if lay.peer else "nccl" if device.type == "cuda" else "gloo")
+                lambda: _check(ops, box["c"], rm[i], cn[j]), lay.width, how(lay))
 
     def dtensor(reduce_scatter: bool):
         from torch.distributed.device_mesh import init_device_mesh

@@ -391,11 +391,7 @@ def layout(a: torch.Tensor, b: torch.Tensor, grid: tuple[int, int], group=None, 
     meta = gather_meta(_describe_meta(a, b, (pr, pc), panel, want, held), who)
     rows, ncols, ka, kb = check_grid(meta, pr, pc)
     k_total, size = sum(ka), a.element_size()
-    can_peer = (pr * pc > 1 and want != "nccl" and all(m[PEER] for m in meta) and len({m[HOST] for m in meta}) == 1
-                and "nccl" in str(dist.get_backend(who.stages[0])))
-    if want == "peer" and not can_peer:
-        raise DistributedError("transport 'peer' needs every rank on a CUDA device of one host, NCCL and a torch "
-                               "with symmetric memory")
+    can_peer = _can_peer(meta, who, want)
     need = 2 * ((pc > 1) * max(rows) * k_total + (pr > 1) * k_total * max(ncols)) + max(rows) * max(ncols)
     # the pairs a rank keeps are room for new ones (reused, or freed first), never for C's block
     fits = (need * size <= 0.9 * min(m[FREE] + m[HELD] for m in meta) * 2**20
@@ -575,6 +571,18 @@ def _transport(transport: str | None) -> str:
     return t
 
 
+def _can_peer(meta: list[list[int]], who: Team, want: str) -> bool:
+    """Whether the copy engines can carry this product's blocks (both engines): more than one rank,
+    every one a CUDA device of one host with symmetric memory, under NCCL, and "nccl" not asked
+    for; raises where "peer" was asked for and they cannot."""
+    can = (len(meta) > 1 and want != "nccl" and all(m[PEER] for m in meta) and len({m[HOST] for m in meta}) == 1
+           and "nccl" in str(dist.get_backend(who.stages[0])))
+    if want == "peer" and not can:
+        raise DistributedError("transport 'peer' needs every rank on a CUDA device of one host, NCCL and a torch "
+                               "with symmetric memory")
+    return can
+
+
 def _peer_fits(meta: list[list[int]], n: int, itemsize: int) -> bool:
     """Whether every rank has room for the peer transport's two mapped buffers (all of B, K × N,
     each: the gathered panels are made in them) beside C's rows, in 90% of the least device memory
@@ -614,11 +622,7 @@ def layout_1d(a: torch.Tensor, b: torch.Tensor, group=None, panel: int | None = 
     errs += [f"rank {m[G]}: B has {m[BC]} columns, rank {meta[0][G]}'s {meta[0][BC]}" for m in meta if m[BC] != meta[0][BC]]
     _refuse(errs)
     n, world = meta[0][BC], len(meta)
-    can_peer = (world > 1 and want != "nccl" and all(m[PEER] for m in meta) and len({m[HOST] for m in meta}) == 1
-                and "nccl" in str(dist.get_backend(who.stages[0])))
-    if want == "peer" and not can_peer:
-        raise DistributedError("transport 'peer' needs every rank on a CUDA device of one host, NCCL and a torch "
-                               "with symmetric memory")
+    can_peer = _can_peer(meta, who, want)
     peer = can_peer and _peer_fits(meta, n, a.element_size())
     g = who.stages[0]
     slots = [dist.get_group_rank(g, m[G]) if g is not None else m[G] for m in meta]
@@ -923,7 +927,6 @@ def _normal_values(numel: int, dtype, device) -> torch.Tensor:
     key = (device, dtype)
     have = _NORMAL.get(key)
     if have is None or have.numel() < numel:
-        _NORMAL.pop(key, None)
         _NORMAL[key] = have = torch.empty(numel, dtype=dtype, device=device).normal_()
     return have[:numel]
 

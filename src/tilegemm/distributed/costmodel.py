@@ -168,11 +168,12 @@ def predict(m: int, n: int, k: int, grid: tuple[int, int], hw: Hardware, itemsiz
     # the last product
     beside = hw.overlap ** (2 if pc > 1 and pr > 1 else 1)
     total = comm + sum(max(g / beside, comm) for g in gemms[:-1]) + gemms[-1] + cast if comm else local
-    if pc == 1 and ahead is not True:  # the 1-D loop may instead gather each panel after the GEMM before it
+    if pc == 1:  # the 1-D loop may instead gather each panel after the GEMM before it
         after = comm * panels + local
-        if ahead is False or after < total:
-            total, ahead = after, False
-    ahead = pc > 1 or ahead is not False  # SUMMA's loop always overlaps
+        ahead = not after < total if ahead is None else ahead
+        total = total if ahead else after
+    else:
+        ahead = True  # SUMMA's loop always overlaps
     one = 2 * m * n * k / (hw.tflops(m, n, k) * 1e12)
     return dict(algorithm="1d" if pc == 1 else "summa", grid=[pr, pc], gpus=p, panel=width, seconds=total, local_s=local,
                 comm_s=comm * panels, efficiency=min(1.0, local / total), speedup=one / total,
