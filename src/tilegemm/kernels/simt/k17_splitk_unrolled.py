@@ -19,9 +19,10 @@ blocks go to the SMs in rounds (`estimate_us`). Rates, block costs and the const
 every tile × split at 28 shapes on the H200 (results/h200/simt-splitk-unrolled.json), to the
 forms within 1.5× of each shape's fastest; the plan is the model's fastest.
 
-Rows off 16 bytes (K or N not a multiple of 4): the plan's tile runs with one-element loads and
-adds (`vector=False`: 1.0–1.09× the 16-byte form's time in that sweep), or, where copying A and B
-into 16-byte rows and whole tiles costs less than that difference (large products), on copies
+Rows off 16 bytes (K or N not a multiple of 4): a tile runs with one-element loads and adds
+(`vector=False`: 1.0–1.09× the 16-byte form's time in that sweep), always on the split kernel,
+so its plan counts C's zeroing at one slice too; or, where copying A and B into 16-byte rows and
+whole tiles costs less than that difference (large products), the 16-byte plan runs on copies
 (k16's `run_on_copies`). M ≤ 16: k12's one-column kernel, which reads B once (through k16's
 routing).
 
@@ -87,15 +88,16 @@ SCALAR = 1.07  # one-element loads and adds against 16-byte ones, same tile and 
 MIN_SLICE, MAX_SPLITS = k13.MIN_SLICE, k13.MAX_SPLITS
 
 
-def estimate_us(m: int, n: int, k: int, tile: Tile, splits: int, sms: int) -> float:
+def estimate_us(m: int, n: int, k: int, tile: Tile, splits: int, sms: int, vector: bool = True) -> float:
     """The wave model: the busiest SM runs ceil(blocks / SMs) blocks, each `block_us` plus its
     BM·BN·(K / splits) multiply-adds at the tile's rate; an SM's empty slots in the last round
-    cost IDLE of a block each; a split grid first zeroes C."""
+    cost IDLE of a block each; the split kernel first zeroes C. That kernel runs every split grid
+    and, K unsplit too, every one-element form (`vector` False; `launch_plan`)."""
     cfg = tile.cfg
     blocks = ceil_div(m, cfg.BM) * ceil_div(n, cfg.BN) * splits
     block = tile.block_us + cfg.BM * cfg.BN * ceil_div(ceil_div(k, splits), 16) * 16 / tile.rate
     t = FIXED_US + k13.busiest_sm_us(blocks, sms, block, tile.per_sm, IDLE)
-    return t + (ZERO_US + ZERO_US_PER_MELEM * m * n / 1e6 if splits > 1 else 0.0)
+    return t + (ZERO_US + ZERO_US_PER_MELEM * m * n / 1e6 if splits > 1 or not vector else 0.0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,9 +124,9 @@ def splits_for(m: int, n: int, k: int, tile: Tile, sms: int) -> range:
 
 
 @functools.lru_cache(maxsize=4096)
-def best(m: int, n: int, k: int, sms: int) -> Plan:
-    """The tile and K split the model rates fastest."""
-    plans = (Plan(t, s, estimate_us(m, n, k, t, s, sms)) for t in TILES for s in splits_for(m, n, k, t, sms))
+def best(m: int, n: int, k: int, sms: int, vector: bool = True) -> Plan:
+    """The tile and K split the model rates fastest (in the one-element form: `vector` False)."""
+    plans = (Plan(t, s, estimate_us(m, n, k, t, s, sms, vector)) for t in TILES for s in splits_for(m, n, k, t, sms))
     return min(plans, key=lambda p: p.us)
 
 
@@ -147,15 +149,16 @@ def route(m: int, n: int, k: int, itemsize: int = 4) -> Route | None:
 def _route(m: int, n: int, k: int, sms: int) -> Route:
     if k10.vector_shape_ok(k, n, 4):
         return Route(best(m, n, k, sms), "vector")
-    p = best(m, k16.round4(n), k16.round4(k), sms)  # the copies' shape: 16-byte rows
+    n4, k4 = k16.round4(n), k16.round4(k)  # the copies' shape: 16-byte rows (the sweep's for the one-element form)
+    p, one = best(m, n4, k4, sms), best(m, n4, k4, sms, vector=False)
     cfg = p.cfg
     # whole tiles and K steps (every load on the unguarded path); A is copied only where K asks for it
     a_too = k % 4 != 0
     shape = (ceil_div(m, cfg.BM) * cfg.BM if a_too else m, ceil_div(n, cfg.BN) * cfg.BN,
              ceil_div(k, cfg.BK) * cfg.BK if a_too else k)
-    if k16.copies_us(m, n, k, 4) + p.us <= SCALAR * p.us:
+    if k16.copies_us(m, n, k, 4) + p.us <= SCALAR * one.us:
         return Route(p, "copies", shape)
-    return Route(p, "scalar")
+    return Route(one, "scalar")
 
 
 def launch_plan(a, b, c, cfg: Config, splits: int, stream=None) -> None:
