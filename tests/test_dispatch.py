@@ -149,12 +149,15 @@ def test_launch_plan_passes_slots_and_refuses_what_it_cannot_serve(monkeypatch):
     monkeypatch.setattr(dispatch, "_raw_stream", lambda i: 77)
     monkeypatch.setattr(dispatch, "_capturing", lambda: False)
     monkeypatch.setattr(dispatch, "_empty", lambda shape, dtype, device: torch.empty(shape, dtype=dtype))
+    monkeypatch.setattr(dispatch, "_empty_strided", lambda shape, strides, dtype, device:
+                        torch.empty_strided(shape, strides, dtype=dtype))
     Dev = namedtuple("Dev", "index")
     scale = torch.ones(1)
     plan = dispatch.LaunchPlan([Fake(), Fake()], (4, 4), torch.float32, Dev(0), scratch=[(16, torch.float32)],
                                scales=(scale, None))
     c = plan.run(0xA0, 0xB0, None, 0, 0x5B)
-    assert c.shape == (4, 4) and len(seen) == 2
+    assert c.shape == (4, 4) and c.is_contiguous() and len(seen) == 2
+    assert dispatch.LaunchPlan([], (2, 3, 5), torch.float32, Dev(0)).out_strides == (15, 5, 1)  # a batch's output
     addresses, stream = seen[0]
     assert addresses[:6] == (0xA0, 0xB0, c.data_ptr(), c.data_ptr(), scale.data_ptr(), 0x5B) and stream == 77
     assert len(addresses) == 7 and addresses[6] not in addresses[:6]  # the stream's arena
