@@ -36,14 +36,87 @@ def per_call_us(fn, n, hold_ms=0.0):
     return (t1 - t0) / n * 1e6, (t2 - t0) / n * 1e6
 
 
+def held_us(fn, n=200, reps=5):
+    """Host µs a call of fn while the GPU is held (so calls only queue; n under the launch queue's
+    depth): the median of reps."""
+    return sorted(per_call_us(fn, n, hold_ms=n * 0.06)[0] for _ in range(reps))[reps // 2]
+
+
+def launch_parts(m, n, dtype, plan, a, b):
+    """Where a planned call's host time goes, each part alone with the GPU held: the output's
+    allocation, the plan's run, each launch with its addresses bound, and the bare driver call."""
+    c = torch.empty((m, n), dtype=dtype, device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+    addresses = (a.data_ptr(), b.data_ptr(), c.data_ptr(), c.data_ptr(), *plan.scales)
+    parts = dict(empty=held_us(lambda: torch.empty((m, n), dtype=dtype, device="cuda")),
+                 run_with_out=held_us(lambda: plan.run(a.data_ptr(), b.data_ptr(), c, 0, 0)), launches=[])
+    if plan.scratch:
+        return parts
+    for launch in plan.launches:
+        launch(addresses, stream)
+        bare = lambda: launch._launch(launch._config_ref, launch._function, launch._params_ref, None)  # noqa: E731
+        parts["launches"].append(dict(name=launch.name, grid=launch.grid, block=launch.block, shared=launch.shared,
+                                      param_bytes=len(launch.parameters()), bound_us=held_us(lambda: launch(addresses, stream)),
+                                      driver_us=held_us(bare)))
+    return parts
+
+
+def variants(m, n, dtype, plan, a, b):
+    """Host µs, GPU held, of the ways a call could allocate its output and reach the driver: the
+    plan's torch.empty beside other allocations, and the bound launch beside cuLaunchKernel (not
+    Ex) on the same function, grid and parameters."""
+    import ctypes
+
+    from tilegemm import launcher
+
+    dev = a.device
+    shape = (m, n)
+    out = dict(alloc={
+        "torch.empty(shape, dtype, device)": held_us(lambda: torch.empty(shape, dtype=dtype, device=dev)),
+        "torch.empty(m, n, dtype, device)": held_us(lambda: torch.empty(m, n, dtype=dtype, device=dev)),
+        "a.new_empty(shape)": held_us(lambda: a.new_empty(shape)),
+        "torch.empty_strided": held_us(lambda: torch.empty_strided(shape, (n, 1), dtype=dtype, device=dev)),
+        "torch.empty(shape, dtype, device=int)": held_us(lambda: torch.empty(shape, dtype=dtype, device=dev.index)),
+    })
+    if plan.scratch or len(plan.launches) != 1:
+        return out
+    launch = plan.launches[0]
+    c = torch.empty(shape, dtype=dtype, device=dev)
+    stream = torch.cuda.current_stream().cuda_stream
+    launch((a.data_ptr(), b.data_ptr(), c.data_ptr(), c.data_ptr(), *plan.scales), stream)
+    lib = ctypes.CDLL("libcuda.so.1")
+    legacy = lib.cuLaunchKernel
+    legacy.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+    legacy.restype = ctypes.c_int
+    g, bl = launch.grid, launch.block
+    fn, params = launch._function, launch._params_ref
+    args = (fn, *g, *bl, launch.shared, ctypes.c_void_p(stream), params, None)
+    ex = launcher._driver().launch
+    cfg = launch._config_ref
+    out["launch"] = {
+        "Launch.__call__ (bound)": held_us(lambda: launch((a.data_ptr(), b.data_ptr(), c.data_ptr(), c.data_ptr(),
+                                                           *plan.scales), stream)),
+        "cuLaunchKernelEx via ctypes": held_us(lambda: ex(cfg, fn, params, None)),
+        "cuLaunchKernel via ctypes": held_us(lambda: legacy(*args)),
+        "empty lambda": held_us(lambda: None),
+    }
+    return out
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--json")
     p.add_argument("--n", type=int, default=400)
+    p.add_argument("--launches", action="store_true", help="also time each part of a planned call")
+    p.add_argument("--cases", help="dtype:MxNxK,... instead of the default cases")
+    p.add_argument("--variants", action="store_true", help="also time other allocations and driver calls")
     args = p.parse_args()
+    cases = CASES
+    if args.cases:
+        cases = [(c.split(":")[0], *map(int, c.split(":")[1].split("x"))) for c in args.cases.split(",")]
     out = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, date=time.strftime("%Y-%m-%d %H:%M UTC"),
                cases=[])
-    for dt, m, n, k in CASES:
+    for dt, m, n, k in cases:
         torch.backends.cuda.matmul.allow_tf32 = dt == "tf32"
         dtype = torch.float32 if dt == "tf32" else torch.bfloat16
         a = torch.randn(m, k, device="cuda").to(dtype)
@@ -59,11 +132,17 @@ def main():
             loop = [per_call_us(fn, args.n) for _ in range(5)]
             rec[name] = dict(host_us_held=sorted(h[0] for h in held)[2], wall_us_held=sorted(h[1] for h in held)[2],
                              loop_us=sorted(x[1] for x in loop)[2])
-        plans = [pl for pl in dispatch._PLANS.values() if tuple(pl.out_shape) == (m, n)]
+        plans = [pl for pl in dispatch._PLANS.values() if tuple(pl.out_shape) == (m, n) and pl.out_dtype == dtype]
         rec["plan"] = [dict(launches=len(pl.launches), scratch=[(int(x), str(d)) for x, d in pl.scratch],
                             stream_bound=pl.stream is not None) for pl in plans]
         rec["stats_after"] = dict(plans=dispatch.STATS["plans_built"], not_planned=dict(dispatch.STATS["not_planned"]),
                                   before=before)
+        if args.launches and len(plans) == 1:
+            rec["parts"] = launch_parts(m, n, plans[0].out_dtype, plans[0], a, b)
+            print(f"  parts: {rec['parts']}", flush=True)
+        if args.variants and len(plans) == 1:
+            rec["variants"] = variants(m, n, plans[0].out_dtype, plans[0], a, b)
+            print(f"  variants: {rec['variants']}", flush=True)
         try:
             rec["explain"] = tilegemm.explain(a, b)
         except Exception as e:  # noqa: BLE001
