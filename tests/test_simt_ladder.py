@@ -223,6 +223,25 @@ def test_splitk_plan_follows_the_wave_model():
     assert k12.plan(16, 4096, 4096, sms=132)[1] == 32  # 16 blocks: 33 splits of 64 chunks of K round to 32 of 2
 
 
+def test_split_k_zeroing_writes_every_element_of_c_and_nothing_beside_it():
+    """k12.zero (run before every split grid's partial sums): a contiguous C through the flat form,
+    sizes around its block's 2048 elements; a C inside a wider array (rows apart) one element a
+    thread, its neighbours left as they were."""
+    import numpy as np
+    from numba import cuda
+
+    from tilegemm.kernels.simt import k12_skinny_m as k12
+
+    for m, n in ((1, 1), (3, 5), (1, 2048), (7, 301), (2, 2049)):
+        c = cuda.to_device(np.full((m, n), 7.0, np.float32))
+        k12.zero(c)
+        assert not c.copy_to_host().any(), (m, n)
+    wide = cuda.to_device(np.full((5, 40), 7.0, np.float32))
+    k12.zero(wide[:, 3:30])
+    host = wide.copy_to_host()
+    assert not host[:, 3:30].any() and (host[:, :3] == 7).all() and (host[:, 30:] == 7).all()
+
+
 def test_wave_model_picks_within_15_percent_of_the_fastest_measured(monkeypatch):
     """Against the committed H200 sweep (every tile × split, and k15's and k16's kernels, at the
     shapes the plans were fitted on): the form the routing picks ran within 15% of the fastest."""
