@@ -144,9 +144,11 @@ def zero_flat_for(DT):
 def zero(c, stream=None) -> None:
     """C = 0, before split-K's partial sums are added into it: a contiguous C as one flat row
     (block launches were most of the one-element form's time: 6.5 µs at 100×12345 on the H200,
-    perf-notes 74), any other one element a thread."""
+    perf-notes 74), any other (and an array that cannot say, as the traffic counter's wrapper) one
+    element a thread."""
     m, n = c.shape
-    if c.is_c_contiguous():
+    contiguous = getattr(c, "is_c_contiguous", None)
+    if contiguous is not None and contiguous():
         configure(zero_flat_for(c.dtype), (max(1, ceil_div(m * n, 256 * ZERO_EACH)),), 256, stream)(c.reshape(m * n))
         return
     configure(zero_for(c.dtype), (ceil_div(n, 32), ceil_div(m, 8)), (32, 8), stream)(c)
