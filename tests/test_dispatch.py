@@ -158,6 +158,7 @@ def test_launch_plan_passes_slots_and_refuses_what_it_cannot_serve(monkeypatch):
     c = plan.run(0xA0, 0xB0, None, 0, 0x5B)
     assert c.shape == (4, 4) and c.is_contiguous() and len(seen) == 2
     assert dispatch.LaunchPlan([], (2, 3, 5), torch.float32, Dev(0)).out_strides == (15, 5, 1)  # a batch's output
+    assert dispatch.LaunchPlan([], (5, 0), torch.float32, Dev(0)).out_strides == torch.empty(5, 0).stride()
     addresses, stream = seen[0]
     assert addresses[:6] == (0xA0, 0xB0, c.data_ptr(), c.data_ptr(), scale.data_ptr(), 0x5B) and stream == 77
     assert len(addresses) == 7 and addresses[6] not in addresses[:6]  # the stream's arena

@@ -232,7 +232,7 @@ def test_split_k_zeroing_writes_every_element_of_c_and_nothing_beside_it():
 
     from tilegemm.kernels.simt import k12_skinny_m as k12
 
-    for m, n in ((1, 1), (3, 5), (1, 2048), (7, 301), (2, 2049)):
+    for m, n in ((0, 5), (1, 1), (3, 5), (1, 2048), (7, 301), (2, 2049)):
         c = cuda.to_device(np.full((m, n), 7.0, np.float32))
         k12.zero(c)
         assert not c.copy_to_host().any(), (m, n)

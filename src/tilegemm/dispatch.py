@@ -52,7 +52,7 @@ _empty = _empty_strided = _raw_stream = _current_device = _grad_enabled = _captu
 def _bind_torch() -> None:
     """The torch functions the hot path calls, bound once (torch is imported by the caller's tensors)."""
     global _PLAIN, _empty, _empty_strided, _raw_stream, _current_device, _grad_enabled, _capturing
-    if _empty is not None:
+    if _empty_strided is not None:  # (the last bound, below)
         return
     import torch
 
@@ -60,10 +60,10 @@ def _bind_torch() -> None:
     _grad_enabled = torch.is_grad_enabled
     # (a CPU build of torch has neither stream nor device queries; no plan exists there to ask them)
     _empty = torch.empty
-    _empty_strided = torch.empty_strided  # a call's output: 1–2.5 µs a call less than torch.empty(shape, ...) (perf-notes 74)
     _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     _current_device = getattr(torch._C, "_cuda_getDevice", None)
     _capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
+    _empty_strided = torch.empty_strided  # a call's output: 1–2.5 µs a call less than torch.empty(shape, ...) (perf-notes 74)
 
 
 def plain(x) -> bool:
@@ -241,7 +241,8 @@ class LaunchPlan:
 
     def __init__(self, launches: list, out_shape, out_dtype, device, scratch=(), stream=None, scales=(), spans=None):
         self.launches, self.out_shape, self.out_dtype = tuple(launches), tuple(out_shape), out_dtype
-        self.out_strides = tuple(math.prod(self.out_shape[i + 1:]) for i in range(len(self.out_shape)))  # contiguous
+        # contiguous, as torch makes them (a zero-size dimension counts as one)
+        self.out_strides = tuple(math.prod(max(d, 1) for d in self.out_shape[i + 1:]) for i in range(len(self.out_shape)))
         self.lock = threading.Lock()  # a launch's buffer is shared: bind and launch under one lock
         self.device, self.index = device, device.index
         self.scratch = tuple(scratch)  # (numel, dtype) of each scratch buffer

@@ -187,7 +187,12 @@ def launch(a, b, c, stream=None):
             return
     elif r.form == "vector" and k10.vector_ok(a, b, c):
         return launch_plan(a, b, c, cfg, splits, stream)
-    # rows off 16 bytes (or pointers, or no scratch for copies): the same tile, one element at a time
+    # rows off 16 bytes (or pointers, or no scratch for copies): one element at a time, on the
+    # one-element form's own plan (the route's, for a "scalar" route)
+    if r.form != "scalar":
+        k = a.shape[1]
+        one = best(m, k16.round4(n), k16.round4(k), sm_count(), vector=False)
+        cfg, splits = one.cfg, one.splits
     launch_plan(a, b, c, dataclasses.replace(cfg, vector=False), splits, stream)
 
 
@@ -211,8 +216,8 @@ def describe(m: int, n: int, k: int, itemsize: int, vector: bool) -> str:
     if r is None:
         return k16.describe(m, n, k, itemsize, vector)
     p = r.plan
-    what = {K15_TILE: "k15's kernel", K16_TILE: "k16's kernel"}.get(p.tile, "k17's kernel") if p.splits == 1 \
-        else "k17's kernel"
+    own = p.splits == 1 and r.form != "scalar"  # (one-element forms run on the split kernel: launch_plan)
+    what = {K15_TILE: "k15's kernel", K16_TILE: "k16's kernel"}.get(p.tile, "k17's kernel") if own else "k17's kernel"
     split = f"K split {p.splits} ways" if p.splits > 1 else "K unsplit"
     if r.form == "copies":
         mp, np_, kp = r.shape
