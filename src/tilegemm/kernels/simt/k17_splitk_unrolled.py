@@ -145,12 +145,17 @@ def route(m: int, n: int, k: int, itemsize: int = 4) -> Route | None:
     return _route(m, n, k, sm_count())
 
 
+def _one_element(m: int, n: int, k: int, sms: int) -> Plan:
+    """The one-element form's plan, rated at the shape rounded to 16-byte rows (as the sweep timed it)."""
+    return best(m, k16.round4(n), k16.round4(k), sms, vector=False)
+
+
 @functools.lru_cache(maxsize=4096)
 def _route(m: int, n: int, k: int, sms: int) -> Route:
     if k10.vector_shape_ok(k, n, 4):
         return Route(best(m, n, k, sms), "vector")
-    n4, k4 = k16.round4(n), k16.round4(k)  # the copies' shape: 16-byte rows (the sweep's for the one-element form)
-    p, one = best(m, n4, k4, sms), best(m, n4, k4, sms, vector=False)
+    p = best(m, k16.round4(n), k16.round4(k), sms)  # the copies' shape: 16-byte rows
+    one = _one_element(m, n, k, sms)
     cfg = p.cfg
     # whole tiles and K steps (every load on the unguarded path); A is copied only where K asks for it
     a_too = k % 4 != 0
@@ -190,8 +195,7 @@ def launch(a, b, c, stream=None):
     # rows off 16 bytes (or pointers, or no scratch for copies): one element at a time, on the
     # one-element form's own plan (the route's, for a "scalar" route)
     if r.form != "scalar":
-        k = a.shape[1]
-        one = best(m, k16.round4(n), k16.round4(k), sm_count(), vector=False)
+        one = _one_element(m, n, a.shape[1], sm_count())
         cfg, splits = one.cfg, one.splits
     launch_plan(a, b, c, dataclasses.replace(cfg, vector=False), splits, stream)
 
