@@ -83,7 +83,11 @@ TILES = (
 K15_TILE, K16_TILE = TILES[4], TILES[-1]  # unsplit, k15's and k16's own kernels (launch_plan)
 FIXED_US = 2.75  # launch-to-finish floor of a grid
 IDLE = 0.304  # a block-time per empty resident slot of the busiest SM's last round
-ZERO_US, ZERO_US_PER_MELEM = 2.6, 3.4  # zeroing C before a split grid (measured: 6.0 µs at 1000²)
+# zeroing C before a split grid, on the sweep's clock (the fit's frame: 6.0 µs at 1000² for the one-
+# element-a-thread kernel the sweep ran); the per-element part lowered by what k12.zero's flat form saves,
+# measured back to back on the H200 (2.4 → 0.92 µs a million elements, the launch's 1.9 µs unchanged:
+# results/archive/h200-tuning/session37-zero-probe.json)
+ZERO_US, ZERO_US_PER_MELEM = 2.6, 1.9
 SCALAR = 1.07  # one-element loads and adds against 16-byte ones, same tile and split (the sweep: 1.00–1.09)
 MIN_SLICE, MAX_SPLITS = k13.MIN_SLICE, k13.MAX_SPLITS
 
