@@ -309,6 +309,21 @@ def test_offline_sass_vectorized():
     assert r["FFMA"] >= 64 and r["registers"] <= 255 and r["blocks_per_sm"] >= 1
 
 
+@pytest.mark.skipif(not _have_offline_tools(), reason="needs ptxas and nvdisasm (CUDA toolkit)")
+def test_offline_table_in_processes_is_the_kernels_own_records():
+    """The table's offline route under the simulator compiles each dispatcher in a process of its
+    own, several at once: the same records, in the same order, as one kernel's in one process."""
+    from tilegemm import _cuda, registry
+    from tilegemm.bench import sass
+
+    if not _cuda.SIMULATOR:
+        pytest.skip("the processes' route is the simulator's")
+    names = ["skinny_m", "vectorized"]  # two dispatchers each
+    rows = sass.resource_table(names, route="offline")
+    assert rows == [r for n in names for r in sass.resources(registry.get(n), route="offline")]
+    assert [r["kernel"] for r in rows] == ["skinny_m"] * 2 + ["vectorized"] * 2
+
+
 # ---------------------------------------------------------------------------------------------
 # on a GPU
 

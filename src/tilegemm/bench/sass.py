@@ -202,7 +202,8 @@ class _no_device:
         dispatcher.get_current_device = self.saved
 
 
-def _offline_inprocess(kernel, dtype, cc=(9, 0)) -> list[dict]:
+def _offline_inprocess(kernel, dtype, cc=(9, 0), only: int | None = None) -> list[dict]:
+    """Records of the kernel's dispatchers (of dispatcher `only` alone, where given), compiled offline."""
     from numba import cuda
 
     ptxas, nvdisasm = _tool("ptxas"), _tool("nvdisasm")
@@ -210,7 +211,8 @@ def _offline_inprocess(kernel, dtype, cc=(9, 0)) -> list[dict]:
         raise RuntimeError("ptxas not found (set CUDA_HOME or TILEGEMM_PTXAS)")
     arch = f"sm_{cc[0]}{cc[1]}"
     rows = []
-    for d in kernel.jit_kernels(np.dtype(dtype)):
+    dispatchers = kernel.jit_kernels(np.dtype(dtype))
+    for d in dispatchers if only is None else dispatchers[only:only + 1]:
         sig = _signature(dtype, d)
         opts = {o: d.targetoptions[o] for o in ("launch_bounds", "fastmath")
                 if getattr(d, "targetoptions", {}).get(o)}
@@ -289,7 +291,16 @@ def resources(kernel, dtype="float32", route: str = "auto") -> list[dict]:
             rows = _offline_inprocess(kernel, dtype)
         prov = _versions(route) if not (_cuda.SIMULATOR and route == "offline") else rows[0].pop("_provenance", "")
     except Exception as e:
-        return [{"kernel": kernel.name, "dtype": dtype, "route": route, "error": f"{type(e).__name__}: {e}"}]
+        return [_error(kernel, dtype, route, e)]
+    return _records(kernel, dtype, route, rows, prov)
+
+
+def _error(kernel, dtype: str, route: str, e: Exception) -> dict:
+    return {"kernel": kernel.name, "dtype": dtype, "route": route, "error": f"{type(e).__name__}: {e}"}
+
+
+def _records(kernel, dtype: str, route: str, rows: list[dict], prov: str) -> list[dict]:
+    """The compiler's raw rows of a kernel's dispatchers (in jit_kernels order) as table records."""
     threads = threads_per_block(kernel)  # one number, or one per compiled kernel (in jit_kernels order)
     out = []
     for i, r in enumerate(rows):
@@ -303,12 +314,14 @@ def resources(kernel, dtype="float32", route: str = "auto") -> list[dict]:
     return out
 
 
-def _offline_subprocess(name: str, dtype: str) -> list[dict]:
+def _offline_subprocess(name: str, dtype: str, only: int | None = None) -> list[dict]:
+    """_offline_inprocess in a process of its own, with the simulator off (the caller runs it)."""
     env = dict(os.environ, TILEGEMM_SIMULATOR="0", NUMBA_ENABLE_CUDASIM="0")
     env.setdefault("CUDA_HOME", "/usr/local/cuda-13.0" if os.path.isdir("/usr/local/cuda-13.0") else "/usr/local/cuda")
     src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
-    r = subprocess.run([sys.executable, "-m", "tilegemm.bench.sass", name, dtype], capture_output=True,
+    which = [] if only is None else [str(only)]
+    r = subprocess.run([sys.executable, "-m", "tilegemm.bench.sass", name, dtype, *which], capture_output=True,
                        text=True, env=env)
     if r.returncode:
         raise RuntimeError(r.stderr.strip()[-600:])
@@ -318,14 +331,44 @@ def _offline_subprocess(name: str, dtype: str) -> list[dict]:
 
 def resource_table(kernels, dtype="float32", route: str = "auto") -> list[dict]:
     """Records for several kernels (registry Kernel objects or names); non-SIMT ones are skipped."""
-    from .. import registry
+    from .. import _cuda, registry
 
+    ks = [registry.get(k) if isinstance(k, str) else k for k in kernels]
+    ks = [k for k in ks if k.backend == "simt" and k.supports(dtype)]
+    if route == "auto":
+        route = "gpu" if _cuda.has_gpu() else "offline"
+    if route == "offline" and _cuda.SIMULATOR:
+        return _table_in_processes(ks, dtype)
     out = []
-    for k in kernels:
-        k = registry.get(k) if isinstance(k, str) else k
-        if k.backend != "simt" or not k.supports(dtype):
-            continue
+    for k in ks:
         out += resources(k, dtype, route)
+    return out
+
+
+def _table_in_processes(kernels, dtype: str) -> list[dict]:
+    """The offline route from a process that runs the simulator: each dispatcher compiled in a process
+    of its own, as many at once as there are CPUs, the last rungs' first (their unrolled kernels take
+    NVVM a minute or more each: k16's, k17's), so the longest do not start last."""
+    import concurrent.futures
+
+    counts = {k.name: len(k.jit_kernels(np.dtype(dtype))) for k in kernels if k.jit_kernels is not None}
+    jobs = [(name, i) for name, n in counts.items() for i in range(n)]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        done = {(name, i): pool.submit(_offline_subprocess, name, dtype, i) for name, i in reversed(jobs)}
+        out = []
+        for k in kernels:
+            if k.name not in counts:
+                out += resources(k, dtype, "offline")  # (its error record)
+                continue
+            try:
+                rows = [r for i in range(counts[k.name]) for r in done[(k.name, i)].result()]
+            except Exception as e:
+                out.append(_error(k, dtype, "offline", e))
+                continue
+            prov = rows[0].pop("_provenance", "") if rows else ""
+            for r in rows[1:]:
+                r.pop("_provenance", None)
+            out += _records(k, dtype, "offline", rows, prov)
     return out
 
 
@@ -354,7 +397,8 @@ if __name__ == "__main__":  # used by the offline route when the parent process 
     if _cuda.SIMULATOR:
         raise SystemExit("the offline route needs the simulator off (TILEGEMM_SIMULATOR=0)")
     k = registry.get(sys.argv[1])
-    rows = _offline_inprocess(k, sys.argv[2] if len(sys.argv) > 2 else "float32")
+    rows = _offline_inprocess(k, sys.argv[2] if len(sys.argv) > 2 else "float32",
+                              only=int(sys.argv[3]) if len(sys.argv) > 3 else None)
     if rows:
         rows[0]["_provenance"] = _versions("offline")
     print(json.dumps(rows))
