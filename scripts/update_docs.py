@@ -171,8 +171,8 @@ _RUN_NOTES = {
                                "what varies from run to run.\n\n",
     "scaleout-session35.json": "The committed run of session 35 (2026-11-27), on the same engines but for the timing of "
                                "`1d/nccl`'s products alone, which then included a fill of their buffers (docs/perf-notes.md, "
-                               "72; that row's efficiency and communication share read high there). Shown for what varies "
-                               "from run to run.\n\n",
+                               "72; that row's efficiency reads high there, its communication share low). Shown for what "
+                               "varies from run to run.\n\n",
 }
 
 

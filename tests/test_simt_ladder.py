@@ -324,6 +324,29 @@ def test_offline_table_in_processes_is_the_kernels_own_records():
     assert [r["kernel"] for r in rows] == ["skinny_m"] * 2 + ["vectorized"] * 2
 
 
+def test_offline_table_in_processes_error_records(monkeypatch):
+    """A kernel whose dispatchers cannot be listed, or that has none, gets one error record in its
+    place, and nothing is compiled for it."""
+    from tilegemm.bench import sass
+
+    class Bad:
+        name, rung = "bad", 0
+
+        @staticmethod
+        def jit_kernels(dt):
+            raise RuntimeError("no kernels today")
+
+    class Empty:
+        name, rung = "empty", 0
+        jit_kernels = staticmethod(lambda dt: [])
+
+    compiled = []
+    monkeypatch.setattr(sass, "_offline_subprocess", lambda *job: compiled.append(job) or [])
+    rows = sass._table_in_processes([Bad(), Empty()], "float32")
+    assert [r["kernel"] for r in rows] == ["bad", "empty"] and all("error" in r for r in rows), rows
+    assert "no kernels today" in rows[0]["error"] and compiled == []
+
+
 # ---------------------------------------------------------------------------------------------
 # on a GPU
 

@@ -212,7 +212,7 @@ def _offline_inprocess(kernel, dtype, cc=(9, 0), only: int | None = None) -> lis
     arch = f"sm_{cc[0]}{cc[1]}"
     rows = []
     dispatchers = kernel.jit_kernels(np.dtype(dtype))
-    for d in dispatchers if only is None else dispatchers[only:only + 1]:
+    for d in dispatchers if only is None else [dispatchers[only]]:
         sig = _signature(dtype, d)
         opts = {o: d.targetoptions[o] for o in ("launch_bounds", "fastmath")
                 if getattr(d, "targetoptions", {}).get(o)}
@@ -345,31 +345,52 @@ def resource_table(kernels, dtype="float32", route: str = "auto") -> list[dict]:
     return out
 
 
+def _cpus() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # (not on every platform)
+        return os.cpu_count() or 1
+
+
 def _table_in_processes(kernels, dtype: str) -> list[dict]:
     """The offline route from a process that runs the simulator: each dispatcher compiled in a process
-    of its own, as many at once as there are CPUs, the last rungs' first (their unrolled kernels take
-    NVVM a minute or more each: k16's, k17's), so the longest do not start last."""
+    of its own, as many at once as this process has CPUs, the last rungs' first (their unrolled
+    kernels take NVVM a minute or more each: k16's, k17's), so the longest do not start last. A
+    kernel whose dispatchers cannot be listed, or whose compile fails, gets its error record, as in
+    `resources`; an interrupt cancels the compiles not yet started."""
     import concurrent.futures
 
-    counts = {k.name: len(k.jit_kernels(np.dtype(dtype))) for k in kernels if k.jit_kernels is not None}
+    counts, failed = {}, {}
+    for k in kernels:
+        if k.jit_kernels is None or k.name in counts or k.name in failed:
+            continue
+        try:
+            counts[k.name] = len(k.jit_kernels(np.dtype(dtype)))
+        except Exception as e:
+            failed[k.name] = e
     jobs = [(name, i) for name, n in counts.items() for i in range(n)]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(_cpus(), len(jobs))))
+    try:
         done = {(name, i): pool.submit(_offline_subprocess, name, dtype, i) for name, i in reversed(jobs)}
         out = []
         for k in kernels:
-            if k.name not in counts:
-                out += resources(k, dtype, "offline")  # (its error record)
-                continue
-            try:
-                rows = [r for i in range(counts[k.name]) for r in done[(k.name, i)].result()]
-            except Exception as e:
-                out.append(_error(k, dtype, "offline", e))
-                continue
-            prov = rows[0].pop("_provenance", "") if rows else ""
-            for r in rows[1:]:
-                r.pop("_provenance", None)
-            out += _records(k, dtype, "offline", rows, prov)
-    return out
+            if k.name in failed:
+                out.append(_error(k, dtype, "offline", failed[k.name]))
+            elif k.name not in counts:
+                out += resources(k, dtype, "offline")  # (not a Numba kernel: its error record)
+            elif not counts[k.name]:
+                out.append(_error(k, dtype, "offline", RuntimeError("no Numba dispatchers to compile")))
+            else:
+                try:  # (copies: a kernel named twice reads the same futures)
+                    rows = [dict(r) for i in range(counts[k.name]) for r in done[(k.name, i)].result()]
+                except Exception as e:
+                    out.append(_error(k, dtype, "offline", e))
+                    continue
+                out += _records(k, dtype, "offline", rows, rows[0].get("_provenance", ""))
+        return out
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def format_table(rows: list[dict]) -> str:

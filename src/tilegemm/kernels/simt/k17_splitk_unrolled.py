@@ -85,7 +85,7 @@ FIXED_US = 2.75  # launch-to-finish floor of a grid
 IDLE = 0.304  # a block-time per empty resident slot of the busiest SM's last round
 # zeroing C before a split grid, on the sweep's clock (the fit's frame: 6.0 µs at 1000² for the one-
 # element-a-thread kernel the sweep ran); the per-element part lowered by what k12.zero's flat form saves,
-# measured back to back on the H200 (2.4 → 0.92 µs a million elements, the launch's 1.9 µs unchanged:
+# measured back to back on the H200 (2.4 → 0.92 µs a million elements; the launch unchanged, 1.86 µs at 17×256:
 # results/archive/h200-tuning/session37-zero-probe.json)
 ZERO_US, ZERO_US_PER_MELEM = 2.6, 1.9
 SCALAR = 1.07  # one-element loads and adds against 16-byte ones, same tile and split (the sweep: 1.00–1.09)
