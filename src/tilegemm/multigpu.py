@@ -385,21 +385,27 @@ def _round_robin(steps: list) -> list:
     GPU and product stream: the host's work for all GPUs is interleaved, so each starts after a
     share of it, not after the others' whole calls. (Worker threads, one a GPU, spent 7-8 ms each
     of a 16384^3 call's host time taking turns at the GIL; from this thread the same work takes
-    4.1-4.7 ms for all three: docs/perf-notes.md, 70.) Returns each GPU's end event; on an error, waits for all that
-    was queued (no copy may outlive the call's buffers), then raises it."""
+    4.1-4.7 ms for all three: docs/perf-notes.md, 70.) Each step sets its GPU and stream directly,
+    and the caller's device and every GPU's current stream are put back once, at the end: torch's
+    device and stream context managers, entered at every step, took a third of a call's host time
+    on 2 H200s (docs/perf-notes.md, 76). Returns each GPU's end event; on an error, waits for all
+    that was queued (no copy may outlive the call's buffers), then raises it."""
     import torch
 
     ends, live = [None] * len(steps), list(range(len(steps)))
+    caller = torch.cuda.current_device()
+    theirs = [torch.cuda.current_stream(w.index) for w, _ in steps]
     try:
         while live:
             for i in list(live):
                 w, gen = steps[i]
-                with torch.cuda.device(w.index), torch.cuda.stream(w.compute):
-                    try:
-                        next(gen)
-                    except StopIteration as stop:
-                        ends[i] = stop.value
-                        live.remove(i)
+                torch.cuda.set_device(w.index)
+                torch.cuda.set_stream(w.compute)
+                try:
+                    next(gen)
+                except StopIteration as stop:
+                    ends[i] = stop.value
+                    live.remove(i)
     except BaseException:
         for w, gen in steps:
             gen.close()
@@ -408,6 +414,10 @@ def _round_robin(steps: list) -> list:
             except Exception:  # noqa: BLE001  (the device itself failed: the first error is raised)
                 pass
         raise
+    finally:
+        for s in theirs:
+            torch.cuda.set_stream(s)
+        torch.cuda.set_device(caller)
     return ends
 
 
