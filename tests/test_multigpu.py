@@ -142,42 +142,50 @@ def test_cuda_strided_out_and_repeats():
 def test_callers_device_and_streams_are_kept(monkeypatch):
     """The call sets each GPU and its stream directly at every step: afterwards (and after a copy
     that fails) the caller's current device and every GPU's current stream are what they were,
-    and C is in the order of the caller's stream."""
+    a side stream too, and C is in the order of the caller's stream."""
     count = torch.cuda.device_count()
     a = torch.randn(3000, 2048, device="cuda:0").to(torch.bfloat16)
     b = torch.randn(2048, 2500, device="cuda:0").to(torch.bfloat16)
     want = _ref(a, b)
+    side = torch.cuda.Stream(device=0)
+    side.wait_stream(torch.cuda.current_stream(0))  # a and b are made
+    theirs = {i: torch.cuda.default_stream(i) for i in range(count)}
+    if count > 1:  # another GPU's current stream, not its default one, before the call
+        assert len([r for r in multigpu.describe_split(3000, 2500, 2048, tuple(range(count)), 2, 0) if r[2] > r[1]]) > 1
+        theirs[count - 1] = torch.cuda.Stream(device=count - 1)
+        with torch.cuda.device(count - 1):
+            torch.cuda.set_stream(theirs[count - 1])
 
     def unchanged(device, stream0):
         assert torch.cuda.current_device() == device
-        assert torch.cuda.current_stream(0) == stream0
-        assert all(torch.cuda.current_stream(i) == torch.cuda.default_stream(i) for i in range(1, count))
+        assert [torch.cuda.current_stream(i) for i in range(count)] == [stream0] + [theirs[i] for i in range(1, count)]
 
-    side = torch.cuda.Stream(device=0)
-    with torch.cuda.stream(side):
-        c = tilegemm.matmul(a, b, devices="all")
-        unchanged(0, side)
-        c2 = c * 1  # on the caller's stream, after C's rows are in
-    side.synchronize()
-    _close(c2, want, 2e-2)
-    with torch.cuda.device(count - 1):
-        _close(tilegemm.matmul(a, b, devices="all"), want, 2e-2)
-        unchanged(count - 1, torch.cuda.default_stream(0))
-    if count > 1:
-        assert len([r for r in multigpu.describe_split(3000, 2500, 2048, tuple(range(count)), 2, 0) if r[2] > r[1]]) > 1
+    try:
+        with torch.cuda.stream(side):
+            c = tilegemm.matmul(a, b, devices="all")
+            unchanged(0, side)
+            c2 = c * 1  # on the caller's stream, after C's rows are in
+        side.synchronize()
+        _close(c2, want, 2e-2)
+        with torch.cuda.device(count - 1):
+            _close(tilegemm.matmul(a, b, devices="all"), want, 2e-2)
+            unchanged(count - 1, theirs[0])
+        if count > 1:
+            def broken(dst, src, stream):
+                raise DeviceError("a copy failed (injected)")
 
-        def broken(dst, src, stream):
-            raise DeviceError("a copy failed (injected)")
-
-        monkeypatch.setattr(multigpu, "copy_2d", broken)
-        with torch.cuda.stream(side), pytest.raises(DeviceError, match="injected"):
-            try:
-                tilegemm.matmul(a, b, devices="all")
-            finally:
-                unchanged(0, side)
-        monkeypatch.undo()
-        unchanged(0, torch.cuda.default_stream(0))
-        _close(tilegemm.matmul(a, b, devices="all"), want, 2e-2)
+            monkeypatch.setattr(multigpu, "copy_2d", broken)
+            with torch.cuda.stream(side), pytest.raises(DeviceError, match="injected"):
+                try:
+                    tilegemm.matmul(a, b, devices="all")
+                finally:
+                    unchanged(0, side)
+            monkeypatch.undo()
+            unchanged(0, theirs[0])
+            _close(tilegemm.matmul(a, b, devices="all"), want, 2e-2)
+    finally:
+        with torch.cuda.device(count - 1):
+            torch.cuda.set_stream(torch.cuda.default_stream(count - 1))
 
 
 @gpu

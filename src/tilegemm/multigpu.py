@@ -367,6 +367,8 @@ def _run(ta, tb, tc, ids: list[int], kernel: str, local, host: bool) -> None:
     # B leaves the home once, to the first other GPU, and goes down the chain of the others
     links = {g: _Link(s) for s, g in zip(remotes, remotes[1:])}
     after = dict(zip(remotes, remotes[1:]))
+    for s, g in [(home, g) for g in remotes] + list(after.items()):  # peer access, before any step: its first
+        _peer(s, g)  # copies run on the current streams, which a step leaves on a worker's queued products
     with _SUBMIT:  # no worker takes a job while this thread queues work on its streams
         for g, _, _ in blocks:
             worker(g).idle()
@@ -393,31 +395,32 @@ def _round_robin(steps: list) -> list:
     import torch
 
     ends, live = [None] * len(steps), list(range(len(steps)))
-    caller = torch.cuda.current_device()
     theirs = [torch.cuda.current_stream(w.index) for w, _ in steps]
-    try:
-        while live:
-            for i in list(live):
-                w, gen = steps[i]
-                torch.cuda.set_device(w.index)
-                torch.cuda.set_stream(w.compute)
+    # the caller's device comes back as torch's device context puts it back: without making a
+    # context on a device that has none (a thread that used only the GPUs it names)
+    with torch.cuda.device(torch.cuda.current_device()):
+        try:
+            while live:
+                for i in list(live):
+                    w, gen = steps[i]
+                    torch.cuda.set_device(w.index)
+                    torch.cuda.set_stream(w.compute)
+                    try:
+                        next(gen)
+                    except StopIteration as stop:
+                        ends[i] = stop.value
+                        live.remove(i)
+        except BaseException:
+            for w, gen in steps:
+                gen.close()
                 try:
-                    next(gen)
-                except StopIteration as stop:
-                    ends[i] = stop.value
-                    live.remove(i)
-    except BaseException:
-        for w, gen in steps:
-            gen.close()
-            try:
-                w.end().synchronize()
-            except Exception:  # noqa: BLE001  (the device itself failed: the first error is raised)
-                pass
-        raise
-    finally:
-        for s in theirs:
-            torch.cuda.set_stream(s)
-        torch.cuda.set_device(caller)
+                    w.end().synchronize()
+                except Exception:  # noqa: BLE001  (the device itself failed: the first error is raised)
+                    pass
+            raise
+        finally:
+            for s in theirs:
+                torch.cuda.set_stream(s)  # (which makes its device current: the context ends last)
     return ends
 
 
@@ -479,10 +482,6 @@ def _remote_steps(w, ta, tb, tc, r0, r1, start, kernel, local, host, feed=None, 
     if need > free:
         raise OutOfDeviceMemory(f"matmul(devices=...): GPU {w.index} needs {need / 2**20:.1f} MiB for its "
                                 f"{rows} rows of A, B and its rows of C; {free / 2**20:.1f} MiB free")
-    if not host:
-        _peer(ta.device.index, w.index)
-    if feed is not None:
-        _peer(feed.sender, w.index)
     send = _Stager(w, host)
     a = torch.empty((rows, k), dtype=ta.dtype, device=dev)
     bs = [torch.empty((k, j1 - j0), dtype=tb.dtype, device=dev) for j0, j1 in cuts]
@@ -586,7 +585,8 @@ _PEERS: set = set()
 
 def _peer(src: int, dst: int) -> None:
     """Peer access between two GPUs, both ways, enabled once (torch enables it, one way, at its
-    first copy between them), so that copy_2d's and copy_flat's copies go over NVLink directly."""
+    first copy between them), so that copy_2d's and copy_flat's copies go over NVLink directly.
+    Its copies run on both GPUs' current streams: called with the caller's (in _run)."""
     import torch
 
     if (src, dst) not in _PEERS and src != dst:
