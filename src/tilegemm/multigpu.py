@@ -367,8 +367,10 @@ def _run(ta, tb, tc, ids: list[int], kernel: str, local, host: bool) -> None:
     # B leaves the home once, to the first other GPU, and goes down the chain of the others
     links = {g: _Link(s) for s, g in zip(remotes, remotes[1:])}
     after = dict(zip(remotes, remotes[1:]))
-    for s, g in [(home, g) for g in remotes] + list(after.items()):  # peer access, before any step: its first
-        _peer(s, g)  # copies run on the current streams, which a step leaves on a worker's queued products
+    # peer access before any step: its first copies run on the current streams, which a step leaves
+    # on a worker's queued products
+    for s, g in [(home, g) for g in remotes] + list(after.items()):
+        _peer(s, g)
     with _SUBMIT:  # no worker takes a job while this thread queues work on its streams
         for g, _, _ in blocks:
             worker(g).idle()
