@@ -86,13 +86,22 @@ def copy_flat(dst, src, stream) -> None:
     cuMemcpyAsync, no rows to walk."""
     if dst.numel() != src.numel() or dst.dtype != src.dtype or not (dst.is_contiguous() and src.is_contiguous()):
         raise ValueError(f"copy_flat: {tuple(src.shape)} → {tuple(dst.shape)}: both contiguous, one size and dtype")
-    if dst.numel() == 0:
+    copy_bytes(dst.data_ptr(), src.data_ptr(), dst.numel() * dst.element_size(), stream.cuda_stream,
+               f"from {src.device} to {dst.device}")
+
+
+def copy_bytes(dst: int, src: int, nbytes: int, stream: int, where: str = "") -> None:
+    """nbytes from address src to address dst (device, a peer's memory mapped here, or pinned
+    host) by the copy engines on the CUDA stream whose handle is `stream`: one cuMemcpyAsync.
+    For callers that worked their addresses out once (the 1-D peer loop's pieces); `where` names
+    the copy's ends in an error."""
+    if nbytes == 0:
         return
     fn = _driver("cuMemcpyAsync", ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p)
-    err = fn(dst.data_ptr(), src.data_ptr(), dst.numel() * dst.element_size(), ctypes.c_void_p(stream.cuda_stream))
+    err = fn(dst, src, nbytes, ctypes.c_void_p(stream))
     if err:
-        raise DeviceError(f"a copy of {dst.numel() * dst.element_size()} bytes from {src.device} to {dst.device} "
-                          f"failed (CUDA driver error {err})")
+        raise DeviceError(f"a copy of {nbytes} bytes {where or f'from {src:#x} to {dst:#x}'} failed "
+                          f"(CUDA driver error {err})")
 
 
 def copy_2d(dst, src, stream) -> None:

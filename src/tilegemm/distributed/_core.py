@@ -44,11 +44,12 @@ import contextlib
 import functools
 import itertools
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
 
+from .. import multigpu
 from ..errors import DistributedError
 from ._steps import peer_cuts, summa_blocks, summa_steps
 
@@ -659,6 +660,7 @@ class _Mapped:
     turn: int = 0
     views: dict = None
     done: object = None  # the event after the last product's GEMMs, on whatever stream it ran
+    plans: dict = field(default_factory=dict)  # the 1-D loop's _PeerPlan per (turn, layout)
 
 
 def enable_symm_mem(group_name: str) -> None:
@@ -757,12 +759,12 @@ def _run_1d_peer(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, g, me: int, 
     contiguous block (cuMemcpyAsync: the copy engines, no SM), each panel's queued right behind
     the GEMM it runs beside, while the compute stream multiplies each panel where it lies once its
     pieces are in. No copy waits for a GEMM, no GEMM for the SMs a local copy would take, and no
-    barrier closes the product.
+    barrier closes the product. What a layout does with each buffer (its views, the pieces'
+    addresses) is worked out at its first product (_PeerPlan): a call's host time is the GPUs'
+    idle time before its first GEMM.
     communicate=False: the same GEMMs on the buffer the last product filled, nothing copied (the
     products alone; where no product ran yet, on normal values)."""
-    from ..multigpu import copy_flat
-
-    world, k, n = len(lay.rows), sum(lay.kb), lay.n
+    k, n = sum(lay.kb), lay.n
     if not communicate:
         buf = _last_filled(g, k * n, b.dtype, b.device)
         for n0, n1 in lay.panels:
@@ -771,48 +773,84 @@ def _run_1d_peer(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, g, me: int, 
         return c
     mapped = _peer_buffer(g, k * n, b.dtype, b.device)
     mine = _take_turn(mapped)
-    buf = mapped.bufs[mine]
+    key = (mine, me, n, tuple(lay.kb), tuple(lay.panels), tuple(lay.slots))
+    plan = mapped.plans.get(key)
+    if plan is None:
+        plan = mapped.plans[key] = _PeerPlan(mapped, mine, lay, me, b.dtype)
     compute = torch.cuda.current_stream(b.device)
     copies = _copy_stream(b.device)
     if mapped.done is not None:
         compute.wait_event(mapped.done)  # the last product's end, whatever stream it ran on
-    offs = list(itertools.accumulate([0] + lay.kb))
-    if lay.kb[me]:
-        _pack_panels(buf, b, k, offs[me], lay.panels)  # this rank's rows of each panel, in place
+    for dst, n0, count, w in plan.pack:  # this rank's rows of each panel, in place
+        _pack(dst, _panel_run(b, n0, count, w))
     _barrier(mapped.hdls[mine], "the barrier before the peers' rows are read")
-    peers = [_peer_view(mapped, mine, lay.slots[q], b.dtype) if q != me and lay.kb[q] else None for q in range(world)]
     copies.wait_stream(compute)  # every rank's rows are in its buffer (the barrier ran on the compute stream)
+    stream = copies.cuda_stream
+    ready = plan.ready
 
-    def post(p: int):
-        """Panel p's pieces from the peers onto the copy stream; the event they end with."""
-        n0, n1 = lay.panels[p]
-        for q, src in enumerate(peers):
-            if src is not None:
-                at = slice(k * n0 + offs[q] * (n1 - n0), k * n0 + offs[q + 1] * (n1 - n0))
-                copy_flat(buf[at], src[at], copies)
-        return copies.record_event()
+    def post(p: int) -> None:
+        """Panel p's pieces from the peers onto the copy stream, then its event."""
+        for dst, src, nbytes in plan.pieces[p]:
+            multigpu.copy_bytes(dst, src, nbytes, stream)
+        ready[p].record(copies)
 
-    ready = [post(0)]
-    for p, (n0, n1) in enumerate(lay.panels):
+    post(0)
+    last = len(plan.views) - 1
+    for p, view in enumerate(plan.views):
         compute.wait_event(ready[p])  # also where nothing is multiplied: the next barrier follows the reads
         if a.shape[0]:
-            _product(a, buf[k * n0:k * n1].view(k, n1 - n0), c[:, n0:n1])
-        if p + 1 < len(lay.panels):
-            ready.append(post(p + 1))  # queued right behind the GEMM it will run beside
+            n0, n1 = lay.panels[p]
+            _product(a, view, c[:, n0:n1])
+        if p < last:
+            post(p + 1)  # queued right behind the GEMM it will run beside
     mapped.done = compute.record_event()
     return c
 
 
-def _pack_panels(buf: torch.Tensor, b: torch.Tensor, k: int, row0: int, panels: list) -> None:
-    """This rank's rows of B (K_r × N, rows row0 … of every panel) into the panel-major buffer
-    (panel (n0, n1) the K × (n1 − n0) block at K · n0): one strided copy for each run of panels of
-    one width (the first, the middle ones, the last: up to three launches, not one a panel)."""
-    kr = b.shape[0]
+class _PeerPlan:
+    """What the 1-D peer loop does with buffer `turn` of a mapped pair for one layout, worked out
+    once: each panel's K × w view of the buffer (views: what the GEMMs read), this rank's rows of
+    each run of panels of one width as a (count, K_r, w) view (pack: up to three strided copies, the
+    first panel, the middle ones, the last), each panel's pieces from the peers as (destination,
+    source, bytes) addresses (pieces: the peers' mapped buffers stay mapped while the pair lives),
+    and an event a panel (ready: recorded again each product; a wait takes the event as it is when
+    it is queued)."""
+
+    def __init__(self, mapped: "_Mapped", turn: int, lay: RowsLayout, me: int, dtype):
+        buf = mapped.bufs[turn]
+        k, s = sum(lay.kb), buf.element_size()
+        offs = list(itertools.accumulate([0] + lay.kb))
+        self.views = [buf[k * n0:k * n1].view(k, n1 - n0) for n0, n1 in lay.panels]
+        self.pack = _pack_places(buf, k, offs[me], lay.kb[me], lay.panels) if lay.kb[me] else []
+        peers = [(_peer_view(mapped, turn, lay.slots[q], dtype).data_ptr(), offs[q], offs[q + 1])
+                 for q in range(len(lay.kb)) if q != me and lay.kb[q]]
+        base = buf.data_ptr()
+        self.pieces = [[(base + (k * n0 + r0 * (n1 - n0)) * s, src + (k * n0 + r0 * (n1 - n0)) * s, (r1 - r0) * (n1 - n0) * s)
+                        for src, r0, r1 in peers] for n0, n1 in lay.panels]
+        self.ready = [torch.cuda.Event() for _ in lay.panels]
+
+
+def _pack_places(buf: torch.Tensor, k: int, row0: int, kr: int, panels: list) -> list[tuple]:
+    """Where rows row0 … row0 + kr of every panel lie in the panel-major buffer (panel (n0, n1) the
+    K × (n1 − n0) block at K · n0): for each run of panels of one width (the first, the middle
+    ones, the last: up to three strided copies, not one a panel), (a (count, kr, w) view, n0,
+    count, w)."""
+    out = []
     for w, group in itertools.groupby(panels, key=lambda x: x[1] - x[0]):
-        group = list(group)
-        n0, count = group[0][0], len(group)
-        dst = buf[k * n0:k * (n0 + count * w)].view(count, k, w)[:, row0:row0 + kr]
-        _pack(dst, b[:, n0:n0 + count * w].view(kr, count, w).transpose(0, 1))
+        n0, count = next(group)[0], 1 + sum(1 for _ in group)
+        out.append((buf[k * n0:k * (n0 + count * w)].view(count, k, w)[:, row0:row0 + kr], n0, count, w))
+    return out
+
+
+def _panel_run(b: torch.Tensor, n0: int, count: int, w: int) -> torch.Tensor:
+    """B's columns n0 … n0 + count · w (contiguous rows) as `count` panels of width w: (count, K_r, w)."""
+    return b[:, n0:n0 + count * w].view(b.shape[0], count, w).transpose(0, 1)
+
+
+def _pack_panels(buf: torch.Tensor, b: torch.Tensor, k: int, row0: int, panels: list) -> None:
+    """This rank's rows of B (K_r × N) into rows row0 … of every panel of the panel-major buffer."""
+    for dst, n0, count, w in _pack_places(buf, k, row0, b.shape[0], panels):
+        _pack(dst, _panel_run(b, n0, count, w))
 
 
 def _run_summa_peer(a: torch.Tensor, b: torch.Tensor, lay: Layout, who: Team, communicate: bool = True) -> torch.Tensor:
