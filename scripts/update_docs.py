@@ -173,10 +173,10 @@ _RUN_NOTES = {
                                "`1d/nccl`'s products alone, which then included a fill of their buffers (docs/perf-notes.md, "
                                "72; that row's efficiency reads high there, its communication share low). Shown for what "
                                "varies from run to run.\n\n",
-    "scaleout-session38-first.json": "Session 38's first run (2026-11-28), on the same engines but for the host split, "
-                                     "whose steps then set each GPU and stream through torch's context managers "
-                                     "at every step (docs/perf-notes.md, 76: about a third of a call's host time). Shown for "
-                                     "what varies from run to run.\n\n",
+    "scaleout-session38.json": "Session 38's committed run (2026-11-28), on the same engines but for the 1-D peer loop's "
+                               "host path, which then worked out its buffer views and the peers' pieces at every call "
+                               "(docs/perf-notes.md, 78: 0.2 ms of host time a call at 8192). Shown for what varies from "
+                               "run to run.\n\n",
 }
 
 
