@@ -256,6 +256,39 @@ def test_pack_in_words_only_where_the_views_allow():
         assert torch.equal(block[3:7], src[:, n0:n1]) and not block[:3].any() and not block[7:].any()
 
 
+
+def test_peer_plans_put_every_panel_of_b_together(monkeypatch):
+    """The 1-D peer loop's plans (_PeerPlan), on CPU memory: each place's own rows packed where its
+    plan says, then the peers' pieces copied by the plan's addresses, give every place each panel
+    of all of B in place order; three places (one with no rows of B, group ranks not in place
+    order), panels of two widths, both buffers of the pair."""
+    import ctypes
+
+    import torch
+
+    from tilegemm.distributed import _core
+
+    monkeypatch.setattr(torch.cuda, "Event", lambda: None)  # (the plans' events: no GPU here)
+    kb, n, panels, slots = [3, 0, 5], 20, [(0, 4), (4, 12), (12, 20)], [2, 0, 1]
+    offs, k = [0, 3, 3, 8], 8
+    big = torch.arange(k * n, dtype=torch.float16).view(k, n)  # (exact in FP16)
+    lay = _core.RowsLayout([1, 1, 1], kb, n, panels, 8, slots, True)
+    bufs = [[torch.zeros(k * n + 16, dtype=torch.float16) for _ in range(2)] for _ in range(3)]
+    for turn in (0, 1):
+        plans = []
+        for me in range(3):
+            mapped = _core._Mapped(bufs[me], [None, None], 0, {(t, slots[q]): bufs[q][t] for t in (0, 1) for q in range(3)})
+            plans.append(_core._PeerPlan(mapped, turn, lay, me, torch.float16))
+            for dst, n0, count, w in plans[me].pack:
+                _core._pack(dst, _core._panel_run(big[offs[me]:offs[me + 1]], n0, count, w))
+        for me in range(3):
+            for pieces in plans[me].pieces:
+                for dst, src, nbytes in pieces:
+                    ctypes.memmove(dst, src, nbytes)
+            for (n0, n1), view in zip(panels, plans[me].views):
+                assert torch.equal(view, big[:, n0:n1]), (turn, me, n0)
+
+
 def test_peer_panels_open_narrow():
     """The 1-D engine's (and one-sided SUMMA's) peer panels: a first panel a quarter as wide
     (none narrower than 1024) where no width is named, 16-byte-aligned starts, the last the rest."""

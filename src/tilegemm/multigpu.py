@@ -86,43 +86,64 @@ def copy_flat(dst, src, stream) -> None:
     cuMemcpyAsync, no rows to walk."""
     if dst.numel() != src.numel() or dst.dtype != src.dtype or not (dst.is_contiguous() and src.is_contiguous()):
         raise ValueError(f"copy_flat: {tuple(src.shape)} → {tuple(dst.shape)}: both contiguous, one size and dtype")
-    copy_bytes(dst.data_ptr(), src.data_ptr(), dst.numel() * dst.element_size(), stream.cuda_stream,
-               f"from {src.device} to {dst.device}")
+    nbytes = dst.numel() * dst.element_size()
+    err = nbytes and _memcpy(dst.data_ptr(), src.data_ptr(), nbytes, stream.cuda_stream)
+    if err:  # (the message made only here)
+        raise DeviceError(f"a copy of {nbytes} bytes from {src.device} to {dst.device} failed (CUDA driver error {err})")
 
 
-def copy_bytes(dst: int, src: int, nbytes: int, stream: int, where: str = "") -> None:
+def copy_bytes(dst: int, src: int, nbytes: int, stream: int) -> None:
     """nbytes from address src to address dst (device, a peer's memory mapped here, or pinned
     host) by the copy engines on the CUDA stream whose handle is `stream`: one cuMemcpyAsync.
-    For callers that worked their addresses out once (the 1-D peer loop's pieces); `where` names
-    the copy's ends in an error."""
-    if nbytes == 0:
-        return
-    fn = _driver("cuMemcpyAsync", ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p)
-    err = fn(dst, src, nbytes, ctypes.c_void_p(stream))
+    For callers that worked their addresses out once (the peer loops' pieces)."""
+    err = nbytes and _memcpy(dst, src, nbytes, stream)
     if err:
-        raise DeviceError(f"a copy of {nbytes} bytes {where or f'from {src:#x} to {dst:#x}'} failed "
-                          f"(CUDA driver error {err})")
+        raise DeviceError(f"a copy of {nbytes} bytes from address {src:#x} to {dst:#x} failed (CUDA driver error {err})")
+
+
+def _memcpy(dst: int, src: int, nbytes: int, stream: int) -> int:
+    """cuMemcpyAsync on the stream handle `stream`: the driver's error code (0: queued)."""
+    fn = _driver("cuMemcpyAsync", ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p)
+    return fn(dst, src, nbytes, ctypes.c_void_p(stream))
 
 
 def copy_2d(dst, src, stream) -> None:
     """dst[...] = src for 2-D torch tensors of one shape and dtype whose rows are each contiguous,
     on any devices (peer copies over NVLink) or pinned host memory, by the copy engines on
     `stream` (a torch stream; the thread's current device must be the stream's)."""
+    p = params_2d(dst, src)
+    err = p is not None and _memcpy_2d(p, stream.cuda_stream)
+    if err:  # (the message made only here: a copy's host time is a few µs)
+        raise DeviceError(f"matmul(devices=...): a {dst.shape[0]}×{dst.shape[1]} copy from {src.device} to {dst.device} "
+                          f"failed (CUDA driver error {err})")
+
+
+def params_2d(dst, src) -> _Memcpy2D | None:
+    """copy_2d's copy as the driver's parameters (None: nothing to copy), for callers that make
+    them once and copy many times (copy_planned); the views' memory must outlive them."""
     rows, cols = dst.shape
     if rows == 0 or cols == 0:
-        return
+        return None
     if tuple(src.shape) != (rows, cols) or src.dtype != dst.dtype or cols > 1 and (dst.stride(1) != 1 or src.stride(1) != 1) \
             or rows > 1 and (dst.stride(0) < cols or src.stride(0) < cols):
         raise ValueError(f"copy_2d: {tuple(src.shape)} → {tuple(dst.shape)}: rows not contiguous or overlapping")
     s = dst.element_size()
-    p = _Memcpy2D(srcMemoryType=_UNIFIED, srcDevice=src.data_ptr(), srcPitch=max(src.stride(0), cols) * s,
-                  dstMemoryType=_UNIFIED, dstDevice=dst.data_ptr(), dstPitch=max(dst.stride(0), cols) * s,
-                  WidthInBytes=cols * s, Height=rows)
-    fn = _driver("cuMemcpy2DAsync_v2", ctypes.POINTER(_Memcpy2D), ctypes.c_void_p)
-    err = fn(ctypes.byref(p), ctypes.c_void_p(stream.cuda_stream))
+    return _Memcpy2D(srcMemoryType=_UNIFIED, srcDevice=src.data_ptr(), srcPitch=max(src.stride(0), cols) * s,
+                     dstMemoryType=_UNIFIED, dstDevice=dst.data_ptr(), dstPitch=max(dst.stride(0), cols) * s,
+                     WidthInBytes=cols * s, Height=rows)
+
+
+def copy_planned(p: _Memcpy2D, stream: int, what: str = "a 2-D copy") -> None:
+    """The 2-D copy p (params_2d) on the CUDA stream whose handle is `stream`."""
+    err = _memcpy_2d(p, stream)
     if err:
-        raise DeviceError(f"matmul(devices=...): a {rows}×{cols} copy from {src.device} to {dst.device} failed "
-                          f"(CUDA driver error {err})")
+        raise DeviceError(f"{what} failed (CUDA driver error {err})")
+
+
+def _memcpy_2d(p: _Memcpy2D, stream: int) -> int:
+    """cuMemcpy2DAsync of p on the stream handle `stream`: the driver's error code (0: queued)."""
+    fn = _driver("cuMemcpy2DAsync_v2", ctypes.POINTER(_Memcpy2D), ctypes.c_void_p)
+    return fn(ctypes.byref(p), ctypes.c_void_p(stream))
 
 
 # --- persistent workers ----------------------------------------------------------------------

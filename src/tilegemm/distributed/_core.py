@@ -44,13 +44,14 @@ import contextlib
 import functools
 import itertools
 import os
+import weakref
 from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
 
 from .. import multigpu
-from ..errors import DistributedError
+from ..errors import DeviceError, DistributedError
 from ._steps import peer_cuts, summa_blocks, summa_steps
 
 _DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
@@ -660,7 +661,7 @@ class _Mapped:
     turn: int = 0
     views: dict = None
     done: object = None  # the event after the last product's GEMMs, on whatever stream it ran
-    plans: dict = field(default_factory=dict)  # the 1-D loop's _PeerPlan per (turn, layout)
+    plans: dict = field(default_factory=dict)  # the loops' plans (_PeerPlan, _SummaPlan) per buffer and layout
 
 
 def enable_symm_mem(group_name: str) -> None:
@@ -765,6 +766,8 @@ def _run_1d_peer(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, g, me: int, 
     communicate=False: the same GEMMs on the buffer the last product filled, nothing copied (the
     products alone; where no product ran yet, on normal values)."""
     k, n = sum(lay.kb), lay.n
+    if tuple(b.shape) != (lay.kb[me], n):  # (else the pack would broadcast or cut it)
+        raise ValueError(f"rank {dist.get_rank()}: B's rows here are {tuple(b.shape)}, the layout's {(lay.kb[me], n)}")
     if not communicate:
         buf = _last_filled(g, k * n, b.dtype, b.device)
         for n0, n1 in lay.panels:
@@ -776,7 +779,7 @@ def _run_1d_peer(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, g, me: int, 
     key = (mine, me, n, tuple(lay.kb), tuple(lay.panels), tuple(lay.slots))
     plan = mapped.plans.get(key)
     if plan is None:
-        plan = mapped.plans[key] = _PeerPlan(mapped, mine, lay, me, b.dtype)
+        plan = _keep(mapped.plans, key, _PeerPlan(mapped, mine, lay, me, b.dtype))
     compute = torch.cuda.current_stream(b.device)
     copies = _copy_stream(b.device)
     if mapped.done is not None:
@@ -790,8 +793,11 @@ def _run_1d_peer(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, g, me: int, 
 
     def post(p: int) -> None:
         """Panel p's pieces from the peers onto the copy stream, then its event."""
-        for dst, src, nbytes in plan.pieces[p]:
-            multigpu.copy_bytes(dst, src, nbytes, stream)
+        try:
+            for dst, src, nbytes in plan.pieces[p]:
+                multigpu.copy_bytes(dst, src, nbytes, stream)
+        except DeviceError as e:
+            raise DeviceError(f"rank {dist.get_rank()}: panel {p} of B's from the peers' mapped buffers: {e}") from None
         ready[p].record(copies)
 
     post(0)
@@ -867,8 +873,6 @@ def _run_summa_peer(a: torch.Tensor, b: torch.Tensor, lay: Layout, who: Team, co
     on one grid row, A_i on one grid column) is read where it is. communicate=False: the same
     GEMMs on the buffers the last product filled (_last_filled), nothing copied (the products
     alone)."""
-    from ..multigpu import copy_2d, copy_flat
-
     i, j, pr, pc = lay.i, lay.j, lay.pr, lay.pc
     mi, nj, k = lay.rows[i], lay.ncols[j], lay.a_off[-1]
     c = torch.empty((mi, nj), dtype=a.dtype, device=a.device)
@@ -904,45 +908,102 @@ def _run_summa_peer(a: torch.Tensor, b: torch.Tensor, lay: Layout, who: Team, co
         _pack(whole_a[:, lay.a_off[j]:lay.a_off[j + 1]], a)
     if mb is not None and b.numel():
         _pack(whole_b[lay.b_off[i]:lay.b_off[i + 1]], b)
-    # the other ranks' buffers: A_i's from the grid row (places i·pc + q), B_j's from the grid column
-    a_from, b_from = [], []
     if ma is not None:
         _barrier(ma.hdls[ta], "the barrier before the grid row's blocks of A are read")
-        a_from = [(q, _peer_view(ma, ta, dist.get_group_rank(row_g, lay.granks[i * pc + q]), a.dtype)[:mi * k]
-                   .view(mi, k)) for q in range(pc) if q != j]
     if mb is not None:
         _barrier(mb.hdls[tb], "the barrier before the grid column's blocks of B are read")
-        b_from = [(r, _peer_view(mb, tb, dist.get_group_rank(col_g, lay.granks[r * pc + j]), b.dtype)[:k * nj]
-                   .view(k, nj)) for r in range(pr) if r != i]
+    plan = _SummaPlan.of(lay, ma, ta, mb, tb, row_g, col_g, whole_a, whole_b)
     copies = _copy_stream(a.device)
     copies.wait_stream(compute)  # every rank's own blocks are in its buffers (the barriers ran on the compute stream)
+    stream, ready = copies.cuda_stream, plan.ready
 
-    def post(s: int):
-        """Step s's pieces onto the copy stream; the event they end with."""
-        r0, r1 = lay.bands[s], lay.bands[s + 1]
-        for q, src in a_from if r1 > r0 else ():
-            k0, k1 = lay.a_off[q], lay.a_off[q + 1]
-            copy_2d(whole_a[r0:r1, k0:k1], src[r0:r1, k0:k1], copies)
-        c0, c1 = lay.cols[s], lay.cols[s + 1]
-        for r, src in b_from if c1 > c0 else ():
-            k0, k1 = lay.b_off[r], lay.b_off[r + 1]
-            if c1 - c0 == nj:  # whole rows: one contiguous block
-                copy_flat(whole_b[k0:k1], src[k0:k1], copies)
+    def post(s: int) -> None:
+        """Step s's pieces onto the copy stream, then its event."""
+        for piece in plan.pieces[s]:
+            if type(piece) is tuple:
+                multigpu.copy_bytes(*piece, stream)
             else:
-                copy_2d(whole_b[k0:k1, c0:c1], src[k0:k1, c0:c1], copies)
-        return copies.record_event()
+                multigpu.copy_planned(piece, stream, "a copy of a SUMMA block's piece")
+        ready[s].record(copies)
 
-    ready = [post(0)] if steps else []  # no step: this rank's C block is empty (its blocks were still read)
-    for s in steps:
+    if plan.blocks:
+        post(0)  # (no step: this rank's C block is empty; its blocks were still read)
+    last = len(plan.blocks) - 1
+    for s, blocks in enumerate(plan.blocks):
         compute.wait_event(ready[s])  # also where nothing is multiplied: the next barrier follows the reads
-        multiply(whole_a, whole_b, s)
-        if s + 1 < len(steps):
-            ready.append(post(s + 1))  # queued right behind the GEMMs it will run beside
+        for r0, r1, c0, c1 in blocks:
+            _product(whole_a[r0:r1], whole_b[:, c0:c1], c[r0:r1, c0:c1])
+        if s < last:
+            post(s + 1)  # queued right behind the GEMMs it will run beside
     done = compute.record_event()
     for m in (ma, mb):
         if m is not None:
             m.done = done
     return c
+
+
+class _SummaPlan:
+    """What SUMMA's peer loop does with buffers (ta, tb) of its mapped pairs for one layout, worked
+    out once (as the 1-D loop's _PeerPlan): each step's blocks of C (blocks), its pieces from the
+    other ranks as the copy engines' parameters (pieces: a (destination, source, bytes) tuple for
+    whole rows of B, else a 2-D copy's parameters; addresses only, so that a plan holds no view of
+    another pair's buffer), and an event a step (ready). Kept with the pair of A's row group (else
+    B's), checked against the other pair it was made with (a weak reference: a pair made again
+    is another)."""
+
+    def __init__(self, lay: Layout, ma, ta: int, mb, tb: int, row_g, col_g, whole_a, whole_b):
+        i, j, pr, pc = lay.i, lay.j, lay.pr, lay.pc
+        mi, nj, k = lay.rows[i], lay.ncols[j], lay.a_off[-1]
+        self.other = weakref.ref(mb) if ma is not None and mb is not None else None
+        # the other ranks' buffers: A_i's from the grid row (places i·pc + q), B_j's from the grid column
+        a_from = [(q, _peer_view(ma, ta, dist.get_group_rank(row_g, lay.granks[i * pc + q]), whole_a.dtype)[:mi * k]
+                   .view(mi, k)) for q in range(pc) if q != j] if ma is not None else []
+        b_from = [(r, _peer_view(mb, tb, dist.get_group_rank(col_g, lay.granks[r * pc + j]), whole_b.dtype)[:k * nj]
+                   .view(k, nj)) for r in range(pr) if r != i] if mb is not None else []
+        steps = range(len(lay.bands) - 1)
+        self.blocks = [list(summa_blocks(lay.bands, lay.cols, s)) for s in steps]
+        self.pieces = []
+        for s in steps:
+            pieces = []
+            r0, r1 = lay.bands[s], lay.bands[s + 1]
+            for q, src in a_from if r1 > r0 else ():
+                k0, k1 = lay.a_off[q], lay.a_off[q + 1]
+                pieces.append(multigpu.params_2d(whole_a[r0:r1, k0:k1], src[r0:r1, k0:k1]))
+            c0, c1 = lay.cols[s], lay.cols[s + 1]
+            for r, src in b_from if c1 > c0 else ():
+                k0, k1 = lay.b_off[r], lay.b_off[r + 1]
+                if c1 - c0 == nj:  # whole rows: one contiguous block
+                    dst, frm = whole_b[k0:k1], src[k0:k1]
+                    pieces.append((dst.data_ptr(), frm.data_ptr(), dst.numel() * dst.element_size()))
+                else:
+                    pieces.append(multigpu.params_2d(whole_b[k0:k1, c0:c1], src[k0:k1, c0:c1]))
+            self.pieces.append([x for x in pieces if x is not None])
+        self.ready = [torch.cuda.Event() for _ in steps]
+
+    @classmethod
+    def of(cls, lay: Layout, ma, ta: int, mb, tb: int, row_g, col_g, whole_a, whole_b) -> "_SummaPlan":
+        """The plan for this product, made where there is none yet (or the other pair is new)."""
+        home = ma if ma is not None else mb
+        key = ("summa", ta, tb, lay.i, lay.j, lay.pr, lay.pc, tuple(lay.rows), tuple(lay.ncols), tuple(lay.a_off),
+               tuple(lay.b_off), tuple(lay.bands), tuple(lay.cols), tuple(lay.granks))
+        plan = home.plans.get(key) if home is not None else None
+        if plan is None or plan.other is not None and plan.other() is not mb:
+            plan = cls(lay, ma, ta, mb, tb, row_g, col_g, whole_a, whole_b)
+            if home is not None:
+                _keep(home.plans, key, plan)
+        return plan
+
+
+PLANS_KEPT = 8  # plans a mapped pair keeps (the oldest goes first): a layout's two turns, a few shapes
+
+
+def _keep(plans: dict, key, plan):
+    """plans[key] = plan, dropping the oldest where PLANS_KEPT are kept already (a process that
+    multiplies many shapes keeps a plan, and an event a panel, for its last few only)."""
+    if key not in plans and len(plans) >= PLANS_KEPT:
+        plans.pop(next(iter(plans)))
+    plans[key] = plan
+    return plan
 
 
 def _last_filled(g, numel: int, dtype, device) -> torch.Tensor:
