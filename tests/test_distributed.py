@@ -289,6 +289,19 @@ def test_peer_plans_put_every_panel_of_b_together(monkeypatch):
                 assert torch.equal(view, big[:, n0:n1]), (turn, me, n0)
 
 
+
+def test_a_mapped_pair_keeps_its_last_used_plans():
+    """The peer loops' plans: at most PLANS_KEPT a mapped pair, the least recently used dropped
+    first (a plan taken again is kept over one made before it)."""
+    from tilegemm.distributed._core import PLANS_KEPT, _keep, _used
+
+    plans = {}
+    for key in range(PLANS_KEPT):
+        _keep(plans, key, f"plan {key}")
+    assert _used(plans, 0) == "plan 0" and _used(plans, "none") is None
+    _keep(plans, "new", "plan new")
+    assert len(plans) == PLANS_KEPT and 1 not in plans and 0 in plans and "new" in plans
+
 def test_peer_panels_open_narrow():
     """The 1-D engine's (and one-sided SUMMA's) peer panels: a first panel a quarter as wide
     (none narrower than 1024) where no width is named, 16-byte-aligned starts, the last the rest."""

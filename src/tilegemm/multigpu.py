@@ -133,11 +133,12 @@ def params_2d(dst, src) -> _Memcpy2D | None:
                      WidthInBytes=cols * s, Height=rows)
 
 
-def copy_planned(p: _Memcpy2D, stream: int, what: str = "a 2-D copy") -> None:
+def copy_planned(p: _Memcpy2D, stream: int) -> None:
     """The 2-D copy p (params_2d) on the CUDA stream whose handle is `stream`."""
     err = _memcpy_2d(p, stream)
     if err:
-        raise DeviceError(f"{what} failed (CUDA driver error {err})")
+        raise DeviceError(f"a {p.Height}×{p.WidthInBytes}-byte copy from address {p.srcDevice:#x} to "
+                          f"{p.dstDevice:#x} failed (CUDA driver error {err})")
 
 
 def _memcpy_2d(p: _Memcpy2D, stream: int) -> int:

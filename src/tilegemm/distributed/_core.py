@@ -777,7 +777,7 @@ def _run_1d_peer(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, g, me: int, 
     mapped = _peer_buffer(g, k * n, b.dtype, b.device)
     mine = _take_turn(mapped)
     key = (mine, me, n, tuple(lay.kb), tuple(lay.panels), tuple(lay.slots))
-    plan = mapped.plans.get(key)
+    plan = _used(mapped.plans, key)
     if plan is None:
         plan = _keep(mapped.plans, key, _PeerPlan(mapped, mine, lay, me, b.dtype))
     compute = torch.cuda.current_stream(b.device)
@@ -919,11 +919,15 @@ def _run_summa_peer(a: torch.Tensor, b: torch.Tensor, lay: Layout, who: Team, co
 
     def post(s: int) -> None:
         """Step s's pieces onto the copy stream, then its event."""
-        for piece in plan.pieces[s]:
-            if type(piece) is tuple:
-                multigpu.copy_bytes(*piece, stream)
-            else:
-                multigpu.copy_planned(piece, stream, "a copy of a SUMMA block's piece")
+        try:
+            for piece in plan.pieces[s]:
+                if type(piece) is tuple:
+                    multigpu.copy_bytes(*piece, stream)
+                else:
+                    multigpu.copy_planned(piece, stream)
+        except DeviceError as e:
+            raise DeviceError(f"rank {dist.get_rank()}: step {s} of A's and B's blocks from the peers' mapped "
+                              f"buffers: {e}") from None
         ready[s].record(copies)
 
     if plan.blocks:
@@ -986,7 +990,7 @@ class _SummaPlan:
         home = ma if ma is not None else mb
         key = ("summa", ta, tb, lay.i, lay.j, lay.pr, lay.pc, tuple(lay.rows), tuple(lay.ncols), tuple(lay.a_off),
                tuple(lay.b_off), tuple(lay.bands), tuple(lay.cols), tuple(lay.granks))
-        plan = home.plans.get(key) if home is not None else None
+        plan = _used(home.plans, key) if home is not None else None
         if plan is None or plan.other is not None and plan.other() is not mb:
             plan = cls(lay, ma, ta, mb, tb, row_g, col_g, whole_a, whole_b)
             if home is not None:
@@ -998,11 +1002,21 @@ PLANS_KEPT = 8  # plans a mapped pair keeps (the oldest goes first): a layout's 
 
 
 def _keep(plans: dict, key, plan):
-    """plans[key] = plan, dropping the oldest where PLANS_KEPT are kept already (a process that
-    multiplies many shapes keeps a plan, and an event a panel, for its last few only)."""
-    if key not in plans and len(plans) >= PLANS_KEPT:
+    """plans[key] = plan as the newest, dropping the least recently used where PLANS_KEPT are kept
+    already (a process that multiplies many shapes keeps a plan, and an event a panel, for its last
+    few only; _used marks a plan taken again)."""
+    plans.pop(key, None)
+    if len(plans) >= PLANS_KEPT:
         plans.pop(next(iter(plans)))
     plans[key] = plan
+    return plan
+
+
+def _used(plans: dict, key):
+    """The plan kept under key (None: none), made the most recently used."""
+    plan = plans.pop(key, None)
+    if plan is not None:
+        plans[key] = plan
     return plan
 
 
