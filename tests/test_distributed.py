@@ -240,7 +240,7 @@ def test_pack_in_words_only_where_the_views_allow():
     offset are whole words, else element by element; the same values either way (3-D views too)."""
     import torch
 
-    from tilegemm.distributed._core import _pack, _pack_panels
+    from tilegemm.distributed._core import _pack, _pack_places, _panel_run
 
     src = torch.arange(4 * 24, dtype=torch.float16).view(4, 24)
     for off in (0, 1, 4):  # a storage offset of one element cannot be seen as 8-byte words
@@ -250,7 +250,8 @@ def test_pack_in_words_only_where_the_views_allow():
         assert torch.equal(dst, src)
     k, n, panels = 10, 24, [(0, 4), (4, 12), (12, 20), (20, 24)]
     buf = torch.zeros(k * n, dtype=torch.float16)
-    _pack_panels(buf, src, k, 3, panels)  # rows 3..6 of every panel, panel-major
+    for dst, n0, count, w in _pack_places(buf, k, 3, src.shape[0], panels):  # rows 3..6 of every panel, panel-major
+        _pack(dst, _panel_run(src, n0, count, w))
     for n0, n1 in panels:
         block = buf[k * n0:k * n1].view(k, n1 - n0)
         assert torch.equal(block[3:7], src[:, n0:n1]) and not block[:3].any() and not block[7:].any()

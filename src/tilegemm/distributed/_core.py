@@ -788,27 +788,16 @@ def _run_1d_peer(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, g, me: int, 
         _pack(dst, _panel_run(b, n0, count, w))
     _barrier(mapped.hdls[mine], "the barrier before the peers' rows are read")
     copies.wait_stream(compute)  # every rank's rows are in its buffer (the barrier ran on the compute stream)
-    stream = copies.cuda_stream
-    ready = plan.ready
-
-    def post(p: int) -> None:
-        """Panel p's pieces from the peers onto the copy stream, then its event."""
-        try:
-            for dst, src, nbytes in plan.pieces[p]:
-                multigpu.copy_bytes(dst, src, nbytes, stream)
-        except DeviceError as e:
-            raise DeviceError(f"rank {dist.get_rank()}: panel {p} of B's from the peers' mapped buffers: {e}") from None
-        ready[p].record(copies)
-
-    post(0)
+    what = "panel {} of B's from the peers' mapped buffers"
+    _post(plan, 0, copies, what)
     last = len(plan.views) - 1
     for p, view in enumerate(plan.views):
-        compute.wait_event(ready[p])  # also where nothing is multiplied: the next barrier follows the reads
+        compute.wait_event(plan.ready[p])  # also where nothing is multiplied: the next barrier follows the reads
         if a.shape[0]:
             n0, n1 = lay.panels[p]
             _product(a, view, c[:, n0:n1])
         if p < last:
-            post(p + 1)  # queued right behind the GEMM it will run beside
+            _post(plan, p + 1, copies, what)  # queued right behind the GEMM it will run beside
     mapped.done = compute.record_event()
     return c
 
@@ -851,12 +840,6 @@ def _pack_places(buf: torch.Tensor, k: int, row0: int, kr: int, panels: list) ->
 def _panel_run(b: torch.Tensor, n0: int, count: int, w: int) -> torch.Tensor:
     """B's columns n0 … n0 + count · w (contiguous rows) as `count` panels of width w: (count, K_r, w)."""
     return b[:, n0:n0 + count * w].view(b.shape[0], count, w).transpose(0, 1)
-
-
-def _pack_panels(buf: torch.Tensor, b: torch.Tensor, k: int, row0: int, panels: list) -> None:
-    """This rank's rows of B (K_r × N) into rows row0 … of every panel of the panel-major buffer."""
-    for dst, n0, count, w in _pack_places(buf, k, row0, b.shape[0], panels):
-        _pack(dst, _panel_run(b, n0, count, w))
 
 
 def _run_summa_peer(a: torch.Tensor, b: torch.Tensor, lay: Layout, who: Team, communicate: bool = True) -> torch.Tensor:
@@ -915,30 +898,16 @@ def _run_summa_peer(a: torch.Tensor, b: torch.Tensor, lay: Layout, who: Team, co
     plan = _SummaPlan.of(lay, ma, ta, mb, tb, row_g, col_g, whole_a, whole_b)
     copies = _copy_stream(a.device)
     copies.wait_stream(compute)  # every rank's own blocks are in its buffers (the barriers ran on the compute stream)
-    stream, ready = copies.cuda_stream, plan.ready
-
-    def post(s: int) -> None:
-        """Step s's pieces onto the copy stream, then its event."""
-        try:
-            for piece in plan.pieces[s]:
-                if type(piece) is tuple:
-                    multigpu.copy_bytes(*piece, stream)
-                else:
-                    multigpu.copy_planned(piece, stream)
-        except DeviceError as e:
-            raise DeviceError(f"rank {dist.get_rank()}: step {s} of A's and B's blocks from the peers' mapped "
-                              f"buffers: {e}") from None
-        ready[s].record(copies)
-
+    what = "step {} of A's and B's blocks from the peers' mapped buffers"
     if plan.blocks:
-        post(0)  # (no step: this rank's C block is empty; its blocks were still read)
+        _post(plan, 0, copies, what)  # (no step: this rank's C block is empty; its blocks were still read)
     last = len(plan.blocks) - 1
     for s, blocks in enumerate(plan.blocks):
-        compute.wait_event(ready[s])  # also where nothing is multiplied: the next barrier follows the reads
+        compute.wait_event(plan.ready[s])  # also where nothing is multiplied: the next barrier follows the reads
         for r0, r1, c0, c1 in blocks:
             _product(whole_a[r0:r1], whole_b[:, c0:c1], c[r0:r1, c0:c1])
         if s < last:
-            post(s + 1)  # queued right behind the GEMMs it will run beside
+            _post(plan, s + 1, copies, what)  # queued right behind the GEMMs it will run beside
     done = compute.record_event()
     for m in (ma, mb):
         if m is not None:
@@ -1018,6 +987,22 @@ def _used(plans: dict, key):
     if plan is not None:
         plans[key] = plan
     return plan
+
+
+def _post(plan, s: int, copies, what: str) -> None:
+    """Step (or panel) s of a peer loop's plan onto the copy stream `copies`: its pieces, each a
+    (destination, source, bytes) tuple or a 2-D copy's parameters, then its event. A failed copy
+    names this rank and `what` (a format string taking s)."""
+    stream = copies.cuda_stream
+    try:
+        for piece in plan.pieces[s]:
+            if type(piece) is tuple:
+                multigpu.copy_bytes(*piece, stream)
+            else:
+                multigpu.copy_planned(piece, stream)
+    except DeviceError as e:
+        raise DeviceError(f"rank {dist.get_rank()}: {what.format(s)}: {e}") from None
+    plan.ready[s].record(copies)
 
 
 def _last_filled(g, numel: int, dtype, device) -> torch.Tensor:
