@@ -191,7 +191,7 @@ def test_the_model_beside_a_run_takes_each_products_own_rate():
 
     n = 32768
     hw = costmodel.Hardware("x", rate={n: 700.0}, link_gbps=300.0, gpus_per_host=4)
-    peer = costmodel.predict(n, n, n, (4, 1), dataclasses.replace(hw, overlap=1.0), panel=4096)
+    peer = costmodel.predict(n, n, n, (4, 1), hw.beside_copies(), panel=4096)
     nccl = costmodel.predict(n, n, n, (4, 1), hw, panel=4096)
     assert peer["seconds"] < nccl["seconds"] and peer["efficiency"] > 0.95
     flat, square = (costmodel.predict(n, n, n, g, hw, panel=8192) for g in ((1, 4), (2, 2)))
@@ -199,7 +199,7 @@ def test_the_model_beside_a_run_takes_each_products_own_rate():
     local = 2 * n ** 3 / 4 / 650e12 * 1e3  # the products alone at 650 TFLOP/s
     one = dict(variant="one-gpu", mode="one-gpu", n=n, m=n, k=n, gpus=1, ms=100.0, tflops=2 * n ** 3 / 0.1 / 1e12)
     rec = dict(variant="1d", mode="1d", n=n, m=n, k=n, gpus=4, panel=4096, transport="peer", local_ms=local)
-    own = costmodel._own_rate(costmodel.Hardware("x", overlap=1.0), rec, (4, 1), 4096)
+    own = costmodel._own_rate(costmodel.Hardware("x").beside_copies(), rec, (4, 1), 4096)
     assert own.fixed_tflops == pytest.approx(650.0)
     want = costmodel.predict(n, n, n, (4, 1), dataclasses.replace(own, link_gbps=312.0, link_latency_us=20.0),
                              panel=4096)["seconds"] * 1e3

@@ -334,9 +334,11 @@ def test_cost_model_follows_the_algorithm():
 
 
 def test_cost_model_gathers_after_the_gemms_where_that_is_faster():
-    """The 1-D loop's all-gathers beside its GEMMs cost each GEMM `overlap` of its rate; gathered
-    after them they cost their own time. Where panels must be narrow (the product beyond the GPUs'
-    memory), after wins, on the widest panels; where one panel fits, nothing is beside a GEMM."""
+    """The 1-D loop's all-gathers beside its GEMMs cost each GEMM at least `overlap` of its rate,
+    and at least gather_wait times their own time; gathered after them they cost their own time.
+    Where panels must be narrow (the product beyond the GPUs' memory), after wins, on the widest
+    panels; where one panel fits, nothing is beside a GEMM; where the collectives are long beside
+    the GEMMs, they are waited out."""
     hw = costmodel.shipped(8)
     big = predict(178176, 178176, 178176, (2, 1), hw, max_panel=22272)
     assert not big["ahead"] and big["panel"] == 22272 and big["efficiency"] > 0.97
@@ -347,6 +349,11 @@ def test_cost_model_gathers_after_the_gemms_where_that_is_faster():
     whole = predict(32768, 32768, 32768, (2, 1), hw)
     assert whole["panel"] == 32768 and whole["ahead"]  # one panel: as before
     assert costmodel.default_panel(178176, 178176, 178176, (2, 1), 2, 8, 22272) == (22272, False)
+    narrow = predict(16384, 16384, 16384, (4, 1), hw, panel=4096, ahead=True)  # comm: a third of a GEMM
+    g, comm = narrow["local_s"] / 4, narrow["comm_s"] / 4
+    assert g + hw.gather_wait * comm > g / hw.overlap  # waited out, more than the rate lost
+    assert narrow["seconds"] == pytest.approx(comm + 3 * (g + hw.gather_wait * comm) + g)
+    assert predict(16384, 16384, 16384, (4, 1), hw, panel=4096, ahead=False)["seconds"] < narrow["seconds"]
     for panel in (None, 4096):  # SUMMA's loop always overlaps
         summa = predict(65536, 65536, 65536, (2, 2), hw, panel=panel, ahead=False)
         assert summa["ahead"] and summa["algorithm"] == "summa"

@@ -4,12 +4,16 @@ The model follows the engines as they run (tilegemm.distributed._core). Both are
 panels whose communication travels while the previous panel is multiplied, so after the first
 panel's communication a panel costs the larger of its product and its communication:
 
-    time = comm(panel 0) + Σ_{p < last} max(gemm(panel p) / overlap, comm(panel p + 1)) + gemm(last) (+ cast, SUMMA)
+    time = comm(panel 0) + Σ_{p < last} beside(gemm(panel p), comm(panel p + 1)) + gemm(last) (+ cast, SUMMA)
 
-where `overlap` (measured) is the share of its rate a GEMM keeps while a collective runs beside it:
-NCCL's kernels take SMs from it. Below 1, one panel (all communication first, nothing beside a
-GEMM) can beat many, and does on one host's NVLink. The 1-D loop can also gather each panel after
-the GEMM before it, nothing beside a GEMM, where that is faster (`ahead` False):
+where `beside` (measured) is what a GEMM costs with NCCL's kernels running beside it. Our GEMM is
+persistent (one CTA an SM, held to its end), so the two do not share the SMs well: a GEMM keeps
+at most `overlap` of its rate beside a collective (overlap² beside SUMMA's two broadcasts at once),
+max(gemm / overlap, comm), and the 1-D loop's GEMM, beside its panel's all-gather, also waits the
+collective out, and a little more: max(gemm / overlap, gemm + gather_wait · comm, comm). Where a
+collective costs a GEMM more than its own time (gather_wait ≥ 1), gathering after the GEMMs beats
+gathering beside them. The 1-D loop can gather each panel after the GEMM before it, nothing beside
+a GEMM, where that is faster (`ahead` False):
 
     time = Σ_p (comm(panel p) + gemm(panel p))
 
@@ -43,7 +47,7 @@ epilogue reads and writes them after its main loop): an upper bound on what it c
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True)
@@ -60,13 +64,23 @@ class Hardware:
     net_latency_us: float = 20.0
     gpus_per_host: int = 8
     mem_gbps: float = 4290.0  # one H200's device copy, read + written, measured (results/h200/ceilings.json)
-    # the share of its rate a local GEMM keeps while a collective runs beside it: fitted to the 2-GPU
-    # H200 host (results/h200x2/scaleout.json, 2026-11-24): at N ≥ 16384 the overlapped 1-D and SUMMA
-    # loops ran at 0.79-0.89 (median 0.838; 0.64-0.71 at 8192) of their products alone though their
-    # panels' collectives took a few per cent of the GEMMs' time, and the 1-D loop with one panel
-    # (nothing overlapped) at 0.86-0.97
+    # the share of its rate a local GEMM keeps at most while a collective runs beside it, fitted to
+    # the 2-GPU H200 host (2026-11-24): at N ≥ 16384 the overlapped loops ran at 0.79-0.89 (median
+    # 0.838) of their products alone though their collectives took a few per cent of the GEMMs'
+    # time; four H200s' SUMMA loops on NCCL (results/archive/h200x4-session32/) implied 0.72-0.84 a
+    # broadcast pair at N ≥ 32768
     overlap: float = 0.838
+    # the 1-D NCCL loop: what a panel's all-gather adds to the GEMM beside it, as a multiple of the
+    # all-gather's own time. Fitted to the eight loops of more than one panel in the runs since the
+    # products alone were mended (95a7dad): 1.07-1.22, median 1.125, on 2 H200s at 16384 (8 panels)
+    # and 4 at 16384 (4) and 32768 (32), where the rate share alone fitted 0.65-0.81 (perf-notes, 79)
+    gather_wait: float = 1.125
     fixed_tflops: float | None = None  # one rate for every local GEMM (a product's own, measured alone)
+
+    def beside_copies(self) -> "Hardware":
+        """This hardware with the copy engines' transport (peer): their copies take no SM, so a GEMM
+        beside them loses nothing."""
+        return replace(self, overlap=1.0, gather_wait=0.0)
 
     def tflops(self, m: float, n: float, k: float) -> float:
         if self.fixed_tflops:
@@ -163,11 +177,12 @@ def predict(m: int, n: int, k: int, grid: tuple[int, int], hw: Hardware, itemsiz
         cast = mi * nj * (acc + itemsize) / (hw.mem_gbps * 1e9) if acc != itemsize else 0.0
     gemms = [first] + [gemm] * (panels - 1)
     local = sum(gemms) + cast  # the same local products, alone
-    # panel 0's communication, then each product beside the next panel's (slowed by each collective
-    # running beside it: hw.overlap for one, hw.overlap² for SUMMA's two broadcasts at once), then
-    # the last product
-    beside = hw.overlap ** (2 if pc > 1 and pr > 1 else 1)
-    total = comm + sum(max(g / beside, comm) for g in gemms[:-1]) + gemms[-1] + cast if comm else local
+    # panel 0's communication, then each product beside the next panel's (slowed by hw.overlap a
+    # collective beside it; the 1-D loop's also waiting out its all-gather), then the last product
+    share = hw.overlap ** (2 if pc > 1 and pr > 1 else 1)
+    wait = hw.gather_wait if pc == 1 else 0.0
+    steps = (max(g / share, g + wait * comm, comm) for g in gemms[:-1])
+    total = comm + sum(steps) + gemms[-1] + cast if comm else local
     if pc == 1:  # the 1-D loop may instead gather each panel after the GEMM before it
         after = comm * panels + local
         ahead = not after < total if ahead is None else ahead
@@ -217,10 +232,8 @@ def choose(m: int, n: int, k: int, gpus: int, hw: Hardware, itemsize: int = 2, p
     grids keep NCCL's panels here even on one host: a DTensor on a 1-D mesh that runs on them first
     pays the relayout of A's and B's rows into blocks (and C's back), which the model does not
     count, where P × 1 moves nothing more."""
-    from dataclasses import replace
-
     def one(g):
-        return predict(m, n, k, g, replace(hw, overlap=1.0) if peer and g[1] == 1 else hw, itemsize)
+        return predict(m, n, k, g, hw.beside_copies() if peer and g[1] == 1 else hw, itemsize)
 
     return min((one(g) for g in grids(gpus)), key=lambda r: r["seconds"])
 
@@ -293,8 +306,6 @@ def shipped_hardware(gpu: str | None = None, **links) -> Hardware:
 def render(hw: Hardware, plot_path=None) -> str:
     """docs/scaleout.md's generated part: the chosen algorithm and grid, efficiency and speed-up for
     1–32 hosts of 8 GPUs at large square sizes, at three network bandwidths, and a plot."""
-    from dataclasses import replace
-
     lines = [f"Local BF16 GEMM rate (ours, measured on {hw.name}): "
              + ", ".join(f"{s}³ {r:.0f} TFLOP/s" for s, r in sorted(hw.rate.items()))
              + f". Memory {hw.mem_gbps / 1e3:.2f} TB/s. Within a host: {hw.link_gbps:.0f} GB/s and "
@@ -368,29 +379,26 @@ def _own_rate(hw: Hardware, r: dict, grid, width: int | None, peer: bool = False
     (`local_ms`: the engine's panel loop with nothing sent), so that the model is tested on what
     it adds, the communication and its overlap; SUMMA's partial-sum traffic, which the products
     alone include, is taken out of that time first."""
-    import dataclasses
-
     if not r.get("local_ms"):
         return hw
     pr, pc = grid
     flops = 2 * r["m"] * r["n"] * r["k"] / (pr * pc)
     itemsize = _itemsize(r)
-    guess = predict(r["m"], r["n"], r["k"], grid, dataclasses.replace(hw, fixed_tflops=1000.0), itemsize,
+    guess = predict(r["m"], r["n"], r["k"], grid, replace(hw, fixed_tflops=1000.0), itemsize,
                     panel=width, peer=peer)
     traffic = guess["local_s"] - flops / 1e15  # what the products alone spend besides their flops
     busy = r["local_ms"] * 1e-3 - traffic
-    return dataclasses.replace(hw, fixed_tflops=flops / busy / 1e12) if busy > 0 else hw
+    return replace(hw, fixed_tflops=flops / busy / 1e12) if busy > 0 else hw
 
 
 def compare(doc: dict, extra: tuple = ()) -> str:
     """Markdown: the model's times beside a dist-bench run's 1d and SUMMA records (the run's own
     one-GPU rates; each record at the panel width it ran with: the record's, or for a run that did
-    not record it the width the model chose before `overlap` was fitted, which was its default),
+    not record it the width the model chose before a GEMM's loss beside a collective was fitted, which was
+    its default),
     then the same for the (label, document, panel) runs in `extra`."""
-    import dataclasses
-
     hw = measured_hardware(doc)
-    before = dataclasses.replace(shipped(hw.gpus_per_host), overlap=1.0)  # what chose the default widths then
+    before = shipped(hw.gpus_per_host).beside_copies()  # what chose the default widths then
     lines = ["| run | N | algorithm, grid | panel | measured ms | model ms | model / measured |",
              "|---|---:|---|---:|---:|---:|---:|"]
     within = total = 0
@@ -402,7 +410,7 @@ def compare(doc: dict, extra: tuple = ()) -> str:
             width = panel or r.get("panel") or predict(r["m"], r["n"], r["k"], grid, before)["panel"]
             # the copy engines' panels take no SM from the GEMMs: nothing is lost beside them
             peer = r.get("transport") == "peer"
-            on = dataclasses.replace(hw, overlap=1.0) if peer else hw
+            on = hw.beside_copies() if peer else hw
             if peer and grid[1] > 1:  # SUMMA's steps: the engine's own (a width named for the run, if one was)
                 on = _own_rate(on, r, grid, None, peer=True)
                 p = predict(r["m"], r["n"], r["k"], grid, on, _itemsize(r), panel=panel, peer=True)
@@ -416,7 +424,9 @@ def compare(doc: dict, extra: tuple = ()) -> str:
             how = f" ({r['transport']}{', after' if r.get('ahead') is False else ''})" if r.get("transport") in ("peer", "nccl") else ""
             lines.append(f"| {label} | {r['n']} | {r['mode']} {grid[0]}×{grid[1]}{how} | {min(width, r['n'])} | "
                          f"{r['ms']:.2f} | {p['seconds'] * 1e3:.2f} | {ratio:.2f}{'' if abs(ratio - 1) <= 0.10 else ' **miss**'} |")
-    head = (f"The model (overlap {hw.overlap} beside NCCL's collectives, 1.0 beside the copy engines' (peer); links "
+    head = (f"The model (a GEMM beside NCCL's collectives keeps at most {hw.overlap} of its rate, and beside the "
+            f"1-D loop's all-gather also waits {hw.gather_wait}× the all-gather's time; beside the copy engines' (peer) "
+            f"it loses nothing; links "
             f"{hw.link_gbps:g} GB/s and {hw.link_latency_us:g} µs; each record's local GEMM rate its own products "
             f"alone, measured in the run, else the run's one-GPU cuBLAS rate at its size) against the measured "
             f"times: {within} of {total} within 10%.")
