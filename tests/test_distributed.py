@@ -240,7 +240,7 @@ def test_pack_in_words_only_where_the_views_allow():
     offset are whole words, else element by element; the same values either way (3-D views too)."""
     import torch
 
-    from tilegemm.distributed._core import _pack, _pack_places, _panel_run
+    from tilegemm.distributed._core import _pack, _PackPlan
 
     src = torch.arange(4 * 24, dtype=torch.float16).view(4, 24)
     for off in (0, 1, 4):  # a storage offset of one element cannot be seen as 8-byte words
@@ -248,13 +248,21 @@ def test_pack_in_words_only_where_the_views_allow():
         dst = flat[off:off + 6 * 24].view(6, 24)[1:5]
         _pack(dst, src)
         assert torch.equal(dst, src)
-    k, n, panels = 10, 24, [(0, 4), (4, 12), (12, 20), (20, 24)]
-    buf = torch.zeros(k * n, dtype=torch.float16)
-    for dst, n0, count, w in _pack_places(buf, k, 3, src.shape[0], panels):  # rows 3..6 of every panel, panel-major
-        _pack(dst, _panel_run(src, n0, count, w))
-    for n0, n1 in panels:
-        block = buf[k * n0:k * n1].view(k, n1 - n0)
-        assert torch.equal(block[3:7], src[:, n0:n1]) and not block[:3].any() and not block[7:].any()
+    k, n = 10, 24
+    shifted = torch.zeros(1 + 4 * 24, dtype=torch.float16)  # B's rows one element off their words
+    shifted[1:] = src.flatten()
+    for panels, buf_off, rows in (([(0, 4), (4, 12), (12, 20), (20, 24)], 0, src),  # in words
+                                  ([(0, 4), (4, 12), (12, 20), (20, 24)], 0, shifted[1:].view(4, 24)),
+                                  ([(0, 4), (4, 12), (12, 20), (20, 24)], 1, src),  # a buffer off its words
+                                  ([(0, 3), (3, 10), (10, 17), (17, 24)], 0, src)):  # panels off their words
+        flat = torch.zeros(buf_off + k * n, dtype=torch.float16)
+        buf = flat[buf_off:]
+        plan = _PackPlan(buf, k, 3, src.shape[0], panels, n)  # rows 3..6 of every panel, panel-major
+        assert bool(plan.words) == (buf_off == 0 and panels[1][0] == 4)
+        plan(rows)
+        for n0, n1 in panels:
+            block = buf[k * n0:k * n1].view(k, n1 - n0)
+            assert torch.equal(block[3:7], src[:, n0:n1]) and not block[:3].any() and not block[7:].any()
 
 
 
@@ -280,8 +288,7 @@ def test_peer_plans_put_every_panel_of_b_together(monkeypatch):
         for me in range(3):
             mapped = _core._Mapped(bufs[me], [None, None], 0, {(t, slots[q]): bufs[q][t] for t in (0, 1) for q in range(3)})
             plans.append(_core._PeerPlan(mapped, turn, lay, me, torch.float16))
-            for dst, n0, count, w in plans[me].pack:
-                _core._pack(dst, _core._panel_run(big[offs[me]:offs[me + 1]], n0, count, w))
+            plans[me].pack(big[offs[me]:offs[me + 1]])
         for me in range(3):
             for pieces in plans[me].pieces:
                 for dst, src, nbytes in pieces:
