@@ -173,10 +173,10 @@ _RUN_NOTES = {
                                "`1d/nccl`'s products alone, which then included a fill of their buffers (docs/perf-notes.md, "
                                "72; that row's efficiency reads high there, its communication share low). Shown for what "
                                "varies from run to run.\n\n",
-    "scaleout-session37.json": "Session 37's committed run (2026-11-28 08:41), on the same engines but for the host "
-                               "paths: the host split then entered torch's device and stream contexts at each step "
-                               "(docs/perf-notes.md, 76), and the peer loops worked out their buffer views and the "
-                               "peers' pieces at every call (78). Shown for what varies from run to run.\n\n",
+    "scaleout-session40-first.json": "This session's first run (2026-11-28 17:03), on the same engines but for the 1-D "
+                                     "peer loop's host path to its first GEMM, which then made four views of B a copy "
+                                     "for its own rows and entered torch's device context at each product "
+                                     "(docs/perf-notes.md, 80). Shown for what varies from run to run.\n\n",
     "scaleout-session38.json": "Session 38's committed run (2026-11-28), on the same engines but for the 1-D peer loop's "
                                "host path, which then worked out its buffer views and the peers' pieces at every call "
                                "(docs/perf-notes.md, 78: 0.2 ms of host time a call at 8192). Shown for what varies from "
