@@ -385,14 +385,18 @@ def test_one_rank_group_multiplies_its_own_rows(tmp_path):
 
 def test_cost_model_of_summa_on_the_copy_engines():
     """SUMMA gathered by the copy engines: no partial sums, so its products alone are the GEMMs'
-    flops; the first step's copies are exposed, the rest hide behind big products but not small."""
+    flops; the own blocks' pack and the first step's copies are exposed, the rest hide behind big
+    products but not small."""
     big = predict(65536, 65536, 65536, (2, 2), HW, peer=True)
     assert big["local_s"] == pytest.approx(2 * 65536 ** 3 / 4 / 800e12, rel=1e-6)
     assert 0.97 < big["efficiency"] <= 1.0 and big["seconds"] > big["local_s"]
     assert big["efficiency"] > predict(65536, 65536, 65536, (2, 2), HW)["efficiency"]  # NCCL's broadcasts, overlap²
     slow = Hardware("slow links", rate=HW.rate, link_gbps=4.0, gpus_per_host=8)
     assert predict(8192, 8192, 8192, (1, 4), slow, peer=True)["efficiency"] < 0.5
-    assert predict(8192, 8192, 8192, (4, 1), HW, peer=True) == predict(8192, 8192, 8192, (4, 1), HW)  # 1-D: its own
+    # the 1-D loop on the copy engines: its own formula, after this rank's rows of B are packed (read and written)
+    on, off = (predict(8192, 8192, 8192, (4, 1), HW.beside_copies(), panel=1024, peer=peer) for peer in (True, False))
+    assert on["seconds"] - off["seconds"] == pytest.approx(2 * 2048 * 8192 * 2 / (HW.mem_gbps * 1e9))
+    assert on["local_s"] == off["local_s"]  # (the products alone pack nothing)
 
 
 def test_grid_chosen_from_the_shipped_rates():

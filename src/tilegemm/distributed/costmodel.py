@@ -27,6 +27,10 @@ column; each panel's product read-modify-writes the FP32 partial sums of the C b
     gemm = 2·(M/pr)·(N/pc)·w / rate(M/pr, N/pc, w) + (M/pr)·(N/pc)·8 bytes / memory bandwidth
     cast = (M/pr)·(N/pc)·(4 + size) bytes / memory bandwidth, once
 
+On the copy engines (`peer`: GPUs of one host) each rank first writes its own rows of B (1-D) or
+its own blocks that move (SUMMA) into its mapped buffer, read and written at the memory's
+bandwidth, before any copy or GEMM: pack = own bytes · 2 / memory bandwidth, added to the time.
+
 SUMMA with the copy engines (`peer`: GPUs of one host, _core._run_summa_peer): A's row block and
 B's column block are gathered whole, a step at a time (tilegemm.distributed._steps: bands of A_i
 and panels of B_j), on one copy stream that runs ahead of the GEMMs, and each step's blocks of C
@@ -134,8 +138,9 @@ def predict(m: int, n: int, k: int, grid: tuple[int, int], hw: Hardware, itemsiz
     """Predicted seconds and efficiency of the product on a pr × pc grid: the 1-D algorithm for
     P × 1, SUMMA otherwise (the module docstring's formulas), with the panel width given or, when
     none is, the width among `widths` (none wider than max_panel) that the model predicts fastest.
-    peer: SUMMA's blocks gathered by the copy engines, in the engine's own steps (panel: their
-    width; default the engine's). ahead (1-D): each panel's collective issued beside the GEMM
+    peer: the copy engines' transport: SUMMA's blocks gathered in the engine's own steps (panel:
+    their width; default the engine's), and both algorithms' own rows packed first (pass hw's
+    beside_copies() for the 1-D loop: nothing lost beside its copies). ahead (1-D): each panel's collective issued beside the GEMM
     before it (True) or after it (False); None: whichever the model predicts faster (the result's
     `ahead` says which)."""
     if peer and grid[1] > 1:
@@ -143,11 +148,12 @@ def predict(m: int, n: int, k: int, grid: tuple[int, int], hw: Hardware, itemsiz
     if panel is None and grid[0] * grid[1] > 1:
         fit = [w for w in widths(m, n, k, grid) if max_panel is None or w <= max_panel] or [max(1, max_panel or 1)]
         one_d = grid[1] == 1
-        got = [] if one_d and ahead is False else [predict(m, n, k, grid, hw, itemsize, w, ahead=True) for w in fit]
+        got = [] if one_d and ahead is False else [predict(m, n, k, grid, hw, itemsize, w, peer=peer, ahead=True)
+                                                   for w in fit]
         if one_d and ahead is not True:  # gathered after each GEMM, the widest panels: the same bytes move at any
             # width, and a loop of narrower GEMMs runs no faster (dist-bench's products alone, power-capped:
             # 51.2 ms in 4096-wide panels at 32768 on 2 H200s, 52.3 in one), whatever the rates of lone cubes say
-            got.append(predict(m, n, k, grid, hw, itemsize, max(fit), ahead=False))
+            got.append(predict(m, n, k, grid, hw, itemsize, max(fit), peer=peer, ahead=False))
         return min(got, key=lambda r: r["seconds"])
     pr, pc = grid
     p = pr * pc
@@ -160,6 +166,7 @@ def predict(m: int, n: int, k: int, grid: tuple[int, int], hw: Hardware, itemsiz
         comm = k * w * itemsize * (p - 1) / p / (gbps * 1e9) + (p - 1) * lat * 1e-6 if p > 1 else 0.0
         gemm = 2 * mi * k * w / (hw.tflops(mi, w, k) * 1e12)
         first, cast = gemm, 0.0
+        pack = _pack_s(k / p * n * itemsize, hw) if peer and p > 1 else 0.0  # its own rows of B, into the buffer
     else:
         mi, nj = m / pr, n / pc
         width = panel or max(k, 1)
@@ -175,6 +182,7 @@ def predict(m: int, n: int, k: int, grid: tuple[int, int], hw: Hardware, itemsiz
         first = flops + mi * nj * acc / (hw.mem_gbps * 1e9)  # written
         gemm = flops + 2 * mi * nj * acc / (hw.mem_gbps * 1e9)  # read and written
         cast = mi * nj * (acc + itemsize) / (hw.mem_gbps * 1e9) if acc != itemsize else 0.0
+        pack = 0.0
     gemms = [first] + [gemm] * (panels - 1)
     local = sum(gemms) + cast  # the same local products, alone
     # panel 0's communication, then each product beside the next panel's (slowed by hw.overlap a
@@ -182,9 +190,9 @@ def predict(m: int, n: int, k: int, grid: tuple[int, int], hw: Hardware, itemsiz
     share = hw.overlap ** (2 if pc > 1 and pr > 1 else 1)
     wait = hw.gather_wait if pc == 1 else 0.0
     steps = (max(g / share, g + wait * comm, comm) for g in gemms[:-1])
-    total = comm + sum(steps) + gemms[-1] + cast if comm else local
+    total = pack + comm + sum(steps) + gemms[-1] + cast if comm else local
     if pc == 1:  # the 1-D loop may instead gather each panel after the GEMM before it
-        after = comm * panels + local
+        after = pack + comm * panels + local
         ahead = not after < total if ahead is None else ahead
         total = total if ahead else after
     else:
@@ -204,7 +212,9 @@ def _predict_peer_summa(m: int, n: int, k: int, grid: tuple[int, int], hw: Hardw
     mi, nj = -(-m // pr), -(-n // pc)
     bands, cols, width = summa_steps(mi, nj, pc > 1, pr > 1, panel)
     gbps, lat = hw.link_gbps * 1e9, hw.link_latency_us * 1e-6
-    landed = end = local = 0.0
+    own = (mi * k / pc if pc > 1 else 0) + (k / pr * nj if pr > 1 else 0)  # this rank's blocks that move
+    landed = end = _pack_s(own * itemsize, hw)  # written into the mapped buffers before the first copy
+    local = 0.0
     for s in range(len(bands) - 1):
         moved = ((bands[s + 1] - bands[s]) * k * (pc - 1) / pc + k * (pr - 1) / pr * (cols[s + 1] - cols[s])) * itemsize
         landed += moved / gbps + (pc - 1 + pr - 1) * lat if moved else 0.0
@@ -215,6 +225,12 @@ def _predict_peer_summa(m: int, n: int, k: int, grid: tuple[int, int], hw: Hardw
     return dict(algorithm="summa", grid=[pr, pc], gpus=pr * pc, panel=width, seconds=end, local_s=local,
                 comm_s=landed, efficiency=min(1.0, local / end) if end else 1.0, speedup=one / end if end else 0.0,
                 tflops=2 * m * n * k / end / 1e12 if end else 0.0)
+
+
+def _pack_s(nbytes: float, hw: Hardware) -> float:
+    """A peer engine's first step: this rank's own rows (blocks) written into its mapped buffer,
+    read and written once at the memory's bandwidth, before any copy or GEMM."""
+    return 2 * nbytes / (hw.mem_gbps * 1e9)
 
 
 def _link(hw: Hardware, across_hosts: bool) -> tuple[float, float]:
@@ -233,7 +249,8 @@ def choose(m: int, n: int, k: int, gpus: int, hw: Hardware, itemsize: int = 2, p
     pays the relayout of A's and B's rows into blocks (and C's back), which the model does not
     count, where P × 1 moves nothing more."""
     def one(g):
-        return predict(m, n, k, g, hw.beside_copies() if peer and g[1] == 1 else hw, itemsize)
+        on_peer = peer and g[1] == 1
+        return predict(m, n, k, g, hw.beside_copies() if on_peer else hw, itemsize, peer=on_peer)
 
     return min((one(g) for g in grids(gpus)), key=lambda r: r["seconds"])
 
@@ -416,7 +433,7 @@ def compare(doc: dict, extra: tuple = ()) -> str:
                 p = predict(r["m"], r["n"], r["k"], grid, on, _itemsize(r), panel=panel, peer=True)
             else:
                 on = _own_rate(on, r, grid, min(width, r["n"]))
-                p = predict(r["m"], r["n"], r["k"], grid, on, _itemsize(r), panel=min(width, r["n"]),
+                p = predict(r["m"], r["n"], r["k"], grid, on, _itemsize(r), panel=min(width, r["n"]), peer=peer,
                             ahead=r.get("ahead", True))  # (runs before `ahead` was recorded went ahead)
             ratio = p["seconds"] * 1e3 / r["ms"]
             total += 1
