@@ -248,21 +248,28 @@ def test_pack_in_words_only_where_the_views_allow():
         dst = flat[off:off + 6 * 24].view(6, 24)[1:5]
         _pack(dst, src)
         assert torch.equal(dst, src)
-    k, n = 10, 24
-    shifted = torch.zeros(1 + 4 * 24, dtype=torch.float16)  # B's rows one element off their words
-    shifted[1:] = src.flatten()
-    for panels, buf_off, rows in (([(0, 4), (4, 12), (12, 20), (20, 24)], 0, src),  # in words
-                                  ([(0, 4), (4, 12), (12, 20), (20, 24)], 0, shifted[1:].view(4, 24)),
-                                  ([(0, 4), (4, 12), (12, 20), (20, 24)], 1, src),  # a buffer off its words
-                                  ([(0, 3), (3, 10), (10, 17), (17, 24)], 0, src)):  # panels off their words
-        flat = torch.zeros(buf_off + k * n, dtype=torch.float16)
-        buf = flat[buf_off:]
-        plan = _PackPlan(buf, k, 3, src.shape[0], panels, n)  # rows 3..6 of every panel, panel-major
-        assert bool(plan.words) == (buf_off == 0 and panels[1][0] == 4)
-        plan(rows)
-        for n0, n1 in panels:
-            block = buf[k * n0:k * n1].view(k, n1 - n0)
-            assert torch.equal(block[3:7], src[:, n0:n1]) and not block[:3].any() and not block[7:].any()
+    k, n, even, odd = 10, 24, [(0, 8), (8, 16), (16, 24)], [(0, 3), (3, 10), (10, 17), (17, 24)]
+    for dtype in (torch.float16, torch.float32, torch.int8):  # 2-, 4- and 1-byte elements: 4, 2 and 8 to a word
+        unit = 8 // torch.empty((), dtype=dtype).element_size()
+        b = torch.arange(4 * n, dtype=torch.float32).view(4, n).to(dtype)  # (exact in each)
+        shifted = torch.zeros(1 + 4 * n, dtype=dtype)  # B's rows one element off their words
+        shifted[1:] = b.flatten()
+        wide = torch.zeros(4, n + 2, dtype=dtype)  # one row of B cut from a wider tensor: "contiguous", its stride
+        wide[0, :n] = b[1]  # not whole words for 2- and 1-byte elements
+        for panels, buf_off, rows, kr in ((even, 0, b, 4),  # in words
+                                          (even, 0, shifted[1:].view(4, n), 4),
+                                          (even, 0, wide[:1, :n], 1),
+                                          (even, 1, b, 4),  # a buffer off its words
+                                          (odd, 0, b, 4)):  # panels off their words
+            buf = torch.zeros(buf_off + k * n, dtype=dtype)[buf_off:]
+            plan = _PackPlan(buf, k, 3, kr, panels, n)  # rows 3.. of every panel, panel-major
+            assert bool(plan.words) == (buf_off == 0 and panels is even and unit > 1)
+            plan(rows)
+            want = b if kr == 4 else b[1:2]
+            for n0, n1 in panels:
+                block = buf[k * n0:k * n1].view(k, n1 - n0)
+                assert torch.equal(block[3:3 + kr], want[:, n0:n1]), (dtype, buf_off, kr, n0)
+                assert not block[:3].any() and not block[3 + kr:].any()
 
 
 
@@ -341,8 +348,9 @@ def test_cost_model_follows_the_algorithm():
 
 
 def test_cost_model_gathers_after_the_gemms_where_that_is_faster():
-    """The 1-D loop's all-gathers beside its GEMMs cost each GEMM at least `overlap` of its rate,
-    and at least gather_wait times their own time; gathered after them they cost their own time.
+    """A GEMM beside the 1-D loop's all-gather keeps at most `overlap` of its rate and also waits
+    gather_wait times the all-gather's time (SUMMA's broadcasts: the rate share only); gathered
+    after the GEMMs the all-gathers cost their own time.
     Where panels must be narrow (the product beyond the GPUs' memory), after wins, on the widest
     panels; where one panel fits, nothing is beside a GEMM; where the collectives are long beside
     the GEMMs, they are waited out."""
@@ -361,6 +369,12 @@ def test_cost_model_gathers_after_the_gemms_where_that_is_faster():
     assert g + hw.gather_wait * comm > g / hw.overlap  # waited out, more than the rate lost
     assert narrow["seconds"] == pytest.approx(comm + 3 * (g + hw.gather_wait * comm) + g)
     assert predict(16384, 16384, 16384, (4, 1), hw, panel=4096, ahead=False)["seconds"] < narrow["seconds"]
+    import dataclasses
+
+    for grid in ((2, 2), (1, 4)):  # SUMMA's loop does not wait its broadcasts out
+        same = [predict(16384, 16384, 16384, grid, dataclasses.replace(hw, gather_wait=x), panel=2048)["seconds"]
+                for x in (0.0, hw.gather_wait, 5.0)]
+        assert same[0] == same[1] == same[2]
     for panel in (None, 4096):  # SUMMA's loop always overlaps
         summa = predict(65536, 65536, 65536, (2, 2), hw, panel=panel, ahead=False)
         assert summa["ahead"] and summa["algorithm"] == "summa"

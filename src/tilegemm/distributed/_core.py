@@ -846,8 +846,10 @@ class _PackPlan:
                           for dst, n0, count, w in runs]
 
     def __call__(self, b: torch.Tensor) -> None:
-        """Write b (this rank's K_r × N rows, contiguous) to its places."""
-        if self.words and b.storage_offset() % self.unit == 0 and b.data_ptr() % 8 == 0:
+        """Write b (this rank's K_r × N rows, contiguous: of one row, its row stride may be any) to
+        its places."""
+        u = self.unit
+        if self.words and b.storage_offset() % u == 0 and b.data_ptr() % 8 == 0 and b.stride(0) % u == 0:
             src, runs = b.view(torch.int64), self.words
         else:
             src, runs = b, self.plain

@@ -11,8 +11,8 @@ persistent (one CTA an SM, held to its end), so the two do not share the SMs wel
 at most `overlap` of its rate beside a collective (overlap² beside SUMMA's two broadcasts at once),
 max(gemm / overlap, comm), and the 1-D loop's GEMM, beside its panel's all-gather, also waits the
 collective out, and a little more: max(gemm / overlap, gemm + gather_wait · comm, comm). Where a
-collective costs a GEMM more than its own time (gather_wait ≥ 1), gathering after the GEMMs beats
-gathering beside them. The 1-D loop can gather each panel after the GEMM before it, nothing beside
+collective costs a GEMM more than its own time (gather_wait > 1), gathering after the GEMMs beats
+gathering beside them at any one width. The 1-D loop can gather each panel after the GEMM before it, nothing beside
 a GEMM, where that is faster (`ahead` False):
 
     time = Σ_p (comm(panel p) + gemm(panel p))
@@ -77,7 +77,8 @@ class Hardware:
     # the 1-D NCCL loop: what a panel's all-gather adds to the GEMM beside it, as a multiple of the
     # all-gather's own time. Fitted to the eight loops of more than one panel in the runs since the
     # products alone were mended (95a7dad): 1.07-1.22, median 1.125, on 2 H200s at 16384 (8 panels)
-    # and 4 at 16384 (4) and 32768 (32), where the rate share alone fitted 0.65-0.81 (perf-notes, 79)
+    # and 4 at 16384 (4) and 32768 (32), where the rate share alone fitted 0.65-0.81 (perf-notes, 79).
+    # Measured on NVLink only; assumed to hold for NCCL's kernels between hosts too
     gather_wait: float = 1.125
     fixed_tflops: float | None = None  # one rate for every local GEMM (a product's own, measured alone)
 
