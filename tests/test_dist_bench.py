@@ -40,6 +40,7 @@ def _check_doc(doc: dict, sizes: list[int]) -> None:
         assert "panel" not in mine["dtensor"]
     table = render(doc)
     assert "CPU processes (gloo; not a GPU's times" in table and "| 1d |" in table and "summa 1x2" in table
+    assert "products alone (timed in turn with the product)" in table and doc["harness"]["products_alone"]
 
 
 def test_dist_bench_on_cpu(tmp_path, capsys):
@@ -231,3 +232,23 @@ def test_the_host_id_is_one_number_per_machine():
 
     h = _core._host_id()
     assert h == _core._host_id() and 0 <= h < 2**62
+
+
+def test_products_alone_are_timed_in_turn_with_the_product(tmp_path):
+    """_Clock.pairs: a warm call of each, then the product and its products alone alternately,
+    as many repeats of each, the product's last (its C is what the result check reads); a run
+    without the harness's word says its products alone were timed after the product."""
+    import torch.distributed as dist
+
+    from tilegemm.bench.distributed import _Clock, render
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        calls = []
+        mine, alone = _Clock(torch.device("cpu")).pairs(lambda: calls.append("f"), lambda: calls.append("l"), 4, 1.0)
+    finally:
+        dist.destroy_process_group()
+    assert calls == ["f", "l"] + ["f", "l", "l", "f", "f", "l", "l", "f"]
+    assert len(mine) == len(alone) == 4 and all(x >= 0 for x in mine + alone)
+    assert "products alone (timed after the product's repeats)" in render(dict(records=[], harness=dict(world=2)))
+

@@ -152,6 +152,32 @@ class _Clock:
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return [x * 1e3 for x in t.tolist()]
 
+    def pairs(self, fn, local, reps: int | None, budget_s: float) -> tuple[list[float], list[float]]:
+        """ms of fn's and of local's timed repeats (each the slowest rank's), taken in turn, after a
+        warm call of each: so that the products alone meet the GPUs in the power state the product
+        does (timed after all of its repeats, they ran at the power cap, up to 10% slower than
+        alternated: docs/perf-notes.md, 81). The order alternates repeat by repeat, fn's last."""
+        import torch.distributed as dist
+
+        torch = self.torch
+        warm = self.one(fn)
+        self.one(local)
+        if reps is None:
+            est = torch.tensor([warm], dtype=torch.float64, device=self.meta)
+            dist.all_reduce(est, op=dist.ReduceOp.MAX)
+            reps = max(3, min(20, int(budget_s / max(est.item(), 1e-6))))
+        mine, alone = [], []
+        for i in range(reps):
+            if (reps - i) % 2:  # (the last repeat's: fn after local)
+                alone.append(self.one(local))
+                mine.append(self.one(fn))
+            else:
+                mine.append(self.one(fn))
+                alone.append(self.one(local))
+        t = torch.tensor([mine, alone], dtype=torch.float64, device=self.meta)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return [x * 1e3 for x in t[0].tolist()], [x * 1e3 for x in t[1].tolist()]
+
     def agree(self, ok: bool) -> bool:
         """Whether every rank says ok."""
         import torch.distributed as dist
@@ -389,6 +415,8 @@ def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: 
                                 local_world=int(os.environ.get("LOCAL_WORLD_SIZE", world)),
                                 dtype=str(dtype).removeprefix("torch."),
                                 timing="each repeat the slowest rank's wall time from a barrier to its synchronize",
+                                products_alone="timed in turn with the product, repeat by repeat (beyond the GPUs' "
+                                               "memory: after it)",
                                 panel=panel or "the cost model's",
                                 env={k: os.environ.get(k) for k in QUIET_MULTICAST}), runs=[])
     links = _links(clock, device)
@@ -433,12 +461,18 @@ def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: 
                     rec["ahead"] = False  # 1d's collectives after the GEMMs, not beside them
                 # the product beyond the GPUs' memory runs for seconds: one timed repeat after the warm
                 # call (unless --reps says), and its products alone right after it, with no warm call
+                # (its C and theirs would not fit together); the others' in turn with theirs
                 n_reps = reps if reps is not None or not big else 1
-                step("timing", lambda: rec.__setitem__("ms_reps", clock.repeats(made["fn"], n_reps, budget_s)))
+                alternate = made.get("local") is not None and not big
+                if alternate:
+                    step("timing", lambda: rec.update(zip(("ms_reps", "local_reps"), clock.pairs(
+                        made["fn"], made["local"], n_reps, budget_s))))
+                else:
+                    step("timing", lambda: rec.__setitem__("ms_reps", clock.repeats(made["fn"], n_reps, budget_s)))
                 if run_i == 0:
                     step("result check", lambda: rec.__setitem__("rel_err", clock.largest(made["check"]())))
                 box.clear()  # the products alone make their own C
-                if made.get("local") is not None:
+                if made.get("local") is not None and not alternate:
                     step("products alone", lambda: rec.__setitem__(
                         "local_reps", clock.repeats(made["local"], n_reps, budget_s, warm=not big)))
                 made.clear()
@@ -518,9 +552,10 @@ def render(doc: dict) -> str:
     h = doc.get("harness", {})
     where = (f"{h.get('world', '?')} × {gpu} (NCCL" if gpu else f"{h.get('world', '?')} CPU processes (gloo; not a GPU's times")
     one = "one GPU's whole product on cuBLAS (torch.mm)" if gpu else "one process's whole product (torch.mm)"
+    alone = "timed in turn with the product" if h.get("products_alone") else "timed after the product's repeats"
     lines = [f"`tilegemm dist-bench` on {where}, {h.get('dtype', '?')}, {env.get('date', '?')}): each figure the "
              f"median of {h.get('runs', '?')} runs' median repeat, all modes in the same run; speed-up against "
-             f"{one}; efficiency = the same local products alone / the product's time.", "",
+             f"{one}; efficiency = the same local products alone ({alone}) / the product's time.", "",
              "| N | mode | GPUs | ms | TFLOP/s | speed-up | efficiency | comm share | runs (ms) |",
              "|---:|---|---:|---:|---:|---:|---:|---:|---|"]
 
