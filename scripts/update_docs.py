@@ -177,6 +177,10 @@ _RUN_NOTES = {
                                      "peer loop's host path to its first GEMM, which then made four views of B a copy "
                                      "for its own rows and entered torch's device context at each product "
                                      "(docs/perf-notes.md, 80). Shown for what varies from run to run.\n\n",
+    "scaleout-16384-alternated.json": "A run of some modes at 16384 (2026-11-28, session 40) on the code of the full "
+                                      "run above but for dist-bench's timing of the products alone, taken in turn with "
+                                      "each product's repeats rather than after them (docs/perf-notes.md, 81): the "
+                                      "efficiencies as the new timing reads them.\n\n",
     "scaleout-session38.json": "Session 38's committed run (2026-11-28), on the same engines but for the 1-D peer loop's "
                                "host path, which then worked out its buffer views and the peers' pieces at every call "
                                "(docs/perf-notes.md, 78: 0.2 ms of host time a call at 8192). Shown for what varies from "
