@@ -421,6 +421,7 @@ def test_grid_chosen_from_the_shipped_rates():
     # on GPUs of one host the 1-D engine's copies take no SM: it is predicted whole, and chosen
     peer = choose(16384, 16384, 16384, 4, hw, peer=True)
     assert peer["grid"] == [4, 1] and peer["seconds"] <= choose(16384, 16384, 16384, 4, hw)["seconds"]
+    assert choose(2048, 16384, 16384, 2, hw, peer=True)["grid"] == [2, 1]  # skinny M: A's rows as they are
 
 
 def test_scaleout_doc_is_generated():
