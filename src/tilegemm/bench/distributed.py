@@ -143,14 +143,20 @@ class _Clock:
         import torch.distributed as dist
 
         torch = self.torch
-        warm = self.one(fn) if warm else 0.0
-        if reps is None:
-            est = torch.tensor([warm], dtype=torch.float64, device=self.meta)
-            dist.all_reduce(est, op=dist.ReduceOp.MAX)
-            reps = max(3, min(20, int(budget_s / max(est.item(), 1e-6))))
+        reps = self._reps(self.one(fn) if warm else 0.0, reps, budget_s)
         t = torch.tensor([self.one(fn) for _ in range(reps)], dtype=torch.float64, device=self.meta)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return [x * 1e3 for x in t.tolist()]
+
+    def _reps(self, warm: float, reps: int | None, budget_s: float) -> int:
+        """reps, or as many repeats as fit the budget (3 to 20) by the slowest rank's warm call."""
+        import torch.distributed as dist
+
+        if reps is not None:
+            return reps
+        est = self.torch.tensor([warm], dtype=self.torch.float64, device=self.meta)
+        dist.all_reduce(est, op=dist.ReduceOp.MAX)
+        return max(3, min(20, int(budget_s / max(est.item(), 1e-6))))
 
     def pairs(self, fn, local, reps: int | None, budget_s: float) -> tuple[list[float], list[float]]:
         """ms of fn's and of local's timed repeats (each the slowest rank's), taken in turn, after a
@@ -162,10 +168,7 @@ class _Clock:
         torch = self.torch
         warm = self.one(fn)
         self.one(local)
-        if reps is None:
-            est = torch.tensor([warm], dtype=torch.float64, device=self.meta)
-            dist.all_reduce(est, op=dist.ReduceOp.MAX)
-            reps = max(3, min(20, int(budget_s / max(est.item(), 1e-6))))
+        reps = self._reps(warm, reps, budget_s)
         mine, alone = [], []
         for i in range(reps):
             if (reps - i) % 2:  # (the last repeat's: fn after local)

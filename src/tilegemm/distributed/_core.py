@@ -804,10 +804,10 @@ def _run_1d_peer(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, g, me: int, 
 class _PeerPlan:
     """What the 1-D peer loop does with buffer `turn` of a mapped pair for one layout, worked out
     once: each panel's K × w view of the buffer (views: what the GEMMs read), where this rank's
-    rows of each panel go (pack: a _PackPlan, up to three strided copies), each panel's pieces from the peers as (destination,
-    source, bytes) addresses (pieces: the peers' mapped buffers stay mapped while the pair lives),
-    and an event a panel (ready: recorded again each product; a wait takes the event as it is when
-    it is queued)."""
+    rows of each panel go (pack: a _PackPlan, up to three strided copies), each panel's pieces
+    from the peers as (destination, source, bytes) addresses (pieces: the peers' mapped buffers
+    stay mapped while the pair lives), and an event a panel (ready: recorded again each product; a
+    wait takes the event as it is when it is queued)."""
 
     def __init__(self, mapped: "_Mapped", turn: int, lay: RowsLayout, me: int, dtype):
         buf = mapped.bufs[turn]

@@ -12,8 +12,8 @@ at most `overlap` of its rate beside a collective (overlap² beside SUMMA's two 
 max(gemm / overlap, comm), and the 1-D loop's GEMM, beside its panel's all-gather, also waits the
 collective out, and a little more: max(gemm / overlap, gemm + gather_wait · comm, comm). Where a
 collective costs a GEMM more than its own time (gather_wait > 1), gathering after the GEMMs beats
-gathering beside them at any one width. The 1-D loop can gather each panel after the GEMM before it, nothing beside
-a GEMM, where that is faster (`ahead` False):
+gathering beside them at any one width. The 1-D loop can gather each panel after the GEMM before
+it, nothing beside a GEMM, where that is faster (`ahead` False):
 
     time = Σ_p (comm(panel p) + gemm(panel p))
 
@@ -140,12 +140,14 @@ def predict(m: int, n: int, k: int, grid: tuple[int, int], hw: Hardware, itemsiz
     P × 1, SUMMA otherwise (the module docstring's formulas), with the panel width given or, when
     none is, the width among `widths` (none wider than max_panel) that the model predicts fastest.
     peer: the copy engines' transport: SUMMA's blocks gathered in the engine's own steps (panel:
-    their width; default the engine's), and both algorithms' own rows packed first (pass hw's
-    beside_copies() for the 1-D loop: nothing lost beside its copies). ahead (1-D): each panel's collective issued beside the GEMM
-    before it (True) or after it (False); None: whichever the model predicts faster (the result's
-    `ahead` says which)."""
+    their width; default the engine's), the 1-D loop's GEMMs losing nothing beside its copies
+    (hw.beside_copies()), and both algorithms' own rows packed first. ahead (1-D): each panel's
+    collective issued beside the GEMM before it (True) or after it (False); None: whichever the
+    model predicts faster (the result's `ahead` says which)."""
     if peer and grid[1] > 1:
         return _predict_peer_summa(m, n, k, grid, hw, itemsize, panel)
+    if peer:
+        hw = hw.beside_copies()
     if panel is None and grid[0] * grid[1] > 1:
         fit = [w for w in widths(m, n, k, grid) if max_panel is None or w <= max_panel] or [max(1, max_panel or 1)]
         one_d = grid[1] == 1
@@ -443,8 +445,8 @@ def compare(doc: dict, extra: tuple = ()) -> str:
             lines.append(f"| {label} | {r['n']} | {r['mode']} {grid[0]}×{grid[1]}{how} | {min(width, r['n'])} | "
                          f"{r['ms']:.2f} | {p['seconds'] * 1e3:.2f} | {ratio:.2f}{'' if abs(ratio - 1) <= 0.10 else ' **miss**'} |")
     head = (f"The model (a GEMM beside NCCL's collectives keeps at most {hw.overlap} of its rate, and beside the "
-            f"1-D loop's all-gather also waits {hw.gather_wait}× the all-gather's time; beside the copy engines' (peer) "
-            f"it loses nothing; links "
+            f"1-D loop's all-gather also waits {hw.gather_wait}× the all-gather's time; beside the copy "
+            f"engines' (peer) it loses nothing; links "
             f"{hw.link_gbps:g} GB/s and {hw.link_latency_us:g} µs; each record's local GEMM rate its own products "
             f"alone, measured in the run, else the run's one-GPU cuBLAS rate at its size) against the measured "
             f"times: {within} of {total} within 10%.")
