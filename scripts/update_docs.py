@@ -173,18 +173,15 @@ _RUN_NOTES = {
                                "`1d/nccl`'s products alone, which then included a fill of their buffers (docs/perf-notes.md, "
                                "72; that row's efficiency reads high there, its communication share low). Shown for what "
                                "varies from run to run.\n\n",
-    "scaleout-session40-first.json": "This session's first run (2026-11-28 17:03), on the same engines but for the 1-D "
+    "scaleout-session40-first.json": "Session 40's first run (2026-11-28 17:03), on the same engines but for the 1-D "
                                      "peer loop's host path to its first GEMM, which then made four views of B a copy "
                                      "for its own rows and entered torch's device context at each product "
                                      "(docs/perf-notes.md, 80). Shown for what varies from run to run.\n\n",
-    "scaleout-16384-alternated.json": "A run of some modes at 16384 (2026-11-28, session 40) on the code of the full "
-                                      "run above but for dist-bench's timing of the products alone, taken in turn with "
-                                      "each product's repeats rather than after them (docs/perf-notes.md, 81): the "
-                                      "efficiencies as the new timing reads them.\n\n",
-    "scaleout-session38.json": "Session 38's committed run (2026-11-28), on the same engines but for the 1-D peer loop's "
-                               "host path, which then worked out its buffer views and the peers' pieces at every call "
-                               "(docs/perf-notes.md, 78: 0.2 ms of host time a call at 8192). Shown for what varies from "
-                               "run to run.\n\n",
+    "scaleout-session39.json": "Session 39's committed run (2026-11-28 14:59), on the same engines but for the 1-D peer "
+                               "loop's host path to its first GEMM (docs/perf-notes.md, 80) and dist-bench's timing of "
+                               "the products alone, which then ran after each product's repeats, back to back, at the "
+                               "GPUs' power cap (note 81): its efficiencies read high at 16384 (1.000 for three modes). "
+                               "Shown for what varies from run to run.\n\n",
 }
 
 
