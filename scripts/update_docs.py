@@ -177,6 +177,11 @@ _RUN_NOTES = {
                                      "peer loop's host path to its first GEMM, which then made four views of B a copy "
                                      "for its own rows and entered torch's device context at each product "
                                      "(docs/perf-notes.md, 80). Shown for what varies from run to run.\n\n",
+    "scaleout-host-split-alternated.json": "The host split alone (`dist-bench --modes host-split --runs 3`, 2026-11-28, "
+                                           "session 41), on the code of the full run above but for the timing of each "
+                                           "GPU's rows alone, taken in turn with the split's repeats rather than after "
+                                           "them (docs/perf-notes.md, 83): its efficiencies as the new timing reads "
+                                           "them.\n\n",
     "scaleout-session39.json": "Session 39's committed run (2026-11-28 14:59), on the same engines but for the 1-D peer "
                                "loop's host path to its first GEMM (docs/perf-notes.md, 80) and dist-bench's timing of "
                                "the products alone, which then ran after each product's repeats, back to back, at the "

@@ -252,3 +252,16 @@ def test_products_alone_are_timed_in_turn_with_the_product(tmp_path):
     assert len(mine) == len(alone) == 4 and all(x >= 0 for x in mine + alone)
     assert "products alone (timed after the product's repeats)" in render(dict(records=[], harness=dict(world=2)))
 
+
+
+def test_the_host_splits_rows_alone_say_how_they_were_timed():
+    """The table says how the host split's rows alone were timed, from the harness's host_split
+    words: in turn with the split (session 41 on) or after its repeats (the runs before)."""
+    from tilegemm.bench.distributed import render
+
+    rec = dict(variant="host-split", mode="host-split", n=16384, gpus=2, ms=7.0, tflops=1.2e3, ms_runs=[7.0])
+    now = dict(records=[rec], harness=dict(world=2, host_split="… each GPU's rows alone timed in turn with the split"))
+    before = dict(records=[rec], harness=dict(world=2, host_split="one process drives every GPU …"))
+    assert "rows alone, at once, with nothing copied, timed in turn with the split." in render(now)
+    assert "timed after the split's repeats." in render(before)
+    assert "host split's efficiency" not in render(dict(records=[], harness=dict(world=2)))

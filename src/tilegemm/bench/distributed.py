@@ -580,6 +580,10 @@ def render(doc: dict) -> str:
         lines.append(f"| {n} | {r['variant']} | {r['gpus']} | {f(r['ms'], '.3f')} | {f(r['tflops'], '.3g')} | "
                      f"{f(r.get('speedup'), '.2f')} | {f(r.get('efficiency'), '.3f')} | {f(r.get('comm_share'), '.3f')} | "
                      + " / ".join(f"{x:.3f}" for x in r.get("ms_runs", [])) + " |")
+    if any(r["variant"] == "host-split" for r in doc.get("records", [])):  # (timed in its own process, its own way)
+        lines += ["", "The host split's efficiency: each GPU's rows alone, at once, with nothing copied, "
+                  + ("timed in turn with the split." if "in turn" in h.get("host_split", "")
+                     else "timed after the split's repeats.")]
     big = [r for r in doc.get("records", []) if r.get("beyond_one_gpu") and "ms" in r]
     if big:
         gb = big[0]["bytes_abc"] / 1e9
@@ -610,25 +614,43 @@ def _host_split(sizes, runs: int, reps: int | None, budget_s: float, gpus: int, 
     dev = torch.device("cuda", 0)
     per: dict = {}
 
+    def once(fn, drop=()) -> float:
+        """ms of one call of fn, from every GPU's synchronize to the last's; box's `drop` entries
+        (an earlier result) freed first, untimed."""
+        for key in drop:
+            box.pop(key, None)
+        for i in ids:
+            torch.cuda.synchronize(i)
+        t0 = time.perf_counter()
+        fn()
+        for i in ids:
+            torch.cuda.synchronize(i)
+        return (time.perf_counter() - t0) * 1e3
+
+    def count(warm_ms: float) -> int:
+        return reps or max(3, min(20, int(budget_s / max(warm_ms * 1e-3, 1e-6))))
+
     def timed(fn) -> list[float]:
         fn()
-        for i in ids:
-            torch.cuda.synchronize(i)
-        est, t0 = [], time.perf_counter()
+        return [once(fn) for _ in range(count(once(fn)))]
+
+    def timed_pairs(fn, local) -> tuple[list[float], list[float]]:
+        """fn's and local's ms taken in turn, repeat by repeat, after a warm call of each, fn's
+        last (as the ranks' _Clock.pairs: the rows alone meet the GPUs in the power state the
+        split does; docs/perf-notes.md, 81), each call's C freed before the other's."""
         fn()
-        for i in ids:
-            torch.cuda.synchronize(i)
-        warm = time.perf_counter() - t0
-        count = reps or max(3, min(20, int(budget_s / max(warm, 1e-6))))
-        for _ in range(count):
-            for i in ids:
-                torch.cuda.synchronize(i)
-            t0 = time.perf_counter()
-            fn()
-            for i in ids:
-                torch.cuda.synchronize(i)
-            est.append((time.perf_counter() - t0) * 1e3)
-        return est
+        local()
+        n_reps = count(once(fn, ids))
+        once(local, ["c"])
+        mine, alone = [], []
+        for i in range(n_reps):
+            if (n_reps - i) % 2:
+                alone.append(once(local, ["c"]))
+                mine.append(once(fn, ids))
+            else:
+                mine.append(once(fn, ids))
+                alone.append(once(local, ["c"]))
+        return mine, alone
 
     t_start = time.perf_counter()
     for run_i in range(runs):
@@ -649,14 +671,15 @@ def _host_split(sizes, runs: int, reps: int | None, budget_s: float, gpus: int, 
             for name, fn, local in variants:
                 rec = dict(run=run_i)
                 try:
-                    rec["ms_reps"] = timed(fn)
+                    if local is None:
+                        rec["ms_reps"] = timed(fn)
+                    else:
+                        rec["ms_reps"], rec["local_reps"] = timed_pairs(fn, local)
                     if run_i == 0:
                         rec["rel_err"] = _check(ops, box["c"], 0, 0)
                         last = max(0, n - 64)
                         rec["rel_err"] = max(rec["rel_err"], _check(ops, box["c"][last:], last, 0),
                                              _check(ops, box["c"][last:, last:], last, last))
-                    if local is not None:
-                        rec["local_reps"] = timed(local)
                 except Exception as e:  # noqa: BLE001  (recorded; the run goes on)
                     rec["error"] = f"{type(e).__name__}: {e}"[:300]
                 box.clear()
@@ -851,7 +874,8 @@ def _add_host_split(cfg: dict, gpus: int, path: str | None) -> None:
     ours = {r["variant"] for r in recs}
     doc["records"] = [r for r in doc.get("records", []) if r["variant"] not in ours] + recs
     doc.setdefault("harness", {})["host_split"] = ("one process drives every GPU through tilegemm.matmul(devices=...); "
-                                                   "each repeat from the first GPU's synchronize to the last GPU's")
+                                                   "each repeat from the first GPU's synchronize to the last GPU's; each GPU's rows alone "
+                                                   "timed in turn with the split, repeat by repeat")
     if path:
         results.write_json(path, json.dumps(doc, indent=1, default=str))
     print(render(doc), flush=True)
