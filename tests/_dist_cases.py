@@ -321,6 +321,46 @@ def check_summa_peer_streams(pr, pc):
         assert torch.equal(c_blk.cpu(), want.to(torch.float16)), f"product {t}"
 
 
+def check_peer_graphs(engine: str):
+    """A product repeated on the same operands: its device work captured as a CUDA graph (a key
+    that comes back) and replayed from then on (tilegemm.distributed._core._Graphs), on the 1-D
+    engine and SUMMA 1 × P: every C exact, also after A's values change in place (a replay reads
+    them where they lie), and the products alone (communicate=False, captured the same way) give
+    the product's C from the buffer it filled."""
+    from tilegemm.distributed import _core
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    dev = torch.device("cuda", torch.cuda.current_device())
+    a, b = operands(64, 4096, 96, seed=12, dtype=torch.float16)
+    if engine == "1d":
+        a_r, b_r = split(a, world, 0)[rank].contiguous().to(dev), split(b, world, 0)[rank].contiguous().to(dev)
+        lay = _core.layout_1d(a_r, b_r, transport="peer")
+        go = lambda communicate=True: _core.run_1d(a_r, b_r, lay, communicate=communicate)  # noqa: E731
+        mine = lambda x: split(x, world, 0)[rank]  # noqa: E731
+    else:  # 1 × P: A's K over the ranks, B's columns
+        a_r, b_r = split(a, world, 1)[rank].contiguous().to(dev), split(b, world, 1)[rank].contiguous().to(dev)
+        lay = _core.layout(a_r, b_r, (1, world), transport="peer")
+        go = lambda communicate=True: _core.run(a_r, b_r, lay, communicate=communicate)  # noqa: E731
+        mine = lambda x: split(x, world, 1)[rank]  # noqa: E731
+    assert lay.peer, "not the peer transport"
+    for t in range(8):
+        if t == 6:
+            a_r.add_(1)  # in place: the captured graphs read the new values
+            a = a + 1
+        c = go()
+        assert torch.equal(c.double().cpu(), mine(a.double() @ b.double())), f"{engine} product {t}"
+        del c  # (the next C where this one was: the same operands' addresses again)
+    graphs = [p.graphs.graphs for m in _core._PEER.values() for p in m.plans.values()]
+    assert any(graphs), f"{engine}: no product was captured"
+    last = go()
+    for t in range(4):
+        alone = go(communicate=False)
+        assert torch.equal(alone, last), f"{engine} products alone {t}"
+        del alone
+    assert _core._ALONE.graphs, f"{engine}: the products alone were not captured"
+    torch.cuda.synchronize()
+
+
 def check_dtensor_2d_peer():
     """A 2-D device mesh of GPUs: SUMMA over the mesh's own row and column groups, the copy engines
     between them; C exact and Shard(0), Shard(1)."""
@@ -385,6 +425,8 @@ def peer_cases(world: int):
            ("peer a rank with no rows of B", lambda: check_peer(9, 300, sum(empty), f16, kcuts=empty)),
            ("peer grown, then smaller again", lambda: [check_peer(256, 16384, 128, f16), check_peer(8, 96, 16, f16)]),
            ("peer products on two streams in turn", check_peer_streams),
+           ("peer products repeated: captured and replayed", lambda: check_peer_graphs("1d")),
+           ("summa peer products repeated: captured and replayed", lambda: check_peer_graphs("summa")),
            ("nccl 1-D gathered after and beside each GEMM", lambda: check_1d_after(96, 200, 64, 48, f16, "nccl"))] \
         + summa_peer_cases(world)
 

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -235,7 +236,8 @@ def test_the_host_id_is_one_number_per_machine():
 
 
 def test_products_alone_are_timed_in_turn_with_the_product(tmp_path):
-    """_Clock.pairs: a warm call of each, then the product and its products alone alternately,
+    """_Clock.pairs: warm calls of each (four, where they fit: a peer engine's graphs are
+    captured by then), then the product and its products alone alternately,
     as many repeats of each, the product's last (its C is what the result check reads); a run
     without the harness's word says its products alone were timed after the product."""
     import torch.distributed as dist
@@ -246,10 +248,13 @@ def test_products_alone_are_timed_in_turn_with_the_product(tmp_path):
     try:
         calls = []
         mine, alone = _Clock(torch.device("cpu")).pairs(lambda: calls.append("f"), lambda: calls.append("l"), 4, 1.0)
+        slow = []  # a call that does not fit four times in a quarter of the budget: one warm call
+        _Clock(torch.device("cpu")).repeats(lambda: slow.append(time.sleep(0.01)), 3, 0.1)
     finally:
         dist.destroy_process_group()
-    assert calls == ["f", "l"] + ["f", "l", "l", "f", "f", "l", "l", "f"]
+    assert calls == ["f"] * 4 + ["l"] * 4 + ["f", "l", "l", "f", "f", "l", "l", "f"]
     assert len(mine) == len(alone) == 4 and all(x >= 0 for x in mine + alone)
+    assert len(slow) == 1 + 3
     assert "products alone (timed after the product's repeats)" in render(dict(records=[], harness=dict(world=2)))
 
 

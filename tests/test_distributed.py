@@ -428,3 +428,55 @@ def test_scaleout_doc_is_generated():
     text = costmodel.render(HW)
     assert text.count("\n| 65536 |") == len(costmodel.HOSTS) + 1
     assert "summa" in text or "1d" in text
+
+
+def test_peer_products_are_captured_once_their_operands_come_back(monkeypatch):
+    """_Graphs' rule (CPU, the capture faked): a key runs call by call until it comes back within
+    the last SEEN calls, is captured then (and replayed at once), and replayed from then on; keys
+    that never come back are never captured; a failed capture leaves its key call by call; at most
+    GRAPHS_KEPT graphs are kept; TILEGEMM_DIST_GRAPHS=0 (GRAPHS False) captures nothing."""
+    from tilegemm.distributed import _core
+
+    class Graph:
+        def __init__(self, key):
+            self.key, self.replays = key, 0
+
+        def replay(self):
+            self.replays += 1
+
+    captured, ran = [], []
+
+    def record(body, device):
+        if getattr(body, "broken", False):
+            raise RuntimeError("not capturable")
+        captured.append(body.key)
+        return Graph(body.key)
+
+    def body(key):
+        def go():
+            ran.append(key)
+        go.key, go.broken = key, key == "broken"
+        return go
+
+    monkeypatch.setattr(_core, "_record", record)
+    g = _core._Graphs()
+    for key in ["a", "b", "a", "a", "a", "b"]:
+        g.run(key, body(key), None)
+    assert ran == ["a", "b"] and captured == ["a", "b"] and g.graphs["a"].replays == 3 and g.graphs["b"].replays == 1
+    ran.clear()
+    for key in [f"new{i}" for i in range(10)]:  # operands at new addresses at every call
+        g.run(key, body(key), None)
+    assert len(ran) == 10 and captured == ["a", "b"]
+    for _ in range(3):
+        g.run("broken", body("broken"), None)
+    assert ran.count("broken") == 3 and "broken" in g.failed
+    for i in range(_core.GRAPHS_KEPT + 1):
+        for _ in range(2):
+            g.run(f"k{i}", body(f"k{i}"), None)
+    assert len(g.graphs) == _core.GRAPHS_KEPT and "a" not in g.graphs
+    monkeypatch.setattr(_core, "GRAPHS", False)
+    off = _core._Graphs()
+    ran.clear()
+    for _ in range(3):
+        off.run("x", body("x"), None)
+    assert ran == ["x"] * 3 and not off.graphs

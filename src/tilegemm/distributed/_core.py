@@ -727,6 +727,9 @@ def release_buffers() -> None:
     every rank of its group is past its last product (a device barrier, then a synchronize: no
     peer still reads it)."""
     _NORMAL.clear()  # (the caching allocator keeps their memory for the stream that used them)
+    _ALONE.graphs.clear()
+    _ALONE.seen.clear()
+    _ALONE.failed.clear()
     if not _PEER:
         return
     for _, m in sorted(_PEER.items(), key=lambda kv: (kv[0][0], kv[0][1], str(kv[0][2]))):  # one order for all ranks
@@ -770,9 +773,13 @@ def _run_1d_peer(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, g, me: int, 
         raise ValueError(f"rank {dist.get_rank()}: B's rows here are {tuple(b.shape)}, the layout's {(lay.kb[me], n)}")
     if not communicate:
         buf = _last_filled(g, k * n, b.dtype, b.device)
-        for n0, n1 in lay.panels:
-            if a.shape[0]:
+
+        def alone():
+            for n0, n1 in lay.panels:
                 _product(a, buf[k * n0:k * n1].view(k, n1 - n0), c[:, n0:n1])
+
+        if a.shape[0]:
+            _ALONE.run(("1d", tuple(lay.panels)) + _operands_key(a, buf, c), alone, b.device)
         return c
     mapped = _peer_buffer(g, k * n, b.dtype, b.device)
     mine = _take_turn(mapped)
@@ -781,22 +788,26 @@ def _run_1d_peer(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, g, me: int, 
     if plan is None:
         plan = _keep(mapped.plans, key, _PeerPlan(mapped, mine, lay, me, b.dtype))
     compute = torch.cuda.current_stream(b.device)
-    copies = _copy_stream(b.device)
     if mapped.done is not None:
         compute.wait_event(mapped.done)  # the last product's end, whatever stream it ran on
-    plan.pack(b)  # this rank's rows of each panel, in place
-    _barrier(mapped.hdls[mine], "the barrier before the peers' rows are read")
-    copies.wait_stream(compute)  # every rank's rows are in its buffer (the barrier ran on the compute stream)
     what = "panel {} of B's from the peers' mapped buffers"
-    _post(plan, 0, copies, what)
     last = len(plan.views) - 1
-    for p, view in enumerate(plan.views):
-        compute.wait_event(plan.ready[p])  # also where nothing is multiplied: the next barrier follows the reads
-        if a.shape[0]:
-            n0, n1 = lay.panels[p]
-            _product(a, view, c[:, n0:n1])
-        if p < last:
-            _post(plan, p + 1, copies, what)  # queued right behind the GEMM it will run beside
+
+    def product():
+        here, copies = torch.cuda.current_stream(b.device), _copy_stream(b.device)
+        plan.pack(b)  # this rank's rows of each panel, in place
+        _barrier(mapped.hdls[mine], "the barrier before the peers' rows are read")
+        copies.wait_stream(here)  # every rank's rows are in its buffer (the barrier ran on this stream)
+        _post(plan, 0, copies, what)
+        for p, view in enumerate(plan.views):
+            here.wait_event(plan.ready[p])  # also where nothing is multiplied: the next barrier follows the reads
+            if a.shape[0]:
+                n0, n1 = lay.panels[p]
+                _product(a, view, c[:, n0:n1])
+            if p < last:
+                _post(plan, p + 1, copies, what)  # queued right behind the GEMM it will run beside
+
+    plan.graphs.run(_operands_key(a, b, c), product, b.device)
     mapped.done = compute.record_event()
     return c
 
@@ -821,6 +832,7 @@ class _PeerPlan:
         self.pieces = [[(base + (k * n0 + r0 * (n1 - n0)) * s, src + (k * n0 + r0 * (n1 - n0)) * s, (r1 - r0) * (n1 - n0) * s)
                         for src, r0, r1 in peers] for n0, n1 in lay.panels]
         self.ready = [torch.cuda.Event() for _ in lay.panels]
+        self.graphs = _Graphs()
 
 
 class _PackPlan:
@@ -893,8 +905,14 @@ def _run_summa_peer(a: torch.Tensor, b: torch.Tensor, lay: Layout, who: Team, co
         flat = [_last_filled(x[0], x[1], a.dtype, a.device) if x is not None else None for x in moving]
         whole_a = flat[0][:mi * k].view(mi, k) if flat[0] is not None else a
         whole_b = flat[1][:k * nj].view(k, nj) if flat[1] is not None else b
-        for s in steps:
-            multiply(whole_a, whole_b, s)
+
+        def alone():
+            for s in steps:
+                multiply(whole_a, whole_b, s)
+
+        if c.numel():
+            _ALONE.run(("summa", tuple(lay.bands), tuple(lay.cols)) + _operands_key(whole_a, whole_b, c), alone,
+                       a.device)
         return c
     ma, mb = (_peer_buffer(x[0], x[1], a.dtype, a.device) if x is not None else None for x in moving)
     for m in (ma, mb):
@@ -903,27 +921,31 @@ def _run_summa_peer(a: torch.Tensor, b: torch.Tensor, lay: Layout, who: Team, co
     ta, tb = (_take_turn(m) for m in (ma, mb))
     whole_a = ma.bufs[ta][:mi * k].view(mi, k) if ma is not None else a
     whole_b = mb.bufs[tb][:k * nj].view(k, nj) if mb is not None else b
-    if ma is not None and a.numel():
-        _pack(whole_a[:, lay.a_off[j]:lay.a_off[j + 1]], a)
-    if mb is not None and b.numel():
-        _pack(whole_b[lay.b_off[i]:lay.b_off[i + 1]], b)
-    if ma is not None:
-        _barrier(ma.hdls[ta], "the barrier before the grid row's blocks of A are read")
-    if mb is not None:
-        _barrier(mb.hdls[tb], "the barrier before the grid column's blocks of B are read")
     plan = _SummaPlan.of(lay, ma, ta, mb, tb, row_g, col_g, whole_a, whole_b)
-    copies = _copy_stream(a.device)
-    copies.wait_stream(compute)  # every rank's own blocks are in its buffers (the barriers ran on the compute stream)
     what = "step {} of A's and B's blocks from the peers' mapped buffers"
-    if plan.blocks:
-        _post(plan, 0, copies, what)  # (no step: this rank's C block is empty; its blocks were still read)
     last = len(plan.blocks) - 1
-    for s, blocks in enumerate(plan.blocks):
-        compute.wait_event(plan.ready[s])  # also where nothing is multiplied: the next barrier follows the reads
-        for r0, r1, c0, c1 in blocks:
-            _product(whole_a[r0:r1], whole_b[:, c0:c1], c[r0:r1, c0:c1])
-        if s < last:
-            _post(plan, s + 1, copies, what)  # queued right behind the GEMMs it will run beside
+
+    def product():
+        here, copies = torch.cuda.current_stream(a.device), _copy_stream(a.device)
+        if ma is not None and a.numel():
+            _pack(whole_a[:, lay.a_off[j]:lay.a_off[j + 1]], a)
+        if mb is not None and b.numel():
+            _pack(whole_b[lay.b_off[i]:lay.b_off[i + 1]], b)
+        if ma is not None:
+            _barrier(ma.hdls[ta], "the barrier before the grid row's blocks of A are read")
+        if mb is not None:
+            _barrier(mb.hdls[tb], "the barrier before the grid column's blocks of B are read")
+        if plan.blocks:  # (no step: this rank's C block is empty; its blocks were still read)
+            copies.wait_stream(here)  # every rank's own blocks are in its buffers (the barriers ran on this stream)
+            _post(plan, 0, copies, what)
+        for s, blocks in enumerate(plan.blocks):
+            here.wait_event(plan.ready[s])  # also where nothing is multiplied: the next barrier follows the reads
+            for r0, r1, c0, c1 in blocks:
+                _product(whole_a[r0:r1], whole_b[:, c0:c1], c[r0:r1, c0:c1])
+            if s < last:
+                _post(plan, s + 1, copies, what)  # queued right behind the GEMMs it will run beside
+
+    plan.graphs.run(_operands_key(a, b, c), product, a.device)
     done = compute.record_event()
     for m in (ma, mb):
         if m is not None:
@@ -968,6 +990,7 @@ class _SummaPlan:
                     pieces.append(multigpu.params_2d(whole_b[k0:k1, c0:c1], src[k0:k1, c0:c1]))
             self.pieces.append([x for x in pieces if x is not None])
         self.ready = [torch.cuda.Event() for _ in steps]
+        self.graphs = _Graphs()
 
     @classmethod
     def of(cls, lay: Layout, ma, ta: int, mb, tb: int, row_g, col_g, whole_a, whole_b) -> "_SummaPlan":
@@ -1085,6 +1108,74 @@ def _on_device(device):
 def _copy_stream(device) -> torch.cuda.Stream:
     """One side stream per device for the peer transport's copies, made once."""
     return torch.cuda.Stream(device=device)
+
+
+@functools.cache
+def _capture_stream(device) -> torch.cuda.Stream:
+    """One side stream per device that the peer loops' graphs are captured on (nothing runs on it)."""
+    return torch.cuda.Stream(device=device)
+
+
+GRAPHS = os.environ.get("TILEGEMM_DIST_GRAPHS", "1") != "0"  # "0": every peer product queued call by call
+GRAPHS_KEPT = 4  # graphs a _Graphs keeps (the oldest goes first)
+SEEN = 4  # calls a _Graphs remembers: a key that comes back among them is captured
+
+
+class _Graphs:
+    """A peer loop's device work for one plan, as CUDA graphs: one for each set of operands (their
+    addresses, shapes and strides: `key`) that comes back within the plan's last SEEN calls,
+    captured at that call and replayed at every later one. The host then queues a product in one
+    launch, not each pack, barrier, copy and GEMM one after another while the GPUs wait for the
+    first GEMM (docs/perf-notes.md, 84). Operands at new addresses at every call are never
+    captured; a key whose capture fails runs call by call from then on."""
+
+    def __init__(self):
+        self.graphs: dict = {}
+        self.seen: list = []
+        self.failed: set = set()
+
+    def run(self, key, body, device) -> None:
+        """body() (the product's device work, queued on the current stream, and on the copy
+        stream joined from it), replayed from its graph where key has one."""
+        graph = _used(self.graphs, key)
+        if graph is None and GRAPHS and key in self.seen and key not in self.failed:
+            graph = self._capture(key, body, device)
+        if graph is None:
+            self.seen = (self.seen + [key])[-SEEN:]
+            body()
+        else:
+            graph.replay()
+
+    def _capture(self, key, body, device):
+        try:
+            graph = _record(body, device)
+        except Exception:  # noqa: BLE001  (not capturable here: this key runs call by call)
+            self.failed.add(key)
+            return None
+        if len(self.graphs) >= GRAPHS_KEPT:
+            self.graphs.pop(next(iter(self.graphs)))
+        self.graphs[key] = graph
+        return graph
+
+
+def _record(body, device) -> torch.cuda.CUDAGraph:
+    """body's device work captured as a CUDA graph, on a side stream (nothing runs)."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(_capture_stream(device)):
+        graph.capture_begin(capture_error_mode="thread_local")
+        try:
+            body()
+        finally:
+            graph.capture_end()
+    return graph
+
+
+def _operands_key(*ts: torch.Tensor) -> tuple:
+    """What a captured product reads and writes: each tensor's address, shape, strides and dtype."""
+    return tuple((t.data_ptr(), tuple(t.shape), t.stride(), t.dtype) for t in ts)
+
+
+_ALONE = _Graphs()  # the products alone (communicate=False), as the products are
 
 
 def run_1d(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, group=None, communicate: bool = True) -> torch.Tensor:
