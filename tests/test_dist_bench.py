@@ -248,13 +248,13 @@ def test_products_alone_are_timed_in_turn_with_the_product(tmp_path):
     try:
         calls = []
         mine, alone = _Clock(torch.device("cpu")).pairs(lambda: calls.append("f"), lambda: calls.append("l"), 4, 1.0)
-        slow = []  # a call that does not fit four times in a quarter of the budget: one warm call
+        slow = []  # a call that does not fit four times in a quarter of the budget: two warm calls
         _Clock(torch.device("cpu")).repeats(lambda: slow.append(time.sleep(0.01)), 3, 0.1)
     finally:
         dist.destroy_process_group()
     assert calls == ["f"] * 4 + ["l"] * 4 + ["f", "l", "l", "f", "f", "l", "l", "f"]
     assert len(mine) == len(alone) == 4 and all(x >= 0 for x in mine + alone)
-    assert len(slow) == 1 + 3
+    assert len(slow) == 2 + 3
     assert "products alone (timed after the product's repeats)" in render(dict(records=[], harness=dict(world=2)))
 
 

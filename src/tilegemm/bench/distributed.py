@@ -138,27 +138,31 @@ class _Clock:
         if self.cuda:
             self.torch.cuda.synchronize()
 
-    def repeats(self, fn, reps: int | None, budget_s: float, warm: bool = True) -> list[float]:
-        """ms of each timed repeat, the slowest rank's, after warm calls (_warm; none with
-        warm=False, where reps is then given); reps: that many, or as many as fit the budget (3 to
-        20) by the last warm call's time."""
+    def repeats(self, fn, reps: int | None, budget_s: float, warm: int | None = None) -> list[float]:
+        """ms of each timed repeat, the slowest rank's, after warm calls (_warm: at most `warm`,
+        default WARM; none with warm=0, where reps is then given); reps: that many, or as many as
+        fit the budget (3 to 20) by the last warm call's time."""
         import torch.distributed as dist
 
         torch = self.torch
-        reps = self._reps(self._warm(fn, budget_s) if warm else 0.0, reps, budget_s)
+        reps = self._reps(self._warm(fn, budget_s, warm) if warm != 0 else 0.0, reps, budget_s)
         t = torch.tensor([self.one(fn) for _ in range(reps)], dtype=torch.float64, device=self.meta)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return [x * 1e3 for x in t.tolist()]
 
-    def _warm(self, fn, budget_s: float) -> float:
-        """Warm calls of fn before its timed repeats (the last one's time): one, and WARM in all
-        where the slowest rank's first fits WARM times in a quarter of the budget (every rank
+    def _warm(self, fn, budget_s: float, most: int | None = None) -> float:
+        """Warm calls of fn before its timed repeats (the last one's time): two (one where `most`
+        is 1), and `most` (default WARM) in all where the slowest rank's second fits that many
+        times in a quarter of the budget (the first holds a mode's one-time costs; every rank
         makes the same calls), so that the repeats time the calls after a peer engine's graphs
         are captured (the third and fourth: docs/perf-notes.md, 84), not the captures."""
+        most = self.WARM if most is None else most
         t = self.one(fn)
-        if self.largest(t) * self.WARM <= budget_s / 4:
-            for _ in range(self.WARM - 1):
-                t = self.one(fn)
+        if most > 1:
+            t = self.one(fn)
+            if self.largest(t) * most <= budget_s / 4:
+                for _ in range(most - 2):
+                    t = self.one(fn)
         return t
 
     def _reps(self, warm: float, reps: int | None, budget_s: float) -> int:
@@ -491,13 +495,14 @@ def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: 
                     step("timing", lambda: rec.update(zip(("ms_reps", "local_reps"), clock.pairs(
                         made["fn"], alone, n_reps, budget_s))))
                 else:
-                    step("timing", lambda: rec.__setitem__("ms_reps", clock.repeats(made["fn"], n_reps, budget_s)))
+                    step("timing", lambda: rec.__setitem__("ms_reps", clock.repeats(
+                        made["fn"], n_reps, budget_s, warm=1 if big else None)))
                 if run_i == 0:
                     step("result check", lambda: rec.__setitem__("rel_err", clock.largest(made["check"]())))
                 box.clear()  # the products alone make their own C
                 if made.get("local") is not None and not alternate:
                     step("products alone", lambda: rec.__setitem__(
-                        "local_reps", clock.repeats(made["local"], n_reps, budget_s, warm=not big)))
+                        "local_reps", clock.repeats(made["local"], n_reps, budget_s, warm=0 if big else None)))
                 made.clear()
                 box.clear()
                 if cuda:
