@@ -177,16 +177,14 @@ _RUN_NOTES = {
                                      "peer loop's host path to its first GEMM, which then made four views of B a copy "
                                      "for its own rows and entered torch's device context at each product "
                                      "(docs/perf-notes.md, 80). Shown for what varies from run to run.\n\n",
-    "scaleout-host-split-alternated.json": "The host split alone (`dist-bench --modes host-split --runs 3`, 2026-11-28, "
-                                           "session 41), on the code of the full run above but for the timing of each "
-                                           "GPU's rows alone, taken in turn with the split's repeats rather than after "
-                                           "them (docs/perf-notes.md, 83): its efficiencies as the new timing reads "
-                                           "them.\n\n",
-    "scaleout-session39.json": "Session 39's committed run (2026-11-28 14:59), on the same engines but for the 1-D peer "
-                               "loop's host path to its first GEMM (docs/perf-notes.md, 80) and dist-bench's timing of "
-                               "the products alone, which then ran after each product's repeats, back to back, at the "
-                               "GPUs' power cap (note 81): its efficiencies read high at 16384 (1.000 for three modes). "
-                               "Shown for what varies from run to run.\n\n",
+    "scaleout-host-split-alternated.json": "The host split alone (`dist-bench --modes host-split --runs 3`, 2026-11-28 "
+                                           "21:17, session 41), its rows alone timed in turn with it as in the full run "
+                                           "above (docs/perf-notes.md, 83): a second run of the host split, for what "
+                                           "varies from run to run.\n\n",
+    "scaleout-session41-before-graphs.json": "Session 41's first full run (2026-11-28 20:53), on the same engines but "
+                                             "for the copy-engine loops' CUDA graphs (docs/perf-notes.md, 82 and 84): "
+                                             "every product queued launch by launch from the host. Shown for what "
+                                             "the graphs moved, and for what varies from run to run.\n\n",
 }
 
 
