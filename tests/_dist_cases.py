@@ -361,6 +361,40 @@ def check_peer_graphs(engine: str):
     torch.cuda.synchronize()
 
 
+def check_failed_capture():
+    """A capture that fails (its body raises with the copy stream joined to it) warns, turns
+    capturing off, and leaves the allocator as it was: blocks freed with record_stream are reused
+    after it (torch's failed capture_end kept them back); products are exact after it."""
+    import warnings
+
+    from tilegemm.distributed import _core
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+
+    def body():
+        _core._copy_stream(dev).wait_stream(torch.cuda.current_stream(dev))
+        raise RuntimeError("a body that fails mid-capture")
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert _core._Graphs()._capture("key", body, dev) is None
+    try:
+        assert _core.GRAPHS == [False] and any("could not be captured" in str(w.message) for w in seen)
+        side = torch.cuda.Stream(dev)
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_reserved(dev)
+        for _ in range(20):
+            x = torch.empty(16 << 20, dtype=torch.float32, device=dev)  # 64 MiB
+            x.record_stream(side)
+            del x
+        torch.cuda.synchronize()
+        grown = (torch.cuda.memory_reserved(dev) - before) >> 20
+        assert grown <= 256, f"{grown} MiB reserved after a failed capture: freed blocks were held back"
+        check_peer(64, 4096, 96, torch.float16)
+    finally:
+        _core.GRAPHS[0] = True
+
+
 def check_dtensor_2d_peer():
     """A 2-D device mesh of GPUs: SUMMA over the mesh's own row and column groups, the copy engines
     between them; C exact and Shard(0), Shard(1)."""
@@ -427,6 +461,7 @@ def peer_cases(world: int):
            ("peer products on two streams in turn", check_peer_streams),
            ("peer products repeated: captured and replayed", lambda: check_peer_graphs("1d")),
            ("summa peer products repeated: captured and replayed", lambda: check_peer_graphs("summa")),
+           ("a failed capture: warned, capturing off, the allocator whole", check_failed_capture),
            ("nccl 1-D gathered after and beside each GEMM", lambda: check_1d_after(96, 200, 64, 48, f16, "nccl"))] \
         + summa_peer_cases(world)
 

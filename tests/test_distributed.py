@@ -433,8 +433,8 @@ def test_scaleout_doc_is_generated():
 def test_peer_products_are_captured_once_their_operands_come_back(monkeypatch):
     """_Graphs' rule (CPU, the capture faked): a key runs call by call until it comes back within
     the last SEEN calls, is captured then (and replayed at once), and replayed from then on; keys
-    that never come back are never captured; a failed capture leaves its key call by call; at most
-    GRAPHS_KEPT graphs are kept; TILEGEMM_DIST_GRAPHS=0 (GRAPHS False) captures nothing."""
+    that never come back are never captured; at most GRAPHS_KEPT graphs are kept; a failed capture
+    warns and turns capturing off for the process (as TILEGEMM_DIST_GRAPHS=0 does)."""
     from tilegemm.distributed import _core
 
     class Graph:
@@ -459,6 +459,7 @@ def test_peer_products_are_captured_once_their_operands_come_back(monkeypatch):
         return go
 
     monkeypatch.setattr(_core, "_record", record)
+    monkeypatch.setattr(_core, "GRAPHS", [True])
     g = _core._Graphs()
     for key in ["a", "b", "a", "a", "a", "b"]:
         g.run(key, body(key), None)
@@ -467,16 +468,15 @@ def test_peer_products_are_captured_once_their_operands_come_back(monkeypatch):
     for key in [f"new{i}" for i in range(10)]:  # operands at new addresses at every call
         g.run(key, body(key), None)
     assert len(ran) == 10 and captured == ["a", "b"]
-    for _ in range(3):
-        g.run("broken", body("broken"), None)
-    assert ran.count("broken") == 3 and "broken" in g.failed
     for i in range(_core.GRAPHS_KEPT + 1):
         for _ in range(2):
             g.run(f"k{i}", body(f"k{i}"), None)
     assert len(g.graphs) == _core.GRAPHS_KEPT and "a" not in g.graphs
-    monkeypatch.setattr(_core, "GRAPHS", False)
-    off = _core._Graphs()
     ran.clear()
+    with pytest.warns(RuntimeWarning, match="could not be captured"):
+        for _ in range(3):
+            g.run("broken", body("broken"), None)
+    assert ran == ["broken"] * 3 and "broken" in g.failed and _core.GRAPHS == [False]  # none captured from now on
     for _ in range(3):
-        off.run("x", body("x"), None)
-    assert ran == ["x"] * 3 and not off.graphs
+        _core._Graphs().run("x", body("x"), None)
+    assert ran.count("x") == 3 and "x" not in captured

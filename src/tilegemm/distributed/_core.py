@@ -44,6 +44,7 @@ import contextlib
 import functools
 import itertools
 import os
+import warnings
 import weakref
 from dataclasses import dataclass, field
 
@@ -725,11 +726,12 @@ def release_buffers() -> None:
     block of B for SUMMA), and the normal values the products alone read. Collective: every rank
     of every group that made them calls it, in the same turn of its products. Each pair goes once
     every rank of its group is past its last product (a device barrier, then a synchronize: no
-    peer still reads it)."""
+    peer still reads it). The products' CUDA graphs go with the pairs' plans, the products
+    alone's with the normal values."""
     _NORMAL.clear()  # (the caching allocator keeps their memory for the stream that used them)
     _ALONE.graphs.clear()
     _ALONE.seen.clear()
-    _ALONE.failed.clear()
+    _ALONE.failed.clear()  # (the peer loops' graphs go with their mapped pairs)
     if not _PEER:
         return
     for _, m in sorted(_PEER.items(), key=lambda kv: (kv[0][0], kv[0][1], str(kv[0][2]))):  # one order for all ranks
@@ -1112,11 +1114,12 @@ def _copy_stream(device) -> torch.cuda.Stream:
 
 @functools.cache
 def _capture_stream(device) -> torch.cuda.Stream:
-    """One side stream per device that the peer loops' graphs are captured on (nothing runs on it)."""
+    """One side stream per device that the peer loops' graphs are captured on (nothing is run on it)."""
     return torch.cuda.Stream(device=device)
 
 
-GRAPHS = os.environ.get("TILEGEMM_DIST_GRAPHS", "1") != "0"  # "0": every peer product queued call by call
+GRAPHS = [os.environ.get("TILEGEMM_DIST_GRAPHS", "1") != "0"]  # "0": every peer product queued call by call;
+# set False after a failed capture (one such failure is all this process pays for)
 GRAPHS_KEPT = 4  # graphs a _Graphs keeps (the oldest goes first)
 SEEN = 4  # calls a _Graphs remembers: a key that comes back among them is captured
 
@@ -1127,18 +1130,20 @@ class _Graphs:
     captured at that call and replayed at every later one. The host then queues a product in one
     launch, not each pack, barrier, copy and GEMM one after another while the GPUs wait for the
     first GEMM (docs/perf-notes.md, 84). Operands at new addresses at every call are never
-    captured; a key whose capture fails runs call by call from then on."""
+    captured; after a failed capture no product is captured (GRAPHS), with a warning."""
 
     def __init__(self):
         self.graphs: dict = {}
         self.seen: list = []
-        self.failed: set = set()
+        self.failed: list = []
 
     def run(self, key, body, device) -> None:
         """body() (the product's device work, queued on the current stream, and on the copy
-        stream joined from it), replayed from its graph where key has one."""
+        stream joined from it), replayed from its graph where key has one. Inside a capture of
+        the caller's own, body() is queued as it is (the caller's graph takes it)."""
         graph = _used(self.graphs, key)
-        if graph is None and GRAPHS and key in self.seen and key not in self.failed:
+        if graph is None and GRAPHS[0] and key in self.seen and key not in self.failed \
+                and not (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()):
             graph = self._capture(key, body, device)
         if graph is None:
             self.seen = (self.seen + [key])[-SEEN:]
@@ -1149,8 +1154,12 @@ class _Graphs:
     def _capture(self, key, body, device):
         try:
             graph = _record(body, device)
-        except Exception:  # noqa: BLE001  (not capturable here: this key runs call by call)
-            self.failed.add(key)
+        except Exception as e:  # noqa: BLE001  (not capturable here: no product is captured from now on)
+            self.failed = (self.failed + [key])[-SEEN:]
+            GRAPHS[0] = False
+            warnings.warn(f"tilegemm.distributed: a peer product could not be captured as a CUDA graph "
+                          f"({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}); "
+                          "products are queued call by call from now on", RuntimeWarning, stacklevel=4)
             return None
         if len(self.graphs) >= GRAPHS_KEPT:
             self.graphs.pop(next(iter(self.graphs)))
@@ -1159,14 +1168,28 @@ class _Graphs:
 
 
 def _record(body, device) -> torch.cuda.CUDAGraph:
-    """body's device work captured as a CUDA graph, on a side stream (nothing runs)."""
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.stream(_capture_stream(device)):
-        graph.capture_begin(capture_error_mode="thread_local")
+    """body's device work captured as a CUDA graph, on a side stream (nothing runs), in a memory
+    pool of its own. The copy stream is joined to the capture whatever body did, and a failed
+    capture hands its pool back to the allocator (torch's capture_end fails before it does,
+    leaving the allocator holding back every block freed with record_stream)."""
+    graph, pool = torch.cuda.CUDAGraph(), torch.cuda.graph_pool_handle()
+    stream = _capture_stream(device)
+    index = stream.device.index
+    with torch.cuda.stream(stream):
+        graph.capture_begin(pool=pool, capture_error_mode="thread_local")
         try:
             body()
         finally:
-            graph.capture_end()
+            try:
+                stream.wait_stream(_copy_stream(device))  # (an unjoined copy stream fails the capture)
+                graph.capture_end()
+            except Exception:
+                for undo in (torch._C._cuda_endAllocateToPool, torch._C._cuda_releasePool):
+                    try:
+                        undo(index, pool)
+                    except Exception:  # noqa: BLE001,S110  (already ended or released)
+                        pass
+                raise
     return graph
 
 
