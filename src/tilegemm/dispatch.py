@@ -295,7 +295,7 @@ class LaunchPlan:
 
 
 def _remember(key, plan: LaunchPlan) -> None:
-    if _capturing is not None and _capturing():  # a plan bound to a capture's stream serves no later call
+    if plan.device.type == "cuda" and _capturing is not None and _capturing():  # bound to a capture's stream: serves no later call
         return
     if len(_PLANS) >= PLAN_MAX:
         _PLANS.clear()

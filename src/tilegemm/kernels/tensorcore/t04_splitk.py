@@ -210,7 +210,7 @@ def counters(device, stream_id: int, n: int):
     Each launch leaves them zero again (the last slice of a tile resets its counter); one set per
     stream, so launches that could overlap never share one; a launch being captured in a CUDA
     graph gets a set of its own (each graph's replays then use theirs)."""
-    if torch.cuda.is_current_stream_capturing():  # a graph's own, zeroed by its capture, kept by its pool
+    if torch.device(device).type == "cuda" and torch.cuda.is_current_stream_capturing():  # a graph's own, zeroed by its capture, kept by its pool
         return torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
     key = (device, stream_id)
     t = _COUNTERS.get(key)
