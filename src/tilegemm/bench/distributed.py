@@ -124,6 +124,20 @@ def _tolerance(dtype) -> float:
     return 2e-2 if dtype in (torch.bfloat16, torch.float16) else 1e-5
 
 
+def _in_turn(reps: int, fn, local) -> tuple[list[float], list[float]]:
+    """reps timed calls of each of fn and local (each returns its time), taken in turn, the order
+    alternating repeat by repeat and fn's call last (its result is what a check reads)."""
+    mine, alone = [], []
+    for i in range(reps):
+        if (reps - i) % 2:  # (the last repeat's: fn after local)
+            alone.append(local())
+            mine.append(fn())
+        else:
+            mine.append(fn())
+            alone.append(local())
+    return mine, alone
+
+
 class _Clock:
     WARM = 4  # warm calls where they fit: a peer engine captures each of its two buffers' graph at its second call on it
 
@@ -186,14 +200,7 @@ class _Clock:
         warm = self._warm(fn, budget_s)
         self._warm(local, budget_s)
         reps = self._reps(warm, reps, budget_s)
-        mine, alone = [], []
-        for i in range(reps):
-            if (reps - i) % 2:  # (the last repeat's: fn after local)
-                alone.append(self.one(local))
-                mine.append(self.one(fn))
-            else:
-                mine.append(self.one(fn))
-                alone.append(self.one(local))
+        mine, alone = _in_turn(reps, lambda: self.one(fn), lambda: self.one(local))
         t = torch.tensor([mine, alone], dtype=torch.float64, device=self.meta)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return [x * 1e3 for x in t[0].tolist()], [x * 1e3 for x in t[1].tolist()]
@@ -660,15 +667,7 @@ def _host_split(sizes, runs: int, reps: int | None, budget_s: float, gpus: int, 
         local()
         n_reps = count(once(fn, ids))
         once(local, ["c"])
-        mine, alone = [], []
-        for i in range(n_reps):
-            if (n_reps - i) % 2:
-                alone.append(once(local, ["c"]))
-                mine.append(once(fn, ids))
-            else:
-                mine.append(once(fn, ids))
-                alone.append(once(local, ["c"]))
-        return mine, alone
+        return _in_turn(n_reps, lambda: once(fn, ids), lambda: once(local, ["c"]))
 
     t_start = time.perf_counter()
     for run_i in range(runs):
