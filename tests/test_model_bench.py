@@ -145,3 +145,17 @@ def test_merge_joins_runs_over_different_models(tmp_path, capsys):
     err = capsys.readouterr().err.splitlines()
     assert err == ["tilegemm model-bench --merge: a is measured in parts 1 and 2",
                    "tilegemm model-bench --merge: part 2 ran another plan than part 1 (runs, modes, plan)"]
+
+
+def test_a_run_is_the_median_of_its_calls_sized_by_a_warm_pair():
+    """model-bench's runs: a warm pair (not kept) sizes a run at RUN_S a side (here 0.3 s a call:
+    3 calls), the sides alternate call by call, and a run's figure is the median of its own
+    consecutive calls; a call longer than RUN_S makes a run of one."""
+    from tilegemm.bench import model
+
+    seq = iter([0.3, 1.0, 2.0, 3.0, 10.0, 20.0, 30.0, 100.0, 200.0, 300.0])
+    ref_seq = iter([0.25] + [5.0] * 9)
+    ours, ref, calls = model._runs(lambda: next(seq), lambda: next(ref_seq), 3)
+    assert calls == 3 and ours == [2.0, 20.0, 200.0] and ref == [5.0] * 3
+    ours, ref, calls = model._runs(lambda: 4.0, lambda: 3.5, 3)
+    assert calls == 1 and ours == [4.0] * 3 and ref == [3.5] * 3

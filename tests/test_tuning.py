@@ -330,3 +330,23 @@ def test_fp16_takes_bf16s_nearer_bucket_over_its_own_farther_one():
     assert d.config["BN"] == 256 and "of bf16" in d.source
     d = tuning.pick(db, "db", _problem(1024, 1024, 1024, torch.float16))  # a tie: its own entry
     assert d.config["BN"] == 128 and "exact bucket" in d.source and "bf16" not in d.source
+
+
+def test_the_h200_database_serves_a_models_linear_layers_from_their_own_layout():
+    """The H200's shipped database has B = Wᵀ (nt, what nn.Linear passes) entries for the 8B and 70B
+    projections and lm_head from M = 256 to 16384: prefill's products take their own layout's exact
+    bucket (before, nn's nearest at another M: 2048×1024×4096 ran 0.81× cuBLAS, 256×4096×14336
+    0.34×; docs/perf-notes.md, 85). The 70B slice's logits check product, 512×1024×8192, stays on an
+    unsplit tile: a split one sums K in another order than cuBLAS, and the random-weight model's
+    near-tied logits then disagree (note 68)."""
+    from tilegemm import tuning
+
+    shipped.forget()
+    db = shipped.databases()["nvidia-h200"]
+    for m in (256, 512, 1024, 2048, 4096, 8192, 16384):
+        for n, k in ((4096, 4096), (1024, 4096), (14336, 4096), (4096, 14336), (128256, 4096),
+                     (8192, 8192), (1024, 8192), (28672, 8192), (8192, 28672), (128256, 8192)):
+            d = tuning.pick(db, "db", _problem(m, n, k, b_t=True))
+            assert d.source.startswith("db, exact bucket"), (m, n, k, d)  # on a CPU: t05's tile on t03
+    d = tuning.pick(db, "db", _problem(512, 1024, 8192, b_t=True))
+    assert d.rung != space.T04 and d.config.get("SPLIT", 1) == 1, d

@@ -8,7 +8,8 @@ downloaded; `pip install 'tilegemm[model]'`), on the device, in BF16: Llama-3-8B
 32 layers, and a slice of Llama-3-70B (its widths, `--slice-layers` layers). The same model runs
 patched (`tilegemm.patch`: every nn.Linear on tilegemm; applied around each of our eager runs,
 outside its timing, and around the capture of our graphs) and unpatched (torch), alternately (ABBA: `tilegemm.sampling`), each figure the median
-of `--runs` runs:
+of `--runs` runs, a run the median of its calls (up to 5 a side, about a second of them; decode's
+`generate` takes one):
 - prefill: tokens per second of a forward over batch × sequence tokens (1×2048, 4×512, 1×8192);
 - decode: tokens per second of `generate` producing 128 tokens greedily after a 128-token prompt,
   with a KV cache, at batch 1, 8 and 64 (the prompt's prefill is part of the time on both sides);
@@ -135,8 +136,9 @@ def _phases(name, model, plan, mode, runs, device, ids, base, progress, recs, ke
 def _phase(model, phase: str, mode: str, x, new: int, runs: int, device) -> dict:
     """One phase timed on both sides: the first call's seconds (eager: the first forward or
     generate; graph: warm-up and capture) and the products it ran on each library, then `runs`
-    timed calls each. In graph mode each timed call replays graphs captured for it alone, outside
-    its timing (as session 13's H200 run did; see `_capture` for why a set once faulted)."""
+    runs each (`_runs`: 1 to CALLS_MAX timed calls a run). In graph mode each timed call replays
+    graphs captured for it alone, outside its timing (as session 13's H200 run did; see `_capture`
+    for why a set once faulted)."""
     import torch
 
     import tilegemm
@@ -161,9 +163,9 @@ def _phase(model, phase: str, mode: str, x, new: int, runs: int, device) -> dict
         with tilegemm.patch(model) as p:
             first = _timed(make, device)
             counts = dict(p.counts)  # warm-up and capture's products
-    t_ours, t_ref = _runs(lambda: _sample(model, True, make, device), lambda: _sample(model, False, make, device),
-                          runs)
-    return dict(t_ours=t_ours, t_ref=t_ref, first=first, ref_first=ref_first, counts=counts)
+    t_ours, t_ref, calls = _runs(lambda: _sample(model, True, make, device),
+                                 lambda: _sample(model, False, make, device), runs)
+    return dict(t_ours=t_ours, t_ref=t_ref, calls=calls, first=first, ref_first=ref_first, counts=counts)
 
 
 def _sample(model, patched: bool, make, device) -> float:
@@ -256,22 +258,33 @@ def _capture(fn, device):
     return replay
 
 
-def _runs(ours, ref, runs: int) -> tuple[list[float], list[float]]:
-    """Seconds of `runs` timed calls of ours and of torch's, alternating (ABBA: sampling.alternate)."""
+RUN_S = 1.0  # a run of a phase: about this many seconds of calls a side,
+CALLS_MAX = 5  # at most this many (one where a call takes longer than RUN_S)
+
+
+def _runs(ours, ref, runs: int) -> tuple[list[float], list[float], int]:
+    """Seconds of `runs` runs of ours and of torch's, and the calls a run takes: a pair of calls
+    first (warm-up, not kept) sizes a run at RUN_S a side, 1 to CALLS_MAX calls; then every call
+    alternates between the sides (ABBA: sampling.alternate), and a run's figure is the median of
+    its consecutive calls. (One call a run left a 60 ms prefill's ratio to three samples a side,
+    whose spread, 1-2%, is the size of what the ratio is asked to show.)"""
     import math
 
     from ..sampling import alternate
 
+    calls = max(1, min(CALLS_MAX, int(RUN_S / max(ours(), ref(), 1e-6))))
     (t_ours, t_ref), _ = alternate([lambda n: [ours() for _ in range(n)], lambda n: [ref() for _ in range(n)]],
-                                   budget_s=math.inf, min_reps=runs, max_reps=runs, target_rse=0.0, batch=1)
-    return t_ours, t_ref
+                                   budget_s=math.inf, min_reps=runs * calls, max_reps=runs * calls,
+                                   target_rse=0.0, batch=1)
+    per_run = lambda t: [statistics.median(t[i * calls:(i + 1) * calls]) for i in range(runs)]  # noqa: E731
+    return per_run(t_ours), per_run(t_ref), calls
 
 
-def _rates(tokens, t_ours, t_ref, first, ref_first, counts) -> dict:
+def _rates(tokens, t_ours, t_ref, calls, first, ref_first, counts) -> dict:
     ours, ref = statistics.median(t_ours), statistics.median(t_ref)
     return dict(tokens_per_s=tokens / ours, ref_tokens_per_s=tokens / ref, ratio=ref / ours,
-                runs=dict(ours_s=t_ours, ref_s=t_ref), first_forward_s=first, ref_first_forward_s=ref_first,
-                counts=counts)
+                runs=dict(ours_s=t_ours, ref_s=t_ref), calls_per_run=calls, first_forward_s=first,
+                ref_first_forward_s=ref_first, counts=counts)
 
 
 def run(models, modes, runs: int, device, dtype, plan, slice_layers: int, progress=print, save=None) -> dict:
@@ -305,6 +318,14 @@ def run(models, modes, runs: int, device, dtype, plan, slice_layers: int, progre
 TARGETS = "prefill ≥ 1.00 in both modes; decode ≥ 1.00 eager and ≥ 1.20 graph at batch 1 and 8, ≥ 1.00 at 64"
 
 
+def _calls_words(recs: list[dict]) -> str:
+    """How many calls a run took, as the records say (older runs took one a run and do not say)."""
+    calls = sorted({r.get("calls_per_run", 1) for r in recs})
+    if calls == [1]:
+        return ", a call a run"
+    return f", each run the median of {calls[0]}–{calls[-1]} calls a side (fewer where a call is long)"
+
+
 def render(doc: dict, plot: str | None = None) -> str:
     """Markdown of a model-bench document: a row per model, phase, size and mode (tokens per second
     on both sides, the ratio, the first forward), the logits' agreement, and with `plot` a chart
@@ -317,7 +338,8 @@ def render(doc: dict, plot: str | None = None) -> str:
         env.get("date", "?")  # parts: one run per model, joined
     out = [f"`tilegemm model-bench` on {gpu} ({when}; torch {lib.get('torch', '?')}, "
            f"Triton {lib.get('triton', '?')}): the same model patched (`tilegemm.patch`) and on torch alone, "
-           f"alternating, each figure the median of {doc.get('runs', '?')} runs; ratio = ours / torch's tokens per "
+           f"alternating call by call, each figure the median of {doc.get('runs', '?')} runs{_calls_words(recs)}; "
+           "ratio = ours / torch's tokens per "
            "second (> 1: tilegemm faster). Prefill: one forward over batch × sequence tokens. Decode: 128 tokens "
            "generated greedily after a 128-token prompt, with a KV cache (eager: `generate`; graph: CUDA graphs "
            "of the prompt and of a token's step, on a static cache). First forward: the first call at that size "

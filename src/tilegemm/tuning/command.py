@@ -244,7 +244,8 @@ def add_cli(sub) -> None:
     t.add_argument("--shapes", help="a named shape set (e.g. tuning, library, llm) or a JSON file of shapes")
     t.add_argument("--sizes", type=parse_sizes, help="comma-separated N or MxNxK")
     t.add_argument("--dtypes", default="bf16,fp16,fp8,tf32", help=f"comma-separated, of {', '.join(DTYPES)}")
-    t.add_argument("--layouts", default="", help="B layouts to tune besides the default: n (row-major), t (column-major)")
+    t.add_argument("--layouts", default="", help="B layouts to tune, comma-separated: n (row-major), t (column-major: "
+                   "x @ W.t(), as nn.Linear passes it); default: row-major, FP8 column-major")
     t.add_argument("--budget-s", type=float, help="seconds of timing per rung and shape (default 30)")
     t.add_argument("--max-candidates", type=int, help="time only the first N candidates of each rung (known-good first)")
     t.add_argument("--ship", action="store_true", help="also write the package's database for this GPU")
