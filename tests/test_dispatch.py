@@ -618,6 +618,12 @@ def test_gpu_explain_says_where_the_configuration_comes_from():
     b = torch.rand(7000, 5000, device="cuda").bfloat16()
     text = tilegemm.explain(a, b)
     assert "tensor-core rung tc_" in text and "configuration from" in text
+    # the first line names the rung that runs, not the registry's entry for the tensor cores
+    rung = text.split("tensor-core rung ")[1].split(":")[0]
+    assert text.splitlines()[0].split(": ")[1].startswith(f"{rung} ("), text
+    said = tilegemm.explain(a[:16], b, kernel="tc_gemv")  # M = 16 is past t06: t04 runs it
+    assert said.splitlines()[0].split(": ")[1].startswith("tc_splitk ("), said
+    assert "asked for tc_gemv; this shape runs on tc_splitk" in said, said
 
 
 def test_ctypes_structure_matches_culaunchconfig():

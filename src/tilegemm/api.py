@@ -125,8 +125,15 @@ def explain(a, b, kernel: str = "auto") -> str:
         tb = B.obj if B.kind == "torch" and not B.on_host else torch.empty(B.shape, dtype=getattr(torch, B.dtype),
                                                                            device="cuda")
         c = torch.empty((p.m, p.n), dtype=ta.dtype, device=ta.device)
-        lines += [f"  - {x}" for x in dispatch.explain_problem(P.problem_2d(ta, tb, c),
-                                                                "auto" if kernel == "auto" else p.kernel.name)]
+        rung, said = dispatch.explain_problem(P.problem_2d(ta, tb, c), "auto" if kernel == "auto" else p.kernel.name)
+        if rung != p.kernel.name:  # "auto": the registry's entry stands for the tensor cores, whose rung is
+            # chosen per shape; the first line names what runs (it named the entry, then a line the rung)
+            ran = registry.get(rung)
+            lines[0] = f"{p.m}×{p.k} @ {p.k}×{p.n}, {p.dtype}: {ran.name} ({ran.label})"
+            said.insert(0, f"the tensor cores' rung for this shape (the registry ranks {p.kernel.name} first for "
+                           "the tensor cores; tilegemm.tuning chooses the rung per shape)" if kernel == "auto" else
+                        f"asked for {p.kernel.name}; this shape runs on {rung} (the configuration's source says why)")
+        lines += [f"  - {x}" for x in said]
     elif p.kernel.backend == "simt" and min(p.m, p.n, p.k) > 0:
         describe = getattr(importlib.import_module(p.kernel.module), "describe", None)
         if describe is not None:  # the FP32 auto rung: which of its forms, by its wave model

@@ -482,13 +482,14 @@ class on_device:
         return self.ctx.__exit__(*exc) if self.ctx is not None else False
 
 
-def explain_problem(p, kernel: str = "auto") -> list[str]:
-    """Which rung and configuration p gets, and from where (for tilegemm.explain)."""
+def explain_problem(p, kernel: str = "auto") -> tuple[str, list[str]]:
+    """The rung p runs on, and lines saying its configuration and where that comes from (for
+    tilegemm.explain)."""
     from . import tuning
 
     d = tuning.choose(p, kernel)
     cfg = ", ".join(f"{k}={v}" for k, v in d.config.items())
-    return [f"tensor-core rung {d.rung}: {cfg}", f"configuration from {d.source}"]
+    return d.rung, [f"tensor-core rung {d.rung}: {cfg}", f"configuration from {d.source}"]
 
 
 # ---- matmul's execution (api.matmul has checked the operands and chosen the kernel) -----------------
