@@ -424,6 +424,22 @@ def test_grid_chosen_from_the_shipped_rates():
     assert choose(2048, 16384, 16384, 2, hw, peer=True)["grid"] == [2, 1]  # skinny M: A's rows as they are
 
 
+def test_shipped_rates_come_from_row_major_blocks_only(monkeypatch):
+    """The local rate the grids are chosen with reads the database's row-major BF16 entries (what a
+    distributed product's blocks are), not another layout's: the H200's B = Wᵀ entries for a
+    model's linear layers (note 85) moved the 2-GPU choice at 32768³ to a predicted efficiency of
+    0.84 when they were read too."""
+    from tilegemm import shipped
+
+    e = lambda ms: dict(rung="tc_warp_specialized", config={}, ms=ms, shape=[4096, 4096, 4096])  # noqa: E731
+    db = {"gpu": "G", "entries": {"bf16|bfloat16|bfloat16|nn|nobeta|4096x4096x4096": e(0.2),
+                                  "bf16|bfloat16|bfloat16|nt|nobeta|4096x4096x4096": e(0.1),
+                                  "fp16|float16|float16|nn|nobeta|4096x4096x4096": e(0.1)}}
+    monkeypatch.setattr(shipped, "databases", lambda: {"g": db})
+    hw = costmodel.shipped_hardware("G")
+    assert hw.rate == {4096: pytest.approx(2 * 4096**3 / 0.2e-3 / 1e12)}
+
+
 def test_scaleout_doc_is_generated():
     text = costmodel.render(HW)
     assert text.count("\n| 65536 |") == len(costmodel.HOSTS) + 1

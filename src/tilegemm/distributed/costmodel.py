@@ -297,12 +297,16 @@ def hardware_from_results(tensorcore_json: dict, ceilings_json: dict | None = No
     return Hardware(tensorcore_json.get("gpu", "?"), rate=rate, **links)
 
 
+_BLOCKS = "bf16|bfloat16|bfloat16|nn|"  # the database class of a distributed product's local GEMMs
+
+
 def shipped_hardware(gpu: str | None = None, **links) -> Hardware:
     """The Hardware that `tilegemm.distributed` chooses grids with when the user names none: the
     local BF16 GEMM rate measured for this GPU by `tilegemm tune` (the shipped database's times of
-    its compute-bound shapes, every side at least 1024 and a multiple of 64, which is what a
-    distributed product's blocks are (rows of 3000 BF16 elements, not 128-byte aligned, cost TMA
-    up to 30%: docs/perf-notes.md, 51); the H200's where this GPU has none), the links as parameters
+    its compute-bound shapes with A and B row-major, every side at least 1024 and a multiple of 64,
+    which is what a distributed product's blocks are (rows of 3000 BF16 elements, not 128-byte
+    aligned, cost TMA up to 30%: docs/perf-notes.md, 51; a model's B = Wᵀ entries, note 85, are
+    not its products); the H200's where this GPU has none), the links as parameters
     (`Hardware`'s defaults unless given) and GPUs per host from torchrun's LOCAL_WORLD_SIZE."""
     import os
 
@@ -314,7 +318,7 @@ def shipped_hardware(gpu: str | None = None, **links) -> Hardware:
         db = dbs.get("nvidia-h200") or next(iter(dbs.values()), {})
     rate: dict = {}
     for key, e in db.get("entries", {}).items():
-        if key.startswith("bf16|") and e.get("ms") and len(e.get("shape", ())) == 3 and min(e["shape"]) >= 1024 \
+        if key.startswith(_BLOCKS) and e.get("ms") and len(e.get("shape", ())) == 3 and min(e["shape"]) >= 1024 \
                 and not any(side % 64 for side in e["shape"]):
             m, n, k = e["shape"]
             size = round((m * n * k) ** (1 / 3))
