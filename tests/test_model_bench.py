@@ -147,15 +147,39 @@ def test_merge_joins_runs_over_different_models(tmp_path, capsys):
                    "tilegemm model-bench --merge: part 2 ran another plan than part 1 (runs, modes, plan)"]
 
 
+
 def test_a_run_is_the_median_of_its_calls_sized_by_a_warm_pair():
     """model-bench's runs: a warm pair (not kept) sizes a run at RUN_S a side (here 0.3 s a call:
-    3 calls), the sides alternate call by call, and a run's figure is the median of its own
-    consecutive calls; a call longer than RUN_S makes a run of one."""
+    3 calls), the sides alternate call by call (ABBA), and a run's figure is the median of its own
+    consecutive calls on each side; a call longer than RUN_S makes a run of one, and a call too
+    short to see makes CALLS_MAX."""
     from tilegemm.bench import model
 
-    seq = iter([0.3, 1.0, 2.0, 3.0, 10.0, 20.0, 30.0, 100.0, 200.0, 300.0])
-    ref_seq = iter([0.25] + [5.0] * 9)
-    ours, ref, calls = model._runs(lambda: next(seq), lambda: next(ref_seq), 3)
-    assert calls == 3 and ours == [2.0, 20.0, 200.0] and ref == [5.0] * 3
-    ours, ref, calls = model._runs(lambda: 4.0, lambda: 3.5, 3)
-    assert calls == 1 and ours == [4.0] * 3 and ref == [3.5] * 3
+    order = []
+
+    def side(name, values):
+        it = iter(values)
+
+        def call():
+            order.append(name)
+            return next(it)
+        return call
+
+    ours = side("o", [0.3, 1.0, 2.0, 3.0, 10.0, 20.0, 30.0, 100.0, 200.0, 300.0])
+    ref = side("r", [0.25, 4.0, 5.0, 6.0, 40.0, 50.0, 60.0, 400.0, 500.0, 600.0])
+    t_ours, t_ref, calls = model._runs(ours, ref, 3)
+    assert calls == 3 and t_ours == [2.0, 20.0, 200.0] and t_ref == [5.0, 50.0, 500.0]
+    assert order[:2] == ["o", "r"] and order[2:8] == ["o", "r", "r", "o", "o", "r"]  # warm pair, then ABBA
+    assert model._runs(lambda: 4.0, lambda: 3.5, 3) == ([4.0] * 3, [3.5] * 3, 1)
+    t_ours, t_ref, calls = model._runs(lambda: 0.0, lambda: 0.0, 2)
+    assert calls == model.CALLS_MAX and t_ours == [0.0, 0.0]
+
+
+def test_the_table_says_how_many_calls_a_run_took_model_by_model():
+    from tilegemm.bench import model
+
+    rec = lambda m, c=None: dict(model=m, **({} if c is None else dict(calls_per_run=c)))  # noqa: E731
+    assert model._calls_words([rec("a"), rec("b")]) == ", a call a run"
+    said = model._calls_words([rec("a", 1), rec("a", 5), rec("b")])
+    assert "a: 1–5" in said and "b: 1;" in said, said
+    assert "c: 5;" in model._calls_words([rec("c", 5), rec("c", 5)])

@@ -112,7 +112,8 @@ def explain(a, b, kernel: str = "auto") -> str:
     and configuration, and where the configuration comes from (tuning cache, shipped database,
     heuristic)."""
     p = plan(a, b, kernel)
-    lines = [f"{p.m}×{p.k} @ {p.k}×{p.n}, {p.dtype}: {p.kernel.name} ({p.kernel.label})"]
+    head = lambda k: f"{p.m}×{p.k} @ {p.k}×{p.n}, {p.dtype}: {k.name} ({k.label})"  # noqa: E731
+    lines = [head(p.kernel)]
     lines += [f"  - {r}" for r in p.reasons]
     if p.kernel.backend == "tensorcore" and p.kernel.runnable()[0] and min(p.m, p.n, p.k) > 0:
         import torch
@@ -128,8 +129,7 @@ def explain(a, b, kernel: str = "auto") -> str:
         rung, said = dispatch.explain_problem(P.problem_2d(ta, tb, c), "auto" if kernel == "auto" else p.kernel.name)
         if rung != p.kernel.name:  # "auto": the registry's entry stands for the tensor cores, whose rung is
             # chosen per shape; the first line names what runs (it named the entry, then a line the rung)
-            ran = registry.get(rung)
-            lines[0] = f"{p.m}×{p.k} @ {p.k}×{p.n}, {p.dtype}: {ran.name} ({ran.label})"
+            lines[0] = head(registry.get(rung))
             said.insert(0, f"the tensor cores' rung for this shape (the registry ranks {p.kernel.name} first for "
                            "the tensor cores; tilegemm.tuning chooses the rung per shape)" if kernel == "auto" else
                         f"asked for {p.kernel.name}; this shape runs on {rung} (the configuration's source says why)")

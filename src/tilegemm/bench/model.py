@@ -8,8 +8,8 @@ downloaded; `pip install 'tilegemm[model]'`), on the device, in BF16: Llama-3-8B
 32 layers, and a slice of Llama-3-70B (its widths, `--slice-layers` layers). The same model runs
 patched (`tilegemm.patch`: every nn.Linear on tilegemm; applied around each of our eager runs,
 outside its timing, and around the capture of our graphs) and unpatched (torch), alternately (ABBA: `tilegemm.sampling`), each figure the median
-of `--runs` runs, a run the median of its calls (up to 5 a side, about a second of them; decode's
-`generate` takes one):
+of `--runs` runs, a run the median of its calls (up to 5 a side, as many as fit in about a second;
+one where a call takes over half a second):
 - prefill: tokens per second of a forward over batch × sequence tokens (1×2048, 4×512, 1×8192);
 - decode: tokens per second of `generate` producing 128 tokens greedily after a 128-token prompt,
   with a KV cache, at batch 1, 8 and 64 (the prompt's prefill is part of the time on both sides);
@@ -21,8 +21,8 @@ of `--runs` runs, a run the median of its calls (up to 5 a side, about a second 
 - the first forward at a batch size not seen before (plans to build, kernels to compile; graph
   mode: warm-up and capture), on both;
 - the logits' relative error and argmax agreement against torch's on the same input.
-Records: model, phase, mode, batch, seq, tokens_per_s, ref_tokens_per_s, ratio, first_forward_s,
-ref_first_forward_s, logits_rel_err, argmax_agree, counts (products on tilegemm and on torch in our
+Records: model, phase, mode, batch, seq, tokens_per_s, ref_tokens_per_s, ratio, calls_per_run,
+first_forward_s, ref_first_forward_s, logits_rel_err, argmax_agree, counts (products on tilegemm and on torch in our
 first call). (Generated tokens are not compared across the sides: a model with random weights has
 near-equal logits everywhere, so the last bit of a rounding difference flips greedy choices.)
 """
@@ -319,11 +319,16 @@ TARGETS = "prefill ≥ 1.00 in both modes; decode ≥ 1.00 eager and ≥ 1.20 gr
 
 
 def _calls_words(recs: list[dict]) -> str:
-    """How many calls a run took, as the records say (older runs took one a run and do not say)."""
-    calls = sorted({r.get("calls_per_run", 1) for r in recs})
-    if calls == [1]:
+    """How many calls a run took, model by model, as the records say (runs made before session 42
+    took one a call and do not say)."""
+    per: dict = {}
+    for r in recs:
+        per.setdefault(r["model"], set()).add(r.get("calls_per_run", 1))
+    if all(c == {1} for c in per.values()):
         return ", a call a run"
-    return f", each run the median of {calls[0]}–{calls[-1]} calls a side (fewer where a call is long)"
+    span = lambda c: f"{min(c)}" if len(c) == 1 else f"{min(c)}–{max(c)}"  # noqa: E731
+    return ", a run the median of its calls a side (" + "; ".join(f"{m}: {span(c)}" for m, c in per.items()) + \
+        "; fewer where a call is long)"
 
 
 def render(doc: dict, plot: str | None = None) -> str:
