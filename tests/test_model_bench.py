@@ -147,7 +147,6 @@ def test_merge_joins_runs_over_different_models(tmp_path, capsys):
                    "tilegemm model-bench --merge: part 2 ran another plan than part 1 (runs, modes, plan)"]
 
 
-
 def test_a_run_is_the_median_of_its_calls_sized_by_a_warm_pair():
     """model-bench's runs: a warm pair (not kept) sizes a run at RUN_S a side (here 0.3 s a call:
     3 calls), the sides alternate call by call (ABBA), and a run's figure is the median of its own

@@ -295,7 +295,8 @@ class LaunchPlan:
 
 
 def _remember(key, plan: LaunchPlan) -> None:
-    if plan.device.type == "cuda" and _capturing is not None and _capturing():  # bound to a capture's stream: serves no later call
+    if plan.device.type == "cuda" and _capturing is not None and _capturing():  # bound to a capture's stream,
+        # it serves no later call (the query raises on a CPU build)
         return
     if len(_PLANS) >= PLAN_MAX:
         _PLANS.clear()

@@ -22,8 +22,8 @@ one where a call takes over half a second):
   mode: warm-up and capture), on both;
 - the logits' relative error and argmax agreement against torch's on the same input.
 Records: model, phase, mode, batch, seq, tokens_per_s, ref_tokens_per_s, ratio, calls_per_run,
-first_forward_s, ref_first_forward_s, logits_rel_err, argmax_agree, counts (products on tilegemm and on torch in our
-first call). (Generated tokens are not compared across the sides: a model with random weights has
+first_forward_s, ref_first_forward_s, logits_rel_err, argmax_agree, counts (products on tilegemm
+and on torch in our first call). (Generated tokens are not compared across the sides: a model with random weights has
 near-equal logits everywhere, so the last bit of a rounding difference flips greedy choices.)
 """
 

@@ -209,8 +209,9 @@ def counters(device, stream_id: int, n: int):
     """Zeroed int32 tile counters for fused split-K on this device and stream, at least n of them.
     Each launch leaves them zero again (the last slice of a tile resets its counter); one set per
     stream, so launches that could overlap never share one; a launch being captured in a CUDA
-    graph gets a set of its own (each graph's replays then use theirs)."""
-    if torch.device(device).type == "cuda" and torch.cuda.is_current_stream_capturing():  # a graph's own, zeroed by its capture, kept by its pool
+    graph gets a set of its own (each graph's replays then use theirs). device: a torch.device."""
+    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():  # a graph's own, zeroed by its
+        # capture, kept by its pool (the query raises on a CPU build: the Triton interpreter's runs)
         return torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
     key = (device, stream_id)
     t = _COUNTERS.get(key)
