@@ -182,6 +182,22 @@ def test_gemv_form_is_offered_for_decode_never_assumed():
     assert d.rung == space.T04 and "M ≤ 4 only" in d.source, d
 
 
+
+def test_decode_tiles_with_32_kb_stages_are_t03_candidates_at_m_up_to_16():
+    """16-bit decode (M ≤ 16) times t03's two tiles whose stages of B are 32 KB (16×128×128 and
+    16×64×256, 4 stages: docs/perf-notes.md, 86), swapped and plain, with C stored by TMA in
+    shared memory beside them; past M = 16, and for FP32 operands, they are not offered."""
+    def tiles(p):
+        return {(c["BM"], c["BN"], c["BK"], c["num_stages"]) for c in space.candidates(space.T03, p)}
+
+    new = {(16, 128, 128, 4), (16, 64, 256, 4)}
+    for p in (_problem(16, 14336, 4096, b_t=True), _problem(8, 4096, 4096, dt=torch.float16), _problem(1, 64, 4096)):
+        got = [c for c in space.candidates(space.T03, p) if (c["BM"], c["BN"], c["BK"], c["num_stages"]) in new]
+        assert {(c["BN"], bool(c.get("SWAP"))) for c in got} == {(128, True), (128, False), (64, True), (64, False)}
+        assert all(c["C_TMA"] and space.smem_bytes(c, 2, 2, True) <= space.SMEM_BUDGET for c in got)
+    assert not tiles(_problem(32, 4096, 4096, b_t=True)) & new
+    assert not tiles(_problem(16, 4096, 4096, dt=torch.float32, b_t=True)) & new
+
 def test_a_fallback_is_remembered_for_the_bucket():
     """What ran after the chosen rung failed is what the bucket's next calls get in this process
     (remember wrote a key choose never read, so each new shape retried the failing rung)."""
