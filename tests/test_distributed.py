@@ -220,13 +220,14 @@ def test_peer_steps_tile_c_once_reading_only_what_landed(mi, nj, a_moves, b_move
         return
     assert bands[-1] == mi and cols[-1] == nj
     assert list(bands) == sorted(bands) and list(cols) == sorted(cols) and (width > 0 or mi * nj == 0)
-    covered = np.zeros((mi, nj), dtype=np.uint8)  # (at most 2^28 bytes: 16384², 32768×8192)
+    covered = np.zeros((mi, nj), dtype=bool)  # (at most 2^28 bytes: 16384², 32768×8192)
     for s in range(len(bands) - 1):
         for r0, r1, c0, c1 in summa_blocks(bands, cols, s):
             assert r1 <= bands[s + 1] and c1 <= cols[s + 1], (s, r0, r1, c0, c1)
             assert 0 <= r0 <= r1 and 0 <= c0 <= c1, (s, r0, r1, c0, c1)
-            covered[r0:r1, c0:c1] += 1
-    assert (covered == 1).all()
+            assert not covered[r0:r1, c0:c1].any(), ("multiplied twice", s, r0, r1, c0, c1)
+            covered[r0:r1, c0:c1] = True
+    assert covered.all()
     if not a_moves:
         assert set(bands[1:]) <= {mi}  # A_i is read where it lies: one band
     if not b_moves:

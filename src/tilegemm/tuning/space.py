@@ -98,9 +98,10 @@ def base_configs(p: P.Problem) -> list[dict]:
                cfg(128, 128, 64, 4, 4)]
         small = [cfg(64, 128, 64, 4, 4), cfg(64, 64, 128, 4, 4), cfg(32, 64, 128, 4, 4), cfg(16, 64, 128, 4, 5),
                  cfg(16, 32, 256, 4, 4)]
-        # decode on the large weights: a stage of B twice as large as (16, 64, 128)'s, 32 KB a TMA
-        # copy and 128 KB in flight an SM, as 128 columns (8B gate/up at M = 16: 35.5 → 31.6 µs)
-        # or 256 of K (8B q/o at M = 16: 14.4 → 13.1 µs); docs/perf-notes.md, 86
+        # decode on the large weights: a stage of B twice as large as (16, 64, 128)'s, 32 KB (one
+        # TMA copy on t03; t02 takes the tiles too, with pointer loads) and 128 KB in flight an SM,
+        # as 128 columns (8B gate/up at M = 16: 35.5 → 31.6 µs) or 256 of K (8B q/o at M = 16:
+        # 14.4 → 13.1 µs); docs/perf-notes.md, 86
         decode = [cfg(16, 128, 128, 4, 4), cfg(16, 64, 256, 4, 4)]
     else:  # FP32 inputs (TF32 or IEEE)
         # TF32: 128×256×32 (3 stages, 2 consumer warpgroups) won runs 2–4; the others test deeper
