@@ -187,18 +187,22 @@ def test_decode_tiles_with_32_kb_stages_are_candidates_at_m_up_to_16():
     16×64×256, 4 stages: docs/perf-notes.md, 86): on t03 swapped and plain, with C stored by TMA
     in shared memory beside them (not where C is batched), and on t02. The default stays the
     seed; a tile over twice N is not offered; nor are they past M = 16 or for FP32 operands."""
+    def tile(c):
+        return c["BM"], c["BN"], c["BK"], c["num_stages"]
+
     def tiles(p, rung=space.T03):
-        return {(c["BM"], c["BN"], c["BK"], c["num_stages"]) for c in space.candidates(rung, p)}
+        return {tile(c) for c in space.candidates(rung, p)}
 
     new = {(16, 128, 128, 4), (16, 64, 256, 4)}
     for p in (_problem(16, 14336, 4096, b_t=True), _problem(8, 4096, 4096, dt=torch.float16), _problem(1, 64, 4096)):
-        got = [c for c in space.candidates(space.T03, p) if (c["BM"], c["BN"], c["BK"], c["num_stages"]) in new]
+        got = [c for c in space.candidates(space.T03, p) if tile(c) in new]
         assert {(c["BN"], bool(c.get("SWAP"))) for c in got} == {(128, True), (128, False), (64, True), (64, False)}
         assert all(c["C_TMA"] and space.smem_bytes(c, 2, 2, True) <= space.SMEM_BUDGET for c in got)
         assert tiles(p, space.T02) >= new
     assert space.default(space.T03, _problem(16, 14336, 4096))["BN"] == 32  # the seed, 16×32×256, still first
     assert not tiles(_problem(16, 16, 4096)) & new and tiles(_problem(16, 32, 4096)) & new == {(16, 64, 256, 4)}
-    batched = P.Problem(torch.empty(4, 16, 4096, dtype=torch.bfloat16), torch.empty(4, 4096, 4096, dtype=torch.bfloat16),
+    batched = P.Problem(torch.empty(4, 16, 4096, dtype=torch.bfloat16),
+                        torch.empty(4, 4096, 4096, dtype=torch.bfloat16),
                         torch.empty(4, 16, 4096, dtype=torch.bfloat16), "bf16")
     assert tiles(batched) >= new and not any(c["C_TMA"] for c in space.candidates(space.T03, batched))
     assert not tiles(_problem(32, 4096, 4096, b_t=True)) & new

@@ -7,24 +7,26 @@ The models are built from `transformers` configurations with random weights (not
 downloaded; `pip install 'tilegemm[model]'`), on the device, in BF16: Llama-3-8B's shapes with all
 32 layers, and a slice of Llama-3-70B (its widths, `--slice-layers` layers). The same model runs
 patched (`tilegemm.patch`: every nn.Linear on tilegemm; applied around each of our eager runs,
-outside its timing, and around the capture of our graphs) and unpatched (torch), alternately (ABBA: `tilegemm.sampling`), each figure the median
-of `--runs` runs, a run the median of its calls (up to 5 a side, as many as fit in about a second;
-one where a call takes over half a second):
+outside its timing, and around the capture of our graphs) and unpatched (torch), alternately
+(ABBA: `tilegemm.sampling`), each figure the median of `--runs` runs, a run the median of its
+calls (up to 5 a side, as many as fit in about a second; one where a call takes over half a
+second):
 - prefill: tokens per second of a forward over batch × sequence tokens (1×2048, 4×512, 1×8192);
 - decode: tokens per second of `generate` producing 128 tokens greedily after a 128-token prompt,
   with a KV cache, at batch 1, 8 and 64 (the prompt's prefill is part of the time on both sides);
 - modes: eager (the model's forward and `generate` as users call them), and graph: each phase
   captured in CUDA graphs by hand (`torch.cuda.graph`), on both sides, and replayed; decode then
   runs greedily on a static KV cache, one graph for the prompt and one for a token's step.
-  (`torch.compile(mode="reduce-overhead")` would give the same
-  graphs after minutes of compiling per batch size and per side for the 32-layer model.)
+  (`torch.compile(mode="reduce-overhead")` would give the same graphs after minutes of compiling
+  per batch size and per side for the 32-layer model.)
 - the first forward at a batch size not seen before (plans to build, kernels to compile; graph
   mode: warm-up and capture), on both;
 - the logits' relative error and argmax agreement against torch's on the same input.
 Records: model, phase, mode, batch, seq, tokens_per_s, ref_tokens_per_s, ratio, calls_per_run,
 first_forward_s, ref_first_forward_s, logits_rel_err, argmax_agree, counts (products on tilegemm
-and on torch in our first call). (Generated tokens are not compared across the sides: a model with random weights has
-near-equal logits everywhere, so the last bit of a rounding difference flips greedy choices.)
+and on torch in our first call). (Generated tokens are not compared across the sides: a model
+with random weights has near-equal logits everywhere, so the last bit of a rounding difference
+flips greedy choices.)
 """
 
 from __future__ import annotations
