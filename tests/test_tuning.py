@@ -209,6 +209,34 @@ def test_decode_tiles_with_32_kb_stages_are_candidates_at_m_up_to_16():
     assert not tiles(_problem(16, 4096, 4096, dt=torch.float32, b_t=True)) & new
 
 
+def test_batch_decode_tiles_are_candidates_past_m_16_up_to_64():
+    """16-bit decode of a batch (16 < M ≤ 64) times the tiles with 32 KB stages of B found at
+    M = 64 (docs/perf-notes.md, 87): on t03 plain, the 32-row one swapped too (wgmma's N), C
+    stored by TMA beside them; on t02; and past M = 32 a two-slice split-K first among t04's.
+    Not at M ≤ 16 or past 64, nor for FP32 operands (FP8 keeps a list of its own)."""
+    def tile(c):
+        return c["BM"], c["BN"], c["BK"], c["num_warps"], c["num_stages"]
+
+    def tiles(p, rung=space.T03):
+        return {tile(c) for c in space.candidates(rung, p)}
+
+    new = {(32, 64, 256, 4, 4), (64, 128, 128, 4, 4), (64, 128, 128, 4, 3), (64, 32, 256, 4, 4), (64, 256, 64, 8, 4),
+           (64, 128, 64, 4, 6)}
+    for p in (_problem(64, 28672, 8192, b_t=True), _problem(32, 4096, 4096, dt=torch.float16),
+              _problem(48, 14336, 4096, b_t=True)):
+        got = [c for c in space.candidates(space.T03, p) if tile(c) in new]
+        assert {tile(c) for c in got if not c.get("SWAP")} == new
+        assert {tile(c) for c in got if c.get("SWAP")} == {(32, 64, 256, 4, 4)}
+        assert all(c["C_TMA"] and space.smem_bytes(c, 2, 2, True) <= space.SMEM_BUDGET for c in got)
+        assert tiles(p, space.T02) >= new
+        first = space.candidates(space.T04, p)[0]  # a 64-row tile is past t04's cap at M = 32
+        assert (tile(first) == (64, 128, 128, 4, 4) and first["SPLIT"] == 2) == (p.m > 32), first
+    for p in (_problem(16, 14336, 4096, b_t=True), _problem(128, 14336, 4096, b_t=True),
+              _problem(64, 14336, 4096, dt=torch.float32, b_t=True)):
+        first = space.candidates(space.T04, p)[0]
+        assert not tiles(p) & new and (tile(first), first["SPLIT"]) != ((64, 128, 128, 4, 4), 2), p
+
+
 def test_a_fallback_is_remembered_for_the_bucket():
     """What ran after the chosen rung failed is what the bucket's next calls get in this process
     (remember wrote a key choose never read, so each new shape retried the failing rung)."""

@@ -92,7 +92,7 @@ def base_configs(p: P.Problem) -> list[dict]:
                cfg(128, 128, 128, 4, 4)]
         small = [cfg(64, 128, 128, 4, 4), cfg(64, 64, 256, 4, 4), cfg(32, 64, 256, 4, 4), cfg(16, 64, 256, 4, 5),
                  cfg(16, 32, 256, 4, 4), cfg(16, 64, 512, 4, 3), cfg(16, 32, 512, 4, 4)]
-        decode = []
+        decode = batch = []
     elif size == 2:  # FP16 / BF16
         big = [cfg(128, 256, 64, 8, 3), cfg(128, 256, 64, 8, 4), cfg(128, 128, 64, 8, 4), cfg(256, 128, 64, 8, 3),
                cfg(128, 128, 64, 4, 4)]
@@ -103,6 +103,12 @@ def base_configs(p: P.Problem) -> list[dict]:
         # as 128 columns (8B gate/up at M = 16: 35.5 → 31.6 µs) or 256 of K (8B q/o at M = 16:
         # 14.4 → 13.1 µs); docs/perf-notes.md, 86
         decode = [cfg(16, 128, 128, 4, 4), cfg(16, 64, 256, 4, 4)]
+        # a batch of decode (16 < M ≤ 64) on the same weights: mostly 32 KB stages of B again, as
+        # 256 of K on 64 columns (a 32-row tile, swapped: wgmma's N), 128 columns by 128 of K, or
+        # 256 columns on two warpgroups; 256 of K on 32 columns, and 6 stages of 64×128×64 (16 KB
+        # each); 70B gate/up at M = 64: 128.9 → 115.7 µs, 8B q/o 16.5 → 13.7 (docs/perf-notes.md, 87)
+        batch = [cfg(32, 64, 256, 4, 4), cfg(64, 128, 128, 4, 4), cfg(64, 128, 128, 4, 3), cfg(64, 32, 256, 4, 4),
+                 cfg(64, 256, 64, 8, 4), cfg(64, 128, 64, 4, 6)]
     else:  # FP32 inputs (TF32 or IEEE)
         # TF32: 128×256×32 (3 stages, 2 consumer warpgroups) won runs 2–4; the others test deeper
         # pipelines (4–5 stages of BK = 32) and BK = 64
@@ -112,10 +118,11 @@ def base_configs(p: P.Problem) -> list[dict]:
         # decode: 32 columns a program, 128 programs at 4096 columns, each over all of K with no
         # split to reduce (cuBLAS's GEMV there: 128 blocks; docs/perf-notes.md, 29)
         decode = [cfg(16, 32, 128, 4, 4), cfg(16, 32, 256, 4, 3)]
+        batch = []
     if m <= 16:
         return seeded((small[3:] if size == 1 else small[-3:]) + decode, size, "small")
     if m <= 64:
-        return seeded(small[:4] if size == 1 else small, size, "small")
+        return seeded(small[:4] if size == 1 else small + batch, size, "small")
     if m <= 256:
         return seeded(small[:2] + _mid_configs(size)[:3] + big, size, "small")
     if few_tiles(p):
@@ -308,6 +315,8 @@ T04_SEEDS = {
     "fp8_decode": [(64, 64, 128, 4, 4, 4), (64, 64, 128, 4, 4, 8), (64, 128, 128, 4, 3, 4), (64, 32, 128, 4, 4, 4),
                    (16, 64, 128, 4, 4, 3), (16, 64, 256, 4, 4, 4), (16, 32, 256, 4, 4, 8), (16, 32, 128, 4, 4, 16)],
     "mid": [(128, 64, 64, 4, 4, 2), (64, 128, 64, 4, 4, 2), (64, 64, 64, 4, 4, 2)],
+    # 16-bit, 16 < M ≤ 64: 32 KB stages of B in two slices (70B down at M = 64: 117.2 → 114.5 µs)
+    "batch": [(64, 128, 128, 4, 4, 2)],
 }
 
 
@@ -392,7 +401,8 @@ def _t04_candidates(p: P.Problem, limit: int = 10) -> list[dict]:
     if p.m > 128:
         seeds, rest = T04_SEEDS["mid"], _t04_square(p, scale, sms)
     else:
-        seeds = T04_SEEDS["fp8_decode"] if size == 1 and p.m <= 16 else (T04_SEEDS["decode"] if p.m <= 16 else [])
+        seeds = (T04_SEEDS["fp8_decode"] if size == 1 and p.m <= 16 else T04_SEEDS["decode"] if p.m <= 16
+                 else T04_SEEDS["batch"] if size == 2 and p.m <= 64 else [])
         rest = _t04_decode(p, size, scale, sms)
     front = [dict(cfg(bm, bn, int(bk16 * scale), w, st), SPLIT=sp) for bm, bn, bk16, w, st, sp in seeds]
     out, seen = [], set()
