@@ -233,8 +233,13 @@ def test_batch_decode_tiles_are_candidates_past_m_16_up_to_64():
         assert (tile(first) == (64, 128, 128, 4, 4) and first["SPLIT"] == 2) == (p.m > 32), first
     for p in (_problem(16, 14336, 4096, b_t=True), _problem(128, 14336, 4096, b_t=True),
               _problem(64, 14336, 4096, dt=torch.float32, b_t=True)):
+        assert not tiles(p) & new, p
+    for p in (_problem(16, 14336, 4096, b_t=True), _problem(128, 14336, 4096, b_t=True),
+              _problem(64, 14336, 4096, dt=torch.float32, b_t=True),
+              _problem(64, 14336, 4096, dt=torch.float8_e4m3fn, b_t=True)):
+        bk = int(128 * space._t04_scale(p.a.element_size()))  # the seed's depth at this width (it fits at each)
         first = space.candidates(space.T04, p)[0]
-        assert not tiles(p) & new and (tile(first), first["SPLIT"]) != ((64, 128, 128, 4, 4), 2), p
+        assert (tile(first), first["SPLIT"]) != ((64, 128, bk, 4, 4), 2), p
 
 
 def test_a_fallback_is_remembered_for_the_bucket():

@@ -38,7 +38,8 @@ TUNER_VERSION = "v14"  # v2: graphs for short products; v3: SWAP/REG_A; v4: FLAT
 # octave apart (space.grid_up), so a v10 key names another bucket; v12: L2 flushed by reading (clean
 # lines), not zeroed: a zeroed flush's write-back was in every sample (docs/perf-notes.md, 67); v13:
 # 16-bit decode tiles with 32 KB stages of B (note 86), so a v12 decision at M ≤ 16 never saw them;
-# v14: the same at 16 < M ≤ 64 (note 87)
+# v14: the same at 16 < M ≤ 64 (note 87). The version is in every key, so a bump drops every cached
+# decision, not only those at the shapes that changed
 
 _LOCK = threading.Lock()
 _USER: dict | None = None  # the user's cache, read once per process (and after each write)
