@@ -237,7 +237,7 @@ def test_batch_decode_tiles_are_candidates_past_m_16_up_to_64():
     for p in (_problem(16, 14336, 4096, b_t=True), _problem(128, 14336, 4096, b_t=True),
               _problem(64, 14336, 4096, dt=torch.float32, b_t=True),
               _problem(64, 14336, 4096, dt=torch.float8_e4m3fn, b_t=True)):
-        bk = int(128 * space._t04_scale(p.a.element_size()))  # the seed's depth at this width (it fits at each)
+        bk = int(128 * space._t04_scale(p.a.element_size()))  # the seed's depth at this width
         first = space.candidates(space.T04, p)[0]
         assert (tile(first), first["SPLIT"]) != ((64, 128, bk, 4, 4), 2), p
 
