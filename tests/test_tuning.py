@@ -182,31 +182,34 @@ def test_gemv_form_is_offered_for_decode_never_assumed():
     assert d.rung == space.T04 and "M ≤ 4 only" in d.source, d
 
 
+def _tile(c):
+    """A candidate's tile: (BM, BN, BK, warps, stages)."""
+    return c["BM"], c["BN"], c["BK"], c["num_warps"], c["num_stages"]
+
+
+def _tiles(p, rung=space.T03):
+    return {_tile(c) for c in space.candidates(rung, p)}
+
+
 def test_decode_tiles_with_32_kb_stages_are_candidates_at_m_up_to_16():
     """16-bit decode (M ≤ 16) times two tiles whose stages of B are 32 KB (16×128×128 and
     16×64×256, 4 stages: docs/perf-notes.md, 86): on t03 swapped and plain, with C stored by TMA
     in shared memory beside them (not where C is batched), and on t02. The default stays the
     seed; a tile over twice N is not offered; nor are they past M = 16 or for FP32 operands."""
-    def tile(c):
-        return c["BM"], c["BN"], c["BK"], c["num_stages"]
-
-    def tiles(p, rung=space.T03):
-        return {tile(c) for c in space.candidates(rung, p)}
-
-    new = {(16, 128, 128, 4), (16, 64, 256, 4)}
+    new = {(16, 128, 128, 4, 4), (16, 64, 256, 4, 4)}
     for p in (_problem(16, 14336, 4096, b_t=True), _problem(8, 4096, 4096, dt=torch.float16), _problem(1, 64, 4096)):
-        got = [c for c in space.candidates(space.T03, p) if tile(c) in new]
+        got = [c for c in space.candidates(space.T03, p) if _tile(c) in new]
         assert {(c["BN"], bool(c.get("SWAP"))) for c in got} == {(128, True), (128, False), (64, True), (64, False)}
         assert all(c["C_TMA"] and space.smem_bytes(c, 2, 2, True) <= space.SMEM_BUDGET for c in got)
-        assert tiles(p, space.T02) >= new
+        assert _tiles(p, space.T02) >= new
     assert space.default(space.T03, _problem(16, 14336, 4096))["BN"] == 32  # the seed, 16×32×256, still first
-    assert not tiles(_problem(16, 16, 4096)) & new and tiles(_problem(16, 32, 4096)) & new == {(16, 64, 256, 4)}
+    assert not _tiles(_problem(16, 16, 4096)) & new and _tiles(_problem(16, 32, 4096)) & new == {(16, 64, 256, 4, 4)}
     batched = P.Problem(torch.empty(4, 16, 4096, dtype=torch.bfloat16),
                         torch.empty(4, 4096, 4096, dtype=torch.bfloat16),
                         torch.empty(4, 16, 4096, dtype=torch.bfloat16), "bf16")
-    assert tiles(batched) >= new and not any(c["C_TMA"] for c in space.candidates(space.T03, batched))
-    assert not tiles(_problem(32, 4096, 4096, b_t=True)) & new
-    assert not tiles(_problem(16, 4096, 4096, dt=torch.float32, b_t=True)) & new
+    assert _tiles(batched) >= new and not any(c["C_TMA"] for c in space.candidates(space.T03, batched))
+    assert not _tiles(_problem(32, 4096, 4096, b_t=True)) & new
+    assert not _tiles(_problem(16, 4096, 4096, dt=torch.float32, b_t=True)) & new
 
 
 def test_batch_decode_tiles_are_candidates_past_m_16_up_to_64():
@@ -214,32 +217,26 @@ def test_batch_decode_tiles_are_candidates_past_m_16_up_to_64():
     M = 64 (docs/perf-notes.md, 87): on t03 plain, the 32-row one swapped too (wgmma's N), C
     stored by TMA beside them; on t02; and past M = 32 a two-slice split-K first among t04's.
     Not at M ≤ 16 or past 64, nor for FP32 operands (FP8 keeps a list of its own)."""
-    def tile(c):
-        return c["BM"], c["BN"], c["BK"], c["num_warps"], c["num_stages"]
-
-    def tiles(p, rung=space.T03):
-        return {tile(c) for c in space.candidates(rung, p)}
-
     new = {(32, 64, 256, 4, 4), (64, 128, 128, 4, 4), (64, 128, 128, 4, 3), (64, 32, 256, 4, 4), (64, 256, 64, 8, 4),
            (64, 128, 64, 4, 6)}
     for p in (_problem(64, 28672, 8192, b_t=True), _problem(32, 4096, 4096, dt=torch.float16),
               _problem(48, 14336, 4096, b_t=True)):
-        got = [c for c in space.candidates(space.T03, p) if tile(c) in new]
-        assert {tile(c) for c in got if not c.get("SWAP")} == new
-        assert {tile(c) for c in got if c.get("SWAP")} == {(32, 64, 256, 4, 4)}
+        got = [c for c in space.candidates(space.T03, p) if _tile(c) in new]
+        assert {_tile(c) for c in got if not c.get("SWAP")} == new
+        assert {_tile(c) for c in got if c.get("SWAP")} == {(32, 64, 256, 4, 4)}
         assert all(c["C_TMA"] and space.smem_bytes(c, 2, 2, True) <= space.SMEM_BUDGET for c in got)
-        assert tiles(p, space.T02) >= new
+        assert _tiles(p, space.T02) >= new
         first = space.candidates(space.T04, p)[0]  # a 64-row tile is past t04's cap at M = 32
-        assert (tile(first) == (64, 128, 128, 4, 4) and first["SPLIT"] == 2) == (p.m > 32), first
+        assert (_tile(first) == (64, 128, 128, 4, 4) and first["SPLIT"] == 2) == (p.m > 32), first
     for p in (_problem(16, 14336, 4096, b_t=True), _problem(128, 14336, 4096, b_t=True),
               _problem(64, 14336, 4096, dt=torch.float32, b_t=True)):
-        assert not tiles(p) & new, p
+        assert not _tiles(p) & new, p
     for p in (_problem(16, 14336, 4096, b_t=True), _problem(128, 14336, 4096, b_t=True),
               _problem(64, 14336, 4096, dt=torch.float32, b_t=True),
               _problem(64, 14336, 4096, dt=torch.float8_e4m3fn, b_t=True)):
         bk = int(128 * space._t04_scale(p.a.element_size()))  # the seed's depth at this width
         first = space.candidates(space.T04, p)[0]
-        assert (tile(first), first["SPLIT"]) != ((64, 128, bk, 4, 4), 2), p
+        assert (_tile(first), first["SPLIT"]) != ((64, 128, bk, 4, 4), 2), p
 
 
 def test_a_fallback_is_remembered_for_the_bucket():
