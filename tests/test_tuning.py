@@ -239,6 +239,22 @@ def test_batch_decode_tiles_are_candidates_past_m_16_up_to_64():
         assert (_tile(first), first["SPLIT"]) != ((64, 128, bk, 4, 4), 2), p
 
 
+def test_fp8_decode_tiles_with_32_and_64_kb_stages_are_candidates_at_m_up_to_16():
+    """FP8 decode (M ≤ 16, B K-major) times three tiles whose stages of B are 32 or 64 KB
+    (16×256×256 with 3 stages, 16×128×256 with 4, 16×128×512 with 3: docs/perf-notes.md, 89): on
+    t03 swapped and plain with C stored by TMA in shared memory beside them, and on t02. Not past
+    M = 16, and not for 16-bit operands (whose lists at the same M have their own tiles)."""
+    new = {(16, 256, 256, 4, 3), (16, 128, 256, 4, 4), (16, 128, 512, 4, 3)}
+    for m in (1, 16):
+        p = _problem(m, 28672, 8192, dt=torch.float8_e4m3fn, b_t=True)
+        got = [c for c in space.candidates(space.T03, p) if _tile(c) in new]
+        assert {(_tile(c), bool(c.get("SWAP"))) for c in got} == {(t, s) for t in new for s in (True, False)}
+        assert all(c["C_TMA"] and space.smem_bytes(c, 1, 2, True) <= space.SMEM_BUDGET for c in got)
+        assert _tiles(p, space.T02) >= new
+    assert not _tiles(_problem(32, 28672, 8192, dt=torch.float8_e4m3fn, b_t=True)) & new
+    assert not _tiles(_problem(16, 28672, 8192, b_t=True)) & new
+
+
 def test_a_fallback_is_remembered_for_the_bucket():
     """What ran after the chosen rung failed is what the bucket's next calls get in this process
     (remember wrote a key choose never read, so each new shape retried the failing rung)."""

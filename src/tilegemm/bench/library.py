@@ -24,10 +24,11 @@ Also: host µs per repeated call at 64³ (400 calls back to back with no synchro
 15 repetitions, torch's call beside each path), and the first call on a shape never seen, in a
 fresh process, with an empty Triton cache (compile included) and with a warm one.
 
-Decode, as a model calls it: the Llama-3 8B and 70B projections at M = 1, 8, 16 and 64 in BF16
-with B = Wᵀ (K-major: `x @ W.t()`, what `nn.Linear` passes), both clocks, each with the bytes it
-must move (the weight, x and y) over its device time beside the GPU's read bandwidth measured in
-the same run (`torch.sum` over 2 GiB, the device clock): a decode product is memory-bound.
+Decode, as a model calls it: the Llama-3 8B and 70B projections at M = 1, 8, 16, 32, 64 and 128
+in BF16 with B = Wᵀ (K-major: `x @ W.t()`, what `nn.Linear` passes), both clocks, each with the
+bytes it must move (the weight, x and y) over its device time beside the GPU's read bandwidth
+measured in the same run (`torch.sum` over 2 GiB, the device clock): a decode product is
+memory-bound.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ FP32_MAX_FLOPS = 2**40  # the SIMT path's products above this many FLOPs take to
 # decode's weights, N × K (q/o, k/v, gate/up, down), and its batch sizes M
 DECODE_WEIGHTS = {"llama3-8b": ((4096, 4096), (1024, 4096), (14336, 4096), (4096, 14336)),
                   "llama3-70b": ((8192, 8192), (1024, 8192), (28672, 8192), (8192, 28672))}
-DECODE_M = (1, 8, 16, 64)
+DECODE_M = (1, 8, 16, 32, 64, 128)
 READ_BYTES = 2 << 30  # what the read-bandwidth measurement sums
 HOLD_US = 200
 EAGER_SAMPLE_US = 400.0  # a sample of eager calls lasts about this long

@@ -92,7 +92,11 @@ def base_configs(p: P.Problem) -> list[dict]:
                cfg(128, 128, 128, 4, 4)]
         small = [cfg(64, 128, 128, 4, 4), cfg(64, 64, 256, 4, 4), cfg(32, 64, 256, 4, 4), cfg(16, 64, 256, 4, 5),
                  cfg(16, 32, 256, 4, 4), cfg(16, 64, 512, 4, 3), cfg(16, 32, 512, 4, 4)]
-        decode = batch = []
+        # decode on the large weights: stages of B of 32 and 64 KB (BF16's `decode` below at one
+        # byte an element: twice the K, or twice the columns again); 70B gate/up at M = 1 and 16
+        # (t03 swapped, 256 columns by 256 of K, 3 stages): 62–64 µs → 57–58 (docs/perf-notes.md, 89)
+        decode = [cfg(16, 256, 256, 4, 3), cfg(16, 128, 256, 4, 4), cfg(16, 128, 512, 4, 3)]
+        batch = []
     elif size == 2:  # FP16 / BF16
         big = [cfg(128, 256, 64, 8, 3), cfg(128, 256, 64, 8, 4), cfg(128, 128, 64, 8, 4), cfg(256, 128, 64, 8, 3),
                cfg(128, 128, 64, 4, 4)]
