@@ -255,6 +255,22 @@ def test_fp8_decode_tiles_with_32_and_64_kb_stages_are_candidates_at_m_up_to_16(
     assert not _tiles(_problem(16, 28672, 8192, b_t=True)) & new
 
 
+def test_a_five_stage_128_row_tile_is_a_candidate_past_m_64_up_to_256():
+    """16-bit products at 64 < M ≤ 256 time 128×128×64 with 5 stages (the 8B's gate/up at M = 128:
+    docs/perf-notes.md, 90), on t03 with C stored by TMA beside it, and on t02; not at M ≤ 64,
+    past 256, or for FP8 and FP32 operands."""
+    tile = (128, 128, 64, 4, 5)
+    for p in (_problem(128, 14336, 4096, b_t=True), _problem(100, 4096, 4096, dt=torch.float16),
+              _problem(256, 4096, 14336, b_t=True)):
+        got = [c for c in space.candidates(space.T03, p) if _tile(c) == tile]
+        assert got and all(c["C_TMA"] and space.smem_bytes(c, 2, 2, True) <= space.SMEM_BUDGET for c in got), p
+        assert tile in _tiles(p, space.T02)
+    for p in (_problem(64, 14336, 4096, b_t=True), _problem(512, 14336, 4096, b_t=True),
+              _problem(128, 14336, 4096, dt=torch.float8_e4m3fn, b_t=True),
+              _problem(128, 14336, 4096, dt=torch.float32, b_t=True)):
+        assert tile not in _tiles(p) | _tiles(p, space.T02), p
+
+
 def test_a_fallback_is_remembered_for_the_bucket():
     """What ran after the chosen rung failed is what the bucket's next calls get in this process
     (remember wrote a key choose never read, so each new shape retried the failing rung)."""

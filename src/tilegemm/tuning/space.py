@@ -96,7 +96,7 @@ def base_configs(p: P.Problem) -> list[dict]:
         # byte an element: twice the K, or twice the columns again); 70B gate/up at M = 1 and 16
         # (t03 swapped, 256 columns by 256 of K, 3 stages): 62–64 µs → 57–58 (docs/perf-notes.md, 89)
         decode = [cfg(16, 256, 256, 4, 3), cfg(16, 128, 256, 4, 4), cfg(16, 128, 512, 4, 3)]
-        batch = []
+        batch = batch128 = []
     elif size == 2:  # FP16 / BF16
         big = [cfg(128, 256, 64, 8, 3), cfg(128, 256, 64, 8, 4), cfg(128, 128, 64, 8, 4), cfg(256, 128, 64, 8, 3),
                cfg(128, 128, 64, 4, 4)]
@@ -113,6 +113,9 @@ def base_configs(p: P.Problem) -> list[dict]:
         # each); 70B gate/up at M = 64: 128.9 → 115.7 µs, 8B q/o 16.5 → 13.7 (docs/perf-notes.md, 87)
         batch = [cfg(32, 64, 256, 4, 4), cfg(64, 128, 128, 4, 4), cfg(64, 128, 128, 4, 3), cfg(64, 32, 256, 4, 4),
                  cfg(64, 256, 64, 8, 4), cfg(64, 128, 64, 4, 6)]
+        # past M = 64 (one 128-row tile at M = 128): 128×128×64 with a fifth stage, 160 KB in
+        # flight; 8B gate/up at M = 128, 36.1–36.4 → 34.0–35.4 µs (docs/perf-notes.md, 90)
+        batch128 = [cfg(128, 128, 64, 4, 5)]
     else:  # FP32 inputs (TF32 or IEEE)
         # TF32: 128×256×32 (3 stages, 2 consumer warpgroups) won runs 2–4; the others test deeper
         # pipelines (4–5 stages of BK = 32) and BK = 64
@@ -122,13 +125,13 @@ def base_configs(p: P.Problem) -> list[dict]:
         # decode: 32 columns a program, 128 programs at 4096 columns, each over all of K with no
         # split to reduce (cuBLAS's GEMV there: 128 blocks; docs/perf-notes.md, 29)
         decode = [cfg(16, 32, 128, 4, 4), cfg(16, 32, 256, 4, 3)]
-        batch = []
+        batch = batch128 = []
     if m <= 16:
         return seeded((small[3:] if size == 1 else small[-3:]) + decode, size, "small")
     if m <= 64:
         return seeded(small[:4] if size == 1 else small + batch, size, "small")
     if m <= 256:
-        return seeded(small[:2] + _mid_configs(size)[:3] + big, size, "small")
+        return seeded(small[:2] + _mid_configs(size)[:3] + big + batch128, size, "small")
     if few_tiles(p):
         mid = _mid_configs(size)
         return seeded(mid[:2] + big[:1] + mid[2:] + big[-1:], size, "mid")
