@@ -515,8 +515,12 @@ def killed(rank: int, world: int, port: int, outdir: str, how: str) -> None:
     dist.barrier()
     if rank == 1 and how == "dies-before":
         os._exit(3)
-    if rank == 1 and how == "stalls":
-        time.sleep(25)  # past the others' 10 s timeout
+    if rank == 1 and how == "stalls":  # alive, never calling, past the others' 10 s timeout: until
+        # both have written their verdicts (at most 25 s), so the case waits for no more than that
+        end = time.monotonic() + 25
+        while time.monotonic() < end and not all(
+                os.path.exists(os.path.join(outdir, f"{how}{r}.txt")) for r in (0, 2)):
+            time.sleep(0.2)
         os._exit(0)
     if rank == 1 and how == "dies-during":
         real = _core._product

@@ -311,8 +311,8 @@ def test_offline_sass_vectorized():
 
 @pytest.mark.skipif(not _have_offline_tools(), reason="needs ptxas and nvdisasm (CUDA toolkit)")
 def test_offline_table_in_processes_is_the_kernels_own_records():
-    """The table's offline route under the simulator compiles each dispatcher in a process of its
-    own, several at once: the same records, in the same order, as one kernel's in one process."""
+    """The table's offline route under the simulator compiles the dispatchers in worker processes,
+    several at once: the same records, in the same order, as one kernel's in a process of its own."""
     from tilegemm import _cuda, registry
     from tilegemm.bench import sass
 
@@ -322,6 +322,26 @@ def test_offline_table_in_processes_is_the_kernels_own_records():
     rows = sass.resource_table(names, route="offline")
     assert rows == [r for n in names for r in sass.resources(registry.get(n), route="offline")]
     assert [r["kernel"] for r in rows] == ["skinny_m"] * 2 + ["vectorized"] * 2
+
+
+def test_a_workers_failed_compile_is_its_jobs_error_and_the_worker_goes_on():
+    """A job that fails in a worker (here a dispatcher index the kernel does not have) raises its
+    error to that job alone; the same worker then compiles the next job."""
+    from tilegemm import _cuda
+    from tilegemm.bench import sass
+
+    if not _cuda.SIMULATOR:
+        pytest.skip("the processes' route is the simulator's")
+    w = sass._Worker()
+    try:
+        with pytest.raises(RuntimeError, match="IndexError"):
+            w.compile("naive", "float32", 7)
+        rows = w.compile("naive", "float32", 0)
+        assert len(rows) == 1 and rows[0]["registers"] > 0 and rows[0]["_provenance"]
+        assert w.proc.poll() is None
+    finally:
+        w.close()
+    assert w.proc.returncode == 0
 
 
 def test_offline_table_in_processes_error_records(monkeypatch):
@@ -340,11 +360,11 @@ def test_offline_table_in_processes_error_records(monkeypatch):
         name, rung = "empty", 0
         jit_kernels = staticmethod(lambda dt: [])
 
-    compiled = []
-    monkeypatch.setattr(sass, "_offline_subprocess", lambda *job: compiled.append(job) or [])
+    started = []
+    monkeypatch.setattr(sass, "_Worker", lambda: started.append(1))
     rows = sass._table_in_processes([Bad(), Empty()], "float32")
     assert [r["kernel"] for r in rows] == ["bad", "empty"] and all("error" in r for r in rows), rows
-    assert "no kernels today" in rows[0]["error"] and compiled == []
+    assert "no kernels today" in rows[0]["error"] and started == []
 
 
 # ---------------------------------------------------------------------------------------------

@@ -314,19 +314,80 @@ def _records(kernel, dtype: str, route: str, rows: list[dict], prov: str) -> lis
     return out
 
 
-def _offline_subprocess(name: str, dtype: str, only: int | None = None) -> list[dict]:
-    """_offline_inprocess in a process of its own, with the simulator off (the caller runs it)."""
+def _offline_env() -> dict:
+    """The environment of a process that compiles offline: the simulator off, this package first."""
     env = dict(os.environ, TILEGEMM_SIMULATOR="0", NUMBA_ENABLE_CUDASIM="0")
     env.setdefault("CUDA_HOME", "/usr/local/cuda-13.0" if os.path.isdir("/usr/local/cuda-13.0") else "/usr/local/cuda")
     src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def _offline_subprocess(name: str, dtype: str, only: int | None = None) -> list[dict]:
+    """_offline_inprocess in a process of its own, with the simulator off (the caller runs it)."""
     which = [] if only is None else [str(only)]
     r = subprocess.run([sys.executable, "-m", "tilegemm.bench.sass", name, dtype, *which], capture_output=True,
-                       text=True, env=env)
+                       text=True, env=_offline_env())
     if r.returncode:
         raise RuntimeError(r.stderr.strip()[-600:])
     rows = json.loads(r.stdout.strip().splitlines()[-1])
     return rows
+
+
+_REPLY = "@tilegemm.sass "  # a worker's reply line; anything else on its stdout is the compiler's
+
+
+class _Worker:
+    """A process with the simulator off that compiles one dispatcher per request (`--serve`): the
+    table's jobs share its start (numba's import, 3–4 s) instead of each paying it."""
+
+    def __init__(self):
+        self.log = tempfile.TemporaryFile(mode="w+")  # its stderr, read back if it dies
+        self.proc = subprocess.Popen([sys.executable, "-m", "tilegemm.bench.sass", "--serve"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.log, text=True, env=_offline_env())
+
+    def compile(self, name: str, dtype: str, only: int) -> list[dict]:
+        try:
+            self.proc.stdin.write(f"{name} {dtype} {only}\n")
+            self.proc.stdin.flush()
+            for line in self.proc.stdout:
+                if line.startswith(_REPLY):
+                    reply = json.loads(line[len(_REPLY):])
+                    if "error" in reply:
+                        raise RuntimeError(reply["error"])
+                    return reply["rows"]
+        except BrokenPipeError:
+            pass
+        self.proc.wait()
+        self.log.seek(0)
+        raise RuntimeError(f"the compiling process ended (exit {self.proc.returncode}): "
+                           + self.log.read().strip()[-600:])
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.log.close()
+
+
+def _serve() -> None:
+    """A worker's loop: `name dtype index` a line in, a reply line out, until stdin ends."""
+    prov = _versions("offline")
+    for line in sys.stdin:
+        name, dtype, only = line.split()
+        try:
+            from .. import registry
+
+            rows = _offline_inprocess(registry.get(name), dtype, only=int(only))
+            if rows:
+                rows[0]["_provenance"] = prov
+            reply = {"rows": rows}
+        except Exception as e:  # noqa: BLE001  (the job's error record; the worker goes on)
+            reply = {"error": f"{type(e).__name__}: {e}"[-600:]}
+        print(_REPLY + json.dumps(reply), flush=True)
 
 
 def resource_table(kernels, dtype="float32", route: str = "auto") -> list[dict]:
@@ -354,12 +415,14 @@ def _cpus() -> int:
 
 
 def _table_in_processes(kernels, dtype: str) -> list[dict]:
-    """The offline route from a process that runs the simulator: each dispatcher compiled in a process
-    of its own, as many at once as this process has CPUs, the last rungs' first (their unrolled
-    kernels take NVVM a minute or more each: k16's, k17's), so the longest do not start last. A
-    kernel whose dispatchers cannot be listed, or whose compile fails, gets its error record, as in
-    `resources`; an interrupt cancels the compiles not yet started."""
+    """The offline route from a process that runs the simulator: each dispatcher compiled in a
+    worker process (`_Worker`), as many workers as this process has CPUs, each taking the next
+    dispatcher when it is done, the last rungs' first (their unrolled kernels take NVVM up to a
+    minute each: k16's, k17's), so the longest do not start last. A kernel whose dispatchers cannot
+    be listed, or whose compile fails, gets its error record, as in `resources`; an interrupt
+    cancels the compiles not yet started."""
     import concurrent.futures
+    import threading
 
     counts, failed = {}, {}
     for k in kernels:
@@ -371,8 +434,17 @@ def _table_in_processes(kernels, dtype: str) -> list[dict]:
             failed[k.name] = e
     jobs = [(name, i) for name, n in counts.items() for i in range(n)]
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(_cpus(), len(jobs))))
+    mine, workers = threading.local(), []  # a worker per pool thread
+
+    def job(name: str, i: int) -> list[dict]:
+        w = getattr(mine, "worker", None)
+        if w is None or w.proc.poll() is not None:  # (a worker that died is replaced)
+            w = mine.worker = _Worker()
+            workers.append(w)
+        return w.compile(name, dtype, i)
+
     try:
-        done = {(name, i): pool.submit(_offline_subprocess, name, dtype, i) for name, i in reversed(jobs)}
+        done = {(name, i): pool.submit(job, name, i) for name, i in reversed(jobs)}
         out = []
         for k in kernels:
             if k.name in failed:
@@ -391,6 +463,8 @@ def _table_in_processes(kernels, dtype: str) -> list[dict]:
         return out
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
+        for w in workers:
+            w.close()
 
 
 def format_table(rows: list[dict]) -> str:
@@ -417,6 +491,9 @@ if __name__ == "__main__":  # used by the offline route when the parent process 
 
     if _cuda.SIMULATOR:
         raise SystemExit("the offline route needs the simulator off (TILEGEMM_SIMULATOR=0)")
+    if sys.argv[1] == "--serve":
+        _serve()
+        raise SystemExit(0)
     k = registry.get(sys.argv[1])
     rows = _offline_inprocess(k, sys.argv[2] if len(sys.argv) > 2 else "float32",
                               only=int(sys.argv[3]) if len(sys.argv) > 3 else None)
