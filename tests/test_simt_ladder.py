@@ -324,6 +324,7 @@ def test_offline_table_in_processes_is_the_kernels_own_records():
     assert [r["kernel"] for r in rows] == ["skinny_m"] * 2 + ["vectorized"] * 2
 
 
+@pytest.mark.skipif(not _have_offline_tools(), reason="needs ptxas and nvdisasm (CUDA toolkit)")
 def test_a_workers_failed_compile_is_its_jobs_error_and_the_worker_goes_on():
     """A job that fails in a worker (here a dispatcher index the kernel does not have) raises its
     error to that job alone; the same worker then compiles the next job."""

@@ -375,12 +375,12 @@ class _Worker:
 
 def _serve() -> None:
     """A worker's loop: `name dtype index` a line in, a reply line out, until stdin ends."""
+    from .. import registry
+
     prov = _versions("offline")
     for line in sys.stdin:
         name, dtype, only = line.split()
         try:
-            from .. import registry
-
             rows = _offline_inprocess(registry.get(name), dtype, only=int(only))
             if rows:
                 rows[0]["_provenance"] = prov
