@@ -4,7 +4,6 @@ break, and (on a GPU) a BF16 model against torch's own forward and gradients."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import tilegemm
@@ -171,6 +170,90 @@ def test_gpu_float32_parameters_under_no_grad():
     assert p.counts == {"tilegemm": 1, "torch": 0}
     torch.testing.assert_close(got + m.bias, want, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_gpu_repeated_linear_goes_by_its_plan():
+    """A patched layer's second call of a shape runs by its linear plan (no slow call, no views):
+    right on new data at new addresses, with and without a bias, 2-D and 3-D; an activation whose
+    rows are not a view of it (a transposed batch) is copied by reshape and never gets one."""
+    from tilegemm import dispatch
+
+    torch.manual_seed(0)
+    for bias in (False, True):
+        m = torch.nn.Linear(256, 384, bias=bias).cuda().bfloat16()
+        F = torch.nn.functional
+        with torch.no_grad(), tilegemm.patch(m) as p:
+            for shape in ((8, 256), (2, 3, 256)):
+                m(torch.randn(shape, device="cuda", dtype=torch.bfloat16))  # first call: the slow path
+                slow = dispatch.STATS["slow_calls"]
+                for _ in range(2):
+                    x = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
+                    got = m(x)
+                    assert got.shape == (*shape[:-1], 384) and got.is_contiguous()
+                    torch.testing.assert_close(got.float(), F.linear(x, m.weight, m.bias).float(), rtol=2e-2, atol=2e-2)
+                assert dispatch.STATS["slow_calls"] == slow, shape
+            xt = torch.randn(3, 2, 256, device="cuda", dtype=torch.bfloat16).transpose(0, 1)  # reshape copies it
+            for _ in range(2):
+                torch.testing.assert_close(m(xt).float(), F.linear(xt, m.weight, m.bias).float(), rtol=2e-2, atol=2e-2)
+            assert not any(k[0] == "linear" and k[3] == xt.stride() for k in dispatch._PLANS if type(k[0]) is str)
+        assert p.counts == {"tilegemm": 8, "torch": 0}
+
+
+def test_patch_reads_a_parametrized_weight():
+    """A patched layer reads its weight and bias from _parameters; a parametrized weight is not
+    there (torch.nn.utils.parametrize computes it), and is asked for by name: the product is the
+    computed weight's, as torch's."""
+    from torch.nn.utils import parametrize
+
+    class Doubled(torch.nn.Module):
+        def forward(self, w):
+            return 2 * w
+
+    lin = torch.nn.Linear(8, 6)
+    parametrize.register_parametrization(lin, "weight", Doubled())
+    x = torch.randn(3, 8)
+    with torch.no_grad(), tilegemm.patch(lin) as p:
+        got = lin(x)
+    torch.testing.assert_close(got, torch.nn.functional.linear(x, lin.weight, lin.bias), rtol=1e-5, atol=1e-5)
+    assert p.counts == {"tilegemm": 1, "torch": 0}
+
+
+def test_linear_plan_is_the_rows_plan_with_the_layer_shape():
+    """remember_linear keeps the 2-D call's plan for x @ wᵀ only where x's rows are a view of x;
+    fast_linear then runs that plan at x's and w's addresses into an output of x's leading shape
+    (a stand-in plan here: CPU tensors have none of their own)."""
+    from tilegemm import dispatch
+
+    class Recorder:
+        out_dtype, device = torch.float32, torch.device("cpu")
+
+        def __init__(self, out_shape):
+            self.out_shape, self.calls = out_shape, []
+
+        def run(self, pa, pb, c, psa, psb):
+            self.calls.append((pa, pb, tuple(c.shape), c.stride()))
+            return c
+
+    dispatch._bind_torch()
+    w = torch.randn(6, 4)
+    for x, viewed in ((torch.randn(2, 3, 4), True), (torch.randn(3, 2, 4).transpose(0, 1), False),
+                      (torch.randn(6, 4), True)):
+        rows, wt = x.reshape(-1, 4), w.t()
+        fake = Recorder((6, 6))
+        dispatch._PLANS[dispatch.call_key(rows, wt)] = fake
+        try:
+            dispatch.remember_linear(x, w, rows, wt)
+            y = dispatch.fast_linear(x, w)
+            if viewed:
+                assert fake.calls == [(x.data_ptr(), w.data_ptr(), (*x.shape[:-1], 6), y.stride())]
+                assert y.shape == (*x.shape[:-1], 6) and y.is_contiguous()
+                assert dispatch.fast_linear(x.clone(), w.clone()) is not None  # new addresses, the same key
+            else:
+                assert y is None and not fake.calls
+            assert dispatch.fast_linear(x.to_sparse(), w) is None and dispatch.fast_linear(x.double(), w) is None
+        finally:
+            dispatch.reset()
 
 
 def test_served_says_which_products_tilegemm_runs():

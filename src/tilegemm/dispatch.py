@@ -46,18 +46,19 @@ class _NoTensor:  # stands for torch.Tensor until torch is in use: no object is 
 
 
 _PLAIN: tuple = (_NoTensor,)  # torch.Tensor and nn.Parameter once torch is in use (not subclasses)
-_empty = _empty_strided = _raw_stream = _current_device = _grad_enabled = _capturing = None
+_empty = _empty_strided = _raw_stream = _current_device = _grad_enabled = _capturing = _strided = None
 
 
 def _bind_torch() -> None:
     """The torch functions the hot path calls, bound once (torch is imported by the caller's tensors)."""
-    global _PLAIN, _empty, _empty_strided, _raw_stream, _current_device, _grad_enabled, _capturing
+    global _PLAIN, _empty, _empty_strided, _raw_stream, _current_device, _grad_enabled, _capturing, _strided
     if _empty_strided is not None:  # (the last bound, below)
         return
     import torch
 
     _PLAIN = (torch.Tensor, torch.nn.Parameter)
     _grad_enabled = torch.is_grad_enabled
+    _strided = torch.strided
     # (a CPU build of torch has neither stream nor device queries; no plan exists there to ask them)
     _empty = torch.empty
     _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
@@ -130,6 +131,55 @@ def fast_matmul(a, b, out=None):
     pc = out.data_ptr()
     plan = _PLANS.get(matmul_key(a, b, pa, pb) + out_key(out))
     return None if plan is None or plan.overlaps(pa, pb, pc) else plan.run(pa, pb, out, 0, 0)
+
+
+def linear_key(x, w, px: int, pw: int) -> tuple:
+    """The call key of a patched linear layer's product x @ wᵀ (torchop): x of any rank whose
+    leading dimensions fold into rows, w the layer's (N, K) weight as it is stored."""
+    return ("linear", x.shape, w.shape, x.stride(), w.stride(), x.dtype, w.dtype, x.get_device(), w.get_device(),
+            px & 15, pw & 15)
+
+
+class LinearPlan:
+    """A linear layer's product by the plan of its 2-D matmul(x.view(-1, K), w.t()): the same
+    launches at the same addresses (the view and the transpose start where x and w do), with the
+    output made in x's leading shape, so a call makes no views of its own."""
+
+    __slots__ = ("plan", "out_shape", "out_strides")
+
+    def __init__(self, plan: LaunchPlan, out_shape: tuple):
+        self.plan, self.out_shape = plan, tuple(out_shape)
+        self.out_strides = tuple(math.prod(self.out_shape[i + 1:]) for i in range(len(self.out_shape)))
+
+    def run(self, px: int, pw: int):
+        p = self.plan
+        c = _empty_strided(self.out_shape, self.out_strides, dtype=p.out_dtype, device=p.device)
+        return p.run(px, pw, c, 0, 0)
+
+
+def fast_linear(x, w):
+    """x @ wᵀ by the linear plan of an earlier call like it (`remember_linear`), or None. The
+    caller (a patched layer in inference) has checked that no gradient is wanted."""
+    if type(x) not in _PLAIN or type(w) not in _PLAIN or x.layout is not _strided or w.layout is not _strided:
+        return None
+    px, pw = x.data_ptr(), w.data_ptr()
+    plan = _PLANS.get(linear_key(x, w, px, pw))
+    return None if plan is None else plan.run(px, pw)
+
+
+def remember_linear(x, w, rows, wt) -> None:
+    """After matmul(rows, wt) ran, rows being x's rows (x.reshape(-1, K)) and wt being w.t(): keep
+    that call's plan as x @ wᵀ's too, where there is one and rows starts where x does (a view:
+    a reshape that copied would leave the plan reading the copy's address, not x's)."""
+    if not x.numel() or rows.data_ptr() != x.data_ptr():
+        return
+    plan = _PLANS.get(call_key(rows, wt))
+    if plan is None or plan.out_shape != (rows.shape[0], wt.shape[1]):
+        return
+    key = linear_key(x, w, x.data_ptr(), w.data_ptr())
+    if len(_PLANS) >= PLAN_MAX:
+        _PLANS.clear()
+    _PLANS[key] = LinearPlan(plan, (*x.shape[:-1], wt.shape[1]))
 
 
 def span_bytes(t) -> int:

@@ -23,12 +23,13 @@ from typing import Optional
 
 import torch
 
-from . import api
+from . import api, dispatch
 
 COUNTS = {"tilegemm": 0, "torch": 0}  # every product the operators and patched layers ran, by who ran it
 
 
 _HOST = frozenset((torch.float32, torch.float64))
+_fast_linear = dispatch.fast_linear
 _CUDA = frozenset((torch.float16, torch.bfloat16, torch.float32, torch.float64))
 
 
@@ -56,16 +57,28 @@ def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def _linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
     """x @ weight.T (+ bias), as nn.functional.linear, on tilegemm where it serves them (no
-    gradient recorded: as _matmul)."""
+    gradient recorded: as _matmul). A repeated call (x's shape and strides, the weight's, their
+    dtype and device) goes by its linear plan (`dispatch.fast_linear`): no view is made of either."""
+    y = _fast_linear(x, weight)
+    if y is not None:
+        COUNTS["tilegemm"] += 1
+        return y if bias is None else _add_bias(y, bias)
     if not served(x, weight):
         COUNTS["torch"] += 1
         return torch.nn.functional.linear(x, weight, bias)
     COUNTS["tilegemm"] += 1
     flat = x.dim() == 2
-    y = api.matmul(x if flat else x.reshape(-1, x.shape[-1]), weight.t())  # a view for a contiguous activation
-    if bias is not None:
-        y = y.add_(bias) if y.dtype is bias.dtype and y.get_device() == bias.get_device() else y + bias
-    return y if flat else y.view(*x.shape[:-1], weight.shape[0])
+    rows, wt = x if flat else x.reshape(-1, x.shape[-1]), weight.t()  # a view for a contiguous activation
+    y = api.matmul(rows, wt)
+    if x.is_cuda:
+        dispatch.remember_linear(x, weight, rows, wt)
+    y = y if flat else y.view(*x.shape[:-1], weight.shape[0])
+    return y if bias is None else _add_bias(y, bias)
+
+
+def _add_bias(y: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """y + bias, in place where y is ours to write and of bias's dtype and device."""
+    return y.add_(bias) if y.dtype is bias.dtype and y.get_device() == bias.get_device() else y + bias
 
 
 @torch.library.custom_op("tilegemm::matmul", mutates_args=())
@@ -214,7 +227,12 @@ class Patch:
 
 
 def _patched_forward(self, x):
-    weight, bias = self.weight, self.bias  # each a Module.__getattr__ lookup: once per call
+    try:  # what self.weight and self.bias give (Module.__getattr__ reads _parameters first), without
+        # its two Python calls; a parametrized or re-registered weight is not there: asked for by name
+        params = self._parameters
+        weight, bias = params["weight"], params["bias"]
+    except KeyError:
+        weight, bias = self.weight, self.bias
     if _needs_operator(x, weight, bias):
         return linear(x, weight, bias)
     return _linear(x, weight, bias)
