@@ -95,3 +95,78 @@ def test_dtype_errors_name_the_dtypes():
         tilegemm.matmul(np.ones((2, 3), np.float32), np.ones((3, 2), np.float64))
     with pytest.raises(DTypeError, match="mixed dtypes"):
         tilegemm.matmul(np.ones((2, 2, 3), np.float32), np.ones(3, np.float64))
+
+
+def test_nd_call_keeps_its_inner_calls_plan_under_its_own_key():
+    """After an N-D (or 1-D) matmul of torch CUDA tensors ran as one planned call on views of its
+    operands, `dispatch.remember_view` keeps that plan under the call's own key with the result's
+    shape, so the next such call skips nd's work: only where the inner operands start where the
+    caller's do, the plan is a real one of the same output dtype and size (a stand-in plan here:
+    CPU tensors have none)."""
+    from tilegemm import dispatch
+
+    class Recorder(dispatch.LaunchPlan):
+        def __init__(self, out_shape, dtype=torch.float32):
+            self.out_shape, self.calls = out_shape, []
+            self.out_dtype, self.device = dtype, torch.device("cpu")
+
+        def run(self, pa, pb, c, psa, psb, view=None):
+            c = torch.empty_strided(*view, dtype=self.out_dtype) if c is None else c
+            self.calls.append((pa, pb, tuple(c.shape)))
+            return c
+
+    dispatch._bind_torch()
+    a3, w, v = torch.randn(5, 2, 4), torch.randn(4, 3), torch.randn(4)
+    cases = [(a3, w, ("mm", a3.view(-1, 4), w), (5, 2, 3), True),
+             (v, w, ("mm", v.unsqueeze(0), w), (3,), True),
+             (a3, v, ("mm", a3.view(-1, 4), v.unsqueeze(-1)), (5, 2), True),
+             (a3, torch.randn(5, 4, 3), None, (5, 2, 3), True),
+             (a3, w, ("mm", a3.view(-1, 4).clone(), w), (5, 2, 3), False)]  # a copy of the rows: no link
+    for a, b, inner, shape, linked in cases:
+        if inner is None:
+            inner = ("gemm", a, b, "ieee")
+            fake = Recorder((5, 2, 3))
+            dispatch._PLANS[dispatch.gemm_key(a, b, a.data_ptr(), b.data_ptr(), "ieee", None, 1.0, 0.0, None, None,
+                                              None, "auto")] = fake
+        else:
+            fake = Recorder((inner[1].shape[0], inner[2].shape[1]))
+            dispatch._PLANS[dispatch.call_key(inner[1], inner[2])] = fake
+        try:
+            dispatch.remember_view(a, b, inner, torch.empty(shape, dtype=torch.float64))  # another dtype: no link
+            assert dispatch.fast_matmul(a, b) is None
+            dispatch.remember_view(a, b, inner, torch.empty(shape))
+            got = dispatch.fast_matmul(a.clone(), b.clone())  # new addresses, the same key
+            if linked:
+                assert got.shape == shape and got.is_contiguous() and len(fake.calls) == 1
+            else:
+                assert got is None and not fake.calls
+        finally:
+            dispatch.reset()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_gpu_repeated_nd_matmul_goes_by_a_plan(dtype, monkeypatch):
+    """A repeated N-D or 1-D matmul of torch CUDA tensors runs by the plan of the call nd made
+    the first time (a folded 2-D product, or one batched gemm), without nd: torch.matmul's shape,
+    dtype and values on new data at new addresses."""
+    from tilegemm import dispatch, nd
+
+    def unplanned(*args, **kwargs):
+        raise AssertionError("a repeated call went past its plan")
+
+    dt = getattr(torch, dtype)
+    tol = dict(rtol=2e-2, atol=2e-2) if dt == torch.bfloat16 else dict(rtol=1e-4, atol=1e-4)
+    for sa, sb in [((3, 5, 64), (64, 48)), ((64,), (64, 48)), ((5, 64), (64,)), ((64,), (64,)),
+                   ((4, 5, 64), (4, 64, 48)), ((2, 3, 5, 64), (1, 1, 64, 48))]:
+        a, b = torch.randn(sa, device="cuda", dtype=dt), torch.randn(sb, device="cuda", dtype=dt)
+        tilegemm.matmul(a, b)
+        assert isinstance(dispatch._PLANS.get(dispatch.matmul_key(a, b, a.data_ptr(), b.data_ptr())),
+                          dispatch.ViewPlan), (sa, sb)
+        with monkeypatch.context() as mp:
+            mp.setattr(nd, "matmul", unplanned)
+            for _ in range(2):
+                a, b = torch.randn(sa, device="cuda", dtype=dt), torch.randn(sb, device="cuda", dtype=dt)
+                got, want = tilegemm.matmul(a, b), torch.matmul(a.double(), b.double()).to(dt)
+                assert got.shape == want.shape and got.dtype == dt, (sa, sb)
+                torch.testing.assert_close(got.double(), want.double(), **tol)

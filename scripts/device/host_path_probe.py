@@ -132,7 +132,8 @@ def main():
             loop = [per_call_us(fn, args.n) for _ in range(5)]
             rec[name] = dict(host_us_held=sorted(h[0] for h in held)[2], wall_us_held=sorted(h[1] for h in held)[2],
                              loop_us=sorted(x[1] for x in loop)[2])
-        plans = [pl for pl in dispatch._PLANS.values() if tuple(pl.out_shape) == (m, n) and pl.out_dtype == dtype]
+        plans = [pl for pl in dispatch._PLANS.values() if isinstance(pl, dispatch.LaunchPlan)  # (not a ViewPlan of one)
+                 and tuple(pl.out_shape) == (m, n) and pl.out_dtype == dtype]
         rec["plan"] = [dict(launches=len(pl.launches), scratch=[(int(x), str(d)) for x, d in pl.scratch],
                             stream_bound=pl.stream is not None) for pl in plans]
         rec["stats_after"] = dict(plans=dispatch.STATS["plans_built"], not_planned=dict(dispatch.STATS["not_planned"]),

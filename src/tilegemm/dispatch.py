@@ -11,7 +11,9 @@ dictionary hit, an allocation of the output, and one driver call per kernel: no 
 says they passed), no device queries, no Triton or Numba argument handling
 (docs/perf-notes.md, 32).
 
-Plans exist for torch CUDA tensors on a real GPU (the SIMT path's too: its Numba kernels are
+A call that another planned call serves on views of its operands (an N-D matmul that `nd`
+runs as one 2-D or batched product; a patched linear layer's x @ Wᵀ) is kept under its own key
+as a `ViewPlan` of that plan. Plans exist for torch CUDA tensors on a real GPU (the SIMT path's too: its Numba kernels are
 recorded as they launch and replayed the same way). Everything else, and any launch the launcher
 cannot replay (a K-major copy, Triton's interpreter, another Triton's ABI), takes the slow path
 every call, through Triton's or Numba's own launchers. TILEGEMM_FAST_LAUNCH=0 turns plans off.
@@ -33,7 +35,7 @@ from .arrays import Operand
 from .errors import OutOfDeviceMemory, says_out_of_memory
 
 PLAN_MAX = 4096  # launch plans kept per process (a new one past this empties the table)
-_PLANS: dict = {}  # call key -> LaunchPlan
+_PLANS: dict = {}  # call key -> LaunchPlan (or a ViewPlan of one)
 ARENA_MAX_BYTES = 256 << 20  # the streams' scratch arenas, all together (past it, a call allocates its own)
 _ARENAS: dict = {}  # (device index, raw stream) -> _Arena
 _ARENAS_LOCK = threading.Lock()  # a new or larger arena: the bound checked and the table changed at once
@@ -140,25 +142,26 @@ def linear_key(x, w, px: int, pw: int) -> tuple:
             px & 15, pw & 15)
 
 
-class LinearPlan:
-    """A linear layer's product by the plan of its 2-D matmul(x.view(-1, K), w.t()): the same
-    launches at the same addresses (the view and the transpose start where x and w do), with the
-    output made in x's leading shape, so a call makes no views of its own."""
+class ViewPlan:
+    """A call by the plan of another call on views of its operands that start where they do (a
+    linear layer's x @ Wᵀ by matmul(x.view(-1, K), W.t()); an N-D matmul by the one 2-D or batched
+    product `nd` runs it as): the same launches at the same addresses, the output made in this
+    call's shape (the plan's output is contiguous, so only its shape differs). A call makes none of
+    the views, checks or broadcasts of its first call."""
 
-    __slots__ = ("plan", "out_shape", "out_strides")
+    __slots__ = ("plan", "out_shape", "view")
 
     def __init__(self, plan: LaunchPlan, out_shape: tuple):
         self.plan, self.out_shape = plan, tuple(out_shape)
-        self.out_strides = tuple(math.prod(self.out_shape[i + 1:]) for i in range(len(self.out_shape)))
+        self.view = (self.out_shape, tuple(math.prod(self.out_shape[i + 1:]) for i in range(len(self.out_shape))))
 
-    def run(self, px: int, pw: int):
-        p = self.plan
-        c = _empty_strided(self.out_shape, self.out_strides, dtype=p.out_dtype, device=p.device)
-        return p.run(px, pw, c, 0, 0)
+    def run(self, pa: int, pb: int, c=None, psa: int = 0, psb: int = 0):
+        """The plan's launches (c is None: a view plan is kept only for calls without out=)."""
+        return self.plan.run(pa, pb, c, psa, psb, self.view)
 
 
 def fast_linear(x, w):
-    """x @ wᵀ by the linear plan of an earlier call like it (`remember_linear`), or None. The
+    """x @ wᵀ by the view plan of an earlier call like it (`remember_linear`), or None. The
     caller (a patched layer in inference) has checked that no gradient is wanted."""
     if type(x) not in _PLAIN or type(w) not in _PLAIN or x.layout is not _strided or w.layout is not _strided:
         return None
@@ -174,12 +177,25 @@ def remember_linear(x, w, rows, wt) -> None:
     if not x.numel() or rows.data_ptr() != x.data_ptr():
         return
     plan = _PLANS.get(call_key(rows, wt))
-    if plan is None or plan.out_shape != (rows.shape[0], wt.shape[1]):
+    if isinstance(plan, LaunchPlan) and plan.out_shape == (rows.shape[0], wt.shape[1]):
+        _store(linear_key(x, w, x.data_ptr(), w.data_ptr()), ViewPlan(plan, (*x.shape[:-1], wt.shape[1])))
+
+
+def remember_view(a, b, inner: tuple, c) -> None:
+    """After matmul(a, b) (not both 2-D; torch CUDA tensors, no out=) ran as one call on views of a
+    and b (`nd`: inner is ("mm", x, y) for matmul(x, y), or ("gemm", x, y, precision) for
+    gemm(x, y, precision=precision)) and gave c: keep that call's plan under matmul(a, b)'s own
+    key, with c's shape, where there is one and x and y start where a and b do."""
+    if type(a) not in _PLAIN or type(b) not in _PLAIN or not enabled() or not c.numel() or not c.is_contiguous():
         return
-    key = linear_key(x, w, x.data_ptr(), w.data_ptr())
-    if len(_PLANS) >= PLAN_MAX:
-        _PLANS.clear()
-    _PLANS[key] = LinearPlan(plan, (*x.shape[:-1], wt.shape[1]))
+    kind, x, y, *rest = inner
+    pa, pb = a.data_ptr(), b.data_ptr()
+    if x.data_ptr() != pa or y.data_ptr() != pb:
+        return
+    key = call_key(x, y) if kind == "mm" else gemm_key(x, y, pa, pb, rest[0], None, 1.0, 0.0, None, None, None, "auto")
+    plan = _PLANS.get(key)
+    if isinstance(plan, LaunchPlan) and plan.out_dtype == c.dtype and math.prod(plan.out_shape) == c.numel():
+        _store(matmul_key(a, b, pa, pb), ViewPlan(plan, c.shape))
 
 
 def span_bytes(t) -> int:
@@ -307,16 +323,18 @@ class LaunchPlan:
         self.need = at
         self.spans = spans  # (A's, B's, C's span_bytes): out='s overlap test, for a plan of out=
 
-    def run(self, pa: int, pb: int, c, psa: int, psb: int):
-        """Launch for operands at pa, pb (and c, or a new output); None where this plan cannot
-        serve the call (another current device, or another stream for a stream-bound plan)."""
+    def run(self, pa: int, pb: int, c, psa: int, psb: int, view=None):
+        """Launch for operands at pa, pb (and c, or a new output: of this plan's shape, or of
+        view's (shape, strides), a ViewPlan's); None where this plan cannot serve the call
+        (another current device, or another stream for a stream-bound plan)."""
         if _current_device() != self.index:
             return None
         stream = _raw_stream(self.index)
         if self.stream is not None and stream != self.stream:
             return None
         if c is None:
-            c = _empty_strided(self.out_shape, self.out_strides, dtype=self.out_dtype, device=self.device)
+            shape, strides = view or (self.out_shape, self.out_strides)
+            c = _empty_strided(shape, strides, dtype=self.out_dtype, device=self.device)
         pc = c.data_ptr()
         psa, psb = psa or self.scales[0], psb or self.scales[1]
         if not self.scratch:
@@ -348,10 +366,14 @@ def _remember(key, plan: LaunchPlan) -> None:
     if plan.device.type == "cuda" and _capturing is not None and _capturing():  # bound to a capture's stream,
         # it serves no later call (the query raises on a CPU build)
         return
+    _store(key, plan)
+    STATS["plans_built"] += 1
+
+
+def _store(key, plan) -> None:
     if len(_PLANS) >= PLAN_MAX:
         _PLANS.clear()
     _PLANS[key] = plan
-    STATS["plans_built"] += 1
 
 
 def _not_planned(why: str) -> None:

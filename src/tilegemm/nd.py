@@ -13,6 +13,9 @@ On top of the 2-D product (`api.matmul`), a batch runs as one launch where it ca
   `precision="ieee"`: the batched SIMT rungs do not exist), the operands broadcast to the common
   batch (a 2-D B, or one of batch 1, is passed as such: stride 0, no copy);
 - anything else (FP64 on a GPU, a kernel asked for by name): one 2-D product per batch entry.
+Where the one call of the first two routes had a launch plan and read the caller's torch CUDA
+tensors in place, a repeated call like it goes by that plan (`dispatch.remember_view`), without
+coming here.
 """
 
 from __future__ import annotations
@@ -97,10 +100,14 @@ def _torch(a, b, A, B, kernel, out, batch, m, n, shape, p, matmul_2d):
     moved = A.on_host and p.kernel.backend != "cpu" and kernel == "auto"
     if moved:  # host operands, a GPU kernel: copied there once, the result back once
         ta, tb = ta.cuda(), tb.cuda()
-    c = _batched(ta, tb, batch, kernel, matmul_2d)
+    c, inner = _batched(ta, tb, batch, kernel, matmul_2d)
     if moved:
         c = c.cpu()
     c = c.reshape(shape) if c.shape != shape else c  # drop the promoted dimensions
+    if inner is not None and out is None and kernel == "auto" and A.kind == B.kind == "torch" and not A.on_host:
+        from . import dispatch
+
+        dispatch.remember_view(a, b, inner, c)  # the next call like it goes by the inner call's plan
     if out is not None:
         arrays.write_back(c, out, arrays.describe(out, "out"))
         return out
@@ -113,15 +120,17 @@ def _torch(a, b, A, B, kernel, out, batch, m, n, shape, p, matmul_2d):
 
 
 def _batched(ta, tb, batch: tuple, kernel: str, matmul_2d):
-    """(*batch, M, N) = ta @ tb for torch tensors of 2 or more dimensions."""
+    """(*batch, M, N) = ta @ tb for torch tensors of 2 or more dimensions, and the one call it ran
+    as (("mm", x, y): matmul(x, y); ("gemm", x, y, precision)), or None."""
     import torch
 
     mm, k, nn_ = ta.shape[-2], ta.shape[-1], tb.shape[-1]
     if 0 in batch or mm == 0 or nn_ == 0 or k == 0:  # nothing to multiply: an empty result, or an empty sum
         make = torch.zeros if k == 0 else torch.empty
-        return make((*batch, mm, nn_), dtype=ta.dtype, device=ta.device)
+        return make((*batch, mm, nn_), dtype=ta.dtype, device=ta.device), None
     if not batch:
-        return matmul_2d(ta.reshape(mm, k), tb.reshape(k, nn_), kernel=kernel)
+        x, y = ta.reshape(mm, k), tb.reshape(k, nn_)
+        return matmul_2d(x, y, kernel=kernel), ("mm", x, y)
     b_is_2d = tb.dim() == 2 or all(d == 1 for d in tb.shape[:-2])
     if b_is_2d and tuple(ta.shape[:-2]) == batch:
         try:  # fold A's batch into its rows: one 2-D product, no copy
@@ -129,16 +138,17 @@ def _batched(ta, tb, batch: tuple, kernel: str, matmul_2d):
         except RuntimeError:
             rows = None
         if rows is not None:
-            return matmul_2d(rows, tb.reshape(k, nn_), kernel=kernel).view(*batch, mm, nn_)
+            y = tb.reshape(k, nn_)
+            return matmul_2d(rows, y, kernel=kernel).view(*batch, mm, nn_), ("mm", rows, y)
     count = int(np.prod(batch))
     a3 = ta.expand(*batch, mm, k).reshape(count, mm, k)
     b3 = tb.reshape(k, nn_) if b_is_2d else tb.expand(*batch, k, nn_).reshape(count, k, nn_)
     if kernel == "auto" and ta.is_cuda and ta.dtype in (torch.float16, torch.bfloat16, torch.float32):
         from .tensorcore_api import gemm
 
-        c3 = gemm(a3, b3, precision="ieee" if ta.dtype == torch.float32 else "auto")
-        return c3.view(*batch, mm, nn_)
+        precision = "ieee" if ta.dtype == torch.float32 else "auto"
+        return gemm(a3, b3, precision=precision).view(*batch, mm, nn_), ("gemm", a3, b3, precision)
     c3 = torch.empty((count, mm, nn_), dtype=ta.dtype, device=ta.device)
     for i in range(count):  # one 2-D product per batch entry (FP64 on a GPU, or a kernel asked for by name)
         c3[i] = matmul_2d(a3[i], b3 if b3.dim() == 2 else b3[i], kernel=kernel)
-    return c3.view(*batch, mm, nn_)
+    return c3.view(*batch, mm, nn_), None
