@@ -551,6 +551,38 @@ def test_gpu_fp32_copies_for_k16_through_a_plan_and_a_graph():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("sa,sb,ta,tb", [((64, 4096), (4096, 4096), False, True), ((256, 384), (384, 200), True, False),
+                                         ((100, 300), (300, 130), True, True)])
+def test_gpu_fp32_strided_operands_are_copied_in_the_plan(sa, sb, ta, tb):
+    """FP32 with a transposed operand (x @ W.t()): the SIMT rung's contiguous copy is a recorded
+    kernel into the call's scratch, so the call keeps a plan that repeats it at the operand's
+    address; a later call on new values computes its own product without the slow path, and so
+    does a captured graph's replay."""
+    torch = pytest.importorskip("torch")
+    import tilegemm
+
+    a = torch.rand(sa[::-1] if ta else sa, device="cuda")
+    b = torch.rand(sb[::-1] if tb else sb, device="cuda")
+    a, b = (a.t() if ta else a), (b.t() if tb else b)
+
+    def err(c):
+        r = a.double() @ b.double()
+        return float((c.double() - r).norm() / r.norm())
+
+    assert err(tilegemm.matmul(a, b)) < 1e-5
+    plan = dispatch._PLANS[dispatch.call_key(a, b)]
+    assert isinstance(plan, dispatch.LaunchPlan) and len(plan.launches) >= 1 + ta + tb
+    a.copy_(torch.rand_like(a)), b.copy_(torch.rand_like(b))
+    slow = dispatch.STATS["slow_calls"]
+    assert err(tilegemm.matmul(a, b)) < 1e-5 and dispatch.STATS["slow_calls"] == slow  # the plan's replay
+    g, out = _captured(torch, lambda: tilegemm.matmul(a, b), on_side=True)
+    a.copy_(torch.rand_like(a)), b.copy_(torch.rand_like(b))
+    g.replay()
+    torch.cuda.synchronize()
+    assert err(out) < 1e-5
+
+
+@pytest.mark.gpu
 def test_gpu_a_captured_graph_owns_its_scratch():
     """A plan with its copies' buffers in the stream's arena (BF16 100×12345×678), warmed on a
     stream and then captured there: the graph gets buffers of its own pool, so after every plan

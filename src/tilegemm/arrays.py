@@ -132,8 +132,10 @@ def to_numba(op: Operand, stream=None, contiguous: bool = False):
 _copy_kernel = None
 
 
-def copy_2d(src, dst, stream=None) -> None:
-    """dst[...] = src on the device, any strides (a Numba kernel: works for every CUDA kind)."""
+def copy_2d(src, dst, stream=None, configure=None) -> None:
+    """dst[...] = src on the device, any strides (a Numba kernel: works for every CUDA kind).
+    configure(kernel, grid, block, stream) -> the launch, where given (a SIMT rung's, which a
+    launch plan can record)."""
     global _copy_kernel
     cuda = _cuda.cuda
     if _copy_kernel is None:
@@ -146,7 +148,10 @@ def copy_2d(src, dst, stream=None) -> None:
         _copy_kernel = copy2d
     m, n = dst.shape
     grid = ((m + 15) // 16, (n + 15) // 16)
-    k = _copy_kernel[grid, (16, 16)] if stream is None else _copy_kernel[grid, (16, 16), stream]
+    if configure is not None:
+        k = configure(_copy_kernel, grid, (16, 16), stream)
+    else:
+        k = _copy_kernel[grid, (16, 16)] if stream is None else _copy_kernel[grid, (16, 16), stream]
     k(src, dst)
 
 

@@ -633,7 +633,15 @@ def _run_numba(kern, auto: bool, A: Operand, B: Operand, O, out, shape, dtype):
         stream = arrays.numba_stream(A)
         R = arrays.describe(result, "out")
         need = kern.needs_contiguous
-        why = _numba_plannable(A, B, out, need) or ("" if auto else "a kernel asked for by name is not the call's plan")
+        why = _numba_plannable(A, B, out) or ("" if auto else "a kernel asked for by name is not the call's plan")
+        if need and not why and R.contiguous:  # a strided operand copied contiguous into the call's
+            # scratch by a recorded kernel: the plan repeats the copy (transposed weights: x @ W.t())
+            with S.recording() as launches:
+                a_d, b_d = (_copied_contiguous(X, stream) if not X.contiguous else arrays.to_numba(X, stream)
+                            for X in (A, B))
+                kern.launch(a_d, b_d, arrays.to_numba(R, stream), stream)
+            _keep_numba_plan(A, B, result, launches, out is not None, made)
+            return result
         if need:  # torch operands are copied by torch: its allocator is safe inside a CUDA graph's capture
             A, B = _torch_contiguous(A, "a"), _torch_contiguous(B, "b")
         a_d = arrays.to_numba(A, stream, contiguous=need)
@@ -678,16 +686,30 @@ def _torch_contiguous(X: Operand, what: str) -> Operand:
     return arrays.describe(X.obj.contiguous(), what)
 
 
-def _numba_plannable(A: Operand, B: Operand, out, need_contiguous: bool) -> str:
+def _numba_plannable(A: Operand, B: Operand, out) -> str:
     if not enabled():
         return "TILEGEMM_FAST_LAUNCH=0"
     if A.kind != "torch" or B.kind != "torch" or not plannable_out(out):
         return "SIMT plans are kept for torch CUDA tensors (and a torch CUDA out=)"
     if _cuda.SIMULATOR:
         return "simulator"
-    if need_contiguous and not (A.contiguous and B.contiguous):
-        return "a strided operand is copied first"
     return ""
+
+
+def _copied_contiguous(X: Operand, stream):
+    """A strided torch CUDA operand copied C-contiguous by a Numba kernel launched through the SIMT
+    rungs' `configure` (so that a recording takes it: the plan repeats it at the operand's
+    address) into a scratch buffer (torch's allocator, which the plan makes again or keeps)."""
+    from .kernels.simt import _common as S
+
+    got = S.scratch([tuple(X.shape)], X.dtype, stream)
+    if got is None:
+        raise OutOfDeviceMemory(f"matmul: a contiguous copy of the {arrays.dims(X.shape)} {X.dtype} operand needs "
+                                f"{arrays.nbytes(X.shape, X.dtype) / 2**20:.1f} MiB of device memory, "
+                                f"{_device_memory()[0] / 2**20:.1f} MiB free")
+    dst = got[0]
+    arrays.copy_2d(arrays.to_numba(X, stream), dst, stream, configure=S.configure)
+    return dst
 
 
 def _keep_numba_plan(A: Operand, B: Operand, c, records, is_out: bool, scratch=()) -> None:
