@@ -561,25 +561,27 @@ def test_gpu_fp32_strided_operands_are_copied_in_the_plan(sa, sb, ta, tb):
     torch = pytest.importorskip("torch")
     import tilegemm
 
-    a = torch.rand(sa[::-1] if ta else sa, device="cuda")
-    b = torch.rand(sb[::-1] if tb else sb, device="cuda")
-    a, b = (a.t() if ta else a), (b.t() if tb else b)
+    def operands():  # new tensors each time: a plan must read them at their own addresses
+        a = torch.rand(sa[::-1] if ta else sa, device="cuda")
+        b = torch.rand(sb[::-1] if tb else sb, device="cuda")
+        return (a.t() if ta else a), (b.t() if tb else b)
 
-    def err(c):
+    def err(c, a, b):
         r = a.double() @ b.double()
         return float((c.double() - r).norm() / r.norm())
 
-    assert err(tilegemm.matmul(a, b)) < 1e-5
+    a, b = operands()
+    assert err(tilegemm.matmul(a, b), a, b) < 1e-5
     plan = dispatch._PLANS[dispatch.call_key(a, b)]
     assert isinstance(plan, dispatch.LaunchPlan) and len(plan.launches) >= 1 + ta + tb
-    a.copy_(torch.rand_like(a)), b.copy_(torch.rand_like(b))
     slow = dispatch.STATS["slow_calls"]
-    assert err(tilegemm.matmul(a, b)) < 1e-5 and dispatch.STATS["slow_calls"] == slow  # the plan's replay
+    a2, b2 = operands()
+    assert err(tilegemm.matmul(a2, b2), a2, b2) < 1e-5 and dispatch.STATS["slow_calls"] == slow  # the plan's replay
     g, out = _captured(torch, lambda: tilegemm.matmul(a, b), on_side=True)
     a.copy_(torch.rand_like(a)), b.copy_(torch.rand_like(b))
     g.replay()
     torch.cuda.synchronize()
-    assert err(out) < 1e-5
+    assert err(out, a, b) < 1e-5
 
 
 @pytest.mark.gpu

@@ -13,8 +13,9 @@ says they passed), no device queries, no Triton or Numba argument handling
 
 A call that another planned call serves on views of its operands (an N-D matmul that `nd`
 runs as one 2-D or batched product; a patched linear layer's x @ Wᵀ) is kept under its own key
-as a `ViewPlan` of that plan. Plans exist for torch CUDA tensors on a real GPU (the SIMT path's too: its Numba kernels are
-recorded as they launch and replayed the same way). Everything else, and any launch the launcher
+as a `ViewPlan` of that plan. Plans exist for torch CUDA tensors on a real GPU (the SIMT path's
+too: its Numba kernels, a strided operand's contiguous copy among them, are recorded as they
+launch and replayed the same way). Everything else, and any launch the launcher
 cannot replay (a K-major copy, Triton's interpreter, another Triton's ABI), takes the slow path
 every call, through Triton's or Numba's own launchers. TILEGEMM_FAST_LAUNCH=0 turns plans off.
 A captured CUDA graph records a plan's launches like any other (they go to torch's current
@@ -640,7 +641,10 @@ def _run_numba(kern, auto: bool, A: Operand, B: Operand, O, out, shape, dtype):
                 a_d, b_d = (_copied_contiguous(X, stream) if not X.contiguous else arrays.to_numba(X, stream)
                             for X in (A, B))
                 kern.launch(a_d, b_d, arrays.to_numba(R, stream), stream)
-            _keep_numba_plan(A, B, result, launches, out is not None, made)
+            if len(launches) > (not A.contiguous) + (not B.contiguous):  # the rung's own launches recorded too:
+                _keep_numba_plan(A, B, result, launches, out is not None, made)  # else a plan would only copy
+            else:
+                _not_planned("the rung launched outside the recording")
             return result
         if need:  # torch operands are copied by torch: its allocator is safe inside a CUDA graph's capture
             A, B = _torch_contiguous(A, "a"), _torch_contiguous(B, "b")
