@@ -175,11 +175,9 @@ def remember_linear(x, w, rows, wt) -> None:
     """After matmul(rows, wt) ran, rows being x's rows (x.reshape(-1, K)) and wt being w.t(): keep
     that call's plan as x @ wᵀ's too, where there is one and rows starts where x does (a view:
     a reshape that copied would leave the plan reading the copy's address, not x's)."""
-    if not x.numel() or rows.data_ptr() != x.data_ptr():
-        return
-    plan = _PLANS.get(call_key(rows, wt))
-    if isinstance(plan, LaunchPlan) and plan.out_shape == (rows.shape[0], wt.shape[1]):
-        _store(linear_key(x, w, x.data_ptr(), w.data_ptr()), ViewPlan(plan, (*x.shape[:-1], wt.shape[1])))
+    if x.numel() and rows.data_ptr() == x.data_ptr():
+        _keep_view(linear_key(x, w, x.data_ptr(), w.data_ptr()), call_key(rows, wt), (*x.shape[:-1], wt.shape[1]),
+                   None)
 
 
 def remember_view(a, b, inner: tuple, c) -> None:
@@ -194,9 +192,17 @@ def remember_view(a, b, inner: tuple, c) -> None:
     if x.data_ptr() != pa or y.data_ptr() != pb:
         return
     key = call_key(x, y) if kind == "mm" else gemm_key(x, y, pa, pb, rest[0], None, 1.0, 0.0, None, None, None, "auto")
-    plan = _PLANS.get(key)
-    if isinstance(plan, LaunchPlan) and plan.out_dtype == c.dtype and math.prod(plan.out_shape) == c.numel():
-        _store(matmul_key(a, b, pa, pb), ViewPlan(plan, c.shape))
+    _keep_view(matmul_key(a, b, pa, pb), key, c.shape, c.dtype)
+
+
+def _keep_view(key, inner_key, shape: tuple, dtype) -> None:
+    """A ViewPlan, with output `shape`, of the launch plan kept under inner_key, kept under key:
+    where there is such a plan, its output as large as `shape` and (unless dtype is None, the
+    caller's output being the plan's own by construction) of that dtype."""
+    plan = _PLANS.get(inner_key)
+    if (isinstance(plan, LaunchPlan) and math.prod(plan.out_shape) == math.prod(shape)
+            and (dtype is None or plan.out_dtype == dtype)):
+        _store(key, ViewPlan(plan, shape))
 
 
 def span_bytes(t) -> int:
@@ -707,10 +713,9 @@ def _copied_contiguous(X: Operand, stream):
     from .kernels.simt import _common as S
 
     got = S.scratch([tuple(X.shape)], X.dtype, stream)
-    if got is None:
-        raise OutOfDeviceMemory(f"matmul: a contiguous copy of the {arrays.dims(X.shape)} {X.dtype} operand needs "
-                                f"{arrays.nbytes(X.shape, X.dtype) / 2**20:.1f} MiB of device memory, "
-                                f"{_device_memory()[0] / 2**20:.1f} MiB free")
+    if got is None:  # (scratch says None where the device has not the memory)
+        raise out_of_memory(f"matmul: a contiguous copy of the {arrays.dims(X.shape)} {X.dtype} operand",
+                            arrays.nbytes(X.shape, X.dtype))
     dst = got[0]
     arrays.copy_2d(arrays.to_numba(X, stream), dst, stream, configure=S.configure)
     return dst
@@ -773,8 +778,13 @@ def memory_for(what: str, need: int):
     except Exception as e:  # noqa: BLE001  (only an out-of-memory error is converted)
         if not says_out_of_memory(e):
             raise
-        raise OutOfDeviceMemory(f"{what}: needs {need / 2**20:.1f} MiB of device memory, "
-                                f"{_device_memory()[0] / 2**20:.1f} MiB free") from e
+        raise out_of_memory(what, need) from e
+
+
+def out_of_memory(what: str, need: int) -> OutOfDeviceMemory:
+    """The error for `what` needing `need` bytes of device memory, beside what is free."""
+    return OutOfDeviceMemory(f"{what}: needs {need / 2**20:.1f} MiB of device memory, "
+                             f"{_device_memory()[0] / 2**20:.1f} MiB free")
 
 
 def _run_tensorcore(kernel: str, A: Operand, B: Operand, out, shape, dtype: str):
