@@ -1169,11 +1169,14 @@ class _Graphs:
 
 def _record(body, device) -> torch.cuda.CUDAGraph:
     """body's device work captured as a CUDA graph, on a side stream (nothing runs), in a memory
-    pool of its own. The copy stream is joined to the capture whatever body did, and a failed
-    capture hands its pool back to the allocator (torch's capture_end fails before it does,
-    leaving the allocator holding back every block freed with record_stream)."""
+    pool of its own. Where body forked the copy stream into the capture, it is joined back
+    whatever body did (an unjoined stream fails the capture; a stream that was never forked
+    must not be waited for: its work is not the capture's). The capture is ended whatever
+    happened (a capture left open fails every later one on its stream), and a failed capture
+    hands its pool back to the allocator (torch's capture_end fails before it does, leaving the
+    allocator holding back every block freed with record_stream)."""
     graph, pool = torch.cuda.CUDAGraph(), torch.cuda.graph_pool_handle()
-    stream = _capture_stream(device)
+    stream, copy = _capture_stream(device), _copy_stream(device)
     index = stream.device.index
     with torch.cuda.stream(stream):
         graph.capture_begin(pool=pool, capture_error_mode="thread_local")
@@ -1181,8 +1184,13 @@ def _record(body, device) -> torch.cuda.CUDAGraph:
             body()
         finally:
             try:
-                stream.wait_stream(_copy_stream(device))  # (an unjoined copy stream fails the capture)
-                graph.capture_end()
+                try:
+                    with torch.cuda.stream(copy):
+                        forked = torch.cuda.is_current_stream_capturing()
+                    if forked:
+                        stream.wait_stream(copy)
+                finally:
+                    graph.capture_end()
             except Exception:
                 for undo in (torch._C._cuda_endAllocateToPool, torch._C._cuda_releasePool):
                     try:
