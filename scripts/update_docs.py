@@ -177,10 +177,14 @@ _RUN_NOTES = {
                                      "peer loop's host path to its first GEMM, which then made four views of B a copy "
                                      "for its own rows and entered torch's device context at each product "
                                      "(docs/perf-notes.md, 80). Shown for what varies from run to run.\n\n",
-    "scaleout-host-split-alternated.json": "The host split alone (`dist-bench --modes host-split --runs 3`, 2026-11-28 "
-                                           "21:17, session 41), its rows alone timed in turn with it as in the full run "
-                                           "above (docs/perf-notes.md, 83): a second run of the host split, for what "
-                                           "varies from run to run.\n\n",
+    "scaleout-host-split.json": "The host split alone (`dist-bench --modes host-split --runs 3 --beyond off`, "
+                                "2026-11-29 16:47 UTC, session 47, on the code of the full run above), its rows alone "
+                                "timed in turn with it as in the full run (docs/perf-notes.md, 83 and 95): a second "
+                                "run of the host split, for what varies from run to run.\n\n",
+    "scaleout-session47-first.json": "Session 47's first full run (2026-11-29 16:41 UTC, on the code of the run above): its "
+                                     "distributed rows only, since the device command's time limit ended the run "
+                                     "during the host split, which follows them (docs/perf-notes.md, 95). Shown for "
+                                     "what varies from run to run.\n\n",
     "scaleout-session41-before-graphs.json": "Session 41's first full run (2026-11-28 20:53), on the same engines but "
                                              "for the copy-engine loops' CUDA graphs (docs/perf-notes.md, 82 and 84): "
                                              "every product queued launch by launch from the host. Shown for what "
