@@ -209,3 +209,23 @@ def test_l2_flush_by_reading_is_torchs_only():
         L2Flush(framework="numba", kind="read")
     with pytest.raises(ValueError, match="kind 'erase'"):
         L2Flush(framework="torch", kind="erase")
+
+
+def test_host_us_forms_compute_what_their_references_do():
+    """The other forms `host_us` times (batched, N-D @ W, x @ Wᵀ, a patched nn.Linear) each call
+    what its reference calls: on the CPU, FP32, ours and the reference give one product; a host
+    record of a form renders with it, the plain one without."""
+    import torch
+
+    forms = library._forms("fp32", device="cpu")
+    assert [f[0] for f in forms] == ["batched", "N-D @ W", "x @ Wᵀ", "nn.Linear, patched"]
+    with torch.no_grad():
+        for form, shape, ref_name, ours, ref in forms:
+            got, want = ours(), ref()
+            assert got.shape == want.shape and torch.allclose(got, want, rtol=1e-5, atol=1e-5), form
+    doc = _doc()
+    doc["host_us"].append(dict(dtype="fp32", path="tilegemm.patch", form="nn.Linear, patched", shape="64×64 → 64, with bias",
+                               ours_us=30.0, ref="nn.Linear", ref_us=25.0))
+    text = library.render(doc)
+    assert "| bf16 | `tilegemm.matmul` | 10.1 |" in text
+    assert "| fp32 | `tilegemm.patch`, nn.Linear, patched (64×64 → 64, with bias) | 30.0 | `nn.Linear` | 25.0 |" in text

@@ -217,7 +217,8 @@ HOST_ORDER = "ours and the reference alternating, repetition by repetition, afte
 
 
 def host_us(reps: int = 15, calls: int = 400) -> list[dict]:
-    """Host µs per repeated call at 64³, per path, with torch's call beside it, in one run: the time
+    """Host µs per repeated call at 64³, per path, with torch's call beside it, in one run (and for
+    BF16 and FP32 the other forms a model calls, at 64-wide operands: _forms): the time
     of `calls` calls back to back with no synchronisation inside, median of `reps` repetitions,
     ours and the reference alternating repetition by repetition (so that a drift of the host's
     pace, as right after the sweep, falls on both), after a warm-up of both."""
@@ -264,7 +265,39 @@ def host_us(reps: int = 15, calls: int = 400) -> list[dict]:
                 rec["ref_out_us"] = ref_out[0]
             out.append(rec)
     torch.backends.cuda.matmul.allow_tf32 = False
+    with torch.no_grad():  # as a model's forward pass in inference calls them
+        for dtype in FORM_DTYPES:
+            for form, shape, ref_name, ours, ref in _forms(dtype):
+                ours_us, ref_us = per_call(ours, ref)
+                out.append(dict(dtype=dtype, path="tilegemm.matmul" if form != "nn.Linear, patched" else "tilegemm.patch",
+                                form=form, shape=shape, m=64, n=64, k=64, mode="host_us", ours_us=ours_us,
+                                ref=ref_name, ref_us=ref_us, ratio=ref_us / ours_us))
     return out
+
+
+FORM_DTYPES = ("bf16", "fp32")  # the tensor cores' path and the SIMT path
+
+
+def _forms(dtype: str, device: str = "cuda") -> list[tuple]:
+    """The other forms a model calls at 64-wide operands, each (form, shape in words, reference's
+    name, ours, reference): batched (3-D @ 3-D), an N-D activation @ a weight, x @ Wᵀ (the weight
+    as nn.Linear holds it), and a patched nn.Linear against the same layer unpatched."""
+    import copy
+
+    import torch
+
+    import tilegemm
+
+    dev, dt = torch.device(device), {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
+    r = lambda *shape: (torch.rand(*shape, device=dev) * 2 - 1).to(dt)  # noqa: E731
+    a3, b3, x3, x, w = r(4, 64, 64), r(4, 64, 64), r(2, 32, 64), r(64, 64), r(64, 64)
+    plain = torch.nn.Linear(64, 64, device=dev, dtype=dt)
+    patched = copy.deepcopy(plain)
+    tilegemm.patch(patched)
+    return [("batched", "4×64×64 @ 4×64×64", "torch.matmul", lambda: tilegemm.matmul(a3, b3), lambda: torch.matmul(a3, b3)),
+            ("N-D @ W", "2×32×64 @ 64×64", "torch.matmul", lambda: tilegemm.matmul(x3, w), lambda: torch.matmul(x3, w)),
+            ("x @ Wᵀ", "64×64 @ (64×64)ᵀ", "torch.matmul", lambda: tilegemm.matmul(x, w.t()), lambda: torch.matmul(x, w.t())),
+            ("nn.Linear, patched", "64×64 → 64, with bias", "nn.Linear", lambda: patched(x), lambda: plain(x))]
 
 
 _FIRST_CALL = r"""
@@ -570,7 +603,8 @@ def render(doc: dict, full: bool = True) -> str:
         out += ["", f"Host µs per repeated call at 64³ (400 calls back to back, median of 15{', ' + order if order else ''}):",
                 "",
                 "| dtype | path | ours µs | reference | reference µs |", "|---|---|---:|---|---:|"]
-        out += [f"| {r['dtype']} | `{r['path']}` | {r['ours_us']:.1f} | `{r['ref']}` | {r['ref_us']:.1f} |" for r in host]
+        out += [f"| {r['dtype']} | `{r['path']}`{_form_words(r)} | {r['ours_us']:.1f} | `{r['ref']}` | {r['ref_us']:.1f} |"
+                for r in host]
     first = [r for r in doc.get("first_call") or [] if "first_s" in r]
     if first:
         out += ["", "First call on a shape never seen, in a fresh process after one warm-up call:", "",
@@ -589,6 +623,11 @@ def render(doc: dict, full: bool = True) -> str:
             out.append(f"| {r['dtype']} | {shape} | {r['mode']} | {r['ours_ms']:.4f} | {r['ref_ms']:.4f} | "
                        f"{r['ratio']:.3f} | {runs} |")
     return "\n".join(out)
+
+
+def _form_words(r: dict) -> str:
+    """A host µs record's form beside its path (none for the plain 64³ product)."""
+    return f", {r['form']} ({r['shape']})" if r.get("form") else ""
 
 
 def render_decode(dec: dict | None) -> list[str]:
@@ -671,7 +710,8 @@ def cli_library(args) -> int:
     for line in render_decode(doc.get("decode"))[1:]:
         print(line)
     for r in doc.get("host_us", []):
-        print(f"host µs per call, 64³ {r['dtype']:4s} {r['path']:16s} {r['ours_us']:6.1f}   {r['ref']} {r['ref_us']:6.1f}")
+        print(f"host µs per call, 64³ {r['dtype']:4s} {r['path']:16s} {r['ours_us']:6.1f}   {r['ref']} {r['ref_us']:6.1f}"
+              f"{_form_words(r)}")
     if args.json:
         print(f"results written to {args.json}")
     return 0
