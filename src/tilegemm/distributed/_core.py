@@ -1174,7 +1174,9 @@ def _record(body, device) -> torch.cuda.CUDAGraph:
     must not be waited for: its work is not the capture's). The capture is ended whatever
     happened (a capture left open fails every later one on its stream), and a failed capture
     hands its pool back to the allocator (torch's capture_end fails before it does, leaving the
-    allocator holding back every block freed with record_stream)."""
+    allocator holding back every block freed with record_stream). What this cannot mend: in torch
+    2.11 a capture that fails at capture_end leaves the device's CUDA random generator capturing,
+    and every later random op there raises (docs/perf-notes.md, 95)."""
     graph, pool = torch.cuda.CUDAGraph(), torch.cuda.graph_pool_handle()
     stream, copy = _capture_stream(device), _copy_stream(device)
     index = stream.device.index
@@ -1190,7 +1192,8 @@ def _record(body, device) -> torch.cuda.CUDAGraph:
                     if forked:
                         stream.wait_stream(copy)
                 finally:
-                    graph.capture_end()
+                    with torch.cuda.stream(stream):  # (capture_end ends the current stream's capture)
+                        graph.capture_end()
             except Exception:
                 for undo in (torch._C._cuda_endAllocateToPool, torch._C._cuda_releasePool):
                     try:
