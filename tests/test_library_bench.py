@@ -217,15 +217,22 @@ def test_host_us_forms_compute_what_their_references_do():
     record of a form renders with it, the plain one without."""
     import torch
 
+    from tilegemm import torchop
+
     forms = library._forms("fp32", device="cpu")
     assert [f[0] for f in forms] == ["batched", "N-D @ W", "x @ Wᵀ", "nn.Linear, patched"]
     with torch.no_grad():
         for form, shape, ref_name, ours, ref in forms:
+            served = torchop.COUNTS["tilegemm"]
             got, want = ours(), ref()
             assert got.shape == want.shape and torch.allclose(got, want, rtol=1e-5, atol=1e-5), form
+            if form == "nn.Linear, patched":  # the patched layer's product went through tilegemm
+                assert torchop.COUNTS["tilegemm"] == served + 1
     doc = _doc()
     doc["host_us"].append(dict(dtype="fp32", path="tilegemm.patch", form="nn.Linear, patched", shape="64×64 → 64, with bias",
                                ours_us=30.0, ref="nn.Linear", ref_us=25.0))
     text = library.render(doc)
     assert "| bf16 | `tilegemm.matmul` | 10.1 |" in text
     assert "| fp32 | `tilegemm.patch`, nn.Linear, patched (64×64 → 64, with bias) | 30.0 | `nn.Linear` | 25.0 |" in text
+    assert "The rows with a form are the other calls a model makes" in text
+    assert "other calls a model makes" not in library.render(_doc())  # no form, no such words

@@ -600,7 +600,10 @@ def render(doc: dict, full: bool = True) -> str:
     host = doc.get("host_us") or []
     if host:
         order = (doc.get("harness") or {}).get("host_order")
-        out += ["", f"Host µs per repeated call at 64³ (400 calls back to back, median of 15{', ' + order if order else ''}):",
+        forms = " The rows with a form are the other calls a model makes, at 64-wide operands, under no_grad." \
+            if any(r.get("form") for r in host) else ""
+        out += ["", f"Host µs per repeated call at 64³ (400 calls back to back, median of 15{', ' + order if order else ''}):"
+                + forms,
                 "",
                 "| dtype | path | ours µs | reference | reference µs |", "|---|---|---:|---|---:|"]
         out += [f"| {r['dtype']} | `{r['path']}`{_form_words(r)} | {r['ours_us']:.1f} | `{r['ref']}` | {r['ref_us']:.1f} |"
@@ -710,8 +713,8 @@ def cli_library(args) -> int:
     for line in render_decode(doc.get("decode"))[1:]:
         print(line)
     for r in doc.get("host_us", []):
-        print(f"host µs per call, 64³ {r['dtype']:4s} {r['path']:16s} {r['ours_us']:6.1f}   {r['ref']} {r['ref_us']:6.1f}"
-              f"{_form_words(r)}")
+        print(f"host µs per call, 64³ {r['dtype']:4s} {r['path']}{_form_words(r)}: {r['ours_us']:.1f}   "
+              f"{r['ref']} {r['ref_us']:.1f}")
     if args.json:
         print(f"results written to {args.json}")
     return 0
