@@ -178,7 +178,7 @@ _RUN_NOTES = {
                                      "for its own rows and entered torch's device context at each product "
                                      "(docs/perf-notes.md, 80). Shown for what varies from run to run.\n\n",
     "scaleout-host-split.json": "The host split alone (`dist-bench --modes host-split --runs 3 --beyond off`, "
-                                "2026-11-29 16:47 UTC, session 47, on the code of the full run above), its rows alone "
+                                "2026-11-29 16:46 UTC, session 47, on the code of the full run above), its rows alone "
                                 "timed in turn with it as in the full run (docs/perf-notes.md, 83 and 95): a second "
                                 "run of the host split, for what varies from run to run.\n\n",
     "scaleout-session47-first.json": "Session 47's first full run (2026-11-29 16:41 UTC, on the code of the run above): its "
