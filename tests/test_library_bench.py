@@ -220,13 +220,13 @@ def test_host_us_forms_compute_what_their_references_do():
     from tilegemm import torchop
 
     forms = library._forms("fp32", device="cpu")
-    assert [f[0] for f in forms] == ["batched", "N-D @ W", "x @ Wᵀ", "nn.Linear, patched"]
+    assert [f[1] for f in forms] == ["batched", "N-D @ W", "x @ Wᵀ", "nn.Linear, patched"]
     with torch.no_grad():
-        for form, shape, ref_name, ours, ref in forms:
+        for path, form, shape, ref_name, ours, ref in forms:
             served = torchop.COUNTS["tilegemm"]
             got, want = ours(), ref()
             assert got.shape == want.shape and torch.allclose(got, want, rtol=1e-5, atol=1e-5), form
-            if form == "nn.Linear, patched":  # the patched layer's product went through tilegemm
+            if path == "tilegemm.patch":  # the patched layer's product went through tilegemm
                 assert torchop.COUNTS["tilegemm"] == served + 1
     doc = _doc()
     doc["host_us"].append(dict(dtype="fp32", path="tilegemm.patch", form="nn.Linear, patched", shape="64×64 → 64, with bias",

@@ -267,10 +267,10 @@ def host_us(reps: int = 15, calls: int = 400) -> list[dict]:
     torch.backends.cuda.matmul.allow_tf32 = False
     with torch.no_grad():  # as a model's forward pass in inference calls them
         for dtype in FORM_DTYPES:
-            for form, shape, ref_name, ours, ref in _forms(dtype):
+            for path, form, shape, ref_name, ours, ref in _forms(dtype):
                 ours_us, ref_us = per_call(ours, ref)
-                out.append(dict(dtype=dtype, path="tilegemm.matmul" if form != "nn.Linear, patched" else "tilegemm.patch",
-                                form=form, shape=shape, m=64, n=64, k=64, mode="host_us", ours_us=ours_us,
+                out.append(dict(dtype=dtype, path=path, form=form, shape=shape, m=64, n=64, k=64, mode="host_us",
+                                ours_us=ours_us,
                                 ref=ref_name, ref_us=ref_us, ratio=ref_us / ours_us))
     return out
 
@@ -279,8 +279,8 @@ FORM_DTYPES = ("bf16", "fp32")  # the tensor cores' path and the SIMT path
 
 
 def _forms(dtype: str, device: str = "cuda") -> list[tuple]:
-    """The other forms a model calls at 64-wide operands, each (form, shape in words, reference's
-    name, ours, reference): batched (3-D @ 3-D), an N-D activation @ a weight, x @ Wᵀ (the weight
+    """The other forms a model calls at 64-wide operands, each (our path, form, shape in words,
+    reference's name, ours, reference): batched (3-D @ 3-D), an N-D activation @ a weight, x @ Wᵀ (the weight
     as nn.Linear holds it), and a patched nn.Linear against the same layer unpatched."""
     import copy
 
@@ -294,10 +294,14 @@ def _forms(dtype: str, device: str = "cuda") -> list[tuple]:
     plain = torch.nn.Linear(64, 64, device=dev, dtype=dt)
     patched = copy.deepcopy(plain)
     tilegemm.patch(patched)
-    return [("batched", "4×64×64 @ 4×64×64", "torch.matmul", lambda: tilegemm.matmul(a3, b3), lambda: torch.matmul(a3, b3)),
-            ("N-D @ W", "2×32×64 @ 64×64", "torch.matmul", lambda: tilegemm.matmul(x3, w), lambda: torch.matmul(x3, w)),
-            ("x @ Wᵀ", "64×64 @ (64×64)ᵀ", "torch.matmul", lambda: tilegemm.matmul(x, w.t()), lambda: torch.matmul(x, w.t())),
-            ("nn.Linear, patched", "64×64 → 64, with bias", "nn.Linear", lambda: patched(x), lambda: plain(x))]
+    mm = "tilegemm.matmul"
+    return [(mm, "batched", "4×64×64 @ 4×64×64", "torch.matmul", lambda: tilegemm.matmul(a3, b3),
+             lambda: torch.matmul(a3, b3)),
+            (mm, "N-D @ W", "2×32×64 @ 64×64", "torch.matmul", lambda: tilegemm.matmul(x3, w), lambda: torch.matmul(x3, w)),
+            (mm, "x @ Wᵀ", "64×64 @ (64×64)ᵀ", "torch.matmul", lambda: tilegemm.matmul(x, w.t()),
+             lambda: torch.matmul(x, w.t())),
+            ("tilegemm.patch", "nn.Linear, patched", "64×64 → 64, with bias", "nn.Linear", lambda: patched(x),
+             lambda: plain(x))]
 
 
 _FIRST_CALL = r"""
