@@ -270,3 +270,22 @@ def test_the_host_splits_rows_alone_say_how_they_were_timed():
     assert "rows alone, at once, with nothing copied, timed in turn with the split." in render(now)
     assert "timed after the split's repeats." in render(before)
     assert "host split's efficiency" not in render(dict(records=[], harness=dict(world=2)))
+
+
+def test_the_host_split_is_timed_back_to_back_and_its_efficiency_in_turn():
+    """The host split's time (and speed-up) is its back-to-back repeats', as the one-GPU
+    reference's; its efficiency is its rows alone over its time in turn with them, which the
+    record and the table keep beside."""
+    import torch
+
+    from tilegemm.bench.distributed import records, render
+
+    per = {(32768, "one-gpu", False): [dict(run=0, ms_reps=[100.0, 104.0, 102.0])],
+           (32768, "host-split", False): [dict(run=0, ms_reps=[28.0, 29.0, 28.5], in_turn_reps=[30.0, 29.5, 30.5],
+                                               local_reps=[27.0, 27.2, 26.8])]}
+    split = next(r for r in records(per, 4, torch.bfloat16) if r["variant"] == "host-split")
+    assert split["ms"] == 28.5 and split["in_turn_ms"] == 30.0 and split["local_ms"] == 27.0
+    assert split["speedup"] == 102.0 / 28.5 and split["efficiency"] == 27.0 / 30.0
+    text = render(dict(records=[split], harness=dict(world=4, host_split="… timed in turn with the split …")))
+    assert "back-to-back calls" in text and "30.000 ms at 32768" in text
+    assert "back-to-back" not in render(dict(records=[dict(split, in_turn_ms=None)], harness=dict(world=4)))
