@@ -173,14 +173,20 @@ _RUN_NOTES = {
                                "`1d/nccl`'s products alone, which then included a fill of their buffers (docs/perf-notes.md, "
                                "72; that row's efficiency reads high there, its communication share low). Shown for what "
                                "varies from run to run.\n\n",
-    "scaleout-session40-first.json": "Session 40's first run (2026-11-28 17:03), on the same engines but for the 1-D "
-                                     "peer loop's host path to its first GEMM, which then made four views of B a copy "
-                                     "for its own rows and entered torch's device context at each product "
-                                     "(docs/perf-notes.md, 80). Shown for what varies from run to run.\n\n",
-    "scaleout-host-split.json": "The host split alone (`dist-bench --modes host-split --runs 3 --beyond off`, "
-                                "2026-11-29 16:46 UTC, session 47, on the code of the full run above), its rows alone "
-                                "timed in turn with it as in the full run (docs/perf-notes.md, 83 and 95): a second "
-                                "run of the host split, for what varies from run to run.\n\n",
+    "scaleout-session40.json": "Session 40's committed run (2026-11-28 17:33 UTC), on the engines before the copy-engine "
+                               "loops' CUDA graphs (docs/perf-notes.md, 84) and before each mode's products alone were "
+                               "timed in turn with it (81; then after its repeats). Shown for what varies from run to "
+                               "run.\n\n",
+    "h200x2/scaleout-host-split.json": "The host split alone (`dist-bench --modes host-split --runs 3 --beyond off`, "
+                                       "2026-11-29 20:08 UTC, session 48, on the code of the full run above but for its "
+                                       "timing): the split timed back to back, as the one-GPU reference is, and, for its "
+                                       "efficiency, in turn with its rows alone, as the full run timed it throughout "
+                                       "(docs/perf-notes.md, 97).\n\n",
+    "h200x4/scaleout-host-split.json": "The host split alone (`dist-bench --sizes 16384,32768,65536 --modes host-split "
+                                       "--runs 3 --beyond off`, 2026-11-29 20:05 UTC, session 48, on the code of the full "
+                                       "run above but for its timing): the split timed back to back, as the one-GPU "
+                                       "reference is, and, for its efficiency, in turn with its rows alone, as the full "
+                                       "run timed it throughout (docs/perf-notes.md, 97).\n\n",
     "scaleout-session47-first.json": "Session 47's first full run (2026-11-29 16:41 UTC, on the code of the run above): its "
                                      "distributed rows only, since the device command's time limit ended the run "
                                      "during the host split, which follows them (docs/perf-notes.md, 95). Shown for "
@@ -273,7 +279,7 @@ def main() -> int:
                 + costmodel.compare(doc, extra))
         for name, d in more:  # another run of some modes (its date says whether before or after), beside the full one
             body += (f"\n\n### Another run: results/{host}/{name} ({when(d)} UTC; the full run above: {when(doc)})"
-                     f"\n\n{_RUN_NOTES.get(name, '')}" + dist_bench.render(d))
+                     f"\n\n{_RUN_NOTES.get(f'{host}/{name}', _RUN_NOTES.get(name, ''))}" + dist_bench.render(d))
         (run.parent / "scaleout.md").write_text("# Beyond one GPU, measured\n\n" + body + "\n")
         scale = ROOT / "docs" / "scaleout.md"
         scale.write_text(replace_marked(scale.read_text(), tag, body, "docs/scaleout.md"))
