@@ -173,10 +173,10 @@ _RUN_NOTES = {
                                "`1d/nccl`'s products alone, which then included a fill of their buffers (docs/perf-notes.md, "
                                "72; that row's efficiency reads high there, its communication share low). Shown for what "
                                "varies from run to run.\n\n",
-    "scaleout-session40.json": "Session 40's committed run (2026-11-28 17:33 UTC), on the engines before the copy-engine "
-                               "loops' CUDA graphs (docs/perf-notes.md, 84) and before each mode's products alone were "
-                               "timed in turn with it (81; then after its repeats). Shown for what varies from run to "
-                               "run.\n\n",
+    "h200x4/scaleout-session40.json": "Session 40's committed run (2026-11-28 17:33 UTC), on the engines before the copy-engine "
+                                      "loops' CUDA graphs (docs/perf-notes.md, 84) and before each mode's products alone were "
+                                      "timed in turn with it (81; then after its repeats). Shown for what varies from run to "
+                                      "run.\n\n",
     "h200x2/scaleout-host-split.json": "The host split alone (`dist-bench --modes host-split --runs 3 --beyond off`, "
                                        "2026-11-29 20:08 UTC, session 48, on the code of the full run above but for its "
                                        "timing): the split timed back to back, as the one-GPU reference is, and, for its "

@@ -22,8 +22,9 @@ runs of the median of its timed repeats:
   cuda:0 and C returned there, every copy counted, against that process's own one-GPU torch.mm in
   the same run, both timed back to back (as a caller's loop makes them); efficiency against each
   GPU's rows multiplied alone, all at once, with nothing copied, timed in turn with the split, over
-  the split's time in turn with them (`in_turn_ms`, recorded beside its back-to-back time); and host-split/numpy: FP16 NumPy A and B in, NumPy C out (sizes NUMPY_SIZES), against
-  one GPU's torch round trip (to the device, torch.mm, back), with the copy share (1 − the same
+  the split's time in turn with them (`in_turn_ms`, recorded beside its back-to-back time); and
+  host-split/numpy: FP16 NumPy A and B in, NumPy C out (sizes NUMPY_SIZES), against one GPU's
+  torch round trip (to the device, torch.mm, back), with the copy share (1 − the same
   product's time from CUDA operands / its time from NumPy). It runs after the ranks have ended;
 - fused-ag-mm: torch.ops.symm_mem.fused_all_gather_matmul (A's rows gathered, B's columns split),
   where this torch has it (NCCL only);
