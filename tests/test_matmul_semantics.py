@@ -110,7 +110,7 @@ def test_nd_call_keeps_its_inner_calls_plan_under_its_own_key():
             self.out_shape, self.calls = out_shape, []
             self.out_dtype, self.device = dtype, torch.device("cpu")
 
-        def run(self, pa, pb, c, psa, psb, view=None):
+        def run(self, pa, pb, c, psa, psb, view=None, pi=0):
             c = torch.empty_strided(*view, dtype=self.out_dtype) if c is None else c
             self.calls.append((pa, pb, tuple(c.shape)))
             return c

@@ -673,6 +673,49 @@ def test_gpu_batched_broadcast_alpha_beta(precision, out_dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("kernel", ALL_TC + ("tc_warp_specialized",))
+@pytest.mark.parametrize("precision", ["fp16", "bf16", "tf32", "fp8"])
+def test_gpu_bias_row_in_every_epilogue(kernel, precision):
+    """A bias row (C_in one row of N broadcast over C's rows, beta 1: a linear layer's bias) is
+    added by every rung's epilogue, t05's included (its only C_in; swapped for TF32), on decode,
+    ragged and several-tile shapes, by the launch and by its plan at new addresses; the tuning
+    class of such a product is the plain product's."""
+    from tilegemm import dispatch, tuning
+    from tilegemm.kernels.tensorcore import _problem as P
+    from tilegemm.tuning import cache
+
+    out = {"fp16": torch.float16, "tf32": torch.float32}.get(precision, torch.bfloat16)
+    ran = 0
+    for m, n, k in ((1, 200, 96), (4, 72, 40), (130, 264, 192), (300, 520, 264)):
+        a, b = _gpu_operands(m, n, k, precision, "n", "t" if precision == "fp8" else "n")
+        # (two scale tensors: a plan is refused where one tensor fills two slots)
+        sa, sb = (P.scale_tensor(1.0, a.device) for _ in "ab") if precision == "fp8" else (None, None)
+        bias = (torch.rand(n, device="cuda") * 4 - 2).to(out)
+        p = P.Problem(a, b, torch.empty(m, n, dtype=out, device="cuda"), precision, 1.0, 1.0, bias.expand(m, n),
+                      sa, sb)
+        assert p.bias_row and cache.problem_class(p).endswith("|nobeta")
+        if not tuning.usable(kernel, p):
+            continue
+        key = ("bias-row-test", kernel, precision, m, n, k)
+        for i in range(3):  # the first call builds its plan; the next ones run by it, on a new bias
+            if i:
+                bias = (torch.rand(n, device="cuda") * 4 - 2).to(out)
+                scales = (sa.data_ptr(), sb.data_ptr()) if sa is not None else (0, 0)  # the caller's scales
+                c = dispatch._PLANS[key].run(a.data_ptr(), b.data_ptr(), None, *scales, None, bias.data_ptr())
+            else:
+                dispatch.run_problem(p, kernel, key)
+                c = p.c
+            ref = a.double() @ b.double() + bias.double()
+            chk = validate.check(c.double().cpu().numpy(), a.double().cpu().numpy(), b.double().cpu().numpy(),
+                                 dtype=TOL[precision], ref=ref.cpu().numpy(), out_dtype=str(out).removeprefix("torch."))
+            assert chk.ok, (m, n, k, i, str(chk))
+        dispatch._PLANS.pop(key)
+        ran += 1
+    no_fp8 = (kernel, precision) == ("tc_gemv", "fp8")  # t06 takes no FP8
+    assert ran or no_fp8, f"{kernel} ran none of the shapes in {precision}"
+
+
+@pytest.mark.gpu
 def test_gpu_matmul_auto_picks_tensor_cores_and_returns_caller_kind():
     a, b = validate.random_operands(300, 200, 100, "float16", seed=3)
     assert "tc_" in tilegemm.explain(a, b)
@@ -1090,6 +1133,35 @@ def test_warp_specialized_fp8_and_tf32_in_the_ptx():
     assert ptx.count("ld.shared") >= 48  # A fragments: 128 rows × 32 of K over 256 threads, × 3
     assert {"24", "240"} <= set(re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)", ptx))
     assert k.metadata.shared <= S.t05_smem_bytes(cfg, 4, 4) <= k.metadata.shared + 512
+
+
+def test_warp_specialized_bias_row_in_the_ptx():
+    """t05's bias epilogue: a bias row (BF16 C, and TF32 swapped, where it runs along the MMA's rows)
+    is loaded from global memory in the epilogue only, the ring and the epilogue buffer unchanged;
+    without one nothing is loaded. A bias row is the plain product's tuning class; a full C_in, a
+    row scaled by beta ≠ 1 or one element broadcast is not a bias row (t05 refuses those)."""
+    import re
+
+    from tilegemm.kernels.tensorcore import _problem as P
+    from tilegemm.kernels.tensorcore import t05_warp_specialized as t05
+    from tilegemm.tuning import cache
+    from tilegemm.tuning import space as S
+
+    for cfg, dtype, width in ((S.t05_cfg(128, 256, 64, 4), torch.bfloat16, "b16"),
+                              (S.t05_cfg(256, 128, 32, 4, 4, 1, swap=True), torch.float32, "b32")):
+        plain, bias = (t05.compile_for_sm90(cfg, dtype, bias=on) for on in (False, True))
+        assert not re.findall(r"ld\.global", plain.asm["ptx"])
+        assert re.findall(r"ld\.global\.(\w+)", bias.asm["ptx"]) and set(
+            re.findall(r"ld\.global\.(\w+)", bias.asm["ptx"])) == {width}
+        assert bias.metadata.shared == plain.metadata.shared
+    a, b, c = torch.empty(64, 32, dtype=torch.bfloat16), torch.empty(32, 48, dtype=torch.bfloat16), torch.empty(
+        64, 48, dtype=torch.bfloat16)
+    row = torch.empty(48, dtype=torch.bfloat16)
+    rows = P.Problem(a, b, c, "bf16", 1.0, 1.0, row.expand(64, 48))
+    assert rows.bias_row and cache.problem_class(rows) == cache.problem_class(P.Problem(a, b, c, "bf16"))
+    for other in (P.Problem(a, b, c, "bf16", 1.0, 1.0, c), P.Problem(a, b, c, "bf16", 1.0, 0.5, row.expand(64, 48)),
+                  P.Problem(a, b, c, "bf16", 1.0, 1.0, row[:1].expand(64, 48))):
+        assert not other.bias_row and cache.problem_class(other).endswith("|beta")
 
 
 def test_warp_specialized_swapped_wgmma_stays_pipelined():

@@ -173,38 +173,52 @@ def test_gpu_float32_parameters_under_no_grad():
 
 
 @pytest.mark.gpu
-def test_gpu_repeated_linear_goes_by_its_plan(monkeypatch):
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_gpu_repeated_linear_goes_by_its_plan(monkeypatch, dtype):
     """A patched layer's second call of a shape runs by its linear plan (no call of tilegemm.matmul,
-    no views): right on new data at new addresses, with and without a bias, 1-D to 3-D; an
-    activation whose rows are not a view of it (a transposed batch) is copied by reshape and never
-    gets one."""
+    no views): right on new data at new addresses, with and without a bias, 1-D to 3-D; on the
+    tensor cores the bias is added in the product's epilogue (one plan, no add after it; the first
+    call too), on the SIMT path after it. An activation whose rows are not a view of it (a
+    transposed batch) is copied by reshape and never gets one."""
     from tilegemm import api, dispatch
 
     def unplanned(*args, **kwargs):
         raise AssertionError("a repeated call went past its linear plan")
 
     torch.manual_seed(0)
+    F = torch.nn.functional
+    tol = dict(rtol=2e-2, atol=2e-2) if dtype != torch.float32 else dict(rtol=1e-4, atol=1e-4)
+    fused = dtype != torch.float32
     for bias in (False, True):
-        m = torch.nn.Linear(256, 384, bias=bias).cuda().bfloat16()
-        F = torch.nn.functional
+        m = torch.nn.Linear(256, 384, bias=bias).cuda().to(dtype)
+        if bias:  # a bias whose size shows: a rounding of it, or its omission, fails the comparison
+            m.bias.data.uniform_(-4, 4)
         with torch.no_grad(), tilegemm.patch(m) as p:
             for shape in ((8, 256), (2, 3, 256), (256,)):
-                x = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
-                m(x)  # first call: tilegemm.matmul, then the plan is linked
-                key = dispatch.linear_key(x, m.weight, x.data_ptr(), m.weight.data_ptr())
-                assert isinstance(dispatch._PLANS.get(key), dispatch.ViewPlan), shape
+                x = torch.randn(shape, device="cuda", dtype=dtype)
                 with monkeypatch.context() as mp:
-                    mp.setattr(api, "matmul", unplanned)
+                    if bias and fused:  # the first call adds the bias in the epilogue as well
+                        mp.setattr(api, "matmul", unplanned)
+                    torch.testing.assert_close(m(x), F.linear(x, m.weight, m.bias), **tol)
+                key = dispatch.linear_key(x, m.weight, x.data_ptr(), m.weight.data_ptr())
+                if bias:
+                    key += dispatch.bias_key(m.bias, m.bias.data_ptr())
+                want = dispatch.ViewPlan if not bias or fused else dispatch.AddBias
+                assert type(dispatch._PLANS.get(key)) is want, (shape, dispatch._PLANS.get(key))
+                with monkeypatch.context() as mp:
+                    for name in ("matmul", "plan"):
+                        mp.setattr(api, name, unplanned)
+                    mp.setattr(dispatch, "linear_bias", unplanned)
                     for _ in range(2):
-                        x = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
+                        x = torch.randn(shape, device="cuda", dtype=dtype)
                         got = m(x)
                         assert got.shape == (*shape[:-1], 384) and got.is_contiguous()
-                        torch.testing.assert_close(got.float(), F.linear(x, m.weight, m.bias).float(), rtol=2e-2,
-                                                   atol=2e-2)
-            xt = torch.randn(3, 2, 256, device="cuda", dtype=torch.bfloat16).transpose(0, 1)  # reshape copies it
+                        torch.testing.assert_close(got, F.linear(x, m.weight, m.bias), **tol)
+            xt = torch.randn(3, 2, 256, device="cuda", dtype=dtype).transpose(0, 1)  # reshape copies it
             for _ in range(2):
-                torch.testing.assert_close(m(xt).float(), F.linear(xt, m.weight, m.bias).float(), rtol=2e-2, atol=2e-2)
-            assert dispatch.linear_key(xt, m.weight, xt.data_ptr(), m.weight.data_ptr()) not in dispatch._PLANS
+                torch.testing.assert_close(m(xt), F.linear(xt, m.weight, m.bias), **tol)
+            key = dispatch.linear_key(xt, m.weight, xt.data_ptr(), m.weight.data_ptr())
+            assert not [k for k in dispatch._PLANS if k[:len(key)] == key]
         assert p.counts == {"tilegemm": 11, "torch": 0}
 
 
@@ -230,21 +244,23 @@ def test_patch_reads_a_parametrized_weight():
 def test_linear_plan_is_the_rows_plan_with_the_layer_shape():
     """remember_linear keeps the 2-D call's plan for x @ wᵀ only where x's rows are a view of x;
     fast_linear then runs that plan at x's and w's addresses into an output of x's leading shape
-    (a stand-in plan here: CPU tensors have none of their own)."""
+    (a stand-in plan here: CPU tensors have none of their own). With a bias: kept under the bias's
+    key too, the bias added after the product (in place where it is of y's dtype); a plan that
+    adds it in its epilogue (`linear_bias`'s, here stood in for) is given the bias's address."""
     from tilegemm import dispatch
 
     class Recorder(dispatch.LaunchPlan):
         def __init__(self, out_shape):
             self.out_shape, self.calls = out_shape, []
-            self.out_dtype, self.device = torch.float32, torch.device("cpu")
+            self.out_dtype, self.device, self.index = torch.float32, torch.device("cpu"), -1
 
-        def run(self, pa, pb, c, psa, psb, view=None):
-            c = torch.empty_strided(*view) if c is None else c
-            self.calls.append((pa, pb, tuple(c.shape), c.stride()))
+        def run(self, pa, pb, c, psa, psb, view=None, pi=0):
+            c = torch.zeros(view[0]) if c is None else c
+            self.calls.append((pa, pb, tuple(c.shape), c.stride(), pi))
             return c
 
     dispatch._bind_torch()
-    w = torch.randn(6, 4)
+    w, bias = torch.randn(6, 4), torch.randn(6)
     for x, viewed in ((torch.randn(2, 3, 4), True), (torch.randn(3, 2, 4).transpose(0, 1), False),
                       (torch.randn(6, 4), True), (torch.randn(4), True)):
         rows, wt = x.reshape(-1, 4), w.t()
@@ -252,14 +268,26 @@ def test_linear_plan_is_the_rows_plan_with_the_layer_shape():
         dispatch._PLANS[dispatch.call_key(rows, wt)] = fake
         try:
             dispatch.remember_linear(x, w, rows, wt)
+            dispatch.remember_linear(x, w, rows, wt, bias)
             y = dispatch.fast_linear(x, w)
             if viewed:
-                assert fake.calls == [(x.data_ptr(), w.data_ptr(), (*x.shape[:-1], 6), y.stride())]
+                assert fake.calls == [(x.data_ptr(), w.data_ptr(), (*x.shape[:-1], 6), y.stride(), 0)]
                 assert y.shape == (*x.shape[:-1], 6) and y.is_contiguous()
                 assert dispatch.fast_linear(x.clone(), w.clone()) is not None  # new addresses, the same key
+                yb = dispatch.fast_linear(x, w, bias)  # the product (zeros, by the stand-in), then the bias
+                assert yb.shape == y.shape and torch.equal(yb, bias.expand_as(yb))
+                assert dispatch.fast_linear(x, w, bias.double()) is None  # another bias key: not kept
+                key = dispatch.linear_key(x, w, x.data_ptr(), w.data_ptr()) + dispatch.bias_key(bias, bias.data_ptr())
+                assert type(dispatch._PLANS[key]) is dispatch.AddBias and dispatch._PLANS[key].in_place
+                dispatch._PLANS[key] = dispatch.ViewPlan(fake, y.shape)  # as linear_bias keeps it
+                other = bias.clone()
+                yb = dispatch.fast_linear(x, w, other)
+                assert fake.calls[-1][-1] == other.data_ptr() and not yb.any()  # the plan adds it, not torch
             else:
                 assert y is None and not fake.calls
+                assert dispatch.fast_linear(x, w, bias) is None
             assert dispatch.fast_linear(x.to_sparse(), w) is None and dispatch.fast_linear(x.double(), w) is None
+            assert dispatch.fast_linear(x, w, bias.to_sparse()) is None
         finally:
             dispatch.reset()
 

@@ -156,28 +156,89 @@ class ViewPlan:
         self.plan, self.out_shape = plan, tuple(out_shape)
         self.view = (self.out_shape, tuple(math.prod(self.out_shape[i + 1:]) for i in range(len(self.out_shape))))
 
-    def run(self, pa: int, pb: int, c=None, psa: int = 0, psb: int = 0):
-        """The plan's launches (c is None: a view plan is kept only for calls without out=)."""
-        return self.plan.run(pa, pb, c, psa, psb, self.view)
+    def run(self, pa: int, pb: int, c=None, psa: int = 0, psb: int = 0, pi: int = 0):
+        """The plan's launches (c is None: a view plan is kept only for calls without out=; pi: a
+        bias row's address, for a plan that adds one)."""
+        return self.plan.run(pa, pb, c, psa, psb, self.view, pi)
 
 
-def fast_linear(x, w):
-    """x @ wᵀ by the view plan of an earlier call like it (`remember_linear`), or None. The
-    caller (a patched layer in inference) has checked that no gradient is wanted."""
+class AddBias:
+    """A linear layer's x @ wᵀ + bias where the rung has no bias in its epilogue (the SIMT rungs):
+    the product by its view plan, then the bias added by torch, in place where it is of y's dtype."""
+
+    __slots__ = ("plan", "in_place")
+
+    def __init__(self, plan: ViewPlan, in_place: bool):
+        self.plan, self.in_place = plan, in_place
+
+
+def fast_linear(x, w, bias=None):
+    """x @ wᵀ (+ bias) by the plan of an earlier call like it (`remember_linear`, `linear_bias`),
+    or None. The caller (a patched layer in inference) has checked that no gradient is wanted."""
     if type(x) not in _PLAIN or type(w) not in _PLAIN or x.layout is not _strided or w.layout is not _strided:
         return None
     px, pw = x.data_ptr(), w.data_ptr()
-    plan = _PLANS.get(linear_key(x, w, px, pw))
-    return None if plan is None else plan.run(px, pw)
+    if bias is None:
+        plan = _PLANS.get(linear_key(x, w, px, pw))
+        return None if plan is None else plan.run(px, pw)
+    if type(bias) not in _PLAIN or bias.layout is not _strided:
+        return None
+    pi = bias.data_ptr()
+    plan = _PLANS.get(linear_key(x, w, px, pw) + bias_key(bias, pi))
+    if plan is None:
+        return None
+    if type(plan) is ViewPlan:  # the bias added in the kernel's epilogue
+        return plan.run(px, pw, None, 0, 0, pi)
+    y = plan.plan.run(px, pw)
+    return None if y is None else y.add_(bias) if plan.in_place else y + bias
 
 
-def remember_linear(x, w, rows, wt) -> None:
+def bias_key(bias, pi: int) -> tuple:
+    """What of a linear layer's bias decides its launches: shape, strides, dtype, device, alignment."""
+    return (bias.shape, bias.stride(), bias.dtype, bias.get_device(), pi & 15)
+
+
+def remember_linear(x, w, rows, wt, bias=None) -> None:
     """After matmul(rows, wt) ran, rows being x's rows (x.reshape(-1, K)) and wt being w.t(): keep
-    that call's plan as x @ wᵀ's too, where there is one and rows starts where x does (a view:
-    a reshape that copied would leave the plan reading the copy's address, not x's)."""
-    if x.numel() and rows.data_ptr() == x.data_ptr():
-        _keep_view(linear_key(x, w, x.data_ptr(), w.data_ptr()), call_key(rows, wt), (*x.shape[:-1], wt.shape[1]),
-                   None)
+    that call's plan as x @ wᵀ's too (with bias: x @ wᵀ + bias's, the bias added after it by
+    torch), where there is one and rows starts where x does (a view: a reshape that copied would
+    leave the plan reading the copy's address, not x's)."""
+    if not x.numel() or rows.data_ptr() != x.data_ptr():
+        return
+    key, shape = linear_key(x, w, x.data_ptr(), w.data_ptr()), (*x.shape[:-1], wt.shape[1])
+    if bias is None:
+        _keep_view(key, call_key(rows, wt), shape, None)
+        return
+    plan = _PLANS.get(call_key(rows, wt))
+    if isinstance(plan, LaunchPlan) and type(bias) in _PLAIN and math.prod(plan.out_shape) == math.prod(shape):
+        in_place = bias.dtype is plan.out_dtype and bias.get_device() == plan.index
+        _store(key + bias_key(bias, bias.data_ptr()), AddBias(ViewPlan(plan, shape), in_place))
+
+
+def linear_bias(x, w, bias, rows, wt):
+    """x @ wᵀ + bias on the tensor cores with the bias added in the kernel's epilogue (one launch,
+    as cuBLASLt's bias epilogue does for nn.Linear), rows being x's rows and wt w.t(): torch CUDA
+    FP16/BF16 operands of one dtype and device, bias a contiguous row of N of theirs, K > 0. The
+    plan is kept under x, w and bias's key (`fast_linear`). Returns y in x's leading shape."""
+    from .kernels.tensorcore import _problem as P
+
+    _bind_torch()
+    m, n = rows.shape[0], wt.shape[1]
+    shape = (*x.shape[:-1], n)
+    with on_device(rows.device):
+        with memory_for(f"linear: the {arrays.dims((m, n))} {str(rows.dtype).removeprefix('torch.')} result",
+                        m * n * rows.element_size()):
+            c = _empty((m, n), dtype=rows.dtype, device=rows.device)
+        if not m or not n:
+            return c.view(shape)
+        planned = enabled() and plain(x) and plain(w) and plain(bias) and rows.data_ptr() == x.data_ptr()
+        key = linear_key(x, w, x.data_ptr(), w.data_ptr()) + bias_key(bias, bias.data_ptr()) if planned else None
+        run_problem(P.Problem(rows, wt, c, P.precision_of(rows.dtype), 1.0, 1.0, bias.expand(m, n)), "auto",
+                    key and ("rows", key))
+    plan = _PLANS.pop(("rows", key), None) if planned else None
+    if isinstance(plan, LaunchPlan):
+        _store(key, ViewPlan(plan, shape))
+    return c.view(shape)
 
 
 def remember_view(a, b, inner: tuple, c) -> None:
@@ -330,10 +391,11 @@ class LaunchPlan:
         self.need = at
         self.spans = spans  # (A's, B's, C's span_bytes): out='s overlap test, for a plan of out=
 
-    def run(self, pa: int, pb: int, c, psa: int, psb: int, view=None):
+    def run(self, pa: int, pb: int, c, psa: int, psb: int, view=None, pi: int = 0):
         """Launch for operands at pa, pb (and c, or a new output: of this plan's shape, or of
-        view's (shape, strides), a ViewPlan's); None where this plan cannot serve the call
-        (another current device, or another stream for a stream-bound plan)."""
+        view's (shape, strides), a ViewPlan's; C_in at pi where it is not c: a bias row); None
+        where this plan cannot serve the call (another current device, or another stream for a
+        stream-bound plan)."""
         if _current_device() != self.index:
             return None
         stream = _raw_stream(self.index)
@@ -347,15 +409,15 @@ class LaunchPlan:
         if not self.scratch:
             with self.lock:
                 for launch in self.launches:
-                    launch((pa, pb, pc, pc, psa, psb), stream)
+                    launch((pa, pb, pc, pi or pc, psa, psb), stream)
             return c
         arena = None if _capturing() else _arena(self.device, self.index, stream, self.need)
         if arena is None:  # a graph's capture, or past the arenas' bound: buffers of the call's own
             bufs = [_empty(n, dtype=dt, device=self.device) for n, dt in self.scratch]
-            self.launch_now((pa, pb, pc, pc, psa, psb, *(x.data_ptr() for x in bufs)), stream)
+            self.launch_now((pa, pb, pc, pi or pc, psa, psb, *(x.data_ptr() for x in bufs)), stream)
             return c
         with arena.lock:
-            self.launch_now((pa, pb, pc, pc, psa, psb, *(arena.base + off for off in self.offsets)), stream)
+            self.launch_now((pa, pb, pc, pi or pc, psa, psb, *(arena.base + off for off in self.offsets)), stream)
         return c
 
     def overlaps(self, pa: int, pb: int, pc: int) -> bool:

@@ -57,23 +57,40 @@ def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def _linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
     """x @ weight.T (+ bias), as nn.functional.linear, on tilegemm where it serves them (no
-    gradient recorded: as _matmul). A repeated call (x's shape and strides, the weight's, their
-    dtype and device) goes by its linear plan (`dispatch.fast_linear`): no view is made of either."""
-    y = _fast_linear(x, weight)
+    gradient recorded: as _matmul). On the tensor cores the bias is added in the kernel's epilogue
+    (`dispatch.linear_bias`), elsewhere by torch after the product. A repeated call (x's shape and
+    strides, the weight's and the bias's, their dtype and device) goes by its linear plan
+    (`dispatch.fast_linear`): no view is made of either."""
+    y = _fast_linear(x, weight, bias)
     if y is not None:
         COUNTS["tilegemm"] += 1
-        return y if bias is None else _add_bias(y, bias)
+        return y
     if not served(x, weight):
         COUNTS["torch"] += 1
         return torch.nn.functional.linear(x, weight, bias)
     COUNTS["tilegemm"] += 1
     flat = x.dim() == 2
     rows, wt = x if flat else x.reshape(-1, x.shape[-1]), weight.t()  # a view for a contiguous activation
+    if bias is not None and _in_epilogue(x, rows, wt, bias):
+        return dispatch.linear_bias(x, weight, bias, rows, wt)
     y = api.matmul(rows, wt)
     if x.is_cuda:
-        dispatch.remember_linear(x, weight, rows, wt)
+        dispatch.remember_linear(x, weight, rows, wt, bias)
     y = y if flat else y.view(*x.shape[:-1], weight.shape[0])
     return y if bias is None else _add_bias(y, bias)
+
+
+_EPILOGUE = frozenset((torch.float16, torch.bfloat16))
+
+
+def _in_epilogue(x: torch.Tensor, rows: torch.Tensor, wt: torch.Tensor, bias: torch.Tensor) -> bool:
+    """Can the tensor cores add this bias to x's product in their epilogue: x's FP16/BF16 rows on
+    a GPU, K > 0, matmul's own choice there a tensor-core rung, the bias a plain contiguous row of
+    N of x's dtype on x's device?"""
+    return (x.is_cuda and x.dtype in _EPILOGUE and x.shape[-1] > 0 and dispatch.plain(bias)
+            and bias.dtype is x.dtype and bias.dim() == 1 and bias.shape[0] == wt.shape[1]
+            and bias.stride(0) == 1 and bias.is_cuda and bias.get_device() == x.get_device()
+            and api.plan(rows, wt).kernel.backend == "tensorcore")
 
 
 def _add_bias(y: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:

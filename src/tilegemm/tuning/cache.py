@@ -77,7 +77,9 @@ def cache_path() -> str:
 
 def problem_class(p) -> str:
     dt = lambda t: str(t.dtype).removeprefix("torch.")  # noqa: E731
-    return "|".join([p.precision, dt(p.a), dt(p.c), p.layout(), "beta" if p.has_beta else "nobeta"])
+    # a bias row (a linear layer's) is the nobeta class's: N elements read once, where a C_in is M·N
+    beta = "beta" if p.has_beta and not p.bias_row else "nobeta"
+    return "|".join([p.precision, dt(p.a), dt(p.c), p.layout(), beta])
 
 
 def bucket(p) -> str:

@@ -92,6 +92,15 @@ class Problem:
         return self.beta != 0.0 and self.c_in is not None
 
     @property
+    def bias_row(self) -> bool:
+        """C_in is one row of N elements broadcast over every row and batch (a linear layer's bias,
+        `bias.expand(M, N)`), added as it is (beta 1): N elements from memory where a C_in is M·N,
+        so a shape's tuning without C_in is its tuning (`problem_class`), and t05 adds it too."""
+        x = self.c_in
+        return (self.has_beta and self.beta == 1.0 and x.stride(-1) == 1
+                and all(st == 0 or d == 1 for d, st in zip(x.shape[:-1], x.stride()[:-1])))
+
+    @property
     def in_dtype(self) -> torch.dtype:
         return self.a.dtype
 

@@ -37,7 +37,9 @@ FP32 as TF32. 8- and 32-bit wgmma read shared-memory operands only K-major, so:
   runs two k-steps a trip with two sets of operand registers, so that a wgmma in flight never has
   its registers overwritten, and it is one 8-warp partition, on which ptxas keeps the wgmma
   pipelined (SWAP_CONFIGS says why not two).
-Alpha and beta are not in this rung; t03 serves those calls.
+Alpha and beta are not in this rung (t03 serves those calls), but for a bias row: C_in one row of N
+broadcast over C's rows with beta 1 (a linear layer's bias, `_problem.Problem.bias_row`), which the
+epilogue loads (BN elements a tile) and adds to the accumulator before C is stored.
 
 Global traffic is t03's (the same tiles, in the same order):
     reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM),  writes = M·N   (elements)
@@ -153,12 +155,13 @@ def _k_step(acc, a_bufs, b_bufs, ready, empty, i, kk, prev, reg_a: gl.constexpr,
 
 
 @gluon.jit
-def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_ptr, sb_ptr, M, N, K,
+def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, i_ptr, sa_ptr, sb_ptr, M, N, K,
               BN: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr, B_T: gl.constexpr,
-              SWAP: gl.constexpr, HAS_SCALE: gl.constexpr, ROWS: gl.constexpr, ROW0: gl.constexpr,
-              WARPS: gl.constexpr, A_PIECES: gl.constexpr):
+              SWAP: gl.constexpr, HAS_SCALE: gl.constexpr, HAS_BIAS: gl.constexpr, ROWS: gl.constexpr,
+              ROW0: gl.constexpr, WARPS: gl.constexpr, A_PIECES: gl.constexpr):
     """Rows ROW0 … ROW0+ROWS-1 of every tile of the MMA (C's rows, or with SWAP C's columns: the
-    MMA computes C^T = B^T·A^T), on WARPS warps (ROWS = 16·WARPS)."""
+    MMA computes C^T = B^T·A^T), on WARPS warps (ROWS = 16·WARPS). HAS_BIAS: C's row of N at
+    i_ptr added to every row (a linear layer's bias)."""
     BM: gl.constexpr = a_desc.block_type.shape[0] * A_PIECES
     BK: gl.constexpr = a_desc.block_type.shape[1]
     EPI: gl.constexpr = c_desc.block_type.shape[0] if SWAP else c_desc.block_type.shape[1]
@@ -201,6 +204,13 @@ def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_p
         mbarrier.arrive(empty.index(prev), count=1)
         if HAS_SCALE:
             acc = acc * (gl.load(sa_ptr) * gl.load(sb_ptr))
+        if HAS_BIAS:  # the tile's columns of the bias row: along the MMA's columns, or swapped its rows
+            if SWAP:
+                cols = pid_n * BN + ROW0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, acc_layout))
+                acc = acc + gl.expand_dims(gl.load(i_ptr + cols, mask=cols < N, other=0.0).to(gl.float32), 1)
+            else:
+                cols = pid_n * BN + gl.arange(0, MMA_N, layout=gl.SliceLayout(0, acc_layout))
+                acc = acc + gl.expand_dims(gl.load(i_ptr + cols, mask=cols < N, other=0.0).to(gl.float32), 0)
         parts = (acc.to(c_desc.dtype), )
         for _ in gl.static_range((MMA_N // EPI).bit_length() - 1):
             parts = _halves(parts)
@@ -218,9 +228,10 @@ def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_p
 
 
 @gluon.jit
-def ws_kernel(a_desc, b_desc, c_desc, sa_ptr, sb_ptr, M, N, K, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr,
-              STAGES: gl.constexpr, B_T: gl.constexpr, SWAP: gl.constexpr, HAS_SCALE: gl.constexpr,
-              CONSUMERS: gl.constexpr, A_PIECES: gl.constexpr, num_warps: gl.constexpr):
+def ws_kernel(a_desc, b_desc, c_desc, i_ptr, sa_ptr, sb_ptr, M, N, K, GROUP_M: gl.constexpr,
+              NUM_SMS: gl.constexpr, STAGES: gl.constexpr, B_T: gl.constexpr, SWAP: gl.constexpr,
+              HAS_SCALE: gl.constexpr, HAS_BIAS: gl.constexpr, CONSUMERS: gl.constexpr, A_PIECES: gl.constexpr,
+              num_warps: gl.constexpr):
     """CONSUMERS = 1: one consumer partition of num_warps warps over the whole tile; 2 or 3:
     as many partitions of num_warps warps, each over its share of the MMA's rows, each freeing
     stages on its own. A's tile arrives in A_PIECES boxes of a_desc's rows (3 for the 192-row
@@ -239,26 +250,26 @@ def ws_kernel(a_desc, b_desc, c_desc, sa_ptr, sb_ptr, M, N, K, GROUP_M: gl.const
         mbarrier.init(empty.index(s), count=CONSUMERS)
     if CONSUMERS == 1:
         gl.warp_specialize([
-            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_ptr, sb_ptr, M, N, K,
-                         BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, ROWS, 0, num_warps, A_PIECES)),
+            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, i_ptr, sa_ptr, sb_ptr, M, N,
+                         K, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS, 0, num_warps, A_PIECES)),
             (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BN, GROUP_M, NUM_SMS, B_T, A_PIECES)),
         ], [1], [24])
     elif CONSUMERS == 2:
         gl.warp_specialize([
-            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_ptr, sb_ptr, M, N, K,
-                         BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, ROWS, 0, num_warps, A_PIECES)),
-            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_ptr, sb_ptr, M, N, K,
-                         BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, ROWS, ROWS, num_warps, A_PIECES)),
+            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, i_ptr, sa_ptr, sb_ptr, M, N,
+                         K, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS, 0, num_warps, A_PIECES)),
+            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, i_ptr, sa_ptr, sb_ptr, M, N,
+                         K, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS, ROWS, num_warps, A_PIECES)),
             (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BN, GROUP_M, NUM_SMS, B_T, A_PIECES)),
         ], [num_warps, 1], [240, 24])
     else:
         gl.warp_specialize([
-            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_ptr, sb_ptr, M, N, K,
-                         BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, ROWS, 0, num_warps, A_PIECES)),
-            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_ptr, sb_ptr, M, N, K,
-                         BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, ROWS, ROWS, num_warps, A_PIECES)),
-            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_ptr, sb_ptr, M, N, K,
-                         BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, ROWS, 2 * ROWS, num_warps, A_PIECES)),
+            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, i_ptr, sa_ptr, sb_ptr, M, N,
+                         K, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS, 0, num_warps, A_PIECES)),
+            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, i_ptr, sa_ptr, sb_ptr, M, N,
+                         K, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS, ROWS, num_warps, A_PIECES)),
+            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, i_ptr, sa_ptr, sb_ptr, M, N,
+                         K, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS, 2 * ROWS, num_warps, A_PIECES)),
             (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BN, GROUP_M, NUM_SMS, B_T, A_PIECES)),
         ], [num_warps, num_warps, 1], [160, 160, 24])
 
@@ -303,8 +314,8 @@ def usable(p: P.Problem) -> str:
         return "FP32 inputs only as TF32 (exact FP32 is the SIMT ladder's, or t03's)"
     if p.batch != 1 or a.dim() != 2 or b.dim() != 2 or c.dim() != 2:
         return "2-D operands only"
-    if p.alpha != 1.0 or p.has_beta:
-        return "no alpha or beta in this rung's epilogue"
+    if p.alpha != 1.0 or (p.has_beta and not p.bias_row):
+        return "no alpha in this rung's epilogue, and beta only as a bias row (one row of C_in broadcast, beta 1)"
     if (p.scale_a is None) != (p.scale_b is None):
         return "both per-tensor scales or neither"
     if p.k == 0:
@@ -341,11 +352,11 @@ def _args(p: P.Problem, cfg: dict, num_sms: int | None = None, a=None, b=None):
         return TensorDescriptor(x, shape, strides, block, layout)
 
     sms = min(num_sms or P.num_sms(p.a.device), ceil_div(p.m, bm) * ceil_div(p.n, bn))
-    _, sa, sb = P.epilogue_args(p)  # C itself where there are no scales (never read then)
+    i, sa, sb = P.epilogue_args(p)  # C itself where there is no bias or there are no scales (never read then)
     c_block = [bm // split, bn // consumers] if swap else [bm // consumers, bn // split]
     args = [desc(a, [bm // pieces, bk]), desc(b, [bn, bk], trans=True) if b_t else desc(b, [bk, bn]),
-            desc(c, c_block), sa, sb, p.m, p.n, p.k, cfg["GROUP_M"], sms, cfg["STAGES"], b_t, swap,
-            p.scale_a is not None, consumers, pieces]
+            desc(c, c_block), i, sa, sb, p.m, p.n, p.k, cfg["GROUP_M"], sms, cfg["STAGES"], b_t, swap,
+            p.scale_a is not None, p.has_beta, consumers, pieces]
     return (sms, ), args
 
 
@@ -368,10 +379,10 @@ def traffic(m, n, k, s, bm=128, bn=256):
     return t03.traffic(m, n, k, s, bm, bn)
 
 
-def compile_for_sm90(cfg: dict, dtype=torch.bfloat16, out_dtype=None, b_t: bool = False):
+def compile_for_sm90(cfg: dict, dtype=torch.bfloat16, out_dtype=None, b_t: bool = False, bias: bool = False):
     """Compile ws_kernel for sm_90 without a GPU (Triton's bundled ptxas): the CompiledKernel, whose
     .asm["ptx"] shows the partitions (setmaxnreg), the wgmma shape and the barriers. FP8 inputs get
-    per-tensor scales; FP32 inputs are TF32."""
+    per-tensor scales; FP32 inputs are TF32; bias: with a bias row in the epilogue."""
     from triton import compile as triton_compile
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -382,13 +393,14 @@ def compile_for_sm90(cfg: dict, dtype=torch.bfloat16, out_dtype=None, b_t: bool 
     b = torch.empty(bn, bk, dtype=dtype).t() if b_t else torch.empty(bk, bn, dtype=dtype)
     c = torch.empty(bm, bn, dtype=out_dtype or (torch.bfloat16 if dtype in P.FP8_DTYPES else dtype))
     scale = torch.ones(1) if dtype in P.FP8_DTYPES else None
-    p = P.Problem(a, b, c, "tf32" if dtype == torch.float32 else P.precision_of(dtype), scale_a=scale,
-                  scale_b=scale)
+    row = torch.empty(bn, dtype=c.dtype).expand(bm, bn) if bias else None
+    p = P.Problem(a, b, c, "tf32" if dtype == torch.float32 else P.precision_of(dtype), beta=1.0 if bias else 0.0,
+                  c_in=row, scale_a=scale, scale_b=scale)
     _, args = _args(p, cfg, num_sms=132)
     names = ws_kernel.arg_names
     first_const = names.index("GROUP_M")
     consts = dict(zip(names[first_const:], args[first_const:]), num_warps=_warps(cfg))
-    sig = {n: "constexpr" if n in consts else (mangle_type(v) if i < 5 else "i32")
+    sig = {n: "constexpr" if n in consts else (mangle_type(v) if i < 6 else "i32")
            for i, (n, v) in enumerate(zip(names, args + [None]))}
     src = GluonASTSource(fn=ws_kernel, signature=sig, constexprs=consts)
     return triton_compile(src, target=GPUTarget("cuda", 90, 32),
