@@ -178,8 +178,8 @@ def test_gpu_repeated_linear_goes_by_its_plan(monkeypatch, dtype):
     """A patched layer's second call of a shape runs by its linear plan (no call of tilegemm.matmul,
     no views): right on new data at new addresses, with and without a bias, 1-D to 3-D; on the
     tensor cores the bias is added in the product's epilogue (one plan, no add after it; the first
-    call too), on the SIMT path after it. An activation whose rows are not a view of it (a
-    transposed batch) is copied by reshape and never gets one."""
+    call too), on the SIMT path by torch after the plan's product. An activation whose rows are
+    not a view of it (a transposed batch) is copied by reshape and never gets one."""
     from tilegemm import api, dispatch
 
     def unplanned(*args, **kwargs):
@@ -220,6 +220,28 @@ def test_gpu_repeated_linear_goes_by_its_plan(monkeypatch, dtype):
             key = dispatch.linear_key(xt, m.weight, xt.data_ptr(), m.weight.data_ptr())
             assert not [k for k in dispatch._PLANS if k[:len(key)] == key]
         assert p.counts == {"tilegemm": 11, "torch": 0}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_gpu_a_strided_bias_is_added_after_the_plan(dtype):
+    """A bias that is not a contiguous row (a strided view) is in no kernel's epilogue: the linear
+    plan runs the product and torch adds it (AddBias), right on every call."""
+    from tilegemm import dispatch
+
+    torch.manual_seed(1)
+    m = torch.nn.Linear(64, 48).cuda().to(dtype)
+    m.bias = torch.nn.Parameter(torch.randn(96, device="cuda", dtype=dtype)[::2])
+    assert not m.bias.is_contiguous()
+    tol = dict(rtol=2e-2, atol=2e-2) if dtype != torch.float32 else dict(rtol=1e-4, atol=1e-4)
+    with torch.no_grad(), tilegemm.patch(m) as p:
+        for _ in range(3):
+            x = torch.randn(5, 64, device="cuda", dtype=dtype)
+            torch.testing.assert_close(m(x), torch.nn.functional.linear(x, m.weight, m.bias), **tol)
+    key = dispatch.linear_key(x, m.weight, x.data_ptr(), m.weight.data_ptr()) + dispatch.bias_key(m.bias,
+                                                                                                  m.bias.data_ptr())
+    assert type(dispatch._PLANS.get(key)) is dispatch.AddBias
+    assert p.counts == {"tilegemm": 3, "torch": 0}
 
 
 def test_patch_reads_a_parametrized_weight():
