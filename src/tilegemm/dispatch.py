@@ -163,8 +163,9 @@ class ViewPlan:
 
 
 class AddBias:
-    """A linear layer's x @ wᵀ + bias where the rung has no bias in its epilogue (the SIMT rungs):
-    the product by its view plan, then the bias added by torch, in place where it is of y's dtype."""
+    """A linear layer's x @ wᵀ + bias where the bias is not added in the kernel's epilogue (the SIMT
+    rungs, or a bias torchop's `_in_epilogue` refuses: strided, of another dtype or device): the
+    product by its view plan, then the bias added by torch, in place where it is of y's dtype."""
 
     __slots__ = ("plan", "in_place")
 
@@ -358,7 +359,8 @@ def _arena(device, index: int, stream: int, need: int) -> _Arena | None:
 class LaunchPlan:
     """The launches of one call key, and what a call allocates: the output (unless the caller
     gives it). Addresses are passed to the launches in slot order: (A, B, C, C_in, scale_a,
-    scale_b, scratch…); C_in is C itself where it is read.
+    scale_b, scratch…); C_in is C itself where it is read, or a linear layer's bias row (its
+    address given to `run`: `linear_bias`'s plans).
 
     Scratch (a realigning copy's buffers, split-K's partials) lies in the arena of the call's
     stream (`_Arena`), at offsets fixed by the plan, so every call finds it in place and every

@@ -57,8 +57,9 @@ def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def _linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
     """x @ weight.T (+ bias), as nn.functional.linear, on tilegemm where it serves them (no
-    gradient recorded: as _matmul). On the tensor cores the bias is added in the kernel's epilogue
-    (`dispatch.linear_bias`), elsewhere by torch after the product. A repeated call (x's shape and
+    gradient recorded: as _matmul). On the tensor cores a bias that is a contiguous row of x's
+    dtype on x's device is added in the kernel's epilogue (`dispatch.linear_bias`); any other
+    bias, and any on the SIMT path, by torch after the product. A repeated call (x's shape and
     strides, the weight's and the bias's, their dtype and device) goes by its linear plan
     (`dispatch.fast_linear`): no view is made of either."""
     y = _fast_linear(x, weight, bias)

@@ -102,8 +102,8 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
         if not usable(rung, p):
             # A TMA rung's entry that cannot run p: its tile on the next rung that can, rather
             # than the nearest entry of a rung that can (often a decode bucket's split-K tile).
-            # t05's on t03 (t05 takes no batch, alpha or beta, and no operand that needs
-            # realigning); t03's on t02's pointer loads (a batched operand TMA cannot describe).
+            # t05's on t03 (t05 takes no batch, alpha, or beta but a bias row, and no operand
+            # that needs realigning); t03's on t02's pointer loads (a batched operand TMA cannot describe).
             if want or rung not in (space.T03, space.T05):
                 continue
             to = next((r for r in (space.T03, space.T02) if r != rung and usable(r, p)), None)
@@ -202,12 +202,14 @@ def choose(p, kernel: str = "auto") -> Decision:
 
 def _memo_key(p, kernel: str) -> tuple:
     """What a decision in this process depends on: p's class and bucket, the kernel asked for, the
-    device, the rungs that can run p, and whether t03 must realign first (its source says so)."""
+    device, the rungs that can run p, whether t03 must realign first (its source says so), and
+    whether a bias row is added (its class is the plain product's, its kernels are not: a fallback
+    `remember`ed for one is not the other's)."""
     from . import space
 
     rungs = tuple(usable_rungs(p))
     return (cache.problem_class(p), cache.bucket(p), kernel, str(p.a.device), rungs,
-            space.T03 in rungs and tc.rung_module(space.T03).needs_realign(p))
+            space.T03 in rungs and tc.rung_module(space.T03).needs_realign(p), p.bias_row)
 
 
 def remember(p, kernel: str, d: Decision) -> None:
