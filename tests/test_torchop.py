@@ -314,6 +314,48 @@ def test_linear_plan_is_the_rows_plan_with_the_layer_shape():
             dispatch.reset()
 
 
+def test_linear_bias_keeps_its_plan_under_the_layers_key_only(monkeypatch):
+    """dispatch.linear_bias runs x @ wᵀ + bias as one problem (the bias a broadcast row, beta 1, the
+    plain product's tuning class) and keeps the plan that run built under x, w and the bias's key
+    only, as a view of x's leading shape; x whose rows are a copy gets none. (The tensor cores'
+    run is stood in for: a CPU has none.)"""
+    from tilegemm import dispatch
+    from tilegemm.tuning import cache
+
+    class Recorder(dispatch.LaunchPlan):
+        def __init__(self, out_shape):
+            self.out_shape, self.out_dtype, self.index = out_shape, torch.float32, -1
+
+    seen = []
+
+    def run_problem(p, kernel="auto", key=None, **_):
+        seen.append((p.bias_row, cache.problem_class(p).endswith("|nobeta"), kernel))
+        p.c.copy_(p.a @ p.b + p.c_in)
+        if key is not None:
+            dispatch._store(key, Recorder(tuple(p.c.shape)))
+        return {}
+
+    monkeypatch.setattr(dispatch, "run_problem", run_problem)
+    dispatch._bind_torch()
+    w, bias = torch.randn(6, 4), torch.randn(6)
+    for x, viewed in ((torch.randn(2, 3, 4), True), (torch.randn(3, 2, 4).transpose(0, 1), False),
+                      (torch.randn(4), True)):
+        rows = x.reshape(-1, 4)
+        try:
+            y = dispatch.linear_bias(x, w, bias, rows, w.t())
+            torch.testing.assert_close(y, torch.nn.functional.linear(x, w, bias))
+            assert seen[-1] == (True, True, "auto")
+            key = dispatch.linear_key(x, w, x.data_ptr(), w.data_ptr()) + dispatch.bias_key(bias, bias.data_ptr())
+            plan = dispatch._PLANS.get(key)
+            if viewed:
+                assert type(plan) is dispatch.ViewPlan and plan.out_shape == (*x.shape[:-1], 6)
+                assert list(dispatch._PLANS) == [key]  # the 2-D call's own key not left behind
+            else:
+                assert plan is None and not dispatch._PLANS
+        finally:
+            dispatch.reset()
+
+
 def test_served_says_which_products_tilegemm_runs():
     """`served` (asked before every patched layer's product) on the host: float32/float64 of one
     dtype, strided, on the CPU; anything else (bfloat16, mixed dtypes, sparse, meta) goes to torch."""

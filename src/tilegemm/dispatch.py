@@ -210,10 +210,10 @@ def remember_linear(x, w, rows, wt, bias=None) -> None:
     if bias is None:
         _keep_view(key, call_key(rows, wt), shape, None)
         return
-    plan = _PLANS.get(call_key(rows, wt))
-    if isinstance(plan, LaunchPlan) and type(bias) in _PLAIN and math.prod(plan.out_shape) == math.prod(shape):
-        in_place = bias.dtype is plan.out_dtype and bias.get_device() == plan.index
-        _store(key + bias_key(bias, bias.data_ptr()), AddBias(ViewPlan(plan, shape), in_place))
+    view = _view_of(_PLANS.get(call_key(rows, wt)), shape, None)
+    if view is not None and type(bias) in _PLAIN:
+        in_place = bias.dtype is view.plan.out_dtype and bias.get_device() == view.plan.index
+        _store(key + bias_key(bias, bias.data_ptr()), AddBias(view, in_place))
 
 
 def linear_bias(x, w, bias, rows, wt):
@@ -236,9 +236,9 @@ def linear_bias(x, w, bias, rows, wt):
         key = linear_key(x, w, x.data_ptr(), w.data_ptr()) + bias_key(bias, bias.data_ptr()) if planned else None
         run_problem(P.Problem(rows, wt, c, P.precision_of(rows.dtype), 1.0, 1.0, bias.expand(m, n)), "auto",
                     key and ("rows", key))
-    plan = _PLANS.pop(("rows", key), None) if planned else None
-    if isinstance(plan, LaunchPlan):
-        _store(key, ViewPlan(plan, shape))
+    if planned:  # the 2-D call's plan, kept under the layer's key only
+        _keep_view(key, ("rows", key), shape, None)
+        _PLANS.pop(("rows", key), None)
     return c.view(shape)
 
 
@@ -258,13 +258,21 @@ def remember_view(a, b, inner: tuple, c) -> None:
 
 
 def _keep_view(key, inner_key, shape: tuple, dtype) -> None:
-    """A ViewPlan, with output `shape`, of the launch plan kept under inner_key, kept under key:
-    where there is such a plan, its output as large as `shape` and (unless dtype is None, the
-    caller's output being the plan's own by construction) of that dtype."""
-    plan = _PLANS.get(inner_key)
+    """A ViewPlan, with output `shape`, of the launch plan kept under inner_key, kept under key
+    (where `_view_of` gives one)."""
+    view = _view_of(_PLANS.get(inner_key), shape, dtype)
+    if view is not None:
+        _store(key, view)
+
+
+def _view_of(plan, shape: tuple, dtype) -> ViewPlan | None:
+    """A ViewPlan of `plan` with output `shape`: where it is a launch plan whose output is as large
+    as `shape` and (unless dtype is None, the caller's output being the plan's own by
+    construction) of that dtype; else None."""
     if (isinstance(plan, LaunchPlan) and math.prod(plan.out_shape) == math.prod(shape)
             and (dtype is None or plan.out_dtype == dtype)):
-        _store(key, ViewPlan(plan, shape))
+        return ViewPlan(plan, shape)
+    return None
 
 
 def span_bytes(t) -> int:
