@@ -554,10 +554,11 @@ def test_gpu_fp32_copies_for_k16_through_a_plan_and_a_graph():
 @pytest.mark.parametrize("sa,sb,ta,tb", [((64, 4096), (4096, 4096), False, True), ((256, 384), (384, 200), True, False),
                                          ((100, 300), (300, 130), True, True)])
 def test_gpu_fp32_strided_operands_are_copied_in_the_plan(sa, sb, ta, tb):
-    """FP32 with a transposed operand (x @ W.t()): the SIMT rung's contiguous copy is a recorded
-    kernel into the call's scratch, so the call keeps a plan that repeats it at the operand's
-    address; a later call on new values computes its own product without the slow path, and so
-    does a captured graph's replay."""
+    """FP32 with a transposed operand: a transposed A's contiguous copy is a recorded kernel into
+    the call's scratch, so the call keeps a plan that repeats it at the operand's address; a
+    transposed B (x @ W.t()) is read in place by the FP32 auto rung (W's rows, no copy: its
+    `brows` tiles, 16-byte loads or, N = 130, one element at a time). A later call on new values
+    computes its own product without the slow path, and so does a captured graph's replay."""
     torch = pytest.importorskip("torch")
     import tilegemm
 
@@ -573,7 +574,9 @@ def test_gpu_fp32_strided_operands_are_copied_in_the_plan(sa, sb, ta, tb):
     a, b = operands()
     assert err(tilegemm.matmul(a, b), a, b) < 1e-5
     plan = dispatch._PLANS[dispatch.call_key(a, b)]
-    assert isinstance(plan, dispatch.LaunchPlan) and len(plan.launches) >= 1 + ta + tb
+    assert isinstance(plan, dispatch.LaunchPlan) and len(plan.launches) >= 1 + ta
+    names = [launch.name for launch in plan.launches]
+    assert sum("copy2d" in name for name in names) == ta and any("brows" in name for name in names) == tb, names
     slow = dispatch.STATS["slow_calls"]
     a2, b2 = operands()
     assert err(tilegemm.matmul(a2, b2), a2, b2) < 1e-5 and dispatch.STATS["slow_calls"] == slow  # the plan's replay
@@ -582,6 +585,36 @@ def test_gpu_fp32_strided_operands_are_copied_in_the_plan(sa, sb, ta, tb):
     g.replay()
     torch.cuda.synchronize()
     assert err(out, a, b) < 1e-5
+
+
+@pytest.mark.gpu
+def test_gpu_fp32_a_large_product_copies_the_weight_first():
+    """FP32 x @ W.t() where the product is large enough that reading W's rows costs more than a
+    copy (`k17.copy_pays`: 1024 × 4096 × 4096): the plan copies W into B's layout (the transposing
+    kernel) and runs the plain tiles; with a bias (a patched layer) the bias is added in their
+    epilogue. Right on new values, by the plan."""
+    torch = pytest.importorskip("torch")
+    import tilegemm
+    from tilegemm.kernels.simt import k17_splitk_unrolled as k17
+
+    assert k17.copy_pays(k17.linear_plan(1024, 4096, 4096, True), 4096, 4096)
+    x, w = torch.rand(1024, 4096, device="cuda"), torch.rand(4096, 4096, device="cuda")
+    for _ in range(2):
+        x.copy_(torch.rand_like(x))
+        r = x.double() @ w.double().t()
+        assert float((tilegemm.matmul(x, w.t()).double() - r).norm() / r.norm()) < 1e-5
+    names = [launch.name for launch in dispatch._PLANS[dispatch.call_key(x, w.t())].launches]
+    assert any("transpose" in name for name in names) and not any("brows" in name for name in names), names
+    lin = torch.nn.Linear(4096, 4096).cuda()
+    lin.bias.data.uniform_(-4, 4)
+    with torch.no_grad(), tilegemm.patch(lin):
+        for _ in range(2):
+            x.copy_(torch.rand_like(x))
+            r = x.double() @ lin.weight.double().t() + lin.bias.double()
+            assert float((lin(x).double() - r).norm() / r.norm()) < 1e-5
+    key = dispatch.linear_key(x, lin.weight, x.data_ptr(), lin.weight.data_ptr())
+    key += dispatch.bias_key(lin.bias, lin.bias.data_ptr())
+    assert type(dispatch._PLANS[key]) is dispatch.ViewPlan
 
 
 @pytest.mark.gpu

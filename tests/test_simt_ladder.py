@@ -952,6 +952,98 @@ def test_splitk_unrolled_exact_on_every_tile():
     assert "red4" not in k17.k14.source(plain) and "k_lo" not in k17.k14.source(plain)
 
 
+def test_splitk_unrolled_reads_the_weights_rows_and_adds_a_bias(monkeypatch):
+    """x @ Wᵀ + bias with W's rows read in place (`b_rows`: B's tile loaded as A's is, stored
+    transposed into shared memory), split (uneven slices; only the first adds the bias) and
+    unsplit, with 16-byte loads and one element at a time: exact on integer operands, W and the
+    bias left as they were. launch() given W.t() (a transposed view) runs it, with the bias where
+    given; a bias with a B that is not a transposed view is refused."""
+    from tilegemm.kernels.simt import k17_splitk_unrolled as k17
+
+    cuda = _cuda.cuda
+    rng = np.random.default_rng(7)
+
+    def exact(cfg, splits, m, n, k, bias=True):
+        a, b = integer_operands(m, n, k, seed=splits)
+        row = rng.integers(-8, 9, (1, n)).astype(np.float32)
+        w = np.ascontiguousarray(b.T)
+        da, dw, dr = cuda.to_device(a), cuda.to_device(w), cuda.to_device(row)
+        dc = cuda.device_array((m, n), dtype=np.float32)
+        poison(dc)
+        cfg = k17.dataclasses.replace(cfg, b_rows=True, bias=bias)
+        k17.launch_plan(da, dw, dc, cfg, splits, None, dr if bias else None)
+        want = a.astype(np.float64) @ b.astype(np.float64) + (row if bias else 0)
+        assert np.array_equal(dc.copy_to_host(), want), (cfg.name, splits)
+        assert np.array_equal(dw.copy_to_host(), w) and np.array_equal(dr.copy_to_host(), row)
+
+    small, square = k17.TILES[0].cfg, k17.TILES[1].cfg  # 32×128 (BK 16) and 64×64 (BK 8)
+    exact(small, 3, small.BM + 3, small.BN + 4, 3 * small.BK + 4)  # slices of 2, 2 and none
+    exact(small, 1, small.BM + 3, small.BN + 4, 3 * small.BK + 4)
+    exact(square, 2, 67, 68, 20, bias=False)
+    exact(k17.dataclasses.replace(square, vector=False), 2, 65, 67, 19)
+    src = k17.k14.source(k17.dataclasses.replace(square, b_rows=True, bias=True))
+    assert "N = B.shape[0]" in src and "sB[base + bq0 + 3, br0] = gb0_3" in src and "if cuda.blockIdx.z == 0" in src
+    ran = []
+    monkeypatch.setattr(k17, "launch_plan", lambda a, b, c, cfg, splits, stream=None, bias=None: ran.append(
+        (b.shape, cfg.b_rows, cfg.bias, cfg.vector, None if bias is None else bias.shape)))
+    w = cuda.to_device(np.ones((36, 24), np.float32))
+    a, c = cuda.to_device(np.ones((20, 24), np.float32)), cuda.device_array((20, 36), np.float32)
+    assert k17.rows_of(w.T) is not None and k17.rows_of(w) is None
+    k17.launch(a, w.T, c, None, bias=cuda.to_device(np.ones(36, np.float32)))
+    assert ran == [((36, 24), True, True, True, (1, 36))]
+    with pytest.raises(ValueError, match="bias"):
+        k17.launch(a, cuda.to_device(np.ones((24, 36), np.float32)), c, None, bias=cuda.to_device(np.ones(36, np.float32)))
+
+
+def test_splitk_unrolled_decode_form_of_x_at_w_transposed(monkeypatch):
+    """x @ Wᵀ (+ bias) at M ≤ 8 with 16-byte rows runs the decode form (a warp a column of C,
+    its lanes along W's row): exact on integer operands for 1, 3, 5 and 8 rows, K with a tail past
+    its 256-element steps and K below one step, with and without the bias."""
+    from tilegemm.kernels.simt import k17_splitk_unrolled as k17
+
+    cuda = _cuda.cuda
+    rng = np.random.default_rng(3)
+    ran = []
+    monkeypatch.setattr(k17, "launch_plan", lambda *args: ran.append(args))  # (the tiles: not at these M)
+    assert k17.GEMV_ROWS == 8
+    for m, n, k, bias in ((1, 12, 296, True), (3, 8, 260, False), (8, 4, 520, True), (5, 8, 12, True)):
+        a, b = integer_operands(m, n, k, seed=m)
+        w, row = np.ascontiguousarray(b.T), rng.integers(-8, 9, n).astype(np.float32)
+        dc = cuda.device_array((m, n), np.float32)
+        poison(dc)
+        k17.launch(cuda.to_device(a), cuda.to_device(w).T, dc, None, bias=cuda.to_device(row) if bias else None)
+        assert np.array_equal(dc.copy_to_host(), a.astype(np.float64) @ b + (row if bias else 0)), (m, n, k)
+    assert not ran
+
+
+def test_splitk_unrolled_copies_the_weight_where_that_pays(monkeypatch):
+    """Reading W's rows costs the product ROWS_COST; where that is more than copying W into B's
+    layout (large products: 4096³, not 64 × 4096 × 4096), launch_linear copies it first (the
+    32×32 transposing tile, ragged edges) and runs the plain tiles on the copy, with the bias:
+    exact on integer operands."""
+    from tilegemm.kernels.simt import k17_splitk_unrolled as k17
+
+    monkeypatch.setattr(k17, "sm_count", lambda: 132)
+    assert k17.copy_pays(k17.linear_plan(4096, 4096, 4096, True), 4096, 4096)
+    assert not k17.copy_pays(k17.linear_plan(64, 4096, 4096, True), 4096, 4096)
+    cuda = _cuda.cuda
+    m, n, k = 40, 68, 36
+    a, b = integer_operands(m, n, k, seed=5)
+    w = np.ascontiguousarray(b.T)
+    dt = cuda.device_array((k, n), np.float32)
+    k17.transpose_for(np.dtype(np.float32))[(2, 3), (32, 8)](cuda.to_device(w), dt)
+    assert np.array_equal(dt.copy_to_host(), b)
+    row = np.arange(n, dtype=np.float32).reshape(1, n)
+    ran = []
+    monkeypatch.setattr(k17, "copy_pays", lambda plan, n, k: True)
+    real = k17.launch_plan
+    monkeypatch.setattr(k17, "launch_plan", lambda *args: ran.append(args[3].b_rows) or real(*args))
+    dc = cuda.device_array((m, n), np.float32)
+    poison(dc)
+    k17.launch_linear(cuda.to_device(a), cuda.to_device(w), dc, cuda.to_device(row[0]))
+    assert ran == [False] and np.array_equal(dc.copy_to_host(), a.astype(np.float64) @ b + row)
+
+
 def test_splitk_unrolled_is_the_fp32_auto_rung_and_unsplit_runs_k15s_and_k16s_kernels(monkeypatch):
     """k17 outranks every FP32 rung; its 128×128 8×8 tile and 256×128 16×8 tile are k15's and k16's
     configurations with split on, so a plan that leaves them unsplit runs those rungs' own kernels."""

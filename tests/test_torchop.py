@@ -176,10 +176,10 @@ def test_gpu_float32_parameters_under_no_grad():
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 def test_gpu_repeated_linear_goes_by_its_plan(monkeypatch, dtype):
     """A patched layer's second call of a shape runs by its linear plan (no call of tilegemm.matmul,
-    no views): right on new data at new addresses, with and without a bias, 1-D to 3-D; on the
-    tensor cores the bias is added in the product's epilogue (one plan, no add after it; the first
-    call too), on the SIMT path by torch after the plan's product. An activation whose rows are
-    not a view of it (a transposed batch) is copied by reshape and never gets one."""
+    no views): right on new data at new addresses, with and without a bias, 1-D to 3-D; the bias
+    is added in the product's epilogue (one plan, no add after it; the first call too), on the
+    tensor cores and on the FP32 rung that reads the weight's rows (k17). An activation whose rows
+    are not a view of it (a transposed batch) is copied by reshape and never gets one."""
     from tilegemm import api, dispatch
 
     def unplanned(*args, **kwargs):
@@ -188,7 +188,6 @@ def test_gpu_repeated_linear_goes_by_its_plan(monkeypatch, dtype):
     torch.manual_seed(0)
     F = torch.nn.functional
     tol = dict(rtol=2e-2, atol=2e-2) if dtype != torch.float32 else dict(rtol=1e-4, atol=1e-4)
-    fused = dtype != torch.float32
     for bias in (False, True):
         m = torch.nn.Linear(256, 384, bias=bias).cuda().to(dtype)
         if bias:  # a bias whose size shows: a rounding of it, or its omission, fails the comparison
@@ -197,14 +196,13 @@ def test_gpu_repeated_linear_goes_by_its_plan(monkeypatch, dtype):
             for shape in ((8, 256), (2, 3, 256), (256,)):
                 x = torch.randn(shape, device="cuda", dtype=dtype)
                 with monkeypatch.context() as mp:
-                    if bias and fused:  # the first call adds the bias in the epilogue as well
+                    if bias:  # the first call adds the bias in the epilogue as well
                         mp.setattr(api, "matmul", unplanned)
                     torch.testing.assert_close(m(x), F.linear(x, m.weight, m.bias), **tol)
                 key = dispatch.linear_key(x, m.weight, x.data_ptr(), m.weight.data_ptr())
                 if bias:
                     key += dispatch.bias_key(m.bias, m.bias.data_ptr())
-                want = dispatch.ViewPlan if not bias or fused else dispatch.AddBias
-                assert type(dispatch._PLANS.get(key)) is want, (shape, dispatch._PLANS.get(key))
+                assert type(dispatch._PLANS.get(key)) is dispatch.ViewPlan, (shape, dispatch._PLANS.get(key))
                 with monkeypatch.context() as mp:
                     for name in ("matmul", "plan"):
                         mp.setattr(api, name, unplanned)
@@ -319,12 +317,15 @@ def test_linear_bias_keeps_its_plan_under_the_layers_key_only(monkeypatch):
     plain product's tuning class) and keeps the plan that run built under x, w and the bias's key
     only, as a view of x's leading shape; x whose rows are a copy gets none. (The tensor cores'
     run is stood in for: a CPU has none.)"""
-    from tilegemm import dispatch
+    from tilegemm import dispatch, registry
     from tilegemm.tuning import cache
 
     class Recorder(dispatch.LaunchPlan):
         def __init__(self, out_shape):
             self.out_shape, self.out_dtype, self.index = out_shape, torch.float32, -1
+
+    tensorcore = registry.get("tc_persistent")
+    assert tensorcore.backend == "tensorcore"
 
     seen = []
 
@@ -342,7 +343,7 @@ def test_linear_bias_keeps_its_plan_under_the_layers_key_only(monkeypatch):
                       (torch.randn(4), True)):
         rows = x.reshape(-1, 4)
         try:
-            y = dispatch.linear_bias(x, w, bias, rows, w.t())
+            y = dispatch.linear_bias(x, w, bias, rows, w.t(), tensorcore)
             torch.testing.assert_close(y, torch.nn.functional.linear(x, w, bias))
             assert seen[-1] == (True, True, "auto")
             key = dispatch.linear_key(x, w, x.data_ptr(), w.data_ptr()) + dispatch.bias_key(bias, bias.data_ptr())

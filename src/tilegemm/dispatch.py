@@ -163,8 +163,8 @@ class ViewPlan:
 
 
 class AddBias:
-    """A linear layer's x @ wᵀ + bias where the bias is not added in the kernel's epilogue (the SIMT
-    rungs, or a bias torchop's `_in_epilogue` refuses: strided, of another dtype or device): the
+    """A linear layer's x @ wᵀ + bias where the bias is not added in the kernel's epilogue (one
+    torchop's `_epilogue` refuses: strided, of another dtype or device, or a rung without one): the
     product by its view plan, then the bias added by torch, in place where it is of y's dtype."""
 
     __slots__ = ("plan", "in_place")
@@ -216,11 +216,13 @@ def remember_linear(x, w, rows, wt, bias=None) -> None:
         _store(key + bias_key(bias, bias.data_ptr()), AddBias(view, in_place))
 
 
-def linear_bias(x, w, bias, rows, wt):
-    """x @ wᵀ + bias on the tensor cores with the bias added in the kernel's epilogue (one launch,
-    as cuBLASLt's bias epilogue does for nn.Linear), rows being x's rows and wt w.t(): torch CUDA
-    FP16/BF16 operands of one dtype and device, bias a contiguous row of N of theirs, K > 0. The
-    plan is kept under x, w and bias's key (`fast_linear`). Returns y in x's leading shape."""
+def linear_bias(x, w, bias, rows, wt, kern):
+    """x @ wᵀ + bias with the bias added in the kernel's epilogue (one launch, as cuBLASLt's bias
+    epilogue does for nn.Linear), rows being x's rows and wt w.t(): torch CUDA operands of one
+    dtype and device, bias a contiguous row of N of theirs, K > 0; kern the rung matmul(rows, wt)
+    runs on: the tensor cores (FP16/BF16), or a SIMT rung that reads W's rows in place and adds a
+    bias (`reads_wt`: FP32, rows C-contiguous). The plan is kept under x, w and bias's key
+    (`fast_linear`). Returns y in x's leading shape."""
     from .kernels.tensorcore import _problem as P
 
     _bind_torch()
@@ -234,8 +236,11 @@ def linear_bias(x, w, bias, rows, wt):
             return c.view(shape)
         planned = enabled() and plain(x) and plain(w) and plain(bias) and rows.data_ptr() == x.data_ptr()
         key = linear_key(x, w, x.data_ptr(), w.data_ptr()) + bias_key(bias, bias.data_ptr()) if planned else None
-        run_problem(P.Problem(rows, wt, c, P.precision_of(rows.dtype), 1.0, 1.0, bias.expand(m, n)), "auto",
-                    key and ("rows", key))
+        if kern.backend == "simt":
+            _linear_numba(kern, rows, wt, bias, c, key and ("rows", key))
+        else:
+            run_problem(P.Problem(rows, wt, c, P.precision_of(rows.dtype), 1.0, 1.0, bias.expand(m, n)), "auto",
+                        key and ("rows", key))
     if planned:  # the 2-D call's plan, kept under the layer's key only
         _keep_view(key, ("rows", key), shape, None)
         _PLANS.pop(("rows", key), None)
@@ -712,22 +717,23 @@ def _run_numba(kern, auto: bool, A: Operand, B: Operand, O, out, shape, dtype):
         stream = arrays.numba_stream(A)
         R = arrays.describe(result, "out")
         need = kern.needs_contiguous
+        b_as_is = B.contiguous or (kern.reads_wt and transposed_contiguous(B))  # x @ W.t(): W's rows read in place
         why = _numba_plannable(A, B, out) or ("" if auto else "a kernel asked for by name is not the call's plan")
         if need and not why and R.contiguous:  # a strided operand copied contiguous into the call's
-            # scratch by a recorded kernel: the plan repeats the copy (transposed weights: x @ W.t())
+            # scratch by a recorded kernel: the plan repeats the copy (a strided activation, say)
             with S.recording() as launches:
-                a_d, b_d = (_copied_contiguous(X, stream) if not X.contiguous else arrays.to_numba(X, stream)
-                            for X in (A, B))
+                a_d = arrays.to_numba(A, stream) if A.contiguous else _copied_contiguous(A, stream)
+                b_d = arrays.to_numba(B, stream) if b_as_is else _copied_contiguous(B, stream)
                 kern.launch(a_d, b_d, arrays.to_numba(R, stream), stream)
-            if len(launches) > (not A.contiguous) + (not B.contiguous):  # the rung's own launches recorded too:
+            if len(launches) > (not A.contiguous) + (not b_as_is):  # the rung's own launches recorded too:
                 _keep_numba_plan(A, B, result, launches, out is not None, made)  # else a plan would only copy
             else:
                 _not_planned("the rung launched outside the recording")
             return result
         if need:  # torch operands are copied by torch: its allocator is safe inside a CUDA graph's capture
-            A, B = _torch_contiguous(A, "a"), _torch_contiguous(B, "b")
+            A, B = _torch_contiguous(A, "a"), B if b_as_is else _torch_contiguous(B, "b")
         a_d = arrays.to_numba(A, stream, contiguous=need)
-        b_d = arrays.to_numba(B, stream, contiguous=need)
+        b_d = arrays.to_numba(B, stream, contiguous=need and not b_as_is)
         c_d = arrays.to_numba(R, stream)
         if need and not R.contiguous:  # compute into a contiguous buffer, then scatter into `out`
             if R.kind == "torch":  # torch's allocator: safe inside a CUDA graph's capture
@@ -745,6 +751,18 @@ def _run_numba(kern, auto: bool, A: Operand, B: Operand, O, out, shape, dtype):
             kern.launch(a_d, b_d, c_d, stream)
         _keep_numba_plan(A, B, result, launches, out is not None, made)
     return result
+
+
+def transposed_contiguous(X: Operand) -> bool:
+    """Is X, 2-D, the transpose of a C-contiguous array (a linear layer's weight passed as W.t())
+    and not itself C-contiguous? (CUDA kinds: torch's strides, or the array interface's.)"""
+    if X.contiguous or len(X.shape) != 2 or min(X.shape) < 2 or X.on_host:
+        return False
+    if X.kind == "torch":
+        return X.obj.t().is_contiguous()
+    strides = getattr(X.obj, "__cuda_array_interface__", {}).get("strides")
+    item = arrays.itemsize(X.dtype)
+    return strides is not None and tuple(strides) == (item, item * X.shape[0])
 
 
 def _torch_scratch(device, made: list):
@@ -793,25 +811,48 @@ def _copied_contiguous(X: Operand, stream):
     return dst
 
 
+def _linear_numba(kern, rows, wt, bias, c, key) -> None:
+    """c = rows @ wt + bias on a SIMT rung that reads W's rows in place (wt = W.t()) and adds the
+    bias row (`reads_wt`), its launches kept as a plan under key where one is given."""
+    from .kernels.simt import _common as S
+
+    made: list = []
+    stream = arrays.numba_stream(arrays.describe(rows, "x"))
+    with _numba_device(rows.device.index), S.scratch_from(_torch_scratch(rows.device, made)):
+        a, b, out, row = (_cuda.cuda.as_cuda_array(t.detach()) for t in (rows, wt, c, bias))
+        with S.recording() as launches:
+            kern.launch(a, b, out, stream, bias=row)
+    if key is not None:
+        plan = _numba_plan(rows, wt, c, launches, made, bias.data_ptr())
+        if plan is not None:
+            _remember(key, plan)
+
+
 def _keep_numba_plan(A: Operand, B: Operand, c, records, is_out: bool, scratch=()) -> None:
-    """Keep the recorded launches as the call's plan (under out_key too where c is the caller's out);
-    `scratch`: the torch tensors the launches took as scratch, which the plan makes again for each
-    later call, or keeps for its stream (LaunchPlan)."""
-    a, b = A.obj, B.obj
+    """Keep the recorded launches as the call's plan (under out_key too where c is the caller's out)."""
+    plan = _numba_plan(A.obj, B.obj, c, records, scratch)
+    if plan is not None:
+        _remember(call_key(A.obj, B.obj, c if is_out else None), plan)
+
+
+def _numba_plan(a, b, c, records, scratch=(), pi: int = 0) -> LaunchPlan | None:
+    """The recorded launches as a plan for torch tensors a, b, c (pi: the address of a bias row
+    they read, C_in's slot), or None (noted) where they cannot make one; `scratch`: the torch
+    tensors the launches took as scratch, which the plan makes again for each later call, or keeps
+    for its stream (LaunchPlan)."""
     pa, pb, pc = a.data_ptr(), b.data_ptr(), c.data_ptr()
-    if len({pa, pb, pc}) < 3 or not records:
+    if len({pa, pb, pc, pi or pc}) < 3 + bool(pi) or not records:
         _not_planned("aliased operands" if records else "no launch recorded")
-        return
-    slots = (pa, pb, pc, pc, 0, 0, *(t.data_ptr() for t in scratch))
+        return None
+    slots = (pa, pb, pc, pi or pc, 0, 0, *(t.data_ptr() for t in scratch))
     launches = [launcher.numba_launch(kernel, grid, block, shared, args, slots, c.device.index)
                 for kernel, grid, block, shared, args in records]
     if any(one is None for one in launches):
         _not_planned("a Numba launch the launcher cannot replay")
-        return
+        return None
     _bind_torch()
-    _remember(call_key(a, b, c if is_out else None),
-              LaunchPlan(launches, c.shape, c.dtype, c.device, [(t.numel(), t.dtype) for t in scratch],
-                         spans=spans_of(a, b, c)))
+    return LaunchPlan(launches, c.shape, c.dtype, c.device, [(t.numel(), t.dtype) for t in scratch],
+                      spans=spans_of(a, b, c))
 
 
 def _numba_device(index: int):

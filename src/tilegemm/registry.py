@@ -81,6 +81,9 @@ class Kernel:
     requires: str = ""  # e.g. "sm_90": extra capability the kernel needs
     jit_kernels: Callable[[np.dtype], list] | None = None  # Numba dispatchers, for SASS/resources
     needs_contiguous: bool = False  # True: launch() needs C-contiguous operands (the API copies others)
+    # True: launch(a, b, c, stream, bias=None) also takes b as the transpose of a C-contiguous array (a
+    # linear layer's W.t()), read in place, and then adds a bias row where given (the API copies no such b)
+    reads_wt: bool = False
     tags: tuple[str, ...] = field(default=())
 
     @property

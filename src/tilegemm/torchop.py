@@ -72,8 +72,9 @@ def _linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor])
     COUNTS["tilegemm"] += 1
     flat = x.dim() == 2
     rows, wt = x if flat else x.reshape(-1, x.shape[-1]), weight.t()  # a view for a contiguous activation
-    if bias is not None and _in_epilogue(x, rows, wt, bias):
-        return dispatch.linear_bias(x, weight, bias, rows, wt)
+    kern = None if bias is None else _epilogue(x, rows, wt, bias)
+    if kern is not None:
+        return dispatch.linear_bias(x, weight, bias, rows, wt, kern)
     y = api.matmul(rows, wt)
     if x.is_cuda:
         dispatch.remember_linear(x, weight, rows, wt, bias)
@@ -84,14 +85,21 @@ def _linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor])
 _EPILOGUE = frozenset((torch.float16, torch.bfloat16))
 
 
-def _in_epilogue(x: torch.Tensor, rows: torch.Tensor, wt: torch.Tensor, bias: torch.Tensor) -> bool:
-    """Can the tensor cores add this bias to x's product in their epilogue: x's FP16/BF16 rows on
-    a GPU, K > 0, matmul's own choice there a tensor-core rung, the bias a plain contiguous row of
-    N of x's dtype on x's device?"""
-    return (x.is_cuda and x.dtype in _EPILOGUE and x.shape[-1] > 0 and dispatch.plain(bias)
-            and bias.dtype is x.dtype and bias.dim() == 1 and bias.shape[0] == wt.shape[1]
-            and bias.stride(0) == 1 and bias.is_cuda and bias.get_device() == x.get_device()
-            and api.plan(rows, wt).kernel.backend == "tensorcore")
+def _epilogue(x: torch.Tensor, rows: torch.Tensor, wt: torch.Tensor, bias: torch.Tensor):
+    """The rung that adds this bias to x's product in its epilogue, or None: matmul's own choice
+    for x's rows on a GPU (K > 0) where it is a tensor-core rung and x FP16/BF16, or a SIMT rung
+    that reads the weight's rows in place and adds a bias (`reads_wt`: FP32) where x's rows and
+    the weight are C-contiguous; the bias a plain contiguous row of N of x's dtype on x's device."""
+    if not (x.is_cuda and x.shape[-1] > 0 and dispatch.plain(bias) and bias.dtype is x.dtype and bias.dim() == 1
+            and bias.shape[0] == wt.shape[1] and bias.stride(0) == 1 and bias.is_cuda
+            and bias.get_device() == x.get_device()):
+        return None
+    kern = api.plan(rows, wt).kernel
+    if kern.backend == "tensorcore" and x.dtype in _EPILOGUE:
+        return kern
+    if kern.reads_wt and rows.is_contiguous() and wt.t().is_contiguous() and min(wt.shape) > 1:
+        return kern
+    return None
 
 
 def _add_bias(y: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:

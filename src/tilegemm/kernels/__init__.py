@@ -50,7 +50,7 @@ _TABLE = {
     "big_tile": ("simt.k16_big_tile", "", "simt", _F32, "GPU k15 + 16x8 a thread, BK 16", 16, 16,
                  dict(needs_contiguous=True)),
     "splitk_unrolled": ("simt.k17_splitk_unrolled", "", "simt", _F32, "GPU k16 + split-K generated tiles", 17, 17,
-                        dict(needs_contiguous=True)),
+                        dict(needs_contiguous=True, reads_wt=True)),
     "mixed_half": ("simt.k20_mixed_half", "", "simt", ("float16",), "GPU FP16-in FP32-acc", 20, 2, {}),
 }
 

@@ -16,6 +16,8 @@ choice: `min_blocks` (launch bounds: 2 blocks of 256 threads cap a thread at 128
 bytes), k08–k13 hand the product to k07's scalar kernel and its smaller tiles; the generator writes
 the same kernel with one-element global loads and stores instead (`vector=False`: a K step's tile
 loads are 8 LDG.32 instead of 2 LDG.128, beside 512 FFMA), so such shapes keep the tiling.
+Later rungs' options live here too, off by default (the kernels above unchanged): k16's `pad`,
+`rows_apart` and `lane_rows`, and k17's `split`, `b_rows` (B read from W's rows: x @ Wᵀ) and `bias`.
 
 Global traffic and intensity are k10's (elements; s the element size):
     reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM),  writes = M·N
@@ -58,6 +60,8 @@ class Config(k10.Tiling):
     rows_apart: bool = False  # each K row of the body in a block of Numba's IR of its own (compile time)
     lane_rows: bool = False  # a warp's lanes load 32 rows of A's tile (conflict-free transposed stores)
     split: bool = False  # k17: grid z splits K; each block adds its partial tile into C (zeroed first)
+    b_rows: bool = False  # B given as the rows of Bᵀ (a linear layer's (N, K) weight W: B = Wᵀ), read in place
+    bias: bool = False  # C = A @ B + a bias row (a 1×N array, the kernel's fourth argument); split: slice 0 adds it
 
     @property
     def name(self) -> str:
@@ -67,8 +71,10 @@ class Config(k10.Tiling):
         apart = "_rows" if self.rows_apart else ""
         lanes = "_lanerows" if self.lane_rows else ""
         split = "_split" if self.split else ""
+        rows = "_brows" if self.b_rows else ""
+        bias = "_bias" if self.bias else ""
         return (f"unrolled_{self.BM}x{self.BN}x{self.BK}_w{self.WM}x{self.WN}_b{self.min_blocks}"
-                f"{regs}{scalar}{pad}{apart}{lanes}{split}")
+                f"{regs}{scalar}{pad}{apart}{lanes}{split}{rows}{bias}")
 
 
 DEFAULT = Config()
@@ -84,7 +90,7 @@ def source(cfg: Config) -> str:
     A_IT, B_IT = BM * BK // 4 // NT, BK * BN // 4 // NT  # float4s of A and of B per thread per step
     A_C4, B_C4 = BK // 4, BN // 4
     SUB_M, SUB_N = LANES_M * MICRO, LANES_N * MICRO
-    vector, split = cfg.vector, cfg.split
+    vector, split, b_rows = cfg.vector, cfg.split, cfg.b_rows
     ga = [[f"ga{l}_{c}" for c in range(4)] for l in range(A_IT)]
     gb = [[f"gb{l}_{c}" for c in range(4)] for l in range(B_IT)]
     out = []
@@ -99,7 +105,10 @@ def source(cfg: Config) -> str:
         k0 = "" if k0 == "0" else f"{k0} + "  # the first step's column (A) or row (B) offset is 0
         # each operand's float4s: (array, register names, row, first column)
         quads = [("A", ga[l], f"m0 + ar{l}", f"{k0}aq{l}") for l in range(A_IT)]
-        quads += [("B", gb[l], f"{k0}br{l}", f"n0 + bq{l}") for l in range(B_IT)]
+        if b_rows:  # B's tile is a BN×BK tile of W's rows, loaded as A's is
+            quads += [("B", gb[l], f"n0 + br{l}", f"{k0}bq{l}") for l in range(B_IT)]
+        else:
+            quads += [("B", gb[l], f"{k0}br{l}", f"n0 + bq{l}") for l in range(B_IT)]
         w(indent, f"if {fast}:  # the whole tile is inside A and B: no guards" + (", 16-byte loads" if vector else ""))
         for X, regs, r, q in quads:
             if vector:
@@ -112,8 +121,9 @@ def source(cfg: Config) -> str:
             for c in range(4):
                 w(indent + 1, f"{regs[c]} = at_or0({X}, {r}, {q}{plus(c)})")
 
-    w(0, f"def {cfg.name}(A, B, C):")
+    w(0, f"def {cfg.name}(A, B, C{', bias' if cfg.bias else ''}):")
     what = "C += A @ B over this block's slice of K" if split else "C = A @ B"
+    what += (" (B = Wᵀ: the argument B is W, N×K)" if b_rows else "") + (" + bias (a 1×N row)" if cfg.bias else "")
     w(1, f'"""{what}: {BM}×{BN} block tiles, {WM}×{WN} warp tiles, {TM}×{TN} outputs a thread, BK = {BK}."""')
     w(1, f"sAT = cuda.shared.array(({2 * BK}, {BM + cfg.pad}), DT, alignment=SMEM_ALIGN)  # A's tile, transposed, ×2")
     w(1, f"sB = cuda.shared.array(({2 * BK}, {BN}), DT, alignment=SMEM_ALIGN)  # B's tile, ×2")
@@ -126,7 +136,7 @@ def source(cfg: Config) -> str:
     w(1, f"n0 = cuda.blockIdx.x * {BN}")
     w(1, "M = A.shape[0]")
     w(1, "K = A.shape[1]")
-    w(1, "N = B.shape[1]")
+    w(1, "N = B.shape[0]" if b_rows else "N = B.shape[1]")
     if split:
         w(1, f"per = ((K + {BK - 1}) // {BK} + cuda.gridDim.z - 1) // cuda.gridDim.z * {BK}  # a slice: whole K steps")
         w(1, "k_lo = cuda.blockIdx.z * per  # this block's slice of K, picked by the grid's z index")
@@ -147,8 +157,12 @@ def source(cfg: Config) -> str:
             w(1, f"aq{l} = {f} // {BM} * 4")
     for l in range(B_IT):
         f = f"(tid + {l * NT})" if l else "tid"
-        w(1, f"br{l} = {f} // {B_C4}")
-        w(1, f"bq{l} = {f} % {B_C4} * 4")
+        if b_rows:  # a warp's float4s: one of each of 32 rows of W (their stores into sB: 32 banks)
+            w(1, f"br{l} = {f} % {BN}")
+            w(1, f"bq{l} = {f} // {BN} * 4")
+        else:
+            w(1, f"br{l} = {f} // {B_C4}")
+            w(1, f"bq{l} = {f} % {B_C4} * 4")
     w(1, f"# the {TM}×{TN} accumulators")
     for i in range(TM):
         w(1, " = ".join(f"c{i}_{j}" for j in range(TN)) + " = DT(0)")
@@ -164,7 +178,11 @@ def source(cfg: Config) -> str:
         for c in range(4):
             w(2, f"sAT[base + aq{l}{plus(c)}, ar{l}] = {ga[l][c]}")
     for l in range(B_IT):
-        w(2, f"sts4(sB, base + br{l}, bq{l}, {', '.join(gb[l])})")
+        if b_rows:  # transposed into sB's rows of K, as A's tile into sAT
+            for c in range(4):
+                w(2, f"sB[base + bq{l}{plus(c)}, br{l}] = {gb[l][c]}")
+        else:
+            w(2, f"sts4(sB, base + br{l}, bq{l}, {', '.join(gb[l])})")
     w(2, "cuda.syncthreads()  # one barrier a step: the other buffer is the one being written next")
     w(2, f"k1 = k_lo + (t + 1) * {BK}" if split else f"k1 = (t + 1) * {BK}")
     w(2, f"if k1 < {'k_hi' if split else 'K'}:  # the next step's tiles, loading while this one computes")
@@ -180,6 +198,16 @@ def source(cfg: Config) -> str:
             w(depth, f"{', '.join(f'b{4 * jt + c}' for c in range(4))} = lds4(sB, base + {p}, wn0 + {jt * SUB_N})")
         for i in range(TM):
             w(depth, "; ".join(f"c{i}_{j} += a{i} * b{j}" for j in range(TN)))
+    if cfg.bias:
+        w(1, "# the bias row's values for this thread's columns, added to its accumulators"
+          + (" (by the first slice of K only)" if split else ""))
+        for jt in range(WNITER):
+            w(1, f"col = n0 + wn0 + {jt * SUB_N}" if jt else "col = n0 + wn0")
+            for d in range(MICRO):
+                v = f"at_or0(bias, 0, col{plus(d)})"
+                w(1, f"v{jt}_{d} = {v} if cuda.blockIdx.z == 0 else DT(0)" if split else f"v{jt}_{d} = {v}")
+        for i in range(TM):
+            w(1, "; ".join(f"c{i}_{j} += v{j // MICRO}_{j % MICRO}" for j in range(TN)))
     if split:
         w(1, "# C += the partial tile: " + ("16-byte atomic adds" if vector else "atomic adds") + " inside, guarded ones on the edges")
     else:
@@ -275,10 +303,12 @@ def launch_config(cfg: Config, a, b, c, stream=None):
     run_config(cfg, a, b, c, stream)
 
 
-def run_config(cfg: Config, a, b, c, stream=None):
-    """Run configuration `cfg` as it is (the caller has checked that its accesses are legal)."""
+def run_config(cfg: Config, a, b, c, stream=None, bias=None):
+    """Run configuration `cfg` as it is (the caller has checked that its accesses are legal; b is
+    W, N×K, for a `b_rows` configuration; bias a 1×N row for a `bias` one)."""
     m, n = c.shape
-    configure(kernel_for(c.dtype, cfg), grid_2d(m, n, cfg.BM, cfg.BN), cfg.threads, stream)(a, b, c)
+    args = (a, b, c, bias) if cfg.bias else (a, b, c)
+    configure(kernel_for(c.dtype, cfg), grid_2d(m, n, cfg.BM, cfg.BN), cfg.threads, stream)(*args)
 
 
 def launch(a, b, c, stream=None):

@@ -26,11 +26,25 @@ whole tiles costs less than that difference (large products), the 16-byte plan r
 (k16's `run_on_copies`). M ≤ 16: k12's one-column kernel, which reads B once (through k16's
 routing).
 
+A linear layer's x @ Wᵀ (B passed as W.t(), W the (N, K) C-contiguous weight; `launch_linear`):
+the generated tiles read W's rows in place (`b_rows`: a K step's BN×BK tile of W loaded as A's
+tile is, each lane 16 bytes of a row of its own, and stored transposed into B's shared tile, so
+the body is unchanged), where the API copied W into B's layout before each call (2·K·N elements
+moved and a launch). Those loads cost the product ROWS_COST (1.08–1.13 measured); where that is
+more than the copy (`copy_pays`: large products), W is copied by a 32×32 transposing tile first.
+A bias row (`bias`: nn.Linear's) is added to the accumulators before the store, by the first
+slice of K where K is split: one launch where torch's add after the product read and wrote C again.
+Decode (M ≤ 8, 16-byte rows) has a form of its own (`gemv_for`): a warp a column of C, reading
+W's row along K at its coalesced pace, the M rows' sums in registers (W read once: K·N; x's M·K
+elements read by every warp, from L1/L2, which is what bounds it to a few rows).
+
 Global traffic by design, with the plan's tile BM×BN and S splits (elements; s the element size):
     reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM)          (splitting K re-reads nothing)
     writes = M·N (zeroing) + 2·M·N·S                  (atomic read-modify-write in L2); M·N unsplit
     intensity ≈ 2/(s·(1/BM + 1/BN)) FLOP/byte: 21 FLOP/B at 64×128 in FP32, 32 at 128×128
-and on copies, each copied operand read and written once more (k16's `copied_elements`).
+and on copies, each copied operand read and written once more (k16's `copied_elements`). For
+x @ Wᵀ the reads are the same (W's K·N elements take B's place); a copy of W adds 2·K·N, a bias N
+per block row.
 """
 
 from __future__ import annotations
@@ -38,8 +52,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+import numba
+import numpy as np
+from numba import cuda
+
+from ... import _cuda
 from ...registry import ceil_div
-from ._common import configure, sm_count
+from ._common import configure, per_dtype, scratch, sm_count
+from ._vec import at, ldg4
 from . import k10_warptile as k10
 from . import k12_skinny_m as k12
 from . import k13_splitk_tiles as k13
@@ -170,22 +190,167 @@ def _route(m: int, n: int, k: int, sms: int) -> Route:
     return Route(one, "scalar")
 
 
-def launch_plan(a, b, c, cfg: Config, splits: int, stream=None) -> None:
+def launch_plan(a, b, c, cfg: Config, splits: int, stream=None, bias=None) -> None:
     """Run generated configuration cfg with K split `splits` ways (1: the plain kernel, C written
-    once; k15's or k16's own kernel for their tiles)."""
+    once; k15's or k16's own kernel for their tiles); b is W for a `b_rows` configuration, bias
+    the 1×N row a `bias` one adds."""
     m, n = c.shape
     steps = ceil_div(a.shape[1], cfg.BK)
     splits = ceil_div(steps, ceil_div(steps, splits))  # the slices that have work (whole K steps each)
     if splits == 1 and cfg.vector:
-        return k14.run_config(dataclasses.replace(cfg, split=False), a, b, c, stream)
+        return k14.run_config(dataclasses.replace(cfg, split=False), a, b, c, stream, bias)
     # (one-element forms stay on the split kernel, one slice too: as swept; unsplit, the 16×8 tile spills)
     k12.zero(c, stream)
+    args = (a, b, c, bias) if cfg.bias else (a, b, c)
     configure(k14.kernel_for(c.dtype, cfg), (ceil_div(n, cfg.BN), ceil_div(m, cfg.BM), splits), cfg.threads,
-              stream)(a, b, c)
+              stream)(*args)
 
 
-def launch(a, b, c, stream=None):
+def rows_of(b):
+    """W where b is the transpose of a C-contiguous (N, K) array W (a linear layer's weight passed
+    as W.t()), else None (b C-contiguous, or an array that cannot say): a view of b's memory
+    (Numba's own `.T` of a device array is a copy, made by a transposing kernel)."""
+    c_contiguous, f_contiguous = getattr(b, "is_c_contiguous", None), getattr(b, "is_f_contiguous", None)
+    if c_contiguous is None or f_contiguous is None or c_contiguous() or not f_contiguous():
+        return None
+    if _cuda.SIMULATOR:  # (the simulator's device arrays are NumPy's: .T is a view)
+        return b.T
+    k, n = b.shape
+    s = b.dtype.itemsize
+    return type(b)(shape=(n, k), strides=(k * s, s), dtype=b.dtype, stream=b.stream, gpu_data=b.gpu_data)
+
+
+def linear_plan(m: int, n: int, k: int, vector: bool) -> Plan:
+    """The tile and K split of x @ Wᵀ: the wave model's for A @ B (the tiles read the same bytes a
+    K step from W's rows as from B's, into the same shared tile)."""
+    return best(m, n, k, sm_count()) if vector else _one_element(m, n, k, sm_count())
+
+
+ROWS_COST = 1.10  # a product read from W's rows against the same product from B's (the H200, session 50:
+# 1.08–1.13 at 1024×4096×4096, 4096³ and 2048×1024×4096; a warp's loads from 32 rows of W, 16 bytes of each)
+
+
+def copy_pays(plan: Plan, n: int, k: int) -> bool:
+    """Does copying W into B's layout first (`_transpose`: 2·K·N elements moved, a launch) cost less
+    than what reading W's rows in place adds to the product (ROWS_COST)? Only for large products:
+    at 4096 × 4096 weights from about 360 µs of product, some 400 rows."""
+    return (ROWS_COST - 1) * plan.us > k16.COPY_FIXED_US + 2 * 4 * k * n / k16.COPY_BYTES_PER_US
+
+
+@per_dtype
+def transpose_for(DT):
+    @cuda.jit
+    def transpose(w, b):
+        """B = Wᵀ (W N×K, B K×N, both C-contiguous): a 32×32 tile a block through shared memory,
+        read along W's rows and written along B's, both coalesced."""
+        tile = cuda.shared.array((32, 33), DT)  # (33: a column's reads spread over the banks)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        k0, n0 = cuda.blockIdx.x * 32, cuda.blockIdx.y * 32
+        for r in range(0, 32, 8):
+            if n0 + ty + r < w.shape[0] and k0 + tx < w.shape[1]:
+                tile[ty + r, tx] = w[n0 + ty + r, k0 + tx]
+        cuda.syncthreads()
+        for r in range(0, 32, 8):
+            if k0 + ty + r < b.shape[0] and n0 + tx < b.shape[1]:
+                b[k0 + ty + r, n0 + tx] = tile[tx, ty + r]
+
+    return transpose
+
+
+GEMV_WARPS = 4  # columns of C a block of the decode form (a warp each)
+GEMV_ROWS = 8  # the decode form up to this many rows: its x loads grow with M, the tiles' do not (H200, session
+# 50, 4096 × 4096 weights: 20 / 37 / 61 / 138 µs at M = 1 / 4 / 8 / 16 against the tiles' 101–104)
+
+
+@functools.lru_cache(maxsize=None)
+def gemv_for(dtype_name: str, rows: int, has_bias: bool):
+    """The decode form of x @ Wᵀ for up to `rows` rows of x (a power of two)."""
+    DT = numba.from_dtype(np.dtype(dtype_name))
+    R = rows
+
+    @cuda.jit
+    def gemv_rows(x, w, c, bias):
+        """C[:, n] = x @ W[n, :] (+ bias[0, n]): a warp a column n, its lanes 16 bytes apart along
+        W's row n (two 16-byte loads in flight a lane, a warp's 1 KB), each lane's partial sums of
+        the R rows of x in registers, then summed across the warp through shared memory. W is read
+        once, at the pace of its rows' coalesced loads; x's M rows (K each) come from L1/L2."""
+        part = cuda.shared.array((GEMV_WARPS, R, 33), DT)  # (33: lane r's reads of row r spread over the banks)
+        warp, lane = cuda.threadIdx.x // 32, cuda.threadIdx.x % 32
+        n = cuda.blockIdx.x * GEMV_WARPS + warp
+        M, K = x.shape[0], x.shape[1]
+        acc = cuda.local.array(R, DT)
+        for r in range(R):
+            acc[r] = DT(0)
+        if n < w.shape[0]:
+            full = K // 256 * 256
+            for k0 in range(lane * 4, full, 256):
+                w0, w1, w2, w3 = ldg4(w, n, k0)
+                v0, v1, v2, v3 = ldg4(w, n, k0 + 128)
+                for r in range(R):
+                    if r < M:
+                        a0, a1, a2, a3 = ldg4(x, r, k0)
+                        b0, b1, b2, b3 = ldg4(x, r, k0 + 128)
+                        acc[r] += a0 * w0 + a1 * w1 + a2 * w2 + a3 * w3 + b0 * v0 + b1 * v1 + b2 * v2 + b3 * v3
+            for k in range(full + lane, K, 32):  # K's tail, an element a lane
+                wk = at(w, n, k)
+                for r in range(R):
+                    if r < M:
+                        acc[r] += at(x, r, k) * wk
+        for r in range(R):
+            part[warp, r, lane] = acc[r]
+        cuda.syncthreads()
+        if lane < M and n < w.shape[0]:  # lane r sums row r's 32 partials
+            total = DT(0)
+            for j in range(32):
+                total += part[warp, lane, j]
+            if has_bias:
+                total += bias[0, n]
+            c[lane, n] = total
+
+    return gemv_rows
+
+
+def launch_gemv(x, w, c, row=None, stream=None) -> None:
+    """x @ Wᵀ (+ row, 1×N) for M ≤ GEMV_ROWS rows by the decode form (16-byte rows and pointers)."""
     m, n = c.shape
+    rows = 1 << (m - 1).bit_length()
+    kernel = gemv_for(c.dtype.name, rows, row is not None)
+    configure(kernel, (ceil_div(n, GEMV_WARPS),), 32 * GEMV_WARPS, stream)(x, w, c, c if row is None else row)
+
+
+def launch_linear(x, w, c, bias=None, stream=None) -> None:
+    """C = x @ Wᵀ (+ bias), W the (N, K) C-contiguous weight. Read in place: W's tiles are loaded
+    as A's are and stored transposed into shared memory, so no transposing copy of W is made (2·K·N
+    elements moved and a launch, each call). Every M (the split tiles read W once at small M, as
+    k12's kernel reads B), with 16-byte loads where K and N are multiples of 4 and the pointers
+    aligned, else one element at a time; but up to GEMV_ROWS rows the decode form runs (16-byte
+    rows), and where the copy costs less than reading W's rows does (`copy_pays`: large
+    products), W is copied into B's layout first (scratch) and the tiles read that. bias: a row
+    of N (1-D, or 1×N) added in the epilogue. K must be positive."""
+    m, n = c.shape
+    k = x.shape[1]
+    vector = c.dtype.itemsize == 4 and k % 4 == 0 and n % 4 == 0 and k10.aligned16(x, w, c)
+    row = None if bias is None else bias.reshape(1, n)
+    if vector and m <= GEMV_ROWS:
+        return launch_gemv(x, w, c, row, stream)
+    plan = linear_plan(m, n, k, vector)
+    b = scratch([(k, n)], c.dtype, stream) if vector and copy_pays(plan, n, k) else None
+    if b is not None:  # (None too where no scratch can be had: then W is read in place)
+        configure(transpose_for(c.dtype), (ceil_div(k, 32), ceil_div(n, 32)), (32, 8), stream)(w, b[0])
+        return launch_plan(x, b[0], c, dataclasses.replace(plan.cfg, bias=bias is not None), plan.splits, stream, row)
+    cfg = dataclasses.replace(plan.cfg, b_rows=True, bias=bias is not None, vector=vector)
+    launch_plan(x, w, c, cfg, plan.splits, stream, row)
+
+
+def launch(a, b, c, stream=None, bias=None):
+    """C = A @ B; b may be given as the transpose of a C-contiguous array W, and then a bias row
+    may be added (C = A @ Wᵀ + bias: `launch_linear`)."""
+    m, n = c.shape
+    w = rows_of(b) if a.shape[1] else None
+    if w is not None:
+        return launch_linear(a, w, c, bias, stream)
+    if bias is not None:
+        raise ValueError("k17: a bias row is added to x @ Wᵀ only (b given as the transpose of a C-contiguous W)")
     r = route(m, n, a.shape[1], c.dtype.itemsize)
     if r is None:
         return k16.launch(a, b, c, stream)
