@@ -997,14 +997,16 @@ def test_splitk_unrolled_reads_the_weights_rows_and_adds_a_bias(monkeypatch):
 
 def test_splitk_unrolled_decode_form_of_x_at_w_transposed(monkeypatch):
     """x @ Wᵀ (+ bias) at M ≤ 8 with 16-byte rows runs the decode form (a warp a column of C,
-    its lanes along W's row): exact on integer operands for 1, 3, 5 and 8 rows, K with a tail past
-    its 256-element steps and K below one step, with and without the bias."""
+    its lanes along W's row) where its blocks fill the SMs (one SM here): exact on integer
+    operands for 1, 3, 5 and 8 rows, K with a tail past its 256-element steps and K below one
+    step, with and without the bias. Too few columns for the SMs: the tiles, which split K."""
     from tilegemm.kernels.simt import k17_splitk_unrolled as k17
 
     cuda = _cuda.cuda
     rng = np.random.default_rng(3)
     ran = []
     monkeypatch.setattr(k17, "launch_plan", lambda *args: ran.append(args))  # (the tiles: not at these M)
+    monkeypatch.setattr(k17, "sm_count", lambda: 1)
     assert k17.GEMV_ROWS == 8
     for m, n, k, bias in ((1, 12, 296, True), (3, 8, 260, False), (8, 4, 520, True), (5, 8, 12, True)):
         a, b = integer_operands(m, n, k, seed=m)
@@ -1014,6 +1016,10 @@ def test_splitk_unrolled_decode_form_of_x_at_w_transposed(monkeypatch):
         k17.launch(cuda.to_device(a), cuda.to_device(w).T, dc, None, bias=cuda.to_device(row) if bias else None)
         assert np.array_equal(dc.copy_to_host(), a.astype(np.float64) @ b + (row if bias else 0)), (m, n, k)
     assert not ran
+    monkeypatch.setattr(k17, "sm_count", lambda: 132)  # 8 columns, 2 blocks: the tiles
+    k17.launch(cuda.to_device(np.ones((1, 256), np.float32)), cuda.to_device(np.ones((8, 256), np.float32)).T,
+               cuda.device_array((1, 8), np.float32))
+    assert len(ran) == 1 and ran[0][3].b_rows
 
 
 def test_splitk_unrolled_copies_the_weight_where_that_pays(monkeypatch):

@@ -817,8 +817,8 @@ def _linear_numba(kern, rows, wt, bias, c, key) -> None:
     from .kernels.simt import _common as S
 
     made: list = []
-    stream = arrays.numba_stream(arrays.describe(rows, "x"))
     with _numba_device(rows.device.index), S.scratch_from(_torch_scratch(rows.device, made)):
+        stream = arrays.numba_stream(arrays.describe(rows, "x"))
         a, b, out, row = (_cuda.cuda.as_cuda_array(t.detach()) for t in (rows, wt, c, bias))
         with S.recording() as launches:
             kern.launch(a, b, out, stream, bias=row)

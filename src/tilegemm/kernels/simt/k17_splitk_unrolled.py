@@ -324,14 +324,14 @@ def launch_linear(x, w, c, bias=None, stream=None) -> None:
     elements moved and a launch, each call). Every M (the split tiles read W once at small M, as
     k12's kernel reads B), with 16-byte loads where K and N are multiples of 4 and the pointers
     aligned, else one element at a time; but up to GEMV_ROWS rows the decode form runs (16-byte
-    rows), and where the copy costs less than reading W's rows does (`copy_pays`: large
+    rows, and columns enough for a block an SM), and where the copy costs less than reading W's rows does (`copy_pays`: large
     products), W is copied into B's layout first (scratch) and the tiles read that. bias: a row
     of N (1-D, or 1×N) added in the epilogue. K must be positive."""
     m, n = c.shape
     k = x.shape[1]
     vector = c.dtype.itemsize == 4 and k % 4 == 0 and n % 4 == 0 and k10.aligned16(x, w, c)
     row = None if bias is None else bias.reshape(1, n)
-    if vector and m <= GEMV_ROWS:
+    if vector and m <= GEMV_ROWS and ceil_div(n, GEMV_WARPS) >= sm_count():  # (fewer columns: the tiles split K)
         return launch_gemv(x, w, c, row, stream)
     plan = linear_plan(m, n, k, vector)
     b = scratch([(k, n)], c.dtype, stream) if vector and copy_pays(plan, n, k) else None
