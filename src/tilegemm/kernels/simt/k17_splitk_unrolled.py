@@ -231,9 +231,9 @@ ROWS_COST = 1.10  # a product read from W's rows against the same product from B
 
 
 def copy_pays(plan: Plan, n: int, k: int) -> bool:
-    """Does copying W into B's layout first (`_transpose`: 2·K·N elements moved, a launch) cost less
-    than what reading W's rows in place adds to the product (ROWS_COST)? Only for large products:
-    at 4096 × 4096 weights from about 360 µs of product, some 400 rows."""
+    """Does copying W into B's layout first (`transpose_for`: 2·K·N FP32 elements moved, a launch)
+    cost less than what reading W's rows in place adds to the product (ROWS_COST)? Only for large
+    products: at 4096 × 4096 weights from about 360 µs of product, some 400 rows."""
     return (ROWS_COST - 1) * plan.us > k16.COPY_FIXED_US + 2 * 4 * k * n / k16.COPY_BYTES_PER_US
 
 
@@ -324,9 +324,9 @@ def launch_linear(x, w, c, bias=None, stream=None) -> None:
     elements moved and a launch, each call). Every M (the split tiles read W once at small M, as
     k12's kernel reads B), with 16-byte loads where K and N are multiples of 4 and the pointers
     aligned, else one element at a time; but up to GEMV_ROWS rows the decode form runs (16-byte
-    rows, and columns enough for a block an SM), and where the copy costs less than reading W's rows does (`copy_pays`: large
-    products), W is copied into B's layout first (scratch) and the tiles read that. bias: a row
-    of N (1-D, or 1×N) added in the epilogue. K must be positive."""
+    rows, and columns enough for a block an SM), and where the copy costs less than reading W's
+    rows does (`copy_pays`: large products), W is copied into B's layout first (scratch) and the
+    tiles read that. bias: a row of N (1-D, or 1×N) added in the epilogue. K must be positive."""
     m, n = c.shape
     k = x.shape[1]
     vector = c.dtype.itemsize == 4 and k % 4 == 0 and n % 4 == 0 and k10.aligned16(x, w, c)
