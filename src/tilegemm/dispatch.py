@@ -163,9 +163,10 @@ class ViewPlan:
 
 
 class AddBias:
-    """A linear layer's x @ wᵀ + bias where the bias is not added in the kernel's epilogue (one
-    torchop's `_epilogue` refuses: strided, of another dtype or device, or a rung without one): the
-    product by its view plan, then the bias added by torch, in place where it is of y's dtype."""
+    """A linear layer's x @ wᵀ + bias where the bias is not added in the kernel's epilogue (a bias
+    torchop's `_epilogue` refuses: strided, of another dtype or device, or on a rung without that
+    epilogue): the product by its view plan, then the bias added by torch, in place where it is of
+    y's dtype."""
 
     __slots__ = ("plan", "in_place")
 
