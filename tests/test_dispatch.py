@@ -588,6 +588,50 @@ def test_gpu_fp32_strided_operands_are_copied_in_the_plan(sa, sb, ta, tb):
 
 
 @pytest.mark.gpu
+def test_gpu_fp32_decode_rows_run_the_decode_form_in_each_of_its_forms():
+    """FP32 x @ W.t() at M = 1 to 16 (16-byte rows): k17's decode form, x's steps staged in shared
+    memory, in every (warps, columns) form of GEMV_FORMS; exact on small integers for each M, with
+    K's tail past its 256-element steps and N not a multiple of a block's columns, through the
+    public API (the plan's launch is the decode form's) and a patched layer's bias; a captured
+    graph replays it on new values."""
+    torch = pytest.importorskip("torch")
+    import tilegemm
+    from tilegemm.kernels.simt import k17_splitk_unrolled as k17
+
+    def ints(*shape):
+        return torch.randint(-4, 5, shape, device="cuda").float()
+
+    n, k = 2100, 1284  # (2100 columns: blocks of 16 and 32 columns run past N; K = 5 · 256 + 4)
+    w = ints(n, k)
+    for m in range(1, 17):
+        x = ints(m, k)
+        got = tilegemm.matmul(x, w.t())
+        assert torch.equal(got.double(), x.double() @ w.double().t()), m
+        names = [launch.name for launch in dispatch._PLANS[dispatch.call_key(x, w.t())].launches]
+        assert names and all("gemv" in name for name in names), (m, names)
+    c = torch.empty(16, n, device="cuda")
+    x = ints(16, k)
+    from tilegemm import _cuda
+    dx, dw, dc = (_cuda.cuda.as_cuda_array(t) for t in (x, w, c))
+    for rows, forms in k17.GEMV_FORMS.items():
+        for form in forms:
+            c.fill_(float("nan"))
+            k17.launch_gemv(dx[:rows], dw, dc[:rows], form)
+            torch.cuda.synchronize()
+            assert torch.equal(c[:rows].double(), x[:rows].double() @ w.double().t()), (rows, form)
+    lin = torch.nn.Linear(k, n).cuda()
+    lin.weight.data.copy_(w), lin.bias.data.copy_(ints(n))
+    with torch.no_grad(), tilegemm.patch(lin):
+        x = ints(12, k)
+        assert torch.equal(lin(x).double(), x.double() @ w.double().t() + lin.bias.double())
+        g, out = _captured(torch, lambda: lin(x), on_side=True)
+        x.copy_(ints(12, k))
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out.double(), x.double() @ w.double().t() + lin.bias.double())
+
+
+@pytest.mark.gpu
 def test_gpu_fp32_a_large_product_copies_the_weight_first():
     """FP32 x @ W.t() where the product is large enough that reading W's rows costs more than a
     copy (`k17.copy_pays`: 1024 × 4096 × 4096): the plan copies W into B's layout (the transposing

@@ -996,10 +996,11 @@ def test_splitk_unrolled_reads_the_weights_rows_and_adds_a_bias(monkeypatch):
 
 
 def test_splitk_unrolled_decode_form_of_x_at_w_transposed(monkeypatch):
-    """x @ Wᵀ (+ bias) at M ≤ 8 with 16-byte rows runs the decode form (a warp a column of C,
-    its lanes along W's row) where its blocks fill the SMs (one SM here): exact on integer
-    operands for 1, 3, 5 and 8 rows, K with a tail past its 256-element steps and K below one
-    step, with and without the bias. Too few columns for the SMs: the tiles, which split K."""
+    """x @ Wᵀ (+ bias) at M ≤ 16 with 16-byte rows runs the decode form (a warp a few columns of
+    C, its lanes along W's rows, x's rows staged in shared memory) where its blocks fill enough of
+    the SMs (one SM here): exact on integer operands for 1, 3, 5, 8, 11 and 16 rows, K with a
+    tail past its 256-element steps and K below one step, N past a block's last column, with and
+    without the bias. Too few columns for the SMs: the tiles, which split K."""
     from tilegemm.kernels.simt import k17_splitk_unrolled as k17
 
     cuda = _cuda.cuda
@@ -1007,8 +1008,9 @@ def test_splitk_unrolled_decode_form_of_x_at_w_transposed(monkeypatch):
     ran = []
     monkeypatch.setattr(k17, "launch_plan", lambda *args: ran.append(args))  # (the tiles: not at these M)
     monkeypatch.setattr(k17, "sm_count", lambda: 1)
-    assert k17.GEMV_ROWS == 8
-    for m, n, k, bias in ((1, 12, 296, True), (3, 8, 260, False), (8, 4, 520, True), (5, 8, 12, True)):
+    assert k17.GEMV_ROWS == 16
+    for m, n, k, bias in ((1, 12, 296, True), (3, 8, 260, False), (8, 20, 520, True), (5, 8, 12, True),
+                          (16, 36, 264, True), (11, 4, 256, False)):
         a, b = integer_operands(m, n, k, seed=m)
         w, row = np.ascontiguousarray(b.T), rng.integers(-8, 9, n).astype(np.float32)
         dc = cuda.device_array((m, n), np.float32)

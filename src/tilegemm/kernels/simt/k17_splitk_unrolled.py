@@ -34,9 +34,10 @@ moved and a launch). Those loads cost the product ROWS_COST (1.08–1.13 measure
 more than the copy (`copy_pays`: large products), W is copied by a 32×32 transposing tile first.
 A bias row (`bias`: nn.Linear's) is added to the accumulators before the store, by the first
 slice of K where K is split: one launch where torch's add after the product read and wrote C again.
-Decode (M ≤ 8, 16-byte rows) has a form of its own (`gemv_for`): a warp a column of C, reading
-W's row along K at its coalesced pace, the M rows' sums in registers (W read once: K·N; x's M·K
-elements read by every warp, from L1/L2, which is what bounds it to a few rows).
+Decode (M ≤ 16, 16-byte rows) has a form of its own (`gemv_for`): a warp takes 1, 2 or 4 columns
+of C, its lanes reading those rows of W along K at their coalesced pace; the block stages x's
+rows a step of K at a time (M × 256 elements) in shared memory, once for all its columns, and
+each lane keeps the M × columns partial sums in registers. W is read once (K·N); x once a block.
 
 Global traffic by design, with the plan's tile BM×BN and S splits (elements; s the element size):
     reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM)          (splitting K re-reads nothing)
@@ -45,6 +46,9 @@ Global traffic by design, with the plan's tile BM×BN and S splits (elements; s 
 and on copies, each copied operand read and written once more (k16's `copied_elements`). For
 x @ Wᵀ the reads are the same (W's K·N elements take B's place); a copy of W adds 2·K·N, a bias N
 per block row.
+The decode form reads K·N of W and M·K·ceil(N/(warps·cols)) of x (from L2: at M = 16 and 16
+columns a block as many bytes as W's), writes M·N; against DRAM's bytes (W's) its intensity is
+2·M·N·K/(4·K·N) = M/2 FLOP/B in FP32, under the H200's 67 TFLOP/s ÷ 4.8 TB/s ≈ 14 for M < 28.
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ from numba import cuda
 from ... import _cuda
 from ...registry import ceil_div
 from ._common import configure, per_dtype, scratch, sm_count
-from ._vec import at, ldg4
+from ._vec import SMEM_ALIGN, at, ldg4, lds4, sts4
 from . import k10_warptile as k10
 from . import k12_skinny_m as k12
 from . import k13_splitk_tiles as k13
@@ -257,65 +261,104 @@ def transpose_for(DT):
     return transpose
 
 
-GEMV_WARPS = 4  # columns of C a block of the decode form (a warp each)
-GEMV_ROWS = 8  # the decode form up to this many rows: its x loads grow with M, the tiles' do not (H200, session
-# 50, 4096 × 4096 weights: 20 / 37 / 61 / 138 µs at M = 1 / 4 / 8 / 16 against the tiles' 101–104)
+GEMV_STEP = 256  # K elements a step: a warp's 32 lanes × two 16-byte loads of a row
+GEMV_ROWS = 16  # the decode form up to this many rows (x's step: rows × 256 elements of shared memory)
 
 
 @functools.lru_cache(maxsize=None)
-def gemv_for(dtype_name: str, rows: int, has_bias: bool):
-    """The decode form of x @ Wᵀ for up to `rows` rows of x (a power of two)."""
+def gemv_for(dtype_name: str, rows: int, cols: int, warps: int, has_bias: bool):
+    """The decode form of x @ Wᵀ for up to `rows` rows of x (a power of two), `cols` columns of C
+    a warp, `warps` warps a block."""
     DT = numba.from_dtype(np.dtype(dtype_name))
-    R = rows
+    R, C, RC, C8, WARPS = rows, cols, rows * cols, 8 * cols, warps  # (the local arrays' sizes: constants)
 
     @cuda.jit
     def gemv_rows(x, w, c, bias):
-        """C[:, n] = x @ W[n, :] (+ bias[0, n]): a warp a column n, its lanes 16 bytes apart along
-        W's row n (two 16-byte loads in flight a lane, a warp's 1 KB), each lane's partial sums of
-        the R rows of x in registers, then summed across the warp through shared memory. W is read
-        once, at the pace of its rows' coalesced loads; x's M rows (K each) come from L1/L2."""
-        part = cuda.shared.array((GEMV_WARPS, R, 33), DT)  # (33: lane r's reads of row r spread over the banks)
-        warp, lane = cuda.threadIdx.x // 32, cuda.threadIdx.x % 32
-        n = cuda.blockIdx.x * GEMV_WARPS + warp
-        M, K = x.shape[0], x.shape[1]
-        acc = cuda.local.array(R, DT)
-        for r in range(R):
-            acc[r] = DT(0)
-        if n < w.shape[0]:
-            full = K // 256 * 256
-            for k0 in range(lane * 4, full, 256):
-                w0, w1, w2, w3 = ldg4(w, n, k0)
-                v0, v1, v2, v3 = ldg4(w, n, k0 + 128)
+        """C[:, n] = x @ W[n, :] (+ bias[0, n]) for a warp's C columns n: its lanes 16 bytes apart
+        along each of the C rows of W (two 16-byte loads a row and step, a warp's 1 KB), x's step
+        (R rows × 256 of K) staged in shared memory by the block once for its WARPS·C columns, each
+        lane's R × C partial sums in registers, then summed across the warp through shared
+        memory. W is read once, at the pace of its rows' coalesced loads; x once a block."""
+        xs = cuda.shared.array((R, GEMV_STEP), DT, alignment=SMEM_ALIGN)
+        part = cuda.shared.array((WARPS, R, 33), DT)  # (33: lane r's reads of row r spread over the banks)
+        tid = cuda.threadIdx.x
+        warp, lane = tid // 32, tid % 32
+        n0 = (cuda.blockIdx.x * WARPS + warp) * C
+        M, K, N = x.shape[0], x.shape[1], w.shape[0]
+        acc = cuda.local.array(RC, DT)
+        wv = cuda.local.array(C8, DT)
+        for i in range(RC):
+            acc[i] = DT(0)
+        full = K // GEMV_STEP * GEMV_STEP
+        for k0 in range(0, full, GEMV_STEP):
+            for j in range(C):  # W first: its loads are in flight while x's step is staged
+                n = min(n0 + j, N - 1)  # (past N: a real row, read, never stored)
+                wv[8 * j], wv[8 * j + 1], wv[8 * j + 2], wv[8 * j + 3] = ldg4(w, n, k0 + lane * 4)
+                wv[8 * j + 4], wv[8 * j + 5], wv[8 * j + 6], wv[8 * j + 7] = ldg4(w, n, k0 + 128 + lane * 4)
+            for q in range(tid, R * (GEMV_STEP // 4), 32 * WARPS):
+                r, col = q // (GEMV_STEP // 4), q % (GEMV_STEP // 4) * 4
+                a0 = a1 = a2 = a3 = DT(0)
+                if r < M:
+                    a0, a1, a2, a3 = ldg4(x, r, k0 + col)
+                sts4(xs, r, col, a0, a1, a2, a3)
+            cuda.syncthreads()
+            for r in range(R):
+                a0, a1, a2, a3 = lds4(xs, r, lane * 4)
+                b0, b1, b2, b3 = lds4(xs, r, 128 + lane * 4)
+                for j in range(C):
+                    acc[r * C + j] += (a0 * wv[8 * j] + a1 * wv[8 * j + 1] + a2 * wv[8 * j + 2] + a3 * wv[8 * j + 3]
+                                       + b0 * wv[8 * j + 4] + b1 * wv[8 * j + 5] + b2 * wv[8 * j + 6]
+                                       + b3 * wv[8 * j + 7])
+            cuda.syncthreads()
+        for k in range(full + lane, K, 32):  # K's tail, an element a lane
+            for j in range(C):
+                wk = at(w, min(n0 + j, N - 1), k)
                 for r in range(R):
                     if r < M:
-                        a0, a1, a2, a3 = ldg4(x, r, k0)
-                        b0, b1, b2, b3 = ldg4(x, r, k0 + 128)
-                        acc[r] += a0 * w0 + a1 * w1 + a2 * w2 + a3 * w3 + b0 * v0 + b1 * v1 + b2 * v2 + b3 * v3
-            for k in range(full + lane, K, 32):  # K's tail, an element a lane
-                wk = at(w, n, k)
-                for r in range(R):
-                    if r < M:
-                        acc[r] += at(x, r, k) * wk
-        for r in range(R):
-            part[warp, r, lane] = acc[r]
-        cuda.syncthreads()
-        if lane < M and n < w.shape[0]:  # lane r sums row r's 32 partials
-            total = DT(0)
-            for j in range(32):
-                total += part[warp, lane, j]
-            if has_bias:
-                total += bias[0, n]
-            c[lane, n] = total
+                        acc[r * C + j] += at(x, r, k) * wk
+        for j in range(C):
+            for r in range(R):
+                part[warp, r, lane] = acc[r * C + j]
+            cuda.syncthreads()
+            if lane < M and n0 + j < N:  # lane r sums row r's 32 partials
+                total = DT(0)
+                for i in range(32):
+                    total += part[warp, lane, i]
+                if has_bias:
+                    total += bias[0, n0 + j]
+                c[lane, n0 + j] = total
+            cuda.syncthreads()
 
     return gemv_rows
 
 
-def launch_gemv(x, w, c, row=None, stream=None) -> None:
-    """x @ Wᵀ (+ row, 1×N) for M ≤ GEMV_ROWS rows by the decode form (16-byte rows and pointers)."""
+def gemv_form(m: int, n: int):
+    """(warps a block, columns a warp) of the decode form for m rows and n columns: the first of
+    GEMV_FORMS[rows] whose blocks fill GEMV_FILL of the SMs (more columns a block, fewer blocks
+    reading x's steps); None where none does (the tiles run it then, splitting K)."""
+    sms = sm_count()
+    for warps, cols in GEMV_FORMS[1 << (m - 1).bit_length()]:
+        if ceil_div(n, warps * cols) >= GEMV_FILL * sms:
+            return warps, cols
+    return None
+
+
+GEMV_FILL = 0.45  # (64 blocks on 132 SMs ran the 1024 × 4096 weight fastest at M = 4 to 16)
+# by rows, fastest first where the SMs fill (H200, session 51, five weights 1024×4096 to 28672×8192, L2
+# flushed; results/archive/h200-session51/gemv-forms.json): a block's registers set how many an SM
+# holds (162 a thread at 16 rows and 4 columns: three blocks of 4 warps), so 8 warps of 2 columns
+# beat 4 of 4 at 4 and 16 rows, where the same x step serves as many columns
+GEMV_FORMS = {1: ((4, 2), (4, 1)), 2: ((4, 2), (4, 1)), 4: ((8, 2), (4, 2), (4, 1)), 8: ((4, 4), (4, 2)),
+              16: ((8, 2), (4, 4), (4, 2))}
+
+
+def launch_gemv(x, w, c, form, row=None, stream=None) -> None:
+    """x @ Wᵀ (+ row, 1×N) for M ≤ GEMV_ROWS rows by the decode form (16-byte rows and pointers),
+    form = (warps a block, columns a warp)."""
     m, n = c.shape
-    rows = 1 << (m - 1).bit_length()
-    kernel = gemv_for(c.dtype.name, rows, row is not None)
-    configure(kernel, (ceil_div(n, GEMV_WARPS),), 32 * GEMV_WARPS, stream)(x, w, c, c if row is None else row)
+    warps, cols = form
+    kernel = gemv_for(c.dtype.name, 1 << (m - 1).bit_length(), cols, warps, row is not None)
+    configure(kernel, (ceil_div(n, warps * cols),), 32 * warps, stream)(x, w, c, c if row is None else row)
 
 
 def launch_linear(x, w, c, bias=None, stream=None) -> None:
@@ -331,8 +374,9 @@ def launch_linear(x, w, c, bias=None, stream=None) -> None:
     k = x.shape[1]
     vector = c.dtype.itemsize == 4 and k % 4 == 0 and n % 4 == 0 and k10.aligned16(x, w, c)
     row = None if bias is None else bias.reshape(1, n)
-    if vector and m <= GEMV_ROWS and ceil_div(n, GEMV_WARPS) >= sm_count():  # (fewer columns: the tiles split K)
-        return launch_gemv(x, w, c, row, stream)
+    form = gemv_form(m, n) if vector and m <= GEMV_ROWS else None
+    if form:
+        return launch_gemv(x, w, c, form, row, stream)
     plan = linear_plan(m, n, k, vector)
     b = scratch([(k, n)], c.dtype, stream) if vector and copy_pays(plan, n, k) else None
     if b is not None:  # (None too where no scratch can be had: then W is read in place)
