@@ -95,7 +95,9 @@ def base_configs(p: P.Problem) -> list[dict]:
         # decode on the large weights: stages of B of 32 and 64 KB (BF16's `decode` below at one
         # byte an element: twice the K, or twice the columns again); 70B gate/up at M = 1 and 16
         # (t03 swapped, 256 columns by 256 of K, 3 stages): 62–64 µs → 57–58 (docs/perf-notes.md, 89)
-        decode = [cfg(16, 256, 256, 4, 3), cfg(16, 128, 256, 4, 4), cfg(16, 128, 512, 4, 3)]
+        # and at the 4096 × 4096 weights, 64 columns by 512 of K with 4 stages (160 KB in flight an
+        # SM): 9.8–10.1 µs → 9.2–9.7 with L2 flushed, 5.8 → 5.2 warm (M = 16; docs/perf-notes.md, 100)
+        decode = [cfg(16, 256, 256, 4, 3), cfg(16, 128, 256, 4, 4), cfg(16, 128, 512, 4, 3), cfg(16, 64, 512, 4, 4)]
         batch = batch128 = []
     elif size == 2:  # FP16 / BF16
         big = [cfg(128, 256, 64, 8, 3), cfg(128, 256, 64, 8, 4), cfg(128, 128, 64, 8, 4), cfg(256, 128, 64, 8, 3),
