@@ -126,6 +126,9 @@ def tensorcore_summary(doc: dict) -> str:
     ref = {"fp8": "torch._scaled_mm", "tf32": "cuBLAS TF32"}
     runs = doc.get("runs", 1)
     when = doc.get("date", "?") if runs == 1 else f"{runs} runs, the first {doc.get('date', '?')}"
+    again = doc.get("respliced")
+    if again:  # records whose configurations changed since, re-measured alone
+        when += f"; {', '.join(again['records'])} re-measured in {again['runs']} runs of their own, {again['dates'][0]}"
     median = f"; each shape the run whose ratio is the median of {runs}" if runs > 1 else ""
     rows = [f"Tensor-core kernels on {doc.get('gpu', '?')} ({when}); ratio = reference time / ours "
             f"(> 1: ours is faster), same inputs, same run{median}; graph-mode device time (L2 warm) "
