@@ -669,13 +669,12 @@ def _host_split(sizes, runs: int, reps: int | None, budget_s: float, gpus: int, 
         fn()
         return [once(fn) for _ in range(count(once(fn)))]
 
-    def timed_pairs(fn, local) -> tuple[list[float], list[float]]:
-        """fn's and local's ms taken in turn, repeat by repeat, after a warm call of each, fn's
+    def timed_pairs(fn, local, n_reps: int) -> tuple[list[float], list[float]]:
+        """fn's and local's ms taken in turn, n_reps repeats each, the order alternating, fn's
         last (as the ranks' _Clock.pairs: the rows alone meet the GPUs in the power state the
-        split does; docs/perf-notes.md, 81), each call's C freed before the other's."""
-        fn()
-        local()
-        n_reps = count(once(fn, ids))
+        split does; docs/perf-notes.md, 81), each call's C freed before the other's. fn comes
+        warm from its back-to-back repeats (`timed`); local is warmed here, twice."""
+        once(local, ["c"])
         once(local, ["c"])
         return _in_turn(n_reps, lambda: once(fn, ids), lambda: once(local, ["c"]))
 
@@ -700,7 +699,7 @@ def _host_split(sizes, runs: int, reps: int | None, budget_s: float, gpus: int, 
                 try:
                     rec["ms_reps"] = timed(fn)  # back to back, as the one-GPU reference and a caller's loop
                     if local is not None:  # the efficiency: the split and its rows alone in one power state
-                        rec["in_turn_reps"], rec["local_reps"] = timed_pairs(fn, local)
+                        rec["in_turn_reps"], rec["local_reps"] = timed_pairs(fn, local, len(rec["ms_reps"]))
                     if run_i == 0:
                         rec["rel_err"] = _check(ops, box["c"], 0, 0)
                         last = max(0, n - 64)
