@@ -624,6 +624,11 @@ def test_gpu_fp32_decode_rows_run_the_decode_form_in_each_of_its_forms():
     with torch.no_grad(), tilegemm.patch(lin):
         x = ints(12, k)
         assert torch.equal(lin(x).double(), x.double() @ w.double().t() + lin.bias.double())
+        key = dispatch.linear_key(x, lin.weight, x.data_ptr(), lin.weight.data_ptr())
+        plan = dispatch._PLANS[key + dispatch.bias_key(lin.bias, lin.bias.data_ptr())]
+        plan = getattr(plan, "plan", plan)  # (a view plan's launches are its plan's)
+        assert isinstance(plan, dispatch.LaunchPlan), type(plan)  # the bias in the kernel, not added by torch
+        assert [("gemv" in launch.name) for launch in plan.launches] == [True]
         g, out = _captured(torch, lambda: lin(x), on_side=True)
         x.copy_(ints(12, k))
         g.replay()

@@ -1010,7 +1010,7 @@ def test_splitk_unrolled_decode_form_of_x_at_w_transposed(monkeypatch):
     monkeypatch.setattr(k17, "sm_count", lambda: 1)
     assert k17.GEMV_ROWS == 16
     for m, n, k, bias in ((1, 12, 296, True), (3, 8, 260, False), (8, 20, 520, True), (5, 8, 12, True),
-                          (16, 36, 264, True), (11, 4, 256, False)):
+                          (16, 36, 264, True), (11, 4, 256, False), (6, 13, 264, True)):  # (N = 13: any N)
         a, b = integer_operands(m, n, k, seed=m)
         w, row = np.ascontiguousarray(b.T), rng.integers(-8, 9, n).astype(np.float32)
         dc = cuda.device_array((m, n), np.float32)
@@ -1018,6 +1018,14 @@ def test_splitk_unrolled_decode_form_of_x_at_w_transposed(monkeypatch):
         k17.launch(cuda.to_device(a), cuda.to_device(w).T, dc, None, bias=cuda.to_device(row) if bias else None)
         assert np.array_equal(dc.copy_to_host(), a.astype(np.float64) @ b + (row if bias else 0)), (m, n, k)
     assert not ran
+    for rows, forms in k17.GEMV_FORMS.items():  # every form, at its rows and below them, two steps of K and a tail
+        for i, (warps, cols) in enumerate(forms):
+            m, n = max(1, rows - i), warps * cols + 4  # (the second block's columns run past N)
+            a, b = integer_operands(m, n, 520, seed=rows + i)
+            dc = cuda.device_array((m, n), np.float32)
+            poison(dc)
+            k17.launch_gemv(cuda.to_device(a), cuda.to_device(np.ascontiguousarray(b.T)), dc, (warps, cols))
+            assert np.array_equal(dc.copy_to_host(), a.astype(np.float64) @ b), (rows, warps, cols)
     monkeypatch.setattr(k17, "sm_count", lambda: 132)  # 8 columns, 2 blocks: the tiles
     k17.launch(cuda.to_device(np.ones((1, 256), np.float32)), cuda.to_device(np.ones((8, 256), np.float32)).T,
                cuda.device_array((1, 8), np.float32))

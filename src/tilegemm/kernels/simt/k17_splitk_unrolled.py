@@ -366,15 +366,17 @@ def launch_linear(x, w, c, bias=None, stream=None) -> None:
     as A's are and stored transposed into shared memory, so no transposing copy of W is made (2·K·N
     elements moved and a launch, each call). Every M (the split tiles read W once at small M, as
     k12's kernel reads B), with 16-byte loads where K and N are multiples of 4 and the pointers
-    aligned, else one element at a time; but up to GEMV_ROWS rows the decode form runs (16-byte
-    rows, and columns enough for a block an SM), and where the copy costs less than reading W's
-    rows does (`copy_pays`: large products), W is copied into B's layout first (scratch) and the
-    tiles read that. bias: a row of N (1-D, or 1×N) added in the epilogue. K must be positive."""
+    aligned, else one element at a time; but up to GEMV_ROWS rows the decode form runs (x's and
+    W's rows 16-byte aligned, any N, columns enough to fill GEMV_FILL of the SMs), and where the
+    copy costs less than reading W's rows does (`copy_pays`: large products), W is copied into
+    B's layout first (scratch) and the tiles read that. bias: a row of N (1-D, or 1×N) added in
+    the epilogue. K must be positive."""
     m, n = c.shape
     k = x.shape[1]
-    vector = c.dtype.itemsize == 4 and k % 4 == 0 and n % 4 == 0 and k10.aligned16(x, w, c)
+    rows16 = c.dtype.itemsize == 4 and k % 4 == 0 and k10.aligned16(x, w)  # (the decode form's loads)
+    vector = rows16 and n % 4 == 0 and k10.aligned16(c)
     row = None if bias is None else bias.reshape(1, n)
-    form = gemv_form(m, n) if vector and m <= GEMV_ROWS else None
+    form = gemv_form(m, n) if rows16 and 0 < m <= GEMV_ROWS else None
     if form:
         return launch_gemv(x, w, c, form, row, stream)
     plan = linear_plan(m, n, k, vector)
