@@ -1196,6 +1196,26 @@ def test_explain_names_k17s_tile_split_and_form():
     assert "k12's one-column kernel" in says(16, 4096, 4096)
 
 
+def test_explain_names_k17s_form_of_x_at_w_transposed(monkeypatch):
+    """For x @ W.t() (B the transpose of a C-contiguous W, as a GPU operand is: forced here), explain
+    says what `launch_linear` runs: the decode form with its warps and columns, the tiles on W's
+    rows (16-byte or one-element loads), or the tiles on a copy of W."""
+    import tilegemm
+    from tilegemm import dispatch
+
+    monkeypatch.setattr(dispatch, "transposed_contiguous", lambda X: True)
+
+    def says(m, n, k):
+        a, b = np.ones((m, k), np.float32), np.ones((k, n), np.float32)
+        return tilegemm.explain(a, b, kernel="splitk_unrolled").splitlines()[-1]
+
+    assert "decode form of x @ Wᵀ: 8 warps a block, 2 columns a warp (256 blocks, 132 SMs)" in says(16, 4096, 4096)
+    assert "decode form of x @ Wᵀ: 4 warps a block, 4 columns a warp" in says(8, 4095, 4096)  # (any N)
+    assert "reading W's rows in place: 64×128 tiles" in says(64, 4096, 4096)
+    assert "one-element loads" in says(9, 13, 4096)  # (too few columns for the decode form; N off 16 bytes)
+    assert "on a copy of W in B's layout" in says(1024, 4096, 4096)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(1000, 1000, 1000), (128, 1024, 4096), (777, 1234, 4321), (2047, 2049, 2048),
                                    (100, 12345, 678), (256, 256, 256), (4095, 4097, 1023)])

@@ -135,12 +135,14 @@ def explain(a, b, kernel: str = "auto") -> str:
                         f"asked for {p.kernel.name}; this shape runs on {rung} (the configuration's source says why)")
         lines += [f"  - {x}" for x in said]
     elif p.kernel.backend == "simt" and min(p.m, p.n, p.k) > 0:
-        describe = getattr(importlib.import_module(p.kernel.module), "describe", None)
-        if describe is not None:  # the FP32 auto rung: which of its forms, by its wave model
-            itemsize = np.dtype(p.dtype).itemsize
+        module = importlib.import_module(p.kernel.module)
+        itemsize = np.dtype(p.dtype).itemsize
+        if p.kernel.reads_wt and dispatch.transposed_contiguous(arrays.describe(b, "b")):  # x @ W.t(), in place
+            lines.append(f"  - {module.describe_linear(p.m, p.n, p.k, itemsize)}")
+        elif getattr(module, "describe", None) is not None:  # the FP32 auto rung: which of its forms, by its wave model
             from .kernels.simt import k10_warptile as k10
 
-            lines.append(f"  - {describe(p.m, p.n, p.k, itemsize, k10.vector_shape_ok(p.k, p.n, itemsize))}")
+            lines.append(f"  - {module.describe(p.m, p.n, p.k, itemsize, k10.vector_shape_ok(p.k, p.n, itemsize))}")
     return "\n".join(lines)
 
 

@@ -446,6 +446,25 @@ def describe(m: int, n: int, k: int, itemsize: int, vector: bool) -> str:
     return f"{what}: {p.tile.name}, {split}{how} (wave model, {sm_count()} SMs: {p.us:.0f} µs)"
 
 
+def describe_linear(m: int, n: int, k: int, itemsize: int) -> str:
+    """What the FP32 auto rung runs for x @ Wᵀ (B given as W.t(); `launch_linear`'s choice, with
+    16-byte aligned pointers assumed), and the wave model's estimate behind it (`tilegemm.explain`)."""
+    rows16 = itemsize == 4 and k % 4 == 0
+    vector = rows16 and n % 4 == 0
+    form = gemv_form(m, n) if rows16 and 0 < m <= GEMV_ROWS else None
+    if form:
+        warps, cols = form
+        return (f"k17's decode form of x @ Wᵀ: {warps} warps a block, {cols} column{'s' if cols > 1 else ''} a warp "
+                f"({ceil_div(n, warps * cols)} blocks, {sm_count()} SMs), x's rows staged in shared memory, W read once")
+    p = linear_plan(m, n, k, vector)
+    split = f"K split {p.splits} ways" if p.splits > 1 else "K unsplit"
+    if vector and copy_pays(p, n, k):
+        return (f"k17's kernel on a copy of W in B's layout (a 32×32 transposing kernel first): {p.tile.name}, "
+                f"{split} (wave model, {sm_count()} SMs: {p.us:.0f} µs and the copy)")
+    how = "" if vector else ", one-element loads (rows off 16 bytes)"
+    return (f"k17's kernel reading W's rows in place: {p.tile.name}, {split}{how} "
+            f"(wave model, {sm_count()} SMs: {p.us * ROWS_COST:.0f} µs)")
+
 
 def threads_for(kernel) -> list[int]:
     """Block size of each compiled kernel, in `jit_kernels` order (for the resource table)."""
