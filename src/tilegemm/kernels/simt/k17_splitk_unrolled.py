@@ -361,6 +361,20 @@ def launch_gemv(x, w, c, form, row=None, stream=None) -> None:
     configure(kernel, (ceil_div(n, warps * cols),), 32 * warps, stream)(x, w, c, c if row is None else row)
 
 
+def linear_route(m: int, n: int, k: int, itemsize: int, xw16: bool = True, c16: bool = True):
+    """launch_linear's choice for x @ Wᵀ (xw16, c16: x's and W's data pointers, and C's, 16-byte
+    aligned): ("decode", (warps, columns), vector) the decode form; ("copy", plan, True) the tiles on
+    a copy of W in B's layout; ("rows", plan, vector) the tiles on W's rows, 16-byte loads or one
+    element at a time."""
+    rows16 = itemsize == 4 and k % 4 == 0 and xw16  # (the decode form's loads: x's and W's rows)
+    vector = rows16 and n % 4 == 0 and c16
+    form = gemv_form(m, n) if rows16 and 0 < m <= GEMV_ROWS else None
+    if form:
+        return "decode", form, vector
+    plan = linear_plan(m, n, k, vector)
+    return ("copy" if vector and copy_pays(plan, n, k) else "rows"), plan, vector
+
+
 def launch_linear(x, w, c, bias=None, stream=None) -> None:
     """C = x @ Wᵀ (+ bias), W the (N, K) C-contiguous weight. Read in place: W's tiles are loaded
     as A's are and stored transposed into shared memory, so no transposing copy of W is made (2·K·N
@@ -373,14 +387,12 @@ def launch_linear(x, w, c, bias=None, stream=None) -> None:
     the epilogue. K must be positive."""
     m, n = c.shape
     k = x.shape[1]
-    rows16 = c.dtype.itemsize == 4 and k % 4 == 0 and k10.aligned16(x, w)  # (the decode form's loads)
-    vector = rows16 and n % 4 == 0 and k10.aligned16(c)
+    kind, what, vector = linear_route(m, n, k, c.dtype.itemsize, k10.aligned16(x, w), k10.aligned16(c))
     row = None if bias is None else bias.reshape(1, n)
-    form = gemv_form(m, n) if rows16 and 0 < m <= GEMV_ROWS else None
-    if form:
-        return launch_gemv(x, w, c, form, row, stream)
-    plan = linear_plan(m, n, k, vector)
-    b = scratch([(k, n)], c.dtype, stream) if vector and copy_pays(plan, n, k) else None
+    if kind == "decode":
+        return launch_gemv(x, w, c, what, row, stream)
+    plan = what
+    b = scratch([(k, n)], c.dtype, stream) if kind == "copy" else None
     if b is not None:  # (None too where no scratch can be had: then W is read in place)
         configure(transpose_for(c.dtype), (ceil_div(k, 32), ceil_div(n, 32)), (32, 8), stream)(w, b[0])
         return launch_plan(x, b[0], c, dataclasses.replace(plan.cfg, bias=bias is not None), plan.splits, stream, row)
@@ -449,16 +461,14 @@ def describe(m: int, n: int, k: int, itemsize: int, vector: bool) -> str:
 def describe_linear(m: int, n: int, k: int, itemsize: int) -> str:
     """What the FP32 auto rung runs for x @ Wᵀ (B given as W.t(); `launch_linear`'s choice, with
     16-byte aligned pointers assumed), and the wave model's estimate behind it (`tilegemm.explain`)."""
-    rows16 = itemsize == 4 and k % 4 == 0
-    vector = rows16 and n % 4 == 0
-    form = gemv_form(m, n) if rows16 and 0 < m <= GEMV_ROWS else None
-    if form:
-        warps, cols = form
+    kind, what, vector = linear_route(m, n, k, itemsize)
+    if kind == "decode":
+        warps, cols = what
         return (f"k17's decode form of x @ Wᵀ: {warps} warps a block, {cols} column{'s' if cols > 1 else ''} a warp "
                 f"({ceil_div(n, warps * cols)} blocks, {sm_count()} SMs), x's rows staged in shared memory, W read once")
-    p = linear_plan(m, n, k, vector)
+    p = what
     split = f"K split {p.splits} ways" if p.splits > 1 else "K unsplit"
-    if vector and copy_pays(p, n, k):
+    if kind == "copy":
         return (f"k17's kernel on a copy of W in B's layout (a 32×32 transposing kernel first): {p.tile.name}, "
                 f"{split} (wave model, {sm_count()} SMs: {p.us:.0f} µs and the copy)")
     how = "" if vector else ", one-element loads (rows off 16 bytes)"
