@@ -711,9 +711,7 @@ def _run_numba(kern, auto: bool, A: Operand, B: Operand, O, out, shape, dtype):
         return host
     from .kernels.simt import _common as S
 
-    made: list = []  # the torch scratch a rung took for this call (a plan makes, or keeps, its own for later ones)
-    scratch = S.scratch_from(_torch_scratch(A.obj.device, made)) if A.kind == "torch" else _nothing()
-    with _numba_device(arrays.device_index(A)), scratch:
+    with _numba_call(arrays.device_index(A), A.obj.device if A.kind == "torch" else None) as made:
         result = out if out is not None else _allocate(A, shape, dtype)
         stream = arrays.numba_stream(A)
         R = arrays.describe(result, "out")
@@ -817,8 +815,7 @@ def _linear_numba(kern, rows, wt, bias, c, key) -> None:
     bias row (`reads_wt`), its launches kept as a plan under key where one is given."""
     from .kernels.simt import _common as S
 
-    made: list = []
-    with _numba_device(rows.device.index), S.scratch_from(_torch_scratch(rows.device, made)):
+    with _numba_call(rows.device.index, rows.device) as made:
         stream = arrays.numba_stream(arrays.describe(rows, "x"))
         a, b, out, row = (_cuda.cuda.as_cuda_array(t.detach()) for t in (rows, wt, c, bias))
         with S.recording() as launches:
@@ -854,6 +851,19 @@ def _numba_plan(a, b, c, records, scratch=(), pi: int = 0) -> LaunchPlan | None:
     _bind_torch()
     return LaunchPlan(launches, c.shape, c.dtype, c.device, [(t.numel(), t.dtype) for t in scratch],
                       spans=spans_of(a, b, c))
+
+
+@contextlib.contextmanager
+def _numba_call(index: int, torch_device=None):
+    """A SIMT rung's call: Numba's current device the operands' (`_numba_device`) and, for torch
+    operands (torch_device), the rung's scratch from torch's allocator; yields the list of the
+    torch tensors taken as scratch (a plan makes, or keeps, its own for later calls)."""
+    from .kernels.simt import _common as S
+
+    made: list = []
+    with _numba_device(index), (S.scratch_from(_torch_scratch(torch_device, made)) if torch_device is not None
+                                else _nothing()):
+        yield made
 
 
 def _numba_device(index: int):

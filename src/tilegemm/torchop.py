@@ -23,7 +23,7 @@ from typing import Optional
 
 import torch
 
-from . import api, dispatch
+from . import api, arrays, dispatch
 
 COUNTS = {"tilegemm": 0, "torch": 0}  # every product the operators and patched layers ran, by who ran it
 
@@ -97,7 +97,7 @@ def _epilogue(x: torch.Tensor, rows: torch.Tensor, wt: torch.Tensor, bias: torch
     kern = api.plan(rows, wt).kernel
     if kern.backend == "tensorcore" and x.dtype in _EPILOGUE:
         return kern
-    if kern.reads_wt and rows.is_contiguous() and wt.t().is_contiguous() and min(wt.shape) > 1:
+    if kern.reads_wt and rows.is_contiguous() and dispatch.transposed_contiguous(arrays.describe(wt, "b")):
         return kern
     return None
 
