@@ -1000,7 +1000,8 @@ def test_splitk_unrolled_decode_form_of_x_at_w_transposed(monkeypatch):
     C, its lanes along W's rows, x's rows staged in shared memory) where its blocks fill enough of
     the SMs (one SM here): exact on integer operands for 1, 3, 5, 8, 11 and 16 rows, K with a
     tail past its 256-element steps and K below one step, N past a block's last column, with and
-    without the bias. Too few columns for the SMs: the tiles, which split K."""
+    without the bias; every form of GEMV_FORMS, K split over warps or not. Too few columns for the
+    SMs: the tiles, which split K."""
     from tilegemm.kernels.simt import k17_splitk_unrolled as k17
 
     cuda = _cuda.cuda
@@ -1019,13 +1020,14 @@ def test_splitk_unrolled_decode_form_of_x_at_w_transposed(monkeypatch):
         assert np.array_equal(dc.copy_to_host(), a.astype(np.float64) @ b + (row if bias else 0)), (m, n, k)
     assert not ran
     for rows, forms in k17.GEMV_FORMS.items():  # every form, at its rows and below them, two steps of K and a tail
-        for i, (warps, cols) in enumerate(forms):
-            m, n = max(1, rows - i), warps * cols + 4  # (the second block's columns run past N)
-            a, b = integer_operands(m, n, 520, seed=rows + i)
+        for i, form in enumerate(forms):
+            m, n, k = max(1, rows - i), form.warps // form.ks * form.cols + 4, 512 * form.ks + 8  # (the second
+            a, b = integer_operands(m, n, k, seed=rows + i)  # block's columns run past N)
             dc = cuda.device_array((m, n), np.float32)
             poison(dc)
-            k17.launch_gemv(cuda.to_device(a), cuda.to_device(np.ascontiguousarray(b.T)), dc, (warps, cols))
-            assert np.array_equal(dc.copy_to_host(), a.astype(np.float64) @ b), (rows, warps, cols)
+            k17.launch_gemv(cuda.to_device(a), cuda.to_device(np.ascontiguousarray(b.T)), dc, form)
+            assert np.array_equal(dc.copy_to_host(), a.astype(np.float64) @ b), (rows, form)
+    assert any(form.ks > 1 for forms in k17.GEMV_FORMS.values() for form in forms)
     monkeypatch.setattr(k17, "sm_count", lambda: 132)  # 8 columns, 2 blocks: the tiles
     k17.launch(cuda.to_device(np.ones((1, 256), np.float32)), cuda.to_device(np.ones((8, 256), np.float32)).T,
                cuda.device_array((1, 8), np.float32))
@@ -1211,6 +1213,9 @@ def test_explain_names_k17s_form_of_x_at_w_transposed(monkeypatch):
 
     assert "decode form of x @ Wᵀ: 8 warps a block, 2 columns a warp (256 blocks, 132 SMs)" in says(16, 4096, 4096)
     assert "decode form of x @ Wᵀ: 4 warps a block, 4 columns a warp" in says(8, 4095, 4096)  # (any N)
+    assert ("decode form of x @ Wᵀ: 8 warps a block, 1 column a warp, 4 warps splitting each column's K (512 blocks"
+            in says(1, 1024, 4096))  # (a narrow weight)
+    assert "decode form of x @ Wᵀ: 4 warps a block, 4 columns a warp (1792 blocks" in says(16, 28672, 8192)
     assert "reading W's rows in place: 64×128 tiles" in says(64, 4096, 4096)
     assert "one-element loads" in says(9, 13, 4096)  # (too few columns for the decode form; N off 16 bytes)
     assert "on a copy of W in B's layout" in says(1024, 4096, 4096)

@@ -37,7 +37,9 @@ slice of K where K is split: one launch where torch's add after the product read
 Decode (M ≤ 16, 16-byte rows) has a form of its own (`gemv_for`): a warp takes 1, 2 or 4 columns
 of C, its lanes reading those rows of W along K at their coalesced pace; the block stages x's
 rows a step of K at a time (M × 256 elements) in shared memory, once for all its columns, and
-each lane keeps the M × columns partial sums in registers. W is read once (K·N); x once a block.
+each lane keeps the M × columns partial sums in registers. Where W has few columns for the SMs
+(a narrow weight: 1024 rows are 8 an SM), 2 or 4 of a block's warps share each column and split
+its K, so that as many of W's bytes are in flight. W is read once (K·N); x once a block.
 
 Global traffic by design, with the plan's tile BM×BN and S splits (elements; s the element size):
     reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM)          (splitting K re-reads nothing)
@@ -46,8 +48,8 @@ Global traffic by design, with the plan's tile BM×BN and S splits (elements; s 
 and on copies, each copied operand read and written once more (k16's `copied_elements`). For
 x @ Wᵀ the reads are the same (W's K·N elements take B's place); a copy of W adds 2·K·N, a bias N
 per block row.
-The decode form reads K·N of W and M·K·ceil(N/(warps·cols)) of x (from L2: at M = 16 and 16
-columns a block as many bytes as W's), writes M·N; against DRAM's bytes (W's) its intensity is
+The decode form reads K·N of W and M·K·ceil(N/(warps·cols/ks)) of x (from L2: at M = 16 and 16
+columns a block as many bytes as W's; ks the warps that share a column), writes M·N; against DRAM's bytes (W's) its intensity is
 2·M·N·K/(4·K·N) = M/2 FLOP/B in FP32, under the H200's 67 TFLOP/s ÷ 4.8 TB/s ≈ 14 for M < 28.
 """
 
@@ -55,6 +57,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -261,56 +265,59 @@ def transpose_for(DT):
     return transpose
 
 
-GEMV_STEP = 256  # K elements a step: a warp's 32 lanes × two 16-byte loads of a row
-GEMV_ROWS = 16  # the decode form up to this many rows (x's step: rows × 256 elements of shared memory)
+GEMV_STEP = 256  # K elements a warp's step: its 32 lanes × two 16-byte loads of a row
+GEMV_ROWS = 16  # the decode form up to this many rows (x's step: rows × 256 × ks elements of shared memory)
 
 
 @functools.lru_cache(maxsize=None)
-def gemv_for(dtype_name: str, rows: int, cols: int, warps: int, has_bias: bool):
+def gemv_for(dtype_name: str, rows: int, cols: int, warps: int, has_bias: bool, ks: int = 1):
     """The decode form of x @ Wᵀ for up to `rows` rows of x (a power of two), `cols` columns of C
-    a warp, `warps` warps a block."""
+    a warp, `warps` warps a block, of which each `ks` consecutive ones share their columns and split
+    each of the block's steps of K between them."""
     DT = numba.from_dtype(np.dtype(dtype_name))
-    R, C, RC, C8, WARPS = rows, cols, rows * cols, 8 * cols, warps  # (the local arrays' sizes: constants)
+    R, C, RC, C8, WARPS, KS = rows, cols, rows * cols, 8 * cols, warps, ks  # (constants: the local arrays' sizes)
+    S = GEMV_STEP * KS  # a block's step of K
 
     @cuda.jit
     def gemv_rows(x, w, c, bias):
         """C[:, n] = x @ W[n, :] (+ bias[0, n]) for a warp's C columns n: its lanes 16 bytes apart
         along each of the C rows of W (two 16-byte loads a row and step, a warp's 1 KB), x's step
-        (R rows × 256 of K) staged in shared memory by the block once for its WARPS·C columns, each
-        lane's R × C partial sums in registers, then summed across the warp through shared
-        memory. W is read once, at the pace of its rows' coalesced loads; x once a block."""
-        xs = cuda.shared.array((R, GEMV_STEP), DT, alignment=SMEM_ALIGN)
+        (R rows × S of K) staged in shared memory by the block once for its columns, each lane's
+        R × C partial sums in registers, then summed across the warp, and across the KS warps that
+        split K, through shared memory. W is read once, x once a block."""
+        xs = cuda.shared.array((R, S), DT, alignment=SMEM_ALIGN)
         part = cuda.shared.array((WARPS, R, 33), DT)  # (33: lane r's reads of row r spread over the banks)
         tid = cuda.threadIdx.x
         warp, lane = tid // 32, tid % 32
-        n0 = (cuda.blockIdx.x * WARPS + warp) * C
+        n0 = (cuda.blockIdx.x * (WARPS // KS) + warp // KS) * C
+        kw = warp % KS * GEMV_STEP  # this warp's part of the block's step
         M, K, N = x.shape[0], x.shape[1], w.shape[0]
         acc = cuda.local.array(RC, DT)
         wv = cuda.local.array(C8, DT)
         for i in range(RC):
             acc[i] = DT(0)
-        full = K // GEMV_STEP * GEMV_STEP
-        for k0 in range(0, full, GEMV_STEP):
+        full = K // S * S
+        for k0 in range(0, full, S):
             for j in range(C):  # W first: its loads are in flight while x's step is staged
                 n = min(n0 + j, N - 1)  # (past N: a real row, read, never stored)
-                wv[8 * j], wv[8 * j + 1], wv[8 * j + 2], wv[8 * j + 3] = ldg4(w, n, k0 + lane * 4)
-                wv[8 * j + 4], wv[8 * j + 5], wv[8 * j + 6], wv[8 * j + 7] = ldg4(w, n, k0 + 128 + lane * 4)
-            for q in range(tid, R * (GEMV_STEP // 4), 32 * WARPS):
-                r, col = q // (GEMV_STEP // 4), q % (GEMV_STEP // 4) * 4
+                wv[8 * j], wv[8 * j + 1], wv[8 * j + 2], wv[8 * j + 3] = ldg4(w, n, k0 + kw + lane * 4)
+                wv[8 * j + 4], wv[8 * j + 5], wv[8 * j + 6], wv[8 * j + 7] = ldg4(w, n, k0 + kw + 128 + lane * 4)
+            for q in range(tid, R * (S // 4), 32 * WARPS):
+                r, col = q // (S // 4), q % (S // 4) * 4
                 a0 = a1 = a2 = a3 = DT(0)
                 if r < M:
                     a0, a1, a2, a3 = ldg4(x, r, k0 + col)
                 sts4(xs, r, col, a0, a1, a2, a3)
             cuda.syncthreads()
             for r in range(R):
-                a0, a1, a2, a3 = lds4(xs, r, lane * 4)
-                b0, b1, b2, b3 = lds4(xs, r, 128 + lane * 4)
+                a0, a1, a2, a3 = lds4(xs, r, kw + lane * 4)
+                b0, b1, b2, b3 = lds4(xs, r, kw + 128 + lane * 4)
                 for j in range(C):
                     acc[r * C + j] += (a0 * wv[8 * j] + a1 * wv[8 * j + 1] + a2 * wv[8 * j + 2] + a3 * wv[8 * j + 3]
                                        + b0 * wv[8 * j + 4] + b1 * wv[8 * j + 5] + b2 * wv[8 * j + 6]
                                        + b3 * wv[8 * j + 7])
             cuda.syncthreads()
-        for k in range(full + lane, K, 32):  # K's tail, an element a lane
+        for k in range(full + kw // 8 + lane, K, 32 * KS):  # K's tail, an element a lane (kw // 8: 32 a warp)
             for j in range(C):
                 wk = at(w, min(n0 + j, N - 1), k)
                 for r in range(R):
@@ -320,10 +327,11 @@ def gemv_for(dtype_name: str, rows: int, cols: int, warps: int, has_bias: bool):
             for r in range(R):
                 part[warp, r, lane] = acc[r * C + j]
             cuda.syncthreads()
-            if lane < M and n0 + j < N:  # lane r sums row r's 32 partials
+            if warp % KS == 0 and lane < M and n0 + j < N:  # lane r sums row r's partials (KS warps × 32 lanes)
                 total = DT(0)
-                for i in range(32):
-                    total += part[warp, lane, i]
+                for q in range(KS):
+                    for i in range(32):
+                        total += part[warp + q, lane, i]
                 if has_bias:
                     total += bias[0, n0 + j]
                 c[lane, n0 + j] = total
@@ -332,38 +340,56 @@ def gemv_for(dtype_name: str, rows: int, cols: int, warps: int, has_bias: bool):
     return gemv_rows
 
 
-def gemv_form(m: int, n: int):
-    """(warps a block, columns a warp) of the decode form for m rows and n columns: the first of
-    GEMV_FORMS[rows] whose blocks fill GEMV_FILL of the SMs (more columns a block, fewer blocks
+class GemvForm(NamedTuple):
+    """A decode form: warps a block, columns a warp, how many of a block's warps share their columns
+    and split K (ks), and the columns an SM it is taken for (N from lo to below hi times the SMs)."""
+    warps: int
+    cols: int
+    ks: int = 1
+    lo: float = 0
+    hi: float = math.inf
+
+    def blocks(self, n: int) -> int:
+        return ceil_div(n, self.warps // self.ks * self.cols)
+
+
+def gemv_form(m: int, n: int) -> GemvForm | None:
+    """The decode form for m rows and n columns: the first of GEMV_FORMS[rows] taken for n's
+    columns an SM whose blocks fill GEMV_FILL of the SMs (more columns a block, fewer blocks
     reading x's steps); None where none does (the tiles run it then, splitting K)."""
     sms = sm_count()
-    for warps, cols in GEMV_FORMS[1 << (m - 1).bit_length()]:
-        if ceil_div(n, warps * cols) >= GEMV_FILL * sms:
-            return warps, cols
+    for form in GEMV_FORMS[1 << (m - 1).bit_length()]:
+        if form.lo * sms <= n < form.hi * sms and form.blocks(n) >= GEMV_FILL * sms:
+            return form
     return None
 
 
 GEMV_FILL = 0.45  # (64 blocks on 132 SMs ran the 1024 × 4096 weight fastest at M = 4 to 16)
-# by rows, fastest first where the SMs fill (H200, session 51, five weights 1024×4096 to 28672×8192, L2
-# flushed; results/archive/h200-session51/gemv-forms.json): a block's registers set how many an SM
-# holds (162 a thread at 16 rows and 4 columns: three blocks of 4 warps), so 8 warps of 2 columns
-# beat 4 of 4 at 4 and 16 rows, where the same x step serves as many columns
-GEMV_FORMS = {1: ((4, 2), (4, 1)), 2: ((4, 2), (4, 1)), 4: ((8, 2), (4, 2), (4, 1)), 8: ((4, 4), (4, 2)),
-              16: ((8, 2), (4, 4), (4, 2))}
+# by rows, fastest first where the SMs fill (H200, five weights 1024×4096 to 28672×8192, L2 flushed;
+# results/archive/h200-session51/gemv-forms.json, results/archive/h200-session52/gemv-forms3.json and
+# gemv-ab.json). A block's registers set how many an SM holds (162 a thread at 16 rows and 4 columns:
+# three blocks of 4 warps), so 8 warps of 2 columns beat 4 of 4 at 4 and 16 rows, where the same x
+# step serves as many columns. A narrow weight has too few columns for W's bytes in flight (a column's
+# step is 1 KB a warp; 1024 rows are 8 columns an SM): below 12 columns an SM (16 at one row: 2048
+# rows were faster split at M = 1, slower at M = 4) 2 or 4 warps share each column's K, 1.2-1.9× at
+# M = 1 to 8; at 16 rows, from 160 columns an SM (28672 rows) 4 warps of 4 columns, 1.24×.
+GEMV_FORMS = {1: (GemvForm(8, 1, 4, hi=16), GemvForm(4, 2), GemvForm(4, 1)),
+              2: (GemvForm(8, 1, 2, hi=12), GemvForm(4, 2), GemvForm(4, 1)),
+              4: (GemvForm(8, 1, 2, hi=12), GemvForm(8, 2), GemvForm(4, 2), GemvForm(4, 1)),
+              8: (GemvForm(8, 2, 2, hi=12), GemvForm(4, 4), GemvForm(4, 2)),
+              16: (GemvForm(4, 4, lo=160), GemvForm(8, 2), GemvForm(4, 4), GemvForm(4, 2))}
 
 
-def launch_gemv(x, w, c, form, row=None, stream=None) -> None:
-    """x @ Wᵀ (+ row, 1×N) for M ≤ GEMV_ROWS rows by the decode form (16-byte rows and pointers),
-    form = (warps a block, columns a warp)."""
+def launch_gemv(x, w, c, form: GemvForm, row=None, stream=None) -> None:
+    """x @ Wᵀ (+ row, 1×N) for M ≤ GEMV_ROWS rows by the decode form (16-byte rows and pointers)."""
     m, n = c.shape
-    warps, cols = form
-    kernel = gemv_for(c.dtype.name, 1 << (m - 1).bit_length(), cols, warps, row is not None)
-    configure(kernel, (ceil_div(n, warps * cols),), 32 * warps, stream)(x, w, c, c if row is None else row)
+    kernel = gemv_for(c.dtype.name, 1 << (m - 1).bit_length(), form.cols, form.warps, row is not None, form.ks)
+    configure(kernel, (form.blocks(n),), 32 * form.warps, stream)(x, w, c, c if row is None else row)
 
 
 def linear_route(m: int, n: int, k: int, itemsize: int, xw16: bool = True, c16: bool = True):
     """launch_linear's choice for x @ Wᵀ (xw16, c16: x's and W's data pointers, and C's, 16-byte
-    aligned): ("decode", (warps, columns), vector) the decode form; ("copy", plan, True) the tiles on
+    aligned): ("decode", GemvForm, vector) the decode form; ("copy", plan, True) the tiles on
     a copy of W in B's layout; ("rows", plan, vector) the tiles on W's rows, 16-byte loads or one
     element at a time."""
     rows16 = itemsize == 4 and k % 4 == 0 and xw16  # (the decode form's loads: x's and W's rows)
@@ -463,9 +489,10 @@ def describe_linear(m: int, n: int, k: int, itemsize: int) -> str:
     16-byte aligned pointers assumed), and the wave model's estimate behind it (`tilegemm.explain`)."""
     kind, what, vector = linear_route(m, n, k, itemsize)
     if kind == "decode":
-        warps, cols = what
-        return (f"k17's decode form of x @ Wᵀ: {warps} warps a block, {cols} column{'s' if cols > 1 else ''} a warp "
-                f"({ceil_div(n, warps * cols)} blocks, {sm_count()} SMs), x's rows staged in shared memory, W read once")
+        f = what
+        split = f", {f.ks} warps splitting each column's K" if f.ks > 1 else ""
+        return (f"k17's decode form of x @ Wᵀ: {f.warps} warps a block, {f.cols} column{'s' if f.cols > 1 else ''} a "
+                f"warp{split} ({f.blocks(n)} blocks, {sm_count()} SMs), x's rows staged in shared memory, W read once")
     p = what
     split = f"K split {p.splits} ways" if p.splits > 1 else "K unsplit"
     if kind == "copy":
