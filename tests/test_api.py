@@ -61,6 +61,35 @@ def test_non_contiguous_inputs_are_handled():
     assert validate.check(c.numpy(), ta.numpy(), tb.numpy()).ok
 
 
+def test_device_copy_runs_its_threads_along_the_destination_s_contiguous_axis():
+    """arrays.copy_2d (a strided CUDA operand copied, or a result scattered into a strided out=):
+    exact for row-major, column-major and sliced sources and destinations; a warp's threads go
+    along dst's rows unless dst's columns are its contiguous axis (its writes coalesced). A strided
+    Numba device operand of matmul is copied so (on the simulator too)."""
+    from tilegemm import arrays
+
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((37, 70)).astype(np.float32)
+    whole, fortran = cuda.to_device(x), cuda.to_device(np.asfortranarray(x))
+    sources = {"rows": (whole[:, :45], x[:, :45]), "columns": (fortran[:, :45], x[:, :45]),
+               "sliced": (whole[:, 1:70:2], x[:, 1:70:2])}
+    for name, (dsrc, src) in sources.items():
+        for order in ("C", "F"):
+            dst = cuda.device_array(src.shape, np.float32, order=order)
+            seen = []
+
+            def spy(kernel, grid, block, stream):
+                seen.append(kernel)
+                return kernel[grid, block]
+
+            arrays.copy_2d(dsrc, dst, configure=spy)
+            assert np.array_equal(dst.copy_to_host(), src), (name, order)
+            assert seen == [arrays._copy_kernels[order == "F"]], (name, order)
+    b = rng.standard_normal((9, 5)).astype(np.float32)  # a strided device operand through matmul: copied
+    c = tilegemm.matmul(whole[:, 1:19:2], cuda.to_device(b), kernel=GPU_KERNEL)
+    assert validate.check(c.copy_to_host(), x[:, 1:19:2], b).ok
+
+
 def test_non_contiguous_out():
     a, b = ops()
     big = np.zeros((6, 10), np.float32)

@@ -554,8 +554,9 @@ def test_gpu_fp32_copies_for_k16_through_a_plan_and_a_graph():
 @pytest.mark.parametrize("sa,sb,ta,tb", [((64, 4096), (4096, 4096), False, True), ((256, 384), (384, 200), True, False),
                                          ((100, 300), (300, 130), True, True)])
 def test_gpu_fp32_strided_operands_are_copied_in_the_plan(sa, sb, ta, tb):
-    """FP32 with a transposed operand: a transposed A's contiguous copy is a recorded kernel into
-    the call's scratch, so the call keeps a plan that repeats it at the operand's address; a
+    """FP32 with a transposed operand: a transposed A's contiguous copy (k17's transposing tile) is
+    a recorded kernel into the call's scratch, so the call keeps a plan that repeats it at the
+    operand's address; a
     transposed B (x @ W.t()) is read in place by the FP32 auto rung (W's rows, no copy: its
     `brows` tiles, 16-byte loads or, N = 130, one element at a time). A later call on new values
     computes its own product without the slow path, and so does a captured graph's replay."""
@@ -576,7 +577,7 @@ def test_gpu_fp32_strided_operands_are_copied_in_the_plan(sa, sb, ta, tb):
     plan = dispatch._PLANS[dispatch.call_key(a, b)]
     assert isinstance(plan, dispatch.LaunchPlan) and len(plan.launches) >= 1 + ta
     names = [launch.name for launch in plan.launches]
-    assert sum("copy2d" in name for name in names) == ta and any("brows" in name for name in names) == tb, names
+    assert sum("transpose" in name for name in names) == ta and any("brows" in name for name in names) == tb, names
     slow = dispatch.STATS["slow_calls"]
     a2, b2 = operands()
     assert err(tilegemm.matmul(a2, b2), a2, b2) < 1e-5 and dispatch.STATS["slow_calls"] == slow  # the plan's replay
@@ -585,6 +586,38 @@ def test_gpu_fp32_strided_operands_are_copied_in_the_plan(sa, sb, ta, tb):
     g.replay()
     torch.cuda.synchronize()
     assert err(out, a, b) < 1e-5
+
+
+@pytest.mark.gpu
+def test_gpu_fp32_a_sliced_a_and_a_transposed_out_are_copied_along_their_contiguous_axes():
+    """FP32, a sliced A (rows contiguous, every other column): copied along its rows by a recorded
+    `arrays.copy_2d` in the plan, a replay on new values right; a transposed out=: the product
+    computed contiguous and scattered into it along its columns."""
+    torch = pytest.importorskip("torch")
+    import tilegemm
+    from tilegemm import arrays
+
+    def err(c, a, b):
+        r = a.double() @ b.double()
+        return float((c.double() - r).norm() / r.norm())
+
+    big, b = torch.rand(300, 1000, device="cuda"), torch.rand(500, 260, device="cuda")
+    a = big[:, ::2]
+    assert err(tilegemm.matmul(a, b), a, b) < 1e-5
+    names = [launch.name for launch in dispatch._PLANS[dispatch.call_key(a, b)].launches]
+    assert sum("along_rows" in name for name in names) == 1, names
+    big.copy_(torch.rand_like(big))
+    slow = dispatch.STATS["slow_calls"]
+    assert err(tilegemm.matmul(a, b), a, b) < 1e-5 and dispatch.STATS["slow_calls"] == slow
+    out = torch.full((260, 300), float("nan"), device="cuda").t()
+    seen = []
+    real = arrays.copy_2d
+    arrays.copy_2d = lambda src, dst, *args, **kw: seen.append(dst.strides) or real(src, dst, *args, **kw)
+    try:
+        assert tilegemm.matmul(a, b, out=out) is out
+    finally:
+        arrays.copy_2d = real
+    assert err(out, a, b) < 1e-5 and (4, 4 * 300) in seen, seen
 
 
 @pytest.mark.gpu

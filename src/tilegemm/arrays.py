@@ -129,29 +129,40 @@ def to_numba(op: Operand, stream=None, contiguous: bool = False):
     return _cuda.cuda.to_device(host, stream=stream) if stream else _cuda.cuda.to_device(host)
 
 
-_copy_kernel = None
+cuda = None  # numba.cuda, bound by copy_2d before its kernels compile (a global, not a closure: the
+# simulator runs a kernel with its module's `cuda` swapped for each thread's view)
+_copy_kernels: tuple = ()
+
+
+def _along_rows(s, d):
+    j, i = cuda.grid(2)
+    if i < d.shape[0] and j < d.shape[1]:
+        d[i, j] = s[i, j]
+
+
+def _along_columns(s, d):
+    i, j = cuda.grid(2)
+    if i < d.shape[0] and j < d.shape[1]:
+        d[i, j] = s[i, j]
 
 
 def copy_2d(src, dst, stream=None, configure=None) -> None:
-    """dst[...] = src on the device, any strides (a Numba kernel: works for every CUDA kind).
-    configure(kernel, grid, block, stream) -> the launch, where given (a SIMT rung's, which a
-    launch plan can record)."""
-    global _copy_kernel
-    cuda = _cuda.cuda
-    if _copy_kernel is None:
-        @cuda.jit
-        def copy2d(s, d):
-            i, j = cuda.grid(2)
-            if i < d.shape[0] and j < d.shape[1]:
-                d[i, j] = s[i, j]
-
-        _copy_kernel = copy2d
+    """dst[...] = src on the device, any strides (a Numba kernel: works for every CUDA kind), the
+    threads of a warp along dst's rows (its writes coalesced where they are contiguous) unless its
+    columns are the contiguous axis. configure(kernel, grid, block, stream) -> the launch, where
+    given (a SIMT rung's, which a launch plan can record)."""
+    global cuda, _copy_kernels
+    if not _copy_kernels:
+        cuda = _cuda.cuda
+        _copy_kernels = cuda.jit(_along_rows), cuda.jit(_along_columns)
     m, n = dst.shape
-    grid = ((m + 15) // 16, (n + 15) // 16)
+    columns = dst.strides[0] == dst.dtype.itemsize != dst.strides[1] and m > 1
+    kernel = _copy_kernels[columns]
+    grid = ((m + 15) // 16, (n + 15) // 16) if columns else ((n + 15) // 16, (m + 15) // 16)
     if configure is not None:
-        k = configure(_copy_kernel, grid, (16, 16), stream)
+        k = configure(kernel, grid, (16, 16), stream)
     else:
-        k = _copy_kernel[grid, (16, 16)] if stream is None else _copy_kernel[grid, (16, 16), stream]
+        k = kernel[grid, (16, 16)] if stream is None else kernel[grid, (16, 16), stream]
     k(src, dst)
 
 

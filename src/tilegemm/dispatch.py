@@ -798,7 +798,9 @@ def _numba_plannable(A: Operand, B: Operand, out) -> str:
 def _copied_contiguous(X: Operand, stream):
     """A strided torch CUDA operand copied C-contiguous by a Numba kernel launched through the SIMT
     rungs' `configure` (so that a recording takes it: the plan repeats it at the operand's
-    address) into a scratch buffer (torch's allocator, which the plan makes again or keeps)."""
+    address) into a scratch buffer (torch's allocator, which the plan makes again or keeps). The
+    transpose of a C-contiguous array (A passed as X.t()) goes through k17's 32×32 transposing
+    tile, its reads and its writes coalesced; any other strides by `arrays.copy_2d`."""
     from .kernels.simt import _common as S
 
     got = S.scratch([tuple(X.shape)], X.dtype, stream)
@@ -806,7 +808,15 @@ def _copied_contiguous(X: Operand, stream):
         raise out_of_memory(f"matmul: a contiguous copy of the {arrays.dims(X.shape)} {X.dtype} operand",
                             arrays.nbytes(X.shape, X.dtype))
     dst = got[0]
-    arrays.copy_2d(arrays.to_numba(X, stream), dst, stream, configure=S.configure)
+    if transposed_contiguous(X):
+        from .kernels.simt import k17_splitk_unrolled as k17
+
+        m, n = X.shape
+        rows = _cuda.cuda.as_cuda_array(X.obj.detach().t())  # X's (n, m) C-contiguous storage, a view
+        grid = (math.ceil(m / 32), math.ceil(n / 32))
+        S.configure(k17.transpose_for(np.dtype(X.dtype)), grid, (32, 8), stream)(rows, dst)
+    else:
+        arrays.copy_2d(arrays.to_numba(X, stream), dst, stream, configure=S.configure)
     return dst
 
 
