@@ -48,9 +48,10 @@ Global traffic by design, with the plan's tile BM×BN and S splits (elements; s 
 and on copies, each copied operand read and written once more (k16's `copied_elements`). For
 x @ Wᵀ the reads are the same (W's K·N elements take B's place); a copy of W adds 2·K·N, a bias N
 per block row.
-The decode form reads K·N of W and M·K·ceil(N/(warps·cols/ks)) of x (from L2: at M = 16 and 16
-columns a block as many bytes as W's; ks the warps that share a column), writes M·N; against DRAM's bytes (W's) its intensity is
-2·M·N·K/(4·K·N) = M/2 FLOP/B in FP32, under the H200's 67 TFLOP/s ÷ 4.8 TB/s ≈ 14 for M < 28.
+The decode form reads K·N of W and M·K·ceil(N/(warps·cols/ks)) of x (ks: the warps that share a
+column; x from L2: at M = 16 and 16 columns a block as many bytes as W's), writes M·N; against
+DRAM's bytes (W's) its intensity is 2·M·N·K/(4·K·N) = M/2 FLOP/B in FP32, under the H200's
+67 TFLOP/s ÷ 4.8 TB/s ≈ 14 for M < 28.
 """
 
 from __future__ import annotations
