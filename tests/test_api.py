@@ -61,11 +61,12 @@ def test_non_contiguous_inputs_are_handled():
     assert validate.check(c.numpy(), ta.numpy(), tb.numpy()).ok
 
 
-def test_device_copy_runs_its_threads_along_the_destination_s_contiguous_axis():
+def test_device_copy_runs_its_threads_along_the_destination_s_contiguous_axis(monkeypatch):
     """arrays.copy_2d (a strided CUDA operand copied, or a result scattered into a strided out=):
     exact for row-major, column-major and sliced sources and destinations; a warp's threads go
-    along dst's rows unless dst's columns are its contiguous axis (its writes coalesced). A strided
-    Numba device operand of matmul is copied so (on the simulator too)."""
+    along dst's rows unless dst's columns are its contiguous axis (its writes coalesced) or it is
+    one column; past CUDA's blocks along y they stride. A strided Numba device operand of matmul is
+    copied so (on the simulator too)."""
     from tilegemm import arrays
 
     rng = np.random.default_rng(4)
@@ -85,6 +86,14 @@ def test_device_copy_runs_its_threads_along_the_destination_s_contiguous_axis():
             arrays.copy_2d(dsrc, dst, configure=spy)
             assert np.array_equal(dst.copy_to_host(), src), (name, order)
             assert seen == [arrays._copy_kernels[order == "F"]], (name, order)
+    column = cuda.device_array((37, 1), np.float32)  # one column: its threads down it
+    arrays.copy_2d(whole[:, 3:4], column, configure=spy)
+    assert np.array_equal(column.copy_to_host(), x[:, 3:4]) and seen[-1] is arrays._copy_kernels[1]
+    monkeypatch.setattr(arrays, "GRID_Y", 2)  # more rows (or columns) than blocks along y: they stride
+    for order in ("C", "F"):
+        dst = cuda.device_array((37, 45), np.float32, order=order)
+        arrays.copy_2d(fortran[:, :45], dst)
+        assert np.array_equal(dst.copy_to_host(), x[:, :45]), order
     b = rng.standard_normal((9, 5)).astype(np.float32)  # a strided device operand through matmul: copied
     c = tilegemm.matmul(whole[:, 1:19:2], cuda.to_device(b), kernel=GPU_KERNEL)
     assert validate.check(c.copy_to_host(), x[:, 1:19:2], b).ok

@@ -1021,13 +1021,15 @@ def test_splitk_unrolled_decode_form_of_x_at_w_transposed(monkeypatch):
     assert not ran
     for rows, forms in k17.GEMV_FORMS.items():  # every form, at its rows and below them, two steps of K and a tail
         for i, form in enumerate(forms):
-            m, n, k = max(1, rows - i), form.warps // form.ks * form.cols + 4, 512 * form.ks + 8  # (the second
-            a, b = integer_operands(m, n, k, seed=rows + i)  # block's columns run past N)
+            m, n, k = max(1, rows - i), form.warps // form.ks * form.cols + 4, 512 * form.ks + 72  # (the second
+            a, b = integer_operands(m, n, k, seed=rows + i)  # block's columns run past N; K's tail over 3 warps)
             dc = cuda.device_array((m, n), np.float32)
             poison(dc)
             k17.launch_gemv(cuda.to_device(a), cuda.to_device(np.ascontiguousarray(b.T)), dc, form)
             assert np.array_equal(dc.copy_to_host(), a.astype(np.float64) @ b), (rows, form)
     assert any(form.ks > 1 for forms in k17.GEMV_FORMS.values() for form in forms)
+    with pytest.raises(ValueError, match="decode form"):
+        k17.gemv_for("float32", 16, 1, 8, False, 4)  # (x's step, 16 × 1024 FP32: 64 KB of shared memory)
     monkeypatch.setattr(k17, "sm_count", lambda: 132)  # 8 columns, 2 blocks: the tiles
     k17.launch(cuda.to_device(np.ones((1, 256), np.float32)), cuda.to_device(np.ones((8, 256), np.float32)).T,
                cuda.device_array((1, 8), np.float32))

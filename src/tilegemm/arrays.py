@@ -132,33 +132,39 @@ def to_numba(op: Operand, stream=None, contiguous: bool = False):
 cuda = None  # numba.cuda, bound by copy_2d before its kernels compile (a global, not a closure: the
 # simulator runs a kernel with its module's `cuda` swapped for each thread's view)
 _copy_kernels: tuple = ()
+GRID_Y = 65535  # CUDA's most blocks along y: past it the copy's blocks stride down their axis
 
 
 def _along_rows(s, d):
-    j, i = cuda.grid(2)
-    if i < d.shape[0] and j < d.shape[1]:
-        d[i, j] = s[i, j]
+    j = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if j < d.shape[1]:
+        step = cuda.gridDim.y * cuda.blockDim.y
+        for i in range(cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y, d.shape[0], step):
+            d[i, j] = s[i, j]
 
 
 def _along_columns(s, d):
-    i, j = cuda.grid(2)
-    if i < d.shape[0] and j < d.shape[1]:
-        d[i, j] = s[i, j]
+    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if i < d.shape[0]:
+        step = cuda.gridDim.y * cuda.blockDim.y
+        for j in range(cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y, d.shape[1], step):
+            d[i, j] = s[i, j]
 
 
 def copy_2d(src, dst, stream=None, configure=None) -> None:
     """dst[...] = src on the device, any strides (a Numba kernel: works for every CUDA kind), the
     threads of a warp along dst's rows (its writes coalesced where they are contiguous) unless its
-    columns are the contiguous axis. configure(kernel, grid, block, stream) -> the launch, where
-    given (a SIMT rung's, which a launch plan can record)."""
+    columns are the contiguous axis, or it is one column. configure(kernel, grid, block, stream) ->
+    the launch, where given (a SIMT rung's, which a launch plan can record)."""
     global cuda, _copy_kernels
     if not _copy_kernels:
         cuda = _cuda.cuda
         _copy_kernels = cuda.jit(_along_rows), cuda.jit(_along_columns)
     m, n = dst.shape
-    columns = dst.strides[0] == dst.dtype.itemsize != dst.strides[1] and m > 1
+    columns = m > 1 and (n == 1 or dst.strides[0] == dst.dtype.itemsize != dst.strides[1])
+    fast, slow = (m, n) if columns else (n, m)
+    grid = ((fast + 15) // 16, min((slow + 15) // 16, GRID_Y))
     kernel = _copy_kernels[columns]
-    grid = ((m + 15) // 16, (n + 15) // 16) if columns else ((n + 15) // 16, (m + 15) // 16)
     if configure is not None:
         k = configure(kernel, grid, (16, 16), stream)
     else:

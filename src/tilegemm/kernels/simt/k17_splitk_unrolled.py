@@ -268,6 +268,7 @@ def transpose_for(DT):
 
 GEMV_STEP = 256  # K elements a warp's step: its 32 lanes × two 16-byte loads of a row
 GEMV_ROWS = 16  # the decode form up to this many rows (x's step: rows × 256 × ks elements of shared memory)
+GEMV_XS_BYTES = 32 << 10  # x's step at most (with the partial sums', under the 48 KB of static shared memory)
 
 
 @functools.lru_cache(maxsize=None)
@@ -278,6 +279,9 @@ def gemv_for(dtype_name: str, rows: int, cols: int, warps: int, has_bias: bool, 
     DT = numba.from_dtype(np.dtype(dtype_name))
     R, C, RC, C8, WARPS, KS = rows, cols, rows * cols, 8 * cols, warps, ks  # (constants: the local arrays' sizes)
     S = GEMV_STEP * KS  # a block's step of K
+    if warps % ks or R * S * np.dtype(dtype_name).itemsize > GEMV_XS_BYTES:
+        raise ValueError(f"decode form: {warps} warps in groups of {ks}, x's step {R} × {S} (at most "
+                         f"{GEMV_XS_BYTES} bytes of shared memory)")
 
     @cuda.jit
     def gemv_rows(x, w, c, bias):
