@@ -811,10 +811,7 @@ def _copied_contiguous(X: Operand, stream):
     if transposed_contiguous(X):
         from .kernels.simt import k17_splitk_unrolled as k17
 
-        m, n = X.shape
-        rows = _cuda.cuda.as_cuda_array(X.obj.detach().t())  # X's (n, m) C-contiguous storage, a view
-        grid = (math.ceil(m / 32), math.ceil(n / 32))
-        S.configure(k17.transpose_for(np.dtype(X.dtype)), grid, (32, 8), stream)(rows, dst)
+        k17.launch_transpose(_cuda.cuda.as_cuda_array(X.obj.detach().t()), dst, stream)  # from X's own rows
     else:
         arrays.copy_2d(arrays.to_numba(X, stream), dst, stream, configure=S.configure)
     return dst

@@ -266,6 +266,11 @@ def transpose_for(DT):
     return transpose
 
 
+def launch_transpose(w, b, stream=None) -> None:
+    """B = Wᵀ (W N×K, B K×N, both C-contiguous) by `transpose_for`'s 32×32 tiles."""
+    configure(transpose_for(b.dtype), (ceil_div(w.shape[1], 32), ceil_div(w.shape[0], 32)), (32, 8), stream)(w, b)
+
+
 GEMV_STEP = 256  # K elements a warp's step: its 32 lanes × two 16-byte loads of a row
 GEMV_ROWS = 16  # the decode form up to this many rows (x's step: rows × 256 × ks elements of shared memory)
 GEMV_XS_BYTES = 32 << 10  # x's step at most (with the partial sums', under the 48 KB of static shared memory)
@@ -425,7 +430,7 @@ def launch_linear(x, w, c, bias=None, stream=None) -> None:
     plan = what
     b = scratch([(k, n)], c.dtype, stream) if kind == "copy" else None
     if b is not None:  # (None too where no scratch can be had: then W is read in place)
-        configure(transpose_for(c.dtype), (ceil_div(k, 32), ceil_div(n, 32)), (32, 8), stream)(w, b[0])
+        launch_transpose(w, b[0], stream)
         return launch_plan(x, b[0], c, dataclasses.replace(plan.cfg, bias=bias is not None), plan.splits, stream, row)
     cfg = dataclasses.replace(plan.cfg, b_rows=True, bias=bias is not None, vector=vector)
     launch_plan(x, w, c, cfg, plan.splits, stream, row)
