@@ -99,21 +99,29 @@ def test_decode_part_bandwidth_table_and_merge():
     measured them, and refused from two."""
     shapes = library.decode_shapes()
     assert len(shapes) == 48 and ("llama3-8b", 1, 1024, 4096) in shapes and ("llama3-70b", 128, 28672, 8192) in shapes
-    per = {("bf16", 1, 1024, 4096): [dict(dtype="bf16", m=1, n=1024, k=4096, check="ok",
-                                          device=dict(ours_ms=0.004, ref_ms=0.006),
-                                          eager=dict(ours_ms=0.010, ref_ms=0.011))] * 3}
+    per = {(dt, 1, 1024, 4096): [dict(dtype=dt, m=1, n=1024, k=4096, check="ok",
+                                      device=dict(ours_ms=0.004 * size, ref_ms=0.006 * size),
+                                      eager=dict(ours_ms=0.010, ref_ms=0.011 * size))] * 3
+           for dt, size in (("bf16", 1), ("fp32", 2))}
     dec = library.decode_records(per, ("eager", "device"), [4000.0, 4200.0, 4100.0])
-    dev = next(r for r in dec["records"] if r["mode"] == "device")
+    dev = {r["dtype"]: r for r in dec["records"] if r["mode"] == "device"}
     moved = (1024 * 4096 + 4096 + 1024) * 2
-    assert dev["layout"] == "nt" and dev["model"] == "llama3-8b" and dev["bytes"] == moved
-    assert abs(dev["gbps"] - moved / 4e-6 / 1e9) < 1e-6 and abs(dev["ref_gbps"] - moved / 6e-6 / 1e9) < 1e-6
+    assert dev["bf16"]["layout"] == "nt" and dev["bf16"]["model"] == "llama3-8b" and dev["bf16"]["bytes"] == moved
+    assert dev["fp32"]["bytes"] == 2 * moved and dev["fp32"]["reference"] == "cuBLAS (torch.matmul, TF32 off)"
+    for d in dev.values():  # FP32 moves twice the bytes in twice the time: the same rate
+        assert abs(d["gbps"] - moved / 4e-6 / 1e9) < 1e-6 and abs(d["ref_gbps"] - moved / 6e-6 / 1e9) < 1e-6
     assert dec["read_gbps"] == 4100.0
     doc = dict(_doc(), decode=dec)
     assert "read bandwidth" not in library.render(doc, full=False)  # the README's part: the set alone
     text = library.render(doc)
-    assert "read bandwidth of 4100 GB/s" in text and f"| llama3-8b | 1×1024×4096 | 4.0 (6.0) | 1.500 | {moved / 4e-6 / 1e9:.0f}" in text
+    assert "read bandwidth of 4100 GB/s" in text and "(BF16, FP32; B = Wᵀ)" in text
+    assert f"| llama3-8b | bf16 | 1×1024×4096 | 4.0 (6.0) | 1.500 | {moved / 4e-6 / 1e9:.0f}" in text
+    assert f"| llama3-8b | fp32 | 1×1024×4096 | 8.0 (12.0) | 1.500 | {moved / 4e-6 / 1e9:.0f}" in text
+    assert "- FP32: eager geometric mean 2.200 over 1 (below 0.95: 0); device geometric mean 1.500 over 1" in text
     eager_only = library.decode_records(per, ("eager",), [])
-    assert "| llama3-8b | 1×1024×4096 | — | — | — | — | 1.100 |" in "\n".join(library.render_decode(eager_only))
+    lines = library.render_decode(eager_only)
+    assert "| llama3-8b | bf16 | 1×1024×4096 | — | — | — | — | 1.100 |" in lines
+    assert "- BF16: eager geometric mean 1.100 over 1 (below 0.95: 0)" in lines
     for d in (doc, _doc()):
         d["schema"] = "tilegemm.library/1"
     part = dict(doc, records=[], host_us=None, first_call=None)

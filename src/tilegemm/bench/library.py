@@ -25,10 +25,10 @@ Also: host µs per repeated call at 64³ (400 calls back to back with no synchro
 fresh process, with an empty Triton cache (compile included) and with a warm one.
 
 Decode, as a model calls it: the Llama-3 8B and 70B projections at M = 1, 8, 16, 32, 64 and 128
-in BF16 with B = Wᵀ (K-major: `x @ W.t()`, what `nn.Linear` passes), both clocks, each with the
-bytes it must move (the weight, x and y) over its device time beside the GPU's read bandwidth
-measured in the same run (`torch.sum` over 2 GiB, the device clock): a decode product is
-memory-bound.
+with B = Wᵀ (K-major: `x @ W.t()`, what `nn.Linear` passes), in BF16 (tensor cores) and FP32 (the
+SIMT path, against cuBLAS with TF32 off), both clocks, each with the bytes it must move (the
+weight, x and y) over its device time beside the GPU's read bandwidth measured in the same run
+(`torch.sum` over 2 GiB, the device clock): a decode product is memory-bound.
 """
 
 from __future__ import annotations
@@ -48,6 +48,8 @@ FP32_MAX_FLOPS = 2**40  # the SIMT path's products above this many FLOPs take to
 DECODE_WEIGHTS = {"llama3-8b": ((4096, 4096), (1024, 4096), (14336, 4096), (4096, 14336)),
                   "llama3-70b": ((8192, 8192), (1024, 8192), (28672, 8192), (8192, 28672))}
 DECODE_M = (1, 8, 16, 32, 64, 128)
+DECODE_DTYPES = ("bf16", "fp32")  # a model in BF16 on the tensor cores, and one kept in FP32 on the SIMT path
+ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "tf32": 4, "fp32": 4}
 READ_BYTES = 2 << 30  # what the read-bandwidth measurement sums
 HOLD_US = 200
 EAGER_SAMPLE_US = 400.0  # a sample of eager calls lasts about this long
@@ -373,7 +375,7 @@ def decode_records(per: dict, modes, read: list[float]) -> dict:
     out = []
     for r in records(per, modes):
         r = dict(r, layout="nt", model=models.get((r["m"], r["n"], r["k"])))
-        moved = (r["n"] * r["k"] + r["m"] * r["k"] + r["m"] * r["n"]) * 2  # BF16 weight, x and y
+        moved = (r["n"] * r["k"] + r["m"] * r["k"] + r["m"] * r["n"]) * ELEMENT_BYTES[r["dtype"]]  # weight, x and y
         r["bytes"] = moved
         if r["mode"] == "device" and "ratio" in r:
             r["gbps"], r["ref_gbps"] = moved / (r["ours_ms"] * 1e-3) / 1e9, moved / (r["ref_ms"] * 1e-3) / 1e9
@@ -422,11 +424,12 @@ def records(per: dict, modes) -> list[dict]:
 
 
 def run(shapes, dtypes, modes=("eager", "device"), runs: int = 3, budget_s: float = 0.3, progress=print,
-        with_host: bool = True, with_first: bool = True, save=None, with_decode: bool = True) -> dict:
+        with_host: bool = True, with_first: bool = True, save=None, with_decode: bool = True,
+        decode_dtypes=DECODE_DTYPES) -> dict:
     """The whole measurement: `runs` passes over shapes × dtypes (ours and the reference in the
-    same passes) and, with_decode, over the decode products (B = Wᵀ) and the read bandwidth; then
-    the records as medians over the runs. save(doc), if given, is called after every shape with
-    the document so far (a run cut short keeps what it measured)."""
+    same passes) and, with_decode, over the decode products (B = Wᵀ) in each of decode_dtypes and
+    the read bandwidth; then the records as medians over the runs. save(doc), if given, is called
+    after every shape with the document so far (a run cut short keeps what it measured)."""
     import torch
 
     from . import clocks
@@ -448,18 +451,19 @@ def run(shapes, dtypes, modes=("eager", "device"), runs: int = 3, budget_s: floa
                 read.append(read_gbps(clock))
             except Exception as e:  # noqa: BLE001  (the products are still measured; the document says why)
                 doc["read_error"] = f"{type(e).__name__}: {e}"[:400]
-            for _, m, n, k in decode_shapes():
-                try:
-                    rec = measure_shape(clock, "bf16", m, n, k, modes, budget_s, w_t=True)
-                except Exception as e:  # noqa: BLE001
-                    rec = dict(dtype="bf16", m=m, n=n, k=k, error=f"{type(e).__name__}: {e}"[:400])
-                finally:
-                    torch.cuda.empty_cache()
-                decode_per.setdefault(("bf16", m, n, k), []).append(rec)
-                doc["decode"] = decode_records(decode_per, modes, read)
-                if save:
-                    save(doc)
-            progress(f"run {run_i + 1}/{runs} decode: {len(decode_shapes())} products"
+            for dtype in decode_dtypes:
+                for _, m, n, k in decode_shapes():
+                    try:
+                        rec = measure_shape(clock, dtype, m, n, k, modes, budget_s, w_t=True)
+                    except Exception as e:  # noqa: BLE001
+                        rec = dict(dtype=dtype, m=m, n=n, k=k, error=f"{type(e).__name__}: {e}"[:400])
+                    finally:
+                        torch.cuda.empty_cache()
+                    decode_per.setdefault((dtype, m, n, k), []).append(rec)
+                    doc["decode"] = decode_records(decode_per, modes, read)
+                    if save:
+                        save(doc)
+            progress(f"run {run_i + 1}/{runs} decode: {len(decode_shapes())} products in {', '.join(decode_dtypes)}"
                      + (f", read {read[-1]:.0f} GB/s" if len(read) > run_i else "")
                      + f"  ({time.perf_counter() - t_start:.0f} s)")
         for dtype in dtypes:
@@ -638,27 +642,39 @@ def _form_words(r: dict) -> str:
 
 
 def render_decode(dec: dict | None) -> list[str]:
-    """The decode table's lines (none without a decode part)."""
+    """The decode table's lines (none without a decode part): each dtype's geometric means on both
+    clocks, then every product."""
     if not dec or not dec.get("records"):
         return []
     read = dec.get("read_gbps")
-    out = ["", "Decode as a model calls it (BF16, B = Wᵀ): device µs and the bytes moved (weight, x, y) per second, "
+    recs = dec["records"]
+    dtypes = list(dict.fromkeys(r["dtype"] for r in recs))
+    out = ["", f"Decode as a model calls it ({', '.join(d.upper() for d in dtypes)}; B = Wᵀ): device µs and the bytes "
+           "moved (weight, x, y) per second, "
            + (f"against a read bandwidth of {read:.0f} GB/s measured in the same run ({dec.get('read_how')})"
-              if read else "no read bandwidth measured") + "; eager ratio beside it:", "",
-           "| model | M×N×K | device µs (cuBLAS) | device ratio | GB/s (cuBLAS) | % of read | eager ratio |",
-           "|---|---|---:|---:|---:|---:|---:|"]
+              if read else "no read bandwidth measured") + "; eager ratio beside it. The reference is cuBLAS through "
+           "torch" + (" (TF32 off for FP32, whose products run on the SIMT path)." if "fp32" in dtypes else ".")]
+    summ = summarise(recs)
+    for dtype in dtypes:
+        got = [f"{mode} geometric mean {summ[f'{dtype}/{mode}']['geomean']:.3f} over {summ[f'{dtype}/{mode}']['shapes']} "
+               f"(below 0.95: {summ[f'{dtype}/{mode}']['below_095']})" for mode in ("eager", "device")
+               if f"{dtype}/{mode}" in summ]
+        if got:
+            out.append(f"- {dtype.upper()}: " + "; ".join(got))
+    out += ["", "| model | dtype | M×N×K | device µs (cuBLAS) | device ratio | GB/s (cuBLAS) | % of read | eager ratio |",
+            "|---|---|---|---:|---:|---:|---:|---:|"]
     by = {}
-    for r in dec["records"]:
-        by.setdefault((r.get("model"), r["m"], r["n"], r["k"]), {})[r["mode"]] = r
-    for (model, m, n, k), modes in by.items():
+    for r in recs:
+        by.setdefault((r.get("model"), r["dtype"], r["m"], r["n"], r["k"]), {})[r["mode"]] = r
+    for (model, dtype, m, n, k), modes in by.items():
         d, e = modes.get("device", {}), modes.get("eager", {})
         er = f"{e['ratio']:.3f}" if "ratio" in e else str(e.get("error", "—"))[:60]
         if "ratio" not in d:  # not timed on the device clock (--modes eager), or an error
-            out.append(f"| {model} | {m}×{n}×{k} | — | — | — | — | {er} |")
+            out.append(f"| {model} | {dtype} | {m}×{n}×{k} | — | — | — | — | {er} |")
             continue
         share = f"{100 * d['gbps'] / read:.0f}%" if read else "—"
-        out.append(f"| {model} | {m}×{n}×{k} | {d['ours_ms'] * 1e3:.1f} ({d['ref_ms'] * 1e3:.1f}) | {d['ratio']:.3f} | "
-                   f"{d['gbps']:.0f} ({d['ref_gbps']:.0f}) | {share} | {er} |")
+        out.append(f"| {model} | {dtype} | {m}×{n}×{k} | {d['ours_ms'] * 1e3:.1f} ({d['ref_ms'] * 1e3:.1f}) | "
+                   f"{d['ratio']:.3f} | {d['gbps']:.0f} ({d['ref_gbps']:.0f}) | {share} | {er} |")
     return out
 
 
@@ -672,6 +688,8 @@ def add_cli(subparsers) -> None:
     p.add_argument("--no-host", action="store_true", help="skip host µs per call")
     p.add_argument("--no-first", action="store_true", help="skip the first-call measurements")
     p.add_argument("--no-decode", action="store_true", help="skip the decode products (B = Wᵀ) and read bandwidth")
+    p.add_argument("--decode-dtypes", default=",".join(DECODE_DTYPES),
+                   help=f"the decode products' dtypes, comma-separated, of {', '.join(DECODE_DTYPES)}")
     p.add_argument("--merge", nargs="+", metavar="PART", help="no timing: join parts measured over different dtypes "
                    "into --json (CPU is fine)")
     p.add_argument("--json", help="write the results here")
@@ -701,7 +719,9 @@ def cli_library(args) -> int:
         return 2
     dtypes = [d for d in args.dtypes.split(",") if d]  # none (--dtypes ""): decode, host µs, first calls alone
     modes = [x for x in args.modes.split(",") if x]
-    bad = [d for d in dtypes if d not in DTYPES] + [x for x in modes if x not in ("eager", "device")]
+    decode_dtypes = [d for d in args.decode_dtypes.split(",") if d]
+    bad = ([d for d in dtypes if d not in DTYPES] + [x for x in modes if x not in ("eager", "device")]
+           + [d for d in decode_dtypes if d not in DECODE_DTYPES])
     if bad:
         print(f"tilegemm library: unknown {', '.join(bad)}", file=sys.stderr)
         return 2
@@ -710,7 +730,7 @@ def cli_library(args) -> int:
 
     doc = run(shapes, dtypes, modes, runs=args.runs, budget_s=args.budget, progress=lambda s: print(s, flush=True),
               with_host=not args.no_host, with_first=not args.no_first, save=save if args.json else None,
-              with_decode=not args.no_decode)
+              with_decode=not args.no_decode and bool(decode_dtypes), decode_dtypes=decode_dtypes)
     for key, s in doc["summary"].items():
         print(f"{key:12s} shapes {s['shapes']:3d}  geomean {s['geomean']:.3f}  worst {s['worst']['ratio']:.3f} at "
               f"{'×'.join(map(str, s['worst']['shape']))}  below 0.95: {s['below_095']}")
