@@ -244,3 +244,34 @@ def test_host_us_forms_compute_what_their_references_do():
     assert "| fp32 | `tilegemm.patch`, nn.Linear, patched (64×64 → 64, with bias) | 30.0 | `nn.Linear` | 25.0 |" in text
     assert "The rows with a form are the other calls a model makes" in text
     assert "other calls a model makes" not in library.render(_doc())  # no form, no such words
+
+
+def test_merge_with_replace_keeps_what_no_later_part_measured(tmp_path, capsys):
+    """A part measured again (a dtype, decode, host µs, first calls) replaces the earlier one with
+    --replace: the earlier part keeps the rest under its own date, a part left with nothing goes,
+    and without --replace the same parts are refused."""
+    old = dict(_doc(), schema="tilegemm.library/1", decode=dict(records=[dict(dtype="bf16", m=1, n=8, k=8)]))
+    old["records"] += [dict(r, dtype="tf32") for r in old["records"] if r["dtype"] == "bf16"]
+    tf32 = dict(_doc(), schema="tilegemm.library/1", environment=dict(gpu=dict(name="NVIDIA H200"), date="D2"),
+                records=[dict(r, dtype="tf32", ratio=2.0) for r in old["records"] if r["dtype"] == "bf16"],
+                host_us=None, first_call=None)
+    dec = dict(tf32, records=[], environment=dict(tf32["environment"], date="D3"),
+               decode=dict(records=[dict(dtype="fp32", m=1, n=8, k=8)]))
+    with pytest.raises(ValueError, match="tf32 is measured in parts 1 and 2"):
+        library.merge([old, tf32, dec])
+    m = library.merge([old, tf32, dec], replace=True)
+    assert {r["ratio"] for r in m["records"] if r["dtype"] == "tf32"} == {2.0}
+    assert len([r for r in m["records"] if r["dtype"] == "bf16"]) == 6 and m["decode"] == dec["decode"]
+    assert m["host_us"] == old["host_us"] and m["first_call"] == old["first_call"]
+    assert [(p["dtypes"], p["date"], [x for x in library.ONCE if p.get(x)]) for p in m["parts"]] == [
+        (["bf16", "fp8"], "2026-11-23", ["host_us", "first_call"]), (["tf32"], "D2", []), ([], "D3", ["decode"])]
+    again = library.merge([m, dict(dec, environment=dict(dec["environment"], date="D4"))], replace=True)
+    assert [p["date"] for p in again["parts"]] == ["2026-11-23", "D2", "D4"]  # the decode-only part gone
+    assert library.superseded(dec, {"decode"}) is None
+    paths = [tmp_path / f"{i}.json" for i in range(3)]
+    for p, d in zip(paths, (old, tf32, dec)):
+        p.write_text(json.dumps(d))
+    out = tmp_path / "m.json"
+    assert cli.main(["library", "--merge", *map(str, paths), "--replace", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["parts"] == m["parts"]
+    assert cli.main(["library", "--replace"]) == 2 and "--replace goes with --merge" in capsys.readouterr().err

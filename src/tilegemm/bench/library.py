@@ -517,15 +517,47 @@ def _parts(doc: dict) -> list[dict]:
     return [dict(part, **{x: True for x in ONCE if doc.get(x)})]
 
 
-def merge(docs: list[dict]) -> dict:
+def measured(doc: dict) -> set:
+    """What a document holds figures of: its records' dtypes and which of ONCE it has."""
+    return {r["dtype"] for r in doc.get("records", [])} | {x for x in ONCE if doc.get(x)}
+
+
+def superseded(doc: dict, items: set) -> dict | None:
+    """doc without the figures of `items` (dtypes and ONCE names measured again by a later part):
+    their records, figures and errors gone, and each part's claim to them with them (a part keeps
+    its date for what it still holds); None when nothing of doc is left."""
+    if not measured(doc) - items:
+        return None
+    out = dict(doc, records=[r for r in doc.get("records", []) if r["dtype"] not in items])
+    for x in ONCE:
+        if x in items:
+            out.pop(x, None)
+            out.pop(f"{x}_error", None)
+    out["parts"] = [dict(p, dtypes=[d for d in p["dtypes"] if d not in items]) for p in _parts(doc)]
+    out["parts"] = _parts(out)
+    return out
+
+
+def merge(docs: list[dict], replace: bool = False) -> dict:
     """One document from runs of the same harness over different dtypes (a GPU call has a time
     limit, so the set is measured in parts, one after another on one machine): records joined,
     each part's date, clocks and elapsed time kept, host µs, first calls and decode from the part
     that measured them (a part may be measured for those alone: --dtypes ""); a part may be a
     merged document itself. A dtype, or one of ONCE, measured by two parts is refused (which one
-    would stand?), and so are parts that timed products after flushing L2 in different ways."""
+    would stand?), unless replace: then the last part that measured it stands, and the earlier
+    parts keep only what no later part measured again (`superseded`). Parts that timed products
+    after flushing L2 in different ways are refused."""
     if not docs:
         raise ValueError("nothing to merge")
+    if replace:
+        later: set = set()
+        kept = []
+        for d in reversed(docs):
+            t = superseded(d, later)
+            later |= measured(d)
+            if t is not None:
+                kept.append(t)
+        docs = kept[::-1]
     keys = ("modes", "runs", "hold_us", "eager_sample_us")
     h0 = {k: (docs[0].get("harness") or {}).get(k) for k in keys}
     timed = [d for d in docs if d.get("records") or d.get("decode")]  # parts that flushed L2 to time
@@ -692,6 +724,8 @@ def add_cli(subparsers) -> None:
                    help=f"the decode products' dtypes, comma-separated, of {', '.join(DECODE_DTYPES)}")
     p.add_argument("--merge", nargs="+", metavar="PART", help="no timing: join parts measured over different dtypes "
                    "into --json (CPU is fine)")
+    p.add_argument("--replace", action="store_true", help="with --merge: what a later part measured (a dtype, decode, "
+                   "host µs, first calls) replaces an earlier part's, which keeps the rest with its date")
     p.add_argument("--json", help="write the results here")
     p.set_defaults(func=cli_library)
 
@@ -701,7 +735,10 @@ def cli_library(args) -> int:
     from .shapes import load_shapes
 
     if args.merge:
-        return results.merge_files("library", args.merge, args.json, merge)
+        return results.merge_files("library", args.merge, args.json, lambda docs: merge(docs, replace=args.replace))
+    if args.replace:
+        print("tilegemm library: --replace goes with --merge", file=sys.stderr)
+        return 2
 
     try:
         import torch
