@@ -256,13 +256,15 @@ def test_merge_with_replace_keeps_what_no_later_part_measured(tmp_path, capsys):
                 records=[dict(r, dtype="tf32", ratio=2.0) for r in old["records"] if r["dtype"] == "bf16"],
                 host_us=None, first_call=None)
     dec = dict(tf32, records=[], environment=dict(tf32["environment"], date="D3"),
-               decode=dict(records=[dict(dtype="fp32", m=1, n=8, k=8)]))
+               decode=dict(records=[dict(dtype=dt, m=1, n=8, k=8, mode="eager", ratio=1.0) for dt in ("bf16", "fp32")]))
+    old["read_error"] = "RuntimeError: the old read"
     with pytest.raises(ValueError, match="tf32 is measured in parts 1 and 2"):
         library.merge([old, tf32, dec])
     m = library.merge([old, tf32, dec], replace=True)
     assert {r["ratio"] for r in m["records"] if r["dtype"] == "tf32"} == {2.0}
     assert len([r for r in m["records"] if r["dtype"] == "bf16"]) == 6 and m["decode"] == dec["decode"]
-    assert m["host_us"] == old["host_us"] and m["first_call"] == old["first_call"]
+    assert m["host_us"] == old["host_us"] and m["first_call"] == old["first_call"] and "read_error" not in m
+    assert "| None | fp32 | 1×8×8 | — | — | — | — | 1.000 |" in library.render_decode(m["decode"])
     assert [(p["dtypes"], p["date"], [x for x in library.ONCE if p.get(x)]) for p in m["parts"]] == [
         (["bf16", "fp8"], "2026-11-23", ["host_us", "first_call"]), (["tf32"], "D2", []), ([], "D3", ["decode"])]
     again = library.merge([m, dict(dec, environment=dict(dec["environment"], date="D4"))], replace=True)
@@ -275,3 +277,36 @@ def test_merge_with_replace_keeps_what_no_later_part_measured(tmp_path, capsys):
     assert cli.main(["library", "--merge", *map(str, paths), "--replace", "--json", str(out)]) == 0
     assert json.loads(out.read_text())["parts"] == m["parts"]
     assert cli.main(["library", "--replace"]) == 2 and "--replace goes with --merge" in capsys.readouterr().err
+
+
+def test_merge_with_replace_refuses_a_part_that_lost_products_or_is_not_a_library_run():
+    """A later part cut short (fewer shapes of a dtype, or decode without a dtype the earlier had)
+    would drop the earlier part's other figures: refused, as are parts of another tool or GPU,
+    checked before anything is replaced; a part of errors alone is kept."""
+    old = dict(_doc(), schema="tilegemm.library/1")
+    short = dict(old, records=[r for r in old["records"] if r["dtype"] == "bf16" and r["m"] == 256],
+                 host_us=None, first_call=None)
+    with pytest.raises(ValueError, match=r"part 2 measured bf16 again without 2 of part 1's products \(bf16 1×4096×4096"):
+        library.merge([old, short], replace=True)
+    dec = lambda dts: dict(old, records=[], host_us=None, first_call=None,  # noqa: E731
+                           decode=dict(records=[dict(dtype=dt, m=1, n=8, k=8) for dt in dts]))
+    with pytest.raises(ValueError, match="part 2 measured decode again without 1 of part 1's products"):
+        library.merge([dec(["bf16", "fp32"]), dec(["fp32"])], replace=True)
+    assert library.merge([dec(["fp32"]), dec(["bf16", "fp32"])], replace=True)["decode"]["records"][0]["dtype"] == "bf16"
+    with pytest.raises(ValueError, match="part 2 is not a `tilegemm library` result"):
+        library.merge([old, dict(records=[dict(m=1)])], replace=True)
+    with pytest.raises(ValueError, match="part 2 ran on NVIDIA H100"):
+        library.merge([old, dict(old, environment=dict(gpu=dict(name="NVIDIA H100")))], replace=True)
+    errors = dict(old, records=[], host_us=None, first_call=None, host_us_error="RuntimeError: x")
+    m = library.merge([old, errors], replace=True)
+    assert m["host_us"] == old["host_us"] and m["host_us_error"] == "RuntimeError: x"
+
+
+def test_library_cli_names_an_unknown_dtype_mode_or_decode_dtype_before_needing_a_gpu(capsys):
+    """The options are checked first, so a mistake is one line on any machine."""
+    assert cli.main(["library", "--decode-dtypes", "fp16"]) == 2
+    assert "unknown decode dtype fp16 (of bf16, fp32)" in capsys.readouterr().err
+    assert cli.main(["library", "--dtypes", "int8", "--modes", "warm"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown dtype int8 (of bf16, fp16, tf32, fp8, fp32); mode warm (of eager, device)" in err
+    assert err.count("\n") == 1

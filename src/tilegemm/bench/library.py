@@ -43,6 +43,7 @@ import time
 
 DTYPES = ("bf16", "fp16", "tf32", "fp8", "fp32")
 ONCE = ("decode", "host_us", "first_call")  # measured by one part of a document (merge), not per dtype
+ERRORS = {"decode": "read_error", "host_us": "host_us_error", "first_call": "first_call_error"}  # where each says why not
 FP32_MAX_FLOPS = 2**40  # the SIMT path's products above this many FLOPs take too long to time (~30 ms each)
 # decode's weights, N × K (q/o, k/v, gate/up, down), and its batch sizes M
 DECODE_WEIGHTS = {"llama3-8b": ((4096, 4096), (1024, 4096), (14336, 4096), (4096, 14336)),
@@ -522,20 +523,54 @@ def measured(doc: dict) -> set:
     return {r["dtype"] for r in doc.get("records", [])} | {x for x in ONCE if doc.get(x)}
 
 
+def _products(doc: dict, item: str) -> set:
+    """The products a document measured for item: (dtype, M, N, K) of its records of that dtype,
+    or of its decode records for "decode"; empty for host µs and first calls."""
+    recs = (doc.get("decode") or {}).get("records", []) if item == "decode" else \
+        [r for r in doc.get("records", []) if r["dtype"] == item]
+    return {(r["dtype"], r["m"], r["n"], r["k"]) for r in recs}
+
+
 def superseded(doc: dict, items: set) -> dict | None:
     """doc without the figures of `items` (dtypes and ONCE names measured again by a later part):
     their records, figures and errors gone, and each part's claim to them with them (a part keeps
-    its date for what it still holds); None when nothing of doc is left."""
+    its date for what it still holds); None when nothing of doc is left (doc itself, unchanged,
+    when items is empty)."""
+    if not items:
+        return doc
     if not measured(doc) - items:
         return None
     out = dict(doc, records=[r for r in doc.get("records", []) if r["dtype"] not in items])
     for x in ONCE:
         if x in items:
             out.pop(x, None)
-            out.pop(f"{x}_error", None)
+            out.pop(ERRORS[x], None)
     out["parts"] = [dict(p, dtypes=[d for d in p["dtypes"] if d not in items]) for p in _parts(doc)]
-    out["parts"] = _parts(out)
     return out
+
+
+def _replaced(docs: list[dict]) -> list[dict]:
+    """merge's replace: the parts, each without what a later part measured again (`superseded`),
+    those left with nothing dropped. A later part must have measured every product of what it
+    replaces (a run cut short would otherwise drop the earlier part's other shapes)."""
+    standing: dict = {}  # item -> index of the last part that measured it
+    kept = []
+    for i in range(len(docs) - 1, -1, -1):
+        d = docs[i]
+        for item in sorted(measured(d) & set(standing)):
+            j = standing[item]
+            missing = _products(d, item) - _products(docs[j], item)
+            if missing:
+                shown = ", ".join(f"{dt} {m}×{n}×{k}" for dt, m, n, k in sorted(missing)[:3])
+                raise ValueError(f"part {j + 1} measured {item} again without {len(missing)} of part {i + 1}'s "
+                                 f"products ({shown}{', …' if len(missing) > 3 else ''}): measure them too, "
+                                 "or merge without --replace")
+        t = superseded(d, set(standing))
+        for item in measured(d):
+            standing.setdefault(item, i)
+        if t is not None:
+            kept.append(t)
+    return kept[::-1]
 
 
 def merge(docs: list[dict], replace: bool = False) -> dict:
@@ -544,20 +579,21 @@ def merge(docs: list[dict], replace: bool = False) -> dict:
     each part's date, clocks and elapsed time kept, host µs, first calls and decode from the part
     that measured them (a part may be measured for those alone: --dtypes ""); a part may be a
     merged document itself. A dtype, or one of ONCE, measured by two parts is refused (which one
-    would stand?), unless replace: then the last part that measured it stands, and the earlier
-    parts keep only what no later part measured again (`superseded`). Parts that timed products
-    after flushing L2 in different ways are refused."""
+    would stand?), unless replace: then the last part that measured it stands whole (all of that
+    dtype's records, or the whole decode part, errors included), it must cover every product the
+    earlier part had, and the earlier parts keep only what no later part measured again
+    (`superseded`). Parts from another tool or GPU, and parts that timed products after flushing
+    L2 in different ways, are refused."""
     if not docs:
         raise ValueError("nothing to merge")
+    for i, d in enumerate(docs):
+        if d.get("schema") != "tilegemm.library/1":
+            raise ValueError(f"part {i + 1} is not a `tilegemm library` result (schema {d.get('schema')!r})")
+        gpu = (d.get("environment", {}).get("gpu") or {}).get("name")
+        if gpu != (docs[0].get("environment", {}).get("gpu") or {}).get("name"):
+            raise ValueError(f"part {i + 1} ran on {gpu}, part 1 on another GPU")
     if replace:
-        later: set = set()
-        kept = []
-        for d in reversed(docs):
-            t = superseded(d, later)
-            later |= measured(d)
-            if t is not None:
-                kept.append(t)
-        docs = kept[::-1]
+        docs = _replaced(docs)
     keys = ("modes", "runs", "hold_us", "eager_sample_us")
     h0 = {k: (docs[0].get("harness") or {}).get(k) for k in keys}
     timed = [d for d in docs if d.get("records") or d.get("decode")]  # parts that flushed L2 to time
@@ -566,13 +602,8 @@ def merge(docs: list[dict], replace: bool = False) -> dict:
         raise ValueError(f"parts flushed L2 in different ways ({', '.join(sorted(set(map(str, flushes))))})")
     seen: dict = {}
     for i, d in enumerate(docs):
-        if d.get("schema") != "tilegemm.library/1":
-            raise ValueError(f"part {i + 1} is not a `tilegemm library` result (schema {d.get('schema')!r})")
         if {k: (d.get("harness") or {}).get(k) for k in keys} != h0:
             raise ValueError(f"part {i + 1} was measured with another harness ({d.get('harness')}) than part 1 ({h0})")
-        gpu = (d.get("environment", {}).get("gpu") or {}).get("name")
-        if gpu != (docs[0].get("environment", {}).get("gpu") or {}).get("name"):
-            raise ValueError(f"part {i + 1} ran on {gpu}, part 1 on another GPU")
         for dt in [*sorted({r["dtype"] for r in d.get("records", [])}), *(x for x in ONCE if d.get(x))]:
             if dt in seen:
                 raise ValueError(f"{dt} is measured in parts {seen[dt] + 1} and {i + 1}")
@@ -581,7 +612,7 @@ def merge(docs: list[dict], replace: bool = False) -> dict:
                parts=[part for d in docs for part in _parts(d)],
                harness={**(docs[0].get("harness") or {}), **{k: (timed[0].get("harness") or {}).get(k)
                                                                for k in ("flush", "flush_kind") if timed}})
-    for name in (*ONCE, "host_us_error", "first_call_error"):
+    for name in (*ONCE, *ERRORS.values()):
         out.pop(name, None)
         got = [d[name] for d in docs if d.get(name)]
         if got:
@@ -697,12 +728,12 @@ def render_decode(dec: dict | None) -> list[str]:
             "|---|---|---|---:|---:|---:|---:|---:|"]
     by = {}
     for r in recs:
-        by.setdefault((r.get("model"), r["dtype"], r["m"], r["n"], r["k"]), {})[r["mode"]] = r
+        by.setdefault((r.get("model"), r["dtype"], r["m"], r["n"], r["k"]), {})[r.get("mode")] = r
     for (model, dtype, m, n, k), modes in by.items():
         d, e = modes.get("device", {}), modes.get("eager", {})
         er = f"{e['ratio']:.3f}" if "ratio" in e else str(e.get("error", "—"))[:60]
         if "ratio" not in d:  # not timed on the device clock (--modes eager), or an error
-            out.append(f"| {model} | {dtype} | {m}×{n}×{k} | — | — | — | — | {er} |")
+            out.append(f"| {model} | {dtype} | {m}×{n}×{k} | — | {str(d.get('error', '—'))[:60]} | — | — | {er} |")
             continue
         share = f"{100 * d['gbps'] / read:.0f}%" if read else "—"
         out.append(f"| {model} | {dtype} | {m}×{n}×{k} | {d['ours_ms'] * 1e3:.1f} ({d['ref_ms'] * 1e3:.1f}) | "
@@ -721,7 +752,7 @@ def add_cli(subparsers) -> None:
     p.add_argument("--no-first", action="store_true", help="skip the first-call measurements")
     p.add_argument("--no-decode", action="store_true", help="skip the decode products (B = Wᵀ) and read bandwidth")
     p.add_argument("--decode-dtypes", default=",".join(DECODE_DTYPES),
-                   help=f"the decode products' dtypes, comma-separated, of {', '.join(DECODE_DTYPES)}")
+                   help=f"the decode products' dtypes, comma-separated, of {', '.join(DECODE_DTYPES)} (\"\": no decode part)")
     p.add_argument("--merge", nargs="+", metavar="PART", help="no timing: join parts measured over different dtypes "
                    "into --json (CPU is fine)")
     p.add_argument("--replace", action="store_true", help="with --merge: what a later part measured (a dtype, decode, "
@@ -739,7 +770,15 @@ def cli_library(args) -> int:
     if args.replace:
         print("tilegemm library: --replace goes with --merge", file=sys.stderr)
         return 2
-
+    dtypes = [d for d in args.dtypes.split(",") if d]  # none (--dtypes ""): decode, host µs, first calls alone
+    modes = [x for x in args.modes.split(",") if x]
+    decode_dtypes = [d for d in args.decode_dtypes.split(",") if d]
+    bad = ([f"dtype {d} (of {', '.join(DTYPES)})" for d in dtypes if d not in DTYPES]
+           + [f"mode {x} (of eager, device)" for x in modes if x not in ("eager", "device")]
+           + [f"decode dtype {d} (of {', '.join(DECODE_DTYPES)})" for d in decode_dtypes if d not in DECODE_DTYPES])
+    if bad:
+        print(f"tilegemm library: unknown {'; '.join(bad)}", file=sys.stderr)
+        return 2
     try:
         import torch
     except ImportError:
@@ -754,14 +793,7 @@ def cli_library(args) -> int:
     except (ValueError, FileNotFoundError) as e:
         print(f"tilegemm library: {e}", file=sys.stderr)
         return 2
-    dtypes = [d for d in args.dtypes.split(",") if d]  # none (--dtypes ""): decode, host µs, first calls alone
-    modes = [x for x in args.modes.split(",") if x]
-    decode_dtypes = [d for d in args.decode_dtypes.split(",") if d]
-    bad = ([d for d in dtypes if d not in DTYPES] + [x for x in modes if x not in ("eager", "device")]
-           + [d for d in decode_dtypes if d not in DECODE_DTYPES])
-    if bad:
-        print(f"tilegemm library: unknown {', '.join(bad)}", file=sys.stderr)
-        return 2
+
     def save(doc):
         results.write_json(args.json, json.dumps(doc, indent=1, default=str))
 
