@@ -518,9 +518,9 @@ def _parts(doc: dict) -> list[dict]:
     return [dict(part, **{x: True for x in ONCE if doc.get(x)})]
 
 
-def measured(doc: dict) -> set:
-    """What a document holds figures of: its records' dtypes and which of ONCE it has."""
-    return {r["dtype"] for r in doc.get("records", [])} | {x for x in ONCE if doc.get(x)}
+def measured(doc: dict) -> list:
+    """What a document holds figures of: its records' dtypes (sorted), then which of ONCE it has."""
+    return [*sorted({r["dtype"] for r in doc.get("records", [])}), *(x for x in ONCE if doc.get(x))]
 
 
 def _products(doc: dict, item: str) -> set:
@@ -538,7 +538,7 @@ def superseded(doc: dict, items: set) -> dict | None:
     when items is empty)."""
     if not items:
         return doc
-    if not measured(doc) - items:
+    if not set(measured(doc)) - items:
         return None
     out = dict(doc, records=[r for r in doc.get("records", []) if r["dtype"] not in items])
     for x in ONCE:
@@ -557,7 +557,7 @@ def _replaced(docs: list[dict]) -> list[dict]:
     kept = []
     for i in range(len(docs) - 1, -1, -1):
         d = docs[i]
-        for item in sorted(measured(d) & set(standing)):
+        for item in (x for x in measured(d) if x in standing):
             j = standing[item]
             missing = _products(d, item) - _products(docs[j], item)
             if missing:
@@ -604,7 +604,7 @@ def merge(docs: list[dict], replace: bool = False) -> dict:
     for i, d in enumerate(docs):
         if {k: (d.get("harness") or {}).get(k) for k in keys} != h0:
             raise ValueError(f"part {i + 1} was measured with another harness ({d.get('harness')}) than part 1 ({h0})")
-        for dt in [*sorted({r["dtype"] for r in d.get("records", [])}), *(x for x in ONCE if d.get(x))]:
+        for dt in measured(d):
             if dt in seen:
                 raise ValueError(f"{dt} is measured in parts {seen[dt] + 1} and {i + 1}")
             seen[dt] = i
@@ -719,9 +719,9 @@ def render_decode(dec: dict | None) -> list[str]:
            "torch" + (" (TF32 off for FP32, whose products run on the SIMT path)." if "fp32" in dtypes else ".")]
     summ = summarise(recs)
     for dtype in dtypes:
-        got = [f"{mode} geometric mean {summ[f'{dtype}/{mode}']['geomean']:.3f} over {summ[f'{dtype}/{mode}']['shapes']} "
-               f"(below 0.95: {summ[f'{dtype}/{mode}']['below_095']})" for mode in ("eager", "device")
-               if f"{dtype}/{mode}" in summ]
+        means = [(mode, summ[f"{dtype}/{mode}"]) for mode in ("eager", "device") if f"{dtype}/{mode}" in summ]
+        got = [f"{mode} geometric mean {x['geomean']:.3f} over {x['shapes']} (below 0.95: {x['below_095']})"
+               for mode, x in means]
         if got:
             out.append(f"- {dtype.upper()}: " + "; ".join(got))
     out += ["", "| model | dtype | M×N×K | device µs (cuBLAS) | device ratio | GB/s (cuBLAS) | % of read | eager ratio |",
