@@ -109,6 +109,12 @@ def _read_only():
     return _mm(_f32(3, 4), _f32(4, 5), out=out)
 
 
+def _broadcast_out():
+    """A writeable view of one row repeated (stride 0): its elements share memory."""
+    row = np.zeros(5, np.float32)
+    return _mm(_f32(3, 4), _f32(4, 5), out=np.lib.stride_tricks.as_strided(row, (3, 5), (0, 4), writeable=True))
+
+
 def _aliased():
     x = _f32(4, 4)
     return _mm(x, x, out=x)
@@ -183,6 +189,8 @@ CASES = [
     Case("out", "out is an input (x @ x into x)", _aliased, "LayoutError", "shares memory with a"),
     Case("out", "out overlapping an input (another view of one buffer)", _overlapping, "LayoutError",
          "shares memory with a"),
+    Case("out", "out a broadcast view (one row repeated: stride 0; torch refuses the same)", _broadcast_out,
+         "LayoutError", "elements that share memory"),
     Case("out", "out of another kind (a torch tensor for NumPy operands)",
          lambda: _mm(_f32(*_A), _f32(*_B), out=__import__("torch").empty(3, 5)), "DTypeError", "they must match"),
     Case("out", "out a Python list", lambda: _mm(_f32(*_A), _f32(*_B), out=[[0.0] * 5] * 3), "DTypeError",
@@ -214,6 +222,10 @@ CASES = [
     Case("gemm", "gemm with a 0-D tensor beta (a plan would keep its first value)",
          lambda: _gemm(_f32(*_A), _f32(*_B), beta=__import__("torch").tensor(1.0), c=_f32(3, 5)), "DTypeError",
          "beta must be a real number"),
+    Case("gemm", "gemm with c a broadcast bias row (gemm writes C into c)", None, "LayoutError",
+         "elements that share memory", env={"TRITON_INTERPRET": "1"},
+         code="import torch, tilegemm; a = torch.ones(3, 4); tilegemm.gemm(a, torch.ones(4, 5), precision='ieee', "
+              "beta=1.0, c=torch.zeros(5).expand(3, 5))"),
     Case("gemm", "gemm on a machine without a GPU (and without TRITON_INTERPRET=1)",
          lambda: _gemm(_f32(*_A), _f32(*_B)), "DeviceError", "needs a CUDA GPU", cpu_only=True),
     # ---- values

@@ -215,6 +215,34 @@ def test_out_overlapping_an_input_is_refused():
         tilegemm.matmul(torch.ones(4, 4), ta, out=ta[:, :])
 
 
+def test_self_overlapping_layouts():
+    """An array whose elements share memory (a broadcast view, or strides shorter than the
+    dimensions inside them) cannot take a result; views that skip memory, transpose or reverse
+    can. torch and NumPy layouts (strides in elements and in bytes) alike."""
+    from tilegemm import arrays
+
+    x = np.zeros((6, 8), np.float32)
+    st = np.lib.stride_tricks.as_strided
+    for ok in (x, x.T, x[:, ::2], x[::-1], x[:1], np.zeros((0, 3)), torch.zeros(6, 8).t(), torch.zeros(4, 1, 3)[:, :, 1:],
+               torch.zeros(5).expand(1, 5), torch.zeros(2, 3, 4).permute(2, 0, 1)):
+        assert not arrays.self_overlapping(ok), ok.shape
+    for bad in (st(x, (3, 8), (0, 4)), st(x, (3, 5), (8, 4)), torch.zeros(5).expand(3, 5), torch.zeros(3, 1).expand(3, 4),
+                torch.zeros(6, 8).as_strided((4, 4), (2, 1)), torch.zeros(2, 4).unsqueeze(0).expand(3, 2, 4)):
+        assert arrays.self_overlapping(bad), bad.shape
+
+
+def test_broadcast_out_is_refused():
+    """torch refuses out= of a broadcast view ("more than one element of the written-to tensor
+    refers to a single memory location"); so does matmul, and out is left as it was."""
+    a, b = torch.ones(3, 4), torch.ones(4, 5)
+    row = torch.zeros(5)
+    with pytest.raises(RuntimeError):
+        torch.matmul(a, b, out=row.expand(3, 5))
+    with pytest.raises(tilegemm.LayoutError, match="elements that share memory"):
+        tilegemm.matmul(a, b, out=row.expand(3, 5))
+    assert (row == 0).all()
+
+
 def test_read_only_out():
     a, b = ops()
     out = np.empty((6, 5), np.float32)

@@ -158,6 +158,9 @@ def _check_out(out, A: Operand, shape, dtype: str, inputs) -> Operand:
         raise DeviceError(f"matmul: out is on {O.device} but the operands are on {A.device}")
     if isinstance(out, np.ndarray) and not out.flags.writeable:
         raise LayoutError("matmul: out is read-only")
+    if arrays.self_overlapping(out):
+        raise LayoutError(f"matmul: out {tuple(O.shape)} has elements that share memory (a broadcast view: a "
+                          "stride of 0); the results would overwrite each other")
     for x, what in zip(inputs, ("a", "b")):
         if arrays.overlaps(out, x):
             raise LayoutError(f"matmul: out shares memory with {what}; the result would overwrite its own input")

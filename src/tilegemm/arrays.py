@@ -309,6 +309,25 @@ def span(x) -> tuple[int, int] | None:
     return (lo, hi)
 
 
+def self_overlapping(x) -> bool:
+    """Do two of an array's elements share memory (a broadcast view: a stride of 0 on a dimension
+    longer than 1, or strides shorter than the dimensions inside them)? Such an array cannot take
+    a result: its elements would overwrite each other. False when the layout is unknown."""
+    if _module_root(x) == "torch":
+        size, shape, strides = x.element_size(), tuple(x.shape), tuple(s * x.element_size() for s in x.stride())
+    else:
+        desc = getattr(x, "__cuda_array_interface__", None) or getattr(x, "__array_interface__", None)
+        if desc is None or not desc.get("strides"):
+            return False  # unknown, or C-contiguous
+        size, shape, strides = np.dtype(desc["typestr"]).itemsize, tuple(desc["shape"]), tuple(desc["strides"])
+    extent = size  # bytes covered by the dimensions taken so far, innermost (smallest stride) first
+    for stride, n in sorted((abs(st), n) for n, st in zip(shape, strides) if n > 1):
+        if stride < extent:
+            return True
+        extent = stride * (n - 1) + extent
+    return False
+
+
 def overlaps(x, y) -> bool:
     """Do two arrays share memory? (NumPy: exact test; others: address ranges)."""
     if isinstance(x, np.ndarray) and isinstance(y, np.ndarray):

@@ -19,7 +19,7 @@ import math
 import numbers
 
 from . import arrays, dispatch
-from .errors import DeviceError, DTypeError, ShapeError
+from .errors import DeviceError, DTypeError, LayoutError, ShapeError
 
 PRECISION_NAMES = ("auto", "fp16", "bf16", "tf32", "ieee", "fp8")
 
@@ -125,6 +125,10 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
             raise DTypeError(f"gemm: c is {tc_out.dtype} but out_dtype is {odt}")
         if tc_out.device != xa.device:
             raise DeviceError(f"gemm: c is on {tc_out.device} but the operands are on {xa.device}")
+        if arrays.self_overlapping(tc_out):
+            raise LayoutError(f"gemm: c {tuple(tc_out.shape)} has elements that share memory (a broadcast view: a "
+                              "stride of 0), and gemm writes C into c; pass a whole c (a bias row: "
+                              "bias.expand(m, n).clone(), or torch.nn.functional.linear under tilegemm.patch)")
     elif beta != 0:
         raise ShapeError(f"gemm: beta = {beta} scales c, and no c was given")
     else:
