@@ -175,8 +175,8 @@ def as_t02(rung: str, c: dict) -> dict:
     """A TMA rung's tuned configuration as t02's (the same tile, pointer loads): t03's tile as
     it is; t05's with 8 warps for tiles of 128×256 and more (its two consumer warpgroups' share
     of the accumulator), else 4, and at most 3 stages. A side that is not a power of two (t05's
-    192 rows on three consumer warpgroups) becomes the power of two below it: Triton's blocks
-    are powers of two."""
+    192 rows on three consumer warpgroups, its 192 or 96 columns in two boxes) becomes the power
+    of two below it: Triton's blocks are powers of two."""
     if rung != T05:
         return c
     bm, bn = (1 << (x.bit_length() - 1) for x in (c["BM"], c["BN"]))
@@ -459,6 +459,11 @@ T05_STAGE_CONFIGS = (
     # 128×256 where those leave the last wave mostly empty (3072²: 384 tiles for 132 SMs, 2.9
     # waves, against 288 tiles' 2.2 run as 3; docs/perf-notes.md, 64)
     (192, 128, 64, 4, 1, 3),
+    # B's tile in two boxes (192 = 128 + 64, 96 = 64 + 32; t05's WIDE form). 192×192 reads 20%
+    # fewer bytes a FLOP than 192×128 and its 256 tiles at 3000² fill two waves; 192×96 makes 128
+    # tiles at 1536² (one wave, 0.97 full) where 192×128 makes 96 (docs/perf-notes.md, 107)
+    (192, 192, 64, 4, 1, 3),
+    (192, 96, 64, 5, 1, 3),
 )
 # The swapped form (TF32 with a row-major B): the MMA's tile is 128 of C's columns × 256 of its
 # rows (cuBLAS's TF32 tile, seen in ncu: docs/perf-notes.md, 20), on one consumer partition of 8
@@ -478,16 +483,19 @@ def t05_cfg(bm, bn, bk, stages, split=1, consumers=1, group=8, swap=False) -> di
 
 
 def t05_smem_bytes(c: dict, in_size: int, out_size: int) -> int:
-    """The ring, the C slices (one per consumer partition) and the barriers."""
+    """The ring, the C slices (one per consumer partition) and the barriers. A C slice is BN/SPLIT
+    columns wide, or where B's tile is two boxes (BN = 192 or 96: 2/3 and 1/3 of it) the narrower
+    box's over SPLIT (t05.epilogue_cols)."""
     ring = (c["BM"] + c["BN"]) * c["BK"] * in_size * c["STAGES"]
-    return ring + c["BM"] * c["BN"] // c["SPLIT"] * out_size + 256  # + barriers and alignment
+    cols = (c["BN"] // 3 if c["BN"] % 3 == 0 else c["BN"]) // c["SPLIT"]
+    return ring + c["BM"] * cols * out_size + 512  # + barriers and alignment
 
 
 def t05_worth_tuning(p: P.Problem) -> bool:
     """At least three quarters of a wave of 128×256 tiles (2048² is 128 tiles for 132 SMs), or two
     thirds of a wave of 192×128 ones (1536²: 96): below that t03's and t04's smaller tiles are the
-    ones to time (every candidate here is 128 by 256, 128 by 128 or 192 by 128), and the tuner's
-    time is better spent there."""
+    ones to time (every candidate here is 128 by 256, 128 by 128 or 192 by 96 and more), and the
+    tuner's time is better spent there."""
     sms = P.num_sms(p.a.device)
     return (4 * ceil_div(p.m, 128) * ceil_div(p.n, 256) >= 3 * sms
             or 3 * ceil_div(p.m, 192) * ceil_div(p.n, 128) >= 2 * sms)
