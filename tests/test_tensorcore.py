@@ -1099,8 +1099,8 @@ def test_warp_specialized_configs_for_fp8_and_tf32(dtype, bt):
     assert len(cands) == len(S.T05_SWAP_CONFIGS if swap else S.T05_STAGE_CONFIGS)
     for cfg in cands:
         assert cfg["BK"] * dtype.itemsize == 128 and bool(cfg.get("SWAP")) == swap, cfg
-        assert (cfg["BM"], cfg["BN"]) in (((256, 128), ) if swap else ((128, 256), (128, 128), (192, 128), (192, 192),
-                                                                        (192, 96))), cfg
+        assert (cfg["BM"], cfg["BN"]) in (((256, 128), (192, 128)) if swap else ((128, 256), (128, 128), (192, 128),
+                                                                                  (192, 192), (192, 96))), cfg
         assert S.t05_smem_bytes(cfg, dtype.itemsize, out.itemsize) <= S.SMEM_BUDGET, cfg
         assert t05._warps(cfg) * 16 * cfg["CONSUMERS"] == (128 if swap else cfg["BM"]), cfg  # the MMA's rows, 16 a warp
         assert cfg["CONSUMERS"] == 1 or not swap  # swapped: one 8-warp partition (ptxas pipelines it)
@@ -1312,36 +1312,48 @@ def test_warp_specialized_192_rows_three_consumers_in_the_ptx():
             t05._args(p, bad, num_sms=132)
 
 
-def test_warp_specialized_wide_b_tile_in_two_boxes_in_the_ptx():
-    """A tile of 192 (or 96) of B's columns, which no power-of-two box or Gluon buffer describes,
-    arrives as two TMA boxes (128 + 64, 64 + 32) into two rings, and each consumer issues one
-    wgmma a box per k-step (m64n128 and m64n64 on the same A) into two accumulators, stored in
-    slices as wide as the narrower box; the shared memory is what t05_smem_bytes budgets. Other
-    widths, and the swapped form, are refused with the reason."""
+def test_warp_specialized_wide_n_side_in_two_boxes_in_the_ptx(tmp_path):
+    """A tile whose MMA N side is 192 (or 96) long, which no power-of-two box or Gluon buffer
+    describes, arrives as two TMA boxes (128 + 64, 64 + 32) into two rings: B's columns, or in the
+    swapped TF32 form A's rows. Each consumer issues one wgmma a box per k-step (m64n128 and
+    m64n64 on the same A operand; swapped, the same registers) into two accumulators, stored in
+    slices as long as the narrower box over SPLIT; the shared memory is what t05_smem_bytes
+    budgets; no spills. Other lengths are refused with the reason."""
     import re
 
     from tilegemm.kernels.tensorcore import _problem as C
     from tilegemm.kernels.tensorcore import t05_warp_specialized as t05
     from tilegemm.tuning import space as S
 
-    for cfg, dtype, out, shapes in (
-            (S.t05_cfg(192, 192, 64, 4, 1, 3), torch.bfloat16, None, {"m64n128k16", "m64n64k16"}),
-            (S.t05_cfg(192, 96, 64, 5, 1, 3), torch.float16, torch.float32, {"m64n64k16", "m64n32k16"}),
-            (S.t05_cfg(192, 192, 128, 4, 1, 3), torch.float8_e4m3fn, None, {"m64n128k32", "m64n64k32"})):
-        assert t05.b_boxes(cfg) == (cfg["BN"] * 2 // 3, cfg["BN"] // 3)
+    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas-blackwell"
+    for cfg, dtype, out, shapes, box in (
+            (S.t05_cfg(192, 192, 64, 4, 1, 3), torch.bfloat16, None, {"m64n128k16", "m64n64k16"}, [64, 64]),
+            (S.t05_cfg(192, 96, 64, 5, 1, 3), torch.float16, torch.float32, {"m64n64k16", "m64n32k16"}, [64, 32]),
+            (S.t05_cfg(192, 192, 128, 4, 1, 3), torch.float8_e4m3fn, None, {"m64n128k32", "m64n64k32"}, [64, 64]),
+            (S.t05_cfg(192, 128, 32, 5, 2, 1, swap=True), torch.float32, None, {"m64n128k8", "m64n64k8"}, [32, 128])):
+        n = cfg["BM" if cfg.get("SWAP") else "BN"]
+        assert t05.n_boxes(cfg) == (n * 2 // 3, n // 3) and t05.epilogue_box(cfg) == box
         k = t05.compile_for_sm90(cfg, dtype, out_dtype=out, b_t=dtype == torch.float8_e4m3fn)
         ptx = k.asm["ptx"]
         assert set(re.findall(r"wgmma\.mma_async\.sync\.aligned\.(m\d+n\d+k\d+)\.", ptx)) == shapes, cfg
-        size = dtype.itemsize if hasattr(dtype, "itemsize") else 1
-        assert k.metadata.shared <= S.t05_smem_bytes(cfg, size, (out or torch.bfloat16).itemsize) \
+        size = 1 if dtype == torch.float8_e4m3fn else dtype.itemsize
+        assert k.metadata.shared <= S.t05_smem_bytes(cfg, size, (out or (torch.bfloat16 if size == 1 else dtype)).itemsize) \
             <= k.metadata.shared + 512, cfg
-    assert t05.epilogue_cols(S.t05_cfg(192, 192, 64, 4, 2, 3)) == 32 and t05.b_boxes(S.t05_cfg(128, 256, 64, 3)) == (256, 0)
+        if ptxas.exists():
+            src = tmp_path / "k.ptx"
+            src.write_text(ptx)
+            log = subprocess.run([str(ptxas), "-arch=sm_90a", "-v", str(src), "-o", str(src.with_suffix(".cubin"))],
+                                 capture_output=True, text=True).stderr
+            assert " 0 bytes spill stores" in log and "C7512" not in log, (cfg, log[-600:])
+    assert t05.n_boxes(S.t05_cfg(128, 256, 64, 3)) == (256, 0)
     x = torch.empty(1000, 512, dtype=torch.bfloat16)
     p = C.Problem(x, torch.empty(512, 1000, dtype=torch.bfloat16), torch.empty(1000, 1000, dtype=torch.bfloat16), "bf16")
     with pytest.raises(ValueError, match="a tile of 160 columns"):
         t05._args(p, S.t05_cfg(128, 160, 64, 4, 1, 2), num_sms=132)
-    with pytest.raises(ValueError, match="a tile of 192 columns"):
-        t05.b_boxes(S.t05_cfg(256, 192, 32, 4, 1, 1, swap=True))
+    f = torch.empty(1000, 512)
+    tf32 = C.Problem(f, torch.empty(512, 1000), torch.empty(1000, 1000), "tf32")  # B row-major: swapped
+    with pytest.raises(ValueError, match="C's 192 columns are the MMA's rows"):
+        t05._args(tf32, S.t05_cfg(256, 192, 32, 4, 1, 1, swap=True), num_sms=132)
 
 
 def test_t05_tiles_handed_to_t03_and_t02_are_powers_of_two():

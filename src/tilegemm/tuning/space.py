@@ -474,6 +474,10 @@ T05_STAGE_CONFIGS = (
 T05_SWAP_CONFIGS = (
     (256, 128, 64, 4, 4, 1),  # 4 stages (192 KB), C stored in four 64×128 FP32 slices
     (256, 128, 64, 3, 2, 1),  # 3 stages (144 KB), two 128×128 slices
+    # 192 of C's rows, the MMA's N side as two boxes of A (128 + 64, two wgmmas a k-step): 384
+    # tiles at 3072² (2.9 waves) where 256×128 makes 288 (2.2, run as 3; docs/perf-notes.md, 108)
+    (192, 128, 64, 4, 1, 1),  # 4 stages (160 KB), C in 64-row slices
+    (192, 128, 64, 5, 2, 1),  # 5 stages (200 KB), 32-row slices
 )
 
 
@@ -483,12 +487,12 @@ def t05_cfg(bm, bn, bk, stages, split=1, consumers=1, group=8, swap=False) -> di
 
 
 def t05_smem_bytes(c: dict, in_size: int, out_size: int) -> int:
-    """The ring, the C slices (one per consumer partition) and the barriers. A C slice is BN/SPLIT
-    columns wide, or where B's tile is two boxes (BN = 192 or 96: 2/3 and 1/3 of it) the narrower
-    box's over SPLIT (t05.epilogue_cols)."""
+    """The ring, the C slices (one per consumer partition) and the barriers. A C slice spans the
+    MMA's rows (C's rows; swapped, its columns) and 1/SPLIT of its N side, or where that side is
+    two boxes (192 or 96: 2/3 and 1/3 of it) the narrower box's 1/SPLIT (t05.epilogue_box)."""
     ring = (c["BM"] + c["BN"]) * c["BK"] * in_size * c["STAGES"]
-    cols = (c["BN"] // 3 if c["BN"] % 3 == 0 else c["BN"]) // c["SPLIT"]
-    return ring + c["BM"] * cols * out_size + 512  # + barriers and alignment
+    n, rows = (c["BM"], c["BN"]) if c.get("SWAP") else (c["BN"], c["BM"])
+    return ring + rows * (n // 3 if n % 3 == 0 else n) // c["SPLIT"] * out_size + 512  # + barriers and alignment
 
 
 def t05_worth_tuning(p: P.Problem) -> bool:

@@ -25,11 +25,12 @@ Triton's explicit layer, where the kernel states its partitions, barriers and sh
   (A_PIECES), one per consumer. The point is the
   count of tiles: 3072² is 384 of them for 132 SMs (2.9 waves, run as 3) where 128×256 makes
   288 (2.2 waves, also run as 3), so the last wave is nearly full instead of a fifth full.
-  With WIDE, B's tile is 192 (or 96) columns, again no power of two: the producer copies it as
-  two boxes, 128 + 64 (64 + 32), into two rings, and each consumer issues two wgmmas a k-step on
-  the same A stage (m64n128 and m64n64) into two accumulators, stored in slices as wide as the
-  narrower box. 192×192 reads (192 + 192)/(192·192) elements a MAC, 0.79× 192×128's, and makes
-  256 tiles at 3000² (1.94 waves); 192×96 makes 128 at 1536² (one wave, 0.97 full).
+  With WIDE, the MMA's N side is 192 (or 96) long, again no power of two: B's columns, or in the
+  swapped form A's rows (a 192×128 TF32 tile). The producer copies it as two boxes, 128 + 64
+  (64 + 32), into two rings, and each consumer issues two wgmmas a k-step on the same A operand
+  (m64n128 and m64n64; swapped, the same registers) into two accumulators, stored in slices as
+  long as the narrower box. 192×192 reads (192 + 192)/(192·192) elements a MAC, 0.79× 192×128's,
+  and makes 256 tiles at 3000² (1.94 waves); 192×96 makes 128 at 1536² (one wave, 0.97 full).
 
 Operands: A row-major (M×K); B row-major (K×N) or column-major (B_T); C row-major,
 FP16/BF16/FP32. Inputs FP16, BF16, FP8 (e4m3/e5m2, per-tensor scales applied in the epilogue) or
@@ -86,16 +87,16 @@ def _tile(t, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
 
 
 @gluon.jit
-def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, M, N, K,
+def _producer(a_desc, b_desc, n2_desc, a_bufs, b_bufs, n2_bufs, ready, empty, M, N, K,
               BN: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr, B_T: gl.constexpr,
-              A_PIECES: gl.constexpr, WIDE: gl.constexpr):
+              SWAP: gl.constexpr, A_PIECES: gl.constexpr, WIDE: gl.constexpr):
     PR: gl.constexpr = a_desc.block_type.shape[0]
-    BM: gl.constexpr = PR * A_PIECES
+    BM: gl.constexpr = ((PR + n2_desc.block_type.shape[0]) if SWAP else PR * A_PIECES) if WIDE else PR * A_PIECES
     BK: gl.constexpr = a_desc.block_type.shape[1]
     STAGES: gl.constexpr = b_bufs.type.shape[0]
     BN0: gl.constexpr = b_bufs.type.shape[1] if B_T else b_bufs.type.shape[2]
     nbytes: gl.constexpr = (A_PIECES * a_desc.block_type.nbytes + b_desc.block_type.nbytes
-                            + (b2_desc.block_type.nbytes if WIDE else 0))
+                            + (n2_desc.block_type.nbytes if WIDE else 0))
     num_pid_m = gl.cdiv(M, BM)
     num_pid_n = gl.cdiv(N, BN)
     i = 0  # k-steps issued by this program, over all its tiles: stage i % STAGES, lap i // STAGES
@@ -110,12 +111,15 @@ def _producer(a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, M,
                 _tma_load(a_desc, [pid_m * BM + j * PR, kk * BK], ready.index(s), a_bufs.index(s * A_PIECES + j))
             if B_T:
                 _tma_load(b_desc, [pid_n * BN, kk * BK], ready.index(s), b_bufs.index(s))
-                if WIDE:
-                    _tma_load(b2_desc, [pid_n * BN + BN0, kk * BK], ready.index(s), b2_bufs.index(s))
+                if WIDE:  # (swapped B is row-major)
+                    _tma_load(n2_desc, [pid_n * BN + BN0, kk * BK], ready.index(s), n2_bufs.index(s))
             else:
                 _tma_load(b_desc, [kk * BK, pid_n * BN], ready.index(s), b_bufs.index(s))
-                if WIDE:
-                    _tma_load(b2_desc, [kk * BK, pid_n * BN + BN0], ready.index(s), b2_bufs.index(s))
+                if WIDE:  # the MMA's N side's second box: A's last rows swapped, else B's last columns
+                    if SWAP:
+                        _tma_load(n2_desc, [pid_m * BM + PR, kk * BK], ready.index(s), n2_bufs.index(s))
+                    else:
+                        _tma_load(n2_desc, [kk * BK, pid_n * BN + BN0], ready.index(s), n2_bufs.index(s))
             i += 1
 
 
@@ -143,6 +147,17 @@ def _a_rows(a_bufs, s, STAGES: gl.constexpr, ROW0: gl.constexpr, ROWS: gl.conste
 
 
 @gluon.jit
+def _swapped_a(b_bufs, s, ROW0: gl.constexpr, ROWS: gl.constexpr, reg_a: gl.constexpr):
+    """Swapped, the MMA's A operand: stage s's B tile (N-major, which 32-bit wgmma cannot read from
+    shared memory), its columns ROW0 … ROW0+ROWS-1, transposed into registers."""
+    b = b_bufs.index(s)
+    BN: gl.constexpr = b.type.shape[1]
+    if ROWS != BN:
+        b = b.slice(ROW0, ROWS, dim=1)
+    return b.permute((1, 0)).load(reg_a)
+
+
+@gluon.jit
 def _k_step(acc, a_bufs, b_bufs, ready, empty, i, kk, prev, reg_a: gl.constexpr, B_T: gl.constexpr,
             SWAP: gl.constexpr, ROW0: gl.constexpr):
     """The consumer's k-step kk, its i-th over all its tiles: wait for stage i % STAGES, issue its
@@ -153,12 +168,8 @@ def _k_step(acc, a_bufs, b_bufs, ready, empty, i, kk, prev, reg_a: gl.constexpr,
     s = i % STAGES
     mbarrier.wait(ready.index(s), (i // STAGES) & 1)
     if SWAP:
-        b = b_bufs.index(s)
-        BN: gl.constexpr = b.type.shape[1]
-        if ROWS != BN:
-            b = b.slice(ROW0, ROWS, dim=1)
-        acc = warpgroup_mma(b.permute((1, 0)).load(reg_a), a_bufs.index(s).permute((1, 0)), acc, use_acc=kk > 0,
-                            is_async=True)
+        acc = warpgroup_mma(_swapped_a(b_bufs, s, ROW0, ROWS, reg_a), a_bufs.index(s).permute((1, 0)), acc,
+                            use_acc=kk > 0, is_async=True)
     else:
         b = b_bufs.index(s)
         if B_T:
@@ -172,22 +183,29 @@ def _k_step(acc, a_bufs, b_bufs, ready, empty, i, kk, prev, reg_a: gl.constexpr,
 
 
 @gluon.jit
-def _k_step_wide(acc, acc2, a_bufs, b_bufs, b2_bufs, ready, empty, i, kk, prev, B_T: gl.constexpr,
-                 ROW0: gl.constexpr):
-    """_k_step for a tile whose B arrives in two boxes (WIDE): two wgmmas on one stage of A, one a
-    box; both of this step stay in flight, the previous step's two have retired when its stage is
+def _k_step_wide(acc, acc2, a_bufs, b_bufs, n2_bufs, ready, empty, i, kk, prev, reg_a: gl.constexpr,
+                 B_T: gl.constexpr, SWAP: gl.constexpr, ROW0: gl.constexpr):
+    """_k_step for a tile whose MMA N side arrives in two boxes (WIDE: B's columns, or swapped A's
+    rows): two wgmmas on one stage, one a box, on the same A operand (swapped: the same registers);
+    both of this step stay in flight, the previous step's two have retired when its stage is
     freed. Returns (acc, acc2, this step's stage)."""
     STAGES: gl.constexpr = b_bufs.type.shape[0]
+    ROWS: gl.constexpr = acc.type.shape[0]
     s = i % STAGES
     mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-    a = _a_rows(a_bufs, s, STAGES, ROW0, acc.type.shape[0])
-    b = b_bufs.index(s)
-    b2 = b2_bufs.index(s)
-    if B_T:
-        b = b.permute((1, 0))
-        b2 = b2.permute((1, 0))
-    acc = warpgroup_mma(a, b, acc, use_acc=kk > 0, is_async=True)
-    acc2 = warpgroup_mma(a, b2, acc2, use_acc=kk > 0, is_async=True)
+    if SWAP:
+        x = _swapped_a(b_bufs, s, ROW0, ROWS, reg_a)
+        acc = warpgroup_mma(x, a_bufs.index(s).permute((1, 0)), acc, use_acc=kk > 0, is_async=True)
+        acc2 = warpgroup_mma(x, n2_bufs.index(s).permute((1, 0)), acc2, use_acc=kk > 0, is_async=True)
+    else:
+        a = _a_rows(a_bufs, s, STAGES, ROW0, ROWS)
+        b = b_bufs.index(s)
+        b2 = n2_bufs.index(s)
+        if B_T:
+            b = b.permute((1, 0))
+            b2 = b2.permute((1, 0))
+        acc = warpgroup_mma(a, b, acc, use_acc=kk > 0, is_async=True)
+        acc2 = warpgroup_mma(a, b2, acc2, use_acc=kk > 0, is_async=True)
     acc, acc2 = warpgroup_mma_wait(2, deps=(acc, acc2))
     mbarrier.arrive(empty.index(prev), count=1, pred=kk > 0)
     return acc, acc2, s
@@ -214,23 +232,25 @@ def _epilogue(acc, c_desc, c_smem, row, col, SWAP: gl.constexpr):
 
 
 @gluon.jit
-def _consumer(a_desc, b_desc, b2_desc, c_desc, a_bufs, b_bufs, b2_bufs, ready, empty, c_bufs, i_ptr, sa_ptr, sb_ptr,
+def _consumer(a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr, sa_ptr, sb_ptr,
               M, N, K, BN: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr, B_T: gl.constexpr,
               SWAP: gl.constexpr, HAS_SCALE: gl.constexpr, HAS_BIAS: gl.constexpr, ROWS: gl.constexpr,
               ROW0: gl.constexpr, WARPS: gl.constexpr, A_PIECES: gl.constexpr, WIDE: gl.constexpr):
     """Rows ROW0 … ROW0+ROWS-1 of every tile of the MMA (C's rows, or with SWAP C's columns: the
     MMA computes C^T = B^T·A^T), on WARPS warps (ROWS = 16·WARPS). HAS_BIAS: C's row of N at
-    i_ptr added to every row (a linear layer's bias). WIDE: B's tile in two boxes, BN0 columns
-    and BN1 = BN - BN0 more, each with its own wgmma and accumulator (acc, acc2)."""
-    BM: gl.constexpr = a_desc.block_type.shape[0] * A_PIECES
+    i_ptr added to every row (a linear layer's bias). WIDE: the MMA's N side (B's columns, or
+    swapped A's rows) in two boxes, N0 and N1 = N0/2 long, each with its own wgmma and
+    accumulator (acc, acc2)."""
+    PR: gl.constexpr = a_desc.block_type.shape[0]
+    BM: gl.constexpr = ((PR + n2_desc.block_type.shape[0]) if SWAP else PR * A_PIECES) if WIDE else PR * A_PIECES
     BK: gl.constexpr = a_desc.block_type.shape[1]
-    BN0: gl.constexpr = b_bufs.type.shape[1] if B_T else b_bufs.type.shape[2]
-    MMA_N: gl.constexpr = BM if SWAP else BN0
+    N0: gl.constexpr = PR if SWAP else (b_bufs.type.shape[1] if B_T else b_bufs.type.shape[2])
+    N1: gl.constexpr = (n2_desc.block_type.shape[0] if SWAP else
+                        (n2_desc.block_type.shape[0] if B_T else n2_desc.block_type.shape[1])) if WIDE else N0
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, MMA_N, 256 // a_desc.dtype.primitive_bitwidth])
+        version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, N0, 256 // a_desc.dtype.primitive_bitwidth])
     acc2_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BN - BN0 if WIDE else MMA_N,
-                                                               256 // a_desc.dtype.primitive_bitwidth])
+        version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, N1, 256 // a_desc.dtype.primitive_bitwidth])
     # with SWAP, B's tile (N-major in shared memory, which 32-bit wgmma cannot read) is the MMA's
     # A operand, loaded into registers, where wgmma has no layout rule
     reg_a: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout,
@@ -241,9 +261,9 @@ def _consumer(a_desc, b_desc, b2_desc, c_desc, a_bufs, b_bufs, b2_bufs, ready, e
     i = 0
     for t in range(gl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
         pid_m, pid_n = _tile(t, num_pid_m, num_pid_n, GROUP_M)
-        acc = gl.zeros((ROWS, MMA_N), gl.float32, acc_layout)
+        acc = gl.zeros((ROWS, N0), gl.float32, acc_layout)
         if WIDE:
-            acc2 = gl.zeros((ROWS, BN - BN0), gl.float32, acc2_layout)
+            acc2 = gl.zeros((ROWS, N1), gl.float32, acc2_layout)
         prev = 0
         n_k = gl.cdiv(K, BK)
         if SWAP:
@@ -252,19 +272,31 @@ def _consumer(a_desc, b_desc, b2_desc, c_desc, a_bufs, b_bufs, b2_bufs, ready, e
             # retired the wgmma reading it. In a one-step loop each step's loads overwrite the
             # registers of the wgmma still in flight, which PTX leaves undefined (on the H200 it
             # gave wrong results with one 8-warp partition; docs/perf-notes.md, 26).
-            for kk in range(0, n_k - 1, 2):
-                acc, prev = _k_step(acc, a_bufs, b_bufs, ready, empty, i, kk, prev, reg_a, B_T, SWAP, ROW0)
-                acc, prev = _k_step(acc, a_bufs, b_bufs, ready, empty, i + 1, kk + 1, prev, reg_a, B_T, SWAP,
-                                    ROW0)
-                i += 2
-            if n_k % 2 == 1:
-                acc, prev = _k_step(acc, a_bufs, b_bufs, ready, empty, i, n_k - 1, prev, reg_a, B_T, SWAP,
-                                    ROW0)
-                i += 1
+            if WIDE:
+                for kk in range(0, n_k - 1, 2):
+                    acc, acc2, prev = _k_step_wide(acc, acc2, a_bufs, b_bufs, n2_bufs, ready, empty, i, kk, prev,
+                                                   reg_a, B_T, SWAP, ROW0)
+                    acc, acc2, prev = _k_step_wide(acc, acc2, a_bufs, b_bufs, n2_bufs, ready, empty, i + 1, kk + 1,
+                                                   prev, reg_a, B_T, SWAP, ROW0)
+                    i += 2
+                if n_k % 2 == 1:
+                    acc, acc2, prev = _k_step_wide(acc, acc2, a_bufs, b_bufs, n2_bufs, ready, empty, i, n_k - 1,
+                                                   prev, reg_a, B_T, SWAP, ROW0)
+                    i += 1
+            else:
+                for kk in range(0, n_k - 1, 2):
+                    acc, prev = _k_step(acc, a_bufs, b_bufs, ready, empty, i, kk, prev, reg_a, B_T, SWAP, ROW0)
+                    acc, prev = _k_step(acc, a_bufs, b_bufs, ready, empty, i + 1, kk + 1, prev, reg_a, B_T, SWAP,
+                                        ROW0)
+                    i += 2
+                if n_k % 2 == 1:
+                    acc, prev = _k_step(acc, a_bufs, b_bufs, ready, empty, i, n_k - 1, prev, reg_a, B_T, SWAP,
+                                        ROW0)
+                    i += 1
         elif WIDE:
             for kk in range(n_k):
-                acc, acc2, prev = _k_step_wide(acc, acc2, a_bufs, b_bufs, b2_bufs, ready, empty, i, kk, prev, B_T,
-                                               ROW0)
+                acc, acc2, prev = _k_step_wide(acc, acc2, a_bufs, b_bufs, n2_bufs, ready, empty, i, kk, prev, reg_a,
+                                               B_T, SWAP, ROW0)
                 i += 1
         else:
             for kk in range(n_k):
@@ -283,42 +315,50 @@ def _consumer(a_desc, b_desc, b2_desc, c_desc, a_bufs, b_bufs, b2_bufs, ready, e
             if SWAP:
                 cols = pid_n * BN + ROW0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, acc_layout))
                 acc = acc + gl.expand_dims(gl.load(i_ptr + cols, mask=cols < N, other=0.0).to(gl.float32), 1)
+                if WIDE:
+                    cols2 = pid_n * BN + ROW0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, acc2_layout))
+                    acc2 = acc2 + gl.expand_dims(gl.load(i_ptr + cols2, mask=cols2 < N, other=0.0).to(gl.float32), 1)
             else:
-                cols = pid_n * BN + gl.arange(0, MMA_N, layout=gl.SliceLayout(0, acc_layout))
+                cols = pid_n * BN + gl.arange(0, N0, layout=gl.SliceLayout(0, acc_layout))
                 acc = acc + gl.expand_dims(gl.load(i_ptr + cols, mask=cols < N, other=0.0).to(gl.float32), 0)
                 if WIDE:
-                    cols2 = pid_n * BN + BN0 + gl.arange(0, BN - BN0, layout=gl.SliceLayout(0, acc2_layout))
+                    cols2 = pid_n * BN + N0 + gl.arange(0, N1, layout=gl.SliceLayout(0, acc2_layout))
                     acc2 = acc2 + gl.expand_dims(gl.load(i_ptr + cols2, mask=cols2 < N, other=0.0).to(gl.float32), 0)
         if SWAP:
             _epilogue(acc.to(c_desc.dtype), c_desc, c_smem, pid_m * BM, pid_n * BN + ROW0, SWAP)
+            if WIDE:
+                _epilogue(acc2.to(c_desc.dtype), c_desc, c_smem, pid_m * BM + N0, pid_n * BN + ROW0, SWAP)
         else:
             _epilogue(acc.to(c_desc.dtype), c_desc, c_smem, pid_m * BM + ROW0, pid_n * BN, SWAP)
             if WIDE:
-                _epilogue(acc2.to(c_desc.dtype), c_desc, c_smem, pid_m * BM + ROW0, pid_n * BN + BN0, SWAP)
+                _epilogue(acc2.to(c_desc.dtype), c_desc, c_smem, pid_m * BM + ROW0, pid_n * BN + N0, SWAP)
     tma.store_wait(0)
 
 
 @gluon.jit
-def ws_kernel(a_desc, b_desc, b2_desc, c_desc, i_ptr, sa_ptr, sb_ptr, M, N, K, GROUP_M: gl.constexpr,
+def ws_kernel(a_desc, b_desc, n2_desc, c_desc, i_ptr, sa_ptr, sb_ptr, M, N, K, GROUP_M: gl.constexpr,
               NUM_SMS: gl.constexpr, STAGES: gl.constexpr, B_T: gl.constexpr, SWAP: gl.constexpr,
               HAS_SCALE: gl.constexpr, HAS_BIAS: gl.constexpr, CONSUMERS: gl.constexpr, A_PIECES: gl.constexpr,
               WIDE: gl.constexpr, num_warps: gl.constexpr):
     """CONSUMERS = 1: one consumer partition of num_warps warps over the whole tile; 2 or 3:
     as many partitions of num_warps warps, each over its share of the MMA's rows, each freeing
     stages on its own. A's tile arrives in A_PIECES boxes of a_desc's rows (3 for the 192-row
-    tile, which one power-of-two box cannot describe); B's, with WIDE, in two: b_desc's columns
-    and b2_desc's half as many after them (192 = 128 + 64, 96 = 64 + 32; b2_desc is None
-    otherwise). SWAP: the MMA computes C^T = B^T·A^T (B row-major, 32-bit: TF32)."""
-    BM: gl.constexpr = a_desc.block_type.shape[0] * A_PIECES
+    tile, which one power-of-two box cannot describe). With WIDE the MMA's N side arrives in two
+    boxes, the second (n2_desc, None otherwise) half as long as the first: B's columns after
+    b_desc's (192 = 128 + 64, 96 = 64 + 32), or swapped A's rows after a_desc's. SWAP: the MMA
+    computes C^T = B^T·A^T (B row-major, 32-bit: TF32)."""
+    PR: gl.constexpr = a_desc.block_type.shape[0]
+    BM: gl.constexpr = ((PR + n2_desc.block_type.shape[0]) if SWAP else PR * A_PIECES) if WIDE else PR * A_PIECES
     BN0: gl.constexpr = b_desc.block_type.shape[0] if B_T else b_desc.block_type.shape[1]
-    BN: gl.constexpr = BN0 + ((b2_desc.block_type.shape[0] if B_T else b2_desc.block_type.shape[1]) if WIDE else 0)
+    BN: gl.constexpr = (BN0 if SWAP else BN0 + (n2_desc.block_type.shape[0] if B_T else n2_desc.block_type.shape[1])) \
+        if WIDE else BN0
     ROWS: gl.constexpr = (BN if SWAP else BM) // CONSUMERS
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES * A_PIECES] + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
     if WIDE:
-        b2_bufs = gl.allocate_shared_memory(b2_desc.dtype, [STAGES] + b2_desc.block_type.shape, b2_desc.layout)
+        n2_bufs = gl.allocate_shared_memory(n2_desc.dtype, [STAGES] + n2_desc.block_type.shape, n2_desc.layout)
     else:
-        b2_bufs = b_bufs
+        n2_bufs = b_bufs
     c_bufs = gl.allocate_shared_memory(c_desc.dtype, [CONSUMERS] + c_desc.block_type.shape, c_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -327,36 +367,36 @@ def ws_kernel(a_desc, b_desc, b2_desc, c_desc, i_ptr, sa_ptr, sb_ptr, M, N, K, G
         mbarrier.init(empty.index(s), count=CONSUMERS)
     if CONSUMERS == 1:
         gl.warp_specialize([
-            (_consumer, (a_desc, b_desc, b2_desc, c_desc, a_bufs, b_bufs, b2_bufs, ready, empty, c_bufs, i_ptr, sa_ptr, sb_ptr,
+            (_consumer, (a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr, sa_ptr, sb_ptr,
                          M, N, K, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS, 0, num_warps, A_PIECES,
                          WIDE)),
-            (_producer, (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, M, N, K, BN, GROUP_M, NUM_SMS, B_T,
-                         A_PIECES, WIDE)),
+            (_producer, (a_desc, b_desc, n2_desc, a_bufs, b_bufs, n2_bufs, ready, empty, M, N, K, BN, GROUP_M, NUM_SMS, B_T,
+                         SWAP, A_PIECES, WIDE)),
         ], [1], [24])
     elif CONSUMERS == 2:
         gl.warp_specialize([
-            (_consumer, (a_desc, b_desc, b2_desc, c_desc, a_bufs, b_bufs, b2_bufs, ready, empty, c_bufs, i_ptr, sa_ptr, sb_ptr,
+            (_consumer, (a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr, sa_ptr, sb_ptr,
                          M, N, K, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS, 0, num_warps, A_PIECES,
                          WIDE)),
-            (_consumer, (a_desc, b_desc, b2_desc, c_desc, a_bufs, b_bufs, b2_bufs, ready, empty, c_bufs, i_ptr, sa_ptr, sb_ptr,
+            (_consumer, (a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr, sa_ptr, sb_ptr,
                          M, N, K, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS, ROWS, num_warps, A_PIECES,
                          WIDE)),
-            (_producer, (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, M, N, K, BN, GROUP_M, NUM_SMS, B_T,
-                         A_PIECES, WIDE)),
+            (_producer, (a_desc, b_desc, n2_desc, a_bufs, b_bufs, n2_bufs, ready, empty, M, N, K, BN, GROUP_M, NUM_SMS, B_T,
+                         SWAP, A_PIECES, WIDE)),
         ], [num_warps, 1], [240, 24])
     else:
         gl.warp_specialize([
-            (_consumer, (a_desc, b_desc, b2_desc, c_desc, a_bufs, b_bufs, b2_bufs, ready, empty, c_bufs, i_ptr, sa_ptr, sb_ptr,
+            (_consumer, (a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr, sa_ptr, sb_ptr,
                          M, N, K, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS, 0, num_warps, A_PIECES,
                          WIDE)),
-            (_consumer, (a_desc, b_desc, b2_desc, c_desc, a_bufs, b_bufs, b2_bufs, ready, empty, c_bufs, i_ptr, sa_ptr, sb_ptr,
+            (_consumer, (a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr, sa_ptr, sb_ptr,
                          M, N, K, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS, ROWS, num_warps, A_PIECES,
                          WIDE)),
-            (_consumer, (a_desc, b_desc, b2_desc, c_desc, a_bufs, b_bufs, b2_bufs, ready, empty, c_bufs, i_ptr, sa_ptr, sb_ptr,
+            (_consumer, (a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr, sa_ptr, sb_ptr,
                          M, N, K, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS, 2 * ROWS, num_warps, A_PIECES,
                          WIDE)),
-            (_producer, (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, M, N, K, BN, GROUP_M, NUM_SMS, B_T,
-                         A_PIECES, WIDE)),
+            (_producer, (a_desc, b_desc, n2_desc, a_bufs, b_bufs, n2_bufs, ready, empty, M, N, K, BN, GROUP_M, NUM_SMS, B_T,
+                         SWAP, A_PIECES, WIDE)),
         ], [num_warps, num_warps, 1], [160, 160, 24])
 
 
@@ -376,28 +416,35 @@ def maxnreg(cfg: dict) -> int:
 
 def a_pieces(cfg: dict) -> int:
     """TMA boxes in A's tile: one, or one per consumer where BM is not a power of two (192: a
-    Triton descriptor's block, and a Gluon buffer, is a power of two on a side)."""
+    Triton descriptor's block, and a Gluon buffer, is a power of two on a side); swapped, A's
+    192 rows are the MMA's N side, in two boxes (`n_boxes`)."""
     bm = cfg["BM"]
-    return 1 if bm & (bm - 1) == 0 else cfg["CONSUMERS"]
+    return 1 if bm & (bm - 1) == 0 or cfg.get("SWAP") else cfg["CONSUMERS"]
 
 
-def b_boxes(cfg: dict) -> tuple[int, int]:
-    """(BN0, BN1): B's tile as one box of BN columns (BN1 = 0), or where BN is not a power of two
-    (192, 96) as a box of the power of two below it and one of half that (WIDE)."""
-    bn = cfg["BN"]
-    if bn & (bn - 1) == 0:
-        return bn, 0
-    bn0 = 1 << (bn.bit_length() - 1)
-    if 2 * (bn - bn0) != bn0 or cfg.get("SWAP"):
-        raise ValueError(f"t05: configuration {cfg}: a tile of {bn} columns runs as boxes of 2^j and 2^(j-1) "
-                         "columns (192, 96), unswapped")
-    return bn0, bn - bn0
+def n_boxes(cfg: dict) -> tuple[int, int]:
+    """(N0, N1): the MMA's N side (B's columns; swapped, A's rows) as one box (N1 = 0), or where
+    it is not a power of two (192, 96) as a box of the power of two below it and one of half
+    that (WIDE: two wgmmas a k-step)."""
+    swap = bool(cfg.get("SWAP"))
+    n = cfg["BM" if swap else "BN"]
+    if n & (n - 1) == 0:
+        return n, 0
+    n0 = 1 << (n.bit_length() - 1)
+    if 2 * (n - n0) != n0:
+        raise ValueError(f"t05: configuration {cfg}: a tile of {n} {'rows' if swap else 'columns'} runs as boxes "
+                         "of 2^j and 2^(j-1) (192, 96)")
+    return n0, n - n0
 
 
-def epilogue_cols(cfg: dict) -> int:
-    """Columns of C in one epilogue slice (unswapped): B's narrower box over SPLIT."""
-    bn0, bn1 = b_boxes(cfg)
-    return (bn1 or bn0) // cfg["SPLIT"]
+def epilogue_box(cfg: dict) -> list[int]:
+    """C's block in one epilogue slice of one consumer partition: its share of the MMA's rows
+    (C's rows; swapped, C's columns) × the N side's narrower box over SPLIT."""
+    swap, consumers, split = bool(cfg.get("SWAP")), cfg["CONSUMERS"], cfg["SPLIT"]
+    n0, n1 = n_boxes(cfg)
+    if swap:
+        return [(n1 or n0) // split, cfg["BN"] // consumers]
+    return [cfg["BM"] // consumers, (n1 or n0) // split]
 
 
 def _row_major(x: torch.Tensor) -> bool:
@@ -440,12 +487,14 @@ def _args(p: P.Problem, cfg: dict, num_sms: int | None = None, a=None, b=None):
     a = t03._squeeze(p.a) if a is None else a
     b = t03._squeeze(p.b) if b is None else b
     c = t03._squeeze(p.c)
-    bm, bn, bk, consumers, split = cfg["BM"], cfg["BN"], cfg["BK"], cfg["CONSUMERS"], cfg["SPLIT"]
+    bm, bn, bk, consumers = cfg["BM"], cfg["BN"], cfg["BK"], cfg["CONSUMERS"]
     b_t, swap = _col_major(b), bool(cfg.get("SWAP"))
     pieces = a_pieces(cfg)
-    if bm & (bm - 1) and (swap or bm != 64 * consumers):
+    if bm & (bm - 1) and (bm != 64 * consumers if not swap else consumers > 2):
         raise ValueError(f"t05: configuration {cfg}: a tile of {bm} rows (not a power of two) runs as 64 rows "
-                         "a consumer partition, unswapped")
+                         "a consumer partition, or swapped as two boxes on one or two partitions")
+    if swap and bn & (bn - 1):
+        raise ValueError(f"t05: configuration {cfg}: swapped, C's {bn} columns are the MMA's rows, a power of two")
     if swap != P.swapped_tf32(p):
         raise ValueError(f"t05: configuration {cfg} does not fit {a.dtype} with B "
                          f"{'column' if b_t else 'row'}-major (the swapped form is for TF32 with a row-major B)")
@@ -456,17 +505,19 @@ def _args(p: P.Problem, cfg: dict, num_sms: int | None = None, a=None, b=None):
         shape, strides = (list(x.shape)[::-1], list(x.stride())[::-1]) if trans else (list(x.shape), list(x.stride()))
         return TensorDescriptor(x, shape, strides, block, layout)
 
-    bn0, bn1 = b_boxes(cfg)
+    n0, n1 = n_boxes(cfg)
 
     def b_desc(cols):
         return desc(b, [cols, bk], trans=True) if b_t else desc(b, [bk, cols])
 
     sms = min(num_sms or P.num_sms(p.a.device), ceil_div(p.m, bm) * ceil_div(p.n, bn))
     i, sa, sb = P.epilogue_args(p)  # C itself where there is no bias or there are no scales (never read then)
-    c_block = [bm // split, bn // consumers] if swap else [bm // consumers, epilogue_cols(cfg)]
-    args = [desc(a, [bm // pieces, bk]), b_desc(bn0), b_desc(bn1) if bn1 else None,
-            desc(c, c_block), i, sa, sb, p.m, p.n, p.k, cfg["GROUP_M"], sms, cfg["STAGES"], b_t, swap,
-            p.scale_a is not None, p.has_beta, consumers, pieces, bool(bn1)]
+    if swap:  # the N side is A's rows: a box of n0 of them, and with WIDE one of n1 after it
+        descs = [desc(a, [n0, bk]), b_desc(bn), desc(a, [n1, bk]) if n1 else None]
+    else:
+        descs = [desc(a, [bm // pieces, bk]), b_desc(n0), b_desc(n1) if n1 else None]
+    args = descs + [desc(c, epilogue_box(cfg)), i, sa, sb, p.m, p.n, p.k, cfg["GROUP_M"], sms, cfg["STAGES"], b_t,
+                    swap, p.scale_a is not None, p.has_beta, consumers, pieces, bool(n1)]
     return (sms, ), args
 
 
@@ -510,7 +561,7 @@ def compile_for_sm90(cfg: dict, dtype=torch.bfloat16, out_dtype=None, b_t: bool 
     names = ws_kernel.arg_names
     first_const = names.index("GROUP_M")
     consts = dict(zip(names[first_const:], args[first_const:]), num_warps=_warps(cfg))
-    consts.update({n: None for n, v in zip(names, args) if v is None})  # b2_desc where B is one box
+    consts.update({n: None for n, v in zip(names, args) if v is None})  # n2_desc where the N side is one box
     sig = {n: "constexpr" if n in consts else ("i32" if n in ("M", "N", "K") else mangle_type(v))
            for n, v in zip(names, args + [None])}
     src = GluonASTSource(fn=ws_kernel, signature=sig, constexprs=consts)
