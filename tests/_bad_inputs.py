@@ -190,7 +190,7 @@ CASES = [
     Case("out", "out overlapping an input (another view of one buffer)", _overlapping, "LayoutError",
          "shares memory with a"),
     Case("out", "out a broadcast view (one row repeated: stride 0; torch refuses the same)", _broadcast_out,
-         "LayoutError", "elements that share memory"),
+         "LayoutError", "its elements share memory"),
     Case("out", "out of another kind (a torch tensor for NumPy operands)",
          lambda: _mm(_f32(*_A), _f32(*_B), out=__import__("torch").empty(3, 5)), "DTypeError", "they must match"),
     Case("out", "out a Python list", lambda: _mm(_f32(*_A), _f32(*_B), out=[[0.0] * 5] * 3), "DTypeError",
@@ -223,9 +223,14 @@ CASES = [
          lambda: _gemm(_f32(*_A), _f32(*_B), beta=__import__("torch").tensor(1.0), c=_f32(3, 5)), "DTypeError",
          "beta must be a real number"),
     Case("gemm", "gemm with c a broadcast bias row (gemm writes C into c)", None, "LayoutError",
-         "elements that share memory", env={"TRITON_INTERPRET": "1"},
+         "its elements share memory", env={"TRITON_INTERPRET": "1"},
          code="import torch, tilegemm; a = torch.ones(3, 4); tilegemm.gemm(a, torch.ones(4, 5), precision='ieee', "
               "beta=1.0, c=torch.zeros(5).expand(3, 5))"),
+    Case("gemm", "gemm with c a writeable NumPy view of one row repeated (its copy on the GPU would not be)", None,
+         "LayoutError", "its elements share memory", env={"TRITON_INTERPRET": "1"},
+         code="import numpy as np, tilegemm; c = np.lib.stride_tricks.as_strided(np.zeros(5, np.float32), (3, 5), "
+              "(0, 4), writeable=True); tilegemm.gemm(np.ones((3, 4), np.float32), np.ones((4, 5), np.float32), "
+              "precision='ieee', beta=1.0, c=c)"),
     Case("gemm", "gemm on a machine without a GPU (and without TRITON_INTERPRET=1)",
          lambda: _gemm(_f32(*_A), _f32(*_B)), "DeviceError", "needs a CUDA GPU", cpu_only=True),
     # ---- values

@@ -218,17 +218,26 @@ def test_out_overlapping_an_input_is_refused():
 def test_self_overlapping_layouts():
     """An array whose elements share memory (a broadcast view, or strides shorter than the
     dimensions inside them) cannot take a result; views that skip memory, transpose or reverse
-    can. torch and NumPy layouts (strides in elements and in bytes) alike."""
+    can, and so can an empty one. torch, NumPy and __cuda_array_interface__ layouts (strides in
+    elements and in bytes) alike. The test is conservative: an interleaved layout whose elements
+    are in fact distinct is refused too (its docstring says so)."""
     from tilegemm import arrays
+
+    class CAI:  # a device array as Numba and CuPy describe theirs (strides in bytes, None: C order)
+        def __init__(self, shape, strides):
+            self.__cuda_array_interface__ = dict(shape=shape, strides=strides, typestr="<f4", data=(0, False),
+                                                 version=3)
 
     x = np.zeros((6, 8), np.float32)
     st = np.lib.stride_tricks.as_strided
-    for ok in (x, x.T, x[:, ::2], x[::-1], x[:1], np.zeros((0, 3)), torch.zeros(6, 8).t(), torch.zeros(4, 1, 3)[:, :, 1:],
-               torch.zeros(5).expand(1, 5), torch.zeros(2, 3, 4).permute(2, 0, 1)):
-        assert not arrays.self_overlapping(ok), ok.shape
+    for ok in (x, x.T, x[:, ::2], x[::-1], x[::-1, ::-2], x[:1], st(x, (6, 8), (32, 4)), torch.zeros(6, 8).t(),
+               torch.zeros(4, 1, 3)[:, :, 1:], torch.zeros(5).expand(1, 5), torch.zeros(2, 3, 4).permute(2, 0, 1),
+               torch.zeros(1, 0).expand(3, 0), CAI((3, 5), None), CAI((3, 5), (4, 12)), CAI((3, 5), (40, 4))):
+        assert not arrays.self_overlapping(ok), ok.shape if hasattr(ok, "shape") else ok.__cuda_array_interface__
     for bad in (st(x, (3, 8), (0, 4)), st(x, (3, 5), (8, 4)), torch.zeros(5).expand(3, 5), torch.zeros(3, 1).expand(3, 4),
-                torch.zeros(6, 8).as_strided((4, 4), (2, 1)), torch.zeros(2, 4).unsqueeze(0).expand(3, 2, 4)):
-        assert arrays.self_overlapping(bad), bad.shape
+                torch.zeros(6, 8).as_strided((4, 4), (2, 1)), torch.zeros(2, 4).unsqueeze(0).expand(3, 2, 4),
+                CAI((3, 5), (0, 4)), CAI((3, 5), (8, 4)), torch.zeros(20).as_strided((3, 5), (2, 3))):
+        assert arrays.self_overlapping(bad), bad.shape if hasattr(bad, "shape") else bad.__cuda_array_interface__
 
 
 def test_broadcast_out_is_refused():
@@ -238,9 +247,11 @@ def test_broadcast_out_is_refused():
     row = torch.zeros(5)
     with pytest.raises(RuntimeError):
         torch.matmul(a, b, out=row.expand(3, 5))
-    with pytest.raises(tilegemm.LayoutError, match="elements that share memory"):
+    with pytest.raises(tilegemm.LayoutError, match="its elements share memory"):
         tilegemm.matmul(a, b, out=row.expand(3, 5))
     assert (row == 0).all()
+    tilegemm.matmul(torch.ones(3, 0), torch.ones(0, 5), out=torch.zeros(1, 5).expand(3, 5).clone())
+    tilegemm.matmul(torch.ones(3, 0), torch.ones(0, 0), out=torch.zeros(1, 0).expand(3, 0))  # empty: as torch
 
 
 def test_read_only_out():

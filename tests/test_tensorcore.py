@@ -1318,9 +1318,12 @@ def test_warp_specialized_wide_n_side_in_two_boxes_in_the_ptx(tmp_path):
     swapped TF32 form A's rows. Each consumer issues one wgmma a box per k-step (m64n128 and
     m64n64 on the same A operand; swapped, the same registers) into two accumulators, stored in
     slices as long as the narrower box over SPLIT; the shared memory is what t05_smem_bytes
-    budgets; no spills. Other lengths are refused with the reason."""
+    budgets; no spills; and in the machine code each partition's k-loop keeps the step's two
+    wgmma groups in flight (WARPGROUP.DEPBAR.LE gsb0, 0x2), draining them (0x0) once a tile.
+    Other lengths are refused with the reason."""
     import re
 
+    from tilegemm.bench.sass import _tool
     from tilegemm.kernels.tensorcore import _problem as C
     from tilegemm.kernels.tensorcore import t05_warp_specialized as t05
     from tilegemm.tuning import space as S
@@ -1345,11 +1348,20 @@ def test_warp_specialized_wide_n_side_in_two_boxes_in_the_ptx(tmp_path):
             log = subprocess.run([str(ptxas), "-arch=sm_90a", "-v", str(src), "-o", str(src.with_suffix(".cubin"))],
                                  capture_output=True, text=True).stderr
             assert " 0 bytes spill stores" in log and "C7512" not in log, (cfg, log[-600:])
+        nvdisasm = _tool("nvdisasm")
+        assert nvdisasm, "Triton's wheel ships nvdisasm (triton/backends/nvidia/bin)"
+        cubin = tmp_path / "k.cubin"
+        cubin.write_bytes(k.asm["cubin"])
+        sass = subprocess.run([nvdisasm, "-c", str(cubin)], capture_output=True, text=True, check=True).stdout
+        waits = re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x\d)", sass)
+        partitions = 1 if cfg.get("SWAP") else cfg["CONSUMERS"]
+        assert waits.count("0x2") >= partitions and waits.count("0x0") <= partitions and "0x1" not in waits, (cfg, waits)
     assert t05.n_boxes(S.t05_cfg(128, 256, 64, 3)) == (256, 0)
     x = torch.empty(1000, 512, dtype=torch.bfloat16)
     p = C.Problem(x, torch.empty(512, 1000, dtype=torch.bfloat16), torch.empty(1000, 1000, dtype=torch.bfloat16), "bf16")
-    with pytest.raises(ValueError, match="a tile of 160 columns"):
-        t05._args(p, S.t05_cfg(128, 160, 64, 4, 1, 2), num_sms=132)
+    for bn in (160, 48):
+        with pytest.raises(ValueError, match=f"a tile of {bn} columns"):
+            t05._args(p, S.t05_cfg(128, bn, 64, 4, 1, 2), num_sms=132)
     f = torch.empty(1000, 512)
     tf32 = C.Problem(f, torch.empty(512, 1000), torch.empty(1000, 1000), "tf32")  # B row-major: swapped
     with pytest.raises(ValueError, match="C's 192 columns are the MMA's rows"):

@@ -159,8 +159,9 @@ def _check_out(out, A: Operand, shape, dtype: str, inputs) -> Operand:
     if isinstance(out, np.ndarray) and not out.flags.writeable:
         raise LayoutError("matmul: out is read-only")
     if arrays.self_overlapping(out):
-        raise LayoutError(f"matmul: out {tuple(O.shape)} has elements that share memory (a broadcast view: a "
-                          "stride of 0); the results would overwrite each other")
+        raise LayoutError(f"matmul: out {tuple(O.shape)} has strides under which its elements share memory (a "
+                          "broadcast view, stride 0, or strides shorter than the dimensions inside them); the "
+                          "results would overwrite each other")
     for x, what in zip(inputs, ("a", "b")):
         if arrays.overlaps(out, x):
             raise LayoutError(f"matmul: out shares memory with {what}; the result would overwrite its own input")

@@ -310,9 +310,12 @@ def span(x) -> tuple[int, int] | None:
 
 
 def self_overlapping(x) -> bool:
-    """Do two of an array's elements share memory (a broadcast view: a stride of 0 on a dimension
-    longer than 1, or strides shorter than the dimensions inside them)? Such an array cannot take
-    a result: its elements would overwrite each other. False when the layout is unknown."""
+    """Can two of an array's elements share memory? True for a broadcast view (a stride of 0 on a
+    dimension longer than 1) and whenever a stride, smallest first, is shorter than the extent of
+    the dimensions inside it; so also for the rare interleaved layouts whose elements are in fact
+    distinct (torch's `as_strided((3, 5), (2, 3))`), which this test cannot tell apart. Such an
+    array cannot take a result: its elements could overwrite each other. False for an empty
+    array, and where the layout is unknown."""
     if _module_root(x) == "torch":
         size, shape, strides = x.element_size(), tuple(x.shape), tuple(s * x.element_size() for s in x.stride())
     else:
@@ -320,6 +323,8 @@ def self_overlapping(x) -> bool:
         if desc is None or not desc.get("strides"):
             return False  # unknown, or C-contiguous
         size, shape, strides = np.dtype(desc["typestr"]).itemsize, tuple(desc["shape"]), tuple(desc["strides"])
+    if 0 in shape:
+        return False
     extent = size  # bytes covered by the dimensions taken so far, innermost (smallest stride) first
     for stride, n in sorted((abs(st), n) for n, st in zip(shape, strides) if n > 1):
         if stride < extent:

@@ -118,6 +118,11 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     m, n = xa.shape[-2], xb.shape[-1]
     shape = (batch, m, n) if (xa.dim() == 3 or xb.dim() == 3) else (m, n)
     if c is not None:
+        if arrays.self_overlapping(c):  # the caller's c: a host c's device copy is contiguous
+            raise LayoutError(f"gemm: c {tuple(arrays.describe(c, 'c').shape)} has strides under which its "
+                              "elements share memory (a broadcast view, stride 0, or strides shorter than the "
+                              "dimensions inside them), and gemm writes C into c; pass a whole c (a bias row: "
+                              "bias.expand(m, n).clone(), or torch.nn.functional.linear under tilegemm.patch)")
         tc_out, O = _torch_in(c, "c", torch, interp)
         if tuple(tc_out.shape) != shape:
             raise ShapeError(f"gemm: c has shape {tuple(tc_out.shape)}; the product is {shape}")
@@ -125,10 +130,6 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
             raise DTypeError(f"gemm: c is {tc_out.dtype} but out_dtype is {odt}")
         if tc_out.device != xa.device:
             raise DeviceError(f"gemm: c is on {tc_out.device} but the operands are on {xa.device}")
-        if arrays.self_overlapping(tc_out):
-            raise LayoutError(f"gemm: c {tuple(tc_out.shape)} has elements that share memory (a broadcast view: a "
-                              "stride of 0), and gemm writes C into c; pass a whole c (a bias row: "
-                              "bias.expand(m, n).clone(), or torch.nn.functional.linear under tilegemm.patch)")
     elif beta != 0:
         raise ShapeError(f"gemm: beta = {beta} scales c, and no c was given")
     else:

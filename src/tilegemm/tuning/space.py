@@ -513,7 +513,8 @@ def _t05_candidates(p: P.Problem) -> list[dict]:
         if not swap and outs > 2:
             split *= outs // 2  # room for a wider C slice
         c = t05_cfg(bm, bn, bk * 2 // ins, stages, split, consumers, swap=swap)
-        if t05_smem_bytes(c, ins, outs) <= SMEM_BUDGET and (bm if swap else bn) % split == 0:
+        side = bm if swap else bn  # the MMA's N side, cut into SPLIT epilogue slices (its narrower box's)
+        if t05_smem_bytes(c, ins, outs) <= SMEM_BUDGET and (side // 3 if side % 3 == 0 else side) % split == 0:
             out.append(c)
     return _padded(p, out)
 

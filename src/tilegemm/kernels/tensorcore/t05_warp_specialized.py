@@ -29,7 +29,7 @@ Triton's explicit layer, where the kernel states its partitions, barriers and sh
   swapped form A's rows (a 192×128 TF32 tile). The producer copies it as two boxes, 128 + 64
   (64 + 32), into two rings, and each consumer issues two wgmmas a k-step on the same A operand
   (m64n128 and m64n64; swapped, the same registers) into two accumulators, stored in slices as
-  long as the narrower box. 192×192 reads (192 + 192)/(192·192) elements a MAC, 0.79× 192×128's,
+  long as the narrower box. 192×192 reads (192 + 192)/(192·192) elements a MAC, 0.80× 192×128's,
   and makes 256 tiles at 3000² (1.94 waves); 192×96 makes 128 at 1536² (one wave, 0.97 full).
 
 Operands: A row-major (M×K); B row-major (K×N) or column-major (B_T); C row-major,
@@ -431,9 +431,9 @@ def n_boxes(cfg: dict) -> tuple[int, int]:
     if n & (n - 1) == 0:
         return n, 0
     n0 = 1 << (n.bit_length() - 1)
-    if 2 * (n - n0) != n0:
+    if 2 * (n - n0) != n0 or n0 < 64:
         raise ValueError(f"t05: configuration {cfg}: a tile of {n} {'rows' if swap else 'columns'} runs as boxes "
-                         "of 2^j and 2^(j-1) (192, 96)")
+                         "of 2^j and 2^(j-1) from 64 and 32 (96, 192, 384)")
     return n0, n - n0
 
 
