@@ -486,13 +486,20 @@ def t05_cfg(bm, bn, bk, stages, split=1, consumers=1, group=8, swap=False) -> di
     return dict(c, SWAP=True) if swap else c
 
 
+def _t05_sliced(c: dict) -> tuple[int, int]:
+    """(the MMA's rows, the length of its N side that SPLIT cuts into C slices): C's rows and B's
+    columns, swapped C's columns and A's rows; where the N side is two boxes (192 or 96: 2/3 and
+    1/3 of it), the narrower box's (t05.epilogue_box)."""
+    rows, n = (c["BN"], c["BM"]) if c.get("SWAP") else (c["BM"], c["BN"])
+    return rows, (n // 3 if n % 3 == 0 else n)
+
+
 def t05_smem_bytes(c: dict, in_size: int, out_size: int) -> int:
-    """The ring, the C slices (one per consumer partition) and the barriers. A C slice spans the
-    MMA's rows (C's rows; swapped, its columns) and 1/SPLIT of its N side, or where that side is
-    two boxes (192 or 96: 2/3 and 1/3 of it) the narrower box's 1/SPLIT (t05.epilogue_box)."""
+    """The ring, the C slices (one per consumer partition: together the MMA's rows × 1/SPLIT of
+    the sliced N side) and the barriers."""
     ring = (c["BM"] + c["BN"]) * c["BK"] * in_size * c["STAGES"]
-    n, rows = (c["BM"], c["BN"]) if c.get("SWAP") else (c["BN"], c["BM"])
-    return ring + rows * (n // 3 if n % 3 == 0 else n) // c["SPLIT"] * out_size + 512  # + barriers and alignment
+    rows, n = _t05_sliced(c)
+    return ring + rows * n // c["SPLIT"] * out_size + 512  # + barriers and alignment
 
 
 def t05_worth_tuning(p: P.Problem) -> bool:
@@ -513,8 +520,7 @@ def _t05_candidates(p: P.Problem) -> list[dict]:
         if not swap and outs > 2:
             split *= outs // 2  # room for a wider C slice
         c = t05_cfg(bm, bn, bk * 2 // ins, stages, split, consumers, swap=swap)
-        side = bm if swap else bn  # the MMA's N side, cut into SPLIT epilogue slices (its narrower box's)
-        if t05_smem_bytes(c, ins, outs) <= SMEM_BUDGET and (side // 3 if side % 3 == 0 else side) % split == 0:
+        if t05_smem_bytes(c, ins, outs) <= SMEM_BUDGET and _t05_sliced(c)[1] % split == 0:
             out.append(c)
     return _padded(p, out)
 

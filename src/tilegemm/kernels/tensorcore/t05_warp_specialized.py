@@ -88,10 +88,9 @@ def _tile(t, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
 
 @gluon.jit
 def _producer(a_desc, b_desc, n2_desc, a_bufs, b_bufs, n2_bufs, ready, empty, M, N, K,
-              BN: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr, B_T: gl.constexpr,
+              BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr, B_T: gl.constexpr,
               SWAP: gl.constexpr, A_PIECES: gl.constexpr, WIDE: gl.constexpr):
     PR: gl.constexpr = a_desc.block_type.shape[0]
-    BM: gl.constexpr = ((PR + n2_desc.block_type.shape[0]) if SWAP else PR * A_PIECES) if WIDE else PR * A_PIECES
     BK: gl.constexpr = a_desc.block_type.shape[1]
     STAGES: gl.constexpr = b_bufs.type.shape[0]
     BN0: gl.constexpr = b_bufs.type.shape[1] if B_T else b_bufs.type.shape[2]
@@ -232,17 +231,16 @@ def _epilogue(acc, c_desc, c_smem, row, col, SWAP: gl.constexpr):
 
 
 @gluon.jit
-def _consumer(a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr, sa_ptr, sb_ptr,
-              M, N, K, BN: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr, B_T: gl.constexpr,
-              SWAP: gl.constexpr, HAS_SCALE: gl.constexpr, HAS_BIAS: gl.constexpr, ROWS: gl.constexpr,
-              ROW0: gl.constexpr, WARPS: gl.constexpr, A_PIECES: gl.constexpr, WIDE: gl.constexpr):
+def _consumer(a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr, sa_ptr,
+              sb_ptr, M, N, K, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr,
+              B_T: gl.constexpr, SWAP: gl.constexpr, HAS_SCALE: gl.constexpr, HAS_BIAS: gl.constexpr,
+              ROWS: gl.constexpr, ROW0: gl.constexpr, WARPS: gl.constexpr, A_PIECES: gl.constexpr, WIDE: gl.constexpr):
     """Rows ROW0 … ROW0+ROWS-1 of every tile of the MMA (C's rows, or with SWAP C's columns: the
     MMA computes C^T = B^T·A^T), on WARPS warps (ROWS = 16·WARPS). HAS_BIAS: C's row of N at
     i_ptr added to every row (a linear layer's bias). WIDE: the MMA's N side (B's columns, or
     swapped A's rows) in two boxes, N0 and N1 = N0/2 long, each with its own wgmma and
     accumulator (acc, acc2)."""
     PR: gl.constexpr = a_desc.block_type.shape[0]
-    BM: gl.constexpr = ((PR + n2_desc.block_type.shape[0]) if SWAP else PR * A_PIECES) if WIDE else PR * A_PIECES
     BK: gl.constexpr = a_desc.block_type.shape[1]
     N0: gl.constexpr = PR if SWAP else (b_bufs.type.shape[1] if B_T else b_bufs.type.shape[2])
     N1: gl.constexpr = (n2_desc.block_type.shape[0] if SWAP else
@@ -367,36 +365,36 @@ def ws_kernel(a_desc, b_desc, n2_desc, c_desc, i_ptr, sa_ptr, sb_ptr, M, N, K, G
         mbarrier.init(empty.index(s), count=CONSUMERS)
     if CONSUMERS == 1:
         gl.warp_specialize([
-            (_consumer, (a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr, sa_ptr, sb_ptr,
-                         M, N, K, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS, 0, num_warps, A_PIECES,
-                         WIDE)),
-            (_producer, (a_desc, b_desc, n2_desc, a_bufs, b_bufs, n2_bufs, ready, empty, M, N, K, BN, GROUP_M, NUM_SMS, B_T,
-                         SWAP, A_PIECES, WIDE)),
+            (_consumer, (a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr,
+                         sa_ptr, sb_ptr, M, N, K, BM, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS,
+                         0, num_warps, A_PIECES, WIDE)),
+            (_producer, (a_desc, b_desc, n2_desc, a_bufs, b_bufs, n2_bufs, ready, empty, M, N, K, BM, BN, GROUP_M,
+                         NUM_SMS, B_T, SWAP, A_PIECES, WIDE)),
         ], [1], [24])
     elif CONSUMERS == 2:
         gl.warp_specialize([
-            (_consumer, (a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr, sa_ptr, sb_ptr,
-                         M, N, K, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS, 0, num_warps, A_PIECES,
-                         WIDE)),
-            (_consumer, (a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr, sa_ptr, sb_ptr,
-                         M, N, K, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS, ROWS, num_warps, A_PIECES,
-                         WIDE)),
-            (_producer, (a_desc, b_desc, n2_desc, a_bufs, b_bufs, n2_bufs, ready, empty, M, N, K, BN, GROUP_M, NUM_SMS, B_T,
-                         SWAP, A_PIECES, WIDE)),
+            (_consumer, (a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr,
+                         sa_ptr, sb_ptr, M, N, K, BM, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS,
+                         0, num_warps, A_PIECES, WIDE)),
+            (_consumer, (a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr,
+                         sa_ptr, sb_ptr, M, N, K, BM, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS,
+                         ROWS, num_warps, A_PIECES, WIDE)),
+            (_producer, (a_desc, b_desc, n2_desc, a_bufs, b_bufs, n2_bufs, ready, empty, M, N, K, BM, BN, GROUP_M,
+                         NUM_SMS, B_T, SWAP, A_PIECES, WIDE)),
         ], [num_warps, 1], [240, 24])
     else:
         gl.warp_specialize([
-            (_consumer, (a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr, sa_ptr, sb_ptr,
-                         M, N, K, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS, 0, num_warps, A_PIECES,
-                         WIDE)),
-            (_consumer, (a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr, sa_ptr, sb_ptr,
-                         M, N, K, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS, ROWS, num_warps, A_PIECES,
-                         WIDE)),
-            (_consumer, (a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr, sa_ptr, sb_ptr,
-                         M, N, K, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS, 2 * ROWS, num_warps, A_PIECES,
-                         WIDE)),
-            (_producer, (a_desc, b_desc, n2_desc, a_bufs, b_bufs, n2_bufs, ready, empty, M, N, K, BN, GROUP_M, NUM_SMS, B_T,
-                         SWAP, A_PIECES, WIDE)),
+            (_consumer, (a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr,
+                         sa_ptr, sb_ptr, M, N, K, BM, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS,
+                         0, num_warps, A_PIECES, WIDE)),
+            (_consumer, (a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr,
+                         sa_ptr, sb_ptr, M, N, K, BM, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS,
+                         ROWS, num_warps, A_PIECES, WIDE)),
+            (_consumer, (a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr,
+                         sa_ptr, sb_ptr, M, N, K, BM, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS,
+                         2 * ROWS, num_warps, A_PIECES, WIDE)),
+            (_producer, (a_desc, b_desc, n2_desc, a_bufs, b_bufs, n2_bufs, ready, empty, M, N, K, BM, BN, GROUP_M,
+                         NUM_SMS, B_T, SWAP, A_PIECES, WIDE)),
         ], [num_warps, num_warps, 1], [160, 160, 24])
 
 
