@@ -1429,6 +1429,44 @@ def test_gpu_192_row_entries_on_calls_t05_cannot_run():
         assert ((got.double() - p_ref).abs().max() / p_ref.abs().max()).item() < 1e-2, kw
 
 
+
+@pytest.mark.gpu
+def test_gpu_tf32_192_row_entry_on_other_forms():
+    """TF32's 3072 bucket holds t05's swapped tile with 192 of C's rows. The bucket's other calls
+    take it or step past it, each right and with no rung failing on the way: a batch (t05 cannot
+    run it), alpha and beta, B column-major (the plain form: the swapped tile does not fit it), a
+    16-bit C, and the neighbouring 5000×3000×2000 on its own entry."""
+    import warnings
+
+    from tilegemm import tuning
+    from tilegemm.kernels.tensorcore import _problem as C
+    from tilegemm.tuning import space as S
+
+    def close(got, want):
+        return ((got.double() - want).abs().max() / want.abs().max()).item() < 1e-2
+
+    def quiet(fn):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            return fn()
+
+    a, b = (torch.randn(3072, 3072, device="cuda") for _ in range(2))
+    d = tuning.choose(C.Problem(a, b, torch.empty_like(a), "tf32"))
+    assert d.rung == S.T05 and d.config["BM"] == 192 and d.config.get("SWAP"), d  # the entry this test is about
+    ref = a.double() @ b.double()
+    assert close(quiet(lambda: tilegemm.gemm(a, b, precision="tf32")), ref)
+    assert close(quiet(lambda: tilegemm.gemm(a, b.t().contiguous().t(), precision="tf32")), ref)
+    assert close(quiet(lambda: tilegemm.gemm(a, b, precision="tf32", out_dtype=torch.bfloat16)), ref)
+    c = torch.randn(3072, 3072, device="cuda")
+    for kw in (dict(alpha=2.0), dict(beta=0.5, c=c.clone())):
+        want = kw.get("alpha", 1.0) * ref + kw.get("beta", 0.0) * c.double()
+        assert close(quiet(lambda: tilegemm.gemm(a, b, precision="tf32", **kw)), want), kw
+    a3, b3 = (torch.randn(2, 3001, 3001, device="cuda") for _ in range(2))
+    assert close(quiet(lambda: tilegemm.gemm(a3, b3, precision="tf32")), a3.double() @ b3.double())
+    a5, b5 = torch.randn(5000, 2000, device="cuda"), torch.randn(2000, 3000, device="cuda")
+    assert tuning.choose(C.Problem(a5, b5, torch.empty(5000, 3000, device="cuda"), "tf32")).config["BM"] == 256
+    assert close(quiet(lambda: tilegemm.gemm(a5, b5, precision="tf32")), a5.double() @ b5.double())
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("lb", ["n", "t"])
 @pytest.mark.parametrize("precision", ["fp16", "bf16", "tf32", "fp8"])
