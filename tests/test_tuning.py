@@ -330,6 +330,51 @@ def test_database_pick_exact_nearest_sibling_and_layout():
     assert tuning.pick(db, "db", _problem(1, 128256, 4096)).rung != space.T06
 
 
+def test_another_buckets_wave_fitted_tile_only_where_it_fits_the_waves():
+    """t05's tiles of 192 rows (or a 192- or 96-wide N side) win their bucket by the waves its
+    shape makes. TF32 2560³ took 3072³'s swapped 192×128 as its nearest entry (3 waves where
+    256×128 makes 2) and ran 156.5 µs against 113.7 (docs/perf-notes.md, 108). Such an entry
+    serves its own bucket (FP16's calls too, from BF16's), and another bucket's shape only where
+    its waves take less time than the standard tile's, counted by what a tile loads a k-step;
+    elsewhere the nearest other entry, or the heuristic where there is none."""
+    from unittest import mock
+
+    from tilegemm import tuning
+
+    fitted = dict(BM=192, BN=128, BK=64, STAGES=4, SPLIT=1, CONSUMERS=3, GROUP_M=8)
+    t03 = dict(space.cfg(128, 256, 64, 8, 3), C_TMA=True)
+    bf = "bf16|bfloat16|bfloat16|nn|nobeta"
+    db = {"entries": {f"{bf}|3072x3072x3072": dict(rung=space.T05, config=fitted, ms=0.08, shape=[3072] * 3),
+                      f"{bf}|2048x2048x2048": dict(rung=space.T03, config=t03, ms=0.027, shape=[2048] * 3)}}
+    with mock.patch.object(P, "num_sms", return_value=132):
+        for dt in (torch.bfloat16, torch.float16):
+            d = tuning.pick(db, "db", _problem(3000, 3000, 3000, dt))  # its own bucket, whatever the waves
+            assert "exact bucket" in d.source and (d.rung == space.T05 or f"{space.T05}'s tile" in d.source), d
+        p = _problem(2560, 2560, 2560)  # 280 tiles of 192×128: 3 waves; 200 of 128×256: 2
+        assert cache.distance(cache.bucket(p), "3072x3072x3072") < cache.distance(cache.bucket(p), "2048x2048x2048")
+        assert not space.t05_fits_waves(p, fitted)
+        d = tuning.pick(db, "db", p)
+        assert d.rung == space.T03 and (d.config["BM"], d.config["BN"]) == (128, 256), d
+        assert "nearest tuned bucket 2048x2048x2048" in d.source
+        p = _problem(2304, 2304, 2304)  # 216 tiles of 192×128, 162 of 128×256: two waves each
+        assert cache.bucket(p) != "3072x3072x3072" and space.t05_fits_waves(p, fitted)
+        assert "nearest tuned bucket 3072x3072x3072" in tuning.pick(db, "db", p).source
+        del db["entries"][f"{bf}|2048x2048x2048"]
+        assert tuning.pick(db, "db", _problem(2560, 2560, 2560)) is None  # no other entry: the heuristic decides
+        swapped = space.t05_cfg(192, 128, 32, 5, 2, swap=True)  # TF32's: measured against 256×128
+        assert not space.t05_fits_waves(_problem(2560, 2560, 2560, torch.float32), swapped)
+    assert [space.t05_wave_fitted(space.t05_cfg(bm, bn, 64, 4)) for bm, bn in
+            ((192, 192), (192, 96), (192, 128), (128, 256), (256, 128), (128, 128))] == [True] * 3 + [False] * 3
+    # the shipped H200 database: TF32 3072³'s entry (swapped 192×128) at 3072³, not at 2560³ (its nearest)
+    from tilegemm.tuning import command
+
+    with open(command.db_path("NVIDIA H200")) as f:
+        h200 = json.load(f)
+    with mock.patch.object(P, "num_sms", return_value=132):
+        f32 = [tuning.pick(h200, "db", _problem(n, n, n, torch.float32)) for n in (3072, 2560)]
+    assert "exact bucket" in f32[0].source and "bucket 3072x3072x3072" not in f32[1].source, f32
+
+
 def test_unaligned_operands_are_realigned_for_tma_and_batched_ones_take_t02():
     """Operands TMA cannot describe (4095×4097×1023: rows not 16-byte aligned) run the nearest TMA
     entry's tile on t03 after a realigning copy, not a far bucket's split-K tile (0.17× cuBLAS on

@@ -75,7 +75,9 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
     """The decision database `db` gives p: the nearest bucket (exact first) whose configuration
     fits p (`space.adapt`) among its class's entries, for FP16 BF16's (and back), and the same
     dtypes in another layout, that layout counted a step of M farther (`cache.LAYOUT_STEP`; on a
-    tie one's own class first, then the sibling's). want: only entries of that rung."""
+    tie one's own class first, then the sibling's); another bucket's t05 tile fitted to its
+    waves (`space.t05_wave_fitted`) only where it fits p's (`space.t05_fits_waves`). want: only
+    entries of that rung."""
     from . import space
 
     b = cache.bucket(p)
@@ -98,6 +100,9 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
         rung, note, timed_here = entry.get("rung"), "", True
         if want and rung != want:
             continue
+        fitted = rung == space.T05 and space.t05_wave_fitted(entry.get("config") or {})
+        if fitted and tuned_bucket != b and not space.t05_fits_waves(p, entry["config"]):
+            continue  # a tile fitted to its bucket's waves, not to p's
         to, why = rung, ""  # the rung that runs the entry's tile, and why it is another
         if not usable(rung, p):
             # A TMA rung's entry that cannot run p: its tile on the next rung that can, rather

@@ -486,6 +486,29 @@ def t05_cfg(bm, bn, bk, stages, split=1, consumers=1, group=8, swap=False) -> di
     return dict(c, SWAP=True) if swap else c
 
 
+def t05_wave_fitted(c: dict) -> bool:
+    """A t05 tile of 192 rows, or with an N side of 192 or 96: one the tuner takes for the waves
+    its bucket's shape makes (3072²: 384 tiles of 192×128 for 132 SMs, 2.9 waves, where 256×128
+    makes 288, run as 3; docs/perf-notes.md, 64, 107, 108)."""
+    return c.get("BM", 0) % 3 == 0 or c.get("BN", 0) % 3 == 0
+
+
+def t05_fits_waves(p: P.Problem, c: dict) -> bool:
+    """Would wave-fitted tile c run p in less time than t05's standard tile (128×256; 256×128
+    swapped)? A wave of tiles is counted at what each tile loads a k-step, (BM + BN)·BK: per wave
+    against 128×256, 192×96 ran 0.70 of its time, TF32's swapped 192×128 0.96, 192×192 1.12, where
+    the loads give 0.75, 0.83 and 1.00 and the areas 0.56, 0.75 and 1.13. So counted, 26 of the 28
+    device times of fitted tiles against the tile their shape ran (docs/perf-notes.md, 107 and 108;
+    TF32 2560³: 192×128 156.5 µs, 256×128 113.7) come out the way they ran; the other two are a tie
+    (192×192 at 3072³, 0.1%) and 192×96 at 1024×1024×8192, whose tile is t03's 64×128."""
+    sms = P.num_sms(p.a.device)
+
+    def cost(bm, bn):
+        return ceil_div(ceil_div(p.m, bm) * ceil_div(p.n, bn) * p.batch, sms) * (bm + bn)
+
+    return cost(c["BM"], c["BN"]) < (cost(256, 128) if c.get("SWAP") else cost(128, 256))
+
+
 def _t05_sliced(c: dict) -> tuple[int, int]:
     """(the MMA's rows, the length of its N side that SPLIT cuts into C slices): C's rows and B's
     columns, swapped C's columns and A's rows; where the N side is two boxes (192 or 96: 2/3 and
