@@ -1429,18 +1429,23 @@ def test_gpu_192_row_entries_on_calls_t05_cannot_run():
         assert ((got.double() - p_ref).abs().max() / p_ref.abs().max()).item() < 1e-2, kw
 
 
-
 @pytest.mark.gpu
-def test_gpu_tf32_192_row_entry_on_other_forms():
-    """TF32's 3072 bucket holds t05's swapped tile with 192 of C's rows. The bucket's other calls
-    take it or step past it, each right and with no rung failing on the way: a batch (t05 cannot
-    run it), alpha and beta, B column-major (the plain form: the swapped tile does not fit it), a
-    16-bit C, and the neighbouring 5000×3000×2000 on its own entry."""
+def test_gpu_tf32_192_row_entry_on_other_forms(monkeypatch, tmp_path):
+    """TF32's 3072 bucket holds t05's swapped tile with 192 of C's rows (the shipped H200
+    database). Calls around it run right, with no rung failing on the way: the entry itself, with
+    alpha (t05 refuses alpha: its tile on t03), on a batch (its tile on t02), and the calls whose
+    class has other entries (B column-major, a BF16 C, beta); 2304³ borrows it (its waves fit),
+    2560³ does not (3 waves of 192×128 where 256×128 makes 2: `space.t05_fits_waves`), and
+    5000×3000×2000 has its own 256-row entry."""
     import warnings
 
     from tilegemm import tuning
     from tilegemm.kernels.tensorcore import _problem as C
+    from tilegemm.tuning import cache
     from tilegemm.tuning import space as S
+
+    monkeypatch.setenv("TILEGEMM_CACHE_DIR", str(tmp_path))  # the shipped database, not a local tuning
+    cache.reset()
 
     def close(got, want):
         return ((got.double() - want).abs().max() / want.abs().max()).item() < 1e-2
@@ -1450,22 +1455,31 @@ def test_gpu_tf32_192_row_entry_on_other_forms():
             warnings.simplefilter("error")
             return fn()
 
-    a, b = (torch.randn(3072, 3072, device="cuda") for _ in range(2))
-    d = tuning.choose(C.Problem(a, b, torch.empty_like(a), "tf32"))
-    assert d.rung == S.T05 and d.config["BM"] == 192 and d.config.get("SWAP"), d  # the entry this test is about
-    ref = a.double() @ b.double()
-    assert close(quiet(lambda: tilegemm.gemm(a, b, precision="tf32")), ref)
-    assert close(quiet(lambda: tilegemm.gemm(a, b.t().contiguous().t(), precision="tf32")), ref)
-    assert close(quiet(lambda: tilegemm.gemm(a, b, precision="tf32", out_dtype=torch.bfloat16)), ref)
-    c = torch.randn(3072, 3072, device="cuda")
-    for kw in (dict(alpha=2.0), dict(beta=0.5, c=c.clone())):
-        want = kw.get("alpha", 1.0) * ref + kw.get("beta", 0.0) * c.double()
-        assert close(quiet(lambda: tilegemm.gemm(a, b, precision="tf32", **kw)), want), kw
-    a3, b3 = (torch.randn(2, 3001, 3001, device="cuda") for _ in range(2))
-    assert close(quiet(lambda: tilegemm.gemm(a3, b3, precision="tf32")), a3.double() @ b3.double())
-    a5, b5 = torch.randn(5000, 2000, device="cuda"), torch.randn(2000, 3000, device="cuda")
-    assert tuning.choose(C.Problem(a5, b5, torch.empty(5000, 3000, device="cuda"), "tf32")).config["BM"] == 256
-    assert close(quiet(lambda: tilegemm.gemm(a5, b5, precision="tf32")), a5.double() @ b5.double())
+    def chosen(m, n, k):
+        x, y, z = torch.empty(m, k, device="cuda"), torch.empty(k, n, device="cuda"), torch.empty(m, n, device="cuda")
+        return tuning.choose(C.Problem(x, y, z, "tf32"))
+
+    try:
+        assert chosen(3072, 3072, 3072).rung == S.T05
+        assert [chosen(*s).config["BM"] for s in ((3072,) * 3, (2304,) * 3, (2560,) * 3, (5000, 3000, 2000))] == \
+            [192, 192, 256, 256]
+        a, b = (torch.randn(3072, 3072, device="cuda") for _ in range(2))
+        ref = a.double() @ b.double()
+        assert close(quiet(lambda: tilegemm.gemm(a, b, precision="tf32")), ref)
+        assert close(quiet(lambda: tilegemm.gemm(a, b.t().contiguous().t(), precision="tf32")), ref)
+        assert close(quiet(lambda: tilegemm.gemm(a, b, precision="tf32", out_dtype=torch.bfloat16)), ref)
+        c = torch.randn(3072, 3072, device="cuda")
+        for kw in (dict(alpha=2.0), dict(beta=0.5, c=c.clone())):
+            want = kw.get("alpha", 1.0) * ref + kw.get("beta", 0.0) * c.double()
+            assert close(quiet(lambda: tilegemm.gemm(a, b, precision="tf32", **kw)), want), kw
+        a3, b3 = (torch.randn(2, 3001, 3001, device="cuda") for _ in range(2))
+        assert close(quiet(lambda: tilegemm.gemm(a3, b3, precision="tf32")), a3.double() @ b3.double())
+        for m, n, k in ((2560, 2560, 2560), (2304, 2304, 2304), (5000, 3000, 2000)):
+            x, y = torch.randn(m, k, device="cuda"), torch.randn(k, n, device="cuda")
+            assert close(quiet(lambda: tilegemm.gemm(x, y, precision="tf32")), x.double() @ y.double()), (m, n, k)
+    finally:
+        cache.reset()
+
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("lb", ["n", "t"])

@@ -334,9 +334,10 @@ def test_another_buckets_wave_fitted_tile_only_where_it_fits_the_waves():
     """t05's tiles of 192 rows (or a 192- or 96-wide N side) win their bucket by the waves its
     shape makes. TF32 2560³ took 3072³'s swapped 192×128 as its nearest entry (3 waves where
     256×128 makes 2) and ran 156.5 µs against 113.7 (docs/perf-notes.md, 108). Such an entry
-    serves its own bucket (FP16's calls too, from BF16's), and another bucket's shape only where
-    its waves take less time than the standard tile's, counted by what a tile loads a k-step;
-    elsewhere the nearest other entry, or the heuristic where there is none."""
+    serves its own bucket's shapes (FP16's too, from BF16's), and another bucket's shape, where t05
+    runs it, only if its waves take less time than the standard tile's, counted by what a tile
+    loads a k-step; elsewhere the nearest other entry, or the heuristic where there is none. Two
+    shapes of one bucket can differ, so the process's memo of decisions tells them apart."""
     from unittest import mock
 
     from tilegemm import tuning
@@ -346,33 +347,41 @@ def test_another_buckets_wave_fitted_tile_only_where_it_fits_the_waves():
     bf = "bf16|bfloat16|bfloat16|nn|nobeta"
     db = {"entries": {f"{bf}|3072x3072x3072": dict(rung=space.T05, config=fitted, ms=0.08, shape=[3072] * 3),
                       f"{bf}|2048x2048x2048": dict(rung=space.T03, config=t03, ms=0.027, shape=[2048] * 3)}}
-    with mock.patch.object(P, "num_sms", return_value=132):
-        for dt in (torch.bfloat16, torch.float16):
-            d = tuning.pick(db, "db", _problem(3000, 3000, 3000, dt))  # its own bucket, whatever the waves
-            assert "exact bucket" in d.source and (d.rung == space.T05 or f"{space.T05}'s tile" in d.source), d
+    sizes = lambda d: (d.rung, d.config["BM"], d.config["BN"])  # noqa: E731
+    with mock.patch.object(P, "num_sms", return_value=132), mock.patch.object(tuning, "usable", lambda r, p: True):
+        for dt in (torch.bfloat16, torch.float16):  # its own bucket, where it does not fit the waves:
+            p = _problem(2600, 2600, 2600, dt)  # 294 tiles of 192×128, 3 waves; 231 of 128×256, 2
+            assert not space.t05_fits_waves(p, fitted)
+            d = tuning.pick(db, "db", p)
+            assert sizes(d) == (space.T05, 192, 128) and "exact bucket" in d.source, d
         p = _problem(2560, 2560, 2560)  # 280 tiles of 192×128: 3 waves; 200 of 128×256: 2
         assert cache.distance(cache.bucket(p), "3072x3072x3072") < cache.distance(cache.bucket(p), "2048x2048x2048")
-        assert not space.t05_fits_waves(p, fitted)
         d = tuning.pick(db, "db", p)
-        assert d.rung == space.T03 and (d.config["BM"], d.config["BN"]) == (128, 256), d
-        assert "nearest tuned bucket 2048x2048x2048" in d.source
-        p = _problem(2304, 2304, 2304)  # 216 tiles of 192×128, 162 of 128×256: two waves each
-        assert cache.bucket(p) != "3072x3072x3072" and space.t05_fits_waves(p, fitted)
-        assert "nearest tuned bucket 3072x3072x3072" in tuning.pick(db, "db", p).source
+        assert sizes(d) == (space.T03, 128, 256) and "nearest tuned bucket 2048x2048x2048" in d.source, d
+        q = _problem(2304, 2304, 2304)  # the same bucket: 216 tiles of 192×128, 162 of 128×256, two waves each
+        assert cache.bucket(q) == cache.bucket(p) and space.t05_fits_waves(q, fitted)
+        assert sizes(tuning.pick(db, "db", q)) == (space.T05, 192, 128)
+        assert tuning._memo_key(q, "auto") != tuning._memo_key(p, "auto")
+        assert tuning._memo_key(_problem(2544, 2544, 2544), "auto") == tuning._memo_key(p, "auto")  # same waves
+        a, b = torch.empty(2, 2304, 2304, dtype=torch.bfloat16), torch.empty(2, 2304, 2304, dtype=torch.bfloat16)
+        assert not space.t05_fits_waves(P.Problem(a, b, torch.empty_like(a), "bf16"), fitted)  # 4 waves against 3
+        swapped = space.t05_cfg(192, 128, 32, 5, 2, swap=True)  # TF32's, weighed against 256×128
+        tf = _problem(2432, 1664, 2048, torch.float32)  # 256×128: 130 tiles, one wave; 128×256: 133, two
+        assert not space.t05_fits_waves(tf, swapped) and space.t05_fits_waves(tf, dict(swapped, SWAP=False))
+        db["entries"][f"{bf}|2560x2560x1024"] = dict(rung=space.T05, ms=0.02, shape=[2560, 2560, 1024])  # no config
+        assert sizes(tuning.pick(db, "db", p)) == (space.T03, 128, 256)  # passed over, as before
         del db["entries"][f"{bf}|2048x2048x2048"]
-        assert tuning.pick(db, "db", _problem(2560, 2560, 2560)) is None  # no other entry: the heuristic decides
-        swapped = space.t05_cfg(192, 128, 32, 5, 2, swap=True)  # TF32's: measured against 256×128
-        assert not space.t05_fits_waves(_problem(2560, 2560, 2560, torch.float32), swapped)
+        assert tuning.pick(db, "db", p) is None  # no other entry: the heuristic decides
+        # the shipped H200 database: TF32 3072³'s entry (swapped 192×128) at 3072³ and 2304³, not at 2560³
+        from tilegemm.tuning import command
+
+        with open(command.db_path("NVIDIA H200")) as f:
+            h200 = json.load(f)
+        f32 = [tuning.pick(h200, "db", _problem(n, n, n, torch.float32)) for n in (3072, 2304, 2560)]
+        assert [(d.config["BM"], d.config["BN"]) for d in f32] == [(192, 128), (192, 128), (256, 128)], f32
     assert [space.t05_wave_fitted(space.t05_cfg(bm, bn, 64, 4)) for bm, bn in
             ((192, 192), (192, 96), (192, 128), (128, 256), (256, 128), (128, 128))] == [True] * 3 + [False] * 3
-    # the shipped H200 database: TF32 3072³'s entry (swapped 192×128) at 3072³, not at 2560³ (its nearest)
-    from tilegemm.tuning import command
-
-    with open(command.db_path("NVIDIA H200")) as f:
-        h200 = json.load(f)
-    with mock.patch.object(P, "num_sms", return_value=132):
-        f32 = [tuning.pick(h200, "db", _problem(n, n, n, torch.float32)) for n in (3072, 2560)]
-    assert "exact bucket" in f32[0].source and "bucket 3072x3072x3072" not in f32[1].source, f32
+    assert not space.t05_wave_fitted({})
 
 
 def test_unaligned_operands_are_realigned_for_tma_and_batched_ones_take_t02():

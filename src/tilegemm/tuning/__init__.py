@@ -76,8 +76,8 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
     fits p (`space.adapt`) among its class's entries, for FP16 BF16's (and back), and the same
     dtypes in another layout, that layout counted a step of M farther (`cache.LAYOUT_STEP`; on a
     tie one's own class first, then the sibling's); another bucket's t05 tile fitted to its
-    waves (`space.t05_wave_fitted`) only where it fits p's (`space.t05_fits_waves`). want: only
-    entries of that rung."""
+    waves (`space.t05_wave_fitted`), where t05 runs p, only if it fits p's (`space.t05_fits_waves`).
+    want: only entries of that rung."""
     from . import space
 
     b = cache.bucket(p)
@@ -100,9 +100,6 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
         rung, note, timed_here = entry.get("rung"), "", True
         if want and rung != want:
             continue
-        fitted = rung == space.T05 and space.t05_wave_fitted(entry.get("config") or {})
-        if fitted and tuned_bucket != b and not space.t05_fits_waves(p, entry["config"]):
-            continue  # a tile fitted to its bucket's waves, not to p's
         to, why = rung, ""  # the rung that runs the entry's tile, and why it is another
         if not usable(rung, p):
             # A TMA rung's entry that cannot run p: its tile on the next rung that can, rather
@@ -125,6 +122,8 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
             to, why = space.T03, "its pointer loads of unaligned rows are slow"
         if to == rung:
             cfg = space.adapt(rung, p, entry.get("config") or {})
+            if cfg and rung == space.T05 and tuned_bucket != b and not space.t05_fits_waves(p, cfg):
+                continue  # a tile fitted to its own bucket's waves, not to p's
         else:
             as_to = space.as_t03 if to == space.T03 else space.as_t02
             cfg = space.adapt(to, p, as_to(rung, entry.get("config") or {}))
@@ -207,14 +206,15 @@ def choose(p, kernel: str = "auto") -> Decision:
 
 def _memo_key(p, kernel: str) -> tuple:
     """What a decision in this process depends on: p's class and bucket, the kernel asked for, the
-    device, the rungs that can run p, whether t03 must realign first (its source says so), and
+    device, the rungs that can run p, whether t03 must realign first (its source says so),
     whether a bias row is added (its class is the plain product's, its kernels are not: a fallback
-    `remember`ed for one is not the other's)."""
+    `remember`ed for one is not the other's), and the waves p makes of the tiles whose fit `pick`
+    weighs (`space.t05_waves`)."""
     from . import space
 
     rungs = tuple(usable_rungs(p))
     return (cache.problem_class(p), cache.bucket(p), kernel, str(p.a.device), rungs,
-            space.T03 in rungs and tc.rung_module(space.T03).needs_realign(p), p.bias_row)
+            space.T03 in rungs and tc.rung_module(space.T03).needs_realign(p), p.bias_row, space.t05_waves(p))
 
 
 def remember(p, kernel: str, d: Decision) -> None:

@@ -490,23 +490,38 @@ def t05_wave_fitted(c: dict) -> bool:
     """A t05 tile of 192 rows, or with an N side of 192 or 96: one the tuner takes for the waves
     its bucket's shape makes (3072²: 384 tiles of 192×128 for 132 SMs, 2.9 waves, where 256×128
     makes 288, run as 3; docs/perf-notes.md, 64, 107, 108)."""
-    return c.get("BM", 0) % 3 == 0 or c.get("BN", 0) % 3 == 0
+    return c.get("BM", 1) % 3 == 0 or c.get("BN", 1) % 3 == 0
+
+
+def _waves(p: P.Problem, bm: int, bn: int) -> int:
+    return ceil_div(ceil_div(p.m, bm) * ceil_div(p.n, bn) * p.batch, P.num_sms(p.a.device))
 
 
 def t05_fits_waves(p: P.Problem, c: dict) -> bool:
-    """Would wave-fitted tile c run p in less time than t05's standard tile (128×256; 256×128
-    swapped)? A wave of tiles is counted at what each tile loads a k-step, (BM + BN)·BK: per wave
-    against 128×256, 192×96 ran 0.70 of its time, TF32's swapped 192×128 0.96, 192×192 1.12, where
-    the loads give 0.75, 0.83 and 1.00 and the areas 0.56, 0.75 and 1.13. So counted, 26 of the 28
-    device times of fitted tiles against the tile their shape ran (docs/perf-notes.md, 107 and 108;
-    TF32 2560³: 192×128 156.5 µs, 256×128 113.7) come out the way they ran; the other two are a tie
+    """Does t05 tile c suit p's waves: a tile that is not wave-fitted always, a wave-fitted one
+    where it runs p in less time than the standard tile (128×256; 256×128 swapped)? A wave of
+    tiles is counted at what each tile loads a k-step, (BM + BN)·BK: per wave against 128×256,
+    192×96 ran 0.70 of its time, TF32's swapped 192×128 0.96, 192×192 1.12, where the loads give
+    0.75, 0.83 and 1.00 and the areas 0.56, 0.75 and 1.13. So counted, 26 of the 28 device times
+    of wave-fitted tiles against the tile their shape ran (docs/perf-notes.md, 107 and 108; TF32
+    2560³: 192×128 156.5 µs, 256×128 113.7) come out the way they ran; the other two are a tie
     (192×192 at 3072³, 0.1%) and 192×96 at 1024×1024×8192, whose tile is t03's 64×128."""
-    sms = P.num_sms(p.a.device)
+    if not t05_wave_fitted(c):
+        return True
+    std = (256, 128) if c.get("SWAP") else (128, 256)
+    return _waves(p, c["BM"], c["BN"]) * (c["BM"] + c["BN"]) < _waves(p, *std) * sum(std)
 
-    def cost(bm, bn):
-        return ceil_div(ceil_div(p.m, bm) * ceil_div(p.n, bn) * p.batch, sms) * (bm + bn)
 
-    return cost(c["BM"], c["BN"]) < (cost(256, 128) if c.get("SWAP") else cost(128, 256))
+# every tile t05_fits_waves weighs: the standard ones and the wave-fitted candidates
+_WAVE_TILES = tuple(sorted({(128, 256), (256, 128)} | {(bm, bn) for bm, bn, *_ in T05_STAGE_CONFIGS + T05_SWAP_CONFIGS
+                                                       if t05_wave_fitted(dict(BM=bm, BN=bn))}))
+
+
+def t05_waves(p: P.Problem) -> tuple[int, ...]:
+    """The waves p makes of every tile `t05_fits_waves` weighs: beside p's bucket, what a decision
+    that borrows another bucket's wave-fitted tile depends on (two shapes of one bucket may differ:
+    2304³ fits 192×128 in two waves, 2560³ does not)."""
+    return tuple(_waves(p, bm, bn) for bm, bn in _WAVE_TILES)
 
 
 def _t05_sliced(c: dict) -> tuple[int, int]:
