@@ -493,8 +493,10 @@ def t05_wave_fitted(c: dict) -> bool:
     return c.get("BM", 1) % 3 == 0 or c.get("BN", 1) % 3 == 0
 
 
-def _waves(p: P.Problem, bm: int, bn: int) -> int:
-    return ceil_div(ceil_div(p.m, bm) * ceil_div(p.n, bn) * p.batch, P.num_sms(p.a.device))
+def _waves(p: P.Problem, tiles) -> tuple[int, ...]:
+    """The waves p makes of each (BM, BN) tile over the GPU's SMs."""
+    sms = P.num_sms(p.a.device)
+    return tuple(ceil_div(ceil_div(p.m, bm) * ceil_div(p.n, bn) * p.batch, sms) for bm, bn in tiles)
 
 
 def t05_fits_waves(p: P.Problem, c: dict) -> bool:
@@ -509,7 +511,8 @@ def t05_fits_waves(p: P.Problem, c: dict) -> bool:
     if not t05_wave_fitted(c):
         return True
     std = (256, 128) if c.get("SWAP") else (128, 256)
-    return _waves(p, c["BM"], c["BN"]) * (c["BM"] + c["BN"]) < _waves(p, *std) * sum(std)
+    mine, theirs = _waves(p, ((c["BM"], c["BN"]), std))
+    return mine * (c["BM"] + c["BN"]) < theirs * sum(std)
 
 
 # every tile t05_fits_waves weighs: the standard ones and the wave-fitted candidates
@@ -521,7 +524,7 @@ def t05_waves(p: P.Problem) -> tuple[int, ...]:
     """The waves p makes of every tile `t05_fits_waves` weighs: beside p's bucket, what a decision
     that borrows another bucket's wave-fitted tile depends on (two shapes of one bucket may differ:
     2304³ fits 192×128 in two waves, 2560³ does not)."""
-    return tuple(_waves(p, bm, bn) for bm, bn in _WAVE_TILES)
+    return _waves(p, _WAVE_TILES)
 
 
 def _t05_sliced(c: dict) -> tuple[int, int]:
