@@ -178,6 +178,10 @@ def test_gemv_form_is_offered_for_decode_never_assumed():
     assert space.adapt(space.T06, _problem(2, 64, 50), cands[0]) == dict(BN=4, BK=64, FOLD=8, num_warps=4,
                                                                         num_stages=1)
     assert {c["FOLD"] for c in space.candidates(space.T06, _problem(1, 64, 4096, dt=torch.float32))} == {1, 4}
+    # a row-major B adds tiles 32 columns wide (a 128-byte line of FP32 a row), a K-major one not
+    wide = {(c["BN"], c["BK"]) for c in space.candidates(space.T06, _problem(1, 14336, 4096, dt=torch.float32))}
+    assert {(32, 128), (32, 256)} <= wide
+    assert all(c["BN"] <= 16 for c in cands)
     d = tuning.choose(p5, "tc_gemv")
     assert d.rung == space.T04 and "M ≤ 4 only" in d.source, d
 

@@ -581,6 +581,11 @@ def _t05_adapt(p: P.Problem, c: dict) -> dict | None:
 # acc BN×BK/8) wins
 _T06_SEEDS = [(4, 1024, 4, 8), (2, 1024, 4, 8), (8, 1024, 4, 8), (1, 1024, 2, 8), (2, 1024, 2, 8), (4, 2048, 8, 8),
               (2, 2048, 8, 1), (16, 256, 4, 1)]
+# with a row-major B (x @ W, W K×N) a program's tile is BN contiguous elements of each of BK rows:
+# a row of 32 FP32 (128 bytes, a line) over 128-row steps read the 235 MB of TF32 1×14336×4096 at
+# 4.3 TB/s, the read bandwidth torch.sum measures, where the seeds above peak at 16 columns
+# (docs/perf-notes.md, 111)
+_T06_ROW_SEEDS = [(32, 128, 4, 1), (32, 256, 4, 1)]
 
 
 def _t06_fit(p: P.Problem, bn: int, bk: int, warps: int, fold: int = 1, stages: int = 1) -> dict:
@@ -593,7 +598,7 @@ def _t06_fit(p: P.Problem, bn: int, bk: int, warps: int, fold: int = 1, stages: 
 
 def _t06_candidates(p: P.Problem) -> list[dict]:
     out: list[dict] = []
-    for bn, bk, warps, fold in _T06_SEEDS:
+    for bn, bk, warps, fold in _T06_SEEDS + ([] if P.is_kmajor(p.b, "b") else _T06_ROW_SEEDS):
         c = _t06_fit(p, bn, bk, warps, fold)
         if c not in out:
             out.append(c)
