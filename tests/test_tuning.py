@@ -141,6 +141,24 @@ def test_candidates_rank_by_what_back_to_back_calls_cost():
                            ("tc_tma_persistent", dict(config=other, ms=0.008, score_ms=0.013))])[0] == "tc_splitk"
 
 
+def test_a_decision_says_where_its_rungs_were_timed(monkeypatch):
+    """A shape whose bucket's rungs were tuned at another of its shapes (the user's cache) gets
+    that tuning; its record (a database entry under `tune --ship`) names the shape it was timed
+    at and its time there, not the shape that asked: the rule for unaligned rows reads that shape."""
+    from tilegemm.tuning import tuner
+
+    stored = {}
+    first = dict(config={"BM": 128, "BN": 128}, ms=0.0635, m=2304, n=2304, k=3840)
+    monkeypatch.setattr(tuner, "_tuned", lambda rungs, p: ([(rungs[0], first)], {}))
+    monkeypatch.setattr(cache, "store_entry", lambda key, v: stored.update({key: v}))
+    d = tuner.tune(_problem(2304, 2560, 4096))
+    assert d.ms == 0.0635 and d.shape == (2304, 2304, 3840)
+    assert [v["shape"] for v in stored.values()] == [[2304, 2304, 3840]]
+    stored.clear()
+    d = tuner.tune(_problem(2304, 2304, 3840))  # tuned at the shape that asks: no other shape named
+    assert d.shape is None and [v["shape"] for v in stored.values()] == [[2304, 2304, 3840]]
+
+
 def test_no_call_tunes_unless_asked(monkeypatch):
     """Without TILEGEMM_AUTOTUNE=1 a problem gets a configuration at once (here: the heuristic, on
     CPU tensors) and the tuner is never entered."""
@@ -164,7 +182,9 @@ def test_gemv_form_is_offered_for_decode_never_assumed():
     """t06 (the GEMV form) can run M ≤ 4 and is among the rungs the tuner times there, but nothing
     untuned picks it; asked for by name past M = 4, t04 runs, saying why. Its candidates start
     from the tile measured best across the decode shapes, keep K steps no wider than K and FOLD
-    no wider than a 16-byte load (4 FP32 elements)."""
+    no wider than a 16-byte load (4 FP32 elements); a row-major B adds 32-column tiles. Carried
+    to more rows (an entry tuned at M = 1, used at M = 4), a tile's K step halves until the rows'
+    accumulators fit 128 FP32 registers a thread."""
     from tilegemm import tuning
 
     p1, p5 = _problem(1, 4096, 4096, b_t=True), _problem(5, 4096, 4096)
@@ -179,9 +199,16 @@ def test_gemv_form_is_offered_for_decode_never_assumed():
                                                                         num_stages=1)
     assert {c["FOLD"] for c in space.candidates(space.T06, _problem(1, 64, 4096, dt=torch.float32))} == {1, 4}
     # a row-major B adds tiles 32 columns wide (a 128-byte line of FP32 a row), a K-major one not
-    wide = {(c["BN"], c["BK"]) for c in space.candidates(space.T06, _problem(1, 14336, 4096, dt=torch.float32))}
-    assert {(32, 128), (32, 256)} <= wide
-    assert all(c["BN"] <= 16 for c in cands)
+    rows_b = space.candidates(space.T06, _problem(1, 96, 4096, dt=torch.float32))
+    assert {(32, 128), (32, 256)} <= {(c["BN"], c["BK"]) for c in rows_b}
+    assert len({str(c) for c in rows_b}) == len(rows_b) and all(c["BN"] <= 16 for c in cands)
+    wide, narrow = dict(BN=32, BK=256, FOLD=1, num_warps=4, num_stages=1), dict(BN=8, BK=1024, FOLD=4, num_warps=4)
+    assert [space.adapt(space.T06, _problem(m, 96, 4096, dt=torch.float32), wide)["BK"] for m in (1, 2, 3, 4)] == \
+        [256, 256, 128, 128]  # 64, 128, 96, 128 accumulators a thread (3 rows: 192 at 256)
+    assert space.adapt(space.T06, _problem(4, 96, 4096, dt=torch.float32), narrow)["BK"] == 512
+    # K-major, FOLD sums within a thread: four rows keep the tile tuned at one
+    assert space.adapt(space.T06, _problem(4, 96, 4096, dt=torch.float32, b_t=True), narrow)["BK"] == 1024
+    assert [c["BK"] for c in space.candidates(space.T06, _problem(4, 4096, 4096, b_t=True))] == [c["BK"] for c in cands]
     d = tuning.choose(p5, "tc_gemv")
     assert d.rung == space.T04 and "M ≤ 4 only" in d.source, d
 

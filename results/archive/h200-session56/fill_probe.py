@@ -1,5 +1,7 @@
 """Session 56: BF16 shapes between the database's buckets (docs/perf-notes.md, 112). On the device, from the
 repository root: python3 results/archive/h200-session56/fill_probe.py survey before; ... tune 270; ... survey after.
+As run, the scripts sat in .dev/ and the after-survey read the first one's shapes from .dev/fill-before.json;
+here they read this folder's copy (the archived fill-before.json), so a rerun times the same 45 shapes.
 Modes:
   survey TAG   each sampled shape (30 picked to tune, 15 held out): the decision, then ours against cuBLAS on the library's device
                clock (interleaved, L2 flushed) -> $OUT/fill-TAG.json
@@ -54,7 +56,8 @@ def survey(tag):
 
 def tune(guard_s):
     from tilegemm.cli import main
-    rows = [r for r in json.load(open(os.path.join(OUT, "fill-before.json"))) if r["kind"] == "picked"]
+    first = HERE + "fill-before.json" if os.path.exists(HERE + "fill-before.json") else os.path.join(OUT, "fill-before.json")
+    rows = [r for r in json.load(open(first)) if r["kind"] == "picked"]
     rows.sort(key=lambda r: r["ratio"] or 0)
     t0, log = time.time(), []
     for r in rows:

@@ -3,7 +3,10 @@
 Two device clocks: 'cold' = a CUDA graph of 20 calls each on another copy of B (together past the
 60 MB L2), 'warm' = a graph of 50 calls on one B (the tensor-core bench's clock at M = 1).
 On the device, from the repository root: python3 results/archive/h200-session56/gemv_probe.py 1x4096x4096,1x1024x4096 tf32
-(gemv-tf32-probe.json; 1x14336x4096 tf32 -> gemv-tf32-probe-14336.json; 1x1024x4096,1x1024x8192,1x4096x4096 bf16)."""
+(gemv-tf32-probe.json; 1x14336x4096 tf32 -> gemv-tf32-probe-14336.json; 1x1024x4096,1x1024x8192,1x4096x4096 bf16).
+It writes $OUT/gemv-<dtype>-probe.json; the 14336 record was renamed. gemv-tf32-probe.json came from an earlier
+version (TF32 only, no dtype field, 14 of the EXTRA06 tiles: not 16×1024, 16×512, 32×512, 32×256 or 8×1024 on 4 warps
+with FOLD 1). Each rung's first 16 candidates only (t04 has 40 at these shapes)."""
 import json, os, statistics, sys, time
 import torch, triton
 from tilegemm import dispatch

@@ -1,7 +1,8 @@
 """Session 56 (docs/perf-notes.md, 112): the 1280..5120 grid's BF16 buckets a fill would tune, less those that would become the bucket a
 shape of the committed sets (library, tensor-core bench, model projections; every dtype and layout
 they are measured in) takes, whose figures stand measured (CPU, meta tensors). Run from the repository
-root, on the database before the fill: PYTHONPATH=src python3 results/archive/h200-session56/grid_plan.py"""
+root, on the database after fill_probe.py's 29 entries and before grid_tune.py (a3552e6's plus those 29; it
+rewrites grid-todo.json here): PYTHONPATH=src python3 results/archive/h200-session56/grid_plan.py"""
 import itertools, json, os, re, sys
 from unittest import mock
 sys.path.insert(0, "results/archive/h200-session55")

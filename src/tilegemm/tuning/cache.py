@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from .. import env, shipped
 
-TUNER_VERSION = "v17"  # v2: graphs for short products; v3: SWAP/REG_A; v4: FLAT; v5: settle; v6: t05 swapped TF32;
+TUNER_VERSION = "v18"  # v2: graphs for short products; v3: SWAP/REG_A; v4: FLAT; v5: settle; v6: t05 swapped TF32;
 # v7: FP32 decode tiles; v8: settle interleaves single samples (the decisions' own keys, "auto|…", came
 # after v8 without changing how any rung is timed); v9: ranked by eager_score (launches count); v10: no
 # graph replays (L2 flushed before every sample, whatever the product's size); v11: buckets a quarter
@@ -40,7 +40,8 @@ TUNER_VERSION = "v17"  # v2: graphs for short products; v3: SWAP/REG_A; v4: FLAT
 # 16-bit decode tiles with 32 KB stages of B (note 86), so a v12 decision at M ≤ 16 never saw them;
 # v14: the same at 16 < M ≤ 64 (note 87); v15: FP8 decode tiles with 32 and 64 KB stages of B (note
 # 89); v16: a 5-stage 128×128×64 tile for 16-bit operands at 64 < M ≤ 256 (note 90); v17: FP8
-# decode's 16×64×512 tile with 4 stages (note 100). The version is
+# decode's 16×64×512 tile with 4 stages (note 100); v18: t06's 32-column tiles for a row-major B (note
+# 111). The version is
 # in every key, so a bump drops every cached decision, not only those at the shapes that changed
 
 _LOCK = threading.Lock()
@@ -57,6 +58,7 @@ class Decision:
     config: dict
     source: str
     ms: float | None = None
+    shape: tuple | None = None  # where it was timed, if not at the problem's own shape (another of its bucket)
 
 
 def autotune_on_call() -> bool:
@@ -235,5 +237,5 @@ def db_entry_key(p) -> str:
 
 def record(p, decision: Decision, **extra) -> dict:
     """A decision as a database entry."""
-    return dict(rung=decision.rung, config=decision.config, ms=decision.ms, shape=[p.m, p.n, p.k],
+    return dict(rung=decision.rung, config=decision.config, ms=decision.ms, shape=list(decision.shape or (p.m, p.n, p.k)),
                 when=time.strftime("%Y-%m-%dT%H:%M:%S"), **extra)

@@ -24,6 +24,7 @@ import triton
 from ..kernels.tensorcore import _problem as P
 from ..kernels.tensorcore import t03_tma_persistent as t03
 from ..kernels.tensorcore import t04_splitk as t04
+from ..kernels.tensorcore import t06_gemv as t06
 from ..registry import ceil_div
 
 SMEM_BUDGET = P.SMEM_BUDGET
@@ -582,17 +583,32 @@ def _t05_adapt(p: P.Problem, c: dict) -> dict | None:
 _T06_SEEDS = [(4, 1024, 4, 8), (2, 1024, 4, 8), (8, 1024, 4, 8), (1, 1024, 2, 8), (2, 1024, 2, 8), (4, 2048, 8, 8),
               (2, 2048, 8, 1), (16, 256, 4, 1)]
 # with a row-major B (x @ W, W K×N) a program's tile is BN contiguous elements of each of BK rows:
-# a row of 32 FP32 (128 bytes, a line) over 128-row steps read the 235 MB of TF32 1×14336×4096 at
-# 4.3 TB/s, the read bandwidth torch.sum measures, where the seeds above peak at 16 columns
-# (docs/perf-notes.md, 111)
+# a row of 32 FP32 (128 bytes, a line; 64 bytes in 16 bits) over 128-row steps read the 235 MB of
+# TF32 1×14336×4096 at 4.3 TB/s, the read bandwidth torch.sum measures, where the seeds above peak
+# at 16 columns (docs/perf-notes.md, 111)
 _T06_ROW_SEEDS = [(32, 128, 4, 1), (32, 256, 4, 1)]
 
 
+T06_ACC_MAX = 128  # FP32 accumulator elements a thread, over the rows a program takes
+
+
 def _t06_fit(p: P.Problem, bn: int, bk: int, warps: int, fold: int = 1, stages: int = 1) -> dict:
-    """A t06 configuration for p: K steps no wider than K needs (a power of two, at least 16), and
-    FOLD no wider than a 16-byte load's elements."""
+    """A t06 configuration for p: K steps no wider than K needs (a power of two, at least 16), FOLD
+    no wider than a 16-byte load's elements, and K steps halved until the accumulators of the rows
+    a program takes (ROWS × BN×BK/FOLD over its threads, FOLD as it runs: `t06.fold`) fit in
+    T06_ACC_MAX a thread. A tile tuned at M = 1 and carried to M = 3 or 4 otherwise spills: with a
+    row-major B, 32×256 on 4 warps compiled for sm_90 to 206 registers at one row and spilled 4.6 KB
+    at four; 32×128 took 254 registers at four, none spilled (docs/perf-notes.md, 111)."""
     bk = min(bk, max(16, triton.next_power_of_2(max(p.k, 1))))
     fold = max(1, min(fold, 16 // p.a.element_size(), bk))
+    rows = t06.rows_per_program(p.m) if p.m <= t06.MAX_M else 1
+
+    def acc(k):
+        c = dict(BN=bn, BK=k, FOLD=fold, num_warps=warps)
+        return rows * bn * k // (t06.fold(p, c) * 32 * warps)
+
+    while bk > 16 and acc(bk) > T06_ACC_MAX:
+        bk //= 2
     return dict(BN=bn, BK=bk, FOLD=fold, num_warps=warps, num_stages=stages)
 
 

@@ -249,7 +249,8 @@ def tune(p: P.Problem) -> Decision | None:
         rungs = ([space.T03] if tma else []) + [space.T02, space.T04]
         if not tc.rung_module(space.T06).usable(p):  # decode's M ≤ 4: the GEMV form as well
             rungs.append(space.T06)
-        won = _fastest(_tuned(rungs, p)[0])
+        tuned, _ = _tuned(rungs, p)
+        won = _fastest(tuned)
     else:
         big = space.T03 if tma else space.T02
         rungs = [big]
@@ -263,6 +264,11 @@ def tune(p: P.Problem) -> Decision | None:
     if won is None:
         return None
     rung, entry = won
-    decision = Decision(rung, entry["config"], "tuned on this GPU (your tuning cache)", entry.get("ms"))
+    at = tuple(entry.get(d, getattr(p, d)) for d in "mnk")
+    if at != (p.m, p.n, p.k):  # its rungs were tuned at another shape of p's bucket (the user's cache): an
+        # entry says where it was timed, and its time there (the rule for unaligned rows reads that shape)
+        entry = dict(tuned)[rung]
+    decision = Decision(rung, entry["config"], "tuned on this GPU (your tuning cache)", entry.get("ms"),
+                        at if at != (p.m, p.n, p.k) else None)
     cache.store_entry(cache.decision_key(p, P.gpu_name(p.a.device)), cache.record(p, decision))
     return decision
