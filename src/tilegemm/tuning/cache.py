@@ -237,5 +237,5 @@ def db_entry_key(p) -> str:
 
 def record(p, decision: Decision, **extra) -> dict:
     """A decision as a database entry."""
-    return dict(rung=decision.rung, config=decision.config, ms=decision.ms, shape=list(decision.shape or (p.m, p.n, p.k)),
-                when=time.strftime("%Y-%m-%dT%H:%M:%S"), **extra)
+    return dict(rung=decision.rung, config=decision.config, ms=decision.ms,
+                shape=list(decision.shape or (p.m, p.n, p.k)), when=time.strftime("%Y-%m-%dT%H:%M:%S"), **extra)

@@ -265,10 +265,11 @@ def tune(p: P.Problem) -> Decision | None:
         return None
     rung, entry = won
     at = tuple(entry.get(d, getattr(p, d)) for d in "mnk")
-    if at != (p.m, p.n, p.k):  # its rungs were tuned at another shape of p's bucket (the user's cache): an
-        # entry says where it was timed, and its time there (the rule for unaligned rows reads that shape)
+    elsewhere = at != (p.m, p.n, p.k)
+    if elsewhere:  # its rungs were tuned at another shape of p's bucket (the user's cache): an entry says
+        # where it was timed, and its time there (the rule for unaligned rows reads that shape)
         entry = dict(tuned)[rung]
     decision = Decision(rung, entry["config"], "tuned on this GPU (your tuning cache)", entry.get("ms"),
-                        at if at != (p.m, p.n, p.k) else None)
+                        at if elsewhere else None)
     cache.store_entry(cache.decision_key(p, P.gpu_name(p.a.device)), cache.record(p, decision))
     return decision
