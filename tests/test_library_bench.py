@@ -210,6 +210,25 @@ def test_merge_refuses_parts_that_flushed_l2_differently_and_keeps_the_timed_par
         library.merge([host, timed, old])
 
 
+def test_a_held_out_run_names_its_draw_and_does_not_merge_with_another_set():
+    """A document's shape set is in its harness: a held-out draw's report names the seed and what
+    was drawn; parts of different sets are refused; a document from before the field is `library`."""
+    held, lib = _doc(), _doc()
+    for d, which in ((held, "held-out:5799"), (lib, None)):
+        d["schema"], d["harness"] = "tilegemm.library/1", dict(runs=3, **({"shapes": which} if which else {}))
+    assert library.shape_set(lib) == "library" and library.shape_set(held) == "held-out:5799"
+    text = library.render(held, full=False)
+    assert text.startswith("`tilegemm library` on `held-out:5799`: 30 shapes drawn from seed 5799 that no tuning")
+    assert library.render(lib, full=False).startswith("`tilegemm library` on NVIDIA H200")
+    lib["records"] = [dict(r, dtype="fp16") for r in lib["records"] if r["dtype"] == "bf16"]
+    held["records"] = [r for r in held["records"] if r["dtype"] == "bf16"]
+    with pytest.raises(ValueError, match="different shape sets"):
+        library.merge([held, lib])
+    lib.pop("host_us"), lib.pop("first_call")  # measured by the held-out part
+    assert library.shape_set(library.merge([held, dict(lib, harness=dict(runs=3, shapes="held-out:5799"))])) \
+        == "held-out:5799"
+
+
 def test_l2_flush_by_reading_is_torchs_only():
     from tilegemm.bench.timing import L2Flush
 

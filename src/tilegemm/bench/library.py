@@ -41,6 +41,8 @@ import subprocess
 import sys
 import time
 
+from .shapes import held_out, held_out_seed, load_shapes
+
 DTYPES = ("bf16", "fp16", "tf32", "fp8", "fp32")
 ONCE = ("decode", "host_us", "first_call")  # measured by one part of a document (merge), not per dtype
 ERRORS = {"decode": "read_error", "host_us": "host_us_error", "first_call": "first_call_error"}  # where each says why not
@@ -426,11 +428,12 @@ def records(per: dict, modes) -> list[dict]:
 
 def run(shapes, dtypes, modes=("eager", "device"), runs: int = 3, budget_s: float = 0.3, progress=print,
         with_host: bool = True, with_first: bool = True, save=None, with_decode: bool = True,
-        decode_dtypes=DECODE_DTYPES) -> dict:
+        decode_dtypes=DECODE_DTYPES, shape_set: str = "library") -> dict:
     """The whole measurement: `runs` passes over shapes × dtypes (ours and the reference in the
     same passes) and, with_decode, over the decode products (B = Wᵀ) in each of decode_dtypes and
     the read bandwidth; then the records as medians over the runs. save(doc), if given, is called
-    after every shape with the document so far (a run cut short keeps what it measured)."""
+    after every shape with the document so far (a run cut short keeps what it measured).
+    shape_set: what `shapes` is, as the document names it (a held-out draw with its seed)."""
     import torch
 
     from . import clocks
@@ -439,7 +442,8 @@ def run(shapes, dtypes, modes=("eager", "device"), runs: int = 3, budget_s: floa
     clock = _Clock()
     per = {}  # (dtype, m, n, k) -> list of per-run records
     doc = dict(schema="tilegemm.library/1", environment=environment(), clocks={"before": clocks.read()},
-               harness=dict(modes=list(modes), runs=runs, hold_us=HOLD_US, eager_sample_us=EAGER_SAMPLE_US,
+               harness=dict(shapes=shape_set, modes=list(modes), runs=runs, hold_us=HOLD_US,
+                            eager_sample_us=EAGER_SAMPLE_US,
                             flush=clock.flush.mode, flush_kind=clock.flush.kind,
                             order="ours and the reference interleaved, ABBA batches of 5",
                             fp32_max_flops=FP32_MAX_FLOPS, host_order=HOST_ORDER))
@@ -600,6 +604,9 @@ def merge(docs: list[dict], replace: bool = False) -> dict:
     flushes = [(d.get("harness") or {}).get("flush") for d in timed]
     if len(set(flushes)) > 1:
         raise ValueError(f"parts flushed L2 in different ways ({', '.join(sorted(set(map(str, flushes))))})")
+    sets = {shape_set(d) for d in docs if d.get("records")}
+    if len(sets) > 1:
+        raise ValueError(f"parts measured different shape sets ({', '.join(sorted(sets))})")
     seen: dict = {}
     for i, d in enumerate(docs):
         if {k: (d.get("harness") or {}).get(k) for k in keys} != h0:
@@ -621,6 +628,11 @@ def merge(docs: list[dict], replace: bool = False) -> dict:
     out.pop("elapsed_s", None)
     out["summary"] = summarise(out["records"])
     return out
+
+
+def shape_set(doc: dict) -> str:
+    """The shape set a document's records measured (documents before it was recorded: `library`)."""
+    return (doc.get("harness") or {}).get("shapes") or "library"
 
 
 def _flush_words(harness: dict) -> str:
@@ -647,7 +659,12 @@ def render(doc: dict, full: bool = True) -> str:
               for p in parts]
     when = "; ".join(f"{label} {p.get('date')}".strip() for label, p in zip(labels, parts)) if len(parts) > 1 \
         else env.get("date", "?")
-    out = [f"`tilegemm library` on {gpu} ({when}): ratio = reference time / ours (> 1: ours "
+    which = shape_set(doc)
+    held = held_out_seed(which)
+    on = (f" on `{which}`: {len(held_out(held))} shapes drawn from seed {held} that no tuning was fitted to (Llama-3 "
+          "projections at a random token count, random sides aligned to 8, random sides)") if held is not None \
+        else (f" on the `{which}` set" if which != "library" else "")
+    out = [f"`tilegemm library`{on} on {gpu} ({when}): ratio = reference time / ours (> 1: ours "
            f"faster), each figure the median of {h.get('runs', '?')} runs, the reference (cuBLAS through torch; "
            "torch._scaled_mm for FP8) timed in the same runs, interleaved. *Eager*: back-to-back calls through "
            "`tilegemm.matmul`/`gemm`, what a user gets. *Device*: the kernels alone (a hold kernel hides the "
@@ -743,7 +760,8 @@ def render_decode(dec: dict | None) -> list[str]:
 
 def add_cli(subparsers) -> None:
     p = subparsers.add_parser("library", help="the library as users call it: eager and device time vs cuBLAS (GPU)")
-    p.add_argument("--shapes", default="library", help="a named shape set, a JSON file or a list (default: library)")
+    p.add_argument("--shapes", default="library", help="a named shape set, held-out[:SEED] (30 shapes drawn afresh: "
+                   "today's date is the seed unless one is given), a JSON file or a list (default: library)")
     p.add_argument("--dtypes", default=",".join(DTYPES), help=f"comma-separated, of {', '.join(DTYPES)}")
     p.add_argument("--modes", default="eager,device", help="eager, device or both")
     p.add_argument("--runs", type=int, default=3, help="passes over the set; each figure is their median")
@@ -763,7 +781,6 @@ def add_cli(subparsers) -> None:
 
 def cli_library(args) -> int:
     from . import results
-    from .shapes import load_shapes
 
     if args.merge:
         return results.merge_files("library", args.merge, args.json, lambda docs: merge(docs, replace=args.replace))
@@ -790,16 +807,20 @@ def cli_library(args) -> int:
         return 2
     try:
         shapes = load_shapes(args.shapes)
+        seed = held_out_seed(args.shapes)
     except (ValueError, FileNotFoundError) as e:
         print(f"tilegemm library: {e}", file=sys.stderr)
         return 2
+    which = args.shapes if seed is None else f"held-out:{seed}"
+    if seed is not None:
+        print(f"shapes: {which}, {len(shapes)} drawn from seed {seed} (the same shapes again: --shapes {which})")
 
     def save(doc):
         results.write_json(args.json, json.dumps(doc, indent=1, default=str))
 
     doc = run(shapes, dtypes, modes, runs=args.runs, budget_s=args.budget, progress=lambda s: print(s, flush=True),
               with_host=not args.no_host, with_first=not args.no_first, save=save if args.json else None,
-              with_decode=not args.no_decode and bool(decode_dtypes), decode_dtypes=decode_dtypes)
+              with_decode=not args.no_decode and bool(decode_dtypes), decode_dtypes=decode_dtypes, shape_set=which)
     for key, s in doc["summary"].items():
         print(f"{key:12s} shapes {s['shapes']:3d}  geomean {s['geomean']:.3f}  worst {s['worst']['ratio']:.3f} at "
               f"{'×'.join(map(str, s['worst']['shape']))}  below 0.95: {s['below_095']}")

@@ -4,6 +4,7 @@
     load_shapes("my_shapes.json") -> a file: {"shapes": [...]}, a bare list, or {"sets": {...}}
     parse_shape("4096x14336x4096") == parse_shape("4096×14336×4096") == (4096, 14336, 4096)
     parse_shape("512") == (512, 512, 512)
+    load_shapes("held-out:7")     -> 30 shapes drawn from seed 7 (held_out)
 
 A shape is M×N×K: C (M×N) = A (M×K) @ B (K×N).
 """
@@ -11,12 +12,19 @@ A shape is M×N×K: C (M×N) = A (M×K) @ B (K×N).
 from __future__ import annotations
 
 import json
+import math
+import random
 import re
+import time
 from importlib import resources
 from pathlib import Path
 
 SHAPES_SCHEMA = "tilegemm.shapes/1"
 _SEP = re.compile(r"\s*[x×X*]\s*")
+HELD_OUT = "held-out"
+# Llama-3 8B's and 70B's projections, N×K (x @ W: W is K×N): q/o, k/v, gate/up, down, 8B's fused q/k/v
+PROJECTIONS = ((4096, 4096), (1024, 4096), (14336, 4096), (4096, 14336), (6144, 4096),
+               (8192, 8192), (1024, 8192), (28672, 8192), (8192, 28672))
 
 
 def parse_shape(spec) -> tuple[int, int, int]:
@@ -52,6 +60,36 @@ def parse_shapes(text: str) -> list[tuple[int, int, int]]:
     return [parse_shape(t) for t in items]
 
 
+def held_out(seed: int) -> list[tuple[int, int, int]]:
+    """30 shapes drawn from `seed`, so that no tuning can have been fitted to them: 12 projections
+    of Llama-3 8B or 70B (PROJECTIONS) at a token count M log-uniform in 2…8192; 12 products whose
+    sides are log-uniform in 256…8192 and multiples of 8 (rows 16-byte aligned for 2-byte types,
+    seldom 128-byte aligned); 6 whose sides are any integers in 256…8192 (rows mostly unaligned).
+    The shapes a user brings, where the named sets hold the ones the database was tuned at."""
+    rnd = random.Random(seed)
+
+    def side(lo: int, hi: int, step: int = 1) -> int:
+        x = math.exp(rnd.uniform(math.log(lo), math.log(hi)))
+        return min(hi, max(lo, round(x / step) * step))
+
+    return ([(side(2, 8192), *rnd.choice(PROJECTIONS)) for _ in range(12)]
+            + [(side(256, 8192, 8), side(256, 8192, 8), side(256, 8192, 8)) for _ in range(12)]
+            + [(side(256, 8192), side(256, 8192), side(256, 8192)) for _ in range(6)])
+
+
+def held_out_seed(name: str) -> int | None:
+    """The seed a 'held-out' set name draws from: 'held-out:SEED', or 'held-out' alone for today's
+    date (UTC, as YYYYMMDD: one day's runs draw the same shapes); None for any other name."""
+    if name == HELD_OUT:
+        return int(time.strftime("%Y%m%d", time.gmtime()))
+    if name.startswith(HELD_OUT + ":"):
+        seed = name[len(HELD_OUT) + 1:]
+        if not seed.isdigit():
+            raise ValueError(f"shape set {name!r}: the seed after 'held-out:' must be a non-negative integer")
+        return int(seed)
+    return None
+
+
 def _builtin() -> dict:
     data = resources.files("tilegemm").joinpath("data/shapes.json").read_text(encoding="utf-8")
     doc = json.loads(data)
@@ -79,8 +117,11 @@ def _from_doc(doc, where: str) -> list[tuple[int, int, int]]:
 
 
 def load_shapes(name_or_path: str) -> list[tuple[int, int, int]]:
-    """A built-in set by name, a JSON file, 'FILE.json:SET' for a set inside a file with 'sets',
-    or an inline list ('128,256,4096x14336x4096')."""
+    """A built-in set by name, 'held-out' or 'held-out:SEED' (held_out), a JSON file, 'FILE.json:SET'
+    for a set inside a file with 'sets', or an inline list ('128,256,4096x14336x4096')."""
+    seed = held_out_seed(name_or_path)
+    if seed is not None:
+        return held_out(seed)
     sets = _builtin()
     if name_or_path in sets:
         return _from_doc(sets[name_or_path], f"shape set {name_or_path!r}")
@@ -103,4 +144,4 @@ def load_shapes(name_or_path: str) -> list[tuple[int, int, int]]:
         return parse_shapes(name_or_path)
     except ValueError:
         raise ValueError(f"unknown shape set {name_or_path!r}: not a built-in set "
-                         f"({', '.join(sets)}), a JSON file, or a list of shapes") from None
+                         f"({', '.join(sets)}, {HELD_OUT}[:SEED]), a JSON file, or a list of shapes") from None
