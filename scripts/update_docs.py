@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from tilegemm import sanitize  # noqa: E402
-from tilegemm.bench import counters, ladder, library, model, report, results  # noqa: E402
+from tilegemm.bench import counters, ladder, library, model, report, results, shapes  # noqa: E402
 
 README = ROOT / "README.md"
 H200 = ROOT / "results" / "h200"
@@ -236,18 +236,23 @@ def main() -> int:
                           key=lambda p: (p.name != "h200", p.name)):
         doc = json.loads((gpu_dir / "library.json").read_text())
         (gpu_dir / "library.md").write_text("# The library as users call it\n\n" + library.render(doc) + "\n")
+        if library.shape_set(doc) != "library":
+            raise SystemExit(f"results/{gpu_dir.name}/library.json measured {library.shape_set(doc)!r}, not `library`")
         block = library.render(doc, full=False) + f"\n\nEvery shape: [{gpu_dir.name}/library.md]" \
-            f"(results/{gpu_dir.name}/library.md). The `library` set's shapes are ones the shipped database " \
-            "was since tuned at; shapes it was not fitted to (`tilegemm library --shapes held-out`): "
+            f"(results/{gpu_dir.name}/library.md). Most of the `library` set's shapes are ones the shipped database " \
+            "was since tuned at; shapes it was not fitted to (`tilegemm library --shapes held-out`):"
         held = gpu_dir / "held-out.json"
         if held.exists():
             hdoc = json.loads(held.read_text())
+            if not library.shape_set(hdoc).startswith(shapes.HELD_OUT + ":"):
+                raise SystemExit(f"results/{gpu_dir.name}/held-out.json measured {library.shape_set(hdoc)!r}, "
+                                 "not a held-out draw")
             (gpu_dir / "held-out.md").write_text("# The library on shapes no tuning saw\n\n" + library.render(hdoc) + "\n")
             block += f"\n\n{library.render(hdoc, full=False)}\n\nEvery shape: [{gpu_dir.name}/held-out.md]" \
                      f"(results/{gpu_dir.name}/held-out.md)."
             print(f"wrote results/{gpu_dir.name}/held-out.md")
         else:
-            block += "no run committed yet (docs/perf-notes.md, 113, surveys such shapes on the H200)."
+            block += " no run committed yet (docs/perf-notes.md, 113, surveys such shapes on the H200)."
         blocks.append(block)
         print(f"wrote results/{gpu_dir.name}/library.md")
     write_bad_inputs()

@@ -225,8 +225,12 @@ def test_a_held_out_run_names_its_draw_and_does_not_merge_with_another_set():
     with pytest.raises(ValueError, match="different shape sets"):
         library.merge([held, lib])
     lib.pop("host_us"), lib.pop("first_call")  # measured by the held-out part
-    assert library.shape_set(library.merge([held, dict(lib, harness=dict(runs=3, shapes="held-out:5799"))])) \
-        == "held-out:5799"
+    more = dict(lib, harness=dict(runs=3, shapes="held-out:5799"))
+    assert library.shape_set(library.merge([held, more])) == "held-out:5799"
+    # a part without products (host µs alone, of no set) first: the merged document is still the draw's
+    host = dict(lib, records=[], host_us=held["host_us"], harness=dict(runs=3))
+    held.pop("host_us")
+    assert library.shape_set(library.merge([host, held, more])) == "held-out:5799"
 
 
 def test_l2_flush_by_reading_is_torchs_only():

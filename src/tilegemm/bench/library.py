@@ -41,7 +41,7 @@ import subprocess
 import sys
 import time
 
-from .shapes import held_out, held_out_seed, load_shapes
+from .shapes import HELD_OUT, held_out, held_out_seed, load_shapes
 
 DTYPES = ("bf16", "fp16", "tf32", "fp8", "fp32")
 ONCE = ("decode", "host_us", "first_call")  # measured by one part of a document (merge), not per dtype
@@ -428,12 +428,15 @@ def records(per: dict, modes) -> list[dict]:
 
 def run(shapes, dtypes, modes=("eager", "device"), runs: int = 3, budget_s: float = 0.3, progress=print,
         with_host: bool = True, with_first: bool = True, save=None, with_decode: bool = True,
-        decode_dtypes=DECODE_DTYPES, shape_set: str = "library") -> dict:
+        decode_dtypes=DECODE_DTYPES, *, shape_set: str) -> dict:
     """The whole measurement: `runs` passes over shapes × dtypes (ours and the reference in the
     same passes) and, with_decode, over the decode products (B = Wᵀ) in each of decode_dtypes and
     the read bandwidth; then the records as medians over the runs. save(doc), if given, is called
     after every shape with the document so far (a run cut short keeps what it measured).
-    shape_set: what `shapes` is, as the document names it (a held-out draw with its seed)."""
+    shape_set: what `shapes` is, as the document names it: a set's name, a file, or a held-out draw
+    (named with its seed: 'held-out' alone is today's, and so named)."""
+    seed = held_out_seed(shape_set)
+    shape_set = shape_set if seed is None else f"{HELD_OUT}:{seed}"
     import torch
 
     from . import clocks
@@ -619,6 +622,8 @@ def merge(docs: list[dict], replace: bool = False) -> dict:
                parts=[part for d in docs for part in _parts(d)],
                harness={**(docs[0].get("harness") or {}), **{k: (timed[0].get("harness") or {}).get(k)
                                                                for k in ("flush", "flush_kind") if timed}})
+    if sets:  # the set the products were measured on, whichever part comes first
+        out["harness"]["shapes"] = sets.pop()
     for name in (*ONCE, *ERRORS.values()):
         out.pop(name, None)
         got = [d[name] for d in docs if d.get(name)]
@@ -806,12 +811,12 @@ def cli_library(args) -> int:
               file=sys.stderr)
         return 2
     try:
-        shapes = load_shapes(args.shapes)
-        seed = held_out_seed(args.shapes)
+        seed = held_out_seed(args.shapes)  # read once: a run that starts at midnight draws and names one seed
+        shapes = load_shapes(args.shapes) if seed is None else held_out(seed)
     except (ValueError, FileNotFoundError) as e:
         print(f"tilegemm library: {e}", file=sys.stderr)
         return 2
-    which = args.shapes if seed is None else f"held-out:{seed}"
+    which = args.shapes if seed is None else f"{HELD_OUT}:{seed}"
     if seed is not None:
         print(f"shapes: {which}, {len(shapes)} drawn from seed {seed} (the same shapes again: --shapes {which})")
 

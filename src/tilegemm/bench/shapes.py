@@ -22,9 +22,6 @@ from pathlib import Path
 SHAPES_SCHEMA = "tilegemm.shapes/1"
 _SEP = re.compile(r"\s*[x×X*]\s*")
 HELD_OUT = "held-out"
-# Llama-3 8B's and 70B's projections, N×K (x @ W: W is K×N): q/o, k/v, gate/up, down, 8B's fused q/k/v
-PROJECTIONS = ((4096, 4096), (1024, 4096), (14336, 4096), (4096, 14336), (6144, 4096),
-               (8192, 8192), (1024, 8192), (28672, 8192), (8192, 28672))
 
 
 def parse_shape(spec) -> tuple[int, int, int]:
@@ -62,17 +59,20 @@ def parse_shapes(text: str) -> list[tuple[int, int, int]]:
 
 def held_out(seed: int) -> list[tuple[int, int, int]]:
     """30 shapes drawn from `seed`, so that no tuning can have been fitted to them: 12 projections
-    of Llama-3 8B or 70B (PROJECTIONS) at a token count M log-uniform in 2…8192; 12 products whose
-    sides are log-uniform in 256…8192 and multiples of 8 (rows 16-byte aligned for 2-byte types,
-    seldom 128-byte aligned); 6 whose sides are any integers in 256…8192 (rows mostly unaligned).
-    The shapes a user brings, where the named sets hold the ones the database was tuned at."""
+    of Llama-3 8B or 70B (the `projections` set's N×K) at a token count M log-uniform in 2…8192;
+    12 products whose sides are log-uniform in 256…8192 and multiples of 8 (rows 16-byte aligned
+    for 2-byte types, seldom 128-byte aligned); 6 whose sides are any integers in 256…8192 (rows
+    mostly unaligned). The shapes a user brings, where the named sets hold the ones the database
+    was tuned at; a draw may still fall in a bucket tuned at another of its shapes (the
+    projections' token counts are tuned a bucket apart on the H200), which is what users get."""
     rnd = random.Random(seed)
+    widths = [(n, k) for _, n, k in load_shapes("projections")]
 
     def side(lo: int, hi: int, step: int = 1) -> int:
         x = math.exp(rnd.uniform(math.log(lo), math.log(hi)))
         return min(hi, max(lo, round(x / step) * step))
 
-    return ([(side(2, 8192), *rnd.choice(PROJECTIONS)) for _ in range(12)]
+    return ([(side(2, 8192), *rnd.choice(widths)) for _ in range(12)]
             + [(side(256, 8192, 8), side(256, 8192, 8), side(256, 8192, 8)) for _ in range(12)]
             + [(side(256, 8192), side(256, 8192), side(256, 8192)) for _ in range(6)])
 
@@ -84,7 +84,7 @@ def held_out_seed(name: str) -> int | None:
         return int(time.strftime("%Y%m%d", time.gmtime()))
     if name.startswith(HELD_OUT + ":"):
         seed = name[len(HELD_OUT) + 1:]
-        if not seed.isdigit():
+        if not re.fullmatch(r"[0-9]+", seed):
             raise ValueError(f"shape set {name!r}: the seed after 'held-out:' must be a non-negative integer")
         return int(seed)
     return None
