@@ -7,14 +7,14 @@ sv() {  # db shapes tag [wt]
   timeout 100 python3 results/archive/h200-session57/survey.py survey $2 $3 $4 2>&1 | grep -v Warn | tail -13
 }
 sv /tmp/db-5188f9f.json results/archive/h200-session57/shapes-hn.json hn-before
-sv results/archive/h200-session57/db-after-tuning.json results/archive/h200-session57/shapes-hn.json hn-after
+sv results/archive/h200-session57/db-run-f-after.json results/archive/h200-session57/shapes-hn.json hn-after
 sv /tmp/db-5188f9f.json results/archive/h200-session57/shapes-ht.json ht-before wt
-sv results/archive/h200-session57/db-after-tuning.json results/archive/h200-session57/shapes-ht.json ht-after wt
+sv results/archive/h200-session57/db-run-f-after.json results/archive/h200-session57/shapes-ht.json ht-after wt
 sv /tmp/db-5188f9f.json results/archive/h200-session57/shapes-g1.json g1-before
-sv results/archive/h200-session57/db-after-tuning.json results/archive/h200-session57/shapes-g1.json g1-after
+sv results/archive/h200-session57/db-run-f-after.json results/archive/h200-session57/shapes-g1.json g1-after
 sv results/archive/h200-session57/db-without-grid212.json results/archive/h200-session57/shapes-g2.json g2-before
-sv results/archive/h200-session57/db-after-tuning.json results/archive/h200-session57/shapes-g2.json g2-after
-for db in /tmp/db-5188f9f.json results/archive/h200-session57/db-after-tuning.json; do cp $db $DB; rm -rf ~/.cache/tilegemm
+sv results/archive/h200-session57/db-run-f-after.json results/archive/h200-session57/shapes-g2.json g2-after
+for db in /tmp/db-5188f9f.json results/archive/h200-session57/db-run-f-after.json; do cp $db $DB; rm -rf ~/.cache/tilegemm
 timeout 40 python3 -c "
 from tilegemm.bench import library as L
 r = L.measure_shape(L._Clock(), 'fp16', 777, 1234, 4321, ('device', 'eager'), 0.5)
