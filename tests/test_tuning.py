@@ -91,7 +91,9 @@ def test_database_for_this_gpu_or_the_one_most_like_it(monkeypatch):
 
 
 def test_the_shipped_databases_are_well_formed():
-    """Every shipped database names its GPU and holds rungs and configurations the rungs accept."""
+    """Every shipped database names its GPU and holds rungs and configurations the rungs accept; an
+    entry's shape (where its time was measured) falls in its bucket, unless the entry says why not
+    (`kept`: a pick kept from another bucket, docs/perf-notes.md 113)."""
     from tilegemm.kernels import tensorcore as tc
 
     shipped.forget()
@@ -99,7 +101,9 @@ def test_the_shipped_databases_are_well_formed():
         assert shipped.slug(db["gpu"]) == name and len(db["capability"]) == 2 and db["sms"] > 0
         for key, e in db["entries"].items():
             assert e["rung"] in tc.RUNGS and isinstance(e["config"], dict), key
-            assert len(key.split("|")) == 6 and e["shape"], key
+            assert len(key.split("|")) == 6 and e["shape"] and e["ms"] > 0, key
+            bucket = "x".join(str(space.grid_up(x)) for x in e["shape"][:3])
+            assert key.rsplit("|", 1)[1].split("b")[0] == bucket or e.get("kept"), (key, e["shape"])
 
 
 def test_adapt_fits_a_configuration_to_another_shape():
