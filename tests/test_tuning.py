@@ -419,6 +419,38 @@ def test_another_buckets_wave_fitted_tile_only_where_it_fits_the_waves():
     assert not space.t05_wave_fitted({})
 
 
+def test_explain_gives_the_waves_of_a_tile_timed_at_another_shape():
+    """A database decision names the shape it was timed at; where that is not the caller's shape,
+    explain gives the waves its tile makes there and here, and where the caller's waves are much
+    less full, the command that tunes the caller's own shape (docs/perf-notes.md, 113)."""
+    from unittest import mock
+
+    from tilegemm import dispatch, tuning
+
+    fitted = dict(BM=192, BN=128, BK=64, STAGES=4, SPLIT=1, CONSUMERS=3, GROUP_M=8)
+    bf = "bf16|bfloat16|bfloat16|nn|nobeta"
+    db = {"entries": {f"{bf}|1536x4096x2560": dict(rung=space.T05, config=fitted, ms=0.03, shape=[1536, 4096, 2560])}}
+    with mock.patch.object(P, "num_sms", return_value=132), mock.patch.object(tuning, "usable", lambda r, p: True):
+        p = _problem(1081, 3760, 2200)  # 6 × 30 = 180 tiles: 1.36 waves, 68% full; at the entry's shape 256, 97%
+        d = tuning.pick(db, "db", p)
+        assert d.shape == (1536, 4096, 2560) and d.ms == 0.03
+        said = space.waves_note(p, d.config, d.shape)
+        assert said.startswith("its 192×128 tile was timed at 1536×4096×2560: 256 tiles, 1.94 waves of 132 SMs; "
+                               "here 180, 1.36 waves, the waves 68% full against 97% there"), said
+        assert "`tilegemm tune --sizes 1081x3760x2200 --dtypes bf16`" in said
+        t = _problem(1081, 3760, 2200, b_t=True)
+        assert "--layouts t`" in space.waves_note(t, d.config, d.shape)
+        q = _problem(1536, 4000, 2560)  # as full as where it was timed: the waves, no advice
+        assert "tilegemm tune" not in space.waves_note(q, d.config, d.shape)
+        assert space.waves_note(_problem(1536, 4096, 2560), d.config, d.shape) is None  # timed here
+        assert space.waves_note(p, d.config, None) is None and space.waves_note(p, {}, d.shape) is None
+        split = dict(fitted, SPLIT=2)
+        assert "tile in 2 K slices was timed" in space.waves_note(q, split, d.shape)
+        with mock.patch.object(tuning, "choose", lambda p, kernel: d):
+            rung, lines = dispatch.explain_problem(p)
+        assert rung == space.T05 and lines[-1] == said
+
+
 def test_unaligned_operands_are_realigned_for_tma_and_batched_ones_take_t02():
     """Operands TMA cannot describe (4095×4097×1023: rows not 16-byte aligned) run the nearest TMA
     entry's tile on t03 after a realigning copy, not a far bucket's split-K tile (0.17× cuBLAS on

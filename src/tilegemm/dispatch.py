@@ -645,9 +645,12 @@ def explain_problem(p, kernel: str = "auto") -> tuple[str, list[str]]:
     tilegemm.explain)."""
     from . import tuning
 
+    from .tuning import space
+
     d = tuning.choose(p, kernel)
     cfg = ", ".join(f"{k}={v}" for k, v in d.config.items())
-    return d.rung, [f"tensor-core rung {d.rung}: {cfg}", f"configuration from {d.source}"]
+    waves = space.waves_note(p, d.config, d.shape)
+    return d.rung, [f"tensor-core rung {d.rung}: {cfg}", f"configuration from {d.source}"] + ([waves] if waves else [])
 
 
 # ---- matmul's execution (api.matmul has checked the operands and chosen the kernel) -----------------

@@ -141,7 +141,8 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
             theirs, mine = entry["sibling"].split("|"), cls.split("|")
             where += (f", of layout {theirs[3]} (the nearest usable entry)" if theirs[:3] == mine[:3] else
                       f", of {theirs[0]} (same width; the nearest usable entry)")
-        return Decision(rung, cfg, f"{phrase}, {where}{note}", entry.get("ms") if timed_here else None)
+        timed_at = tuple(entry["shape"][:3]) if timed_here and entry.get("shape") else None
+        return Decision(rung, cfg, f"{phrase}, {where}{note}", entry.get("ms") if timed_here else None, timed_at)
     return None
 
 
@@ -185,7 +186,8 @@ def _from_user(p, want: str | None) -> Decision | None:
     if hit and usable(hit.get("rung"), p):
         cfg = space.adapt(hit["rung"], p, hit.get("config") or {})
         if cfg is not None:
-            return Decision(hit["rung"], cfg, f"your tuning cache ({cache.cache_path()})", hit.get("ms"))
+            return Decision(hit["rung"], cfg, f"your tuning cache ({cache.cache_path()})", hit.get("ms"),
+                            tuple(hit["shape"][:3]) if hit.get("shape") else None)
     return None
 
 
@@ -198,7 +200,7 @@ def choose(p, kernel: str = "auto") -> Decision:
     if hit is not None:
         cfg = space.adapt(hit.rung, p, hit.config)  # the bucket's decision, fitted to this shape
         if cfg is not None:
-            return Decision(hit.rung, cfg, hit.source, hit.ms)
+            return Decision(hit.rung, cfg, hit.source, hit.ms, hit.shape)
     d = _choose(p, None if kernel == "auto" else kernel)
     _MEMO[key] = d
     return d

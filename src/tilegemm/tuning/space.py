@@ -521,6 +521,31 @@ _WAVE_TILES = tuple(sorted({(128, 256), (256, 128)} | {(bm, bn) for bm, bn, *_ i
                                                        if t05_wave_fitted(dict(BM=bm, BN=bn))}))
 
 
+def waves_note(p: P.Problem, c: dict, timed_at: tuple | None) -> str | None:
+    """For tilegemm.explain: where a configuration was timed at another shape than p's, the waves
+    its tile makes there and here; and where p fills its waves much less (a quarter of the SMs'
+    time or more left idle that the timed shape used), the command that times tiles at p's own
+    waves (docs/perf-notes.md, 113: a tile tuned at a bucket's corner runs a shape inside it at
+    0.59-0.82 of cuBLAS where one tuned at the shape ran 0.93 at 1081×3760×2200)."""
+    if not timed_at or tuple(timed_at) == (p.m, p.n, p.k) or "BM" not in c or "BN" not in c:
+        return None
+    sms, split = P.num_sms(p.a.device), c.get("SPLIT", 1)
+
+    def fill(m: int, n: int, batch: int) -> tuple[int, float, float]:
+        tiles = ceil_div(m, c["BM"]) * ceil_div(n, c["BN"]) * batch * split
+        return tiles, tiles / sms, tiles / (ceil_div(tiles, sms) * sms)
+
+    t0, w0, f0 = fill(timed_at[0], timed_at[1], p.batch)
+    t1, w1, f1 = fill(p.m, p.n, p.batch)
+    said = (f"its {c['BM']}×{c['BN']} tile{f' in {split} K slices' if split > 1 else ''} was timed at "
+            f"{'×'.join(map(str, timed_at))}: {t0} tiles, {w0:.2f} waves of {sms} SMs; here {t1}, {w1:.2f} waves")
+    if f1 < f0 - 0.25:
+        lay = "" if p.layout()[1] == "n" else " --layouts t"
+        said += (f", the waves {f1:.0%} full against {f0:.0%} there: `tilegemm tune --sizes {p.m}x{p.n}x{p.k} "
+                 f"--dtypes {p.precision}{lay}` times tiles at this shape's own waves")
+    return said
+
+
 def t05_waves(p: P.Problem) -> tuple[int, ...]:
     """The waves p makes of every tile `t05_fits_waves` weighs: beside p's bucket, what a decision
     that borrows another bucket's wave-fitted tile depends on (two shapes of one bucket may differ:
