@@ -644,13 +644,12 @@ def explain_problem(p, kernel: str = "auto") -> tuple[str, list[str]]:
     """The rung p runs on, and lines saying its configuration and where that comes from (for
     tilegemm.explain)."""
     from . import tuning
-
     from .tuning import space
 
     d = tuning.choose(p, kernel)
     cfg = ", ".join(f"{k}={v}" for k, v in d.config.items())
-    waves = space.waves_note(p, d.config, d.shape)
-    return d.rung, [f"tensor-core rung {d.rung}: {cfg}", f"configuration from {d.source}"] + ([waves] if waves else [])
+    waves = space.waves_note(p, d.config, d.shape)  # a tile timed at another shape: its waves there and here
+    return d.rung, [f"tensor-core rung {d.rung}: {cfg}", f"configuration from {d.source}", *([waves] if waves else [])]
 
 
 # ---- matmul's execution (api.matmul has checked the operands and chosen the kernel) -----------------
