@@ -278,6 +278,8 @@ def test_held_out_draws_the_same_shapes_from_a_seed_and_others_from_another(monk
     assert any(x % 8 for d in draws for s in d[24:] for x in s)  # the last family is not rounded
     monkeypatch.setattr(shapes.time, "gmtime", lambda *_: shapes.time.struct_time((2026, 12, 2, 0, 0, 0, 2, 336, 0)))
     assert shapes.held_out_seed("held-out") == 20261202 and shapes.load_shapes("held-out") == shapes.held_out(20261202)
+    assert shapes.resolve("held-out") == ("held-out:20261202", shapes.held_out(20261202))  # a result names its seed
+    assert shapes.resolve("sim") == ("sim", shapes.load_shapes("sim"))
     assert shapes.held_out_seed("library") is None
     for bad in ("held-out:tomorrow", "held-out:", "held-out:-3", "held-out:²"):
         with pytest.raises(ValueError, match="must be a non-negative integer"):

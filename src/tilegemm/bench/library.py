@@ -41,7 +41,7 @@ import subprocess
 import sys
 import time
 
-from .shapes import HELD_OUT, held_out, held_out_seed, load_shapes
+from .shapes import held_out, held_out_seed, resolve
 
 DTYPES = ("bf16", "fp16", "tf32", "fp8", "fp32")
 ONCE = ("decode", "host_us", "first_call")  # measured by one part of a document (merge), not per dtype
@@ -433,10 +433,8 @@ def run(shapes, dtypes, modes=("eager", "device"), runs: int = 3, budget_s: floa
     same passes) and, with_decode, over the decode products (B = Wᵀ) in each of decode_dtypes and
     the read bandwidth; then the records as medians over the runs. save(doc), if given, is called
     after every shape with the document so far (a run cut short keeps what it measured).
-    shape_set: what `shapes` is, as the document names it: a set's name, a file, or a held-out draw
-    (named with its seed: 'held-out' alone is today's, and so named)."""
-    seed = held_out_seed(shape_set)
-    shape_set = shape_set if seed is None else f"{HELD_OUT}:{seed}"
+    shape_set: what `shapes` is, as the document names it (`shapes.resolve`: a held-out draw with
+    its seed)."""
     import torch
 
     from . import clocks
@@ -811,14 +809,12 @@ def cli_library(args) -> int:
               file=sys.stderr)
         return 2
     try:
-        seed = held_out_seed(args.shapes)  # read once: a run that starts at midnight draws and names one seed
-        shapes = load_shapes(args.shapes) if seed is None else held_out(seed)
+        which, shapes = resolve(args.shapes)
     except (ValueError, FileNotFoundError) as e:
         print(f"tilegemm library: {e}", file=sys.stderr)
         return 2
-    which = args.shapes if seed is None else f"{HELD_OUT}:{seed}"
-    if seed is not None:
-        print(f"shapes: {which}, {len(shapes)} drawn from seed {seed} (the same shapes again: --shapes {which})")
+    if held_out_seed(which) is not None:
+        print(f"shapes: {which}, {len(shapes)} drawn afresh (the same shapes again: --shapes {which})")
 
     def save(doc):
         results.write_json(args.json, json.dumps(doc, indent=1, default=str))

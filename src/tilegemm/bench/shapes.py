@@ -90,6 +90,15 @@ def held_out_seed(name: str) -> int | None:
     return None
 
 
+def resolve(name_or_path: str) -> tuple[str, list[tuple[int, int, int]]]:
+    """(the set's name as a result names it, its shapes): load_shapes, with a held-out draw named
+    by its seed ('held-out' alone is today's: the date is read once, for both)."""
+    seed = held_out_seed(name_or_path)
+    if seed is None:
+        return name_or_path, load_shapes(name_or_path)
+    return f"{HELD_OUT}:{seed}", held_out(seed)
+
+
 def _builtin() -> dict:
     data = resources.files("tilegemm").joinpath("data/shapes.json").read_text(encoding="utf-8")
     doc = json.loads(data)

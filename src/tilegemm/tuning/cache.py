@@ -58,7 +58,7 @@ class Decision:
     config: dict
     source: str
     ms: float | None = None
-    shape: tuple | None = None  # where it was timed, if not at the problem's own shape (another of its bucket)
+    shape: tuple | None = None  # where it was timed: a tuning at another shape of its bucket, an entry's shape
 
 
 def autotune_on_call() -> bool:
