@@ -42,6 +42,28 @@ def test_summary_and_report_of_both_clocks():
     assert f"median of 15, {library.HOST_ORDER}):" in library.render(doc)
 
 
+def test_a_shape_the_reference_refuses_is_timed_for_ours_alone_without_a_ratio():
+    """torch._scaled_mm takes N and K in multiples of 16; FP8 gemm runs the others (12 of the 30
+    shapes of a held-out draw). Such a shape keeps our time on each clock and the reference's
+    reason, is counted apart from the rated shapes, and no ratio is made up for it."""
+    why = "RuntimeError: mat2 shape (1696x376) must be divisible by 16"
+    per = {("fp8", 696, 376, 1696): [dict(dtype="fp8", m=696, n=376, k=1696, check="ok", ref_error=why,
+                                          eager=dict(ours_ms=x, samples=10), device=dict(ours_ms=x / 2, samples=10))
+                                     for x in (0.03, 0.01, 0.02)],
+           ("fp8", 512, 512, 512): [dict(dtype="fp8", m=512, n=512, k=512, check="ok",
+                                         eager=dict(ours_ms=0.01, ref_ms=0.011), device=dict(ours_ms=0.01, ref_ms=0.012))] * 3}
+    recs = library.records(per, ("eager", "device"))
+    alone = [r for r in recs if r["m"] == 696]
+    assert [(r["mode"], r["ours_ms"]) for r in alone] == [("eager", 0.02), ("device", 0.01)]
+    assert all("ratio" not in r and "ref_ms" not in r and r["ref_error"] == why and len(r["runs"]) == 3 for r in alone)
+    s = library.summarise(recs)
+    assert s["fp8/device"]["shapes"] == 1 and abs(s["fp8/device"]["geomean"] - 1.2) < 1e-12
+    text = library.render(dict(environment=dict(gpu=dict(name="NVIDIA H200"), date="2026-12-02"), harness=dict(runs=3),
+                               records=recs))
+    assert "| fp8 | 1 (and 1 the reference refused: ours timed alone) | 1.100 |" in text
+    assert f"| fp8 | 696×376×1696 | device | 0.0100 | — | — | torch._scaled_mm refused it: {why} |" in text
+
+
 def test_gpu_commands_say_so_in_one_line(capsys):
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():

@@ -196,25 +196,28 @@ def _measure(clock, rec, dtype, a, b, sa, sb, ours, ref, modes, budget_s) -> dic
     again = _check(dtype, a, b, sa, sb, got)
     if again:
         rec["check"] = "plan path: " + again
+    fns = (ours, ref)
     try:
         ref()
         torch.cuda.synchronize()
-    except Exception as e:  # noqa: BLE001  (e.g. _scaled_mm's shape rules: recorded, no ratio)
+    except Exception as e:  # noqa: BLE001  (_scaled_mm's shape rules: N and K multiples of 16)
         rec["ref_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
-        return rec
+        fns = (ours,)  # ours is still timed, alone: a shape the reference refuses, and no ratio
     if rec["check"] != "ok":
         return rec
     # warm both, and estimate the per-call time that sizes an eager sample
-    est = min(clock.eager(ours, 3, 5) + clock.eager(ref, 3, 5))
+    est = min(t for f in fns for t in clock.eager(f, 3, 5))
     calls = max(1, min(50, int(EAGER_SAMPLE_US / 1e3 / max(est, 1e-4))))
     for mode in modes:
         if mode == "eager":
-            takers = [lambda k_, f=f: clock.eager(f, k_, calls) for f in (ours, ref)]
+            takers = [lambda k_, f=f: clock.eager(f, k_, calls) for f in fns]
         else:
-            takers = [lambda k_, f=f: clock.device(f, k_) for f in (ours, ref)]
-        s_ours, s_ref = _interleaved(takers, budget_s)
-        rec[mode] = dict(ours_ms=statistics.median(s_ours), ref_ms=statistics.median(s_ref), samples=len(s_ours),
+            takers = [lambda k_, f=f: clock.device(f, k_) for f in fns]
+        series = _interleaved(takers, budget_s)
+        rec[mode] = dict(ours_ms=statistics.median(series[0]), samples=len(series[0]),
                          calls_per_sample=calls if mode == "eager" else 1)
+        if len(series) > 1:
+            rec[mode]["ref_ms"] = statistics.median(series[1])
     return rec
 
 
@@ -412,9 +415,15 @@ def records(per: dict, modes) -> list[dict]:
         for mode in modes:
             timed = [r[mode] for r in recs if mode in r]
             base = dict(dtype=dtype, m=m, n=n, k=k, mode=mode, **({"failed_checks": bad} if bad else {}))
+            first = recs[0]
             if not timed:
-                first = recs[0]
                 out.append(dict(base, error=first.get("error") or first.get("ref_error") or f"check: {first.get('check')}"))
+                continue
+            if any("ref_ms" not in t for t in timed):  # the reference refused the shape: ours alone, no ratio
+                out.append(dict(base, ours_ms=statistics.median(t["ours_ms"] for t in timed),
+                                runs=[dict(ours_ms=t["ours_ms"]) for t in timed],
+                                ref_error=next(r["ref_error"] for r in recs if r.get("ref_error")),
+                                first_call_s=first.get("first_call_s")))
                 continue
             ratios = [t["ref_ms"] / t["ours_ms"] for t in timed]
             out.append(dict(base, ours_ms=statistics.median(t["ours_ms"] for t in timed),
@@ -483,10 +492,10 @@ def run(shapes, dtypes, modes=("eager", "device"), runs: int = 3, budget_s: floa
                 finally:
                     torch.cuda.empty_cache()
                 per.setdefault((dtype, m, n, k), []).append(rec)
-                e = rec.get("eager", {})
-                progress(f"run {run_i + 1}/{runs} {dtype:4s} {m}×{n}×{k}: "
-                         + (f"eager {e['ref_ms'] / e['ours_ms']:.3f}" if e else rec.get("error", rec.get("ref_error", rec.get("check", "")))[:120])
-                         + (f" device {rec['device']['ref_ms'] / rec['device']['ours_ms']:.3f}" if "device" in rec else "")
+                said = [f"{mode} {t['ref_ms'] / t['ours_ms']:.3f}" if "ref_ms" in t else f"{mode} {t['ours_ms']:.4f} ms"
+                        for mode, t in ((mode, rec[mode]) for mode in ("eager", "device") if mode in rec)]
+                why = rec.get("error") or rec.get("ref_error") or ("" if said else rec.get("check", ""))
+                progress(f"run {run_i + 1}/{runs} {dtype:4s} {m}×{n}×{k}: " + " ".join(said + [why[:120]] if why else said)
                          + f"  ({time.perf_counter() - t_start:.0f} s)")
                 if save:
                     doc["records"] = records(per, modes)
@@ -687,7 +696,10 @@ def render(doc: dict, full: bool = True) -> str:
             return f"{x['geomean']:.3f}", f"{x['worst']['ratio']:.3f} ({shape})"
 
         (eg, ew), (dg, dw) = cell(e), cell(d)
-        out.append(f"| {dtype} | {(e or d)['shapes']} | {eg} | {ew} | {dg} | {dw} |")
+        alone = len({(r["m"], r["n"], r["k"]) for r in doc.get("records", [])
+                     if r.get("dtype") == dtype and "ours_ms" in r and "ratio" not in r})
+        shapes = f"{(e or d)['shapes']}" + (f" (and {alone} the reference refused: ours timed alone)" if alone else "")
+        out.append(f"| {dtype} | {shapes} | {eg} | {ew} | {dg} | {dw} |")
     host = doc.get("host_us") or []
     if host:
         order = (doc.get("harness") or {}).get("host_order")
@@ -711,7 +723,9 @@ def render(doc: dict, full: bool = True) -> str:
         for r in doc.get("records", []):
             shape = f"{r['m']}×{r['n']}×{r['k']}"
             if "ratio" not in r:
-                out.append(f"| {r['dtype']} | {shape} | {r['mode']} | — | — | — | {str(r.get('error', ''))[:80]} |")
+                ours = f"{r['ours_ms']:.4f}" if "ours_ms" in r else "—"
+                why = f"{'torch._scaled_mm' if r['dtype'] == 'fp8' else 'the reference'} refused it: {r['ref_error']}" if "ours_ms" in r else r.get("error", "")
+                out.append(f"| {r['dtype']} | {shape} | {r['mode']} | {ours} | — | — | {str(why)[:100]} |")
                 continue
             runs = " / ".join(f"{x['ratio']:.3f}" for x in r.get("runs", []))
             out.append(f"| {r['dtype']} | {shape} | {r['mode']} | {r['ours_ms']:.4f} | {r['ref_ms']:.4f} | "
