@@ -724,8 +724,9 @@ def render(doc: dict, full: bool = True) -> str:
             shape = f"{r['m']}×{r['n']}×{r['k']}"
             if "ratio" not in r:
                 ours = f"{r['ours_ms']:.4f}" if "ours_ms" in r else "—"
-                why = f"{'torch._scaled_mm' if r['dtype'] == 'fp8' else 'the reference'} refused it: {r['ref_error']}" if "ours_ms" in r else r.get("error", "")
-                out.append(f"| {r['dtype']} | {shape} | {r['mode']} | {ours} | — | — | {str(why)[:100]} |")
+                ref = "torch._scaled_mm" if r["dtype"] == "fp8" else "the reference"
+                why = f"{ref} refused it: {r['ref_error']}"[:100] if "ours_ms" in r else str(r.get("error", ""))[:80]
+                out.append(f"| {r['dtype']} | {shape} | {r['mode']} | {ours} | — | — | {why} |")
                 continue
             runs = " / ".join(f"{x['ratio']:.3f}" for x in r.get("runs", []))
             out.append(f"| {r['dtype']} | {shape} | {r['mode']} | {r['ours_ms']:.4f} | {r['ref_ms']:.4f} | "
