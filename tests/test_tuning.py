@@ -365,6 +365,41 @@ def test_database_pick_exact_nearest_sibling_and_layout():
     assert tuning.pick(db, "db", _problem(1, 128256, 4096)).rung != space.T06
 
 
+def test_another_buckets_split_k_tile_only_where_k_is_as_long():
+    """A split-K tile is timed at its bucket's K: past decode, another bucket's split tile serves
+    a shape only where K is at least 3/4 of the timed one (each slice's share of K shrinks with K,
+    the partial sums' reduction does not: TF32 648×872×2072 ran 0.63× cuBLAS on SPLIT=4 tuned at
+    768×1024×4096, 0.89× on the 1024 bucket's unsplit tile; docs/perf-notes.md, 114). Its own
+    bucket, and decode (where the split is for the SMs, not K), take it at any K."""
+    from unittest import mock
+
+    from tilegemm import tuning
+
+    t04 = dict(space.cfg(64, 128, 32, 4, 3), SPLIT=4)
+    t03 = dict(space.cfg(128, 64, 64, 4, 3), C_TMA=True)
+    tf = "tf32|float32|float32|nn|nobeta"
+    db = {"entries": {f"{tf}|768x1024x4096": dict(rung=space.T04, config=t04, ms=0.02, shape=[768, 1024, 4096]),
+                      f"{tf}|1024x1024x4096": dict(rung=space.T03, config=t03, ms=0.03, shape=[1024, 1024, 4096]),
+                      f"{tf}|1x1024x16384": dict(rung=space.T04, config=dict(t04, BM=16), ms=0.01,
+                                                 shape=[1, 1024, 16384])}}
+    f32 = lambda m, n, k: _problem(m, n, k, torch.float32)  # noqa: E731
+    with mock.patch.object(P, "num_sms", return_value=132), mock.patch.object(tuning, "usable", lambda r, p: True):
+        assert space.t04_fits_k(f32(648, 872, 3072), t04, (768, 1024, 4096))  # 3/4 of the timed K
+        assert not space.t04_fits_k(f32(648, 872, 3071), t04, (768, 1024, 4096))
+        assert space.t04_fits_k(f32(648, 872, 2072), dict(t04, SPLIT=1), (768, 1024, 4096))  # no split
+        assert space.t04_fits_k(f32(64, 872, 2072), t04, (768, 1024, 4096))  # decode
+        d = tuning.pick(db, "db", f32(648, 872, 2072))
+        assert d.rung == space.T03 and "nearest tuned bucket 1024x1024x4096" in d.source, d
+        d = tuning.pick(db, "db", f32(648, 872, 3904))
+        assert d.rung == space.T04 and "nearest tuned bucket 768x1024x4096" in d.source, d
+        d = tuning.pick(db, "db", f32(700, 1000, 3600))  # its own bucket
+        assert d.rung == space.T04 and d.source == "db, exact bucket", d
+        d = tuning.pick(db, "db", f32(1, 1024, 4096))  # decode: the decode entry, split, at a quarter of its K
+        assert d.rung == space.T04 and d.config["SPLIT"] == 4 and "1x1024x16384" in d.source, d
+        del db["entries"][f"{tf}|1024x1024x4096"]
+        assert tuning.pick(db, "db", f32(648, 872, 2072)) is None  # both split for a longer K: the heuristic
+
+
 def test_another_buckets_wave_fitted_tile_only_where_it_fits_the_waves():
     """t05's tiles of 192 rows (or a 192- or 96-wide N side) win their bucket by the waves its
     shape makes. TF32 2560³ took 3072³'s swapped 192×128 as its nearest entry (3 waves where

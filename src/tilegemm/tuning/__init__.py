@@ -124,6 +124,8 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
             cfg = space.adapt(rung, p, entry.get("config") or {})
             if cfg and rung == space.T05 and tuned_bucket != b and not space.t05_fits_waves(p, cfg):
                 continue  # a tile fitted to its own bucket's waves, not to p's
+            if cfg and rung == space.T04 and tuned_bucket != b and not space.t04_fits_k(p, cfg, entry.get("shape")):
+                continue  # K split for a longer K than p's
         else:
             as_to = space.as_t03 if to == space.T03 else space.as_t02
             cfg = space.adapt(to, p, as_to(rung, entry.get("config") or {}))

@@ -516,6 +516,16 @@ def t05_fits_waves(p: P.Problem, c: dict) -> bool:
     return mine * (c["BM"] + c["BN"]) < theirs * sum(std)
 
 
+def t04_fits_k(p: P.Problem, c: dict, timed_at) -> bool:
+    """Does split-K tile c, timed at shape timed_at, suit p's K: past decode (M > 128), a tile that
+    splits K only where p's K is at least 3/4 of the timed one's. Each slice's share of K shrinks
+    with K while the partial sums' reduction does not: TF32 SPLIT=4 tiles tuned at K = 4096 ran
+    648×872×2072 at 0.63× cuBLAS and 256×1992×1416 at 0.68×, where the 1024 buckets' unsplit t03
+    tiles had run them at 0.89× and 0.81× (docs/perf-notes.md, 114). In decode a split feeds the
+    SMs a weight too narrow for them (1×4096×4096 TF32 takes 1×4096×14336's SPLIT=3)."""
+    return int(c.get("SPLIT", 1)) == 1 or not timed_at or p.m <= 128 or 4 * p.k >= 3 * int(timed_at[2])
+
+
 # every tile t05_fits_waves weighs: the standard ones and the wave-fitted candidates
 _WAVE_TILES = tuple(sorted({(128, 256), (256, 128)} | {(bm, bn) for bm, bn, *_ in T05_STAGE_CONFIGS + T05_SWAP_CONFIGS
                                                        if t05_wave_fitted(dict(BM=bm, BN=bn))}))
