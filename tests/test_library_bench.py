@@ -51,7 +51,8 @@ def test_a_shape_the_reference_refuses_is_timed_for_ours_alone_without_a_ratio()
                                           eager=dict(ours_ms=x, samples=10), device=dict(ours_ms=x / 2, samples=10))
                                      for x in (0.03, 0.01, 0.02)],
            ("fp8", 512, 512, 512): [dict(dtype="fp8", m=512, n=512, k=512, check="ok",
-                                         eager=dict(ours_ms=0.01, ref_ms=0.011), device=dict(ours_ms=0.01, ref_ms=0.012))] * 3}
+                                         eager=dict(ours_ms=0.01, ref_ms=0.011),
+                                         device=dict(ours_ms=0.01, ref_ms=0.012))] * 3}
     recs = library.records(per, ("eager", "device"))
     alone = [r for r in recs if r["m"] == 696]
     assert [(r["mode"], r["ours_ms"]) for r in alone] == [("eager", 0.02), ("device", 0.01)]
@@ -62,6 +63,19 @@ def test_a_shape_the_reference_refuses_is_timed_for_ours_alone_without_a_ratio()
                                records=recs))
     assert "| fp8 | 1 (and 1 the reference refused: ours timed alone) | 1.100 |" in text
     assert f"| fp8 | 696×376×1696 | device | 0.0100 | — | — | torch._scaled_mm refused it: {why} |" in text
+    only = dict(environment=dict(gpu=dict(name="NVIDIA H200"), date="2026-12-02"), harness=dict(runs=3), records=alone)
+    assert "| fp8 | 0 (and 1 the reference refused: ours timed alone) | — |" in library.render(only)
+    # a run where the reference raised beside runs where it did not: the ratio of those that have one
+    mixed = {("fp8", 512, 512, 512): per[("fp8", 512, 512, 512)][:2] + per[("fp8", 696, 376, 1696)][:1]}
+    r = library.records(mixed, ("device",))[0]
+    assert r["ratio"] == 1.2 and len(r["runs"]) == 2
+    # a failed check is said before the refusal, in the record and on the progress line
+    wrong = dict(per[("fp8", 696, 376, 1696)][0], check="max rel err 0.5")
+    del wrong["eager"], wrong["device"]
+    assert library.records({("fp8", 696, 376, 1696): [wrong]}, ("device",))[0]["error"] == "check: max rel err 0.5"
+    assert library._progress_words(wrong) == "check: max rel err 0.5"
+    assert library._progress_words(per[("fp8", 696, 376, 1696)][0]) == f"eager 0.0300 ms device 0.0150 ms {why}"
+    assert library._progress_words(per[("fp8", 512, 512, 512)][0]) == "eager 1.100 device 1.200"
 
 
 def test_gpu_commands_say_so_in_one_line(capsys):

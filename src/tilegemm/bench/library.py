@@ -406,6 +406,22 @@ def summarise(records: list[dict]) -> dict:
     return out
 
 
+def _progress_words(rec: dict) -> str:
+    """One shape's run for the progress line: each clock's ratio (our time alone where the
+    reference refused the shape), then what went wrong, a failed check first."""
+    said = [f"{mode} {t['ref_ms'] / t['ours_ms']:.3f}" if "ref_ms" in t else f"{mode} {t['ours_ms']:.4f} ms"
+            for mode, t in ((mode, rec[mode]) for mode in ("eager", "device") if mode in rec)]
+    check = rec.get("check")
+    why = rec.get("error") or (f"check: {check}" if check not in (None, "ok") else "") or rec.get("ref_error", "")
+    return " ".join(said + ([why[:120]] if why else []))
+
+
+def refused(records: list[dict], dtype: str) -> int:
+    """How many shapes of dtype the reference refused and ours ran alone (timed, no ratio)."""
+    return len({(r["m"], r["n"], r["k"]) for r in records if r.get("dtype") == dtype and "ours_ms" in r
+                and "ratio" not in r})
+
+
 def records(per: dict, modes) -> list[dict]:
     """Per shape, dtype and mode: the median over the runs so far, every run kept, and any check
     that failed in any run."""
@@ -416,15 +432,17 @@ def records(per: dict, modes) -> list[dict]:
             timed = [r[mode] for r in recs if mode in r]
             base = dict(dtype=dtype, m=m, n=n, k=k, mode=mode, **({"failed_checks": bad} if bad else {}))
             first = recs[0]
-            if not timed:
-                out.append(dict(base, error=first.get("error") or first.get("ref_error") or f"check: {first.get('check')}"))
+            if not timed:  # a failed check before the reference's refusal: ours wrong is the news
+                out.append(dict(base, error=first.get("error") or (f"check: {bad[0]}" if bad else None)
+                                or first.get("ref_error") or f"check: {first.get('check')}"))
                 continue
-            if any("ref_ms" not in t for t in timed):  # the reference refused the shape: ours alone, no ratio
+            if not any("ref_ms" in t for t in timed):  # the reference refused the shape: ours alone, no ratio
                 out.append(dict(base, ours_ms=statistics.median(t["ours_ms"] for t in timed),
                                 runs=[dict(ours_ms=t["ours_ms"]) for t in timed],
-                                ref_error=next(r["ref_error"] for r in recs if r.get("ref_error")),
+                                ref_error=next((r["ref_error"] for r in recs if r.get("ref_error")), "no time"),
                                 first_call_s=first.get("first_call_s")))
                 continue
+            timed = [t for t in timed if "ref_ms" in t]  # a run where the reference raised has no ratio
             ratios = [t["ref_ms"] / t["ours_ms"] for t in timed]
             out.append(dict(base, ours_ms=statistics.median(t["ours_ms"] for t in timed),
                             ref_ms=statistics.median(t["ref_ms"] for t in timed), ratio=statistics.median(ratios),
@@ -492,11 +510,8 @@ def run(shapes, dtypes, modes=("eager", "device"), runs: int = 3, budget_s: floa
                 finally:
                     torch.cuda.empty_cache()
                 per.setdefault((dtype, m, n, k), []).append(rec)
-                said = [f"{mode} {t['ref_ms'] / t['ours_ms']:.3f}" if "ref_ms" in t else f"{mode} {t['ours_ms']:.4f} ms"
-                        for mode, t in ((mode, rec[mode]) for mode in ("eager", "device") if mode in rec)]
-                why = rec.get("error") or rec.get("ref_error") or ("" if said else rec.get("check", ""))
-                progress(f"run {run_i + 1}/{runs} {dtype:4s} {m}×{n}×{k}: " + " ".join(said + [why[:120]] if why else said)
-                         + f"  ({time.perf_counter() - t_start:.0f} s)")
+                progress(f"run {run_i + 1}/{runs} {dtype:4s} {m}×{n}×{k}: {_progress_words(rec)}"
+                         f"  ({time.perf_counter() - t_start:.0f} s)")
                 if save:
                     doc["records"] = records(per, modes)
                     doc["summary"] = summarise(doc["records"])
@@ -686,7 +701,8 @@ def render(doc: dict, full: bool = True) -> str:
     summ = doc.get("summary") or summarise(doc.get("records", []))
     for dtype in DTYPES:
         e, d = summ.get(f"{dtype}/eager"), summ.get(f"{dtype}/device")
-        if not e and not d:
+        alone = refused(doc.get("records", []), dtype)
+        if not e and not d and not alone:
             continue
 
         def cell(x):
@@ -696,9 +712,8 @@ def render(doc: dict, full: bool = True) -> str:
             return f"{x['geomean']:.3f}", f"{x['worst']['ratio']:.3f} ({shape})"
 
         (eg, ew), (dg, dw) = cell(e), cell(d)
-        alone = len({(r["m"], r["n"], r["k"]) for r in doc.get("records", [])
-                     if r.get("dtype") == dtype and "ours_ms" in r and "ratio" not in r})
-        shapes = f"{(e or d)['shapes']}" + (f" (and {alone} the reference refused: ours timed alone)" if alone else "")
+        shapes = f"{(e or d or {}).get('shapes', 0)}" + (f" (and {alone} the reference refused: ours timed alone)"
+                                                          if alone else "")
         out.append(f"| {dtype} | {shapes} | {eg} | {ew} | {dg} | {dw} |")
     host = doc.get("host_us") or []
     if host:
@@ -766,9 +781,11 @@ def render_decode(dec: dict | None) -> list[str]:
         by.setdefault((r.get("model"), r["dtype"], r["m"], r["n"], r["k"]), {})[r.get("mode")] = r
     for (model, dtype, m, n, k), modes in by.items():
         d, e = modes.get("device", {}), modes.get("eager", {})
-        er = f"{e['ratio']:.3f}" if "ratio" in e else str(e.get("error", "—"))[:60]
-        if "ratio" not in d:  # not timed on the device clock (--modes eager), or an error
-            out.append(f"| {model} | {dtype} | {m}×{n}×{k} | — | {str(d.get('error', '—'))[:60]} | — | — | {er} |")
+        er = f"{e['ratio']:.3f}" if "ratio" in e else str(e.get("error") or e.get("ref_error", "—"))[:60]
+        if "ratio" not in d:  # not timed on the device clock (--modes eager), or an error, or the reference's
+            ours = f"{d['ours_ms'] * 1e3:.1f} (—)" if "ours_ms" in d else "—"
+            why = str(d.get("error") or d.get("ref_error", "—"))[:60]
+            out.append(f"| {model} | {dtype} | {m}×{n}×{k} | {ours} | {why} | — | — | {er} |")
             continue
         share = f"{100 * d['gbps'] / read:.0f}%" if read else "—"
         out.append(f"| {model} | {dtype} | {m}×{n}×{k} | {d['ours_ms'] * 1e3:.1f} ({d['ref_ms'] * 1e3:.1f}) | "
@@ -840,6 +857,9 @@ def cli_library(args) -> int:
     for key, s in doc["summary"].items():
         print(f"{key:12s} shapes {s['shapes']:3d}  geomean {s['geomean']:.3f}  worst {s['worst']['ratio']:.3f} at "
               f"{'×'.join(map(str, s['worst']['shape']))}  below 0.95: {s['below_095']}")
+    for dtype in dtypes:
+        if refused(doc["records"], dtype):
+            print(f"{dtype:12s} and {refused(doc['records'], dtype)} shapes the reference refused: ours timed alone")
     for line in render_decode(doc.get("decode"))[1:]:
         print(line)
     for r in doc.get("host_us", []):
