@@ -5,7 +5,7 @@ FP8 and TF32 had none there: M = 129..1023 took the 1024 bucket's tile (a crossi
 (session 57) but not the 70B ones. Layouts: FP8 t (B = Wᵀ, the only one it runs), TF32 n, BF16 n and t.
 On the device, from the repository root:
     python3 results/archive/h200-session58/m_tune.py GUARD_S DTYPES WIDTHS TAG
-Run a (420 fp8,tf32 all a): 81 buckets, M = 256, 512, 768, 384 and 5 of 192 (m-tuned-a.json), shipped.
+Run a (420 fp8,tf32 all a): 81 buckets, M = 256, 512, 768, 384 (72) and 9 at 192 (m-tuned-a.json), shipped.
 Run b (200 bf16 70b b): 50 BF16 buckets of the 70B widths; not shipped and not kept (the device gave back 8 files
 of that call's 13, not its database); its held-out BF16 geomeans, read from its output, moved 1.054 -> 1.067
 (draw 20261202) and 0.956 -> 0.954 (20261204), 196×8192×8192 0.585 -> 0.581."""

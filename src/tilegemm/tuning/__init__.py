@@ -76,7 +76,8 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
     fits p (`space.adapt`) among its class's entries, for FP16 BF16's (and back), and the same
     dtypes in another layout, that layout counted a step of M farther (`cache.LAYOUT_STEP`; on a
     tie one's own class first, then the sibling's); another bucket's t05 tile fitted to its
-    waves (`space.t05_wave_fitted`), where t05 runs p, only if it fits p's (`space.t05_fits_waves`).
+    waves (`space.t05_wave_fitted`), where t05 runs p, only if it fits p's (`space.t05_fits_waves`);
+    past decode, a split-K tile only where p's K is near the one it was timed at (`space.t04_fits_k`).
     want: only entries of that rung."""
     from . import space
 
@@ -124,7 +125,7 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
             cfg = space.adapt(rung, p, entry.get("config") or {})
             if cfg and rung == space.T05 and tuned_bucket != b and not space.t05_fits_waves(p, cfg):
                 continue  # a tile fitted to its own bucket's waves, not to p's
-            if cfg and rung == space.T04 and tuned_bucket != b and not space.t04_fits_k(p, cfg, entry.get("shape")):
+            if cfg and rung == space.T04 and not space.t04_fits_k(p, cfg, entry.get("shape")):
                 continue  # K split for a longer K than p's
         else:
             as_to = space.as_t03 if to == space.T03 else space.as_t02

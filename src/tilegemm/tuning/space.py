@@ -518,11 +518,12 @@ def t05_fits_waves(p: P.Problem, c: dict) -> bool:
 
 def t04_fits_k(p: P.Problem, c: dict, timed_at) -> bool:
     """Does split-K tile c, timed at shape timed_at, suit p's K: past decode (M > 128), a tile that
-    splits K only where p's K is at least 3/4 of the timed one's. Each slice's share of K shrinks
-    with K while the partial sums' reduction does not: TF32 SPLIT=4 tiles tuned at K = 4096 ran
-    648×872×2072 at 0.63× cuBLAS and 256×1992×1416 at 0.68×, where the 1024 buckets' unsplit t03
-    tiles had run them at 0.89× and 0.81× (docs/perf-notes.md, 114). In decode a split feeds the
-    SMs a weight too narrow for them (1×4096×4096 TF32 takes 1×4096×14336's SPLIT=3)."""
+    splits K only where p's K is at least 3/4 of the timed one's (every K of a bucket is, of its
+    own entry's). Each slice's share of K shrinks with K while the partial sums' reduction does
+    not: TF32 648×872×2072 ran 0.63× cuBLAS on 768×1024×4096's SPLIT=4 tile and 0.85× on the 1024
+    bucket's unsplit t03 tile (docs/perf-notes.md, 114). In decode a split feeds the SMs a weight
+    too narrow for them, at any K (TF32 1×4096×4096 with B = Wᵀ takes the row-major 1×4096×14336's
+    SPLIT=3)."""
     return int(c.get("SPLIT", 1)) == 1 or not timed_at or p.m <= 128 or 4 * p.k >= 3 * int(timed_at[2])
 
 
