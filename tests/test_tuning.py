@@ -370,7 +370,8 @@ def test_another_buckets_split_k_tile_only_where_k_is_as_long():
     a shape only where K is at least 3/4 of the timed one (each slice's share of K shrinks with K,
     the partial sums' reduction does not: TF32 648×872×2072 ran 0.63× cuBLAS on SPLIT=4 tuned at
     768×1024×4096, 0.85× on the 1024 bucket's unsplit tile; docs/perf-notes.md, 114). Decode
-    (where the split is for the SMs, not K) takes it at any K; every K of its own bucket fits."""
+    (where the split is for the SMs, not K) takes it at any K; every K of its own bucket fits. Two
+    shapes of one bucket can differ, so the process's memo of decisions keys on K."""
     from unittest import mock
 
     from tilegemm import tuning
@@ -392,6 +393,10 @@ def test_another_buckets_split_k_tile_only_where_k_is_as_long():
         assert d.rung == space.T03 and "nearest tuned bucket 1024x1024x4096" in d.source, d
         d = tuning.pick(db, "db", f32(648, 872, 3904))
         assert d.rung == space.T04 and "nearest tuned bucket 768x1024x4096" in d.source, d
+        a, b = f32(648, 872, 3072), f32(648, 872, 2600)  # one bucket; the split fits the first's K alone
+        assert cache.bucket(a) == cache.bucket(b) and tuning._memo_key(a, "auto") != tuning._memo_key(b, "auto")
+        assert tuning.pick(db, "db", a).rung == space.T04 and tuning.pick(db, "db", b).rung == space.T03
+        assert tuning._memo_key(f32(700, 872, 3072), "auto") == tuning._memo_key(a, "auto")  # M alone differs
         d = tuning.pick(db, "db", f32(700, 1000, 3588))  # near its own bucket's shortest K: 0.876 of the timed
         assert d.rung == space.T04 and d.source == "db, exact bucket", d
         d = tuning.pick(db, "db", f32(1, 1024, 4096))  # decode: the decode entry, split, at a quarter of its K
@@ -432,7 +437,7 @@ def test_another_buckets_wave_fitted_tile_only_where_it_fits_the_waves():
         assert cache.bucket(q) == cache.bucket(p) and space.t05_fits_waves(q, fitted)
         assert sizes(tuning.pick(db, "db", q)) == (space.T05, 192, 128)
         assert tuning._memo_key(q, "auto") != tuning._memo_key(p, "auto")
-        assert tuning._memo_key(_problem(2544, 2544, 2544), "auto") == tuning._memo_key(p, "auto")  # same waves
+        assert tuning._memo_key(_problem(2544, 2544, 2560), "auto") == tuning._memo_key(p, "auto")  # same waves
         a, b = torch.empty(2, 2304, 2304, dtype=torch.bfloat16), torch.empty(2, 2304, 2304, dtype=torch.bfloat16)
         assert not space.t05_fits_waves(P.Problem(a, b, torch.empty_like(a), "bf16"), fitted)  # 4 waves against 3
         swapped = space.t05_cfg(192, 128, 32, 5, 2, swap=True)  # TF32's, weighed against 256×128
@@ -469,18 +474,19 @@ def test_explain_gives_the_waves_of_a_tile_timed_at_another_shape():
         p = _problem(1081, 3760, 2200)  # 6 × 30 = 180 tiles: 1.36 waves, 68% full; at the entry's shape 256, 97%
         d = tuning.pick(db, "db", p)
         assert d.shape == (1536, 4096, 2560) and d.ms == 0.03
-        said = space.waves_note(p, d.config, d.shape)
+        said = space.waves_note(p, d.rung, d.config, d.shape)
         assert said.startswith("its 192×128 tile was timed at 1536×4096×2560: 256 tiles, 1.94 waves of 132 SMs; "
                                "here 180, 1.36 waves, the waves 68% full against 97% there"), said
         assert "`tilegemm tune --sizes 1081x3760x2200 --dtypes bf16`" in said
         t = _problem(1081, 3760, 2200, b_t=True)
-        assert "--layouts t`" in space.waves_note(t, d.config, d.shape)
+        assert "--layouts t`" in space.waves_note(t, d.rung, d.config, d.shape)
         q = _problem(1536, 4000, 2560)  # as full as where it was timed: the waves, no advice
-        assert "tilegemm tune" not in space.waves_note(q, d.config, d.shape)
-        assert space.waves_note(_problem(1536, 4096, 2560), d.config, d.shape) is None  # timed here
-        assert space.waves_note(p, d.config, None) is None and space.waves_note(p, {}, d.shape) is None
-        split = dict(fitted, SPLIT=2)
-        assert "tile in 2 K slices was timed" in space.waves_note(q, split, d.shape)
+        assert "tilegemm tune" not in space.waves_note(q, d.rung, d.config, d.shape)
+        assert space.waves_note(_problem(1536, 4096, 2560), d.rung, d.config, d.shape) is None  # timed here
+        assert space.waves_note(p, d.rung, d.config, None) is None and space.waves_note(p, d.rung, {}, d.shape) is None
+        split = dict(space.cfg(192, 128, 64, 8, 3), SPLIT=2)  # t04's SPLIT slices K; t05's slices C's store
+        assert "tile in 2 K slices was timed" in space.waves_note(q, space.T04, split, d.shape)
+        assert "K slices" not in space.waves_note(q, space.T05, dict(fitted, SPLIT=2), d.shape)
         with mock.patch.object(tuning, "choose", lambda p, kernel: d):
             rung, lines = dispatch.explain_problem(p)
         assert rung == space.T05 and lines[-1] == said

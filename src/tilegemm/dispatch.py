@@ -648,7 +648,7 @@ def explain_problem(p, kernel: str = "auto") -> tuple[str, list[str]]:
 
     d = tuning.choose(p, kernel)
     cfg = ", ".join(f"{k}={v}" for k, v in d.config.items())
-    waves = space.waves_note(p, d.config, d.shape)  # a tile timed at another shape: its waves there and here
+    waves = space.waves_note(p, d.rung, d.config, d.shape)  # a tile timed at another shape: its waves there and here
     return d.rung, [f"tensor-core rung {d.rung}: {cfg}", f"configuration from {d.source}", *([waves] if waves else [])]
 
 

@@ -73,12 +73,18 @@ def _from_database(p, want: str | None) -> Decision | None:
 
 def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
     """The decision database `db` gives p: the nearest bucket (exact first) whose configuration
-    fits p (`space.adapt`) among its class's entries, for FP16 BF16's (and back), and the same
-    dtypes in another layout, that layout counted a step of M farther (`cache.LAYOUT_STEP`; on a
-    tie one's own class first, then the sibling's); another bucket's t05 tile fitted to its
-    waves (`space.t05_wave_fitted`), where t05 runs p, only if it fits p's (`space.t05_fits_waves`);
-    past decode, a split-K tile only where p's K is near the one it was timed at (`space.t04_fits_k`).
-    want: only entries of that rung."""
+    fits p (`_fitting`). want: only entries of that rung."""
+    return next((d for _, _, d in _fitting(db, phrase, p, want)), None)
+
+
+def _fitting(db: dict, phrase: str, p, want: str | None):
+    """(distance, exact bucket?, Decision) for each entry of `db` whose configuration fits p
+    (`space.adapt`), nearest bucket first (exact first): among its class's entries, for FP16 BF16's
+    (and back), and the same dtypes in another layout, that layout counted a step of M farther
+    (`cache.LAYOUT_STEP`; on a tie one's own class first, then the sibling's); another bucket's
+    t05 tile fitted to its waves (`space.t05_wave_fitted`), where t05 runs p, only if it fits p's
+    (`space.t05_fits_waves`); past decode, a split-K tile only where p's K is near the one it was
+    timed at (`space.t04_fits_k`)."""
     from . import space
 
     b = cache.bucket(p)
@@ -96,8 +102,7 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
         found += [(cache.distance(tb, b) + cache.LAYOUT_STEP, tb, dict(e, sibling=other))
                   for tb, e in cache.nearest(entries, other, b) if e.get("rung") != space.T06]
     found.sort(key=lambda t: t[0])  # stable: own class, sibling, other layouts on a tie
-    found = [(tb, e) for _, tb, e in found]
-    for tuned_bucket, entry in found:
+    for dist, tuned_bucket, entry in found:
         rung, note, timed_here = entry.get("rung"), "", True
         if want and rung != want:
             continue
@@ -145,8 +150,8 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
             where += (f", of layout {theirs[3]} (the nearest usable entry)" if theirs[:3] == mine[:3] else
                       f", of {theirs[0]} (same width; the nearest usable entry)")
         timed_at = tuple(entry["shape"][:3]) if timed_here and entry.get("shape") else None
-        return Decision(rung, cfg, f"{phrase}, {where}{note}", entry.get("ms") if timed_here else None, timed_at)
-    return None
+        yield dist, tuned_bucket == b, Decision(rung, cfg, f"{phrase}, {where}{note}",
+                                                entry.get("ms") if timed_here else None, timed_at)
 
 
 def _rows_unaligned(p) -> bool:
@@ -211,15 +216,21 @@ def choose(p, kernel: str = "auto") -> Decision:
 
 def _memo_key(p, kernel: str) -> tuple:
     """What a decision in this process depends on: p's class and bucket, the kernel asked for, the
-    device, the rungs that can run p, whether t03 must realign first (its source says so),
-    whether a bias row is added (its class is the plain product's, its kernels are not: a fallback
-    `remember`ed for one is not the other's), and the waves p makes of the tiles whose fit `pick`
-    weighs (`space.t05_waves`)."""
+    device, the rungs that can run p, whether t03 must realign first (its source says so) and,
+    if so, which of A and B are off 16 bytes (an entry timed on such rows keeps its pointer rung:
+    `_timed_unaligned`), whether a bias row is added (its class is the plain product's, its
+    kernels are not: a fallback `remember`ed for one is not the other's), the waves p makes of the
+    tiles whose fit `pick` weighs (`space.t05_waves`), and K itself (another bucket's split-K tile
+    fits p by K against the K it was timed at, `space.t04_fits_k`: 2600 and 3072 share a bucket,
+    and only the second is 3/4 of 4096). Shapes that differ in M alone, as a model's calls do,
+    share a decision."""
     from . import space
 
     rungs = tuple(usable_rungs(p))
-    return (cache.problem_class(p), cache.bucket(p), kernel, str(p.a.device), rungs,
-            space.T03 in rungs and tc.rung_module(space.T03).needs_realign(p), p.bias_row, space.t05_waves(p))
+    realign = space.T03 in rungs and tc.rung_module(space.T03).needs_realign(p)
+    off = _rows_off_16((p.m, p.n, p.k), p.layout(), p.a.element_size()) if realign else None
+    return (cache.problem_class(p), cache.bucket(p), kernel, str(p.a.device), rungs, realign, off, p.bias_row,
+            space.t05_waves(p), p.k)
 
 
 def remember(p, kernel: str, d: Decision) -> None:

@@ -527,12 +527,18 @@ def t04_fits_k(p: P.Problem, c: dict, timed_at) -> bool:
     return int(c.get("SPLIT", 1)) == 1 or not timed_at or p.m <= 128 or 4 * p.k >= 3 * int(timed_at[2])
 
 
+def k_slices(rung: str, c: dict) -> int:
+    """The slices of K each tile of configuration c is cut into: t04's SPLIT (t05's SPLIT cuts its
+    epilogue's store of C, not K)."""
+    return int(c.get("SPLIT", 1)) if rung == T04 else 1
+
+
 # every tile t05_fits_waves weighs: the standard ones and the wave-fitted candidates
 _WAVE_TILES = tuple(sorted({(128, 256), (256, 128)} | {(bm, bn) for bm, bn, *_ in T05_STAGE_CONFIGS + T05_SWAP_CONFIGS
                                                        if t05_wave_fitted(dict(BM=bm, BN=bn))}))
 
 
-def waves_note(p: P.Problem, c: dict, timed_at: tuple | None) -> str | None:
+def waves_note(p: P.Problem, rung: str, c: dict, timed_at: tuple | None) -> str | None:
     """For tilegemm.explain: where a configuration was timed at another shape than p's, the waves
     its tile makes there and here; and where p fills its waves much less (a quarter of the SMs'
     time or more left idle that the timed shape used), the command that times tiles at p's own
@@ -540,7 +546,7 @@ def waves_note(p: P.Problem, c: dict, timed_at: tuple | None) -> str | None:
     0.59-0.82 of cuBLAS where one tuned at the shape ran 0.93 at 1081×3760×2200)."""
     if not timed_at or tuple(timed_at) == (p.m, p.n, p.k) or "BM" not in c or "BN" not in c:
         return None
-    sms, split = P.num_sms(p.a.device), c.get("SPLIT", 1)
+    sms, split = P.num_sms(p.a.device), k_slices(rung, c)
 
     def fill(m: int, n: int, batch: int) -> tuple[int, float, float]:
         tiles = ceil_div(m, c["BM"]) * ceil_div(n, c["BN"]) * batch * split
