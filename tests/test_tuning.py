@@ -396,7 +396,8 @@ def test_another_buckets_split_k_tile_only_where_k_is_as_long():
         a, b = f32(648, 872, 3072), f32(648, 872, 2600)  # one bucket; the split fits the first's K alone
         assert cache.bucket(a) == cache.bucket(b) and tuning._memo_key(a, "auto") != tuning._memo_key(b, "auto")
         assert tuning.pick(db, "db", a).rung == space.T04 and tuning.pick(db, "db", b).rung == space.T03
-        assert tuning._memo_key(f32(700, 872, 3072), "auto") == tuning._memo_key(a, "auto")  # M alone differs
+        assert tuning._memo_key(f32(700, 872, 3072), "auto") != tuning._memo_key(a, "auto")  # pick weighs its waves
+        assert tuning._memo_key(f32(200, 872, 3072), "auto") == tuning._memo_key(f32(220, 872, 3072), "auto")
         d = tuning.pick(db, "db", f32(700, 1000, 3588))  # near its own bucket's shortest K: 0.876 of the timed
         assert d.rung == space.T04 and d.source == "db, exact bucket", d
         d = tuning.pick(db, "db", f32(1, 1024, 4096))  # decode: the decode entry, split, at a quarter of its K
@@ -437,7 +438,7 @@ def test_another_buckets_wave_fitted_tile_only_where_it_fits_the_waves():
         assert cache.bucket(q) == cache.bucket(p) and space.t05_fits_waves(q, fitted)
         assert sizes(tuning.pick(db, "db", q)) == (space.T05, 192, 128)
         assert tuning._memo_key(q, "auto") != tuning._memo_key(p, "auto")
-        assert tuning._memo_key(_problem(2544, 2544, 2560), "auto") == tuning._memo_key(p, "auto")  # same waves
+        assert tuning._memo_key(_problem(200, 2304, 2304), "auto") == tuning._memo_key(_problem(210, 2304, 2304), "auto")
         a, b = torch.empty(2, 2304, 2304, dtype=torch.bfloat16), torch.empty(2, 2304, 2304, dtype=torch.bfloat16)
         assert not space.t05_fits_waves(P.Problem(a, b, torch.empty_like(a), "bf16"), fitted)  # 4 waves against 3
         swapped = space.t05_cfg(192, 128, 32, 5, 2, swap=True)  # TF32's, weighed against 256×128
@@ -457,6 +458,57 @@ def test_another_buckets_wave_fitted_tile_only_where_it_fits_the_waves():
     assert [space.t05_wave_fitted(space.t05_cfg(bm, bn, 64, 4)) for bm, bn in
             ((192, 192), (192, 96), (192, 128), (128, 256), (256, 128), (128, 128))] == [True] * 3 + [False] * 3
     assert not space.t05_wave_fitted({})
+
+
+def test_wave_cost_counts_waves_and_the_longer_of_mmas_and_loads():
+    """A tile's cost at p: its waves over the SMs, each the longer of BM·BN multiply-adds (2048 an
+    SM clock in BF16, 1024 in TF32) and (BM + BN) rows loaded (32 bytes an SM clock), times K.
+    Unweighed (None): t06's configuration, tiles under 64 on a side, and K slices."""
+    from unittest import mock
+
+    t03 = lambda bm, bn: dict(space.cfg(bm, bn, 64, 4, 4), C_TMA=True)  # noqa: E731
+    with mock.patch.object(P, "num_sms", return_value=132):
+        p = _problem(640, 400, 4336)
+        assert space.wave_cost(p, space.T03, t03(64, 128)) == 1 * 12 * 4336  # 40 tiles: loads 192·2/32
+        assert space.wave_cost(p, space.T03, t03(64, 64)) == 1 * 8 * 4336  # 70 tiles, one wave
+        q = _problem(348, 4958, 1919)
+        assert space.wave_cost(q, space.T03, t03(128, 64)) == 2 * 12 * 1919  # 234 tiles: two waves
+        assert space.wave_cost(q, space.T03, t03(128, 128)) == 1 * 16 * 1919  # 117: one; MMAs 8, loads 16
+        tf = _problem(348, 4958, 1919, torch.float32)
+        assert space.wave_cost(tf, space.T03, t03(128, 128)) == 1 * 32 * 1919  # 4 bytes: loads 32 clocks
+        assert space.wave_cost(p, space.T03, t03(16, 64)) is None
+        assert space.wave_cost(p, space.T04, dict(t03(64, 64), SPLIT=2)) is None
+        assert space.wave_cost(p, space.T05, dict(BM=128, BN=256, SPLIT=2)) is not None  # t05's SPLIT: C's store
+        assert space.wave_cost(p, space.T06, dict(BN=8, BK=1024)) is None
+
+
+def test_pick_weighs_the_waves_of_the_entries_near_the_nearest():
+    """Where p's nearest entry is another bucket's, the entry within 2 steps of it whose tile's waves
+    cost p least, if at most 0.8 of the nearest's: BF16 640×400×4336 ran 1.31× faster on a 64×64
+    tile (70 tiles, one wave) than on its nearest entry's 64×128 (40 tiles). Its own bucket's entry,
+    an entry farther than the window, and a shape whose M or N is 256 or less keep the nearest."""
+    from unittest import mock
+
+    from tilegemm import tuning
+
+    t03 = lambda bm, bn: dict(space.cfg(bm, bn, 64, 4, 4), C_TMA=True)  # noqa: E731
+    bf = "bf16|bfloat16|bfloat16|nn|nobeta"
+    db = {"entries": {f"{bf}|640x512x4096": dict(rung=space.T03, config=t03(64, 128), ms=0.02, shape=[640, 512, 4096]),
+                      f"{bf}|512x512x4096": dict(rung=space.T03, config=t03(64, 64), ms=0.02, shape=[512, 512, 4096])}}
+    tile = lambda d: (d.config["BM"], d.config["BN"])  # noqa: E731
+    with mock.patch.object(P, "num_sms", return_value=132), mock.patch.object(tuning, "usable", lambda r, p: True):
+        p = _problem(640, 400, 4336)
+        assert cache.weighs_waves(p) and cache.bucket(p) == "640x448x5120"
+        d = tuning.pick(db, "db", p)
+        assert tile(d) == (64, 64) and d.shape == (512, 512, 4096), d
+        assert d.source.endswith("over the nearest (tc_tma_persistent's 64×128), its waves here cost 0.67 of that one's")
+        assert tile(tuning.pick(db, "db", _problem(640, 200, 4336))) == (64, 128)  # N ≤ 256: the nearest
+        assert tile(tuning.pick(db, "db", _problem(250, 400, 4336))) == (64, 64)  # M ≤ 256: the nearest (512's)
+        far = {"entries": dict(db["entries"])}
+        far["entries"][f"{bf}|256x512x4096"] = far["entries"].pop(f"{bf}|512x512x4096")  # 2.64 steps past
+        assert tile(tuning.pick(far, "db", p)) == (64, 128)
+        db["entries"][f"{bf}|640x448x5120"] = dict(rung=space.T03, config=t03(128, 128), ms=0.02, shape=[640, 448, 5120])
+        assert tile(tuning.pick(db, "db", p)) == (128, 128)  # its own bucket's
 
 
 def test_explain_gives_the_waves_of_a_tile_timed_at_another_shape():

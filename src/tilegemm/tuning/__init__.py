@@ -73,8 +73,40 @@ def _from_database(p, want: str | None) -> Decision | None:
 
 def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
     """The decision database `db` gives p: the nearest bucket (exact first) whose configuration
-    fits p (`_fitting`). want: only entries of that rung."""
-    return next((d for _, _, d in _fitting(db, phrase, p, want)), None)
+    fits p (`_fitting`); where that is another bucket's, and M and N are both over 256
+    (`cache.weighs_waves`), the entry within `cache.WAVE_WINDOW` of it whose tile's waves cost p
+    least (`space.wave_cost`), where that is at most `cache.WAVE_GAIN` of the nearest's. The
+    nearest bucket is a few quarter-octaves off p's sides, and its tile's count there is not p's:
+    over 219 held-out shapes (BF16, TF32, FP8, M > 128; every entry near each timed at the shape),
+    the fastest entry within 2 steps of the nearest ran 1.065× the nearest's (geometric mean), this
+    choice 1.036×, 38 shapes faster by more than 5% and none slower (docs/perf-notes.md, 115).
+    want: only entries of that rung."""
+    from . import space
+
+    nearest = best = None
+    for dist, exact, d in _fitting(db, phrase, p, want):
+        if nearest is None:
+            nearest, cost0 = d, space.wave_cost(p, d.rung, d.config)
+            if exact or not cache.weighs_waves(p) or cost0 is None:
+                return d
+            reach, least = dist + cache.WAVE_WINDOW, cost0 * cache.WAVE_GAIN
+            continue
+        if dist > reach:
+            break
+        cost = space.wave_cost(p, d.rung, d.config)
+        if cost is not None and cost <= least:
+            best, least = d, cost
+    if best is None:
+        return nearest
+    return Decision(best.rung, best.config, f"{best.source}; over the nearest ({_tile_words(nearest)}), "
+                    f"its waves here cost {least / cost0:.2f} of that one's", best.ms, best.shape)
+
+
+def _tile_words(d: Decision) -> str:
+    from . import space
+
+    split = space.k_slices(d.rung, d.config)
+    return f"{d.rung}'s {d.config['BM']}×{d.config['BN']}" + (f" in {split} K slices" if split > 1 else "")
 
 
 def _fitting(db: dict, phrase: str, p, want: str | None):
@@ -222,15 +254,17 @@ def _memo_key(p, kernel: str) -> tuple:
     kernels are not: a fallback `remember`ed for one is not the other's), the waves p makes of the
     tiles whose fit `pick` weighs (`space.t05_waves`), and K itself (another bucket's split-K tile
     fits p by K against the K it was timed at, `space.t04_fits_k`: 2600 and 3072 share a bucket,
-    and only the second is 3/4 of 4096). Shapes that differ in M alone, as a model's calls do,
-    share a decision."""
+    and only the second is 3/4 of 4096). M and N too where `pick` weighs the waves of every entry
+    near p (`cache.weighs_waves`, `space.wave_cost`); shapes under that, decode's among them, that
+    differ in M alone share a decision."""
     from . import space
 
     rungs = tuple(usable_rungs(p))
     realign = space.T03 in rungs and tc.rung_module(space.T03).needs_realign(p)
     off = _rows_off_16((p.m, p.n, p.k), p.layout(), p.a.element_size()) if realign else None
+    sides = (p.m, p.n) if cache.weighs_waves(p) else None
     return (cache.problem_class(p), cache.bucket(p), kernel, str(p.a.device), rungs, realign, off, p.bias_row,
-            space.t05_waves(p), p.k)
+            space.t05_waves(p), p.k, sides)
 
 
 def remember(p, kernel: str, d: Decision) -> None:

@@ -207,6 +207,17 @@ LAYOUT_STEP = 2.0  # another layout's entry counts as one step of M farther (a d
 # buckets must not stand in for prefill (docs/perf-notes.md, 42)
 
 
+WAVE_WINDOW = 2.0  # pick weighs every entry this far (`distance`) beyond the nearest that fits ...
+WAVE_GAIN = 0.8  # ... and takes one whose waves cost at most this fraction of the nearest's (space.wave_cost)
+WAVE_MIN_SIDE = 256  # ... where M and N both exceed this: under it a product streams the other operand
+# (M FLOPs a byte of B, against the H200's 206 a byte of HBM in BF16), and HBM, not waves, sets its time
+
+
+def weighs_waves(p) -> bool:
+    """Does pick weigh the waves of p's nearest entries (M and N both over WAVE_MIN_SIDE)?"""
+    return min(p.m, p.n) > WAVE_MIN_SIDE
+
+
 def nearest(entries: dict, cls: str, b: str) -> list[tuple[str, dict]]:
     """The database's entries of class cls, nearest bucket first (exact first of all)."""
     mine = [(key.rsplit("|", 1)[1], e) for key, e in entries.items() if key.rsplit("|", 1)[0] == cls]

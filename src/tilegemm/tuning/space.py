@@ -527,10 +527,34 @@ def t04_fits_k(p: P.Problem, c: dict, timed_at) -> bool:
     return int(c.get("SPLIT", 1)) == 1 or not timed_at or p.m <= 128 or 4 * p.k >= 3 * int(timed_at[2])
 
 
+MMA_PER_CLOCK = {1: 4096, 2: 2048, 4: 1024}  # dense multiply-adds an SM's tensor cores make a clock on
+# Hopper, by input width in bytes (FP8, FP16/BF16, TF32): 989 TFLOP/s BF16 at 132 SMs and 1.83 GHz
+LOAD_BYTES_PER_CLOCK = 32  # operand bytes a tile is counted to load per SM clock: about the L2's
+# bandwidth shared over the SMs (7.7 TB/s at 132 SMs and 1.83 GHz). Chosen over 219 held-out shapes
+# past decode, each with its nearest entries timed at the shape: 24 to 48 B pick alike (docs/perf-notes.md, 115)
+
+
 def k_slices(rung: str, c: dict) -> int:
     """The slices of K each tile of configuration c is cut into: t04's SPLIT (t05's SPLIT cuts its
     epilogue's store of C, not K)."""
     return int(c.get("SPLIT", 1)) if rung == T04 else 1
+
+
+def wave_cost(p: P.Problem, rung: str, c: dict) -> float | None:
+    """What `rung`'s tile c costs p in SM clocks, as its waves count it: the waves its tiles make
+    over the SMs, each the longer of a tile's MMAs (BM·BN multiply-adds a step of K) and its
+    operand loads ((BM + BN) rows of the input width) over K. Few tiles leave SMs idle (640×400×4336
+    BF16: 40 tiles of 64×128; 70 of 64×64 ran 1.31× faster), a partial last wave costs a whole one
+    (348×4958×1919: 234 tiles of 128×64 in two waves; 117 of 128×128 in one, 1.37×). None where
+    the count says little: a configuration without a BM×BN tile (t06's), a tile under 64 on a side
+    (a decode tile: 464×264×368 BF16 ran 0.60× cuBLAS on 256³'s 16×32, 0.91× on a 64×64), and K
+    slices (what a split costs is its reduction as much as its waves: TF32 132×1024×4096 ran 0.68× on
+    64×128 in 4 slices, 0.83× on 64×64 in 4; docs/perf-notes.md, 115)."""
+    if "BM" not in c or "BN" not in c or min(c["BM"], c["BN"]) < 64 or k_slices(rung, c) > 1:
+        return None
+    bm, bn, width = c["BM"], c["BN"], p.a.element_size()
+    waves = ceil_div(ceil_div(p.m, bm) * ceil_div(p.n, bn) * p.batch, P.num_sms(p.a.device))
+    return waves * max(bm * bn / MMA_PER_CLOCK[width], (bm + bn) * width / LOAD_BYTES_PER_CLOCK) * p.k
 
 
 # every tile t05_fits_waves weighs: the standard ones and the wave-fitted candidates
