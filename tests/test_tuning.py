@@ -396,8 +396,7 @@ def test_another_buckets_split_k_tile_only_where_k_is_as_long():
         a, b = f32(648, 872, 3072), f32(648, 872, 2600)  # one bucket; the split fits the first's K alone
         assert cache.bucket(a) == cache.bucket(b) and tuning._memo_key(a, "auto") != tuning._memo_key(b, "auto")
         assert tuning.pick(db, "db", a).rung == space.T04 and tuning.pick(db, "db", b).rung == space.T03
-        assert tuning._memo_key(f32(700, 872, 3072), "auto") != tuning._memo_key(a, "auto")  # pick weighs its waves
-        assert tuning._memo_key(f32(200, 872, 3072), "auto") == tuning._memo_key(f32(220, 872, 3072), "auto")
+        assert tuning._memo_key(f32(700, 872, 3072), "auto") == tuning._memo_key(a, "auto")  # M alone differs
         d = tuning.pick(db, "db", f32(700, 1000, 3588))  # near its own bucket's shortest K: 0.876 of the timed
         assert d.rung == space.T04 and d.source == "db, exact bucket", d
         d = tuning.pick(db, "db", f32(1, 1024, 4096))  # decode: the decode entry, split, at a quarter of its K
@@ -434,11 +433,11 @@ def test_another_buckets_wave_fitted_tile_only_where_it_fits_the_waves():
         assert cache.distance(cache.bucket(p), "3072x3072x3072") < cache.distance(cache.bucket(p), "2048x2048x2048")
         d = tuning.pick(db, "db", p)
         assert sizes(d) == (space.T03, 128, 256) and "nearest tuned bucket 2048x2048x2048" in d.source, d
-        q = _problem(2304, 2304, 2304)  # the same bucket: 216 tiles of 192×128, 162 of 128×256, two waves each
+        q = _problem(2304, 2304, 2560)  # the same bucket: 216 tiles of 192×128, 162 of 128×256, two waves each
         assert cache.bucket(q) == cache.bucket(p) and space.t05_fits_waves(q, fitted)
         assert sizes(tuning.pick(db, "db", q)) == (space.T05, 192, 128)
         assert tuning._memo_key(q, "auto") != tuning._memo_key(p, "auto")
-        assert tuning._memo_key(_problem(200, 2304, 2304), "auto") == tuning._memo_key(_problem(210, 2304, 2304), "auto")
+        assert tuning._memo_key(_problem(2544, 2544, 2560), "auto") == tuning._memo_key(p, "auto")  # same waves
         a, b = torch.empty(2, 2304, 2304, dtype=torch.bfloat16), torch.empty(2, 2304, 2304, dtype=torch.bfloat16)
         assert not space.t05_fits_waves(P.Problem(a, b, torch.empty_like(a), "bf16"), fitted)  # 4 waves against 3
         swapped = space.t05_cfg(192, 128, 32, 5, 2, swap=True)  # TF32's, weighed against 256×128
@@ -484,31 +483,78 @@ def test_wave_cost_counts_waves_and_the_longer_of_mmas_and_loads():
 
 def test_pick_weighs_the_waves_of_the_entries_near_the_nearest():
     """Where p's nearest entry is another bucket's, the entry within 2 steps of it whose tile's waves
-    cost p least, if at most 0.8 of the nearest's: BF16 640×400×4336 ran 1.31× faster on a 64×64
-    tile (70 tiles, one wave) than on its nearest entry's 64×128 (40 tiles). Its own bucket's entry,
-    an entry farther than the window, and a shape whose M or N is 256 or less keep the nearest."""
+    cost p least, if at most 0.8 of the nearest's (on a tie, the farther): BF16 640×400×4336 ran
+    1.21-1.31× faster on 64×64 tiles (70, one wave) than on its nearest entry's 64×128 (40). An
+    equal cost, an entry farther than the window, its own bucket's entry, and a shape whose M or N
+    is 256 or less keep the nearest. The source names both."""
     from unittest import mock
 
     from tilegemm import tuning
 
     t03 = lambda bm, bn: dict(space.cfg(bm, bn, 64, 4, 4), C_TMA=True)  # noqa: E731
     bf = "bf16|bfloat16|bfloat16|nn|nobeta"
-    db = {"entries": {f"{bf}|640x512x4096": dict(rung=space.T03, config=t03(64, 128), ms=0.02, shape=[640, 512, 4096]),
-                      f"{bf}|512x512x4096": dict(rung=space.T03, config=t03(64, 64), ms=0.02, shape=[512, 512, 4096])}}
-    tile = lambda d: (d.config["BM"], d.config["BN"])  # noqa: E731
+    entry = lambda bm, bn, ms, shape: dict(rung=space.T03, config=t03(bm, bn), ms=ms, shape=shape)  # noqa: E731
+    near = {f"{bf}|640x512x4096": entry(64, 128, 0.02, [640, 512, 4096])}  # 0.51 steps from 640x448x5120
+    tile = lambda d: (d.config["BM"], d.config["BN"], d.ms)  # noqa: E731
     with mock.patch.object(P, "num_sms", return_value=132), mock.patch.object(tuning, "usable", lambda r, p: True):
         p = _problem(640, 400, 4336)
         assert cache.weighs_waves(p) and cache.bucket(p) == "640x448x5120"
+        db = {"entries": dict(near, **{f"{bf}|512x512x4096": entry(64, 64, 0.03, [512, 512, 4096])})}  # 1.16 steps
         d = tuning.pick(db, "db", p)
-        assert tile(d) == (64, 64) and d.shape == (512, 512, 4096), d
-        assert d.source.endswith("over the nearest (tc_tma_persistent's 64×128), its waves here cost 0.67 of that one's")
-        assert tile(tuning.pick(db, "db", _problem(640, 200, 4336))) == (64, 128)  # N ≤ 256: the nearest
-        assert tile(tuning.pick(db, "db", _problem(250, 400, 4336))) == (64, 64)  # M ≤ 256: the nearest (512's)
-        far = {"entries": dict(db["entries"])}
-        far["entries"][f"{bf}|256x512x4096"] = far["entries"].pop(f"{bf}|512x512x4096")  # 2.64 steps past
-        assert tile(tuning.pick(far, "db", p)) == (64, 128)
-        db["entries"][f"{bf}|640x448x5120"] = dict(rung=space.T03, config=t03(128, 128), ms=0.02, shape=[640, 448, 5120])
-        assert tile(tuning.pick(db, "db", p)) == (128, 128)  # its own bucket's
+        assert tile(d) == (64, 64, 0.03) and d.shape == (512, 512, 4096) and d.by_waves, d
+        assert d.source == ("db, tuned bucket 512x512x4096 (tuned at 512×512×4096), 0.6 steps past the nearest, "
+                            "whose tc_tma_persistent 64×128 makes waves here 1.50× as costly"), d.source
+        tie = {"entries": dict(db["entries"], **{f"{bf}|512x512x3584": entry(64, 64, 0.04, [512, 512, 3584])})}
+        assert tile(tuning.pick(tie, "db", p)) == (64, 64, 0.04)  # 1.35 steps: the farther of two equal costs
+        same = {"entries": dict(near, **{f"{bf}|512x512x4096": entry(128, 64, 0.03, [512, 512, 4096])})}
+        d = tuning.pick(same, "db", p)  # 35 tiles of 128×64, one wave: loads of 192 rows either way
+        assert tile(d) == (64, 128, 0.02) and d.by_waves and d.source.startswith("db, nearest tuned bucket 640x512x4096")
+        far = {"entries": dict(near, **{f"{bf}|256x512x4096": entry(64, 64, 0.03, [256, 512, 4096])})}  # 3.16 steps
+        assert tile(tuning.pick(far, "db", p)) == (64, 128, 0.02)
+        own = {"entries": dict(db["entries"], **{f"{bf}|640x448x5120": entry(128, 128, 0.05, [640, 448, 5120])})}
+        assert tile(tuning.pick(own, "db", p)) == (128, 128, 0.05)
+        low = {"entries": {f"{bf}|256x512x4096": entry(64, 128, 0.02, [256, 512, 4096]),
+                           f"{bf}|512x512x4096": entry(64, 64, 0.03, [512, 512, 4096])}}
+        q = _problem(250, 400, 4336)  # weighed, it would take 64×64 (28 tiles against 16, one wave each)
+        assert not cache.weighs_waves(q) and space.wave_cost(q, space.T03, t03(64, 64)) < 0.8 * space.wave_cost(
+            q, space.T03, t03(64, 128))
+        d = tuning.pick(low, "db", q)
+        assert tile(d) == (64, 128, 0.02) and not d.by_waves
+        r = _problem(640, 256, 4336)  # N ≤ 256: weighed, it too would take 64×64 (40 tiles against 20)
+        assert tile(tuning.pick(db, "db", r)) == (64, 128, 0.02) and not tuning.pick(db, "db", r).by_waves
+
+
+def test_a_bucket_whose_decisions_weigh_waves_is_remembered_per_shape():
+    """choose's memo keeps a decision per bucket, but one pick made by the waves of the shape's own
+    M and N (by_waves) per shape: the bucket's next shape is weighed anew. A fallback `remember`ed
+    serves the whole bucket again."""
+    from unittest import mock
+
+    from tilegemm import tuning
+
+    calls = []
+
+    def chosen(by_waves):
+        def _choose(p, want):
+            calls.append((p.m, p.n))
+            return tuning.Decision(space.T03, dict(space.cfg(64, 64, 64, 4, 4), C_TMA=True), "db", by_waves=by_waves)
+        return _choose
+
+    a, b = _problem(600, 1000, 4096), _problem(610, 1008, 4096)  # one bucket
+    try:
+        for by_waves, runs in ((True, 2), (False, 1)):
+            tuning._MEMO.clear(), calls.clear()
+            with mock.patch.object(tuning, "_choose", chosen(by_waves)), mock.patch.object(P, "num_sms", return_value=132):
+                for p in (a, b, a, b):
+                    assert tuning.choose(p).by_waves == by_waves
+            assert len(calls) == runs, (by_waves, calls)
+        tuning._MEMO.clear(), calls.clear()
+        with mock.patch.object(tuning, "_choose", chosen(True)), mock.patch.object(P, "num_sms", return_value=132):
+            tuning.choose(a)
+            tuning.remember(a, "auto", tuning.Decision(space.T02, space.default(space.T02, a), "fallback"))
+            assert tuning.choose(b).source == "fallback" and calls == [(600, 1000)]
+    finally:
+        tuning._MEMO.clear()
 
 
 def test_explain_gives_the_waves_of_a_tile_timed_at_another_shape():

@@ -4,7 +4,9 @@ nearest does, against the nearest itself, over the probe's data (runs/cand-*.jso
 each timed at the shape on the H200, device clock; cand_probe.py made them). Rules:
   oracle Wn: the fastest entry within n steps (what any choice among them could give);
   wave L.. : tuning.pick's rule (space.wave_cost, cache.WAVE_*) with the load rate L bytes an SM clock,
-             window W and gain G, the entry's own bucket kept; gate: M and N > 256 (as committed);
+             window W and gain G, the entry's own bucket kept, on a tie the farther entry; gate: M and
+             N > 256 (as committed). Only the probe's entries are weighed (up to 6 a shape: at 2 shapes
+             the committed rule takes one it did not time);
   v1       : the same with K slices weighed (plus their FP32 partial sums' round trip) and tiles under 64;
   carried F: each entry's database time carried to the shape, F + (ms - F) × (waves × K here) / (waves × K
              where timed), F the call's floor in µs; the range over W in 1-3 and G in 0.8-1.0;
@@ -44,7 +46,7 @@ def v1_cost(p, c):
     return -(-tiles * split // sms) * step * p.k / split + partials
 
 
-def chooser(cost_of, window, gain, gate):
+def chooser(cost_of, window, gain, gate, nearer_on_tie=False):
     def rule(r):
         p = W.problem(r["dtype"], r["m"], r["n"], r["k"], r["dtype"] == "fp8")
         cs = r["candidates"]
@@ -58,17 +60,17 @@ def chooser(cost_of, window, gain, gate):
             if c["dist"] > cs[0]["dist"] + window:
                 break
             x = cost_of(p, r, c)
-            if x is not None and x <= least and "ms" in c:
+            if x is not None and x <= least and "ms" in c and not (nearer_on_tie and best is not cs[0] and x == least):
                 best, least = c, x
         return best
     return rule
 
 
-def wave(load, window, gain, gate=True):
+def wave(load, window, gain, gate=True, nearer_on_tie=False):
     def cost(p, r, c):
         with mock.patch.object(space, "LOAD_BYTES_PER_CLOCK", load):
             return space.wave_cost(p, c["rung"], c["config"])
-    return chooser(cost, window, gain, gate)
+    return chooser(cost, window, gain, gate, nearer_on_tie)
 
 
 def carried(floor_us):
@@ -112,11 +114,12 @@ with mock.patch.object(P, "num_sms", return_value=132):
     rules = [(f"oracle W{w}", oracle(w)) for w in (1, 2, 3)]
     rules += [(f"wave L{L} W{w} G{g}", wave(L, w, g)) for L in (24, 32, 48, 64) for w, g in ((2, 0.8), (2, 0.9), (3, 0.8))]
     rules += [("wave L32 W2 G0.8, no gate", wave(32, 2, 0.8, gate=False)),
+              ("wave L32 W2 G0.8, nearer on a tie", wave(32, 2, 0.8, nearer_on_tie=True)),
               ("v1 L32 W2 G0.8, no gate", chooser(lambda p, r, c: v1_cost(p, c), 2, 0.8, False)),
               ("filter W2", one_wave)]
     for name, rule in rules:
         cells = [score(rule, d) for d in (None, "bf16", "tf32", "fp8")]
-        print(f"{name:26}" + " | ".join(f"{lab} {g:.3f} -{lo} +{hi}" for lab, (g, lo, hi) in zip(("all", "bf16", "tf32", "fp8"), cells)))
+        print(f"{name:34}" + " | ".join(f"{lab} {g:.3f} -{lo} +{hi}" for lab, (g, lo, hi) in zip(("all", "bf16", "tf32", "fp8"), cells)))
     for floor in (0, 2, 4, 6):
         got = [score(chooser(lambda p, r, c, f=floor: carried(f)(p, r, c), w, g, False)) for w in (1, 2, 3) for g in (1.0, 0.9, 0.8)]
         print(f"carried F{floor}: geometric means {min(x[0] for x in got):.3f}-{max(x[0] for x in got):.3f}, "

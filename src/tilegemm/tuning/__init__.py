@@ -16,6 +16,8 @@ and the shipped database), `tuner` (the measurement), `command` (`tilegemm tune`
 
 from __future__ import annotations
 
+import dataclasses
+
 from .. import arrays, dispatch
 from ..kernels import tensorcore as tc
 from . import cache
@@ -23,7 +25,7 @@ from .cache import Decision, autotune_on_call
 
 __all__ = ["Decision", "choose", "usable_rungs", "autotune_on_call"]
 
-_MEMO: dict = {}  # (class, bucket, kernel, device, rungs that can run it) -> Decision, this process
+_MEMO: dict = {}  # _memo_key(p) [+ (M, N) where marked _BY_WAVES] -> Decision, this process
 cache.ON_RESET.append(_MEMO.clear)
 cache.ON_RESET.append(dispatch.reset)  # plans hold decisions: registered here, where decisions come from
 
@@ -75,38 +77,33 @@ def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:
     """The decision database `db` gives p: the nearest bucket (exact first) whose configuration
     fits p (`_fitting`); where that is another bucket's, and M and N are both over 256
     (`cache.weighs_waves`), the entry within `cache.WAVE_WINDOW` of it whose tile's waves cost p
-    least (`space.wave_cost`), where that is at most `cache.WAVE_GAIN` of the nearest's. The
-    nearest bucket is a few quarter-octaves off p's sides, and its tile's count there is not p's:
-    over 219 held-out shapes (BF16, TF32, FP8, M > 128; every entry near each timed at the shape),
-    the fastest entry within 2 steps of the nearest ran 1.065× the nearest's (geometric mean), this
-    choice 1.036×, 38 shapes faster by more than 5% and none slower (docs/perf-notes.md, 115).
+    least (`space.wave_cost`; on a tie the farther, as measured), where that is at most
+    `cache.WAVE_GAIN` of the nearest's. The nearest bucket is a few quarter octaves off p's sides,
+    and its tile's count there is not p's: over 73 held-out shapes × BF16, TF32 and FP8 (M > 128;
+    up to 6 entries within 3 steps of the nearest, each timed at the shape), the fastest entry
+    within 2 steps ran 1.065× the nearest's (geometric mean), this choice among the timed ones
+    1.036×, 38 faster by more than 5% and none slower (docs/perf-notes.md, 115).
     want: only entries of that rung."""
     from . import space
 
-    nearest = best = None
-    for dist, exact, d in _fitting(db, phrase, p, want):
-        if nearest is None:
-            nearest, cost0 = d, space.wave_cost(p, d.rung, d.config)
-            if exact or not cache.weighs_waves(p) or cost0 is None:
-                return d
-            reach, least = dist + cache.WAVE_WINDOW, cost0 * cache.WAVE_GAIN
-            continue
-        if dist > reach:
+    fitting = _fitting(db, phrase, p, want)
+    dist0, exact, nearest = next(fitting, (None, None, None))
+    cost0 = nearest and space.wave_cost(p, nearest.rung, nearest.config)
+    if nearest is None or exact or not cache.weighs_waves(p) or cost0 is None:
+        return nearest
+    best, least = nearest, cost0 * cache.WAVE_GAIN
+    for dist, _, d in fitting:
+        if dist > dist0 + cache.WAVE_WINDOW:
             break
         cost = space.wave_cost(p, d.rung, d.config)
         if cost is not None and cost <= least:
-            best, least = d, cost
-    if best is None:
-        return nearest
-    return Decision(best.rung, best.config, f"{best.source}; over the nearest ({_tile_words(nearest)}), "
-                    f"its waves here cost {least / cost0:.2f} of that one's", best.ms, best.shape)
-
-
-def _tile_words(d: Decision) -> str:
-    from . import space
-
-    split = space.k_slices(d.rung, d.config)
-    return f"{d.rung}'s {d.config['BM']}×{d.config['BN']}" + (f" in {split} K slices" if split > 1 else "")
+            best, least, far = d, cost, dist - dist0
+    if best is nearest:
+        return dataclasses.replace(nearest, by_waves=True)
+    source = best.source.replace("nearest tuned bucket", "tuned bucket", 1).replace("the nearest usable", "a usable")
+    return dataclasses.replace(best, source=f"{source}, {far:.1f} steps past the nearest, whose {nearest.rung} "
+                               f"{nearest.config['BM']}×{nearest.config['BN']} makes waves here {cost0 / least:.2f}× "
+                               f"as costly", by_waves=True)
 
 
 def _fitting(db: dict, phrase: str, p, want: str | None):
@@ -235,15 +232,23 @@ def choose(p, kernel: str = "auto") -> Decision:
     """The rung and configuration p runs with (kernel: "auto", or a tensor-core rung's name)."""
     from . import space
 
-    key = _memo_key(p, kernel)
-    hit = _MEMO.get(key)
+    bucket = _memo_key(p, kernel)
+    shape = bucket + ((p.m, p.n),)
+    hit = _MEMO.get(bucket)
+    if hit is _BY_WAVES:  # the bucket's decisions weigh each shape's own waves
+        hit = _MEMO.get(shape)
     if hit is not None:
         cfg = space.adapt(hit.rung, p, hit.config)  # the bucket's decision, fitted to this shape
         if cfg is not None:
-            return Decision(hit.rung, cfg, hit.source, hit.ms, hit.shape)
+            return dataclasses.replace(hit, config=cfg)
     d = _choose(p, None if kernel == "auto" else kernel)
-    _MEMO[key] = d
+    if d.by_waves:
+        _MEMO.setdefault(bucket, _BY_WAVES)
+    _MEMO[shape if _MEMO.get(bucket) is _BY_WAVES else bucket] = d
     return d
+
+
+_BY_WAVES = object()  # the memo's mark of a bucket whose decisions pick weighs by each shape's M and N
 
 
 def _memo_key(p, kernel: str) -> tuple:
@@ -254,23 +259,22 @@ def _memo_key(p, kernel: str) -> tuple:
     kernels are not: a fallback `remember`ed for one is not the other's), the waves p makes of the
     tiles whose fit `pick` weighs (`space.t05_waves`), and K itself (another bucket's split-K tile
     fits p by K against the K it was timed at, `space.t04_fits_k`: 2600 and 3072 share a bucket,
-    and only the second is 3/4 of 4096). M and N too where `pick` weighs the waves of every entry
-    near p (`cache.weighs_waves`, `space.wave_cost`); shapes under that, decode's among them, that
-    differ in M alone share a decision."""
+    and only the second is 3/4 of 4096). Shapes of a bucket that differ in M or N share a
+    decision, but where pick weighed the waves of the shape's own M and N (`Decision.by_waves`):
+    `choose` keys each of those on M and N too."""
     from . import space
 
     rungs = tuple(usable_rungs(p))
     realign = space.T03 in rungs and tc.rung_module(space.T03).needs_realign(p)
     off = _rows_off_16((p.m, p.n, p.k), p.layout(), p.a.element_size()) if realign else None
-    sides = (p.m, p.n) if cache.weighs_waves(p) else None
     return (cache.problem_class(p), cache.bucket(p), kernel, str(p.a.device), rungs, realign, off, p.bias_row,
-            space.t05_waves(p), p.k, sides)
+            space.t05_waves(p), p.k)
 
 
 def remember(p, kernel: str, d: Decision) -> None:
     """What ran p (a fallback, when the chosen rung failed here) is what p's bucket gets from now on
-    in this process."""
-    _MEMO[_memo_key(p, kernel)] = d
+    in this process, whatever each shape's waves."""
+    _MEMO[_memo_key(p, kernel)] = dataclasses.replace(d, by_waves=False)
 
 
 def _choose(p, want: str | None) -> Decision:
@@ -284,7 +288,7 @@ def _choose(p, want: str | None) -> Decision:
         why = tc.rung_module(want).usable(p) if want in (space.T03, space.T05, space.T06) else "not here"
         d = _choose(p, instead)
         return Decision(instead, d.config, f"{want} cannot run this problem ({why}); {instead} runs it: {d.source}",
-                        d.ms)
+                        d.ms, by_waves=d.by_waves)
     d = _from_user(p, want)
     if d is not None:
         return d

@@ -59,6 +59,7 @@ class Decision:
     source: str
     ms: float | None = None
     shape: tuple | None = None  # where it was timed: a tuning at another shape of its bucket, an entry's shape
+    by_waves: bool = False  # chosen by the waves of p's own M and N (tuning.pick): not its bucket's for every shape
 
 
 def autotune_on_call() -> bool:
@@ -209,8 +210,9 @@ LAYOUT_STEP = 2.0  # another layout's entry counts as one step of M farther (a d
 
 WAVE_WINDOW = 2.0  # pick weighs every entry this far (`distance`) beyond the nearest that fits ...
 WAVE_GAIN = 0.8  # ... and takes one whose waves cost at most this fraction of the nearest's (space.wave_cost)
-WAVE_MIN_SIDE = 256  # ... where M and N both exceed this: under it a product streams the other operand
-# (M FLOPs a byte of B, against the H200's 206 a byte of HBM in BF16), and HBM, not waves, sets its time
+WAVE_MIN_SIDE = 256  # ... where M and N both exceed this. A guard from one miss: BF16 138×8192×28672, which
+# streams B at M FLOPs a byte (the H200's HBM ridge is 206), fell 0.48 -> 0.42 on a tile of fuller waves;
+# set at the bucket grid's power of two above the ridge (docs/perf-notes.md, 115)
 
 
 def weighs_waves(p) -> bool:

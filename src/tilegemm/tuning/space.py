@@ -544,7 +544,7 @@ def wave_cost(p: P.Problem, rung: str, c: dict) -> float | None:
     """What `rung`'s tile c costs p in SM clocks, as its waves count it: the waves its tiles make
     over the SMs, each the longer of a tile's MMAs (BM·BN multiply-adds a step of K) and its
     operand loads ((BM + BN) rows of the input width) over K. Few tiles leave SMs idle (640×400×4336
-    BF16: 40 tiles of 64×128; 70 of 64×64 ran 1.31× faster), a partial last wave costs a whole one
+    BF16: 40 tiles of 64×128; 70 of 64×64 ran 1.21-1.31× faster), a partial last wave costs a whole one
     (348×4958×1919: 234 tiles of 128×64 in two waves; 117 of 128×128 in one, 1.37×). None where
     the count says little: a configuration without a BM×BN tile (t06's), a tile under 64 on a side
     (a decode tile: 464×264×368 BF16 ran 0.60× cuBLAS on 256³'s 16×32, 0.91× on a 64×64), and K
@@ -553,7 +553,7 @@ def wave_cost(p: P.Problem, rung: str, c: dict) -> float | None:
     if "BM" not in c or "BN" not in c or min(c["BM"], c["BN"]) < 64 or k_slices(rung, c) > 1:
         return None
     bm, bn, width = c["BM"], c["BN"], p.a.element_size()
-    waves = ceil_div(ceil_div(p.m, bm) * ceil_div(p.n, bn) * p.batch, P.num_sms(p.a.device))
+    (waves,) = _waves(p, ((bm, bn),))
     return waves * max(bm * bn / MMA_PER_CLOCK[width], (bm + bn) * width / LOAD_BYTES_PER_CLOCK) * p.k
 
 
@@ -563,8 +563,8 @@ _WAVE_TILES = tuple(sorted({(128, 256), (256, 128)} | {(bm, bn) for bm, bn, *_ i
 
 
 def waves_note(p: P.Problem, rung: str, c: dict, timed_at: tuple | None) -> str | None:
-    """For tilegemm.explain: where a configuration was timed at another shape than p's, the waves
-    its tile makes there and here; and where p fills its waves much less (a quarter of the SMs'
+    """For tilegemm.explain: where `rung`'s configuration c was timed at another shape than p's,
+    the waves its tile (in t04's K slices) makes there and here; and where p fills its waves much less (a quarter of the SMs'
     time or more left idle that the timed shape used), the command that times tiles at p's own
     waves (docs/perf-notes.md, 113: a tile tuned at a bucket's corner runs a shape inside it at
     0.59-0.82 of cuBLAS where one tuned at the shape ran 0.93 at 1081×3760×2200)."""
