@@ -4,10 +4,12 @@
 # Numba's CUDA simulator. Extra arguments go to pytest.
 #
 # Without a GPU and without arguments (the whole suite, as CI runs it), the suite is split into as
-# many shards as the machine has CPUs (tests/conftest.py's --shard I/N: every N-th test), run side
-# by side: most tests are one busy Python thread (the simulator, Triton's interpreter), so two
-# cores halve the wall time. Shard 0 prints as it goes; the others' output follows when they end.
-# TILEGEMM_TEST_SHARDS=N sets the count (1: one process, as with arguments or on a GPU).
+# many shards as the machine has CPUs (tests/conftest.py's --shard I/N: the tests dealt by their
+# times in tests/durations.json, so the shards end together), run side by side: most tests are one
+# busy Python thread (the simulator, Triton's interpreter), so two cores halve the wall time.
+# Shard 0 prints as it goes; the others' output follows when they end. TILEGEMM_TEST_SHARDS=N sets
+# the count (1: one process, as with arguments or on a GPU). The times are re-recorded with
+#   TILEGEMM_TEST_SHARDS=2 bash scripts/test.sh --record-durations tests/durations.json
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 if python -c "import sys, tilegemm._cuda as c; sys.exit(0 if c.has_gpu() else 1)"; then
@@ -21,13 +23,17 @@ else
     shards=${TILEGEMM_TEST_SHARDS:-$default}
 fi
 
+no_tests() {
+    echo "test.sh: pytest collected no tests: that is a failure" >&2
+    exit 1
+}
+
 set +e
 if [ "$shards" -le 1 ]; then
     python -m pytest -q "${marker[@]}" "$@"
     code=$?
     if [ "$code" -eq 5 ]; then
-        echo "test.sh: pytest collected no tests: that is a failure" >&2
-        exit 1
+        no_tests
     fi
     exit "$code"
 fi
@@ -59,8 +65,7 @@ for c in "${codes[@]}"; do
     fi
 done
 if [ "$empty" -eq "$shards" ]; then
-    echo "test.sh: pytest collected no tests: that is a failure" >&2
-    exit 1
+    no_tests
 fi
 echo "test.sh: every shard passed (exit codes ${codes[*]})"
 exit 0

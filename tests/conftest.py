@@ -5,31 +5,61 @@ still exercised here on tiny shapes; only tests that need real hardware (speed, 
 torch/CuPy CUDA tensors, compute-sanitizer) are skipped, and they say so.
 """
 
+from collections import defaultdict
+from pathlib import Path
+
 import pytest
 
+import _shards
 import tilegemm._cuda as _cuda
 
 
 def pytest_addoption(parser):
     parser.addoption("--shard", default="", metavar="I/N",
-                     help="run only every N-th collected test, starting at I (0-based): N processes "
-                          "in parallel share one GPU, and Triton's compiles spread over the CPU's cores")
+                     help="run shard I (0-based) of N, the tests dealt by their recorded time "
+                          "(tests/durations.json) so the shards take about as long: N processes side "
+                          "by side share the CPU's cores (or one GPU)")
+    parser.addoption("--record-durations", default="", metavar="PATH",
+                     help="merge each test's time (set-up, call, tear-down) into PATH, the JSON "
+                          "that --shard deals by; safe from shards side by side")
 
 
+DURATIONS = Path(__file__).with_name("durations.json")
+
+
+@pytest.hookimpl(trylast=True)  # after -m and -k have deselected: deal only what runs
 def pytest_collection_modifyitems(config, items):
     shard = config.getoption("--shard")
     if shard:
-        i, n = (int(x) for x in shard.split("/"))
+        try:
+            i, n = (int(x) for x in shard.split("/"))
+        except ValueError:
+            raise pytest.UsageError(f"--shard {shard}: want I/N, two integers") from None
         if not 0 <= i < n:
             raise pytest.UsageError(f"--shard {shard}: want I/N with 0 <= I < N")
-        config.hook.pytest_deselected(items=[it for j, it in enumerate(items) if j % n != i])
-        items[:] = [it for j, it in enumerate(items) if j % n == i]
+        dealt = _shards.deal(_shards.times(DURATIONS, [it.nodeid for it in items]), n)
+        config.hook.pytest_deselected(items=[it for it, s in zip(items, dealt) if s != i])
+        items[:] = [it for it, s in zip(items, dealt) if s == i]
     if _cuda.has_gpu():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (run `pytest -m gpu` on a GPU machine)")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+_TIMES = defaultdict(float)
+
+
+def pytest_runtest_logreport(report):
+    _TIMES[report.nodeid] += report.duration
+
+
+def pytest_sessionfinish(session):
+    """--record-durations PATH: this process's test times merged into PATH."""
+    path = session.config.getoption("--record-durations")
+    if path:
+        _shards.record(path, _TIMES, session.config.rootpath)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -1,6 +1,8 @@
 """No device memory kept across 10,000 repeated calls, per path: torch's allocator (what tilegemm
 allocates through torch) and the driver's free memory (Numba's allocations, plans, descriptors,
-Triton's modules) before and after, once warm. TILEGEMM_LEAK_JSON writes the figures."""
+Triton's modules) before and after, once warm. TILEGEMM_LEAK_JSON writes the figures. The driver's
+figure is the whole GPU's: run this module with no other process on the GPU (beside other test
+shards it failed on their allocations, 106 MiB, while torch's figure held)."""
 
 from __future__ import annotations
 
