@@ -398,14 +398,22 @@ REALIGN_SCRIPT = textwrap.dedent(r"""
         inner = 1 if y.stride(-1) == 1 else 0
         out[name] = dict(kernel=call.fn.fn.__name__, equal=bool(torch.equal(y, x)), untouched=bool(torch.equal(x, keep)),
                          aligned=y.stride(1 - inner) * y.element_size() % 128 == 0 and y.stride(inner) == 1)
+    # A's and B's copies in one launch (two dtypes, as FP8's E4M3 and E5M2 may be)
+    x1, x2 = base, base.float()[:30].t()
+    (y1, c1), (y2, c2) = t03._realigned(x1, x1), t03._realigned(x2, x2)
+    pair = t03._paired(c1, c2)
+    tc.launch_calls([pair])
+    out["pair"] = dict(kernel=pair.fn.fn.__name__, equal=bool(torch.equal(y1, x1) and torch.equal(y2, x2)),
+                       untouched=True, aligned=y1.stride(0) * 2 % 128 == 0 and y2.stride(1) * 4 % 128 == 0,
+                       scratch=len(pair.scratch), grid=pair.grid[0] == c1.grid[0] + c2.grid[0])
     print("RESULTS" + json.dumps(out))
 """)
 
 
 def test_interpreter_realigning_copies():
     """A 2-D operand TMA cannot describe is copied to rows 128 bytes apart (16 is TMA's rule): a contiguous one (rows
-    or columns) by realign_flat_kernel's aligned run, a slice by realign_kernel; every element in
-    place, the source untouched."""
+    or columns) by realign_flat_kernel's aligned run, a slice by realign_kernel, a contiguous A and B
+    together by realign_pair_kernel in one launch; every element in place, the source untouched."""
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run([sys.executable, "-c", REALIGN_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULTS")]
@@ -415,6 +423,7 @@ def test_interpreter_realigning_copies():
     assert {n for n, r in got.items() if r["kernel"] == "realign_flat_kernel"} == \
         {"contiguous", "column-major", "batch of one", "one row of a slice"}
     assert {n for n, r in got.items() if r["kernel"] == "realign_kernel"} == {"column slice", "fp32 slice"}
+    assert got["pair"]["kernel"] == "realign_pair_kernel" and got["pair"]["scratch"] == 2 and got["pair"]["grid"]
 
 
 PAD_SCRIPT = textwrap.dedent(r"""
@@ -455,7 +464,7 @@ def test_interpreter_pad_copies_operands_to_128_byte_rows():
     assert proc.returncode == 0 and line, f"interpreter run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
     got = json.loads(line[0][len("RESULTS"):])
     assert all(r["equal"] and r["untouched"] for r in got.values()), got
-    assert got["ab"]["copies"] == 2 and got["ab"]["padded"] == "ab" and got["ab"]["pitch"] == [256, 128]
+    assert got["ab"]["copies"] == 1 and got["ab"]["padded"] == "ab" and got["ab"]["pitch"] == [256, 128]  # one launch
     assert got["b"]["copies"] == 1 and got["b"]["same_a"] and got["b"]["pitch"] == [144, 128]
     assert got["a"]["copies"] == 1 and got["a"]["same_b"] and got["a"]["pitch"] == [256, 96]
     assert got["col"]["padded"] == "b" and got["col"]["pitch"] == [144, 256]

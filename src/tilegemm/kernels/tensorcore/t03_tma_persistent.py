@@ -29,11 +29,12 @@ move that keeps Triton from feeding it from shared memory. SWAP also lets a tile
 N-/M-major), a config may ask for a K-major copy first (KMAJOR; 2·K·N·s extra bytes, counted in
 the time). Needs sm_90 and 16-byte aligned bases and row strides: a 2-D operand that is not
 (K or N not a multiple of 16 bytes' elements: 4095×4097×1023, a column slice) is first copied,
-by `realign_kernel` (`realign_flat_kernel` for a contiguous one) in the same plan, into a
-buffer whose rows start 128 bytes apart (2·R·C·s extra bytes for an R×C operand, counted in the
-time); a batched one is not (`usable` says why not; the dispatcher then runs t02). Rows 16- but
-not 128-byte aligned cost each 128-byte box row two L2 lines; a config's PAD option copies such
-an operand the same way where that pays (the tuner times both).
+by `realign_kernel` (`realign_flat_kernel` for a contiguous one, `realign_pair_kernel` for a
+contiguous A and B in one launch) in the same plan, into a buffer whose rows start 128 bytes
+apart (2·R·C·s extra bytes for an R×C operand, counted in the time); a batched one is not
+(`usable` says why not; the dispatcher then runs t02). Rows 16- but not 128-byte aligned cost
+each 128-byte box row two L2 lines; a config's PAD option copies such an operand the same way
+where that pays (the tuner times both).
 
 Global traffic is t02's, moved in bulk:
     reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM),  writes = M·N   (elements)
@@ -127,7 +128,25 @@ def realign_flat_kernel(src, dst, total, I, d_o, BLOCK: tl.constexpr, WIDE: tl.c
     16-byte aligned, so they are scalar (678×12345 BF16: 38 µs there, 23 here;
     docs/perf-notes.md, 51). WIDE: dst spans 2^31 elements or more (O·d_o), so the offsets are
     64-bit (else 32, whose division is the cheaper)."""
+    _flat_copy(src, dst, total, I, d_o, tl.program_id(0), BLOCK, WIDE)
+
+
+@triton.jit
+def realign_pair_kernel(src, dst, total, I, d_o, src2, dst2, total2, I2, d_o2, BLOCK: tl.constexpr,
+                        WIDE: tl.constexpr):
+    """realign_flat_kernel's two copies, A's and B's, in one launch: the first cdiv(total, BLOCK)
+    programs copy src, the others src2. One launch the fewer a call (its host time and the first
+    copy's drain before the second starts)."""
     pid = tl.program_id(0)
+    first = tl.cdiv(total, BLOCK)
+    if pid < first:
+        _flat_copy(src, dst, total, I, d_o, pid, BLOCK, WIDE)
+    else:
+        _flat_copy(src2, dst2, total2, I2, d_o2, pid - first, BLOCK, WIDE)
+
+
+@triton.jit
+def _flat_copy(src, dst, total, I, d_o, pid, BLOCK: tl.constexpr, WIDE: tl.constexpr):
     if WIDE:
         pid = pid.to(tl.int64)
     offs = pid * BLOCK + tl.arange(0, BLOCK)
@@ -248,7 +267,17 @@ def operands(p: P.Problem, cfg: dict) -> tuple[torch.Tensor, torch.Tensor, list[
             x, call = _realigned(x, src, PAD_ALIGN)  # a copy TMA needs anyway costs no more with 128-byte rows
             copies.append(call)
         out.append(x)
+    if len(copies) == 2 and all(c.fn is realign_flat_kernel for c in copies):
+        copies = [_paired(*copies)]
     return out[0], out[1], copies
+
+
+def _paired(a: P.KernelCall, b: P.KernelCall) -> P.KernelCall:
+    """Two realign_flat_kernel launches as one realign_pair_kernel launch."""
+    (sa, da, ta, ia, oa, block, wa), (sb, db, tb, ib, ob, _, wb) = a.args, b.args
+    args = P.ordered(realign_pair_kernel, src=sa, dst=da, total=ta, I=ia, d_o=oa, src2=sb, dst2=db, total2=tb, I2=ib,
+                     d_o2=ob, BLOCK=block, WIDE=wa or wb)
+    return P.KernelCall(realign_pair_kernel, (a.grid[0] + b.grid[0],), args, a.options, scratch=a.scratch + b.scratch)
 
 
 def _pads(x: torch.Tensor, which: str, cfg: dict, aligned=_tma_ok) -> bool:
@@ -290,7 +319,7 @@ def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
         A_T=a_t, B_T=b_t, A_3D=a.dim() == 3, B_3D=b.dim() == 3, C_TMA=c_tma, HAS_BETA=p.has_beta,
         HAS_SCALE=p.scale_a is not None, WS=bool(cfg.get("WS")), FLAT=bool(cfg.get("FLAT")), WIDE=p.too_large,
         **P.mma_form(cfg))
-    scratch = tuple(call.scratch[0] for call in copies)
+    scratch = tuple(t for call in copies for t in call.scratch)
     return copies + [P.KernelCall(tma_persistent_kernel, (min(sms, tiles),), args,
                                   dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"]), scratch=scratch)]
 

@@ -529,7 +529,7 @@ def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
     operands cfg's PAD names (`t03.operands`: rows 128 bytes apart; their buffers are scratch)."""
     a, b, copies = t03.operands(p, cfg)
     grid, args = _args(p, cfg, a=a, b=b)
-    scratch = tuple(call.scratch[0] for call in copies)
+    scratch = tuple(t for call in copies for t in call.scratch)
     return copies + [P.KernelCall(ws_kernel, grid, args, dict(num_warps=_warps(cfg), maxnreg=maxnreg(cfg)),
                                   scratch=scratch)]
 
