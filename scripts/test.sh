@@ -38,7 +38,7 @@ if [ "$shards" -le 1 ]; then
     exit "$code"
 fi
 
-logs=$(mktemp -d)
+logs=$(mktemp -d) || exit 1
 trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$logs"' EXIT
 pids=()
 for ((i = 1; i < shards; i++)); do
@@ -54,6 +54,7 @@ for ((i = 1; i < shards; i++)); do
     echo "test.sh: shard $i/$shards:"
     cat "$logs/$i.log"
 done
+pids=()  # all reaped: nothing for the trap to kill
 # A shard's exit 5 (no tests) is a failure only if every shard had none; any other non-zero fails.
 empty=0
 for c in "${codes[@]}"; do

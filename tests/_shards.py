@@ -3,7 +3,9 @@
 
 import fcntl
 import json
+import os
 import statistics
+from pathlib import Path
 
 
 def deal(times, n):
@@ -25,16 +27,18 @@ def times(path, nodeids):
 
 
 def record(path, measured, root):
-    """Merge `measured` ({nodeid: seconds}) into the JSON at `path` under a lock (shards side by
-    side each merge their own); a test file gone from `root` takes its entries with it."""
-    with open(path, "a+") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        f.seek(0)
-        text = f.read()
-        old = json.loads(text) if text.strip() else {}
+    """Merge `measured` ({nodeid: seconds}) into the JSON at `path`; a test file gone from `root`
+    takes its entries with it. Shards side by side each merge their own, one at a time (a lock on
+    the file's folder), and the file is replaced whole, so a reader never sees half of one."""
+    path = Path(path)
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        old = json.loads(path.read_text()) if path.exists() else {}
         merged = {k: v for k, v in old.items() if (root / k.split("::")[0]).exists()}
         merged.update((k, round(v, 3)) for k, v in measured.items())
-        f.seek(0)
-        f.truncate()
-        json.dump(dict(sorted(merged.items())), f, indent=0)
-        f.write("\n")
+        part = path.with_name(path.name + f".{os.getpid()}")
+        part.write_text(json.dumps(dict(sorted(merged.items())), indent=0) + "\n")
+        os.replace(part, path)
+    finally:
+        os.close(folder)  # (and the lock with it)

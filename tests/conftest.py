@@ -17,8 +17,9 @@ import tilegemm._cuda as _cuda
 def pytest_addoption(parser):
     parser.addoption("--shard", default="", metavar="I/N",
                      help="run shard I (0-based) of N, the tests dealt by their recorded time "
-                          "(tests/durations.json) so the shards take about as long: N processes side "
-                          "by side share the CPU's cores (or one GPU)")
+                          "(tests/durations.json, CPU runs; a test not in it counts as the median, as "
+                          "every GPU test does) so the shards take about as long: N processes side by "
+                          "side share the CPU's cores (or one GPU)")
     parser.addoption("--record-durations", default="", metavar="PATH",
                      help="merge each test's time (set-up, call, tear-down) into PATH, the JSON "
                           "that --shard deals by; safe from shards side by side")

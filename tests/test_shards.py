@@ -20,7 +20,6 @@ def test_deal_balances_by_time_not_by_count():
     dealt = _shards.deal(times, 2)
     loads = [sum(t for t, s in zip(times, dealt) if s == i) for i in range(2)]
     assert abs(loads[0] - loads[1]) <= max(times[9:])  # within the smallest test dealt last
-    assert _shards.deal(times, 2) == dealt  # the same in every process
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 7])

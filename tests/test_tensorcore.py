@@ -9,6 +9,7 @@ those two run here; the rest needs a GPU (`pytest -m gpu`).
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -400,12 +401,13 @@ REALIGN_SCRIPT = textwrap.dedent(r"""
                          aligned=y.stride(1 - inner) * y.element_size() % 128 == 0 and y.stride(inner) == 1)
     # A's and B's copies in one launch (two dtypes, as FP8's E4M3 and E5M2 may be)
     x1, x2 = base, base.float()[:30].t()
+    keep = x1.clone(), x2.clone()
     (y1, c1), (y2, c2) = t03._realigned(x1, x1), t03._realigned(x2, x2)
     pair = t03._paired(c1, c2)
     tc.launch_calls([pair])
     out["pair"] = dict(kernel=pair.fn.fn.__name__, equal=bool(torch.equal(y1, x1) and torch.equal(y2, x2)),
-                       untouched=True, aligned=y1.stride(0) * 2 % 128 == 0 and y2.stride(1) * 4 % 128 == 0,
-                       scratch=len(pair.scratch), grid=pair.grid[0] == c1.grid[0] + c2.grid[0])
+                       untouched=bool(torch.equal(x1, keep[0]) and torch.equal(x2, keep[1])),
+                       aligned=y1.stride(0) * 2 % 128 == 0 and y2.stride(1) * 4 % 128 == 0, scratch=len(pair.scratch))
     print("RESULTS" + json.dumps(out))
 """)
 
@@ -423,7 +425,7 @@ def test_interpreter_realigning_copies():
     assert {n for n, r in got.items() if r["kernel"] == "realign_flat_kernel"} == \
         {"contiguous", "column-major", "batch of one", "one row of a slice"}
     assert {n for n, r in got.items() if r["kernel"] == "realign_kernel"} == {"column slice", "fp32 slice"}
-    assert got["pair"]["kernel"] == "realign_pair_kernel" and got["pair"]["scratch"] == 2 and got["pair"]["grid"]
+    assert got["pair"]["kernel"] == "realign_pair_kernel" and got["pair"]["scratch"] == 2
 
 
 PAD_SCRIPT = textwrap.dedent(r"""
@@ -504,13 +506,23 @@ def test_pad_forms_only_where_rows_miss_128_bytes_and_the_product_is_large():
 
 def test_realigning_copy_takes_64_bit_offsets_past_2_31():
     """realign_flat_kernel's offsets are 32-bit while the aligned buffer spans less than 2^31
-    elements, 64-bit from there (meta tensors: nothing is allocated)."""
+    elements, 64-bit from there, and so are realign_pair_kernel's where either copy's are (meta
+    tensors: nothing is allocated)."""
     from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
 
-    for (o, i), wide in (((46341, 46341), True), ((40000, 40001), False), ((3, 2**30 + 1), True), ((678, 12345), False)):
+    calls = {}
+    for (o, i), wide in (((46341, 46341), True), ((40000, 40001), False), ((3, 2**30 + 1), True), ((678, 12345), False),
+                         ((46655, 46029), True)):
         x = torch.empty(o, i, dtype=torch.float16, device="meta")
-        _, call = t03._realigned(x, x)
-        assert call.fn is t03.realign_flat_kernel and call.args[-1] is wide, (o, i)
+        _, calls[o, i] = t03._realigned(x, x)
+        assert calls[o, i].fn is t03.realign_flat_kernel and calls[o, i].args[-1] is wide, (o, i)
+    # A pair is wide where either copy is, and splits its grid at the first copy's programs, counted on the host
+    # (46655×46029 is 2^31 - 653 elements: the kernel's own cdiv would wrap in 32 bits)
+    first, second = calls[46655, 46029], calls[678, 12345]
+    pair = t03._paired(first, second)
+    named = dict(zip((p.name for p in inspect.signature(t03.realign_pair_kernel.fn).parameters.values()), pair.args))
+    assert named["WIDE"] is True and named["FIRST"] == first.grid[0] == -(-46655 * 46029 // t03.FLAT_BLOCK)
+    assert pair.grid == (first.grid[0] + second.grid[0],) and named["src2"] is second.args[0]
 
 
 def test_mma_operand_rules():

@@ -132,17 +132,17 @@ def realign_flat_kernel(src, dst, total, I, d_o, BLOCK: tl.constexpr, WIDE: tl.c
 
 
 @triton.jit
-def realign_pair_kernel(src, dst, total, I, d_o, src2, dst2, total2, I2, d_o2, BLOCK: tl.constexpr,
+def realign_pair_kernel(src, dst, total, I, d_o, src2, dst2, total2, I2, d_o2, FIRST, BLOCK: tl.constexpr,
                         WIDE: tl.constexpr):
-    """realign_flat_kernel's two copies, A's and B's, in one launch: the first cdiv(total, BLOCK)
-    programs copy src, the others src2. One launch the fewer a call (its host time and the first
-    copy's drain before the second starts)."""
+    """realign_flat_kernel's two copies, A's and B's, in one launch: the first FIRST programs (the
+    first copy's grid, counted on the host: cdiv(total, BLOCK) here would wrap in 32 bits for a
+    total just under 2^31) copy src, the others src2. One launch the fewer a call (its host time
+    and the first copy's drain before the second starts)."""
     pid = tl.program_id(0)
-    first = tl.cdiv(total, BLOCK)
-    if pid < first:
+    if pid < FIRST:
         _flat_copy(src, dst, total, I, d_o, pid, BLOCK, WIDE)
     else:
-        _flat_copy(src2, dst2, total2, I2, d_o2, pid - first, BLOCK, WIDE)
+        _flat_copy(src2, dst2, total2, I2, d_o2, pid - FIRST, BLOCK, WIDE)
 
 
 @triton.jit
@@ -276,7 +276,7 @@ def _paired(a: P.KernelCall, b: P.KernelCall) -> P.KernelCall:
     """Two realign_flat_kernel launches as one realign_pair_kernel launch."""
     (sa, da, ta, ia, oa, block, wa), (sb, db, tb, ib, ob, _, wb) = a.args, b.args
     args = P.ordered(realign_pair_kernel, src=sa, dst=da, total=ta, I=ia, d_o=oa, src2=sb, dst2=db, total2=tb, I2=ib,
-                     d_o2=ob, BLOCK=block, WIDE=wa or wb)
+                     d_o2=ob, FIRST=a.grid[0], BLOCK=block, WIDE=wa or wb)
     return P.KernelCall(realign_pair_kernel, (a.grid[0] + b.grid[0],), args, a.options, scratch=a.scratch + b.scratch)
 
 
