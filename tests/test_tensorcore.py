@@ -9,7 +9,6 @@ those two run here; the rest needs a GPU (`pytest -m gpu`).
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import subprocess
@@ -508,6 +507,7 @@ def test_realigning_copy_takes_64_bit_offsets_past_2_31():
     """realign_flat_kernel's offsets are 32-bit while the aligned buffer spans less than 2^31
     elements, 64-bit from there, and so are realign_pair_kernel's where either copy's are (meta
     tensors: nothing is allocated)."""
+    from tilegemm.kernels.tensorcore import _problem as P
     from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
 
     calls = {}
@@ -520,7 +520,7 @@ def test_realigning_copy_takes_64_bit_offsets_past_2_31():
     # (46655×46029 is 2^31 - 653 elements: the kernel's own cdiv would wrap in 32 bits)
     first, second = calls[46655, 46029], calls[678, 12345]
     pair = t03._paired(first, second)
-    named = dict(zip((p.name for p in inspect.signature(t03.realign_pair_kernel.fn).parameters.values()), pair.args))
+    named = P.named(pair)
     assert named["WIDE"] is True and named["FIRST"] == first.grid[0] == -(-46655 * 46029 // t03.FLAT_BLOCK)
     assert pair.grid == (first.grid[0] + second.grid[0],) and named["src2"] is second.args[0]
 

@@ -277,9 +277,7 @@ def ordered(fn, args: tuple = (), **kwargs) -> list:
     """Kernel fn's arguments in its parameter order: `args` first, then the rest by name (a
     parameter not given takes its default). fn: a @triton.jit or @gluon.jit function (or the
     interpreter's stand-in for one)."""
-    params = _PARAMS.get(fn)
-    if params is None:
-        params = _PARAMS[fn] = list(inspect.signature(fn.fn).parameters.values())
+    params = _params(fn)
     out = list(args)
     for p in params[len(args):]:
         if p.name in kwargs:
@@ -289,6 +287,18 @@ def ordered(fn, args: tuple = (), **kwargs) -> list:
         else:
             raise TypeError(f"{p.name!r}: no value for this argument of {fn.fn.__name__}")
     return out
+
+
+def named(call: KernelCall) -> dict:
+    """A call's arguments by its function's parameter names (`ordered`'s inverse)."""
+    return dict(zip((p.name for p in _params(call.fn)), call.args))
+
+
+def _params(fn) -> list:
+    params = _PARAMS.get(fn)
+    if params is None:
+        params = _PARAMS[fn] = list(inspect.signature(fn.fn).parameters.values())
+    return params
 
 
 def take(x: torch.Tensor, dim: int, idx: torch.Tensor) -> torch.Tensor:

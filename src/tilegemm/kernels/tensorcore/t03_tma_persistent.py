@@ -274,9 +274,10 @@ def operands(p: P.Problem, cfg: dict) -> tuple[torch.Tensor, torch.Tensor, list[
 
 def _paired(a: P.KernelCall, b: P.KernelCall) -> P.KernelCall:
     """Two realign_flat_kernel launches as one realign_pair_kernel launch."""
-    (sa, da, ta, ia, oa, block, wa), (sb, db, tb, ib, ob, _, wb) = a.args, b.args
-    args = P.ordered(realign_pair_kernel, src=sa, dst=da, total=ta, I=ia, d_o=oa, src2=sb, dst2=db, total2=tb, I2=ib,
-                     d_o2=ob, FIRST=a.grid[0], BLOCK=block, WIDE=wa or wb)
+    x, y = P.named(a), P.named(b)
+    copy = ("src", "dst", "total", "I", "d_o")  # each copy's own arguments, the pair's first five, then its next five
+    args = P.ordered(realign_pair_kernel, tuple(x[k] for k in copy) + tuple(y[k] for k in copy), FIRST=a.grid[0],
+                     BLOCK=x["BLOCK"], WIDE=x["WIDE"] or y["WIDE"])
     return P.KernelCall(realign_pair_kernel, (a.grid[0] + b.grid[0],), args, a.options, scratch=a.scratch + b.scratch)
 
 
