@@ -4,11 +4,15 @@ Awkward shapes first: 1×1×1, a shape that is a multiple of no tile, K smaller 
 non-square; then an exact small-integer test, where any wrong element is a bug, not rounding.
 """
 
+import threading
+
 import numpy as np
 import pytest
 
 import tilegemm
-from tilegemm import registry, validate
+from tilegemm import _cuda, registry, validate
+
+cuda = _cuda.cuda  # a module global: the simulator swaps `cuda` in a kernel's globals
 
 AWKWARD = [(1, 1, 1), (5, 23, 7), (17, 33, 65), (20, 12, 3), (40, 9, 70)]
 
@@ -69,3 +73,31 @@ def test_broken_kernel_is_registered_but_never_auto():
     for dt in ("float32", "float64"):
         a = np.ones((4, 4), dt)
         assert tilegemm.plan(a, a).kernel.name != "broken_nosync"
+
+
+@pytest.mark.skipif(not _cuda.SIMULATOR, reason="the simulator's shared arrays; a GPU has real ones")
+def test_every_thread_of_a_simulated_block_shares_one_array(monkeypatch):
+    """The simulator hands a block's shared array to each thread by its declaring line. Here
+    two threads are made to miss together: the allocation (np.empty of the array's shape)
+    waits until both are inside it. Both must still end with the one array that landed first
+    (numba-cuda 0.30 alone keeps each thread's own: the cause of a rare wrong row in CI)."""
+    empty = np.empty
+    both_inside = threading.Barrier(2, timeout=30)
+
+    def empty_meeting_the_other(shape, *args, **kwargs):
+        if shape == (4, 4):  # the shared array below, and nothing else of the launch
+            both_inside.wait()
+        return empty(shape, *args, **kwargs)
+
+    @cuda.jit
+    def which(out):
+        s = cuda.shared.array((4, 4), np.float32)
+        s[0, cuda.threadIdx.x % 4] = cuda.threadIdx.x
+        cuda.syncthreads()  # every thread's array is alive here: their ids cannot repeat
+        out[cuda.threadIdx.x] = id(s)
+
+    out = empty(32, np.int64)
+    monkeypatch.setattr(np, "empty", empty_meeting_the_other)
+    which[1, 32](out)
+    monkeypatch.undo()
+    assert len(set(out.tolist())) == 1, "threads of one block were given different shared arrays"

@@ -9,6 +9,14 @@ simulator on when no device answers, so the lab and the library run on a laptop.
 
 Both are made on first use (`_cuda.SIMULATOR`, `_cuda.cuda`: module attributes computed by
 `__getattr__`), so that `import tilegemm` neither probes the driver nor imports Numba.
+
+Under the simulator, `_cuda.cuda` also makes the simulator's shared arrays safe to allocate
+from many threads (`_one_shared_array_per_block`): the simulator runs a Python thread per CUDA
+thread, and every thread of a block asks for the block's shared array by the line that
+declares it; numba-cuda looks the line up and stores a new array in two steps, so a thread
+switch between them gives two threads two different "shared" arrays. A kernel then reads
+tiles its neighbours never wrote, rarely and at random (CI saw k07 give a wrong row at
+20×12×3 once in hundreds of launches).
 """
 
 from __future__ import annotations
@@ -63,12 +71,52 @@ def __getattr__(name: str):
     if name == "SIMULATOR":
         value = _decide()
     elif name == "cuda":
-        globals().setdefault("SIMULATOR", _decide())
+        simulated = globals().setdefault("SIMULATOR", _decide())
         from numba import cuda as value  # must follow the decision above
+
+        if simulated:
+            _one_shared_array_per_block()
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value
     return value
+
+
+def _one_shared_array_per_block() -> None:
+    """Make the simulator's `cuda.shared.array` hand every thread of a block the same array.
+
+    numba-cuda (0.30) keys a block's shared arrays by the declaring line, then does
+    `get`, and on a miss `np.empty` and a store: two threads that both miss store two arrays,
+    and the first keeps its own. Here the miss is settled by one `dict.setdefault`, atomic
+    under the GIL, so whichever array lands first is the one every thread gets. The key is
+    the same (the caller's file and line); dynamic shared memory (shape 0) is left as it is.
+    Left alone where the class no longer looks as described.
+    """
+    import numpy as np
+    from numba.cuda.simulator import kernelapi
+
+    shared = getattr(kernelapi, "FakeCUDAShared", None)
+    original = getattr(shared, "array", None)
+    types, numpy_support = getattr(kernelapi, "types", None), getattr(kernelapi, "numpy_support", None)
+    if None in (original, types, numpy_support) or getattr(original, "_tilegemm_atomic", False):
+        return
+
+    def array(self, shape, dtype, alignment=None):
+        allocations = getattr(self, "_allocations", None)
+        if shape == 0 or alignment is not None or not isinstance(allocations, dict):
+            return original(self, shape, dtype, alignment)  # dynamic, refused or unknown: as before
+        caller = sys._getframe(1)
+        key = (caller.f_code.co_filename, caller.f_lineno)
+        found = allocations.get(key)
+        if found is None:
+            if isinstance(dtype, types.Type):
+                dtype = numpy_support.as_dtype(dtype)
+            found = allocations.setdefault(key, np.empty(shape, dtype))
+        return found
+
+    array._tilegemm_atomic = True
+    array.__doc__ = original.__doc__
+    shared.array = array
 
 
 def has_gpu() -> bool:
