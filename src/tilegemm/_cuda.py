@@ -85,38 +85,53 @@ def __getattr__(name: str):
 def _one_shared_array_per_block() -> None:
     """Make the simulator's `cuda.shared.array` hand every thread of a block the same array.
 
-    numba-cuda (0.30) keys a block's shared arrays by the declaring line, then does
-    `get`, and on a miss `np.empty` and a store: two threads that both miss store two arrays,
-    and the first keeps its own. Here the miss is settled by one `dict.setdefault`, atomic
-    under the GIL, so whichever array lands first is the one every thread gets. The key is
-    the same (the caller's file and line); dynamic shared memory (shape 0) is left as it is.
-    Left alone where the class no longer looks as described.
+    numba-cuda (0.30) keys a launch's shared arrays by the declaring line (the blocks of a
+    launch run one after another and share them), then does a `get`, and on a miss `np.empty`
+    and a store: two threads that both miss store two arrays, and the first keeps its own.
+    `shared_array_method` settles the miss with one `dict.setdefault` instead. Left alone where
+    the class no longer looks as described.
     """
-    import numpy as np
     from numba.cuda.simulator import kernelapi
 
     shared = getattr(kernelapi, "FakeCUDAShared", None)
     original = getattr(shared, "array", None)
-    types, numpy_support = getattr(kernelapi, "types", None), getattr(kernelapi, "numpy_support", None)
-    if None in (original, types, numpy_support) or getattr(original, "_tilegemm_atomic", False):
+    known = all(hasattr(kernelapi, name) for name in ("types", "numpy_support"))
+    if original is None or not known or getattr(original, "_tilegemm_atomic", False):
         return
+    method = shared_array_method(original)
+    method.__doc__ = original.__doc__
+    shared.array = method
+
+
+def shared_array_method(fallback, make=None):
+    """A `FakeCUDAShared.array` for the simulator whose static arrays are race-free.
+
+    A static array is found by the caller's file and line (numba-cuda's key); on a miss it is
+    `make(np.empty(shape, dtype), caller_frame)` (the array itself by default), stored with one
+    `dict.setdefault`, atomic under the GIL, so whichever lands first is every thread's.
+    Dynamic shared memory (shape 0) and an alignment request (refused by the simulator) go
+    to `fallback(self, shape, dtype, alignment)`, as does a class without `_allocations`.
+    `tilegemm.bench.traffic` builds its counting arrays on the same method.
+    """
+    import numpy as np
+    from numba.cuda.simulator import kernelapi
 
     def array(self, shape, dtype, alignment=None):
         allocations = getattr(self, "_allocations", None)
         if shape == 0 or alignment is not None or not isinstance(allocations, dict):
-            return original(self, shape, dtype, alignment)  # dynamic, refused or unknown: as before
+            return fallback(self, shape, dtype, alignment)
         caller = sys._getframe(1)
         key = (caller.f_code.co_filename, caller.f_lineno)
         found = allocations.get(key)
         if found is None:
-            if isinstance(dtype, types.Type):
-                dtype = numpy_support.as_dtype(dtype)
-            found = allocations.setdefault(key, np.empty(shape, dtype))
+            if isinstance(dtype, kernelapi.types.Type):  # the simulator's own conversion
+                dtype = kernelapi.numpy_support.as_dtype(dtype)
+            new = np.empty(shape, dtype)
+            found = allocations.setdefault(key, new if make is None else make(new, caller))
         return found
 
     array._tilegemm_atomic = True
-    array.__doc__ = original.__doc__
-    shared.array = array
+    return array
 
 
 def has_gpu() -> bool:

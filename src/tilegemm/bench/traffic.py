@@ -108,32 +108,22 @@ class CountingArray:
 def counting_shared(counter: Counter):
     """Within the block, the simulator's cuda.shared.array returns CountingArray wrappers.
 
-    The simulator identifies a static shared allocation by the (file, line) of the call, so all
-    threads of a block get the same array; we do the same, one frame up (the kernel's line),
-    inserting with setdefault (the original's check-then-insert can race between threads)."""
+    Static arrays are found as the simulator finds them, by the kernel's (file, line), so all
+    threads of a block get the same one (`_cuda.shared_array_method`, race-free); dynamic shared
+    memory is the simulator's one buffer, wrapped."""
     if not _cuda.SIMULATOR:
         raise RuntimeError("counting shared memory needs Numba's CUDA simulator (TILEGEMM_SIMULATOR=1)")
-    from numba import types
+    _cuda.cuda  # noqa: B018  (numba.cuda bound, the simulator's method made race-free)
     from numba.cuda.simulator import kernelapi
-    from numba.np import numpy_support
 
     cls = kernelapi.FakeCUDAShared
     original = cls.array
-    def array(self, shape, dtype, alignment=None):
-        if shape == 0:  # dynamic shared memory: one buffer, no per-line identity
-            return CountingArray(original(self, shape, dtype, alignment), "shared:dynamic", counter)
-        if alignment is not None:
-            raise RuntimeError("Array alignment is not supported in cudasim")
-        if isinstance(dtype, types.Type):
-            dtype = numpy_support.as_dtype(dtype)
-        frame = sys._getframe(1)
-        key = (frame.f_code.co_filename, frame.f_lineno)
-        res = self._allocations.get(key)
-        if res is None:  # the first thread here; setdefault is atomic, so all threads get one array
-            name = f"shared:{frame.f_code.co_name}:{frame.f_lineno}"
-            res = self._allocations.setdefault(key, CountingArray(np.empty(shape, dtype), name, counter))
-        return res
 
+    def dynamic(self, shape, dtype, alignment=None):
+        return CountingArray(original(self, shape, dtype, alignment), "shared:dynamic", counter)
+
+    array = _cuda.shared_array_method(
+        dynamic, lambda new, frame: CountingArray(new, f"shared:{frame.f_code.co_name}:{frame.f_lineno}", counter))
     cls.array = array
     try:
         yield counter
