@@ -365,6 +365,28 @@ def test_database_pick_exact_nearest_sibling_and_layout():
     assert tuning.pick(db, "db", _problem(1, 128256, 4096)).rung != space.T06
 
 
+def test_shipped_h200_database_has_narrow_buckets_in_both_layouts():
+    """N under 1024 at M of 1024 or more has buckets of its own in the H200 database, with B
+    row-major and B = Wᵀ (the `narrow` set's corners, BF16; FP16 takes them). Before them such a
+    product took an N = 1024 bucket's tile: 8064×264×5856 with B = Wᵀ ran 0.39× cuBLAS on 128×256,
+    0.62× on 8192×320's entry (docs/perf-notes.md, 121). A rewrite of the database that drops them
+    fails here."""
+    from tilegemm import tuning
+    from tilegemm.bench.shapes import load_shapes
+
+    db = shipped.databases()[shipped.slug("NVIDIA H200")]
+    cls = "bf16|bfloat16|bfloat16|{}|nobeta"
+    for m, n, k in load_shapes("narrow"):
+        assert n < 1024 <= m
+        bucket = space.shape_bucket(_problem(m, n, k))
+        for layout in ("nn", "nt"):
+            assert f"{cls.format(layout)}|{bucket}" in db["entries"], (layout, bucket)
+    for b_t in (False, True):
+        for dt in (torch.bfloat16, torch.float16):
+            d = tuning.pick(db, "db", _problem(3000, 600, 3000, dt, b_t=b_t))
+            assert "bucket 3072x512x4096" in d.source, (b_t, dt, d.source)
+
+
 def test_another_buckets_split_k_tile_only_where_k_is_as_long():
     """A split-K tile is timed at its bucket's K: past decode, another bucket's split tile serves
     a shape only where K is at least 3/4 of the timed one (each slice's share of K shrinks with K,
