@@ -365,25 +365,26 @@ def test_database_pick_exact_nearest_sibling_and_layout():
     assert tuning.pick(db, "db", _problem(1, 128256, 4096)).rung != space.T06
 
 
-def test_shipped_h200_database_has_narrow_buckets_in_both_layouts():
-    """N under 1024 at M of 1024 or more has buckets of its own in the H200 database, with B
-    row-major and B = Wᵀ (the `narrow` set's corners, BF16; FP16 takes them). Before them such a
-    product took an N = 1024 bucket's tile: 8064×264×5856 with B = Wᵀ ran 0.39× cuBLAS on 128×256,
-    0.62× on 8192×320's entry (docs/perf-notes.md, 121). A rewrite of the database that drops them
-    fails here."""
+def test_shipped_h200_database_has_narrow_buckets_in_every_precision():
+    """N under 1024 at M of 1024 or more has buckets of its own in the H200 database: BF16 with B
+    row-major and B = Wᵀ (FP16 takes them), TF32 row-major and FP8 with B K-major (each its
+    tuned form; the `narrow` set's corners). Before them such a product took an N = 1024 bucket's
+    tile: 8064×264×5856 BF16 with B = Wᵀ ran 0.39× cuBLAS on 128×256, 0.62× on 8192×320's entry;
+    TF32 3520×288×4176 0.74× → 1.06×, FP8 7824×320×3488 0.69× → 1.12× (docs/perf-notes.md, 121
+    and 122). A rewrite of the database that drops them fails here."""
     from tilegemm import tuning
     from tilegemm.bench.shapes import load_shapes
 
     db = shipped.databases()[shipped.slug("NVIDIA H200")]
+    forms = [(torch.bfloat16, False), (torch.bfloat16, True), (torch.float32, False), (torch.float8_e4m3fn, True)]
     for m, n, k in load_shapes("narrow"):
         assert n < 1024 <= m
-        for b_t in (False, True):
-            key = cache.db_entry_key(_problem(m, n, k, b_t=b_t))
+        for dt, b_t in forms:
+            key = cache.db_entry_key(_problem(m, n, k, dt, b_t=b_t))
             assert key in db["entries"], key
-    for b_t in (False, True):
-        for dt in (torch.bfloat16, torch.float16):
-            d = tuning.pick(db, "db", _problem(3000, 600, 3000, dt, b_t=b_t))
-            assert "bucket 3072x512x4096" in d.source, (b_t, dt, d.source)
+    for dt, b_t in forms + [(torch.float16, False), (torch.float16, True)]:
+        d = tuning.pick(db, "db", _problem(3000, 600, 3000, dt, b_t=b_t))
+        assert "bucket 3072x512x4096" in d.source, (b_t, dt, d.source)
 
 
 def test_another_buckets_split_k_tile_only_where_k_is_as_long():
