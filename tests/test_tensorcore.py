@@ -427,6 +427,60 @@ def test_interpreter_realigning_copies():
     assert got["pair"]["kernel"] == "realign_pair_kernel" and got["pair"]["scratch"] == 2
 
 
+FUSED_SUM_SCRIPT = textwrap.dedent(r"""
+    import json, torch
+    from tilegemm.kernels import tensorcore as tc
+    from tilegemm.kernels.tensorcore import _problem as P, t04_splitk as t04
+    from tilegemm.tuning.space import cfg as tile
+    g = torch.Generator().manual_seed(7)
+    rule, out = t04.reduce_width, {}
+    for split in (1, 3, 5, 9):
+        a = torch.randn(21, 150, generator=g)
+        b = torch.randn(150, 40, generator=g)
+        cs = {}
+        for form in ("two launches", 1, 2, 4):
+            c = torch.full((21, 40), float("nan"))
+            cfg = dict(tile(16, 32, 16, 4, 2), SPLIT=split, **({} if form == "two launches" else {"FUSED": True}))
+            t04.reduce_width = rule if form == "two launches" else (lambda cfg, s, r=form: r)
+            tc.launch_calls(t04.launches(P.Problem(a, b, c, "ieee"), cfg))
+            cs[form] = c
+        t04.reduce_width = rule
+        ref = a.double() @ b.double()
+        out[split] = dict(same=[bool(torch.equal(cs[f], cs["two launches"])) for f in (1, 2, 4)],
+                          err=float((cs[1].double() - ref).abs().max() / ref.abs().max()))
+    print("RESULTS" + json.dumps(out))
+""")
+
+
+def test_interpreter_fused_split_k_sums_the_same_however_many_it_loads_at_once():
+    """The fused split-K's last slice loads RED partials at once (t04.reduce_width: 1, 2 or 4) and
+    adds them in slice order, reading -0.0 past the last slice: the result is bit for bit the
+    two-launch form's (whose reduction kernel adds them in the same order), for split counts
+    below, at and past a multiple of RED (1, 3, 5, 9 slices)."""
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               TILEGEMM_AUTOTUNE="0")
+    proc = subprocess.run([sys.executable, "-c", FUSED_SUM_SCRIPT], env=env, capture_output=True, text=True, timeout=600)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULTS")]
+    assert proc.returncode == 0 and line, f"interpreter run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    got = json.loads(line[0][len("RESULTS"):])
+    assert sorted(got) == ["1", "3", "5", "9"]
+    for split, r in got.items():
+        assert r["same"] == [True, True, True], (split, r)
+        assert r["err"] < 1e-5, (split, r)
+
+
+def test_fused_reduction_width_keeps_its_registers():
+    """reduce_width: 32 FP32 values a thread in flight at most, 4 partials at most, none past the
+    slices (rounded up to a power of two): 16×64 tiles on 4 warps load 4, 32×64 two, 64×64 one
+    (docs/perf-notes.md, 123)."""
+    from tilegemm.kernels.tensorcore import t04_splitk as t04
+    from tilegemm.tuning.space import cfg as tile
+
+    assert [t04.reduce_width(tile(bm, 64, 64, 4, 4), 8) for bm in (16, 32, 64, 128)] == [4, 2, 1, 1]
+    assert t04.reduce_width(tile(128, 128, 64, 8, 3), 16) == 1
+    assert [t04.reduce_width(tile(16, 64, 128, 4, 4), s) for s in (1, 2, 3, 5)] == [1, 2, 4, 4]
+
+
 PAD_SCRIPT = textwrap.dedent(r"""
     import json, torch
     from tilegemm.kernels import tensorcore as tc

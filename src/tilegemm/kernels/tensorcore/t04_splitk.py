@@ -129,12 +129,21 @@ def splitk_partial_kernel(a_ptr, b_ptr, w_ptr, M, N, K, K_PER_SPLIT, SPLIT,
 
 
 @triton.jit
+def _partial(tile_w, j, mn, mask, SPLIT):
+    """Slice j's FP32 partial of the tile; past the last slice -0.0, which adds nothing (x + -0.0
+    is x for every x, +0.0 included)."""
+    live = tl.full(mask.shape, j, tl.int32) < SPLIT  # a tensor: the interpreter refuses a scalar in a mask
+    return tl.load(tile_w + j * mn, mask=mask & live, other=-0.0, cache_modifier=".cg")
+
+
+@triton.jit
 def splitk_fused_kernel(a_ptr, b_ptr, w_ptr, cnt_ptr, c_ptr, i_ptr, sa_ptr, sb_ptr, M, N, K, K_PER_SPLIT, SPLIT,
                         sab, sam, sak, sbb, sbk, sbn, scb, scm, scn, sib, sim, sin_, alpha, beta,
                         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                         PRECISION: tl.constexpr, HAS_BETA: tl.constexpr, HAS_SCALE: tl.constexpr,
                         SWAP: tl.constexpr = False, REG_A: tl.constexpr = False, WIDE: tl.constexpr = False,
-                        TMA: tl.constexpr = False, A_T: tl.constexpr = False, B_T: tl.constexpr = False):
+                        TMA: tl.constexpr = False, A_T: tl.constexpr = False, B_T: tl.constexpr = False,
+                        RED: tl.constexpr = 1):
     """splitk_partial_kernel, and the last slice of a tile to finish sums the tile: one launch.
 
     Each program stores its FP32 partial, then takes a ticket from the tile's counter (an atomic
@@ -142,7 +151,9 @@ def splitk_fused_kernel(a_ptr, b_ptr, w_ptr, cnt_ptr, c_ptr, i_ptr, sa_ptr, sb_p
     The program holding the last ticket adds the SPLIT partials in slice order (its own read back
     as well: holding it in registers beside the sum took two tiles of registers, which spilled at
     128×256), so the sum does not depend on which slice finished last, applies the epilogue,
-    stores C and resets the counter for the next launch."""
+    stores C and resets the counter for the next launch. It loads RED partials (1, 2 or 4:
+    `reduce_width`) before adding any of them, so that their L2 round trips overlap instead of
+    making a chain of SPLIT of them (docs/perf-notes.md, 123)."""
     acc, offs_m, offs_n, mask, off_m, off_n = _slice_partial(
         a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, sbn, BM, BN, BK, GROUP_M, PRECISION, SWAP, REG_A,
         WIDE, TMA, A_T, B_T)
@@ -158,8 +169,19 @@ def splitk_fused_kernel(a_ptr, b_ptr, w_ptr, cnt_ptr, c_ptr, i_ptr, sa_ptr, sb_p
     ticket = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
     if ticket == SPLIT - 1:  # its own partial is read back too: acc is dead by now (one tile of registers, not two)
         total = tl.zeros((BM, BN), dtype=tl.float32)
-        for j in range(0, SPLIT):
-            total += tl.load(tile_w + j * mn, mask=mask, other=0.0, cache_modifier=".cg")
+        for j in range(0, SPLIT, RED):  # RED partials loaded together, then added in slice order
+            p0 = _partial(tile_w, j, mn, mask, SPLIT)
+            if RED >= 2:
+                p1 = _partial(tile_w, j + 1, mn, mask, SPLIT)
+            if RED >= 4:
+                p2 = _partial(tile_w, j + 2, mn, mask, SPLIT)
+                p3 = _partial(tile_w, j + 3, mn, mask, SPLIT)
+            total += p0
+            if RED >= 2:
+                total += p1
+            if RED >= 4:
+                total += p2
+                total += p3
         total = scale_acc(total, i_ptr + bid * sib, sa_ptr, sb_ptr, M, N, sim, sin_, alpha, beta, off_m, off_n,
                           BM, BN, HAS_BETA, HAS_SCALE)
         store_ptr(total, c_ptr + bid * scb, M, N, scm, scn, off_m, off_n, BM, BN)
@@ -200,6 +222,16 @@ def splitk_reduce_kernel(w_ptr, c_ptr, i_ptr, sa_ptr, sb_ptr, M, N, SPLIT,
 def k_per_split(k: int, bk: int, split: int) -> int:
     """Whole BK steps per slice; later slices may be empty when split > ceil(K/BK)."""
     return ceil_div(ceil_div(k, bk), split) * bk
+
+
+def reduce_width(cfg: dict, split: int) -> int:
+    """Partials the fused kernel's last slice loads at once (RED): as many as keep 32 FP32 values a
+    thread in flight (a partial is the tile's BM·BN over its threads each), at most 4, and no more
+    than the slices rounded up to a power of two: 4 for 16×64 tiles on 4 warps, 2 for 32×64, 1 for
+    64×64: the fastest of 1, 2 and 4 at 11 of 12 of the H200's fused entries, 3% off it at the
+    twelfth (docs/perf-notes.md, 123)."""
+    per_thread = max(1, cfg["BM"] * cfg["BN"] // (32 * cfg["num_warps"]))
+    return max(1, min(4, 32 // per_thread, triton.next_power_of_2(max(split, 1))))
 
 
 _COUNTERS: dict = {}  # (device, stream) -> int32 tile counters, all zero between launches
@@ -262,8 +294,8 @@ def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
         args = (a, b, w, cnt, p.c, c_in, sa, sb, p.m, p.n, p.k, kps, split, *strides,
                 p.bstride(p.c), *p.mat_strides(p.c), p.bstride(c_in), *p.mat_strides(c_in),
                 float(p.alpha), float(p.beta))
-        return [P.KernelCall(splitk_fused_kernel, grid, P.ordered(splitk_fused_kernel, args, **tile, **epilogue), opts,
-                             scratch=(w,), stream_bound=True)]
+        fused = P.ordered(splitk_fused_kernel, args, **tile, **epilogue, RED=reduce_width(cfg, split))
+        return [P.KernelCall(splitk_fused_kernel, grid, fused, opts, scratch=(w,), stream_bound=True)]
     args = (a, b, w, p.m, p.n, p.k, kps, split, *strides)
     reduce_args = (w, p.c, c_in, sa, sb, p.m, p.n, split, p.bstride(p.c), *p.mat_strides(p.c),
                    p.bstride(c_in), *p.mat_strides(c_in), float(p.alpha), float(p.beta))
