@@ -228,8 +228,8 @@ def reduce_width(cfg: dict, split: int) -> int:
     """Partials the fused kernel's last slice loads at once (RED): as many as keep 32 FP32 values a
     thread in flight (a partial is the tile's BM·BN over its threads each), at most 4, and no more
     than the slices rounded up to a power of two: 4 for 16×64 tiles on 4 warps, 2 for 32×64, 1 for
-    64×64: the fastest of 1, 2 and 4 at 11 of 12 of the H200's fused entries, 3% off it at the
-    twelfth (docs/perf-notes.md, 123)."""
+    64×64: on the cold clock the fastest of 1, 2 and 4 at 11 of 12 of the H200's fused entries,
+    3% off it at the twelfth (docs/perf-notes.md, 123)."""
     per_thread = max(1, cfg["BM"] * cfg["BN"] // (32 * cfg["num_warps"]))
     return max(1, min(4, 32 // per_thread, triton.next_power_of_2(max(split, 1))))
 
