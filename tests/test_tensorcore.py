@@ -243,14 +243,20 @@ INTERP_SCRIPT = textwrap.dedent(r"""
 """)
 
 
-@pytest.fixture(scope="module")
-def interpreter_results():
+def _interpreted(script: str, timeout: int) -> object:
+    """Run `script` in a fresh process under Triton's interpreter (TRITON_INTERPRET is read at
+    import) and return what it printed after RESULTS, as JSON."""
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
                TILEGEMM_AUTOTUNE="0")
-    proc = subprocess.run([sys.executable, "-c", INTERP_SCRIPT], env=env, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=timeout)
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULTS")]
     assert proc.returncode == 0 and line, f"interpreter run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
     return json.loads(line[0][len("RESULTS"):])
+
+
+@pytest.fixture(scope="module")
+def interpreter_results():
+    return _interpreted(INTERP_SCRIPT, 900)
 
 
 @pytest.mark.parametrize("name", ALL_TC)
@@ -369,12 +375,7 @@ def test_interpreter_past_int32_offsets():
     the interpreter wraps the int32 offsets as the GPU does and reads or writes outside the
     storage (checked by hand when this was written: every pointer path crashed the process in
     at least one case; t03's TMA loads, addressed by the copy engine, never did)."""
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               TILEGEMM_AUTOTUNE="0")
-    proc = subprocess.run([sys.executable, "-c", WIDE_SCRIPT], env=env, capture_output=True, text=True, timeout=600)
-    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULTS")]
-    assert proc.returncode == 0 and line, f"interpreter run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
-    got = json.loads(line[0][len("RESULTS"):])
+    got = _interpreted(WIDE_SCRIPT, 600)
     assert len(got) == 36 and all(r["wide"] and max(r["spans"]) > 2**31 for r in got)
     assert {r["kernel"] for r in got} == {"tc_tiled", "tc_persistent", "tc_tma_persistent", "tc_splitk", "tc_gemv"}
     bad = [f"{r['kernel']} {r['extra']} {r['which']}: {r['msg']}" for r in got if not r["ok"]]
@@ -415,11 +416,7 @@ def test_interpreter_realigning_copies():
     """A 2-D operand TMA cannot describe is copied to rows 128 bytes apart (16 is TMA's rule): a contiguous one (rows
     or columns) by realign_flat_kernel's aligned run, a slice by realign_kernel, a contiguous A and B
     together by realign_pair_kernel in one launch; every element in place, the source untouched."""
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-c", REALIGN_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
-    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULTS")]
-    assert proc.returncode == 0 and line, f"interpreter run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
-    got = json.loads(line[0][len("RESULTS"):])
+    got = _interpreted(REALIGN_SCRIPT, 300)
     assert all(r["equal"] and r["untouched"] and r["aligned"] for r in got.values()), got
     assert {n for n, r in got.items() if r["kernel"] == "realign_flat_kernel"} == \
         {"contiguous", "column-major", "batch of one", "one row of a slice"}
@@ -457,12 +454,7 @@ def test_interpreter_fused_split_k_sums_the_same_however_many_it_loads_at_once()
     adds them in slice order, reading -0.0 past the last slice: the result is bit for bit the
     two-launch form's (whose reduction kernel adds them in the same order), for split counts
     below, at and past a multiple of RED (1, 3, 5, 9 slices)."""
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               TILEGEMM_AUTOTUNE="0")
-    proc = subprocess.run([sys.executable, "-c", FUSED_SUM_SCRIPT], env=env, capture_output=True, text=True, timeout=600)
-    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULTS")]
-    assert proc.returncode == 0 and line, f"interpreter run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
-    got = json.loads(line[0][len("RESULTS"):])
+    got = _interpreted(FUSED_SUM_SCRIPT, 600)
     assert sorted(got) == ["1", "3", "5", "9"]
     for split, r in got.items():
         assert r["same"] == [True, True, True], (split, r)
@@ -513,11 +505,7 @@ def test_interpreter_pad_copies_operands_to_128_byte_rows():
     """PAD copies the operands it names whose rows are 16- but not 128-byte aligned to rows 128
     bytes apart (a column-major B by its columns), every element in place, the sources untouched;
     an operand already 128-byte aligned, or not named, is read where it is."""
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-c", PAD_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
-    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULTS")]
-    assert proc.returncode == 0 and line, f"interpreter run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
-    got = json.loads(line[0][len("RESULTS"):])
+    got = _interpreted(PAD_SCRIPT, 300)
     assert all(r["equal"] and r["untouched"] for r in got.values()), got
     assert got["ab"]["copies"] == 1 and got["ab"]["padded"] == "ab" and got["ab"]["pitch"] == [256, 128]  # one launch
     assert got["b"]["copies"] == 1 and got["b"]["same_a"] and got["b"]["pitch"] == [144, 128]
