@@ -443,7 +443,8 @@ FUSED_SUM_SCRIPT = textwrap.dedent(r"""
             cs[form] = c
         ref = a.double() @ b.double()
         out[split] = dict(same=[bool(torch.equal(cs[f], cs["two launches"])) for f in (1, 2, 4)],
-                          err=float((cs[1].double() - ref).abs().max() / ref.abs().max()))
+                          err=float((cs[1].double() - ref).abs().max() / ref.abs().max()),
+                          stages=[t04.sum_stages(split, f) for f in (1, 2, 4)])
     print("RESULTS" + json.dumps(out))
 """)
 
@@ -452,9 +453,11 @@ def test_interpreter_fused_split_k_sums_the_same_however_many_it_loads_at_once()
     """The fused split-K's last slice loads RED partials at once (t04.reduce_width: 1, 2 or 4) and
     adds them in slice order, reading -0.0 past the last slice: the result is bit for bit the
     two-launch form's (whose reduction kernel adds them in the same order), for split counts
-    below, at and past a multiple of RED (1, 3, 5, 9 slices)."""
+    below, at and past a multiple of RED (1, 3, 5, 9 slices), with the sum loop pipelined
+    (t04.sum_stages: 5 slices one at a time, 9 one or two at a time) and not."""
     got = _interpreted(FUSED_SUM_SCRIPT, 600)
     assert sorted(got) == ["1", "3", "5", "9"]
+    assert got["5"]["stages"] == [3, 0, 0] and got["9"]["stages"] == [3, 3, 0] and got["3"]["stages"] == [0, 0, 0]
     for split, r in got.items():
         assert r["same"] == [True, True, True], (split, r)
         assert r["err"] < 1e-5, (split, r)
@@ -470,6 +473,17 @@ def test_fused_reduction_width_keeps_its_registers():
     assert [t04.reduce_width(tile(bm, 64, 64, 4, 4), 8) for bm in (16, 32, 64, 128)] == [4, 2, 1, 1]
     assert t04.reduce_width(tile(128, 128, 64, 8, 3), 16) == 1
     assert [t04.reduce_width(tile(16, 64, 128, 4, 4), s) for s in (1, 2, 3, 5)] == [1, 2, 4, 4]
+
+
+def test_fused_sum_is_pipelined_from_four_groups():
+    """sum_stages: the fused kernel's sum loop is pipelined (3 stages) where it makes 4 or more
+    groups of RED partials (TF32 64×64 tiles in 4 or 12 slices), not at 1-3 (the decode tiles'
+    8 slices 4 at a time), where pipelining measured slower (docs/perf-notes.md, 124)."""
+    from tilegemm.kernels.tensorcore import t04_splitk as t04
+
+    assert [t04.sum_stages(s, 1) for s in (1, 2, 3, 4, 12)] == [0, 0, 0, 3, 3]
+    assert [t04.sum_stages(s, 4) for s in (4, 8, 12, 13, 16)] == [0, 0, 0, 3, 3]
+    assert t04.sum_stages(7, 2) == 3 and t04.sum_stages(6, 2) == 0
 
 
 PAD_SCRIPT = textwrap.dedent(r"""

@@ -137,13 +137,31 @@ def _partial(tile_w, j, mn, mask, SPLIT):
 
 
 @triton.jit
+def _add_partials(total, tile_w, j, mn, mask, SPLIT, RED: tl.constexpr):
+    """total plus slices j … j + RED − 1's partials, loaded before any is added, added in slice order."""
+    p0 = _partial(tile_w, j, mn, mask, SPLIT)
+    if RED >= 2:
+        p1 = _partial(tile_w, j + 1, mn, mask, SPLIT)
+    if RED >= 4:
+        p2 = _partial(tile_w, j + 2, mn, mask, SPLIT)
+        p3 = _partial(tile_w, j + 3, mn, mask, SPLIT)
+    total += p0
+    if RED >= 2:
+        total += p1
+    if RED >= 4:
+        total += p2
+        total += p3
+    return total
+
+
+@triton.jit
 def splitk_fused_kernel(a_ptr, b_ptr, w_ptr, cnt_ptr, c_ptr, i_ptr, sa_ptr, sb_ptr, M, N, K, K_PER_SPLIT, SPLIT,
                         sab, sam, sak, sbb, sbk, sbn, scb, scm, scn, sib, sim, sin_, alpha, beta,
                         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                         PRECISION: tl.constexpr, HAS_BETA: tl.constexpr, HAS_SCALE: tl.constexpr,
                         SWAP: tl.constexpr = False, REG_A: tl.constexpr = False, WIDE: tl.constexpr = False,
                         TMA: tl.constexpr = False, A_T: tl.constexpr = False, B_T: tl.constexpr = False,
-                        RED: tl.constexpr = 1):
+                        RED: tl.constexpr = 1, SUM_STAGES: tl.constexpr = 0):
     """splitk_partial_kernel, and the last slice of a tile to finish sums the tile: one launch.
 
     Each program stores its FP32 partial, then takes a ticket from the tile's counter (an atomic
@@ -151,11 +169,11 @@ def splitk_fused_kernel(a_ptr, b_ptr, w_ptr, cnt_ptr, c_ptr, i_ptr, sa_ptr, sb_p
     The program holding the last ticket adds the SPLIT partials in slice order (its own read back
     as well: holding it in registers beside the sum took two tiles of registers, which spilled at
     128×256), so the sum does not depend on which slice finished last, applies the epilogue,
-    stores C and resets the counter for the next launch. It loads RED partials (1, 2 or 4:
-    `reduce_width`) before adding any of them, so that their L2 round trips overlap; on the H200
-    that took 0.3 µs off an 8-slice decode product, not the ~4 µs a chain of round trips predicted.
-    What the fused form costs beside the two-launch one is more likely its epilogue's registers
-    (docs/perf-notes.md, 123)."""
+    stores C and resets the counter for the next launch. The sum is a chain of L2 round trips, one
+    tile wide, on one SM: it loads RED partials (1, 2 or 4: `reduce_width`) before adding any of
+    them, and where that leaves 4 or more groups the loop is software-pipelined (`sum_stages`).
+    On the H200 the sum of a TF32 64×64 tile in 12 slices took 8.5 µs of the kernel's 23.4 as a
+    chain and 4.0 pipelined (docs/perf-notes.md, 124)."""
     acc, offs_m, offs_n, mask, off_m, off_n = _slice_partial(
         a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, sbn, BM, BN, BK, GROUP_M, PRECISION, SWAP, REG_A,
         WIDE, TMA, A_T, B_T)
@@ -171,19 +189,12 @@ def splitk_fused_kernel(a_ptr, b_ptr, w_ptr, cnt_ptr, c_ptr, i_ptr, sa_ptr, sb_p
     ticket = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
     if ticket == SPLIT - 1:  # its own partial is read back too: acc is dead by now (one tile of registers, not two)
         total = tl.zeros((BM, BN), dtype=tl.float32)
-        for j in range(0, SPLIT, RED):  # RED partials loaded together, then added in slice order
-            p0 = _partial(tile_w, j, mn, mask, SPLIT)
-            if RED >= 2:
-                p1 = _partial(tile_w, j + 1, mn, mask, SPLIT)
-            if RED >= 4:
-                p2 = _partial(tile_w, j + 2, mn, mask, SPLIT)
-                p3 = _partial(tile_w, j + 3, mn, mask, SPLIT)
-            total += p0
-            if RED >= 2:
-                total += p1
-            if RED >= 4:
-                total += p2
-                total += p3
+        if SUM_STAGES:  # the loop software-pipelined: the next groups' loads in flight (cp.async)
+            for j in tl.range(0, SPLIT, RED, num_stages=SUM_STAGES):
+                total = _add_partials(total, tile_w, j, mn, mask, SPLIT, RED)
+        else:
+            for j in range(0, SPLIT, RED):
+                total = _add_partials(total, tile_w, j, mn, mask, SPLIT, RED)
         total = scale_acc(total, i_ptr + bid * sib, sa_ptr, sb_ptr, M, N, sim, sin_, alpha, beta, off_m, off_n,
                           BM, BN, HAS_BETA, HAS_SCALE)
         store_ptr(total, c_ptr + bid * scb, M, N, scm, scn, off_m, off_n, BM, BN)
@@ -234,6 +245,14 @@ def reduce_width(cfg: dict, split: int) -> int:
     3% off it at the twelfth (docs/perf-notes.md, 123)."""
     per_thread = max(1, cfg["BM"] * cfg["BN"] // (32 * cfg["num_warps"]))
     return max(1, min(4, 32 // per_thread, triton.next_power_of_2(max(split, 1))))
+
+
+def sum_stages(split: int, red: int) -> int:
+    """Stages of the fused kernel's sum loop (0: not pipelined): 3 where it makes 4 or more groups
+    of RED partials, so that later groups' loads are in flight while one is added. At TF32 64×64
+    tiles in 12 slices the sum took 8.5 µs of 23.4 and 4.0 with 3 stages; at 4 groups 0.5 µs came
+    off; at 1 or 2 groups pipelining cost 0.2–1.4 µs (docs/perf-notes.md, 124)."""
+    return 3 if ceil_div(split, red) >= 4 else 0
 
 
 _COUNTERS: dict = {}  # (device, stream) -> int32 tile counters, all zero between launches
@@ -296,7 +315,8 @@ def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
         args = (a, b, w, cnt, p.c, c_in, sa, sb, p.m, p.n, p.k, kps, split, *strides,
                 p.bstride(p.c), *p.mat_strides(p.c), p.bstride(c_in), *p.mat_strides(c_in),
                 float(p.alpha), float(p.beta))
-        fused = P.ordered(splitk_fused_kernel, args, **tile, **epilogue, RED=reduce_width(cfg, split))
+        red = reduce_width(cfg, split)
+        fused = P.ordered(splitk_fused_kernel, args, **tile, **epilogue, RED=red, SUM_STAGES=sum_stages(split, red))
         return [P.KernelCall(splitk_fused_kernel, grid, fused, opts, scratch=(w,), stream_bound=True)]
     args = (a, b, w, p.m, p.n, p.k, kps, split, *strides)
     reduce_args = (w, p.c, c_in, sa, sb, p.m, p.n, split, p.bstride(p.c), *p.mat_strides(p.c),
