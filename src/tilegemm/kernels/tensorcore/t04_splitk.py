@@ -251,7 +251,7 @@ def sum_stages(split: int, red: int) -> int:
     """Stages of the fused kernel's sum loop (0: not pipelined): 3 where it makes 4 or more groups
     of RED partials, so that later groups' loads are in flight while one is added. At TF32 64×64
     tiles in 12 slices the sum took 8.5 µs of 23.4 and 4.0 with 3 stages; at 4 groups 0.5 µs came
-    off; at 1 or 2 groups pipelining cost 0.2–1.4 µs (docs/perf-notes.md, 124)."""
+    off; at 1-3 groups pipelining cost 0.1-1.4 µs (docs/perf-notes.md, 124)."""
     return 3 if ceil_div(split, red) >= 4 else 0
 
 
