@@ -195,6 +195,22 @@ def test_a_part_of_host_us_and_first_calls_alone_keeps_its_date():
     assert again["parts"][1]["first_call"] and "host_us" not in again["parts"][1]
 
 
+def test_a_run_reads_its_after_clocks_once_every_part_is_measured(monkeypatch):
+    """The document's clocks bracket the whole run: "after" is read once host µs and first calls are
+    measured too (a part of those alone, `--dtypes ""`, read it before either ran)."""
+    from tilegemm.bench import clocks
+
+    events = []
+    flush = type("Flush", (), dict(mode="l2-flush", kind="read"))()
+    monkeypatch.setattr(library, "_Clock", lambda: type("Clock", (), dict(flush=flush))())
+    monkeypatch.setattr(clocks, "read", lambda: events.append("clocks") or dict(source="unavailable", time=len(events)))
+    monkeypatch.setattr(library, "host_us", lambda: events.append("host_us") or [])
+    monkeypatch.setattr(library, "first_calls", lambda: events.append("first_call") or [])
+    doc = library.run([], [], progress=lambda line: None, with_decode=False, shape_set="library")
+    assert events == ["clocks", "host_us", "first_call", "clocks"]
+    assert doc["clocks"]["before"]["time"] == 1 and doc["clocks"]["after"]["time"] == 4
+
+
 def test_merge_joins_parts_of_other_dtypes_and_refuses_a_dtype_twice(tmp_path, capsys):
     """A GPU call has a time limit, so the set is measured in parts (BF16/FP16/TF32, then FP8/FP32
     with host µs and first calls): the merged file has every record, each part's date, one summary."""
