@@ -432,19 +432,21 @@ FUSED_SUM_SCRIPT = textwrap.dedent(r"""
     g = torch.Generator().manual_seed(7)
     out = {}
     for split in (1, 3, 5, 9):
-        a = torch.randn(21, 150, generator=g)
-        b = torch.randn(150, 40, generator=g)
-        cs = {}
+        a = torch.randn(21, 600, generator=g)
+        b = torch.randn(600, 40, generator=g)
+        cs, stages = {}, []
         for form in ("two launches", 1, 2, 4):
             c = torch.full((21, 40), float("nan"))
-            cfg = dict(tile(16, 32, 16, 4, 2), SPLIT=split, **({} if form == "two launches" else {"FUSED": True}))
+            cfg = dict(tile(16, 32, 32, 4, 3), SPLIT=split, **({} if form == "two launches" else {"FUSED": True}))
             t04.reduce_width = lambda cfg, s, r=form: r  # read by the fused form only
-            tc.launch_calls(t04.launches(P.Problem(a, b, c, "ieee"), cfg))
+            calls = t04.launches(P.Problem(a, b, c, "ieee"), cfg)
+            tc.launch_calls(calls)
             cs[form] = c
+            if form != "two launches":
+                stages.append(P.named(calls[0])["SUM_STAGES"])  # what the launch was given
         ref = a.double() @ b.double()
         out[split] = dict(same=[bool(torch.equal(cs[f], cs["two launches"])) for f in (1, 2, 4)],
-                          err=float((cs[1].double() - ref).abs().max() / ref.abs().max()),
-                          stages=[t04.sum_stages(split, f) for f in (1, 2, 4)])
+                          err=float((cs[1].double() - ref).abs().max() / ref.abs().max()), stages=stages)
     print("RESULTS" + json.dumps(out))
 """)
 
@@ -453,8 +455,10 @@ def test_interpreter_fused_split_k_sums_the_same_however_many_it_loads_at_once()
     """The fused split-K's last slice loads RED partials at once (t04.reduce_width: 1, 2 or 4) and
     adds them in slice order, reading -0.0 past the last slice: the result is bit for bit the
     two-launch form's (whose reduction kernel adds them in the same order), for split counts
-    below, at and past a multiple of RED (1, 3, 5, 9 slices), with the sum loop pipelined
-    (t04.sum_stages: 5 slices one at a time, 9 one or two at a time) and not."""
+    below, at and past a multiple of RED (1, 3, 5, 9 slices), with the sum loop written as the
+    pipelined one (t04.sum_stages: 5 slices one at a time, 9 one or two at a time; the launch is
+    given SUM_STAGES = 3) and as the plain one. The interpreter runs tl.range as a plain loop: the
+    pipelining itself is the GPU test's (test_gpu_pipelined_fused_sum_is_the_two_launch_sum_bit_for_bit)."""
     got = _interpreted(FUSED_SUM_SCRIPT, 600)
     assert sorted(got) == ["1", "3", "5", "9"]
     assert got["5"]["stages"] == [3, 0, 0] and got["9"]["stages"] == [3, 3, 0] and got["3"]["stages"] == [0, 0, 0]
@@ -475,15 +479,26 @@ def test_fused_reduction_width_keeps_its_registers():
     assert [t04.reduce_width(tile(16, 64, 128, 4, 4), s) for s in (1, 2, 3, 5)] == [1, 2, 4, 4]
 
 
-def test_fused_sum_is_pipelined_from_four_groups():
+def test_fused_sum_is_pipelined_from_four_groups_where_its_buffers_fit():
     """sum_stages: the fused kernel's sum loop is pipelined (3 stages) where it makes 4 or more
     groups of RED partials (TF32 64×64 tiles in 4 or 12 slices), not at 1-3 (the decode tiles'
-    8 slices 4 at a time), where pipelining measured slower (docs/perf-notes.md, 124)."""
+    8 slices 4 at a time), where pipelining measured slower on the cold and device clocks; and only
+    where its two groups of FP32 tiles fit in the main loop's ring (num_stages − 1 A and B tiles),
+    whose shared memory they reuse: a 128×256 tile's (256 KB) did not fit on the H200 at all, a
+    128×128's would have cost a program an SM (docs/perf-notes.md, 124)."""
     from tilegemm.kernels.tensorcore import t04_splitk as t04
+    from tilegemm.tuning.space import cfg as tile
 
-    assert [t04.sum_stages(s, 1) for s in (1, 2, 3, 4, 12)] == [0, 0, 0, 3, 3]
-    assert [t04.sum_stages(s, 4) for s in (4, 8, 12, 13, 16)] == [0, 0, 0, 3, 3]
-    assert t04.sum_stages(7, 2) == 3 and t04.sum_stages(6, 2) == 0
+    t64 = tile(64, 64, 32, 4, 4)  # TF32: a ring of 3 × 16 KB, the sum's buffers 2 × 16 KB
+    assert [t04.sum_stages(t64, s, 1, 4) for s in (1, 2, 3, 4, 12)] == [0, 0, 0, 3, 3]
+    t16 = tile(16, 64, 128, 4, 4)
+    assert [t04.sum_stages(t16, s, 4, 2) for s in (4, 8, 12, 13, 16)] == [0, 0, 0, 3, 3]
+    assert t04.sum_stages(t16, 7, 2, 2) == 3 and t04.sum_stages(t16, 6, 2, 2) == 0
+    assert t04.sum_stages(t16, 16, 4, 1) == 0  # FP8's ring at BK = 128 (30 KB) is under the sum's 32 KB
+    assert t04.sum_stages(tile(16, 64, 256, 4, 4), 16, 4, 1) == 3
+    assert t04.sum_stages(tile(128, 256, 64, 8, 4), 8, 1, 2) == 0  # 256 KB against a ring of 144 KB
+    assert t04.sum_stages(tile(128, 128, 64, 8, 3), 8, 1, 2) == 0  # 128 KB against 64 KB
+    assert t04.sum_stages(tile(128, 64, 32, 4, 4), 4, 1, 4) == 3  # TF32 512×1024×4096's entry: 64 KB in 72 KB
 
 
 PAD_SCRIPT = textwrap.dedent(r"""
@@ -831,6 +846,39 @@ def test_gpu_splitk_explicit_splits(precision, split, fused, tma):
         dispatch.run_problem(C.Problem(a, b, c, precision, scale_a=sa, scale_b=sb), "tc_splitk", config=cfg)
     chk = validate.check(c.double().cpu().numpy(), a.double().cpu().numpy(), b.double().cpu().numpy(),
                          dtype=TOL[precision], kernel="tc_splitk", out_dtype="bfloat16" if precision == "fp8" else None)
+    assert chk.ok, str(chk)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision,bm,bk,split", [("tf32", 64, 32, 12), ("tf32", 64, 32, 4), ("bf16", 16, 128, 16),
+                                                  ("fp8", 16, 256, 13)])
+def test_gpu_pipelined_fused_sum_is_the_two_launch_sum_bit_for_bit(precision, bm, bk, split):
+    """Where the fused kernel's sum is pipelined (t04.sum_stages: 4 or more groups of RED partials,
+    the shapes of the H200 database's TF32 entries and of decode tiles in many slices, TMA loads),
+    C is bit for bit the two-launch form's, whose reduction kernel adds the partials in the same
+    order; twice, so the second launch finds the tile counters the first one reset."""
+    from tilegemm import dispatch
+    from tilegemm.kernels.tensorcore import _problem as C
+    from tilegemm.kernels.tensorcore import t04_splitk as t04
+    from tilegemm.tuning.space import cfg as tile
+
+    m, n, k = (128, 256, 1536) if bm == 64 else (16, 320, 4096)
+    a, b = _gpu_operands(m, n, k, precision, "n", "t" if precision == "fp8" else "n")
+    out = torch.bfloat16 if precision == "fp8" else a.dtype
+    sa = sb = torch.full((1,), 0.5, device="cuda") if precision == "fp8" else None
+    p = C.Problem(a, b, torch.empty(m, n, dtype=out, device="cuda"), precision, scale_a=sa, scale_b=sb)
+    cfg = dict(tile(bm, 64, bk, 4, 4), SPLIT=split, SWAP=True, REG_A=C.reg_a(p, True), TMA=True)
+    assert t04.sum_stages(cfg, split, t04.reduce_width(cfg, split), a.element_size()) == 3
+    got = {}
+    for form in ("two launches", "fused", "fused again"):
+        c = torch.full((m, n), float("nan"), dtype=out, device="cuda")
+        dispatch.run_problem(C.Problem(a, b, c, precision, scale_a=sa, scale_b=sb), "tc_splitk",
+                             config=dict(cfg, FUSED=True) if form != "two launches" else cfg)
+        got[form] = c
+    assert torch.equal(got["fused"], got["two launches"]) and torch.equal(got["fused again"], got["two launches"])
+    chk = validate.check(got["fused"].double().cpu().numpy(), a.double().cpu().numpy() * (0.5 if sa is not None else 1),
+                         b.double().cpu().numpy() * (0.5 if sb is not None else 1), dtype=TOL[precision],
+                         kernel="tc_splitk", out_dtype="bfloat16" if precision == "fp8" else None)
     assert chk.ok, str(chk)
 
 

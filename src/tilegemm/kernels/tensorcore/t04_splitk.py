@@ -130,8 +130,9 @@ def splitk_partial_kernel(a_ptr, b_ptr, w_ptr, M, N, K, K_PER_SPLIT, SPLIT,
 
 @triton.jit
 def _partial(tile_w, j, mn, mask, SPLIT):
-    """Slice j's FP32 partial of the tile; past the last slice -0.0, which adds nothing (x + -0.0
-    is x for every x, +0.0 included)."""
+    """Slice j's FP32 partial of the tile; past the last slice a zero, which adds nothing: -0.0 as
+    written (x + -0.0 is x for every x); Triton 3.6's compiled load gives +0.0, also nothing to a
+    sum that starts at +0.0 and so is never -0.0 (round to nearest), as the two-launch form's."""
     live = tl.full(mask.shape, j, tl.int32) < SPLIT  # a tensor: the interpreter refuses a scalar in a mask
     return tl.load(tile_w + j * mn, mask=mask & live, other=-0.0, cache_modifier=".cg")
 
@@ -189,7 +190,8 @@ def splitk_fused_kernel(a_ptr, b_ptr, w_ptr, cnt_ptr, c_ptr, i_ptr, sa_ptr, sb_p
     ticket = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
     if ticket == SPLIT - 1:  # its own partial is read back too: acc is dead by now (one tile of registers, not two)
         total = tl.zeros((BM, BN), dtype=tl.float32)
-        if SUM_STAGES:  # the loop software-pipelined: the next groups' loads in flight (cp.async)
+        if SUM_STAGES:  # software-pipelined: later groups' loads in flight (cp.async into shared memory);
+            # a plain range (below) is what Triton leaves unpipelined in a loop without a dot
             for j in tl.range(0, SPLIT, RED, num_stages=SUM_STAGES):
                 total = _add_partials(total, tile_w, j, mn, mask, SPLIT, RED)
         else:
@@ -247,12 +249,18 @@ def reduce_width(cfg: dict, split: int) -> int:
     return max(1, min(4, 32 // per_thread, triton.next_power_of_2(max(split, 1))))
 
 
-def sum_stages(split: int, red: int) -> int:
-    """Stages of the fused kernel's sum loop (0: not pipelined): 3 where it makes 4 or more groups
-    of RED partials, so that later groups' loads are in flight while one is added. At TF32 64×64
-    tiles in 12 slices the sum took 8.5 µs of 23.4 and 4.0 with 3 stages; at 4 groups 0.5 µs came
-    off; at 1-3 groups pipelining cost 0.1-1.4 µs (docs/perf-notes.md, 124)."""
-    return 3 if ceil_div(split, red) >= 4 else 0
+def sum_stages(cfg: dict, split: int, red: int, in_size: int) -> int:
+    """Stages of the fused kernel's sum loop (0: a plain loop, not pipelined): 3 where it makes 4
+    or more groups of RED partials and its shared-memory buffers, two groups of FP32 tiles, fit in
+    the main loop's ring of A and B tiles (at least num_stages − 1 of them), which they reuse, so
+    that the kernel's shared memory, and the programs an SM, stay as they were (a 128×256 tile's
+    would need 256 KB). At TF32 64×64 tiles in 12 slices the sum took 8.5 µs of 23.4 and 4.0 with 3
+    stages; at 4 groups 0.5 µs came off; at 1-3 groups 3 stages cost 0.2-1.4 µs, cold
+    (docs/perf-notes.md, 124)."""
+    stages = 3
+    ring = (cfg["num_stages"] - 1) * (cfg["BM"] * cfg["BK"] + cfg["BK"] * cfg["BN"]) * in_size
+    fits = (stages - 1) * red * cfg["BM"] * cfg["BN"] * 4 <= ring
+    return stages if ceil_div(split, red) >= 4 and fits else 0
 
 
 _COUNTERS: dict = {}  # (device, stream) -> int32 tile counters, all zero between launches
@@ -316,7 +324,8 @@ def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
                 p.bstride(p.c), *p.mat_strides(p.c), p.bstride(c_in), *p.mat_strides(c_in),
                 float(p.alpha), float(p.beta))
         red = reduce_width(cfg, split)
-        fused = P.ordered(splitk_fused_kernel, args, **tile, **epilogue, RED=red, SUM_STAGES=sum_stages(split, red))
+        fused = P.ordered(splitk_fused_kernel, args, **tile, **epilogue, RED=red,
+                          SUM_STAGES=sum_stages(cfg, split, red, p.a.element_size()))
         return [P.KernelCall(splitk_fused_kernel, grid, fused, opts, scratch=(w,), stream_bound=True)]
     args = (a, b, w, p.m, p.n, p.k, kps, split, *strides)
     reduce_args = (w, p.c, c_in, sa, sb, p.m, p.n, split, p.bstride(p.c), *p.mat_strides(p.c),
