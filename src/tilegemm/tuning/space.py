@@ -39,7 +39,7 @@ def cfg(bm, bn, bk, warps, stages, group=8, **extra) -> dict:
 
 def smem_bytes(c: dict, in_size: int, out_size: int, tma_store: bool) -> int:
     """Pipelined A and B tiles, plus the C tile staged for a TMA store."""
-    pipe = (c["BM"] * c["BK"] + c["BK"] * c["BN"]) * in_size * c["num_stages"]
+    pipe = P.stage_bytes(c, in_size) * c["num_stages"]
     return pipe + (c["BM"] * c["BN"] * out_size if tma_store else 0)
 
 
@@ -344,7 +344,7 @@ def _t04_caps(p: P.Problem) -> tuple[int, int]:
 def _t04_fits(p: P.Problem, c: dict) -> bool:
     mcap, ncap = _t04_caps(p)
     return (c["BM"] <= mcap and c["BN"] <= ncap and c["SPLIT"] <= max(1, ceil_div(p.k, c["BK"]))
-            and (c["BM"] * c["BK"] + c["BK"] * c["BN"]) * p.a.element_size() * c["num_stages"] <= SMEM_BUDGET)
+            and P.stage_bytes(c, p.a.element_size()) * c["num_stages"] <= SMEM_BUDGET)
 
 
 def _t04_square(p: P.Problem, scale: float, sms: int) -> list[dict]:

@@ -218,6 +218,11 @@ def reg_a(p: "Problem", swap: bool) -> bool | None:
     return not mma_a_k
 
 
+def stage_bytes(cfg: dict, in_size: int) -> int:
+    """One stage of a configuration's main-loop ring in shared memory: an A tile and a B tile."""
+    return (cfg["BM"] * cfg["BK"] + cfg["BK"] * cfg["BN"]) * in_size
+
+
 def mma_form(cfg: dict) -> dict:
     """A configuration's SWAP and REG_A launch arguments (REG_A off under the interpreter, which
     has no inline assembly)."""

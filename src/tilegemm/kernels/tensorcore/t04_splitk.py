@@ -258,7 +258,7 @@ def sum_stages(cfg: dict, split: int, red: int, in_size: int) -> int:
     stages; at 4 groups 0.5 µs came off; at 1-3 groups 3 stages cost 0.2-1.4 µs, cold
     (docs/perf-notes.md, 124)."""
     stages = 3
-    ring = (cfg["num_stages"] - 1) * (cfg["BM"] * cfg["BK"] + cfg["BK"] * cfg["BN"]) * in_size
+    ring = (cfg["num_stages"] - 1) * P.stage_bytes(cfg, in_size)
     fits = (stages - 1) * red * cfg["BM"] * cfg["BN"] * 4 <= ring
     return stages if ceil_div(split, red) >= 4 and fits else 0
 
