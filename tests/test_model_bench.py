@@ -30,11 +30,35 @@ def test_model_bench_on_a_tiny_model(tmp_path, capsys):
         forwards = 1 if r["phase"] == "prefill" else mb.CPU_PLAN["new"]
         assert r["counts"] == {"tilegemm": 15 * forwards, "torch": 0}, r
     assert "not a GPU's" in capsys.readouterr().out
+    # the logits check: every input the phases run (prefills; each decode batch's prompt and one token)
+    acc = doc["accuracy"]
+    assert [(a["batch"], a["seq"]) for a in acc] == [(1, 32), (2, 16), (1, 8), (1, 1), (2, 8), (2, 1)]
+    for a in acc:  # an FP32 model: the wide copy is FP64, and both sides are within FP32's rounding of it
+        assert a["wide"] == "float64" and a["rel_err"] < 1e-5 and a["argmax_agree"] == 1.0, a
+        assert 0 < a["ref_wide_rel_err"] < 1e-5 and 0 < a["ours_wide_rel_err"] < 1e-5, a
+    decode1 = next(r for r in recs if r["phase"] == "decode" and r["batch"] == 1)
+    assert decode1["logits_rel_err"] == max(a["rel_err"] for a in acc if a["batch"] == 1 and a["seq"] in (8, 1))
     text = mb.render(doc, str(tmp_path / "model.png"))
     rows = [line for line in text.splitlines() if line.startswith("| tiny |")]
-    assert len(rows) == len(recs) and all(f"{r['ratio']:.3f}" in text for r in recs)
-    assert "argmax agreement 1.0000" in text and (tmp_path / "model.png").stat().st_size > 10_000
+    assert len(rows) == len(recs) + len(acc) and all(f"{r['ratio']:.3f}" in text for r in recs)
+    assert "| tiny | 2×1 |" in text and "ours against FP64" in text
+    assert (tmp_path / "model.png").stat().st_size > 10_000
     assert cli.main(["model-bench", "--modes", "graph"]) == 2  # CUDA graphs need a GPU: one line, no traceback
+    assert cli.main(["model-bench", "--no-timing", "--modes", "eager"]) == 2
+
+
+def test_the_logits_check_sees_a_wrong_product(monkeypatch):
+    """The check is not blind: patched layers that scale the weight by 1.01 show a relative error
+    against torch's of about 1e-2 (and none against themselves: torch's own side is unchanged)."""
+    from tilegemm import torchop
+    from tilegemm.bench import model as mb
+
+    net = mb.build(mb.TINY, None, "cpu", torch.float32)
+    g = torch.Generator().manual_seed(5)
+    ids = lambda b, s: torch.randint(0, mb.TINY["vocab_size"], (b, s), generator=g)  # noqa: E731
+    monkeypatch.setattr(torchop, "_linear", lambda x, w, b: torch.nn.functional.linear(x, w * 1.01, b))
+    (a,) = mb.accuracy("tiny", net, [(2, 8)], ids, "cpu", progress=lambda s: None)
+    assert a["rel_err"] > 5e-3 and a["ours_wide_rel_err"] > 5e-3 and a["ref_wide_rel_err"] < 1e-5, a
 
 
 def test_static_decode_is_greedy_decoding():
@@ -145,6 +169,45 @@ def test_merge_joins_runs_over_different_models(tmp_path, capsys):
     err = capsys.readouterr().err.splitlines()
     assert err == ["tilegemm model-bench --merge: a is measured in parts 1 and 2",
                    "tilegemm model-bench --merge: part 2 ran another plan than part 1 (runs, modes, plan)"]
+
+
+def test_merge_gives_timed_records_a_later_logits_check(tmp_path, capsys):
+    """`model-bench --no-timing` (the logits check alone, another run, another plan's runs and
+    modes) joined to a merged timed document: the timed parts keep their dates, the records take
+    their inputs' figures (a decode record the worse of its prompt's and its step's), the report
+    names the check's part; a model checked in two parts is refused."""
+    from tilegemm.bench import model
+
+    plan = dict(prefill=[[1, 64]], decode=[1], prompt=128, new=128)
+    rec = lambda phase, seq: dict(model="a", phase=phase, mode="eager", batch=1, seq=seq, tokens_per_s=2.0,  # noqa: E731
+                                  ref_tokens_per_s=1.0, ratio=2.0, first_forward_s=0.1, ref_first_forward_s=0.2,
+                                  logits_rel_err=0.0, argmax_agree=1.0)
+    timed = dict(schema="tilegemm.model/1", environment=dict(date="d0", gpu=dict(name="G")), runs=3,
+                 modes=["eager"], plan=plan, records=[rec("prefill", 64), rec("decode", 128)],
+                 parts=[dict(models=["a"], date="d1")])
+    entry = lambda seq, err, agree: dict(model="a", batch=1, seq=seq, rel_err=err, argmax_agree=agree,  # noqa: E731
+                                         ref_wide_rel_err=0.03, ref_wide_argmax_agree=0.9, ours_wide_rel_err=0.03,
+                                         ours_wide_argmax_agree=0.9, wide="float32")
+    check = dict(schema="tilegemm.model/1", environment=dict(date="d2", gpu=dict(name="G")), runs=3, modes=[],
+                 plan=plan, records=[], accuracy=[entry(64, 0.0, 1.0), entry(128, 0.01, 0.95), entry(1, 0.03, 1.0)])
+    paths = []
+    for i, d in enumerate([timed, check]):
+        paths.append(str(tmp_path / f"p{i}.json"))
+        with open(paths[-1], "w") as f:
+            json.dump(d, f)
+    out = str(tmp_path / "m.json")
+    assert cli.main(["model-bench", "--merge", paths[0], paths[1], "--json", out]) == 0
+    doc = json.load(open(out))
+    assert doc["modes"] == ["eager"] and doc["runs"] == 3 and len(doc["accuracy"]) == 3
+    assert doc["parts"] == [dict(models=["a"], date="d1"), dict(models=["a"], date="d2", logits_only=True)]
+    pre, dec = doc["records"]
+    assert (pre["logits_rel_err"], pre["argmax_agree"]) == (0.0, 1.0)
+    assert (dec["logits_rel_err"], dec["argmax_agree"]) == (0.03, 0.95)
+    text = model.render(doc)
+    assert "(a d1; a d2 (logits check);" in text and "| a | 1×1 | 3.00e-02 | 1.0000 | 3.00e-02 (0.9000) |" in text
+    capsys.readouterr()
+    assert cli.main(["model-bench", "--merge", paths[1], paths[1], "--json", out]) == 2
+    assert capsys.readouterr().err.strip() == "tilegemm model-bench --merge: a is checked in parts 1 and 2"
 
 
 def test_a_run_is_the_median_of_its_calls_sized_by_a_warm_pair():
