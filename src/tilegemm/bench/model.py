@@ -155,8 +155,9 @@ def accuracy(name: str, model, inputs, ids, device, progress=print) -> list[dict
                             ours_wide_rel_err=rel(got, w), ours_wide_argmax_agree=agree(got, w),
                             wide=str(wide_dtype).removeprefix("torch.")))
             e = out[-1]
-            progress(f"{name} logits at {batch}×{seq}: against torch's {e['rel_err']:.2e} (argmax {e['argmax_agree']:.4f}); "
-                     f"against {e['wide']}: torch's {e['ref_wide_rel_err']:.2e}, ours {e['ours_wide_rel_err']:.2e}")
+            progress(f"{name} logits at {batch}×{seq}: against torch's {e['rel_err']:.2e} "
+                     f"(argmax {e['argmax_agree']:.4f}); against {e['wide']}: torch's {e['ref_wide_rel_err']:.2e}, "
+                     f"ours {e['ours_wide_rel_err']:.2e}")
             del x, w, ref, got
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32
@@ -445,8 +446,8 @@ def _accuracy_table(acc: list[dict]) -> str:
     wide = "/".join(dict.fromkeys(a["wide"].upper().replace("FLOAT", "FP") for a in acc))
     out = [f"Logits of one forward (no cache) at each input the phases run (a decode phase: its prompt and one "
            f"token), ours against torch's, and each against the same model in {wide} (torch, TF32 off): the "
-           "rounding of the model's own dtype, beside which the difference from torch's is read. Target (issue 23): relative "
-           "error ≤ 2e-2 and argmax agreement ≥ 0.99 against torch's.", "",
+           "rounding of the model's own dtype, beside which the difference from torch's is read. Target (issue 23): "
+           "relative error ≤ 2e-2 and argmax agreement ≥ 0.99 against torch's.", "",
            f"| model | batch × seq | against torch: rel. error | argmax agreement | torch against {wide}: rel. error "
            f"(argmax) | ours against {wide}: rel. error (argmax) |",
            "|---|---|---:|---:|---:|---:|"]
