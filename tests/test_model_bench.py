@@ -141,6 +141,15 @@ def test_graph_mode_captures_a_patched_model_on_the_gpu(dtype):
     assert all("error" not in r for r in recs) and len(recs) == 4, recs
 
 
+def _written(tmp_path, docs) -> list[str]:
+    """Each document as a JSON file under tmp_path (p0.json, p1.json, …): the merge's parts."""
+    paths = [str(tmp_path / f"p{i}.json") for i in range(len(docs))]
+    for path, d in zip(paths, docs):
+        with open(path, "w") as f:
+            json.dump(d, f)
+    return paths
+
+
 def test_merge_joins_runs_over_different_models(tmp_path, capsys):
     """`model-bench --merge`: one model per GPU call, joined with each part's models and date (the
     report names them); a model in two parts, or another plan, is one clear line and exit 2."""
@@ -152,11 +161,7 @@ def test_merge_joins_runs_over_different_models(tmp_path, capsys):
                     records=[dict(model=name, phase="decode", mode="eager", batch=1, seq=128, tokens_per_s=2.0,
                                   ref_tokens_per_s=1.0, ratio=2.0, first_forward_s=0.1, ref_first_forward_s=0.2,
                                   logits_rel_err=0.0, argmax_agree=1.0)])
-    paths = []
-    for i, d in enumerate([part("a", "d1"), part("b", "d2"), part("a", "d3"), part("c", "d4", runs=1)]):
-        paths.append(str(tmp_path / f"p{i}.json"))
-        with open(paths[-1], "w") as f:
-            json.dump(d, f)
+    paths = _written(tmp_path, [part("a", "d1"), part("b", "d2"), part("a", "d3"), part("c", "d4", runs=1)])
     out = str(tmp_path / "m.json")
     assert cli.main(["model-bench", "--merge", paths[0], paths[1], "--json", out]) == 0
     doc = json.load(open(out))
@@ -190,11 +195,7 @@ def test_merge_gives_timed_records_a_later_logits_check(tmp_path, capsys):
                                          ours_wide_argmax_agree=0.9, wide="float32")
     check = dict(schema="tilegemm.model/1", environment=dict(date="d2", gpu=dict(name="G")), runs=3, modes=[],
                  plan=plan, records=[], accuracy=[entry(64, 0.0, 1.0), entry(128, 0.01, 0.95), entry(1, 0.03, 1.0)])
-    paths = []
-    for i, d in enumerate([timed, check]):
-        paths.append(str(tmp_path / f"p{i}.json"))
-        with open(paths[-1], "w") as f:
-            json.dump(d, f)
+    paths = _written(tmp_path, [timed, check])
     out = str(tmp_path / "m.json")
     assert cli.main(["model-bench", "--merge", paths[0], paths[1], "--json", out]) == 0
     doc = json.load(open(out))
