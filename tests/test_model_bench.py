@@ -45,6 +45,33 @@ def test_model_bench_on_a_tiny_model(tmp_path, capsys):
     assert (tmp_path / "model.png").stat().st_size > 10_000
     assert cli.main(["model-bench", "--modes", "graph"]) == 2  # CUDA graphs need a GPU: one line, no traceback
     assert cli.main(["model-bench", "--no-timing", "--modes", "eager"]) == 2
+    assert cli.main(["model-bench", "--no-timing", "--merge", str(path), "--json", str(path)]) == 2
+
+
+def test_the_logits_check_comes_after_the_timing_and_a_failed_one_is_said(monkeypatch):
+    """The check runs after the timed phases (its forwards would otherwise make the plans that the
+    first forward is timed making), and a check that fails (out of memory for the wide copy, say)
+    is an entry with its error, said in the report, while the timing stands."""
+    from tilegemm.bench import model as mb
+
+    net = mb.build(mb.TINY, None, "cpu", torch.float32)
+    calls = []
+    timing = mb._phases
+    monkeypatch.setattr(mb, "_phases", lambda *a: (calls.append("timing"), timing(*a))[1])
+
+    def check(*a, **k):
+        calls.append("check")
+        raise MemoryError("the wide copy")
+
+    monkeypatch.setattr(mb, "accuracy", check)
+    got = []
+    plan = dict(mb.CPU_PLAN, prefill=[(1, 8)], decode=[1])
+    recs = mb.measure("tiny", net, plan, ["eager"], 1, "cpu", progress=lambda s: None, on_accuracy=got.append)
+    assert calls == ["timing", "check"] and len(recs) == 2 and all(r["tokens_per_s"] > 0 for r in recs)
+    assert got == [[dict(model="tiny", error="MemoryError: the wide copy")]]
+    assert all("logits_rel_err" not in r for r in recs)
+    text = mb.render(dict(records=recs, accuracy=got[0], runs=1))
+    assert "tiny: the logits check did not run: MemoryError: the wide copy" in text and "on one input" not in text
 
 
 def test_the_logits_check_sees_a_wrong_product(monkeypatch):
@@ -209,6 +236,18 @@ def test_merge_gives_timed_records_a_later_logits_check(tmp_path, capsys):
     capsys.readouterr()
     assert cli.main(["model-bench", "--merge", paths[1], paths[1], "--json", out]) == 2
     assert capsys.readouterr().err.strip() == "tilegemm model-bench --merge: a is checked in parts 1 and 2"
+    # a model timed before the check existed, beside one checked: its one input's line stays
+    old = dict(timed, records=[dict(rec("prefill", 64), model="b")], parts=[dict(models=["b"], date="d0")])
+    both = model.merge([doc, old])
+    text = model.render(both)
+    assert "| a | 1×64 | 0.00e+00 |" in text
+    assert "Prefill logits against torch's on one input: b: relative error 0.00e+00" in text
+    # a part that is no result: one line
+    (tmp_path / "x").mkdir()
+    (bad,) = _written(tmp_path / "x", [[1, 2]])
+    assert cli.main(["model-bench", "--merge", bad, paths[0], "--json", out]) == 2
+    assert capsys.readouterr().err.strip() == \
+        "tilegemm model-bench --merge: part 1 is not a `tilegemm model-bench` result (a JSON list)"
 
 
 def test_a_run_is_the_median_of_its_calls_sized_by_a_warm_pair():

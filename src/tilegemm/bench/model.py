@@ -23,8 +23,9 @@ second):
   mode: warm-up and capture), on both;
 - the logits of one forward at every input the phases run (each prefill's; a decode batch's prompt
   and one token): relative error and argmax agreement against torch's, and each side's against
-  the same model in FP32 (torch, TF32 off), the size of BF16's own rounding (`--no-timing`: this
-  check alone, joined to a timed run by `--merge`).
+  the same model in FP32 (torch, TF32 off as torch's default has it), the size of BF16's own
+  rounding; made after the timing (`--no-timing`: this check alone, joined to a timed run by
+  `--merge`).
 Records: model, phase, mode, batch, seq, tokens_per_s, ref_tokens_per_s, ratio, calls_per_run,
 first_forward_s, ref_first_forward_s, logits_rel_err and argmax_agree (its input's; a decode
 phase's, the worse of its two), counts (products on tilegemm and on torch in our first call);
@@ -87,9 +88,11 @@ def _timed(fn, device) -> float:
 
 def measure(name: str, model, plan: dict, modes, runs: int, device, progress=print, on_record=None,
             on_accuracy=None) -> list[dict]:
-    """The logits check at every input of the plan (`accuracy`), then every phase of the plan in
-    every mode, on one model; `on_accuracy(acc)` with the check's entries, `on_record(rec)` as each
-    record is made. A record's logits_rel_err and argmax_agree are its own input's (`_logits_of`)."""
+    """Every phase of the plan in every mode, then the logits check at every input of the plan
+    (`accuracy`; after the timing, so that no first forward finds its shapes' plans made), on one
+    model; `on_record(rec)` as each record is made, `on_accuracy(acc)` with the check's entries
+    once the records have taken their own input's figures (`_logits_of`). A check that fails is
+    one entry with its error; the timing stands."""
     import torch
 
     vocab = model.config.vocab_size
@@ -100,16 +103,23 @@ def measure(name: str, model, plan: dict, modes, runs: int, device, progress=pri
     def ids(batch, seq):
         return torch.randint(0, vocab, (batch, seq), generator=g).to(device)
 
-    acc = accuracy(name, model, checked_inputs(plan), ids, device, progress)
-    if on_accuracy:
-        on_accuracy(acc)
     for mode in modes:
         try:
-            _phases(name, model, plan, mode, runs, device, ids, acc, progress, recs, keep)
+            _phases(name, model, plan, mode, runs, device, ids, progress, recs, keep)
         except Exception as e:  # noqa: BLE001  (one mode failing is recorded; the other stands)
             recs.append(dict(model=name, mode=mode, error=f"{type(e).__name__}: {e}"[:400]))
             keep(recs[-1])
             progress(f"{name} {mode}: {recs[-1]['error']}")
+    try:
+        acc = accuracy(name, model, checked_inputs(plan), ids, device, progress)
+    except Exception as e:  # noqa: BLE001  (out of memory for the wide copy, say: said, not raised)
+        acc = [dict(model=name, error=f"{type(e).__name__}: {e}"[:400])]
+        progress(f"{name} logits check: {acc[0]['error']}")
+    for r in recs:
+        if "phase" in r:
+            r.update(_logits_of(r["phase"], r["batch"], r["seq"], acc))
+    if on_accuracy:
+        on_accuracy(acc)
     return recs
 
 
@@ -124,10 +134,12 @@ def checked_inputs(plan: dict) -> list[tuple[int, int]]:
 
 def accuracy(name: str, model, inputs, ids, device, progress=print) -> list[dict]:
     """One forward (no cache) at each input, patched against torch's, and each against the same
-    model in a wider dtype (FP32, TF32 off; FP64 for an FP32 model): that is BF16's own rounding,
-    the scale beside which a difference from torch's is read. Each entry: model, batch, seq,
-    rel_err and argmax_agree (ours against torch's), ref_wide_rel_err and ref_wide_argmax_agree
-    (torch's against the wide model's), ours_wide_rel_err and ours_wide_argmax_agree, wide (dtype)."""
+    model in a wider dtype (FP32; FP64 for an FP32 model): the rounding of the model's own dtype,
+    the scale beside which a difference from torch's is read. The caller's TF32 setting is left
+    as it is (torch's default, and the CLI's: off) and said in `wide` where it is on. Each entry:
+    model, batch, seq, rel_err and argmax_agree (ours against torch's), ref_wide_rel_err and
+    ref_wide_argmax_agree (torch's against the wide model's), ours_wide_rel_err and
+    ours_wide_argmax_agree, wide."""
     import copy
 
     import torch
@@ -135,14 +147,15 @@ def accuracy(name: str, model, inputs, ids, device, progress=print) -> list[dict
     import tilegemm
 
     wide_dtype = torch.float64 if model.dtype == torch.float32 else torch.float32
+    label = str(wide_dtype).removeprefix("torch.")
+    if wide_dtype == torch.float32 and str(device).startswith("cuda") and torch.backends.cuda.matmul.allow_tf32:
+        label += " (TF32)"
     wide = copy.deepcopy(model).to(wide_dtype)
-    tf32 = torch.backends.cuda.matmul.allow_tf32
     rel = lambda a, b: float(torch.linalg.vector_norm(a - b, dtype=torch.float64)  # noqa: E731
                              / torch.linalg.vector_norm(b, dtype=torch.float64))
     agree = lambda a, b: float((a.argmax(-1) == b.argmax(-1)).double().mean())  # noqa: E731
     out = []
     try:
-        torch.backends.cuda.matmul.allow_tf32 = False
         for batch, seq in inputs:
             x = ids(batch, seq)
             with torch.no_grad():
@@ -153,14 +166,13 @@ def accuracy(name: str, model, inputs, ids, device, progress=print) -> list[dict
             out.append(dict(model=name, batch=batch, seq=seq, rel_err=rel(got, ref), argmax_agree=agree(got, ref),
                             ref_wide_rel_err=rel(ref, w), ref_wide_argmax_agree=agree(ref, w),
                             ours_wide_rel_err=rel(got, w), ours_wide_argmax_agree=agree(got, w),
-                            wide=str(wide_dtype).removeprefix("torch.")))
+                            wide=label))
             e = out[-1]
             progress(f"{name} logits at {batch}×{seq}: against torch's {e['rel_err']:.2e} "
                      f"(argmax {e['argmax_agree']:.4f}); against {e['wide']}: torch's {e['ref_wide_rel_err']:.2e}, "
                      f"ours {e['ours_wide_rel_err']:.2e}")
             del x, w, ref, got
     finally:
-        torch.backends.cuda.matmul.allow_tf32 = tf32
         del wide
         if str(device).startswith("cuda"):
             torch.cuda.empty_cache()
@@ -171,13 +183,13 @@ def _logits_of(phase: str, batch: int, seq: int, acc: list[dict]) -> dict:
     """A record's logits_rel_err and argmax_agree: its input's (a decode phase's, the worse of its
     prompt's and its one-token step's); {} where the check has none of them."""
     want = {(batch, seq)} if phase == "prefill" else {(batch, seq), (batch, 1)}
-    mine = [a for a in acc if (a["batch"], a["seq"]) in want]
+    mine = [a for a in acc if "error" not in a and (a["batch"], a["seq"]) in want]
     if not mine:
         return {}
     return dict(logits_rel_err=max(a["rel_err"] for a in mine), argmax_agree=min(a["argmax_agree"] for a in mine))
 
 
-def _phases(name, model, plan, mode, runs, device, ids, acc, progress, recs, keep) -> None:
+def _phases(name, model, plan, mode, runs, device, ids, progress, recs, keep) -> None:
     """Every phase of the plan in one mode. Eager: the model's own forward and `generate`, called
     back to back. Graph: each phase's work captured in CUDA graphs (one set on tilegemm, one on
     torch) and replayed; decode then runs greedily on a static KV cache (`_static_decode`)."""
@@ -188,8 +200,7 @@ def _phases(name, model, plan, mode, runs, device, ids, acc, progress, recs, kee
     for phase, batch, seq, tokens in phases:
         with torch.no_grad():
             rec = _phase(model, phase, mode, ids(batch, seq), plan["new"], runs, device)
-        recs.append(dict(model=name, phase=phase, mode=mode, batch=batch, seq=seq, **_logits_of(phase, batch, seq, acc),
-                         **_rates(tokens, **rec)))
+        recs.append(dict(model=name, phase=phase, mode=mode, batch=batch, seq=seq, **_rates(tokens, **rec)))
         keep(recs[-1])
         shape = f"{batch}×{seq}" if phase == "prefill" else f"batch {batch}"
         progress(f"{name} {phase} {shape} {mode}: ratio {recs[-1]['ratio']:.3f}")
@@ -427,12 +438,16 @@ def render(doc: dict, plot: str | None = None) -> str:
                    f"({r['ref_first_forward_s']:.2f}) |")
     errs = [r for r in doc.get("records", []) if "error" in r]
     out += [f"\n{r['model']} {r['mode']}: did not run: {r['error']}" for r in errs]
-    if doc.get("accuracy"):
-        out += ["", _accuracy_table(doc["accuracy"])]
-    elif recs:  # a run made before session 68 checked one input, prefill 1×512
-        seen = {}
-        for r in recs:
+    acc = doc.get("accuracy", [])
+    if [a for a in acc if "error" not in a]:
+        out += ["", _accuracy_table([a for a in acc if "error" not in a])]
+    out += [f"\n{a['model']}: the logits check did not run: {a['error']}" for a in acc if "error" in a]
+    checked = {a["model"] for a in acc}
+    seen = {}
+    for r in recs:  # a model timed before session 68 and not checked since: its one input, prefill 1×512
+        if r["model"] not in checked and "logits_rel_err" in r:
             seen.setdefault(r["model"], r)
+    if seen:
         out += ["", "Prefill logits against torch's on one input: " + "; ".join(
             f"{m}: relative error {r['logits_rel_err']:.2e}, argmax agreement {r['argmax_agree']:.4f}"
             for m, r in seen.items()) + "."]
@@ -444,8 +459,9 @@ def render(doc: dict, plot: str | None = None) -> str:
 def _accuracy_table(acc: list[dict]) -> str:
     """The logits check as a table: an input a row, ours against torch's and each against the wide model."""
     wide = "/".join(dict.fromkeys(a["wide"].upper().replace("FLOAT", "FP") for a in acc))
+    how = "torch" if "TF32" in wide else "torch, TF32 off"
     out = [f"Logits of one forward (no cache) at each input the phases run (a decode phase: its prompt and one "
-           f"token), ours against torch's, and each against the same model in {wide} (torch, TF32 off): the "
+           f"token), ours against torch's, and each against the same model in {wide} ({how}): the "
            "rounding of the model's own dtype, beside which the difference from torch's is read. Target (issue 23): "
            "relative error ≤ 2e-2 and argmax agreement ≥ 0.99 against torch's.", "",
            f"| model | batch × seq | against torch: rel. error | argmax agreement | torch against {wide}: rel. error "
@@ -507,14 +523,17 @@ def merge(docs: list[dict]) -> dict:
     in two, is refused."""
     if not docs:
         raise ValueError("nothing to merge")
-    timed_docs = [d for d in docs if d.get("records")]
+    for i, d in enumerate(docs):
+        if not isinstance(d, dict) or d.get("schema") != "tilegemm.model/1":
+            what = f"schema {d.get('schema')!r}" if isinstance(d, dict) else f"a JSON {type(d).__name__}"
+            raise ValueError(f"part {i + 1} is not a `tilegemm model-bench` result ({what})")
+    first = next((i for i, d in enumerate(docs) if d.get("records")), 0)  # the first timed part
     timed, checked = {}, {}
     for i, d in enumerate(docs):
-        if d.get("schema") != "tilegemm.model/1":
-            raise ValueError(f"part {i + 1} is not a `tilegemm model-bench` result (schema {d.get('schema')!r})")
-        if d.get("plan") != docs[0].get("plan") or (d.get("records") and any(
-                d.get(k) != timed_docs[0].get(k) for k in ("runs", "modes"))):
+        if d.get("plan") != docs[0].get("plan"):
             raise ValueError(f"part {i + 1} ran another plan than part 1 (runs, modes, plan)")
+        if d.get("records") and any(d.get(k) != docs[first].get(k) for k in ("runs", "modes")):
+            raise ValueError(f"part {i + 1} ran another plan than part {first + 1} (runs, modes, plan)")
         if (d.get("environment", {}).get("gpu") or {}).get("name") != \
                 (docs[0].get("environment", {}).get("gpu") or {}).get("name"):
             raise ValueError(f"part {i + 1} ran on another GPU than part 1")
@@ -537,10 +556,13 @@ def merge(docs: list[dict]) -> dict:
                                     + [a["model"] for a in d.get("accuracy", [])]))
         part = dict(models=models, date=d.get("environment", {}).get("date"))
         parts.append(part if d.get("records") else dict(part, logits_only=True))
-    return dict(timed_docs[0] if timed_docs else docs[0], records=records, accuracy=acc, parts=parts)
+    return dict(docs[first], records=records, accuracy=acc, parts=parts)
 
 
 def cli_model_bench(args) -> int:
+    if args.merge and args.no_timing:
+        print("tilegemm model-bench: --merge joins results and runs nothing: drop --no-timing", file=sys.stderr)
+        return 2
     if args.merge:
         return results.merge_files("model-bench", args.merge, args.json, merge)
     try:
