@@ -58,7 +58,7 @@ def test_patch_counts_falls_back_and_undoes():
     with tilegemm.patch(m) as p:
         assert torch.allclose(m(x), ref, rtol=1e-5, atol=1e-6)
         assert p.counts == {"tilegemm": 2, "torch": 0}  # two Linear layers; the @ is left to torch
-    assert "forward" not in vars(m.up)  # undone on exit
+    assert type(m.up) is torch.nn.Linear and "forward" not in vars(m.up)  # undone on exit: its class back
     with tilegemm.patch(m, matmul=True) as p:
         assert torch.allclose(m(x), ref, rtol=1e-5, atol=1e-6)
         assert p.counts == {"tilegemm": 3, "torch": 0}  # and the @
@@ -84,9 +84,11 @@ def test_patched_gradients_match_torch():
     want = [t.grad.clone() for t in (x, m.up.weight, m.up.bias, m.down.weight)]
     for t in (x, m.up.weight, m.up.bias, m.down.weight):
         t.grad = None
+    before = torchop.COUNTS["tilegemm"]
     with tilegemm.patch(m, matmul=True) as p:
         m(x).square().sum().backward()
-        assert p.counts["tilegemm"] >= 3 + 4  # forward, and backward's products on tilegemm too
+        assert p.counts == {"tilegemm": 3, "torch": 0}  # the forward's products
+        assert torchop.COUNTS["tilegemm"] - before >= 3 + 4  # the operators': the backward's on tilegemm too
     for t, w in zip((x, m.up.weight, m.up.bias, m.down.weight), want):
         assert torch.allclose(t.grad, w, rtol=1e-10, atol=1e-12)
 
@@ -102,6 +104,155 @@ def test_compile_traces_the_operators_without_a_graph_break():
         assert torch.allclose(y, ref, rtol=1e-5, atol=1e-6) and p.counts["tilegemm"] == 2
         y.sum().backward()
         assert m.up.weight.grad is not None
+
+
+def test_patch_leaves_a_forward_set_on_a_layer_and_counts_it_as_torch():
+    """A hook library (accelerate) replaces a layer's forward on the instance: patch keeps it, and
+    undo does not remove it."""
+    torch.manual_seed(0)
+    m, x = _Tiny(), torch.randn(3, 8)
+    ran, inner = [], m.up.forward
+    m.up.forward = lambda t: ran.append(1) or inner(t)
+    with tilegemm.patch(m) as p:
+        m(x)
+    assert ran == [1] and p.counts == {"tilegemm": 1, "torch": 1}
+    assert "forward" in vars(m.up) and type(m.down) is torch.nn.Linear
+
+
+def test_patches_nest_each_undoing_its_own():
+    """A layer patched already stays its patch's: a second patch neither routes nor undoes it."""
+    torch.manual_seed(0)
+    m, x = _Tiny(), torch.randn(3, 8)
+    with tilegemm.patch(m.up) as outer:
+        with tilegemm.patch(m) as inner:
+            m(x)
+        assert type(m.up) is not torch.nn.Linear and type(m.down) is torch.nn.Linear  # inner undid only m.down
+        m(x)
+    assert type(m.up) is torch.nn.Linear
+    assert outer.counts == {"tilegemm": 2, "torch": 0} and inner.counts == {"tilegemm": 1, "torch": 0}
+
+
+def test_counts_are_the_models_own_and_stop_at_undo():
+    torch.manual_seed(0)
+    m, other, x = _Tiny(), _Tiny(), torch.randn(3, 8)
+    p = tilegemm.patch(m)
+    with tilegemm.patch(other):
+        other(x)
+    m(x)
+    with pytest.raises(RuntimeError):  # a product that fails is not counted
+        m(torch.randn(3, 7))
+    p.undo()
+    with tilegemm.patch(other):
+        other(x)
+    m(x)
+    assert p.counts == {"tilegemm": 2, "torch": 0}
+
+
+def test_copies_of_a_patched_model_are_the_model_as_it_was():
+    """deepcopy, pickle and torch.save of a patched model give it unpatched (loading needs no
+    tilegemm); a model patched with matmul=True holds the patch's hooks, so a copy is refused in one
+    line until undo."""
+    import copy
+    import io
+    import pickle
+
+    torch.manual_seed(0)
+    m, x = _Tiny(), torch.randn(3, 8)
+    want = m(x)
+    with tilegemm.patch(m) as p:
+        buf = io.BytesIO()
+        torch.save(m, buf)
+        copies = [copy.deepcopy(m), pickle.loads(pickle.dumps(m)), torch.load(io.BytesIO(buf.getvalue()),
+                                                                            weights_only=False)]
+    assert b"tilegemm" not in buf.getvalue()
+    for c in copies:
+        assert type(c.up) is torch.nn.Linear and type(c.down) is torch.nn.Linear
+        assert torch.equal(c(x), want)
+    assert p.counts == {"tilegemm": 0, "torch": 0}
+    with tilegemm.patch(m, matmul=True):
+        for copier in (copy.deepcopy, pickle.dumps):
+            with pytest.raises(TypeError, match="after undo"):
+                copier(m)
+    pickle.dumps(m)
+
+
+def test_autocast_casts_the_operands_as_torch_does():
+    """Under autocast a patched layer gets its operands in the autocast dtype (here BF16 on the
+    host, which torch runs), as nn.functional.linear does: the same dtype and values as torch's."""
+    torch.manual_seed(0)
+    m, x = _Tiny(), torch.randn(3, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        want = m(x)
+        with tilegemm.patch(m, matmul=True) as p:
+            got = m(x)
+    assert got.dtype is want.dtype is torch.bfloat16 and torch.equal(got, want)
+    assert p.counts == {"tilegemm": 0, "torch": 3}
+
+
+def test_trace_records_the_operator_not_a_constant():
+    torch.manual_seed(0)
+    m, x, x2 = _Tiny(), torch.randn(3, 8), torch.randn(3, 8)
+    for grad in (False, True):
+        with torch.set_grad_enabled(grad), tilegemm.patch(m):
+            traced = torch.jit.trace(m, x)
+        assert "tilegemm::linear" in str(traced.inlined_graph)
+        torch.testing.assert_close(traced(x2), m(x2), rtol=1e-5, atol=1e-6)
+
+
+def test_subclasses_and_function_transforms_run_on_torch():
+    """A tensor subclass (DTensor, a quantised weight) has rules of its own, and torch.func's
+    wrapped tensors no memory of their own: both go to torch, counted."""
+
+    class Sub(torch.Tensor):
+        pass
+
+    torch.manual_seed(0)
+    m, x = _Tiny(), torch.randn(3, 8)
+    want = m(x)
+    with torch.no_grad(), tilegemm.patch(m) as p:
+        got = m(x.as_subclass(Sub))
+    torch.testing.assert_close(got.as_subclass(torch.Tensor), want)
+    assert p.counts == {"tilegemm": 0, "torch": 2}
+    params = dict(m.named_parameters())
+    loss = lambda w: torch.func.functional_call(m, {**params, "up.weight": w}, (x,)).sum()  # noqa: E731
+    want_grad = torch.func.grad(loss)(params["up.weight"])
+    with tilegemm.patch(m) as p:
+        got_grad = torch.func.grad(loss)(params["up.weight"])
+        with torch.no_grad():
+            got_v = torch.func.vmap(m)(torch.stack([x, 2 * x]))
+    torch.testing.assert_close(got_grad, want_grad)
+    torch.testing.assert_close(got_v[1], m(2 * x))
+    assert p.counts == {"tilegemm": 0, "torch": 4}
+
+
+def test_matmul_mode_keeps_torchs_rules_and_the_mode_stack():
+    """bmm does not broadcast; a layer takes its input by torch's keyword; a pre-hook that raises
+    before the patch's leaves the caller's own torch function mode in place."""
+
+    class Bmm(torch.nn.Module):
+        def forward(self, a, b):
+            return torch.bmm(a, b)
+
+    bm = Bmm()
+    with tilegemm.patch(bm, matmul=True), pytest.raises(RuntimeError):
+        bm(torch.randn(2, 3, 4), torch.randn(1, 4, 5))
+    layer, x = torch.nn.Linear(8, 4), torch.randn(3, 8)
+    with tilegemm.patch(layer):
+        torch.testing.assert_close(layer(input=x), torch.nn.functional.linear(x, layer.weight, layer.bias))
+
+    class Mine(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    def refuse(module, args):
+        raise ValueError("refused")
+
+    m = _Tiny()
+    m.register_forward_pre_hook(refuse)
+    with tilegemm.patch(m, matmul=True), Mine():
+        with pytest.raises(ValueError, match="refused"):
+            m(torch.randn(3, 8))
+        assert torch.overrides._get_current_function_mode() is not None  # Mine, still there
 
 
 def test_gemm_with_grad_is_differentiable_or_refused():

@@ -10,27 +10,34 @@ GEMMs), and `patch(model)` routes a model's `nn.Linear` layers (and, opted in, i
     print(p.counts)                        # {'tilegemm': 128, 'torch': 2}: who ran each product
 
 A product tilegemm serves (float32/float64 on the host; float16, bfloat16, float32 and float64 on
-a CUDA GPU, operands of one dtype and device) runs on tilegemm; any other (bfloat16 on the host,
-mixed dtypes, …) runs on torch, and `counts` says how many went each way. In eager inference
-(no gradient to record, not being compiled) a patched layer calls tilegemm directly, without the
-operator's dispatch; a call that must record a gradient or is being traced goes through the
-operator. Importing this module imports torch: `tilegemm.patch` imports it on first use.
+a CUDA GPU, plain tensors of one dtype and device) runs on tilegemm; any other (bfloat16 on the
+host, mixed dtypes, a tensor subclass, a product inside a `torch.func` transform) runs on torch,
+and `counts` says how many of the model's forward products went each way. Under autocast a layer's
+operands are cast to the autocast dtype first, as `nn.functional.linear`'s are. In eager inference
+(no gradient to record, not being compiled or traced) a patched layer calls tilegemm directly,
+without the operator's dispatch; a call that must record a gradient or is being compiled or traced
+goes through the operator (whose backward's products `COUNTS` counts). Importing this module
+imports torch: `tilegemm.patch` imports it on first use.
 """
 
 from __future__ import annotations
 
+import copyreg
 from typing import Optional
 
 import torch
 
 from . import api, arrays, dispatch
 
-COUNTS = {"tilegemm": 0, "torch": 0}  # every product the operators and patched layers ran, by who ran it
+COUNTS = {"tilegemm": 0, "torch": 0}  # every product the operators ran (a patch counts its model's own), by who ran it
 
 
 _HOST = frozenset((torch.float32, torch.float64))
 _fast_linear = dispatch.fast_linear
 _CUDA = frozenset((torch.float16, torch.bfloat16, torch.float32, torch.float64))
+_PLAIN = (torch.Tensor, torch.nn.Parameter)  # a subclass (DTensor, a quantised weight) has its own rules: torch's
+_compiling, _tracing = torch.compiler.is_compiling, torch._C._is_tracing
+_any_autocast, _functorch = torch._C._is_any_autocast_enabled, torch._C._are_functorch_transforms_active
 
 
 def served(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -38,38 +45,47 @@ def served(a: torch.Tensor, b: torch.Tensor) -> bool:
     (Asked before every patched layer's product: dtypes and layouts are singletons, compared by
     identity; devices by index and kind, without building torch.device objects.)"""
     dtype = a.dtype
-    if dtype is not b.dtype or a.layout is not torch.strided or b.layout is not torch.strided:
+    if (dtype is not b.dtype or type(a) not in _PLAIN or type(b) not in _PLAIN or a.layout is not torch.strided
+            or b.layout is not torch.strided):
         return False
     if a.is_cuda:
         return b.is_cuda and a.get_device() == b.get_device() and dtype in _CUDA
     return a.is_cpu and b.is_cpu and dtype in _HOST
 
 
-def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+def _matmul(a: torch.Tensor, b: torch.Tensor, counts: dict = COUNTS) -> torch.Tensor:
     """a @ b on tilegemm where it serves them, else on torch (the operator's body runs it under
-    no_grad; the eager path calls it only where nothing requires grad)."""
-    if served(a, b):
-        COUNTS["tilegemm"] += 1
-        return api.matmul(a, b)
-    COUNTS["torch"] += 1
-    return torch.matmul(a, b)
+    no_grad; the eager path calls it only where nothing requires grad), counted in `counts` once
+    it has run."""
+    who = "tilegemm" if served(a, b) else "torch"
+    c = api.matmul(a, b) if who == "tilegemm" else torch.matmul(a, b)
+    counts[who] += 1
+    return c
 
 
-def _linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
+def _linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], counts: dict = COUNTS) -> torch.Tensor:
     """x @ weight.T (+ bias), as nn.functional.linear, on tilegemm where it serves them (no
-    gradient recorded: as _matmul). On the tensor cores a bias that is a contiguous row of x's
-    dtype on x's device is added in the kernel's epilogue (`dispatch.linear_bias`); any other
-    bias, and any on the SIMT path, by torch after the product. A repeated call (x's shape and
-    strides, the weight's and the bias's, their dtype and device) goes by its linear plan
-    (`dispatch.fast_linear`): no view is made of either."""
+    gradient recorded: as _matmul), counted in `counts` once it has run. A repeated call (x's
+    shape and strides, the weight's and the bias's, their dtype and device) goes by its linear
+    plan (`dispatch.fast_linear`): no view is made of either."""
     y = _fast_linear(x, weight, bias)
     if y is not None:
-        COUNTS["tilegemm"] += 1
+        counts["tilegemm"] += 1
         return y
     if not served(x, weight):
-        COUNTS["torch"] += 1
-        return torch.nn.functional.linear(x, weight, bias)
-    COUNTS["tilegemm"] += 1
+        y = torch.nn.functional.linear(x, weight, bias)
+        counts["torch"] += 1
+        return y
+    y = _linear_on_tilegemm(x, weight, bias)
+    counts["tilegemm"] += 1
+    return y
+
+
+def _linear_on_tilegemm(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
+    """_linear where no plan serves the call (its first of its kind on a GPU; every call on the
+    host). On the tensor cores a bias that is a contiguous row of
+    x's dtype on x's device is added in the kernel's epilogue (`dispatch.linear_bias`); any other
+    bias, and any on the SIMT path, by torch after the product."""
     flat = x.dim() == 2
     rows, wt = x if flat else x.reshape(-1, x.shape[-1]), weight.t()  # a view for a contiguous activation
     kern = None if bias is None else _epilogue(x, rows, wt, bias)
@@ -183,66 +199,163 @@ linear.register_autograd(_linear_backward, setup_context=_linear_setup)
 
 
 def _needs_operator(*tensors) -> bool:
-    """A call that must record a gradient, or is being traced by torch.compile, goes through the
-    operator; eager inference calls tilegemm directly (the operator's dispatch costs microseconds)."""
-    if torch.compiler.is_compiling():
+    """A call that must record a gradient, or is being compiled or traced (torch.jit.trace records
+    the operator; a direct call would be recorded as a constant), goes through the operator; eager
+    inference calls tilegemm directly (the operator's dispatch costs microseconds)."""
+    if _compiling() or _tracing():
         return True
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def _autocast(device: torch.device, *tensors):
+    """The operands as autocast gives them to nn.functional.linear, torch.matmul and bmm where it
+    is on for their device (floating tensors in its dtype), else as they are."""
+    kind = device.type
+    if not torch.is_autocast_enabled(kind):
+        return tensors
+    dtype = torch.get_autocast_dtype(kind)
+    return tuple(t.to(dtype) if t is not None and t.is_floating_point() and t.dtype is not dtype else t
+                 for t in tensors)
 
 
 # ---- patch(model) -----------------------------------------------------------------------------------
 
 
 class _MatmulMode(torch.overrides.TorchFunctionMode):
-    """Inside a patched model's forward: torch.matmul, torch.bmm and `@` on tensors through tilegemm."""
+    """Inside a patched model's forward: torch.matmul, torch.bmm and `@` on tensors through tilegemm,
+    counted in the patch's counts."""
 
     FUNCS = {torch.matmul, torch.bmm, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.Tensor.bmm}
+    BMM = (torch.bmm, torch.Tensor.bmm)
+
+    def __init__(self, counts: dict):
+        super().__init__()
+        self.counts = counts
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func in self.FUNCS and len(args) == 2 and not kwargs and all(isinstance(x, torch.Tensor) for x in args):
             a, b = args
-            if func in (torch.bmm, torch.Tensor.bmm) and (a.dim() != 3 or b.dim() != 3):
-                return func(*args)  # torch's own error for bmm's shape rule
-            if _needs_operator(a, b):
-                return matmul(a, b)
-            return _matmul(a, b)
+            if func in self.BMM and (a.dim() != 3 or b.dim() != 3 or a.shape[0] != b.shape[0]):
+                return func(*args)  # torch's own error for bmm's shape rule (no broadcasting)
+            if _any_autocast():
+                a, b = _autocast(a.device, a, b)
+            if _functorch():
+                c = torch.matmul(a, b)
+                self.counts["torch"] += 1
+            elif _needs_operator(a, b):
+                c = matmul(a, b)
+                self.counts["tilegemm" if served(a, b) else "torch"] += 1
+            else:
+                c = _matmul(a, b, self.counts)
+            return c
         return func(*args, **kwargs)
 
 
+class _ModeHooks:
+    """The hooks that put a model's forward (patched with matmul=True) in _MatmulMode. The model
+    holds them while patched: a copy then would take the mode with it, so copying is refused."""
+
+    def __init__(self, counts: dict):
+        self.mode = _MatmulMode(counts)
+
+    def enter(self, module, args):  # a pre-hook's return value would replace the arguments: None
+        self.mode.__enter__()
+
+    def leave(self, module, args, out):
+        self.mode.__exit__(None, None, None)
+
+    def __reduce__(self):
+        raise TypeError("tilegemm.patch(model, matmul=True): the model holds the patch's hooks until undo(); "
+                        "copy, pickle or save it after undo (a model patched without matmul=True copies as it was)")
+
+
+def _forward(self, input):
+    """nn.Linear.forward on tilegemm: the patched layer's class has this forward."""
+    try:  # what self.weight and self.bias give (Module.__getattr__ reads _parameters first), without
+        # its two Python calls; a parametrized or re-registered weight is not there: asked for by name
+        params = self._parameters
+        weight, bias = params["weight"], params["bias"]
+    except KeyError:
+        weight, bias = self.weight, self.bias
+    counts = self._tilegemm_counts
+    if _any_autocast():
+        input, weight, bias = _autocast(input.device, input, weight, bias)
+    if _functorch():  # vmap, grad, jacrev: their wrapped tensors have no memory of their own to hand a kernel
+        y = torch.nn.functional.linear(input, weight, bias)
+        counts["torch"] += 1
+        return y
+    if _needs_operator(input, weight, bias):
+        y = linear(input, weight, bias)
+        counts["tilegemm" if served(input, weight) else "torch"] += 1
+        return y
+    return _linear(input, weight, bias, counts)
+
+
+def _reduce_unpatched(self, protocol):
+    """A copy of a patched layer (copy.deepcopy, pickle, torch.save) is of the layer as it was:
+    its own class, unpatched, made as protocols 0 and 1 make an object (copyreg, so that loading
+    it needs no tilegemm)."""
+    rv = super(type(self), self).__reduce_ex__(protocol)
+    return (copyreg._reconstructor, (type(self)._tilegemm_base, object, None), *rv[2:])
+
+
+def _routes_linear(module: torch.nn.Module) -> bool:
+    """Does the layer run nn.Linear's forward, as its class's (a subclass that keeps it)? One with
+    a forward of its own, in its class or set on it (a hook library's wrapper), is left as it is."""
+    return type(module).forward is torch.nn.Linear.forward and "forward" not in vars(module)
+
+
 class Patch:
-    """What `patch(model)` did, and how to undo it. A context manager: the model is unpatched on exit."""
+    """What `patch(model)` did, and how to undo it. A context manager: the model is unpatched on exit.
+
+    Each nn.Linear the model holds (not one patched already: that one stays its patch's) gets a
+    subclass of its class whose forward runs on tilegemm; undo gives each its class back. Copies
+    made meanwhile (deepcopy, pickle) are of the model as it was. Linear layers with a forward of
+    their own run as they are, and are counted as torch's."""
 
     def __init__(self, model: torch.nn.Module, matmul_too: bool):
         self.model, self.layers, self.hooks = model, [], []
-        self.start = dict(COUNTS)
+        self._live = {"tilegemm": 0, "torch": 0}
+        self._frozen = None
+        classes = {}
         for module in model.modules():
-            if type(module) is torch.nn.Linear or (isinstance(module, torch.nn.Linear) and "forward" not in vars(type(module))):
-                module.forward = _patched_forward.__get__(module)
-                self.layers.append(module)
+            if not isinstance(module, torch.nn.Linear) or hasattr(type(module), "_tilegemm_base"):
+                continue
+            if not _routes_linear(module):
+                self.hooks.append(module.register_forward_hook(self._ran_on_torch))
+                continue
+            base = type(module)
+            if base not in classes:
+                classes[base] = type(base.__name__, (base,), dict(
+                    forward=_forward, __reduce_ex__=_reduce_unpatched, __module__=base.__module__,
+                    _tilegemm_base=base, _tilegemm_counts=self._live))
+            module.__class__ = classes[base]
+            self.layers.append(module)
         if matmul_too:
-            mode = _MatmulMode()
+            hooks = _ModeHooks(self._live)  # entered before the model's other pre-hooks (one that raises would
+            # leave it unentered, and leave, which runs even then, would pop another mode), left after its hooks
+            self.hooks.append(model.register_forward_pre_hook(hooks.enter, prepend=True))
+            self.hooks.append(model.register_forward_hook(hooks.leave, always_call=True))
 
-            def enter(module, args):  # a hook's return value would replace the arguments: return None
-                mode.__enter__()
-
-            def leave(module, args, out):
-                mode.__exit__(None, None, None)
-
-            self.hooks.append(model.register_forward_pre_hook(enter))
-            self.hooks.append(model.register_forward_hook(leave, always_call=True))  # popped even if forward raises
+    def _ran_on_torch(self, module, args, out):
+        self._live["torch"] += 1
 
     @property
     def counts(self) -> dict:
-        """Products since the patch: how many ran on tilegemm, how many on torch."""
-        return {k: COUNTS[k] - self.start[k] for k in COUNTS}
+        """The model's forward products since the patch, until undo: how many ran on tilegemm, how
+        many on torch. (A gradient's products run where their forward ran; torchop.COUNTS has them.)"""
+        return dict(self._live if self._frozen is None else self._frozen)
 
     def undo(self) -> None:
         for module in self.layers:
-            vars(module).pop("forward", None)
+            if getattr(type(module), "_tilegemm_counts", None) is self._live:
+                module.__class__ = type(module)._tilegemm_base
         for h in self.hooks:
             h.remove()
         self.layers, self.hooks = [], []
+        if self._frozen is None:
+            self._frozen = dict(self._live)
 
     def __enter__(self):
         return self
@@ -250,18 +363,6 @@ class Patch:
     def __exit__(self, *exc):
         self.undo()
         return False
-
-
-def _patched_forward(self, x):
-    try:  # what self.weight and self.bias give (Module.__getattr__ reads _parameters first), without
-        # its two Python calls; a parametrized or re-registered weight is not there: asked for by name
-        params = self._parameters
-        weight, bias = params["weight"], params["bias"]
-    except KeyError:
-        weight, bias = self.weight, self.bias
-    if _needs_operator(x, weight, bias):
-        return linear(x, weight, bias)
-    return _linear(x, weight, bias)
 
 
 def patch(model: torch.nn.Module, *, matmul: bool = False) -> Patch:
