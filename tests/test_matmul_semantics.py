@@ -97,6 +97,31 @@ def test_dtype_errors_name_the_dtypes():
         tilegemm.matmul(np.ones((2, 2, 3), np.float32), np.ones(3, np.float64))
 
 
+@pytest.mark.parametrize("kernel", ["auto", "cpu_naive", "cpu_blas"])
+@pytest.mark.parametrize("sa,sb", [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((4,), (4, 5))])
+def test_the_other_byte_order_is_read_and_written(sa, sb, kernel):
+    """Big-endian arrays (as read from a file written elsewhere) go in and out as np.matmul takes
+    them, on every host kernel: the inputs read in this machine's order, out= written in its own."""
+    a, b = (x.astype(x.dtype.newbyteorder(">")) for x in _operands(sa, sb, "float32", seed=4))
+    want = np.matmul(a, b)
+    np.testing.assert_allclose(tilegemm.matmul(a, b, kernel=kernel), want, rtol=1e-5, atol=1e-6)
+    out = np.full(want.shape, np.nan, a.dtype)
+    assert tilegemm.matmul(a, b, kernel=kernel, out=out) is out
+    assert out.dtype.byteorder == ">" and np.allclose(out, want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ShapeError):
+        tilegemm.matmul(a, b, kernel=kernel, out=np.empty((7,), a.dtype))
+
+
+def test_a_numpy_scalar_is_0d_and_a_dtype_served_only_on_a_gpu_is_a_type_error():
+    with pytest.raises(ShapeError, match="at least one dimension"):
+        tilegemm.matmul(np.float32(2.0), np.ones(3, np.float32))
+    if tilegemm._cuda.has_gpu():
+        return
+    for a in (np.ones((2, 3), np.float16), torch.ones(2, 3, dtype=torch.bfloat16)):
+        with pytest.raises(DTypeError, match="runs on a CUDA GPU"):
+            tilegemm.matmul(a, a.T)
+
+
 def test_nd_call_keeps_its_inner_calls_plan_under_its_own_key():
     """After an N-D (or 1-D) matmul of torch CUDA tensors ran as one planned call on views of its
     operands, `dispatch.remember_view` keeps that plan under the call's own key with the result's

@@ -277,6 +277,56 @@ def test_interpreter_gemv_form(interpreter_results):
     assert {r["shape"][0] for r in mine} == {1, 2, 3, 4}
 
 
+GEMM_REFUSALS = textwrap.dedent(r"""
+    import json
+    import numpy as np, torch, tilegemm
+    h = lambda *s: torch.randn(*s).half()  # noqa: E731
+    a, b = h(256, 256), h(256, 256)
+    ro = np.zeros((4, 4), np.float16)
+    ro.flags.writeable = False
+    calls = {
+        "c is a": lambda: tilegemm.gemm(a, b, c=a),
+        "c is a view of b": lambda: tilegemm.gemm(a, b, c=b[:, :]),
+        "batches 2 and 3": lambda: tilegemm.gemm(h(2, 5, 7), h(3, 7, 3)),
+        "batches 2 and 3, K = 0": lambda: tilegemm.gemm(h(2, 5, 0), h(3, 0, 3)),
+        "float64": lambda: tilegemm.gemm(np.ones((4, 4)), np.ones((4, 4))),
+        "int32": lambda: tilegemm.gemm(np.ones((4, 4), np.int32), np.ones((4, 4), np.int32)),
+        "out_dtype half_": lambda: tilegemm.gemm(h(4, 4), h(4, 4), out_dtype="half_"),
+        "read-only c": lambda: tilegemm.gemm(np.ones((4, 4), np.float16), np.ones((4, 4), np.float16), c=ro,
+                                             beta=1.0),
+        "NumPy with torch": lambda: tilegemm.gemm(np.ones((4, 4), np.float16), h(4, 4)),
+        "batch 0 @ 2-D": lambda: tilegemm.gemm(h(0, 5, 7), h(7, 3)),
+        "2-D @ batch 0": lambda: tilegemm.gemm(h(5, 7), h(0, 7, 3)),
+        "batch 1 @ batch 0": lambda: tilegemm.gemm(h(1, 5, 7), h(0, 7, 3)),
+        "batch 1 @ batch 3": lambda: tilegemm.gemm(h(1, 5, 7), h(3, 7, 3)),
+    }
+    out = {}
+    for what, call in calls.items():
+        try:
+            out[what] = ["shape", list(call().shape)]
+        except Exception as e:
+            out[what] = [type(e).__name__, str(e)]
+    print("RESULTS" + json.dumps(out))
+""")
+
+
+def test_interpreter_gemm_refuses_in_one_typed_line_and_takes_empty_batches():
+    """gemm's own contract, as matmul's: a c that shares memory with a or b (C would overwrite what
+    the product reads: a wrong result at 256², where one tile is not all of it), batches that do not
+    broadcast, a dtype or out_dtype it does not take, a read-only c, host arrays of two kinds; each
+    a typed error. A batch of 0 broadcasts as torch's does."""
+    got = _interpreted(GEMM_REFUSALS, 300)
+    want = {"c is a": ("LayoutError", "c shares memory with a"), "c is a view of b": ("LayoutError", "with b"),
+            "batches 2 and 3": ("ShapeError", "do not broadcast"), "batches 2 and 3, K = 0": ("ShapeError", "broadcast"),
+            "float64": ("DTypeError", "got torch.float64"), "int32": ("DTypeError", "got torch.int32"),
+            "out_dtype half_": ("DTypeError", "got half_"), "read-only c": ("LayoutError", "read-only"),
+            "NumPy with torch": ("DTypeError", "pass both of one kind")}
+    for what, (error, match) in want.items():
+        assert got[what][0] == error and match in got[what][1], (what, got[what])
+    assert got["batch 0 @ 2-D"] == got["2-D @ batch 0"] == got["batch 1 @ batch 0"] == ["shape", [0, 5, 3]]
+    assert got["batch 1 @ batch 3"] == ["shape", [3, 5, 3]]
+
+
 def test_interpreter_splitk_edge_cases(interpreter_results):
     """Split counts 1…9 over 4 K steps (empty slices write zeros), K not a multiple of BK."""
     mine = [r for r in interpreter_results if r["kernel"] == "tc_splitk" and r.get("split")]

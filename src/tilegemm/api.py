@@ -99,8 +99,11 @@ def _plan(A: Operand, B: Operand, kernel: str) -> Plan:
     else:
         pool = [kk for kk in cands if kk.backend != "cpu" and kk.runnable()[0]]
         reasons.append("host operands and a CUDA GPU: copy to the device, run there, copy back")
-    if not pool:
-        raise DeviceError(f"matmul: no runnable kernel for {dtype} operands on {A.device}")
+    if not pool:  # a dtype served elsewhere (float16 on a GPU's tensor cores) is not served here
+        if A.on_host and not gpu:
+            raise DTypeError(f"matmul: {dtype} runs on a CUDA GPU, and this machine has none; cast the operands "
+                             "to float32")
+        raise DTypeError(f"matmul: no kernel for {dtype} can run on {A.device} here ({cands[0].runnable()[1]})")
     best = max(pool, key=lambda kk: kk.auto_rank)
     reasons.append(f"{best.name!r} ranks highest for {dtype} among: {', '.join(kk.name for kk in pool)}")
     _AUTO[key] = (best, list(reasons))
@@ -199,7 +202,18 @@ def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
         c = matmul(np.asarray(a) if isinstance(a, np.ndarray) else a,
                    np.asarray(b) if isinstance(b, np.ndarray) else b, kernel=kernel)
         return sub.__array_wrap__(np.asarray(c), None, False) if isinstance(c, (np.ndarray, np.generic)) else c
+    if isinstance(out, np.ndarray) and not out.dtype.isnative:  # the kernels write this machine's byte
+        # order: the product, checked against out, then cast into it (as np.matmul's out= does)
+        c = matmul(a, b, kernel=kernel)
+        if isinstance(c, np.ndarray):
+            _check_out(out, arrays.describe(c, "a"), c.shape, c.dtype.name, (a, b))
+        out[...] = c
+        return out
     A, B = arrays.describe(a, "a"), arrays.describe(b, "b")
+    if out is not None and A.kind == "torch" and dispatch.plain(out) and dispatch.wants_grad(out, out):
+        raise AutogradError("matmul: out requires grad, and out= records no gradient (as torch.matmul: functions "
+                            "with out= don't support automatic differentiation); pass out.detach(), or call under "
+                            "torch.no_grad()")
     if A.kind != B.kind and A.on_host and B.on_host:  # NumPy with a torch CPU tensor: np.matmul gives
         # torch's kind, torch.matmul refuses; the result's kind would be a guess
         raise DTypeError(f"matmul: a is a {A.kind} array and b a {B.kind} array; pass both of one kind")

@@ -53,6 +53,8 @@ def refuse_masked(x, what: str) -> None:
 
 def describe(x, what: str) -> Operand:
     """Classify `x` (argument `what`) or raise a typed error saying what was expected."""
+    if isinstance(x, np.generic):  # a NumPy scalar (np.float32(2)): a 0-D array, as np.matmul takes it
+        x = np.asarray(x)
     root = _module_root(x)
     if isinstance(x, np.ndarray):
         refuse_masked(x, what)
@@ -184,15 +186,19 @@ def write_back(t, out, O: Operand) -> None:
     if O.kind == "torch":
         out.copy_(t)
     elif O.on_host:
-        host_view(O)[...] = t.cpu().numpy()
+        host_target(O)[...] = t.cpu().numpy()
     else:
         to_torch_cuda(O).copy_(t)
 
 
 def host_view(op: Operand, torch_ok: bool = False) -> np.ndarray:
-    """The operand as a NumPy array (host kinds only; no copy where possible). torch_ok: the
-    array goes to torch.from_numpy, which takes no negative strides (and warns on read-only arrays), so such a view is copied."""
+    """The operand as a NumPy array to read (host kinds only; no copy where possible): one in the
+    other byte order (big-endian data read from a file) is copied to this machine's, which the
+    kernels and torch take. torch_ok: the array goes to torch.from_numpy, which takes no negative
+    strides (and warns on read-only arrays), so such a view is copied."""
     if op.kind == "numpy":
+        if not op.obj.dtype.isnative:
+            return op.obj.astype(op.obj.dtype.newbyteorder("="))
         if torch_ok and (any(s < 0 for s in op.obj.strides) or not op.obj.flags.writeable):
             return op.obj.copy()
         return op.obj
@@ -201,6 +207,15 @@ def host_view(op: Operand, torch_ok: bool = False) -> np.ndarray:
         if t.dtype.is_floating_point and _torch_dtype_name(t.dtype) not in ("float32", "float64", "float16"):
             raise DTypeError(f"a torch CPU tensor of {t.dtype} has no NumPy equivalent")
         return t.numpy()
+    raise DeviceError(f"{op.kind} array on {op.device} is not a host array")
+
+
+def host_target(op: Operand) -> np.ndarray:
+    """A host array to write a result into, as a NumPy array over its memory (never a copy)."""
+    if op.kind == "numpy":
+        return op.obj
+    if op.kind == "torch" and op.on_host:
+        return op.obj.detach().numpy()
     raise DeviceError(f"{op.kind} array on {op.device} is not a host array")
 
 

@@ -669,7 +669,7 @@ def execute_matmul(kern, auto: bool, A: Operand, B: Operand, O, out, shape, dtyp
 def _run_host(kern, A: Operand, B: Operand, O, shape, dtype):
     a, b = arrays.host_view(A), arrays.host_view(B)
     if O is not None:
-        kern.launch(a, b, arrays.host_view(O))
+        kern.launch(a, b, arrays.host_target(O))
         return O.obj
     c = arrays.host_empty(shape, dtype)
     kern.launch(a, b, c)
@@ -699,7 +699,7 @@ def _run_numba(kern, auto: bool, A: Operand, B: Operand, O, out, shape, dtype):
         a_d, b_d = arrays.to_numba(A), arrays.to_numba(B)
         c_d = cuda.device_array(shape, dtype=dtype)
         kern.launch(a_d, b_d, c_d, None)
-        host = arrays.host_view(O) if O is not None else arrays.host_empty(shape, dtype)
+        host = arrays.host_target(O) if O is not None else arrays.host_empty(shape, dtype)
         if host.flags.c_contiguous:
             c_d.copy_to_host(host)
         else:

@@ -79,7 +79,7 @@ def _host(A: arrays.Operand, B: arrays.Operand, out, shape):
     a, b = arrays.host_view(A), arrays.host_view(B)
     c = np.matmul(a, b)
     if out is not None:
-        arrays.host_view(arrays.describe(out, "out"))[...] = c
+        arrays.host_target(arrays.describe(out, "out"))[...] = c
         return out
     if A.kind == "torch":
         import torch

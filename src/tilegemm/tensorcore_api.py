@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
+
 from . import arrays, dispatch
 from .errors import DeviceError, DTypeError, LayoutError, ShapeError
 
@@ -90,6 +92,7 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
                           "TRITON_INTERPRET=1, FP16 and FP32)")
     if dispatch.plain(a) and dispatch.plain(b) and dispatch.wants_grad(a, b):
         return _differentiable(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel)
+    _check_kinds_and_c(a, b, c)
     from .kernels.tensorcore import _problem as P
 
     with dispatch.memory_for("gemm: copying a and b to the GPU", sum(getattr(x, "nbytes", 0) for x in (a, b))):
@@ -101,10 +104,14 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
         raise ShapeError(f"gemm: inner dimensions differ: a {tuple(ta.shape)}, b {tuple(tb.shape)}")
     if ta.device != tb.device:
         raise DeviceError(f"gemm: operands on different devices: {ta.device}, {tb.device}")
+    batch = _batch(ta, tb)
     prec = precision
     if prec == "auto":
         if ta.dtype != tb.dtype:
             raise DTypeError(f"gemm: mixed dtypes {ta.dtype}, {tb.dtype}; name a precision or cast one")
+        if ta.dtype not in (torch.float16, torch.bfloat16, torch.float32, *P.FP8_DTYPES):
+            raise DTypeError(f"gemm: the tensor cores take float16, bfloat16, float32 or float8 inputs; got "
+                             f"{ta.dtype} (name a precision to have them converted)")
         prec = P.precision_of(ta.dtype)
     if interp and prec not in ("fp16", "ieee", "tf32"):
         raise DTypeError(f"gemm: precision {prec} needs a GPU: Triton's interpreter computes BF16 and FP8 dots "
@@ -114,9 +121,8 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     if xa.dtype != xb.dtype:
         raise DTypeError(f"gemm: mixed FP8 formats {xa.dtype}, {xb.dtype}; use one")
     odt = _out_dtype(out_dtype, prec, xa.dtype)
-    batch = max(x.shape[0] if x.dim() == 3 else 1 for x in (xa, xb))
     m, n = xa.shape[-2], xb.shape[-1]
-    shape = (batch, m, n) if (xa.dim() == 3 or xb.dim() == 3) else (m, n)
+    shape = (m, n) if batch is None else (batch, m, n)
     if c is not None:
         if arrays.self_overlapping(c):  # the caller's c: a host c's device copy is contiguous
             raise LayoutError(f"gemm: c {tuple(arrays.describe(c, 'c').shape)} has strides under which its "
@@ -150,6 +156,34 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     with dispatch.on_device(xa.device):
         dispatch.run_problem(p, kernel, key, own_scales=own)
     return _back(tc_out, A, c, O)
+
+
+def _check_kinds_and_c(a, b, c) -> None:
+    """What matmul refuses, refused here too: host operands of two kinds (the result's kind would be
+    a guess), a c that shares memory with a or b (C would overwrite what the product still reads)
+    or that cannot be written."""
+    A, B = arrays.describe(a, "a"), arrays.describe(b, "b")
+    if A.kind != B.kind and A.on_host and B.on_host:
+        raise DTypeError(f"gemm: a is a {A.kind} array and b a {B.kind} array; pass both of one kind")
+    if c is None:
+        return
+    for x, what in ((a, "a"), (b, "b")):
+        if arrays.overlaps(c, x):
+            raise LayoutError(f"gemm: c shares memory with {what}; C would overwrite {what} while the product reads it")
+    if isinstance(c, np.ndarray) and not c.flags.writeable:
+        raise LayoutError("gemm: c is read-only, and gemm writes C into it")
+
+
+def _batch(ta, tb) -> int | None:
+    """The product's batch (None: 2-D @ 2-D). A 2-D operand, or one of batch 1, broadcasts over the
+    other's; batches of two other sizes do not broadcast."""
+    sizes = [x.shape[0] for x in (ta, tb) if x.dim() == 3]
+    if not sizes:
+        return None
+    if len(sizes) == 2 and sizes[0] != sizes[1] and 1 not in sizes:
+        raise ShapeError(f"gemm: batches {sizes[0]} and {sizes[1]} do not broadcast (a {tuple(ta.shape)}, b "
+                         f"{tuple(tb.shape)}): they must be equal, or one of them 1")
+    return sizes[-1] if sizes[0] == 1 else sizes[0]
 
 
 def _differentiable(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel):
@@ -211,7 +245,7 @@ def _out_dtype(out_dtype, precision, in_dtype):
 
     if out_dtype is None:
         return {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8": torch.bfloat16}.get(precision, torch.float32)
-    dt = getattr(torch, out_dtype) if isinstance(out_dtype, str) else out_dtype
+    dt = getattr(torch, out_dtype, None) if isinstance(out_dtype, str) else out_dtype
     if dt not in (torch.float16, torch.bfloat16, torch.float32):
         raise DTypeError(f"gemm: out_dtype must be float16, bfloat16 or float32; got {out_dtype}")
     return dt
