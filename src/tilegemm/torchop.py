@@ -368,7 +368,14 @@ class Patch:
 def patch(model: torch.nn.Module, *, matmul: bool = False) -> Patch:
     """Route every nn.Linear of `model` (and with matmul=True its torch.matmul/bmm/@ calls) through
     tilegemm, for the dtypes and devices it serves; returns the Patch (a context manager; .undo(),
-    .counts)."""
+    .counts).
+
+    matmul=True holds for the model's forward, entered and left by hooks on `model`: what runs
+    outside it is torch's. So activation checkpointing inside the model with use_reentrant=False,
+    whose recomputation runs in the backward, outside the forward, would recompute on torch and
+    find other saved tensors than the forward's (torch's CheckpointError); there, use
+    use_reentrant=True or leave matmul off (the layers are patched either way). torch.jit.script
+    cannot compile a patched layer's forward: script the model unpatched."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"patch: expected a torch.nn.Module; got {type(model).__module__}.{type(model).__name__}")
     return Patch(model, matmul)
