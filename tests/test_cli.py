@@ -37,6 +37,26 @@ def test_bench_drops_large_sizes_under_the_simulator(capsys):
     assert code == 0 and "dropped: 4096" in out
 
 
+def test_bench_of_cpu_kernels_alone_keeps_every_size_and_real_times(capsys):
+    """No simulated kernel asked for: no size is dropped, and the table is the CPU's, not the simulator's."""
+    code, out = run(capsys, "bench", "--sizes", "96", "--kernels", "cpu", "--quiet", "--budget", "0.02",
+                    "--warmup", "0")
+    assert code == 0 and "dropped" not in out and "SIMULATOR" not in out and "float32, the CPU" in out
+
+
+def test_model_bench_refuses_a_model_whose_weights_do_not_fit(capsys, monkeypatch):
+    """Refused in one line before the build (which the kernel would kill for want of memory)."""
+    pytest.importorskip("transformers")
+    from tilegemm import arrays
+    from tilegemm._cuda import has_gpu
+
+    if has_gpu():
+        pytest.skip("the CPU's memory")
+    monkeypatch.setattr(arrays, "available_host_bytes", lambda: 10**9)
+    assert cli.main(["model-bench", "--models", "llama3-8b"]) == 2
+    assert "llama3-8b's weights alone need 32.1 GB in float32 on cpu, and 1.0 GB are free" in capsys.readouterr().err
+
+
 def test_bench_shows_wrong_for_the_broken_kernel(capsys):
     code, out = run(capsys, "bench", "--sizes", "40x40x64", "--kernels", "broken_nosync,smem_tiled_32", "--quiet",
                     "--no-e2e")

@@ -83,12 +83,38 @@ def test_file_commands_on_the_committed_results(args, tmp_path):
     (["bench", "--sizes", "12x"], "bad size '12x'"),
     (["bench", "--shapes", "nosuchset"], "nosuchset"),
     (["nosuchcommand"], "invalid choice"),
+    (["bench", "--bogus"], "tilegemm bench: unrecognized arguments: --bogus"),
+    (["bench", "--kernels", "mixed_half"], "nothing to run: mixed_half: it takes float16"),
+    (["bench", "--kernels", ""], "--kernels is empty"),
+    (["bench", "--sizes", ""], "no size given"),
+    (["bench", "--sizes", "16,,32"], "an empty entry"),
+    (["bench", "--budget", "-1"], "must be a positive number"),
+    (["bench", "--rse", "0"], "must be a positive number"),
+    (["bench", "--sizes", "8", "--json", "notjson.json/out.json"], "cannot write notjson.json/out.json"),
+    (["bench", "--sizes", "8", "--table", "."], "it is a folder"),
+    (["bench", "--shapes", "notjson.json"], "notjson.json: not a shape file (not JSON"),
+    (["results", "binary.json"], "binary.json: not a results file (not UTF-8 text)"),
+    (["race", "--trials", "0"], "must be a positive integer"),
+    (["race", "--size", "-5"], "must be a positive integer"),
+    (["model-bench", "--runs", "0"], "must be a positive integer"),
+    (["model-bench", "--models", "nosuch"], "unknown model 'nosuch' (choose from llama3-8b, llama3-70b-slice, tiny)"),
 ])
 def test_mistakes_are_one_line(args, says, tmp_path):
     (tmp_path / "notjson.json").write_text("{ not json")
+    (tmp_path / "binary.json").write_bytes(bytes(range(256)))
     run = _run(args, tmp_path, timeout=300)
     assert run.returncode == 2, (run.stdout[-1000:], run.stderr[-2000:])
     assert says in _one_line(run)
+
+
+@pytest.mark.skipif(_cuda.has_gpu(), reason="a machine without a GPU")
+@pytest.mark.parametrize("args, says", [
+    (["bench", "--kernels", "cpu_naive,smem_tiled_32", "--sizes", "128"], "every size is above 64"),
+    (["race", "--racecheck"], "--racecheck needs a CUDA GPU"),
+])
+def test_mistakes_on_a_machine_without_a_gpu_are_one_line_before_the_work(args, says, tmp_path):
+    run = _run(args, tmp_path, timeout=300)
+    assert run.returncode == 2 and says in _one_line(run) and "Race demo" not in run.stdout
 
 
 def test_every_kernel_through_bench_and_traffic(tmp_path):

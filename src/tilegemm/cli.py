@@ -42,7 +42,30 @@ def parse_shape(text: str) -> tuple[int, int, int]:
 
 
 def parse_sizes(text: str) -> list[tuple[int, int, int]]:
-    return [parse_shape(t) for t in text.split(",") if t.strip()]
+    parts = [t.strip() for t in text.split(",")]
+    if not any(parts):
+        raise argparse.ArgumentTypeError("no size given: use N or MxNxK, comma-separated")
+    if not all(parts):
+        raise argparse.ArgumentTypeError(f"an empty entry in {text!r}: use N or MxNxK, comma-separated")
+    return [parse_shape(t) for t in parts]
+
+
+def _number(kind, least, strict: bool, what: str):
+    """An argparse type: a number of `kind` at least `least` (above it where strict), said in one line."""
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if v < least or (strict and v == least) or v != v:
+            raise argparse.ArgumentTypeError(f"{text!r}: must be {what}")
+        return v
+    return parse
+
+
+positive_int = _number(int, 0, True, "a positive integer")
+positive_float = _number(float, 0.0, True, "a positive number")
+nonnegative_float = _number(float, 0.0, False, "a number ≥ 0")
 
 
 def _shapes(args) -> list[tuple[int, int, int]]:
@@ -64,16 +87,29 @@ def cmd_bench(args) -> int:
     settings = sweep.Settings(dtype=args.dtype, budget_s=args.budget, warmup_s=args.warmup,
                               target_rse=args.rse, flush=not args.no_flush, cublas=not args.no_cublas,
                               e2e=not args.no_e2e, cpu_naive_budget_s=args.cpu_naive_budget, seed=args.seed)
+    if args.kernels is not None and not args.kernels.strip(" ,"):
+        raise ValueError("--kernels is empty: course, all, simt, cpu, or kernel names (tilegemm kernels)")
     kernels = sweep.choose_kernels(args.kernels)
+    why = {k.name: sweep.why_not_run(k, settings.dtype) for k in kernels}
+    if all(why.values()):
+        raise ValueError("nothing to run: " + "; ".join(f"{name}: {w}" for name, w in why.items()))
     shapes = _shapes(args)
-    if not _cuda.has_gpu():
+    simulated = [k for k in kernels if k.backend == "simt" and not why[k.name]]
+    if not _cuda.has_gpu() and simulated:
         big = [s for s in shapes if max(s) > 64]
         con.print("[bold yellow]No CUDA GPU found: GPU kernels run under Numba's CUDA simulator "
                       "(correct results, meaningless times).[/]")
         if big and not args.force:
+            if len(big) == len(shapes):
+                raise ValueError(f"every size is above 64, which the simulator takes hours over "
+                                 f"({', '.join(table.size_label(*s) for s in big)}): ask for smaller sizes, "
+                                 "--kernels cpu, or --force")
             con.print(f"[yellow]Sizes above 64 are impractical in the simulator; dropped: "
                           f"{', '.join(table.size_label(*s) for s in big)} (use --force to keep them).[/]")
             shapes = [s for s in shapes if max(s) <= 64]
+    for name, w in why.items():
+        if w:
+            con.print(f"[yellow]{name}: not run: {w}[/]")
     total = len(shapes) * (len(kernels) + 2)
     with Progress(TextColumn("{task.description:<40}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=con, transient=True, disable=args.quiet) as prog:
@@ -89,8 +125,9 @@ def cmd_bench(args) -> int:
     clocks = clock_watch.to_dict()
     if clocks.get("warning"):
         con.print(f"[yellow]clocks: {clocks['warning']}[/]")
-    where = "Numba CUDA simulator" if not _cuda.has_gpu() else _gpu_name()
-    table.print_table(records, con, f"tilegemm bench: {settings.dtype}, {where}", settings.simulated)
+    simulated = settings.simulated and any(r.get("simulated") for r in records)  # CPU kernels alone: real times
+    where = _gpu_name() if _cuda.has_gpu() else "Numba CUDA simulator" if simulated else "the CPU"
+    table.print_table(records, con, f"tilegemm bench: {settings.dtype}, {where}", simulated)
     if args.json:
         from .bench import results
 
@@ -120,6 +157,8 @@ def _gpu_name() -> str:
 def cmd_race(args) -> int:
     from . import race, sanitize
 
+    if args.racecheck and not sanitize.available():  # said before the demo runs, not after
+        raise RuntimeError("--racecheck needs a CUDA GPU and compute-sanitizer on the PATH; run without it")
     con = console()
     size = args.size or race.default_size()
     m, n, k = size, size, args.k or size
@@ -151,9 +190,6 @@ def cmd_race(args) -> int:
                   "step's tile (or a half-written one) often still gets the right numbers: constant inputs can "
                   "hide a race. Random inputs expose it; racecheck finds it without relying on the data.")
     if args.racecheck:
-        if not sanitize.available():
-            con.print("[red]racecheck needs a CUDA GPU and compute-sanitizer on the PATH[/]")
-            return 2
         for name in (race.BROKEN, race.CORRECT):
             con.print(f"[bold]compute-sanitizer --tool racecheck[/] on {name} at {args.racecheck_size}³ …")
             hazards, summary = sanitize.racecheck(name, args.racecheck_size)
@@ -225,6 +261,7 @@ class Parser(argparse.ArgumentParser):
 # what a command raises for a user's mistake or a machine it cannot run on: one line, exit 2
 # (TILEGEMM_DEBUG=1 shows the traceback)
 USER_ERRORS = (ValueError, TypeError, LookupError, OSError, RuntimeError)  # LookupError: KeyError too
+OUTPUTS = ("json", "table", "csv", "db", "out")  # the options that name a file a command writes (report's --out: a folder)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -234,12 +271,12 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="the comparison table: CPU, GPU rungs and cuBLAS")
     b.add_argument("--sizes", type=parse_sizes, help="comma-separated N or MxNxK (default 128…4096; 16…64 simulated)")
     b.add_argument("--shapes", help="a named shape set or a JSON file of shapes")
-    b.add_argument("--kernels", help="course (default), all, simt, cpu, tensorcore, or name,name,…")
+    b.add_argument("--kernels", help="course (default), all, simt, cpu, or name,name,… (the tensor cores: tilegemm library)")
     b.add_argument("--dtype", default="float32", choices=("float32", "float64"))
-    b.add_argument("--budget", type=float, default=1.0, help="seconds of timed runs per kernel and size")
-    b.add_argument("--warmup", type=float, default=0.1, help="seconds of warm-up per kernel and size")
-    b.add_argument("--rse", type=float, default=0.01, help="stop when the median's relative standard error is below")
-    b.add_argument("--cpu-naive-budget", type=float, default=10.0, help="skip CPU naive where predicted slower (s)")
+    b.add_argument("--budget", type=positive_float, default=1.0, help="seconds of timed runs per kernel and size")
+    b.add_argument("--warmup", type=nonnegative_float, default=0.1, help="seconds of warm-up per kernel and size")
+    b.add_argument("--rse", type=positive_float, default=0.01, help="stop when the median's relative standard error is below")
+    b.add_argument("--cpu-naive-budget", type=nonnegative_float, default=10.0, help="skip CPU naive where predicted slower (s)")
     b.add_argument("--no-cublas", action="store_true")
     b.add_argument("--no-e2e", action="store_true", help="skip the end-to-end matmul() column")
     b.add_argument("--no-flush", action="store_true", help="do not flush L2 before each sample")
@@ -251,13 +288,13 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(func=cmd_bench)
 
     r = sub.add_parser("race", help="run the kernel without syncthreads() beside the correct one")
-    r.add_argument("--size", type=int, help="M = N (default 256 on a GPU, 48 simulated)")
-    r.add_argument("--k", type=int, help="K (default: size)")
-    r.add_argument("--trials", type=int, default=3)
+    r.add_argument("--size", type=positive_int, help="M = N (default 256 on a GPU, 48 simulated)")
+    r.add_argument("--k", type=positive_int, help="K (default: size)")
+    r.add_argument("--trials", type=positive_int, default=3)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--only", choices=("smem_tiled_32", "broken_nosync"), help="run one kernel")
     r.add_argument("--racecheck", action="store_true", help="also run under compute-sanitizer racecheck (GPU)")
-    r.add_argument("--racecheck-size", type=int, default=64)
+    r.add_argument("--racecheck-size", type=positive_int, default=64)
     r.set_defaults(func=cmd_race)
 
     i = sub.add_parser("info", help="describe the device")
@@ -282,8 +319,18 @@ def main(argv=None) -> int:
 
     # Numba warns about small grids on every small launch; the lab launches small grids on purpose.
     warnings.filterwarnings("ignore", message=".*will likely result in GPU under-utilization.*")
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # argparse would name the top command: name the one that was given them
+        print(f"tilegemm {args.command}: unrecognized arguments: {' '.join(extra)} (see `tilegemm {args.command} "
+              "--help`)", file=sys.stderr)
+        return 2
     try:
+        for what in OUTPUTS:  # an output that cannot be written is said before the work, not after it
+            if getattr(args, what, None) and not (what == "out" and args.command == "report"):
+                from .bench.results import check_writable
+
+                check_writable(getattr(args, what))
         return args.func(args) or 0
     except USER_ERRORS as e:
         if os.environ.get("TILEGEMM_DEBUG") == "1":

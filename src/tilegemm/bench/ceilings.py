@@ -297,9 +297,12 @@ def save(doc: dict, path=None) -> list[Path]:
 
 
 def load_ceilings_file(path) -> dict:
-    doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    if doc.get("schema") != SCHEMA:
-        raise ValueError(f"{path}: schema {doc.get('schema')!r}; expected {SCHEMA!r}")
+    from .results import read_json
+
+    doc = read_json(path, "ceilings file")
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise ValueError(f"{path}: schema {doc.get('schema') if isinstance(doc, dict) else None!r}; expected "
+                         f"{SCHEMA!r} (a file `tilegemm ceilings --json` wrote)")
     return doc
 
 

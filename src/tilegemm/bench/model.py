@@ -42,6 +42,7 @@ import statistics
 import sys
 import time
 
+from .. import arrays
 from . import results
 
 LLAMA3_8B = dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32, num_key_value_heads=8,
@@ -52,6 +53,15 @@ TINY = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_ke
             vocab_size=256, max_position_embeddings=512)
 GPU_PLAN = dict(prefill=[(1, 2048), (4, 512), (1, 8192)], decode=[1, 8, 64], prompt=128, new=128)
 CPU_PLAN = dict(prefill=[(1, 32), (2, 16)], decode=[1, 2], prompt=8, new=4)
+
+
+def weight_bytes(spec: dict, layers: int | None, itemsize: int) -> int:
+    """The bytes of a LlamaForCausalLM's weights of these widths (embedding and head untied, as
+    LlamaConfig has them): what `build` allocates before anything runs."""
+    h, i, v = spec["hidden_size"], spec["intermediate_size"], spec["vocab_size"]
+    kv = h * spec["num_key_value_heads"] // spec["num_attention_heads"]
+    per_layer = 2 * h * h + 2 * h * kv + 3 * h * i + 2 * h  # q, o; k, v; gate, up, down; two norms
+    return itemsize * ((layers or spec["num_hidden_layers"]) * per_layer + 2 * v * h + h)
 
 
 def build(spec: dict, layers: int | None, device, dtype):
@@ -504,8 +514,10 @@ def add_cli(subparsers) -> None:
     p = subparsers.add_parser("model-bench", help="a Llama-shaped model (transformers) on tilegemm against torch")
     p.add_argument("--models", help="llama3-8b, llama3-70b-slice, tiny (default: the first two on a GPU, tiny without)")
     p.add_argument("--modes", help="eager, graph (default: both on a GPU, eager without)")
-    p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--slice-layers", type=int, default=4, help="layers of the 70B slice")
+    from ..cli import positive_int
+
+    p.add_argument("--runs", type=positive_int, default=3)
+    p.add_argument("--slice-layers", type=positive_int, default=4, help="layers of the 70B slice")
     p.add_argument("--no-timing", action="store_true", help="the logits check alone (each input, against torch "
                    "and a wider copy of the model); join it to a timed run with --merge")
     p.add_argument("--merge", nargs="+", metavar="PART", help="no timing: join runs over different models into "
@@ -578,14 +590,23 @@ def cli_model_bench(args) -> int:
         print("tilegemm model-bench: --no-timing runs no mode: drop --modes", file=sys.stderr)
         return 2
     modes = [] if args.no_timing else (args.modes or ("eager,graph" if gpu else "eager")).split(",")
-    bad = [m for m in models if m not in ("llama3-8b", "llama3-70b-slice", "tiny")]
-    bad += [m for m in modes if m not in ("eager", "graph") or (m == "graph" and not gpu)]
-    if bad:
-        print(f"tilegemm model-bench: not available here: {', '.join(bad)}", file=sys.stderr)
+    specs = {"llama3-8b": (LLAMA3_8B, None), "llama3-70b-slice": (LLAMA3_70B, args.slice_layers), "tiny": (TINY, None)}
+    said = [f"unknown model {m!r} (choose from {', '.join(specs)})" for m in models if m not in specs]
+    said += [f"unknown mode {m!r} (eager, graph)" for m in modes if m not in ("eager", "graph")]
+    said += ["graph mode needs a CUDA GPU" for m in modes if m == "graph" and not gpu]
+    device, dtype = ("cuda", torch.bfloat16) if gpu else ("cpu", torch.float32)
+    free = torch.cuda.mem_get_info()[0] if gpu else arrays.available_host_bytes()
+    for m in models:
+        need = weight_bytes(*specs[m], dtype.itemsize) if m in specs else 0
+        if free is not None and need > free:  # refused here, not killed for want of memory halfway through a build
+            said.append(f"{m}'s weights alone need {need / 1e9:.1f} GB in {str(dtype).removeprefix('torch.')} on "
+                        f"{device}, and {free / 1e9:.1f} GB are free" + ("" if gpu else " (it is a GPU's model: "
+                                                                                    "--models tiny here)"))
+    if said:
+        print(f"tilegemm model-bench: {'; '.join(said)}", file=sys.stderr)
         return 2
     if not gpu:
         print("No CUDA GPU: a tiny model on the CPU, to show the benchmark works (its times are not a GPU's).")
-    device, dtype = ("cuda", torch.bfloat16) if gpu else ("cpu", torch.float32)
     def save(doc):
         results.write_json(args.json, json.dumps(doc, indent=1, default=str))
 

@@ -187,6 +187,43 @@ def write_json(path, text: str) -> Path:
     return p
 
 
+def check_writable(path) -> None:
+    """Refuse, before any work, an output path that write_json could not write: its nearest folder
+    that exists must take a new file (a test file made and removed there); the path must not be a
+    folder. (write_json makes the folders between.)"""
+    import tempfile
+
+    p = Path(path)
+    if p.is_dir():
+        raise OSError(f"cannot write {p}: it is a folder; name a file")
+    folder = p.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise OSError(f"cannot write {p}: {folder} is not a folder")
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".tilegemm-write-test-"):
+            pass
+    except OSError as e:
+        raise OSError(f"cannot write {p}: {folder} takes no new file ({e.strerror or e})") from None
+
+
+def read_json(path, what: str):
+    """A JSON file's content, or one line naming the file and what is wrong with it (missing, a
+    folder, not text, not JSON); `what` says what the file should have been."""
+    p = Path(path)
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{p}: no such {what}") from None
+    except IsADirectoryError:
+        raise IsADirectoryError(f"{p}: a folder, not a {what}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{p}: not a {what} (not UTF-8 text)") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{p}: not a {what} (not JSON: {e})") from None
+
+
 def save(doc: dict, path) -> Path:
     if doc.get("schema") != SCHEMA:
         raise ResultsError(f"refusing to save a document with schema {doc.get('schema')!r}; expected {SCHEMA!r}")
@@ -197,11 +234,9 @@ def load(path) -> dict:
     """Read a results document; a clear ResultsError for anything that is not schema 1."""
     p = Path(path)
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ResultsError(f"{p}: no such results file") from None
-    except json.JSONDecodeError as e:
-        raise ResultsError(f"{p}: not JSON ({e})") from None
+        doc = read_json(p, "results file")
+    except (OSError, ValueError) as e:
+        raise ResultsError(str(e)) from None
     if not isinstance(doc, dict) or "schema" not in doc:
         raise ResultsError(f"{p}: not a tilegemm results document (no 'schema' field; expected {SCHEMA!r})")
     if doc["schema"] != SCHEMA:

@@ -139,9 +139,9 @@ def load_shapes(name_or_path: str) -> list[tuple[int, int, int]]:
         path, sub = name_or_path.rsplit(":", 1)
     p = Path(path)
     if p.suffix == ".json" or p.exists():
-        if not p.exists():
-            raise FileNotFoundError(f"shape file {p} does not exist")
-        doc = json.loads(p.read_text(encoding="utf-8"))
+        from .results import read_json
+
+        doc = read_json(p, "shape file")
         if isinstance(doc, dict) and "sets" in doc:
             if not sub:
                 raise ValueError(f"{p} holds several sets ({', '.join(doc['sets'])}); name one as {p}:SET")

@@ -60,6 +60,16 @@ def choose_kernels(spec: str | None) -> list[Kernel]:
     return [registry.get(n.strip()) for n in spec.split(",") if n.strip()]
 
 
+def why_not_run(kern: Kernel, dtype: str) -> str | None:
+    """Why the bench gives `kern` no row at `dtype` here (None: it runs)."""
+    if not kern.supports(dtype):
+        return f"it takes {', '.join(kern.dtypes)}, and the bench times {dtype} (--dtype float32 or float64)"
+    if kern.backend not in ("simt", "cpu"):
+        return "tensor-core kernels have their own benchmark: tilegemm library (GPU)"
+    ok, why = kern.runnable()
+    return None if ok else why
+
+
 def cublas_available() -> bool:
     if not _cuda.has_gpu() or importlib.util.find_spec("torch") is None:
         return False
