@@ -482,7 +482,7 @@ def format_table(rows: list[dict]) -> str:
         lines.append(f"{r['kernel']:24} {str(r.get('function'))[:24]:24} {r.get('registers')!s:>4} {spill!s:>5} "
                      f"{r.get('shared_bytes')!s:>6} {r.get('FFMA', 0) + r.get('DFMA', 0):>5} {w(r.get('LDS')):>16} "
                      f"{w(r.get('LDG')):>14} {w(r.get('STS')):>10} {str(r.get('LDL', 0)) + '/' + str(r.get('STL', 0)):>7} "
-                     f"{r.get('blocks_per_sm')!s:>6}")
+                     f"{'-' if r.get('blocks_per_sm') is None else r['blocks_per_sm']!s:>6}")  # none: no occupancy query
     return "\n".join(lines)
 
 
