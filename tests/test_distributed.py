@@ -398,6 +398,31 @@ def test_one_rank_group_multiplies_its_own_rows(tmp_path):
         dist.destroy_process_group()
 
 
+@pytest.mark.parametrize("grid", [(1, 2), (2, 1), (2, 2)])
+def test_summa_products_alone_multiply_written_values(grid, monkeypatch):
+    """SUMMA's products alone (run with communicate=False: what dist-bench times for the
+    efficiency) multiply values that were written, never a receive buffer's old contents: here
+    every new float tensor holds NaN, as memory never written may (NumPy's BLAS warned of overflow
+    and invalid values on it in `tilegemm dist-bench`, and a CPU's GEMM on NaN or denormals is slower)."""
+    from tilegemm.distributed import _core
+
+    real = torch.empty
+    monkeypatch.setattr(torch, "empty", lambda *s, **kw: (lambda t: t.fill_(float("nan")) if t.is_floating_point()
+                                                          else t)(real(*s, **kw)))
+    monkeypatch.setattr(_core, "_NORMAL", {})  # made here, under the NaN-filling empty
+    pr, pc = grid
+    m, n, k = 12, 10, 8
+    rows, ncols = np.diff(blocks(m, pr)).tolist(), np.diff(blocks(n, pc)).tolist()
+    ka, kb = np.diff(blocks(k, pc)).tolist(), np.diff(blocks(k, pr)).tolist()
+    lay = _core.Layout(pr, pc, 0, 0, rows, ncols, blocks(k, pc), blocks(k, pr), _panels(ka, kb, 2), 2,
+                       list(range(pr * pc)))
+    a, b = torch.ones(rows[0], ka[0]), torch.ones(kb[0], ncols[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (NumPy's RuntimeWarning on NaN or Inf operands)
+        c = _core.run(a, b, lay, communicate=False)
+    assert c.shape == (rows[0], ncols[0]) and torch.isfinite(c).all()
+
+
 def test_cost_model_of_summa_on_the_copy_engines():
     """SUMMA gathered by the copy engines: no partial sums, so its products alone are the GEMMs'
     flops; the own blocks' pack and the first step's copies are exposed, the rest hide behind big

@@ -819,8 +819,6 @@ def _main_of_rank(cfg: dict) -> None:
 def _spawned(rank: int, world: int, port: int, cfg: dict) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
                       LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world))
-    if cfg["backend"] == "gloo":
-        os.environ.setdefault("OMP_NUM_THREADS", "1")
     _main_of_rank(cfg)
 
 
@@ -870,20 +868,51 @@ def _config(args, under_torchrun: bool) -> tuple[dict | None, int, str | None]:
     if under_torchrun:
         world, backend = int(os.environ["WORLD_SIZE"]), ("nccl" if gpus else "gloo")
     elif gpus:
-        world, backend = args.gpus or gpus, "nccl"
+        world, backend = (gpus if args.gpus is None else args.gpus), "nccl"  # (0 is a number asked for, not "all")
         if world < 2 or world > gpus:
             return None, 0, (f"--gpus {world}: this host has {gpus} GPU{'s' * (gpus != 1)}; a distributed product "
                              "needs at least 2")
     else:
-        world, backend = args.gpus or 2, "gloo"
+        world, backend = (2 if args.gpus is None else args.gpus), "gloo"
         if world < 2:
-            return None, 0, "--gpus: at least 2 processes"
+            return None, 0, f"--gpus {world}: at least 2 processes"
+    skipped = _not_run(modes, backend, under_torchrun)
+    if not modes or all(m in skipped for m in modes):
+        return None, 0, "nothing to run: " + ("--modes names no mode" if not modes else
+                                              "; ".join(skipped[m] for m in dict.fromkeys(modes)))
     beyond = args.beyond or ("on" if gpus else "off")
     if args.panel is not None and args.panel < 1:
         return None, 0, "--panel: a positive width"
     cfg = dict(backend=backend, sizes=sizes, modes=modes, runs=args.runs, reps=args.reps, budget_s=args.budget,
-               beyond=beyond, json=args.json, panel=args.panel)
+               beyond=beyond, json=args.json, panel=args.panel, not_run=list(skipped.values()))
     return cfg, world, None
+
+
+def _not_run(modes, backend: str, under_torchrun: bool) -> dict:
+    """{mode: one line saying why it is not run} for each mode asked for that this run cannot
+    measure: a mode left out of the table without a word reads as one that ran and gave nothing."""
+    why = {}
+    if "host-split" in modes and backend != "nccl":
+        why["host-split"] = "host split: not run (it drives several GPUs from one process; this machine has none)"
+    elif "host-split" in modes and under_torchrun:
+        why["host-split"] = ("host split: not run (it drives every GPU of a host from one process; under torchrun "
+                             "each process has one: run `tilegemm dist-bench` on one host)")
+    if "fused-ag-mm" in modes and backend != "nccl":
+        why["fused-ag-mm"] = ("fused-ag-mm: not run (torch.ops.symm_mem.fused_all_gather_matmul runs on GPUs over "
+                              "NCCL; these are CPU processes over gloo)")
+    elif "fused-ag-mm" in modes and not _has_fused():
+        why["fused-ag-mm"] = "fused-ag-mm: not run (this torch has no torch.ops.symm_mem.fused_all_gather_matmul)"
+    return why
+
+
+def _rank_threads() -> dict:
+    """The thread counts the CPU ranks start with: one each, or what the caller set. They must be
+    in the environment the processes start with: a spawned rank imports NumPy, and OpenBLAS reads
+    them then (else one thread a core), before its own code runs. Two ranks' BLAS threads spinning
+    on two cores beside gloo's made a rank's GEMM at N = 160 take 12 to 47 ms against 0.2 ms with
+    one, its products alone as slow, so that the efficiency read 1.0."""
+    omp = os.environ.get("OMP_NUM_THREADS") or "1"
+    return dict(OMP_NUM_THREADS=omp, OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS") or omp)
 
 
 def _add_host_split(cfg: dict, gpus: int, path: str | None) -> None:
@@ -915,6 +944,9 @@ def cli_dist_bench(args) -> int:
         return 2
     if under:
         _main_of_rank(cfg)
+        if os.environ["RANK"] == "0":
+            for line in cfg["not_run"]:
+                print(line, flush=True)
         return 0
     if cfg["backend"] == "gloo":
         print(f"No CUDA GPU: {world} CPU processes over gloo, small sizes, FP32, to show the benchmark works "
@@ -927,8 +959,18 @@ def cli_dist_bench(args) -> int:
         port = s.getsockname()[1]
     ctx = mp.get_context("spawn")
     procs = [ctx.Process(target=_spawned, args=(r, world, port, cfg)) for r in range(world)]
-    for p in procs:
-        p.start()
+    threads = _rank_threads() if cfg["backend"] == "gloo" else {}
+    before = {k: os.environ.get(k) for k in threads}
+    os.environ.update(threads)  # (a spawned process starts with this process's environment)
+    try:
+        for p in procs:
+            p.start()
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     for p in procs:
         p.join()
     failed = [r for r, p in enumerate(procs) if p.exitcode != 0]
@@ -938,8 +980,8 @@ def cli_dist_bench(args) -> int:
         return 1
     if "host-split" in cfg["modes"] and cfg["backend"] == "nccl":
         _add_host_split(cfg, world, args.json)
-    elif "host-split" in cfg["modes"] and cfg["backend"] == "gloo":
-        print("host split: not run (it drives several GPUs from one process; this machine has none)", flush=True)
+    for line in cfg["not_run"]:
+        print(line, flush=True)
     if args.json:
         print(f"results written to {args.json}")
     return 0

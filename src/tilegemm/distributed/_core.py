@@ -432,9 +432,10 @@ def summa(a: torch.Tensor, b: torch.Tensor, grid: tuple[int, int], group=None, p
 
 
 def run(a: torch.Tensor, b: torch.Tensor, lay: Layout, group=None, communicate: bool = True) -> torch.Tensor:
-    """The panel loop on an agreed layout. communicate=False runs the same local products on
-    whatever the receive buffers hold, with nothing sent: what `tilegemm dist-bench` times as
-    the products alone (its efficiency's numerator)."""
+    """The panel loop on an agreed layout. communicate=False runs the same local products with
+    nothing sent, on normal values in place of the receive buffers (made once: _normal_values):
+    what `tilegemm dist-bench` times as the products alone (its efficiency's numerator). Memory
+    never written could hold NaN, Inf or denormals, on which a CPU GEMM warns and runs slower."""
     if lay.peer:
         with _on_device(a.device):  # the copies and barriers go to the operands' device
             return _run_summa_peer(a, b, lay, team(group), communicate)
@@ -447,8 +448,14 @@ def run(a: torch.Tensor, b: torch.Tensor, lay: Layout, group=None, communicate: 
     # two buffers a direction (panel p + 1 arrives while panel p is used), flat so that a narrower
     # last panel is still one contiguous block; a direction with nothing to send has none
     a_moves, b_moves = (row_g is not None or not communicate) and pc > 1, (col_g is not None or not communicate) and pr > 1
-    bufs_a = [torch.empty(rows[i] * width, dtype=a.dtype, device=a.device) for _ in range(2 * a_moves)]
-    bufs_b = [torch.empty(width * ncols[j], dtype=b.dtype, device=b.device) for _ in range(2 * b_moves)]
+    if communicate:
+        bufs_a = [torch.empty(rows[i] * width, dtype=a.dtype, device=a.device) for _ in range(2 * a_moves)]
+        bufs_b = [torch.empty(width * ncols[j], dtype=b.dtype, device=b.device) for _ in range(2 * b_moves)]
+    else:  # the products alone read normal values, made once (no fill timed), as the 1-D loop's do
+        na, nb = rows[i] * width, width * ncols[j]
+        vals = _normal_values(2 * (a_moves * na + b_moves * nb), a.dtype, a.device)
+        bufs_a = [vals[x * na:(x + 1) * na] for x in range(2 * a_moves)]
+        bufs_b = [vals[2 * a_moves * na + x * nb:2 * a_moves * na + (x + 1) * nb] for x in range(2 * b_moves)]
 
     def post(p: int):
         """Issue panel p's two broadcasts; (A panel, B panel, works) on this rank."""
