@@ -208,3 +208,75 @@ def test_tensorcore_bench_merges_runs_into_per_shape_medians(tmp_path):
     assert bf["ratio"] == 1.00 and bf["ms"] == 1.0 and bf["runs_ratio"] == [1.10, 0.90, 1.00]
     assert f8["ratio"] == 0.9 and f8["runs_ratio"] == [0.9, 1.1]  # the run that failed is left out
     assert bench.main(["--merge", str(tmp_path / "missing.json"), "--out", str(out)]) == 2
+
+
+def _main(capsys, *argv):
+    """`tilegemm ARGV` in this process: (exit status, stdout, stderr)."""
+    from tilegemm import cli
+
+    rc = cli.main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def _one_line(err):
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    return err
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--equivalence", "-1"], "'-1': must be a finite number ≥ 0"),  # was a ZeroDivisionError traceback
+    (["--equivalence", "-0.5"], "'-0.5': must be a finite number ≥ 0"),  # was an empty SAME band, silently
+    (["--equivalence", "nan"], "'nan': must be a finite number ≥ 0"),
+    (["--level", "0"], "'0': must be strictly between 0 and 1"),
+    (["--level", "1"], "'1': must be strictly between 0 and 1"),
+    (["--level", "95"], "'95': must be strictly between 0 and 1"),
+])
+def test_compare_refuses_an_equivalence_or_level_out_of_range(args, says, tmp_path, capsys):
+    results.save(synthetic_doc(), tmp_path / "a.json")
+    with pytest.raises(SystemExit) as e:
+        _main(capsys, "compare", str(tmp_path / "a.json"), str(tmp_path / "a.json"), *args)
+    assert e.value.code == 2
+    assert says in _one_line(capsys.readouterr().err)
+    with pytest.raises(ValueError, match="must be"):  # and from the library, not a ZeroDivisionError
+        compare.compare(synthetic_doc(), synthetic_doc(), **{args[0][2:]: float(args[1])})
+    assert _main(capsys, "compare", str(tmp_path / "a.json"), str(tmp_path / "a.json"),
+                 "--equivalence", "0", "--level", "0.9")[0] == 0
+
+
+def test_ladder_refuses_a_json_that_is_not_a_resource_table(tmp_path, capsys):
+    results.save(synthetic_doc(), tmp_path / "run.json")
+    out = tmp_path / "ladder.md"
+    for name, text in (("list.json", '["a", "b"]'), ("doc.json", json.dumps(synthetic_doc()))):
+        (tmp_path / name).write_text(text)
+        rc, _, err = _main(capsys, "ladder", str(tmp_path / "run.json"), "--resources", str(tmp_path / name),
+                           "--out", str(out))
+        assert rc == 2 and f"{name}: not a resource table" in _one_line(err) and not out.exists()
+    row = dict(kernel="naive", function="naive", threads=256, registers=28, shared_bytes=0, occupancy=1.0)
+    (tmp_path / "res.json").write_text(json.dumps([row]))
+    assert _main(capsys, "ladder", str(tmp_path / "run.json"), "--resources", str(tmp_path / "res.json"),
+                 "--out", str(out))[0] == 0
+    assert "| 1 | naive | naive | 256 | 28 |" in out.read_text()
+
+
+def test_ladder_says_its_default_out_and_where_it_is_missing(tmp_path, capsys, monkeypatch):
+    from tilegemm import cli
+
+    sub = next(a for a in cli.build_parser()._actions if a.dest == "command")
+    assert "default docs/ladder.md" in " ".join(sub.choices["ladder"].format_help().split())
+    results.save(synthetic_doc(), tmp_path / "run.json")
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = _main(capsys, "ladder", "run.json")
+    assert rc == 2 and "no folder docs/" in _one_line(err) and "--out" in err
+    (tmp_path / "docs").mkdir()
+    assert _main(capsys, "ladder", "run.json")[0] == 0 and (tmp_path / "docs" / "ladder.md").exists()
+
+
+@pytest.mark.parametrize("env, says", [(dict(simulator=True, gpu=None), "measured under Numba's CUDA simulator"),
+                                       (dict(simulator=False, gpu=None), "measured without a GPU")])
+def test_ladder_refuses_results_not_measured_on_a_gpu(env, says, tmp_path, capsys):
+    doc = synthetic_doc()
+    doc["environment"].update(env)
+    results.save(doc, tmp_path / "sim.json")
+    rc, _, err = _main(capsys, "ladder", str(tmp_path / "sim.json"), "--out", str(tmp_path / "l.md"))
+    assert rc == 2 and says in _one_line(err) and not (tmp_path / "l.md").exists()

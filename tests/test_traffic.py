@@ -69,3 +69,33 @@ def test_counting_array_counts_slices_and_refuses_nothing_silently():
     assert ctr.loads["global:X"] == 5 and ctr.stores["global:X"] == 2
     with pytest.raises(AttributeError):
         a.copy_to_host()
+
+
+def _main(capsys, *argv):
+    """`tilegemm ARGV` in this process: (exit status, stdout, stderr); argparse's exit counts too."""
+    from tilegemm import cli
+
+    try:
+        rc = cli.main(list(argv))
+    except SystemExit as e:
+        rc = e.code
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_traffic_dtypes_are_the_simt_kernels_dtypes():
+    assert set(traffic.DTYPES) == {d for k in registry.select(backend="simt") for d in k.dtypes}
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--dtype", "float99"], "invalid choice: 'float99'"),  # was 21 'skipped' lines and an empty table, exit 0
+    (["--kernels", "cpu_blas"], "cpu_blas (cpu): traffic counts only SIMT"),  # was an empty table, exit 0
+    (["--kernels", "tc_tiled"], "tc_tiled (tensorcore): traffic counts only SIMT"),
+    (["--kernels", "naive,cpu_blas"], "cpu_blas (cpu): traffic counts only SIMT"),
+    (["--kernels", "vectorized,warptile", "--dtype", "float64"], "nothing to count: none of vectorized, warptile"),
+    (["--kernels", "naive", "--dtype", "float16"], "nothing to count: naive takes float32, float64, not float16"),
+])
+def test_traffic_refuses_what_it_cannot_count_in_one_line(args, says, capsys):
+    rc, out, err = _main(capsys, "traffic", *args)
+    assert rc == 2 and "skipped" not in out and "Element accesses" not in out, out
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and says in err, err

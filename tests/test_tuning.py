@@ -721,3 +721,44 @@ def test_the_h200_database_serves_a_models_linear_layers_from_their_own_layout()
             assert d.source.startswith("db, exact bucket") and "of layout" not in d.source, (m, n, k, d)
     d = tuning.pick(db, "db", _problem(512, 1024, 8192, b_t=True))
     assert d.rung != space.T04 and d.config.get("SPLIT", 1) == 1, d
+
+
+def _derive(capsys, tmp_path, cache_text, *more):
+    """`tilegemm tune --derive` of a file holding cache_text into tmp_path/db.json: (exit status,
+    stdout, stderr, whether the database was written)."""
+    from tilegemm import cli
+
+    src = tmp_path / "from.json"
+    if cache_text is not None:
+        src.write_text(cache_text)
+    more = more or ("--gpu", "NVIDIA H200", "--db", str(tmp_path / "db.json"))
+    rc = cli.main(["tune", "--derive", str(src), *more])
+    out = capsys.readouterr()
+    return rc, out.out, out.err, (tmp_path / "db.json").exists()
+
+
+@pytest.mark.parametrize("text, says", [
+    ('{"x": 1}', "from.json: no tuning entries"),  # was '0 decisions derived', exit 0, an empty database
+    ('["a", "b"]', "from.json: a JSON list, not a tuning cache"),
+    ("{ not json", "from.json: not JSON"),  # was a 2-line RuntimeWarning with the source line
+    (None, "from.json: no such file"),  # was 'no tuning entries in …'
+    (json.dumps({f"tc_splitk|NVIDIA H100|bf16|bfloat16|bfloat16|nn|nobeta|16x4096x4096||{cache.TUNER_VERSION}":
+                 dict(config={}, ms=0.01, m=16, n=4096, k=4096)}),
+     "no rung tunings to derive from for --gpu 'NVIDIA H200' (its tunings are for 'NVIDIA H100')"),
+    (json.dumps({"tc_splitk|NVIDIA H200|bf16|bfloat16|bfloat16|nn|nobeta|16x4096x4096||v0":
+                 dict(config={}, ms=0.01, m=16, n=4096, k=4096)}), "its tunings for it are of tuner v0"),
+])
+def test_derive_refuses_a_file_it_cannot_derive_from_and_writes_nothing(text, says, tmp_path, capsys):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no RuntimeWarning beside the line
+        rc, out, err, written = _derive(capsys, tmp_path, text)
+    assert rc == 2 and not written and not out.strip(), out
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and says in err, err
+
+
+def test_derive_without_gpu_or_db_says_so_on_stderr(tmp_path, capsys):
+    rc, out, err, written = _derive(capsys, tmp_path, "{}", "--db", str(tmp_path / "db.json"))
+    assert rc == 2 and not written and not out.strip(), out  # was printed on stdout
+    assert "--derive needs the GPU it is for (--gpu" in err and len(err.strip().splitlines()) == 1

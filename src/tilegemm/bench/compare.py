@@ -16,6 +16,8 @@ No fixed percentage decides FASTER or SLOWER; `equivalence` only separates SAME 
 
 from __future__ import annotations
 
+import argparse
+import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -56,9 +58,24 @@ def bootstrap_ratio_ci(old, new, *, n_boot: int = 4000, level: float = 0.95, see
     return float(np.median(new) / np.median(old)), float(np.quantile(ratios, a)), float(np.quantile(ratios, 1 - a))
 
 
+EQUIVALENCE_MEANS = ("the fraction by which NEW may differ from OLD and still be SAME "
+                     "(0.02: the whole interval within ±2%)")
+LEVEL_MEANS = "the confidence level of the interval (0.95: a 95% interval)"
+
+
+def check_settings(equivalence: float, level: float) -> None:
+    """A negative `equivalence` makes SAME's band empty (at -1, a division by zero); a `level`
+    of 0 is an interval of one point, of 1 or more no interval at all."""
+    if not (math.isfinite(equivalence) and equivalence >= 0):
+        raise ValueError(f"equivalence {equivalence}: must be a finite number ≥ 0, {EQUIVALENCE_MEANS}")
+    if not 0 < level < 1:
+        raise ValueError(f"level {level}: must be strictly between 0 and 1, {LEVEL_MEANS}")
+
+
 def decide(old_t: dict | None, new_t: dict | None, *, equivalence: float = 0.02, min_samples: int = 3,
            level: float = 0.95, seed: int = 0) -> tuple[str, float | None, float | None, float | None, str]:
     """Verdict from two Timing.to_dict() dicts: (verdict, ratio, lo, hi, method)."""
+    check_settings(equivalence, level)
     if not old_t or not new_t or not old_t.get("median_ms") or not new_t.get("median_ms"):
         return UNCLEAR, None, None, None, "no time on one side"
     so, sn = old_t.get("samples_ms") or [], new_t.get("samples_ms") or []
@@ -90,6 +107,7 @@ def _key(r: dict):
 
 def compare(old: dict, new: dict, *, equivalence: float = 0.02, level: float = 0.95, seed: int = 0) -> list[Verdict]:
     """Verdicts for every (kernel, shape, dtype) in both documents, in NEW's order."""
+    check_settings(equivalence, level)
     old_by = {_key(r): r for r in old["records"]}
     out = []
     for r in new["records"]:
@@ -122,13 +140,30 @@ def to_dicts(verdicts: list[Verdict]) -> list[dict]:
 
 # ---- CLI ----------------------------------------------------------------------------------------
 
+def _setting(name: str):
+    """An argparse type for --equivalence or --level: a number that check_settings() takes, or
+    one line saying what the option means."""
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        try:
+            check_settings(v, 0.95) if name == "equivalence" else check_settings(0.0, v)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(f"{text!r}: {str(e).split(': ', 1)[1]}") from None
+        return v
+    return parse
+
+
 def add_cli(subparsers) -> None:
     p = subparsers.add_parser("compare", help="OLD.json vs NEW.json: FASTER / SLOWER / SAME / UNCLEAR per kernel and shape")
     p.add_argument("old")
     p.add_argument("new")
-    p.add_argument("--equivalence", type=float, default=0.02,
-                   help="SAME needs the whole confidence interval within ±this fraction (default 0.02)")
-    p.add_argument("--level", type=float, default=0.95, help="confidence level of the interval (default 0.95)")
+    p.add_argument("--equivalence", type=_setting("equivalence"), default=0.02,
+                   help="SAME needs the whole confidence interval within ±this fraction, ≥ 0 (default 0.02)")
+    p.add_argument("--level", type=_setting("level"), default=0.95,
+                   help="confidence level of the interval, strictly between 0 and 1 (default 0.95)")
     p.add_argument("--fail-on-slower", action="store_true", help="exit 1 when any verdict is SLOWER")
     p.set_defaults(func=cli_compare)
 

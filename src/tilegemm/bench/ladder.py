@@ -149,23 +149,60 @@ def collect_resources(path: str | None) -> list[dict]:
     return rows
 
 
+DEFAULT_OUT = "docs/ladder.md"
+
+
 def add_cli(subparsers) -> None:
     p = subparsers.add_parser("ladder", help="docs/ladder.md from SIMT results and the resource table")
-    p.add_argument("results", help="results JSON of `tilegemm bench --kernels simt`")
+    p.add_argument("results", help="results JSON of `tilegemm bench --kernels simt --json` on a GPU")
     p.add_argument("--resources", help="JSON from `tilegemm resources --json`")
-    p.add_argument("--out", default="docs/ladder.md")
+    p.add_argument("--out", help=f"the page to write (default {DEFAULT_OUT}, relative to where you run it: in the "
+                   "repository's root that replaces the committed page)")
     p.set_defaults(func=_cli_ladder)
     r = subparsers.add_parser("resources", help="registers, spills, shared memory and SASS census per SIMT rung")
     r.add_argument("--json", help="save the table")
     r.set_defaults(func=_cli_resources)
 
 
+def load_resources(path) -> list[dict]:
+    """The rows `tilegemm resources --json` wrote, refused in one line when the file is anything
+    else (a results document, say), so that render() never meets a row that is not a dict."""
+    p = Path(path)
+    try:
+        rows = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{p}: no such resources file") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{p}: not JSON ({e})") from None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and "kernel" in r for r in rows):
+        raise ValueError(f"{p}: not a resource table (expected a JSON list of rows with a 'kernel' each, "
+                         "as `tilegemm resources --json` writes it)")
+    return rows
+
+
+def _measured_on_a_gpu(doc: dict, path) -> None:
+    """The page is about GPU timings: a simulator's (or a GPU-less machine's) times would fill it
+    with 0.0 TFLOP/s rows on a GPU called '?'."""
+    env = doc.get("environment") or {}
+    if env.get("simulator") or not (env.get("gpu") or {}).get("name"):
+        where = "under Numba's CUDA simulator" if env.get("simulator") else "without a GPU"
+        raise ValueError(f"{path}: measured {where}; the ladder page needs times from a GPU "
+                         "(`tilegemm bench --kernels simt --json FILE` on one)")
+
+
 def _cli_ladder(args) -> int:
     doc = load(args.results)
+    _measured_on_a_gpu(doc, args.results)
     doc["_path"] = args.results
-    res = json.loads(Path(args.resources).read_text()) if args.resources else []
-    Path(args.out).write_text(render(doc, res))
-    print(f"wrote {args.out}")
+    res = load_resources(args.resources) if args.resources else []
+    out = Path(args.out or DEFAULT_OUT)
+    folder = out.parent
+    if not folder.is_dir():  # checked before rendering, so that nothing is half done
+        hint = (f" (the default --out, {DEFAULT_OUT}, is relative to the repository's root: run there or give "
+                "--out PATH)") if args.out is None else ""
+        raise FileNotFoundError(f"no folder {folder}/ to write {out} in{hint}")
+    out.write_text(render(doc, res))
+    print(f"wrote {out}")
     return 0
 
 

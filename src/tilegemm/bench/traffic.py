@@ -191,6 +191,7 @@ def count(kernel: registry.Kernel, m: int, n: int, k: int, dtype: str = "float32
 # ---- CLI ----------------------------------------------------------------------------------------
 
 DEFAULT_SHAPES = "20x24x40,33x17x5"
+DTYPES = ("float16", "float32", "float64")  # every dtype a SIMT kernel takes (test_traffic holds it to the registry)
 
 
 def add_cli(subparsers) -> None:
@@ -199,9 +200,31 @@ def add_cli(subparsers) -> None:
     p.add_argument("--kernels", default="simt", help="'simt' (default) or a comma-separated list of kernel names")
     p.add_argument("--shapes", default=DEFAULT_SHAPES,
                    help=f"shape set name, JSON file or list (default {DEFAULT_SHAPES}; keep them tiny)")
-    p.add_argument("--dtype", default="float32")
+    p.add_argument("--dtype", default="float32", choices=DTYPES,
+                   help="the element type (default float32); a kernel that does not take it is skipped")
     p.add_argument("--json", metavar="PATH", help="also write the counts as JSON")
     p.set_defaults(func=cli_traffic)
+
+
+def countable(names: str, dtype: str) -> list[registry.Kernel]:
+    """The kernels `--kernels names` asks for that take `dtype`; a kernel the count cannot run
+    (not Numba CUDA) is refused by name, and nothing left to count is refused too, rather than
+    printing an empty table that exits 0."""
+    kernels = registry.select(backend="simt") if names == "simt" else \
+        [registry.get(x.strip()) for x in names.split(",") if x.strip()]
+    if not kernels:
+        raise ValueError("no kernel given: --kernels takes 'simt' or a comma-separated list of SIMT kernel names")
+    other = [k for k in kernels if k.backend != "simt"]
+    if other:
+        raise ValueError(f"{', '.join(f'{k.name} ({k.backend})' for k in other)}: traffic counts only SIMT (Numba "
+                         "CUDA) kernels; give 'simt' or names of `tilegemm kernels` whose backend is simt")
+    takes = [k for k in kernels if dtype in k.dtypes]
+    if not takes:
+        have = ", ".join(sorted({d for k in kernels for d in k.dtypes}))
+        raise ValueError(f"nothing to count: {kernels[0].name} takes {have}, not {dtype}" if len(kernels) == 1 else
+                         f"nothing to count: none of {', '.join(k.name for k in kernels)} takes {dtype} "
+                         f"(they take {have})")
+    return kernels
 
 
 def cli_traffic(args) -> int:
@@ -209,6 +232,7 @@ def cli_traffic(args) -> int:
     import os
     import subprocess
 
+    kernels = countable(args.kernels, args.dtype)  # refused here, before a re-run under the simulator
     if not _cuda.SIMULATOR:  # counting needs the simulator; numba.cuda is already bound to the GPU here
         env = dict(os.environ, TILEGEMM_SIMULATOR="1")
         cmd = [sys.executable, "-m", "tilegemm.cli", "traffic", "--kernels", args.kernels, "--shapes", args.shapes,
@@ -220,8 +244,6 @@ def cli_traffic(args) -> int:
 
     from .shapes import load_shapes
 
-    kernels = registry.select(backend="simt") if args.kernels == "simt" else \
-        [registry.get(x.strip()) for x in args.kernels.split(",") if x.strip()]
     shapes = load_shapes(args.shapes)
     t = Table(title="Element accesses counted under the simulator vs the cost model (kernel.traffic)",
               header_style="bold")
@@ -234,9 +256,6 @@ def cli_traffic(args) -> int:
     if not console.is_terminal:  # logs and CI: do not squeeze the table into 80 columns
         console.width = max(console.width, 150)
     for kern in kernels:
-        if kern.backend != "simt":
-            console.print(f"{kern.name}: skipped, not a Numba CUDA kernel ({kern.backend})")
-            continue
         if args.dtype not in kern.dtypes:  # by rule: a kernel counts only the dtypes it takes
             console.print(f"{kern.name}: skipped, it takes {', '.join(kern.dtypes)}, not {args.dtype}")
             continue

@@ -216,18 +216,44 @@ def run(args) -> int:
     return 0
 
 
+def read_tuning_cache(path: str) -> dict:
+    """The JSON object of a cache file to derive from. Not cache._read: that one forgives a
+    missing or unreadable file (a user's cache that the next tuning rewrites), where here a wrong
+    path or a file of something else is the user's mistake, to be said in one line."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such file (give the tuning cache to derive from)") from None
+    except IsADirectoryError:
+        raise IsADirectoryError(f"{path}: a folder, not a tuning cache file") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: not JSON ({e}); expected a tuning cache as `tilegemm tune` writes it") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a JSON {type(data).__name__}, not a tuning cache (a JSON object of "
+                         "'rung|GPU|…' entries, as `tilegemm tune` writes it)")
+    return data
+
+
 def _derive(args, con) -> int:
-    """`--derive CACHE`: database entries from a cache file's rung tunings, offline."""
+    """`--derive CACHE`: database entries from a cache file's rung tunings, offline. Every refusal
+    comes before the database is touched: deriving nothing must not leave an empty database."""
+    if not args.gpu or not args.db:
+        raise ValueError("--derive needs the GPU it is for (--gpu 'NVIDIA H200') and the database file (--db PATH)")
     from . import cache
 
-    if not args.gpu or not args.db:
-        con.print("tilegemm tune --derive: name the GPU (--gpu 'NVIDIA H200') and the database file (--db PATH)")
-        return 2
-    cached = cache._read(args.derive)
-    if not cached:
-        con.print(f"tilegemm tune --derive: no tuning entries in {args.derive}")
-        return 2
+    cached = read_tuning_cache(args.derive)
+    keys = [k.split("|") for k, e in cached.items() if len(k.split("|")) == 10 and isinstance(e, dict)]
+    if not keys:
+        raise ValueError(f"{args.derive}: no tuning entries (keys 'rung|GPU|…', as `tilegemm tune` writes "
+                         "its cache); nothing to derive, the database is left as it was")
     entries = derive(cached, args.gpu)
+    if not entries:
+        versions = sorted({k[9] for k in keys if k[1] == args.gpu})
+        why = (f"its tunings for it are of tuner {', '.join(versions)}, this one is {cache.TUNER_VERSION}" if versions
+               else f"its tunings are for {', '.join(repr(g) for g in sorted({k[1] for k in keys}))}")
+        raise ValueError(f"{args.derive}: no rung tunings to derive from for --gpu {args.gpu!r} ({why}); "
+                         "the database is left as it was")
     old = cache._read(args.db) if os.path.exists(args.db) else {}
     facts = {k: v for k, v in old.items() if k not in ("entries", "simt")} or dict(gpu=args.gpu, tuner=cache.TUNER_VERSION)
     mine = old.get("entries", {})
