@@ -117,6 +117,19 @@ def test_mistakes_on_a_machine_without_a_gpu_are_one_line_before_the_work(args, 
     assert run.returncode == 2 and says in _one_line(run) and "Race demo" not in run.stdout
 
 
+def test_outputs_in_a_new_folder_or_through_a_device_file(tmp_path):
+    """The output check refuses no path a writer can write: a folder yet to be made (made), and
+    /dev/null or /dev/stdout (written through, never replaced by a rename)."""
+    import stat
+
+    run = _run(["bench", "--kernels", "cpu", "--sizes", "16", "--budget", "0.02", "--quiet", "--table", "new/t.txt",
+                "--json", "/dev/null"], tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert (tmp_path / "new" / "t.txt").exists() and stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    run = _run(["results", LADDER, "--csv", "/dev/stdout"], tmp_path, timeout=300)
+    assert run.returncode == 0 and "kernel" in run.stdout, run.stderr[-2000:]
+
+
 def test_every_kernel_through_bench_and_traffic(tmp_path):
     """`--kernels all`: a kernel that cannot take the dtype is skipped by rule, not by a crash."""
     for args in (["bench", "--kernels", "all", "--sizes", "16", "--budget", "0.02", "--warmup", "0.01", "--quiet"],

@@ -110,6 +110,8 @@ def test_the_other_byte_order_is_read_and_written(sa, sb, kernel):
     assert out.dtype.byteorder == ">" and np.allclose(out, want, rtol=1e-5, atol=1e-6)
     with pytest.raises(ShapeError):
         tilegemm.matmul(a, b, kernel=kernel, out=np.empty((7,), a.dtype))
+    with pytest.raises(DTypeError, match="out is a numpy array"):  # torch operands: a NumPy out is refused
+        tilegemm.matmul(torch.from_numpy(a.astype(np.float32)), torch.from_numpy(b.astype(np.float32)), out=out)
 
 
 def test_a_numpy_scalar_is_0d_and_a_dtype_served_only_on_a_gpu_is_a_type_error():

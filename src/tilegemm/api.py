@@ -103,7 +103,8 @@ def _plan(A: Operand, B: Operand, kernel: str) -> Plan:
         if A.on_host and not gpu:
             raise DTypeError(f"matmul: {dtype} runs on a CUDA GPU, and this machine has none; cast the operands "
                              "to float32")
-        raise DTypeError(f"matmul: no kernel for {dtype} can run on {A.device} here ({cands[0].runnable()[1]})")
+        why = "; ".join(f"{kk.name}: {kk.runnable()[1]}" for kk in cands if kk.backend != "cpu")
+        raise DeviceError(f"matmul: no kernel for {dtype} can run on {A.device} here ({why or 'none of its kernels'})")
     best = max(pool, key=lambda kk: kk.auto_rank)
     reasons.append(f"{best.name!r} ranks highest for {dtype} among: {', '.join(kk.name for kk in pool)}")
     _AUTO[key] = (best, list(reasons))
@@ -202,11 +203,10 @@ def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
         c = matmul(np.asarray(a) if isinstance(a, np.ndarray) else a,
                    np.asarray(b) if isinstance(b, np.ndarray) else b, kernel=kernel)
         return sub.__array_wrap__(np.asarray(c), None, False) if isinstance(c, (np.ndarray, np.generic)) else c
-    if isinstance(out, np.ndarray) and not out.dtype.isnative:  # the kernels write this machine's byte
+    if isinstance(out, np.ndarray) and not out.dtype.isnative and isinstance(a, np.ndarray):  # the kernels write this machine's byte
         # order: the product, checked against out, then cast into it (as np.matmul's out= does)
-        c = matmul(a, b, kernel=kernel)
-        if isinstance(c, np.ndarray):
-            _check_out(out, arrays.describe(c, "a"), c.shape, c.dtype.name, (a, b))
+        c = np.asarray(matmul(a, b, kernel=kernel))  # (NumPy operands: a 0-D result is a NumPy scalar)
+        _check_out(out, arrays.describe(c, "a"), c.shape, c.dtype.name, (a, b))
         out[...] = c
         return out
     A, B = arrays.describe(a, "a"), arrays.describe(b, "b")

@@ -138,8 +138,9 @@ def cmd_bench(args) -> int:
         results.save(doc, args.json)
         con.print(f"results written to {args.json}")
     if args.table:
-        with open(args.table, "w") as f:
-            f.write(con.export_text())
+        from .bench.results import write_json
+
+        write_json(args.table, con.export_text())  # (any text: whole or not at all, its folder made)
     wrong = [r for r in records if r.get("ok") is False and "broken" not in r["kernel"]]
     return 1 if wrong else 0
 
@@ -261,7 +262,7 @@ class Parser(argparse.ArgumentParser):
 # what a command raises for a user's mistake or a machine it cannot run on: one line, exit 2
 # (TILEGEMM_DEBUG=1 shows the traceback)
 USER_ERRORS = (ValueError, TypeError, LookupError, OSError, RuntimeError)  # LookupError: KeyError too
-OUTPUTS = ("json", "table", "csv", "db", "out")  # the options that name a file a command writes (report's --out: a folder)
+OUTPUTS = ("json", "table", "csv", "db", "out", "log")  # the options that name a file a command writes (report's --out: a folder)
 
 
 def build_parser() -> argparse.ArgumentParser:

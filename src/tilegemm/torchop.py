@@ -23,6 +23,7 @@ imports torch: `tilegemm.patch` imports it on first use.
 from __future__ import annotations
 
 import copyreg
+import itertools
 from typing import Optional
 
 import torch
@@ -30,11 +31,14 @@ import torch
 from . import api, arrays, dispatch
 
 COUNTS = {"tilegemm": 0, "torch": 0}  # every product the operators ran (a patch counts its model's own), by who ran it
+_COUNTERS = {0: COUNTS}  # the operators' `counter` argument → where its products are counted (each patch's own)
+_TAGS = itertools.count(1)
 
 
 _HOST = frozenset((torch.float32, torch.float64))
 _fast_linear = dispatch.fast_linear
 _CUDA = frozenset((torch.float16, torch.bfloat16, torch.float32, torch.float64))
+_AUTOCAST_FROM = frozenset((torch.float32, torch.float16, torch.bfloat16))  # what autocast casts
 _PLAIN = (torch.Tensor, torch.nn.Parameter)  # a subclass (DTensor, a quantised weight) has its own rules: torch's
 _compiling, _tracing = torch.compiler.is_compiling, torch._C._is_tracing
 _any_autocast, _functorch = torch._C._is_any_autocast_enabled, torch._C._are_functorch_transforms_active
@@ -124,14 +128,16 @@ def _add_bias(y: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
 
 
 @torch.library.custom_op("tilegemm::matmul", mutates_args=())
-def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """a @ b (numpy.matmul's semantics) on tilegemm, differentiable."""
+def matmul(a: torch.Tensor, b: torch.Tensor, counter: int = 0) -> torch.Tensor:
+    """a @ b (numpy.matmul's semantics) on tilegemm, differentiable. counter: where the product
+    is counted (a patch's tag; 0: COUNTS), at run time, so that a compiled graph counts its calls
+    without guarding on a count."""
     with torch.no_grad():
-        return _matmul(a, b)
+        return _matmul(a, b, _COUNTERS.get(counter, COUNTS))
 
 
 @matmul.register_fake
-def _matmul_fake(a, b):
+def _matmul_fake(a, b, counter=0):
     from .nd import result_shape
 
     *_, shape = result_shape(tuple(a.shape), tuple(b.shape))
@@ -139,7 +145,7 @@ def _matmul_fake(a, b):
 
 
 def _matmul_setup(ctx, inputs, output):
-    ctx.save_for_backward(*inputs)
+    ctx.save_for_backward(*inputs[:2])
 
 
 def _matmul_backward(ctx, grad):
@@ -158,26 +164,27 @@ def _matmul_backward(ctx, grad):
         ga = matmul(g, b2.transpose(-1, -2)).sum_to_size(a2.shape).reshape(a.shape)
     if ctx.needs_input_grad[1]:
         gb = matmul(a2.transpose(-1, -2), g).sum_to_size(b2.shape).reshape(b.shape)
-    return ga, gb
+    return ga, gb, None
 
 
 matmul.register_autograd(_matmul_backward, setup_context=_matmul_setup)
 
 
 @torch.library.custom_op("tilegemm::linear", mutates_args=())
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """nn.functional.linear(x, weight, bias) on tilegemm, differentiable."""
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
+           counter: int = 0) -> torch.Tensor:
+    """nn.functional.linear(x, weight, bias) on tilegemm, differentiable; counter as matmul's."""
     with torch.no_grad():
-        return _linear(x, weight, bias)
+        return _linear(x, weight, bias, _COUNTERS.get(counter, COUNTS))
 
 
 @linear.register_fake
-def _linear_fake(x, weight, bias=None):
+def _linear_fake(x, weight, bias=None, counter=0):
     return x.new_empty((*x.shape[:-1], weight.shape[0]))
 
 
 def _linear_setup(ctx, inputs, output):
-    x, weight, bias = inputs
+    x, weight, bias, _ = inputs
     ctx.save_for_backward(x, weight)
     ctx.has_bias = bias is not None
 
@@ -192,7 +199,7 @@ def _linear_backward(ctx, grad):
         gw = matmul(g.t(), x.reshape(-1, x.shape[-1]))
     if ctx.has_bias and ctx.needs_input_grad[2]:
         gb = g.sum(0)
-    return gx, gw, gb
+    return gx, gw, gb, None
 
 
 linear.register_autograd(_linear_backward, setup_context=_linear_setup)
@@ -213,9 +220,10 @@ def _autocast(device: torch.device, *tensors):
     kind = device.type
     if not torch.is_autocast_enabled(kind):
         return tensors
-    dtype = torch.get_autocast_dtype(kind)
-    return tuple(t.to(dtype) if t is not None and t.is_floating_point() and t.dtype is not dtype else t
-                 for t in tensors)
+    dtype = torch.get_autocast_dtype(kind)  # (float64 is left as it is, as autocast leaves it; the weight's cast
+    # is made each call, where autocast keeps it for the region)
+    return tuple(t.to(dtype) if t is not None and t.dtype in _AUTOCAST_FROM and t.device.type == kind
+                 and t.dtype is not dtype else t for t in tensors)
 
 
 # ---- patch(model) -----------------------------------------------------------------------------------
@@ -228,9 +236,9 @@ class _MatmulMode(torch.overrides.TorchFunctionMode):
     FUNCS = {torch.matmul, torch.bmm, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.Tensor.bmm}
     BMM = (torch.bmm, torch.Tensor.bmm)
 
-    def __init__(self, counts: dict):
+    def __init__(self, counts: dict, tag: int):
         super().__init__()
-        self.counts = counts
+        self.counts, self.tag = counts, tag
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -244,8 +252,7 @@ class _MatmulMode(torch.overrides.TorchFunctionMode):
                 c = torch.matmul(a, b)
                 self.counts["torch"] += 1
             elif _needs_operator(a, b):
-                c = matmul(a, b)
-                self.counts["tilegemm" if served(a, b) else "torch"] += 1
+                c = matmul(a, b, self.tag)  # counted by the operator, when it runs
             else:
                 c = _matmul(a, b, self.counts)
             return c
@@ -256,8 +263,8 @@ class _ModeHooks:
     """The hooks that put a model's forward (patched with matmul=True) in _MatmulMode. The model
     holds them while patched: a copy then would take the mode with it, so copying is refused."""
 
-    def __init__(self, counts: dict):
-        self.mode = _MatmulMode(counts)
+    def __init__(self, counts: dict, tag: int):
+        self.mode = _MatmulMode(counts, tag)
 
     def enter(self, module, args):  # a pre-hook's return value would replace the arguments: None
         self.mode.__enter__()
@@ -271,33 +278,37 @@ class _ModeHooks:
 
 
 def _forward(self, input):
-    """nn.Linear.forward on tilegemm: the patched layer's class has this forward."""
+    """nn.Linear.forward on tilegemm: the patched layer's class has this forward (until undo, when
+    another class made on top of it, a parametrization's, keeps it: then it is Linear's again)."""
+    if not self._tilegemm_on:
+        return self._tilegemm_base.forward(self, input)
     try:  # what self.weight and self.bias give (Module.__getattr__ reads _parameters first), without
         # its two Python calls; a parametrized or re-registered weight is not there: asked for by name
         params = self._parameters
         weight, bias = params["weight"], params["bias"]
     except KeyError:
         weight, bias = self.weight, self.bias
-    counts = self._tilegemm_counts
     if _any_autocast():
         input, weight, bias = _autocast(input.device, input, weight, bias)
     if _functorch():  # vmap, grad, jacrev: their wrapped tensors have no memory of their own to hand a kernel
         y = torch.nn.functional.linear(input, weight, bias)
-        counts["torch"] += 1
+        self._tilegemm_counts["torch"] += 1
         return y
-    if _needs_operator(input, weight, bias):
-        y = linear(input, weight, bias)
-        counts["tilegemm" if served(input, weight) else "torch"] += 1
-        return y
-    return _linear(input, weight, bias, counts)
+    if _needs_operator(input, weight, bias):  # counted by the operator when it runs (a count made here would
+        # be a constant that torch.compile guards on, and it would compile again at each call)
+        return linear(input, weight, bias, self._tilegemm_tag)
+    return _linear(input, weight, bias, self._tilegemm_counts)
 
 
 def _reduce_unpatched(self, protocol):
     """A copy of a patched layer (copy.deepcopy, pickle, torch.save) is of the layer as it was:
     its own class, unpatched, made as protocols 0 and 1 make an object (copyreg, so that loading
-    it needs no tilegemm)."""
-    rv = super(type(self), self).__reduce_ex__(protocol)
-    return (copyreg._reconstructor, (type(self)._tilegemm_base, object, None), *rv[2:])
+    it needs no tilegemm). A class another made on top of the patched one is its maker's to copy."""
+    ours = next(c for c in type(self).__mro__ if "_tilegemm_base" in vars(c))
+    rv = super(ours, self).__reduce_ex__(protocol)
+    if type(self) is not ours:
+        return rv
+    return (copyreg._reconstructor, (ours._tilegemm_base, object, None), *rv[2:])
 
 
 def _routes_linear(module: torch.nn.Module) -> bool:
@@ -310,36 +321,35 @@ class Patch:
     """What `patch(model)` did, and how to undo it. A context manager: the model is unpatched on exit.
 
     Each nn.Linear the model holds (not one patched already: that one stays its patch's) gets a
-    subclass of its class whose forward runs on tilegemm; undo gives each its class back. Copies
-    made meanwhile (deepcopy, pickle) are of the model as it was. Linear layers with a forward of
-    their own run as they are, and are counted as torch's."""
+    subclass of its class whose forward runs on tilegemm; undo gives each its class back (or, where
+    another class has been made on top of it since, switches it off). Copies made meanwhile
+    (deepcopy, pickle) are of the model as it was. Linear layers with a forward of their own (in
+    their class, or set on them by a hook library) run as they are, on torch, and are not counted.
+    Counts are plain increments: threads that share a patched model may lose some."""
 
     def __init__(self, model: torch.nn.Module, matmul_too: bool):
-        self.model, self.layers, self.hooks = model, [], []
+        self.model, self.layers, self.hooks, self.classes = model, [], [], {}
         self._live = {"tilegemm": 0, "torch": 0}
         self._frozen = None
-        classes = {}
+        self._tag = next(_TAGS)
+        _COUNTERS[self._tag] = self._live
         for module in model.modules():
             if not isinstance(module, torch.nn.Linear) or hasattr(type(module), "_tilegemm_base"):
                 continue
             if not _routes_linear(module):
-                self.hooks.append(module.register_forward_hook(self._ran_on_torch))
                 continue
             base = type(module)
-            if base not in classes:
-                classes[base] = type(base.__name__, (base,), dict(
+            if base not in self.classes:
+                self.classes[base] = type(base.__name__, (base,), dict(
                     forward=_forward, __reduce_ex__=_reduce_unpatched, __module__=base.__module__,
-                    _tilegemm_base=base, _tilegemm_counts=self._live))
-            module.__class__ = classes[base]
+                    _tilegemm_base=base, _tilegemm_counts=self._live, _tilegemm_tag=self._tag, _tilegemm_on=True))
+            module.__class__ = self.classes[base]
             self.layers.append(module)
         if matmul_too:
-            hooks = _ModeHooks(self._live)  # entered before the model's other pre-hooks (one that raises would
-            # leave it unentered, and leave, which runs even then, would pop another mode), left after its hooks
+            hooks = _ModeHooks(self._live, self._tag)  # entered before the model's other pre-hooks (one that raises
+            # would leave it unentered, and leave, which runs even then, would pop another mode), left after its hooks
             self.hooks.append(model.register_forward_pre_hook(hooks.enter, prepend=True))
             self.hooks.append(model.register_forward_hook(hooks.leave, always_call=True))
-
-    def _ran_on_torch(self, module, args, out):
-        self._live["torch"] += 1
 
     @property
     def counts(self) -> dict:
@@ -348,14 +358,18 @@ class Patch:
         return dict(self._live if self._frozen is None else self._frozen)
 
     def undo(self) -> None:
+        mine = set(self.classes.values())
         for module in self.layers:
-            if getattr(type(module), "_tilegemm_counts", None) is self._live:
+            if type(module) in mine:
                 module.__class__ = type(module)._tilegemm_base
+        for cls in mine:  # a layer whose class another made on top of ours since: Linear's forward from now
+            cls._tilegemm_on = False
         for h in self.hooks:
             h.remove()
         self.layers, self.hooks = [], []
         if self._frozen is None:
             self._frozen = dict(self._live)
+            _COUNTERS.pop(self._tag, None)
 
     def __enter__(self):
         return self

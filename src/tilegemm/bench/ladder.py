@@ -15,7 +15,7 @@ import statistics
 from pathlib import Path
 
 from .. import registry
-from .results import load
+from .results import load, write_json
 
 KEY_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096))
 
@@ -145,7 +145,7 @@ def collect_resources(path: str | None) -> list[dict]:
     kernels = [k for k in registry.all_kernels() if k.backend == "simt" and k.supports("float32")]
     rows = sass.resource_table(kernels, "float32")
     if path:
-        Path(path).write_text(json.dumps(rows, indent=1, default=str))
+        write_json(path, json.dumps(rows, indent=1, default=str))
     return rows
 
 

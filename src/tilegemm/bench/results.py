@@ -180,6 +180,11 @@ def write_json(path, text: str) -> Path:
     """Write `text` to `path` whole or not at all (a temporary file, then a rename): a run cut
     short, or a reader in the middle of a write, never sees half a results file."""
     p = Path(path)
+    if p.is_symlink() or (p.exists() and not p.is_file()):  # /dev/stdout, a pipe: written through, never
+        # replaced by a rename (which, run as root, would put a file where /dev/null was)
+        with open(p, "w", encoding="utf-8") as f:
+            f.write(text)
+        return p
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_suffix(p.suffix + ".tmp")
     tmp.write_text(text, encoding="utf-8")
@@ -196,6 +201,10 @@ def check_writable(path) -> None:
     p = Path(path)
     if p.is_dir():
         raise OSError(f"cannot write {p}: it is a folder; name a file")
+    if p.is_symlink() or (p.exists() and not p.is_file()):  # written through (write_json): /dev/stdout
+        if not os.access(p, os.W_OK):
+            raise OSError(f"cannot write {p}: not writable")
+        return
     folder = p.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent

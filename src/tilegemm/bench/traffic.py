@@ -270,8 +270,9 @@ def cli_traffic(args) -> int:
                       if "broken" in kern.tags else "[red]wrong[/]")
     console.print(t)
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(out, f, indent=1)
+        from .results import write_json
+
+        write_json(args.json, json.dumps(out, indent=1))
     if bad:
         console.print(f"[red]{bad} kernel × shape counts differ from the cost model[/]")
     return 1 if bad else 0

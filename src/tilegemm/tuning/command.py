@@ -211,6 +211,7 @@ def run(args) -> int:
         n = write_db(out_path, entries, facts, simt)
         con.print(f"database {out_path}: {len(entries)} entries written, {n} in all")
     if args.log:
+        os.makedirs(os.path.dirname(os.path.abspath(args.log)), exist_ok=True)
         with open(args.log, "w") as f:
             json.dump(dict(facts, runs=log), f, indent=1, default=str)
     return 0
