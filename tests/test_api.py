@@ -325,3 +325,22 @@ def test_masked_arrays_are_refused_not_multiplied_with_their_masked_values():
     with pytest.raises(tilegemm.MaskedArrayError):
         tilegemm.gemm(a, b)
     assert np.array_equal(tilegemm.matmul(a.filled(0), b), np.ma.dot(a, b).filled(np.nan))  # what it suggests
+
+
+@pytest.mark.skipif(not tilegemm._cuda.SIMULATOR, reason="the simulator's switch: a machine without a GPU")
+@pytest.mark.parametrize("first", ["import numba", "tilegemm.kernels()"])
+def test_the_simulator_runs_whatever_imported_numba_first(first):
+    """Numba reads NUMBA_ENABLE_CUDASIM at its own import; the CPU kernels (which kernels() reads
+    for their summaries) or the caller may import it before tilegemm decides: the simulator's
+    kernels must run all the same (they raised CudaSupportError, while kernels() said they ran)."""
+    import os
+    import subprocess
+    import sys
+
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    code = (f"import numpy as np, tilegemm; {first}; "
+            "print(tilegemm.matmul(np.ones((5, 7), np.float32), np.ones((7, 3), np.float32), kernel='naive')[0, 0])")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    run = subprocess.run([sys.executable, "-c", code], env=dict(env, PYTHONPATH=src), capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0 and run.stdout.strip() == "7.0", run.stderr[-2000:]

@@ -48,6 +48,18 @@ def _driver_device_count() -> int:
     return 0
 
 
+def _simulate() -> bool:
+    """Switch the simulator on for numba.cuda's import to come. Numba reads its environment when
+    numba itself is imported (the CPU kernels import it, and so may the caller): if it has been,
+    its configuration is read again, else numba.cuda would look for a driver that is not there."""
+    os.environ[_SIM_VAR] = "1"
+    if "numba" in sys.modules:
+        from numba.core import config
+
+        config.reload_config()
+    return True
+
+
 def _decide() -> bool:
     """Return True when the simulator is (or will be) in use."""
     forced = os.environ.get("TILEGEMM_SIMULATOR")
@@ -56,13 +68,11 @@ def _decide() -> bool:
 
         return bool(config.ENABLE_CUDASIM)
     if forced is not None and env.flag("TILEGEMM_SIMULATOR"):
-        os.environ[_SIM_VAR] = "1"
-        return True
+        return _simulate()
     if os.environ.get(_SIM_VAR, "0") not in ("", "0"):
-        return True
+        return _simulate()  # (set before numba's import, or after it: read again either way)
     if forced is None and _driver_device_count() == 0:
-        os.environ[_SIM_VAR] = "1"
-        return True
+        return _simulate()
     return False
 
 
