@@ -82,6 +82,19 @@ def test_shape_errors_are_numpys_and_torchs_error_classes(sa, sb, why):
         torch.matmul(torch.from_numpy(a), torch.from_numpy(b))  # torch's …
     with pytest.raises(RuntimeError, match=why):  # … too
         tilegemm.matmul(torch.from_numpy(a), torch.from_numpy(b))
+    with pytest.raises(ValueError, match=why):  # and explain, which says what matmul would do, says the same
+        tilegemm.explain(a, b)
+
+
+@pytest.mark.parametrize("sa,sb", SHAPES, ids=lambda s: "x".join(map(str, s)) or "scalar")
+def test_explain_takes_what_matmul_takes(sa, sb):
+    a, b = _operands(sa, sb, "float32")
+    said = tilegemm.explain(a, b)
+    assert f"→ {np.matmul(a, b).shape}" in said.splitlines()[0] if (len(sa), len(sb)) != (2, 2) else "@" in said
+    square = np.ones((2, 2), np.float32)
+    assert tilegemm.plan(a, b).kernel.name == tilegemm.plan(square, square).kernel.name
+    with pytest.raises(DTypeError, match="pass both of one kind"):
+        tilegemm.explain(a, torch.from_numpy(b))
 
 
 def test_dtype_errors_name_the_dtypes():

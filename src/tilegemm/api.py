@@ -31,6 +31,7 @@ class Plan:
     k: int
     dtype: str
     reasons: list[str] = field(default_factory=list)
+    nd: str = ""  # for operands that are not both 2-D: the product as asked, "(2, 3, 4) @ (4,) → (2, 3)"
 
 
 def _check_operands(a: Operand, b: Operand) -> tuple[int, int, int]:
@@ -55,8 +56,30 @@ def _candidates(dtype: str, on_host: bool) -> list[registry.Kernel]:
 
 
 def plan(a, b, kernel: str = "auto") -> Plan:
-    """Check the operands and choose the kernel, without running anything."""
-    return _plan(arrays.describe(a, "a"), arrays.describe(b, "b"), kernel)
+    """Check the operands as `matmul` checks them (its errors) and choose the kernel, without
+    running anything. For 1-D or N-D operands: the kernel a 2-D product of their matrices gets,
+    as tilegemm.nd asks it (m, n, k are that product's; nd says the product asked for)."""
+    A, B = arrays.describe(a, "a"), arrays.describe(b, "b")
+    _refuse_two_host_kinds(A, B)
+    if len(A.shape) == 2 and len(B.shape) == 2:
+        return _plan(A, B, kernel)
+    from . import nd
+
+    batch, m, n, shape = nd.result_shape(A.shape, B.shape)
+    k = A.shape[-1]
+    p = _plan(arrays.Operand(None, A.kind, (m or 1, k), A.dtype, A.device, True),
+              arrays.Operand(None, B.kind, (k, n or 1), B.dtype, B.device, True), kernel)
+    p.nd = f"{tuple(A.shape)} @ {tuple(B.shape)} → {tuple(shape)}"
+    form = f"a batch of {int(np.prod(batch))} products" if batch else "a 1-D operand promoted"
+    p.reasons.insert(0, f"not 2-D: {form}, run by tilegemm.nd as one launch where it can; the kernel is the one a "
+                        f"{m or 1}×{k} @ {k}×{n or 1} product gets")
+    return p
+
+
+def _refuse_two_host_kinds(A: Operand, B: Operand) -> None:
+    if A.kind != B.kind and A.on_host and B.on_host:  # NumPy with a torch CPU tensor: np.matmul gives
+        # torch's kind, torch.matmul refuses; the result's kind would be a guess
+        raise DTypeError(f"matmul: a is a {A.kind} array and b a {B.kind} array; pass both of one kind")
 
 
 _AUTO: dict[tuple, tuple[registry.Kernel, list[str]]] = {}
@@ -116,9 +139,11 @@ def explain(a, b, kernel: str = "auto") -> str:
     and configuration, and where the configuration comes from (tuning cache, shipped database,
     heuristic)."""
     p = plan(a, b, kernel)
-    head = lambda k: f"{p.m}×{p.k} @ {p.k}×{p.n}, {p.dtype}: {k.name} ({k.label})"  # noqa: E731
+    head = lambda k: f"{p.nd or f'{p.m}×{p.k} @ {p.k}×{p.n}'}, {p.dtype}: {k.name} ({k.label})"  # noqa: E731
     lines = [head(p.kernel)]
     lines += [f"  - {r}" for r in p.reasons]
+    if p.nd:  # the rung and configuration are chosen for the 2-D or batched product nd forms
+        return "\n".join(lines)
     if p.kernel.backend == "tensorcore" and p.kernel.runnable()[0] and min(p.m, p.n, p.k) > 0:
         import torch
 
@@ -203,8 +228,9 @@ def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
         c = matmul(np.asarray(a) if isinstance(a, np.ndarray) else a,
                    np.asarray(b) if isinstance(b, np.ndarray) else b, kernel=kernel)
         return sub.__array_wrap__(np.asarray(c), None, False) if isinstance(c, (np.ndarray, np.generic)) else c
-    if isinstance(out, np.ndarray) and not out.dtype.isnative and isinstance(a, np.ndarray):  # the kernels write this machine's byte
-        # order: the product, checked against out, then cast into it (as np.matmul's out= does)
+    if isinstance(out, np.ndarray) and not out.dtype.isnative and isinstance(a, np.ndarray):  # the kernels
+        # write this machine's byte order: the product, checked against out, then cast into it (as np.matmul's
+        # out= does)
         c = np.asarray(matmul(a, b, kernel=kernel))  # (NumPy operands: a 0-D result is a NumPy scalar)
         _check_out(out, arrays.describe(c, "a"), c.shape, c.dtype.name, (a, b))
         out[...] = c
@@ -214,9 +240,7 @@ def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
         raise AutogradError("matmul: out requires grad, and out= records no gradient (as torch.matmul: functions "
                             "with out= don't support automatic differentiation); pass out.detach(), or call under "
                             "torch.no_grad()")
-    if A.kind != B.kind and A.on_host and B.on_host:  # NumPy with a torch CPU tensor: np.matmul gives
-        # torch's kind, torch.matmul refuses; the result's kind would be a guess
-        raise DTypeError(f"matmul: a is a {A.kind} array and b a {B.kind} array; pass both of one kind")
+    _refuse_two_host_kinds(A, B)
     if A.kind == "torch" and B.kind == "torch" and dispatch.plain(a) and dispatch.wants_grad(a, b):
         if out is not None:
             raise AutogradError("matmul: out= with tensors that require grad records no gradient (as torch.matmul: "
