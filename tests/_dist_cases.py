@@ -200,6 +200,129 @@ def check_transport():
         raise AssertionError("an unknown transport was taken")
 
 
+def refused(call, *says: str) -> None:
+    """call() raises DistributedError on this rank, its message holding each of `says`."""
+    try:
+        call()
+    except D.DistributedError as e:
+        missing = [x for x in says if x not in str(e)]
+        assert not missing, f"{missing} not in: {e}"
+        return
+    raise AssertionError(f"not refused (expected: {says})")
+
+
+def strided(x: torch.Tensor, how: str) -> torch.Tensor:
+    """x's values in a layout of other strides: "column-major", or "wider" (a slice of a wider
+    tensor: rows contiguous, the row stride longer than a row)."""
+    if how == "column-major":
+        return x.t().contiguous().t()
+    wide = torch.zeros((x.shape[0], x.shape[1] + 3), dtype=x.dtype)
+    wide[:, 1:1 + x.shape[1]] = x
+    return wide[:, 1:1 + x.shape[1]]
+
+
+def check_strided_blocks():
+    """Blocks of any strides, A's and B's: SUMMA on P × 1 (B's rows sent down the grid column) and
+    1 × P (A's columns along the grid row), panels of the default width and of 2, and the 1-D
+    engine with B sharded and replicated; every C exact, no block changed. gloo sends a tensor's
+    memory as it lies: a strided B's rows were sent as raw memory, a wrong C and no error."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    a, b = operands(9, 7, 11, seed=13, dtype=torch.float64)
+    want = a @ b  # (small integers: exact)
+    for how in ("column-major", "wider"):
+        for pr, pc in ((world, 1), (1, world)):
+            i, j = divmod(rank, pc)
+            a_blk = strided(split(split(a, pr, 0)[i], pc, 1)[j], how)
+            b_blk = strided(split(split(b, pr, 0)[i], pc, 1)[j], how)
+            assert not b_blk.is_contiguous() and not a_blk.is_contiguous()
+            a0, b0 = a_blk.clone(), b_blk.clone()
+            for panel in (None, 2):
+                c = D.summa(a_blk, b_blk, (pr, pc), panel=panel)
+                assert torch.equal(c, split(split(want, pr, 0)[i], pc, 1)[j]), (how, pr, pc, panel)
+            assert torch.equal(a_blk, a0) and torch.equal(b_blk, b0), (how, pr, pc, "a block was changed")
+        a_r, b_r = strided(split(a, world, 0)[rank], how), strided(split(b, world, 0)[rank], how)
+        assert torch.equal(D.matmul_1d(a_r, b_r, panel=3), split(want, world, 0)[rank]), (how, "1-D")
+        assert torch.equal(D.matmul_1d(a_r, strided(b, how), b_sharded=False), split(want, world, 0)[rank]), how
+
+
+def check_engines_disagree():
+    """Ranks that call different engines (matmul_1d with b_sharded differing, or SUMMA beside
+    matmul_1d) are refused on every rank together, naming the rank; none waits in a collective
+    the others skipped (rank 1 raised while rank 0 waited in an all-gather for good)."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    a, b = operands(8, 20, 6, dtype=torch.float64)
+    a_r, b_r = split(a, world, 0)[rank].contiguous(), split(b, world, 0)[rank].contiguous()
+    last = world - 1
+    says = f"rank {last} called matmul_1d with b_sharded=False, rank 0 matmul_1d with b_sharded=True"
+    refused(lambda: D.matmul_1d(a_r, b_r, b_sharded=rank != last), says)  # B's rows everywhere
+    refused(lambda: D.matmul_1d(a_r, b_r if rank != last else b, b_sharded=rank != last), says)  # each as it says
+    refused(lambda: D.summa(a_r, b_r, (world, 1)) if rank == 0 else D.matmul_1d(a_r, b_r),
+            f"rank {last} called matmul_1d with b_sharded=True, rank 0 summa")
+    assert torch.equal(D.matmul_1d(a_r, b_r), split(a @ b, world, 0)[rank])  # and the group is whole after them
+
+
+def check_16bit_on_cpus():
+    """float16 and bfloat16 blocks on CPUs (where tilegemm has no 16-bit kernel): refused on every
+    rank before anything is sent, with one message, also where a rank holds no row of A (it
+    multiplies nothing: it waited in the next all-gather while the rank with the row raised
+    DTypeError). Where this machine runs them (host blocks with a CUDA GPU), the products are exact."""
+    import tilegemm
+    from tilegemm.errors import DTypeError
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    for dtype in (torch.float16, torch.bfloat16):
+        probe = torch.empty((1, 1), dtype=dtype)
+        try:
+            tilegemm.plan(probe, probe)
+            runs = True
+        except DTypeError:
+            runs = False
+        a, b = operands(1, 33, 7, seed=14, dtype=dtype)  # one row of A: rank 1 holds none
+        want = a.double() @ b.double()
+        calls = [("1-D", lambda: D.matmul_1d(split(a, world, 0)[rank], split(b, world, 0)[rank], panel=8),
+                  split(want, world, 0)[rank]),
+                 ("1-D replicated", lambda: D.matmul_1d(split(a, world, 0)[rank], b, b_sharded=False),
+                  split(want, world, 0)[rank]),
+                 ("summa P x 1", lambda: D.summa(split(a, world, 0)[rank], split(b, world, 0)[rank], (world, 1)),
+                  split(want, world, 0)[rank]),
+                 ("summa 1 x P", lambda: D.summa(split(a, world, 1)[rank], split(b, world, 1)[rank], (1, world)),
+                  split(want, world, 1)[rank])]
+        name, everyone = str(dtype).removeprefix("torch."), ", ".join(map(str, range(world)))
+        for what, call, mine in calls:
+            if runs:
+                assert torch.equal(call().double(), mine), (what, dtype)
+            else:
+                refused(call, f"ranks {everyone}: tilegemm has no kernel for {name} on the CPU",
+                        "cast every rank's blocks to float32")
+
+
+def check_grid_and_panel_out_of_range():
+    """A grid entry or a panel that is not a positive integer: refused on every rank with a
+    DistributedError naming it and the ranks (a bare ValueError or RuntimeError from deep inside,
+    or, for the 1-D engine, taken silently, before), also where one rank alone passed it."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    a, b = operands(4, 5, 6, dtype=torch.float64)
+    a_r, b_r = split(a, world, 0)[rank].contiguous(), split(b, world, 0)[rank].contiguous()
+    everyone = ", ".join(map(str, range(world)))
+    for grid in ((-1, -world), (-world, -1), (world, -1), (0, world), (world, 0)):
+        refused(lambda: D.summa(a_r, b_r, grid), f"ranks {everyone} were called with grid {grid[0]}×{grid[1]}: a grid "
+                "is a positive number")
+    for panel in (-1, 0, 2.5):
+        says = f"ranks {everyone} were called with panel {'(not an integer)' if panel == 2.5 else panel}: a panel is"
+        refused(lambda: D.summa(a_r, b_r, (world, 1), panel=panel), says)
+        refused(lambda: D.matmul_1d(a_r, b_r, panel=panel), says)
+        refused(lambda: D.matmul_1d(a_r, b, b_sharded=False, panel=panel), says)
+    last = world - 1
+    refused(lambda: D.matmul_1d(a_r, b_r, panel=-1 if rank == last else None), f"rank {last} was called with panel -1")
+    refused(lambda: D.summa(a_r, b_r, (-world, -1) if rank == last else (world, 1)),
+            f"rank {last} was called with grid -{world}×-1")
+    assert torch.equal(D.summa(a_r, b_r, (world, 1), panel=2), split(a @ b, world, 0)[rank])
+
+
+SPAWNED = {"strided blocks": check_strided_blocks, "engines disagree": check_engines_disagree,
+           "16-bit on CPUs": check_16bit_on_cpus, "grid and panel out of range": check_grid_and_panel_out_of_range}
+
+
 def blocks_of(m, world, rank):
     from tilegemm.distributed._core import blocks
 
@@ -566,6 +689,27 @@ def reinit(rank: int, world: int, ports: list[int], outdir: str) -> None:
     os._exit(0)
 
 
+def spawned(rank: int, world: int, port: int, outdir: str, case: str) -> None:
+    """Spawned: one case of SPAWNED on `world` gloo ranks whose group times out after 10 s, so that
+    a rank left waiting in a collective fails the case within it instead of hanging; writes
+    OUTDIR/<case><rank>.txt: "ok" or what failed."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=10))
+    try:
+        SPAWNED[case]()
+        verdict = "ok"
+    except Exception:  # noqa: BLE001  (reported to the test)
+        verdict = traceback.format_exc()[-1500:]
+    with open(os.path.join(outdir, f"{case}{rank}.txt"), "w") as f:
+        f.write(verdict)
+    try:  # (no rank leaves while another may still read from it)
+        dist.barrier()
+        dist.destroy_process_group()
+    except Exception:  # noqa: BLE001,S110  (a case that failed may have broken the group: its verdict is written)
+        pass
+    os._exit(0)
+
+
 def free_port() -> int:
     import socket
 
@@ -585,6 +729,23 @@ if __name__ == "__main__" and sys.argv[1] == "reinit":
         p.start()
     for p in procs:
         p.join(timeout=120)
+    hung = [r for r, p in enumerate(procs) if p.is_alive()]
+    for r in hung:
+        procs[r].kill()
+    print("hung ranks:", hung)
+    sys.exit(0)
+
+if __name__ == "__main__" and sys.argv[1] == "spawned":  # OUTDIR CASE: one case of SPAWNED on 2 ranks
+    import multiprocessing as mp
+    import time
+
+    port, ctx = free_port(), mp.get_context("spawn")
+    procs = [ctx.Process(target=spawned, args=(r, 2, port, sys.argv[2], sys.argv[3])) for r in range(2)]
+    for p in procs:
+        p.start()
+    deadline = time.monotonic() + 60  # the group's timeout is 10 s: a rank alive after this hangs
+    for p in procs:
+        p.join(timeout=max(0.0, deadline - time.monotonic()))
     hung = [r for r, p in enumerate(procs) if p.is_alive()]
     for r in hung:
         procs[r].kill()

@@ -173,6 +173,45 @@ def test_only_a_teardown_abort_after_every_rank_wrote_is_judged(tmp_path):
         _ended_well(1, abort, tmp_path, 2)
 
 
+def _spawned(case: str, tmp_path) -> None:
+    """One case of tests/_dist_cases.py's SPAWNED on 2 gloo ranks (their group times out after
+    10 s, so a rank left waiting fails the case rather than hanging): every rank's verdict "ok"."""
+    run = subprocess.run([sys.executable, CASES, "spawned", str(tmp_path), case], env=ENV, capture_output=True,
+                         text=True, timeout=90)
+    assert run.returncode == 0 and "hung ranks: []" in run.stdout, run.stdout + run.stderr[-2000:]
+    for r in (0, 1):
+        path = tmp_path / f"{case}{r}.txt"
+        assert path.exists(), f"rank {r} wrote no verdict\n{run.stderr[-2000:]}"
+        assert path.read_text() == "ok", f"rank {r}: {path.read_text()}"
+
+
+def test_strided_blocks_give_the_exact_product(tmp_path):
+    """Column-major blocks, and slices of wider tensors, in SUMMA (both grids of 2 ranks, so that
+    B's rows and A's columns are each sent) and the 1-D engine: every C exact. A strided B's rows
+    went to gloo as they lay in memory: a wrong C (max error 4.28 in float64), no error."""
+    _spawned("strided blocks", tmp_path)
+
+
+def test_ranks_that_call_different_engines_are_refused_together(tmp_path):
+    """matmul_1d with b_sharded differing between the ranks (and SUMMA beside matmul_1d): refused
+    on both ranks, naming the rank; rank 0 waited in an all-gather for good while rank 1 raised."""
+    _spawned("engines disagree", tmp_path)
+
+
+def test_16bit_blocks_on_cpus_are_refused_on_every_rank(tmp_path):
+    """float16 and bfloat16 on gloo's CPUs: one DistributedError on every rank before anything is
+    sent; one rank raised DTypeError at its first GEMM while the other (no rows of A) waited in the
+    next all-gather."""
+    _spawned("16-bit on CPUs", tmp_path)
+
+
+def test_grid_and_panel_out_of_range_are_refused_by_name(tmp_path):
+    """Non-positive grid entries and panels (and a panel that is not an integer): a DistributedError
+    naming them and the ranks, on every rank (a bare ValueError, a RuntimeError from torch, or for
+    matmul_1d a panel taken silently, before)."""
+    _spawned("grid and panel out of range", tmp_path)
+
+
 def test_panels_cut_at_both_boundaries():
     # A's K over 2 grid columns: 5 | 6; B's K over 3 grid rows: 4 | 4 | 3
     ps = _panels([5, 6], [4, 4, 3], None)
@@ -185,9 +224,9 @@ def test_panels_cut_at_both_boundaries():
 
 def test_layout_check_names_the_rank():
     # by place: global rank, dtype A, dtype B, device, A rows, A cols, B rows, B cols, grid, panel, GPUs a host,
-    # free MiB, peer-capable, transport, host
-    def meta(g, a_rows, a_cols, b_rows, b_cols, db=2, grid=(2, 1), panel=0):
-        return [g, 2, db, 0, a_rows, a_cols, b_rows, b_cols, *grid, panel, 0, 0, 0, 0, 0]
+    # free MiB, peer-capable, transport, host, MiB held, engine (0: SUMMA), local GEMM runs, panel given
+    def meta(g, a_rows, a_cols, b_rows, b_cols, db=2, grid=(2, 1), panel=0, da=2, runs=1):
+        return [g, da, db, 0, a_rows, a_cols, b_rows, b_cols, *grid, panel, 0, 0, 0, 0, 0, 0, 0, runs, int(panel != 0)]
 
     with pytest.raises(DistributedError, match="A's blocks span K = 6"):
         check_grid([meta(0, 4, 6, 6, 3), meta(1, 4, 6, 6, 3)], 2, 1)  # K = 6 + 6 rows of B against 6 columns
@@ -202,6 +241,12 @@ def test_layout_check_names_the_rank():
         check_grid([good[0], meta(1, -1, -1, 6, 3)], 2, 1)
     with pytest.raises(DistributedError, match="grid 2×2 has 4 places for 2 ranks"):
         check_grid([meta(0, 4, 12, 6, 3, grid=(2, 2)), meta(1, 5, 12, 6, 3, grid=(2, 2))], 2, 2)
+    with pytest.raises(DistributedError, match="ranks 0, 1 were called with grid -1×-2: a grid is a positive"):
+        check_grid([meta(0, 4, 12, 6, 3, grid=(-1, -2)), meta(1, 5, 12, 6, 3, grid=(-1, -2))], -1, -2)
+    with pytest.raises(DistributedError, match="rank 1 was called with panel -3: a panel is a positive"):
+        check_grid([good[0], meta(1, 5, 12, 6, 3, panel=-3)], 2, 1)
+    with pytest.raises(DistributedError, match="ranks 0, 1: tilegemm has no kernel for float16 on the CPU"):
+        check_grid([meta(0, 4, 12, 6, 3, da=0, db=0, runs=0), meta(1, 5, 12, 6, 3, da=0, db=0, runs=0)], 2, 1)
 
 
 @pytest.mark.parametrize("mi,nj,a_moves,b_moves,panel", [

@@ -28,9 +28,11 @@ its own coordinates and groups (its order need not be the ranks' order). Every r
 place's global rank from the one metadata all-gather, and all communication names ranks
 globally, so no ordering of a group is assumed.
 
-Before any data moves, that all-gather shares every rank's blocks' shapes, dtypes, device and the
-arguments it was called with (grid, panel), and every rank checks all of them: a layout that does
-not form one product, or ranks that disagree, are refused on every rank together, naming the
+Before any data moves, that all-gather shares every rank's blocks' shapes, dtypes, device, whether
+its local GEMM runs that dtype there, the engine it called (SUMMA, or 1-D with B's rows or all of
+B) and the arguments it was called with (grid, panel, transport), and every rank checks all of
+them: a layout that does not form one product, an argument out of range (a grid entry or a panel
+that is not positive), or ranks that disagree, are refused on every rank together, naming the
 rank. A collective that breaks afterwards raises DistributedError where the backend reports it:
 gloo does on every surviving rank; NCCL's own watchdog ends the processes when the group's
 timeout passes (PyTorch's default TORCH_NCCL_ASYNC_ERROR_HANDLING), so a failed product is never
@@ -43,6 +45,7 @@ import atexit
 import contextlib
 import functools
 import itertools
+import operator
 import os
 import warnings
 import weakref
@@ -119,6 +122,10 @@ def _meta_device(group):
 
 # the metadata every rank shares: its global rank, then these, by place
 G, DA, DB, DEV, AR, AC, BR, BC, PR, PC, PANEL, LOCAL, FREE, PEER, TRANSPORT, HOST, HELD = range(17)
+ALGO, RUNS, PANEL_SET = range(17, 20)  # the engine called (ALGOS), whether its GEMM runs, _panel_code's kind
+# what a rank was called as (ALGO): ranks that call different engines would wait in different collectives
+ALGOS = ("summa", "matmul_1d with b_sharded=True", "matmul_1d with b_sharded=False")
+SUMMA, ROWS_1D, REPLICATED_1D = range(3)
 
 
 def gather_meta(values: list[int], who: Team) -> list[list[int]]:
@@ -135,14 +142,48 @@ def gather_meta(values: list[int], who: Team) -> list[list[int]]:
 
 
 def _describe_meta(a: torch.Tensor, b: torch.Tensor, grid=(0, 0), panel: int | None = None,
-                   transport: str = "auto", held: int = 0) -> list[int]:
+                   transport: str = "auto", held: int = 0, *, algo: int) -> list[int]:
     """held: bytes of the peer transport's mapped buffers this rank keeps for the call's group and
-    dtype (a product reuses them, or frees them before it maps larger ones)."""
+    dtype (a product reuses them, or frees them before it maps larger ones); algo: what the rank
+    was called as (ALGOS). Nothing here raises on a bad grid or panel: a rank that refused alone
+    would leave the others waiting in this all-gather, so they are shared and checked there."""
     shape = lambda x: list(x.shape) if x.dim() == 2 else [-1, -1]  # noqa: E731
     free = torch.cuda.mem_get_info(a.device)[0] >> 20 if a.is_cuda else 0  # MiB: what buffers may take
-    return [_code(a), _code(b), int(a.is_cuda), *shape(a), *shape(b), int(grid[0]), int(grid[1]), int(panel or 0),
+    width, given = _panel_code(panel)
+    return [_code(a), _code(b), int(a.is_cuda), *shape(a), *shape(b), int(grid[0]), int(grid[1]), width,
             int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0), int(free), int(a.is_cuda and _has_symm_mem()),
-            TRANSPORTS.index(transport), _host_id(), held >> 20]
+            TRANSPORTS.index(transport), _host_id(), held >> 20, algo,
+            int(_code(a) < 0 or _local_product_runs(a.dtype, a.device)), given]
+
+
+def _panel_code(panel) -> tuple[int, int]:
+    """(PANEL, PANEL_SET) of a panel argument: (0, 0) for None (the default width), (its value, 1)
+    for an integer (0 and negative ones too: the shared check refuses them by value), (0, 2) for
+    anything else (a float, a bool)."""
+    if panel is None:
+        return 0, 0
+    if isinstance(panel, bool):
+        return 0, 2
+    try:
+        return max(-2**62, min(2**62, operator.index(panel))), 1  # (in an int64 whatever its size)
+    except TypeError:
+        return 0, 2
+
+
+@functools.lru_cache(maxsize=None)
+def _local_product_runs(dtype: torch.dtype, device: torch.device) -> bool:
+    """Whether tilegemm has a kernel for this dtype's local products on this device (float16 and
+    bfloat16 run on CUDA GPUs only). Shared in the metadata, so that a dtype no rank can multiply
+    is refused on every rank before any data moves: a rank whose first GEMM raised would leave the
+    others (those with no rows of A, which multiply nothing) waiting in the next collective."""
+    import tilegemm
+
+    probe = torch.empty((1, 1), dtype=dtype, device=device)  # (a plan only: nothing is multiplied)
+    try:
+        tilegemm.plan(probe, probe)
+    except Exception:  # noqa: BLE001  (DTypeError, DeviceError; anything else raised here alone would
+        return False  # leave the other ranks in the all-gather: refused on all of them instead)
+    return True
 
 
 @functools.cache
@@ -179,12 +220,39 @@ def _describe(dt_code: int) -> str:
     return str(_DTYPES[dt_code]).removeprefix("torch.") if dt_code >= 0 else "an unsupported dtype"
 
 
+def _ranks(rs: list[int]) -> str:
+    return f"rank {rs[0]}" if len(rs) == 1 else f"ranks {', '.join(map(str, rs))}"
+
+
+def _panel_text(m: list[int]) -> str:
+    return ("default", str(m[PANEL]), "(not an integer)")[m[PANEL_SET]]
+
+
+def _by(meta: list[list[int]], key, keep) -> dict:
+    """{key(m): [global ranks]} over the places m for which keep(m): one error for all the ranks
+    that share a fault, not one a rank."""
+    out: dict = {}
+    for m in meta:
+        if keep(m):
+            out.setdefault(key(m), []).append(m[G])
+    return out
+
+
 def _common_errors(meta: list[list[int]]) -> list[str]:
-    """What every product refuses: blocks not 2-D, dtypes not served or mixed, devices of
-    different kinds, and ranks called with different arguments."""
+    """What every product refuses: blocks not 2-D, dtypes not served, mixed or that no local
+    product runs on the ranks' devices, devices of different kinds, a panel that is not a positive
+    integer, and ranks called as different engines or with different arguments."""
     errs = []
     if len({m[DEV] for m in meta}) > 1:
         errs.append("ranks hold their blocks on different kinds of device")
+    for (code, dev), rs in _by(meta, lambda m: (m[DA], m[DEV]), lambda m: m[DA] >= 0 and not m[RUNS]).items():
+        dt = _describe(code)
+        errs.append(f"{_ranks(rs)}: tilegemm has no kernel for {dt} on " + (
+            f"the CPU (its {dt} products run on CUDA GPUs): cast every rank's blocks to float32" if not dev else
+            "their CUDA device (tilegemm.explain on one of the blocks says why)"))
+    for text, rs in _by(meta, _panel_text, lambda m: m[PANEL_SET] == 2 or m[PANEL_SET] == 1 and m[PANEL] < 1).items():
+        errs.append(f"{_ranks(rs)} {'was' if len(rs) == 1 else 'were'} called with panel {text}: a panel is a "
+                    "positive number of columns (None: the cost model's width)")
     for m in meta:
         r = m[G]
         if m[AR] < 0 or m[BR] < 0:
@@ -195,13 +263,22 @@ def _common_errors(meta: list[list[int]]) -> list[str]:
                             "float32, float64)")
             elif code != meta[0][DA]:
                 errs.append(f"rank {r}: {which} is {_describe(code)}, rank {meta[0][G]}'s A is {_describe(meta[0][DA])}")
-        if m[PR:PANEL + 1] != meta[0][PR:PANEL + 1]:
-            errs.append(f"rank {r} was called with grid {m[PR]}×{m[PC]} and panel {m[PANEL] or 'default'}, rank "
-                        f"{meta[0][G]} with {meta[0][PR]}×{meta[0][PC]} and {meta[0][PANEL] or 'default'}")
+        if m[ALGO] != meta[0][ALGO]:  # (their other arguments mean different things: not compared)
+            errs.append(f"rank {r} called {ALGOS[m[ALGO]]}, rank {meta[0][G]} {ALGOS[meta[0][ALGO]]}")
+            continue
+        if m[PR:PANEL + 1] != meta[0][PR:PANEL + 1] or m[PANEL_SET] != meta[0][PANEL_SET]:
+            errs.append(f"rank {r} was called with grid {m[PR]}×{m[PC]} and panel {_panel_text(m)}, rank "
+                        f"{meta[0][G]} with {meta[0][PR]}×{meta[0][PC]} and {_panel_text(meta[0])}")
         if m[TRANSPORT] != meta[0][TRANSPORT]:
             errs.append(f"rank {r} asked for transport {TRANSPORTS[m[TRANSPORT]]!r}, rank {meta[0][G]} for "
                         f"{TRANSPORTS[meta[0][TRANSPORT]]!r}")
     return errs
+
+
+def _comparable(meta: list[list[int]]) -> bool:
+    """Whether the ranks' shapes can be checked against each other: every block 2-D, and every
+    rank called as the same engine (a B's rows and all of B are not compared)."""
+    return all(m[AR] >= 0 and m[BR] >= 0 for m in meta) and len({m[ALGO] for m in meta}) == 1
 
 
 def _refuse(errs: list[str]) -> None:
@@ -216,9 +293,12 @@ def check_grid(meta: list[list[int]], pr: int, pc: int) -> tuple[list, list, lis
     does. Returns (M_i per grid row, N_j per grid column, A's K sizes per grid column, B's K
     sizes per grid row)."""
     errs = _common_errors(meta)
-    if len(meta) != pr * pc:
+    bad = _by(meta, lambda m: (m[PR], m[PC]), lambda m: m[ALGO] == SUMMA and (m[PR] < 1 or m[PC] < 1))
+    errs += [f"{_ranks(rs)} {'was' if len(rs) == 1 else 'were'} called with grid {g[0]}×{g[1]}: a grid is a positive "
+             "number of grid rows × grid columns" for g, rs in bad.items()]
+    if len(meta) != pr * pc and not bad:  # (a product of negative entries can equal the world's size)
         errs.append(f"grid {pr}×{pc} has {pr * pc} places for {len(meta)} ranks")
-    if len(meta) != pr * pc or any(m[AR] < 0 or m[BR] < 0 for m in meta):
+    if bad or len(meta) != pr * pc or not _comparable(meta):
         _refuse(errs)  # no shapes to compare
     at = lambda i, j: meta[i * pc + j]  # noqa: E731
     rows = [at(i, 0)[AR] for i in range(pr)]
@@ -391,7 +471,7 @@ def layout(a: torch.Tensor, b: torch.Tensor, grid: tuple[int, int], group=None, 
     keys = _SUMMA_KEYS.get(_summa_key(who, (pr, pc), a.device, a.dtype), ()) if a.is_cuda else ()
     kept = [_PEER.get(x) for x in keys]
     held = sum(2 * x.bufs[0].numel() * a.element_size() for x in kept if x is not None)
-    meta = gather_meta(_describe_meta(a, b, (pr, pc), panel, want, held), who)
+    meta = gather_meta(_describe_meta(a, b, (pr, pc), panel, want, held, algo=SUMMA), who)
     rows, ncols, ka, kb = check_grid(meta, pr, pc)
     k_total, size = sum(ka), a.element_size()
     can_peer = _can_peer(meta, who, want)
@@ -472,9 +552,18 @@ def run(a: torch.Tensor, b: torch.Tensor, lay: Layout, group=None, communicate: 
                                          lambda: dist.broadcast(pa, src=granks[i * pc + ja], group=row_g, async_op=True)))
         else:
             pa = mine_a  # pc = 1: every rank owns all of its rows' K
-        mine_b = b[k0 - lay.b_off[ib]:k1 - lay.b_off[ib], :] if ib == i else None  # rows: contiguous
+        mine_b = b[k0 - lay.b_off[ib]:k1 - lay.b_off[ib], :] if ib == i else None
         if b_moves:
-            pb = mine_b if mine_b is not None and communicate else bufs_b[p % 2][:w * ncols[j]].view(w, ncols[j])
+            pb = bufs_b[p % 2][:w * ncols[j]].view(w, ncols[j])
+            if mine_b is not None and communicate:
+                # gloo and NCCL send a tensor's memory as it lies, whatever its strides: the rows of a
+                # contiguous B are sent where they are (no copy: on a GPU it would take memory
+                # bandwidth from the GEMM it runs beside), those of any other (column-major, a slice
+                # of a wider tensor) are packed into the send buffer first, as A's columns always are
+                if mine_b.is_contiguous():
+                    pb = mine_b
+                else:
+                    pb.copy_(mine_b)
             if col_g is not None and ncols[j]:
                 works.append(_collective(f"panel {p}: the broadcast of B's rows {k0}:{k1} down grid column {j}",
                                          lambda: dist.broadcast(pb, src=granks[ib * pc + j], group=col_g, async_op=True)))
@@ -622,9 +711,9 @@ def layout_1d(a: torch.Tensor, b: torch.Tensor, group=None, panel: int | None = 
         raise DistributedError("the 1-D algorithm runs on one group (a 1-D mesh), not on a 2-D mesh's rows and columns")
     have = _PEER.get(_peer_key(who.stages[0], b.device, b.dtype)) if b.is_cuda else None
     held = 2 * have.bufs[0].numel() * b.element_size() if have is not None else 0
-    meta = gather_meta(_describe_meta(a, b, (0, 0), panel, want, held), who)
+    meta = gather_meta(_describe_meta(a, b, (0, 0), panel, want, held, algo=ROWS_1D), who)
     errs = _common_errors(meta)
-    if any(m[AR] < 0 or m[BR] < 0 for m in meta):
+    if not _comparable(meta):
         _refuse(errs)  # no shapes to compare
     k = sum(m[BR] for m in meta)
     errs += [f"rank {m[G]}: A has {m[AC]} columns, but B's rows over the ranks sum to K = {k}"
@@ -1312,14 +1401,17 @@ def matmul_1d(a: torch.Tensor, b: torch.Tensor, group=None, b_sharded: bool = Tr
     cost model says that is faster) after each;
     transport: how the panels travel, "auto" (the default: the copy engines on GPUs of one host,
     else NCCL's or gloo's all-gather), "peer" or "nccl" (layout_1d). A replicated B moves nothing."""
-    _transport(transport)  # a wrong name is refused either way
+    want = _transport(transport)  # a wrong name is refused either way
     if b_sharded:
         return run_1d(a, b, layout_1d(a, b, group, panel, transport), group)
     import tilegemm
 
-    meta = gather_meta(_describe_meta(a, b), team(group))
+    # the same metadata as layout_1d's (one all-gather of the same length), so that ranks that
+    # disagree on b_sharded, panel or transport are refused on every rank, not left in each other's
+    # collectives (the panel and transport mean nothing to a replicated B, but must still agree)
+    meta = gather_meta(_describe_meta(a, b, (0, 0), panel, want, algo=REPLICATED_1D), team(group))
     errs = _common_errors(meta)
-    if any(m[AR] < 0 or m[BR] < 0 for m in meta):
+    if not _comparable(meta):
         _refuse(errs)  # no shapes to compare
     errs += [f"rank {m[G]}: B is {m[BR]}×{m[BC]}, rank {meta[0][G]}'s {meta[0][BR]}×{meta[0][BC]} (a replicated B "
              "is the same everywhere)" for m in meta if m[BR:BC + 1] != meta[0][BR:BC + 1]]
