@@ -109,3 +109,26 @@ def test_kernel_named_twice_is_timed_twice(capsys, tmp_path):
     assert sorted(r.get("repeat") for r in doc["records"] if r["kernel"] == "cpu_blas") == [1, 2]
     md = report.render(doc, tmp_path / "rep").read_text()
     assert "## Repeatability" in md and "bootstrap verdict" in md
+
+
+def test_outputs_through_links_and_streams(tmp_path):
+    """A link's file is replaced whole, the link kept, a dangling one too; /dev/stdout is appended
+    to, so what a redirected stdout already holds stays."""
+    import os
+
+    from tilegemm.bench.results import check_writable, write_json
+
+    link = tmp_path / "latest.json"
+    os.symlink(tmp_path / "run.json", link)
+    check_writable(link)
+    write_json(link, "{}\n")
+    assert link.is_symlink() and (tmp_path / "run.json").read_text() == "{}\n"
+    import subprocess
+    import sys
+
+    out = tmp_path / "out.txt"  # a stdout redirected to a file, as `tilegemm ... --json /dev/stdout > out.txt`
+    code = ("print('before', flush=True); from tilegemm.bench.results import check_writable, write_json; "
+            "check_writable('/dev/stdout'); write_json('/dev/stdout', '{\"a\": 1}\\n')")
+    with open(out, "w") as f:
+        subprocess.run([sys.executable, "-c", code], stdout=f, check=True, timeout=120)
+    assert out.read_text() == 'before\n{"a": 1}\n'

@@ -242,6 +242,36 @@ def test_undo_under_a_class_made_on_top_switches_the_patch_off():
     assert p.counts == {"tilegemm": 1, "torch": 0}
 
 
+def test_a_layer_undone_under_a_parametrization_is_patched_again_once_it_is_gone():
+    from torch.nn.utils import parametrize
+
+    class Double(torch.nn.Module):
+        def forward(self, w):
+            return 2 * w
+
+    layer, x = torch.nn.Linear(8, 4), torch.randn(3, 8)
+    p = tilegemm.patch(layer)
+    parametrize.register_parametrization(layer, "weight", Double())
+    p.undo()
+    parametrize.remove_parametrizations(layer, "weight")
+    with tilegemm.patch(layer) as q:
+        layer(x)
+    assert q.counts == {"tilegemm": 1, "torch": 0} and type(layer) is torch.nn.Linear
+
+
+def test_compiled_function_transform_of_a_patched_model_compiles_once():
+    import torch._dynamo
+
+    torch.manual_seed(0)
+    m, x = _Tiny(), torch.randn(4, 3, 8)
+    torch._dynamo.reset()
+    with tilegemm.patch(m), torch.no_grad(), torch._dynamo.config.patch(error_on_recompile=True):
+        compiled = torch.compile(torch.func.vmap(m), backend="eager")
+        for _ in range(4):
+            y = compiled(x)
+    torch.testing.assert_close(y, torch.stack([m(t) for t in x]), rtol=1e-5, atol=1e-6)
+
+
 def test_trace_records_the_operator_not_a_constant():
     torch.manual_seed(0)
     m, x, x2 = _Tiny(), torch.randn(3, 8), torch.randn(3, 8)

@@ -51,12 +51,17 @@ def _driver_device_count() -> int:
 def _simulate() -> bool:
     """Switch the simulator on for numba.cuda's import to come. Numba reads its environment when
     numba itself is imported (the CPU kernels import it, and so may the caller): if it has been,
-    its configuration is read again, else numba.cuda would look for a driver that is not there."""
+    its configuration is told too, else numba.cuda would look for a driver that is not there. Only
+    this setting: reading the whole environment again would undo what the caller set in code
+    (numba.config.DISABLE_JIT), so numba's own reloader is told the variable is already read."""
     os.environ[_SIM_VAR] = "1"
     if "numba" in sys.modules:
         from numba.core import config
 
-        config.reload_config()
+        config.ENABLE_CUDASIM = 1
+        seen = getattr(getattr(config, "_env_reloader", None), "old_environ", None)
+        if isinstance(seen, dict):
+            seen[_SIM_VAR] = "1"
     return True
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copyreg
 import itertools
+import random
 from typing import Optional
 
 import torch
@@ -32,7 +33,8 @@ from . import api, arrays, dispatch
 
 COUNTS = {"tilegemm": 0, "torch": 0}  # every product the operators ran (a patch counts its model's own), by who ran it
 _COUNTERS = {0: COUNTS}  # the operators' `counter` argument → where its products are counted (each patch's own)
-_TAGS = itertools.count(1)
+_TAGS = itertools.count(random.SystemRandom().getrandbits(48) + 1)  # (a tag is saved in exported and traced
+# graphs: another process's patches do not reuse this one's)
 
 
 _HOST = frozenset((torch.float32, torch.float64))
@@ -250,7 +252,8 @@ class _MatmulMode(torch.overrides.TorchFunctionMode):
                 a, b = _autocast(a.device, a, b)
             if _functorch():
                 c = torch.matmul(a, b)
-                self.counts["torch"] += 1
+                if not _compiling():  # (a count in compiled code is a constant it would compile again for)
+                    self.counts["torch"] += 1
             elif _needs_operator(a, b):
                 c = matmul(a, b, self.tag)  # counted by the operator, when it runs
             else:
@@ -292,7 +295,8 @@ def _forward(self, input):
         input, weight, bias = _autocast(input.device, input, weight, bias)
     if _functorch():  # vmap, grad, jacrev: their wrapped tensors have no memory of their own to hand a kernel
         y = torch.nn.functional.linear(input, weight, bias)
-        self._tilegemm_counts["torch"] += 1
+        if not _compiling():  # (a count in compiled code is a constant it would compile again for)
+            self._tilegemm_counts["torch"] += 1
         return y
     if _needs_operator(input, weight, bias):  # counted by the operator when it runs (a count made here would
         # be a constant that torch.compile guards on, and it would compile again at each call)
@@ -322,10 +326,15 @@ class Patch:
 
     Each nn.Linear the model holds (not one patched already: that one stays its patch's) gets a
     subclass of its class whose forward runs on tilegemm; undo gives each its class back (or, where
-    another class has been made on top of it since, switches it off). Copies made meanwhile
-    (deepcopy, pickle) are of the model as it was. Linear layers with a forward of their own (in
-    their class, or set on them by a hook library) run as they are, on torch, and are not counted.
-    Counts are plain increments: threads that share a patched model may lose some."""
+    another class has been made on top of it since, a parametrization's, switches it off). Copies
+    made meanwhile (deepcopy, pickle) are of the model as it was, but for such a layer, whose
+    class is its maker's to copy. Linear layers with a forward of their own (in their class, or set
+    on them by a hook library) run as they are, on torch, and are not counted.
+
+    Counts are of products run: a CUDA graph's replays (torch.cuda.graph, torch.compile's
+    "reduce-overhead") run no Python and are not counted, nor is a product inside a torch.func
+    transform that torch.compile compiles. They are plain increments: threads that share a patched
+    model may lose some."""
 
     def __init__(self, model: torch.nn.Module, matmul_too: bool):
         self.model, self.layers, self.hooks, self.classes = model, [], [], {}
@@ -334,7 +343,12 @@ class Patch:
         self._tag = next(_TAGS)
         _COUNTERS[self._tag] = self._live
         for module in model.modules():
-            if not isinstance(module, torch.nn.Linear) or hasattr(type(module), "_tilegemm_base"):
+            if not isinstance(module, torch.nn.Linear):
+                continue
+            cls = type(module)
+            if "_tilegemm_base" in vars(cls) and not cls._tilegemm_on:  # a patch undone under a class made on top,
+                module.__class__ = cls = cls._tilegemm_base  # which has gone since: the layer's own class again
+            if hasattr(cls, "_tilegemm_base"):  # another patch's (or under a class made on top of one)
                 continue
             if not _routes_linear(module):
                 continue

@@ -180,16 +180,22 @@ def write_json(path, text: str) -> Path:
     """Write `text` to `path` whole or not at all (a temporary file, then a rename): a run cut
     short, or a reader in the middle of a write, never sees half a results file."""
     p = Path(path)
-    if p.is_symlink() or (p.exists() and not p.is_file()):  # /dev/stdout, a pipe: written through, never
-        # replaced by a rename (which, run as root, would put a file where /dev/null was)
-        with open(p, "w", encoding="utf-8") as f:
+    if _stream(p):  # /dev/stdout, a pipe: appended to, never replaced by a rename (which, run as root, would put
+        # a file where /dev/null was) nor truncated (which would wipe what a redirected stdout already holds)
+        with open(p, "a", encoding="utf-8") as f:
             f.write(text)
         return p
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_suffix(p.suffix + ".tmp")
+    target = p.resolve() if p.is_symlink() else p  # a link: its file is replaced, the link kept
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(target.suffix + ".tmp")
     tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, p)
+    os.replace(tmp, target)
     return p
+
+
+def _stream(p: Path) -> bool:
+    """Is p a device, a pipe or a process's file descriptor (written through), not a file to replace?"""
+    return str(p.absolute()).startswith(("/dev/", "/proc/")) or (p.exists() and not p.resolve().is_file())
 
 
 def check_writable(path) -> None:
@@ -201,10 +207,13 @@ def check_writable(path) -> None:
     p = Path(path)
     if p.is_dir():
         raise OSError(f"cannot write {p}: it is a folder; name a file")
-    if p.is_symlink() or (p.exists() and not p.is_file()):  # written through (write_json): /dev/stdout
+    if _stream(p):  # written through (write_json): /dev/stdout
         if not os.access(p, os.W_OK):
             raise OSError(f"cannot write {p}: not writable")
         return
+    p = p.resolve() if p.is_symlink() else p  # a link, dangling or not: its file is what write_json makes
+    if p.is_dir():
+        raise OSError(f"cannot write {path}: it leads to a folder; name a file")
     folder = p.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent

@@ -170,7 +170,9 @@ def _panel_code(panel) -> tuple[int, int]:
         return 0, 2
 
 
-@functools.lru_cache(maxsize=None)
+_RUNS: set = set()  # (dtype, device) whose local product a plan has been found for (a refusal is asked again)
+
+
 def _local_product_runs(dtype: torch.dtype, device: torch.device) -> bool:
     """Whether tilegemm has a kernel for this dtype's local products on this device (float16 and
     bfloat16 run on CUDA GPUs only). Shared in the metadata, so that a dtype no rank can multiply
@@ -178,11 +180,14 @@ def _local_product_runs(dtype: torch.dtype, device: torch.device) -> bool:
     others (those with no rows of A, which multiply nothing) waiting in the next collective."""
     import tilegemm
 
+    if (dtype, device) in _RUNS:
+        return True
     probe = torch.empty((1, 1), dtype=dtype, device=device)  # (a plan only: nothing is multiplied)
     try:
         tilegemm.plan(probe, probe)
     except Exception:  # noqa: BLE001  (DTypeError, DeviceError; anything else raised here alone would
         return False  # leave the other ranks in the all-gather: refused on all of them instead)
+    _RUNS.add((dtype, device))
     return True
 
 
