@@ -567,3 +567,21 @@ def test_peer_products_are_captured_once_their_operands_come_back(monkeypatch):
     for _ in range(3):
         _core._Graphs().run("x", body("x"), None)
     assert ran.count("x") == 3 and "x" not in captured
+
+
+def test_the_distributed_variables_follow_envs_rule(monkeypatch):
+    """TILEGEMM_DIST_*: a value not understood is a ConfigError naming it (GRAPHS=off left the graphs
+    on; BARRIER_S=abc raised float()'s ValueError when the module was imported; TRANSPORT a plain
+    ValueError)."""
+    from tilegemm.distributed import _core
+    from tilegemm.errors import ConfigError
+
+    monkeypatch.setenv("TILEGEMM_DIST_TRANSPORT", "bogus")
+    with pytest.raises(ConfigError, match="TILEGEMM_DIST_TRANSPORT='bogus'"):
+        _core._transport(None)
+    code = "import tilegemm.distributed._core as c; print(c.GRAPHS[0])"
+    for value, said in (("off", "False"), ("1", "True"), ("maybe", "TILEGEMM_DIST_GRAPHS='maybe'")):
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "TILEGEMM_DIST_GRAPHS": value,
+                                  "TILEGEMM_DIST_BARRIER_S": "abc"})  # (read where it is used: not at import)
+        assert said in run.stdout + run.stderr, (value, run.stderr[-1500:])

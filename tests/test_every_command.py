@@ -27,8 +27,8 @@ def _commands() -> set[str]:
     return set(sub.choices)
 
 
-def _run(args, cwd, timeout=900):
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src"), TILEGEMM_CACHE_DIR=str(cwd))
+def _run(args, cwd, timeout=900, **extra_env):
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src"), TILEGEMM_CACHE_DIR=str(cwd), **extra_env)
     return subprocess.run([sys.executable, "-m", "tilegemm.cli", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
@@ -115,6 +115,14 @@ def test_mistakes_are_one_line(args, says, tmp_path):
 def test_mistakes_on_a_machine_without_a_gpu_are_one_line_before_the_work(args, says, tmp_path):
     run = _run(args, tmp_path, timeout=300)
     assert run.returncode == 2 and says in _one_line(run) and "Race demo" not in run.stdout
+
+
+@pytest.mark.parametrize("command", ["info", "kernels", "bench"])
+def test_a_bad_environment_variable_is_one_line_for_every_command(command, tmp_path):
+    """Read while the commands are put together (a module reads whether the simulator is on): one
+    line, exit 2, as for any mistake, not a traceback."""
+    run = _run([command], tmp_path, timeout=120, TILEGEMM_SIMULATOR="maybe")
+    assert run.returncode == 2 and "TILEGEMM_SIMULATOR='maybe'" in _one_line(run)
 
 
 def test_outputs_in_a_new_folder_or_through_a_device_file(tmp_path):

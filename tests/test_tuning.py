@@ -762,3 +762,20 @@ def test_derive_without_gpu_or_db_says_so_on_stderr(tmp_path, capsys):
     rc, out, err, written = _derive(capsys, tmp_path, "{}", "--db", str(tmp_path / "db.json"))
     assert rc == 2 and not written and not out.strip(), out  # was printed on stdout
     assert "--derive needs the GPU it is for (--gpu" in err and len(err.strip().splitlines()) == 1
+
+
+def test_k11_cache_entries_that_are_not_configurations_and_folders_that_take_no_file_are_warnings(
+        tmp_path, monkeypatch):
+    """The autotune cache's rule (tilegemm.env): what cannot be read is ignored with a warning; a
+    folder it cannot be written to is a warning too, not an error after the search has run."""
+    import json
+
+    from tilegemm.kernels.simt import k11_autotuned as k11
+
+    monkeypatch.setenv("TILEGEMM_CACHE_DIR", str(tmp_path))
+    (tmp_path / "autotune.json").write_text(json.dumps({k11.cache_key("float32"): {"winner": {"BM": 0}}}))
+    with pytest.warns(UserWarning, match="not a k11 configuration"):
+        assert k11.cached_config("float32") is None  # (BM = 0 divided by zero on the first call)
+    monkeypatch.setattr(k11, "cache_path", lambda: "/proc/no/autotune.json")
+    with pytest.warns(UserWarning, match="cannot be written"):
+        k11._write_cache("key", {"winner": {}})

@@ -111,3 +111,18 @@ def test_fp16_subnormal_output_rounding_passes():
     c = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float16)
     assert validate.check(c, a, b, dtype="float16").ok
     assert not validate.check(c + np.float16(2.0**-20), a, b, dtype="float16").ok
+
+
+def test_a_mismatch_prints_the_digits_that_tell_the_values_apart_and_no_warning():
+    import warnings
+
+    rng = np.random.default_rng(0)
+    a, b = rng.random((3, 4)), rng.random((4, 2))
+    c = a @ b
+    c[0, 0] += 1e-9  # past float64's bound, below .6g's digits
+    said = str(validate.check(c, a, b, dtype="float64"))
+    want, got = said.splitlines()[1].split("expected ")[1].split(", got ")
+    assert want != got, said
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a result never written (all NaN) is reported, not warned about
+        assert validate.check(np.full((3, 2), np.nan), a, b, dtype="float64").n_nan == 6

@@ -320,7 +320,13 @@ def main(argv=None) -> int:
 
     # Numba warns about small grids on every small launch; the lab launches small grids on purpose.
     warnings.filterwarnings("ignore", message=".*will likely result in GPU under-utilization.*")
-    parser = build_parser()
+    try:  # (a module that adds its command reads the environment: TILEGEMM_SIMULATOR=maybe)
+        parser = build_parser()
+    except USER_ERRORS as e:
+        if os.environ.get("TILEGEMM_DEBUG") == "1":
+            raise
+        print(f"tilegemm: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        return 2
     args, extra = parser.parse_known_args(argv)
     if extra:  # argparse would name the top command: name the one that was given them
         print(f"tilegemm {args.command}: unrecognized arguments: {' '.join(extra)} (see `tilegemm {args.command} "

@@ -93,8 +93,8 @@ class Kernel:
 
     @property
     def summary(self) -> str:
-        doc = self.doc
-        return doc.splitlines()[0] if doc else self.label
+        doc = self.doc  # its first paragraph (a title that runs onto a second line is whole)
+        return " ".join(doc.split("\n\n")[0].split()) if doc else self.label
 
     @property
     def arrays(self) -> str:

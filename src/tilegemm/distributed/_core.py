@@ -54,8 +54,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from .. import multigpu
-from ..errors import DeviceError, DistributedError
+from .. import env, multigpu
+from ..errors import ConfigError, DeviceError, DistributedError
 from ._steps import peer_cuts, summa_blocks, summa_steps
 
 _DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
@@ -662,7 +662,6 @@ class RowsLayout:
 TRANSPORTS = ("auto", "peer", "nccl")
 # a device barrier that waits longer than this traps: a CUDA error on that rank at its next
 # synchronize, after which the process must end (no hang); NCCL's own default timeout
-BARRIER_S = float(os.environ.get("TILEGEMM_DIST_BARRIER_S", "600"))
 _PEER: dict = {}  # (group name, device, dtype) -> _Mapped: this rank's mapped buffer, grown as products need
 _NORMAL: dict = {}  # (device, dtype) -> normal values the products alone read (_normal_values)
 
@@ -670,6 +669,8 @@ _NORMAL: dict = {}  # (device, dtype) -> normal values the products alone read (
 def _transport(transport: str | None) -> str:
     """The 1-D all-gather's transport asked for: the argument, else TILEGEMM_DIST_TRANSPORT, else auto."""
     t = transport or os.environ.get("TILEGEMM_DIST_TRANSPORT", "auto") or "auto"
+    if t not in TRANSPORTS and not transport:
+        raise ConfigError(f"TILEGEMM_DIST_TRANSPORT={t!r}: use one of {', '.join(TRANSPORTS)}")
     if t not in TRANSPORTS:
         raise ValueError(f"transport {t!r}: one of {', '.join(TRANSPORTS)} (TILEGEMM_DIST_TRANSPORT too)")
     return t
@@ -846,10 +847,10 @@ def release_buffers() -> None:
 
 def _barrier(hdl, what: str) -> None:
     """A device barrier over the mapped buffers' ranks, on the current stream; it traps after
-    BARRIER_S where this torch takes a timeout."""
+    TILEGEMM_DIST_BARRIER_S (default 600) where this torch takes a timeout."""
     def go():
         try:
-            hdl.barrier(channel=0, timeout_ms=int(BARRIER_S * 1e3))
+            hdl.barrier(channel=0, timeout_ms=int(env.number("TILEGEMM_DIST_BARRIER_S", 600.0) * 1e3))
         except TypeError:  # a torch whose barrier takes no timeout
             hdl.barrier(channel=0)
 
@@ -1219,7 +1220,7 @@ def _capture_stream(device) -> torch.cuda.Stream:
     return torch.cuda.Stream(device=device)
 
 
-GRAPHS = [os.environ.get("TILEGEMM_DIST_GRAPHS", "1") != "0"]  # "0": every peer product queued call by call;
+GRAPHS = [env.flag("TILEGEMM_DIST_GRAPHS", True)]  # "0": every peer product queued call by call;
 # set False after a failed capture (one such failure is all this process pays for)
 GRAPHS_KEPT = 4  # graphs a _Graphs keeps (the oldest goes first)
 SEEN = 4  # calls a _Graphs remembers: a key that comes back among them is captured

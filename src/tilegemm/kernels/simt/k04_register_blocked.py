@@ -12,7 +12,7 @@ Attacks: shared-memory bandwidth per FMA (the limit of k02), and global traffic 
     reads  = M·K·ceil(N/64) + K·N·ceil(M/64) ≈ 2·M·N·K / 64 elements
     writes = M·N elements
 Arithmetic intensity ≈ 64/s FLOP/byte against global memory (16 FLOP/B in FP32), and
-2·TM·TN / (TM + TN) = 4 FMA-pairs per shared word against shared memory.
+2·TM·TN / (TM + TN) = 4 FLOP (2 FMAs) per shared word against shared memory.
 This is the classic "Optimization Level 3" of the course material.
 """
 

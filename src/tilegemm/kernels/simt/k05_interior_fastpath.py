@@ -13,7 +13,7 @@ for issue slots), not bytes. Global traffic and intensity are k04's:
     reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM) ≈ 2·M·N·K / 64 elements   (BM = BN = 64, BK = 16)
     writes = M·N elements
     intensity ≈ 2MNK / ((2MNK/64 + MN)·s) ≈ 64/s FLOP/byte (16 FLOP/B in FP32)
-and against shared memory 2·TM·TN/(TM + TN) = 4 FLOP-pairs per shared word, as in k04.
+and against shared memory 2·TM·TN/(TM + TN) = 4 FLOP (2 FMAs) per shared word, as in k04.
 """
 
 from numba import cuda

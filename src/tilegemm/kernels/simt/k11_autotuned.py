@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 from dataclasses import asdict
 
 import numpy as np
@@ -83,14 +84,20 @@ def _read_cache() -> dict:
 
 
 def _write_cache(key: str, entry: dict) -> None:
+    """Keep a search's winner in the cache file; a folder that cannot take it (TILEGEMM_CACHE_DIR
+    somewhere unwritable) is a warning, and the winner is still used by the call that searched."""
     data = _read_cache()
     data[key] = entry
     path = cache_path()
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=1)
-    os.replace(tmp, path)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=1)
+        os.replace(tmp, path)
+    except OSError as e:
+        warnings.warn(f"tilegemm: the autotune cache {path} cannot be written ({e.strerror or e}); the search's "
+                      "winner is not kept for the next process (TILEGEMM_CACHE_DIR names the folder)")
 
 
 def cached_config(dtype="float32") -> Config | None:
@@ -98,12 +105,17 @@ def cached_config(dtype="float32") -> Config | None:
 
 
 def _winner(entry) -> Config | None:
-    """The Config an entry records as its winner, or None (no entry, or another version's)."""
+    """The Config an entry records as its winner, or None (no entry; an entry that is not one is
+    ignored with a warning, and the shape searched again)."""
+    if entry is None:
+        return None
     try:
         cfg = Config(**entry["winner"])
         cfg.check()
         return cfg
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, ArithmeticError) as e:
+        warnings.warn(f"tilegemm: the autotune cache {cache_path()} holds an entry that is not a k11 configuration "
+                      f"({type(e).__name__}: {e}); ignored")
         return None
 
 

@@ -1,5 +1,7 @@
 """k20 mixed precision on the SIMT cores: FP16 in, FP32 accumulate, FP16 or FP32 out.
 
+(matmul returns FP16, as for any FP16 operands; the launcher writes an FP32 C it is given.)
+
 Changes against k04: the operands are float16, so each global load brings half the bytes and the
 shared tiles hold twice as many elements per byte. Every value is widened to float32 as it is
 read from shared memory into registers, and the 4×4 accumulators are float32; the result is
