@@ -345,3 +345,11 @@ def test_the_simulator_runs_whatever_imported_numba_first(first):
     run = subprocess.run([sys.executable, "-c", code], env=dict(env, PYTHONPATH=src), capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 0 and run.stdout.strip() == "7.0 True", run.stderr[-2000:]
+
+
+@pytest.mark.parametrize("name, says", [("budget", "not k15's own kernel here"), ("splitk_tiles", "k13's plan"),
+                                        ("skinny_m", "k12's one-column kernel")])
+def test_explain_names_the_route_a_rung_takes(name, says):
+    """k15 and k13 hand most products to k13's plan or k12's kernel: explain says which runs."""
+    a, b = np.ones((20, 8), np.float32), np.ones((8, 16), np.float32)
+    assert says in tilegemm.explain(a, b, kernel=name)

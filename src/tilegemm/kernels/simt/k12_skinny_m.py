@@ -203,3 +203,11 @@ def traffic(m, n, k, s):
 def jit_kernels(dt) -> list:
     """The Numba dispatchers this rung compiles for dtype dt (the SASS and resource tables read them)."""
     return [kernel_for[16](dt), kernel_for[4](dt)]
+
+
+def describe(m: int, n: int, k: int, itemsize: int, vector: bool) -> str:
+    """What k12 runs for this product (`tilegemm.explain`)."""
+    if m > SKINNY_MAX:
+        return f"k11's tiles (M > {SKINNY_MAX}: k12's kernel is for few rows)"
+    rm, splits, _ = plan(m, n, k)
+    return f"k12's one-column kernel: {rm} rows a block, " + (f"K split {splits} ways" if splits > 1 else "K unsplit")

@@ -164,3 +164,14 @@ def threads_for(kernel) -> list[int]:
 def jit_kernels(dt) -> list:
     """The Numba dispatchers this rung compiles for dtype dt (the SASS and resource tables read them)."""
     return [k10.kernel_for(dt, t.cfg) for t in TILES]
+
+
+def describe(m: int, n: int, k: int, itemsize: int, vector: bool) -> str:
+    """What k13 runs for this product, and why (`tilegemm.explain`)."""
+    p = plan(m, n, k)
+    if p is None or not vector:
+        why = (f"M ≤ {SKINNY_ROWS}" if m <= SKINNY_ROWS else "rows off 16 bytes: k12's loads serve any alignment"
+               if not vector else "k11's own tile, unsplit, rates fastest")
+        return f"{k12.describe(m, n, k, itemsize, vector)} ({why})"
+    split = f"K split {p.splits} ways" if p.splits > 1 else "K unsplit"
+    return f"k13's plan: {p.cfg.BM}×{p.cfg.BN} tiles, {split} (the wave model's {p.us:.0f} µs)"

@@ -82,3 +82,11 @@ NT = DEFAULT.threads
 def jit_kernels(dt) -> list:
     """The Numba dispatchers this rung compiles for dtype dt (the SASS and resource tables read them)."""
     return [k14.kernel_for(dt, DEFAULT), k14.kernel_for(dt, SCALAR)]
+
+
+def describe(m: int, n: int, k: int, itemsize: int, vector: bool) -> str:
+    """What k15 runs for this product (`tilegemm.explain`): its own kernel, or k13's route."""
+    if here(m, n, k, vector):
+        return "k15's own kernel" + ("" if vector else ", scalar loads (rows off 16 bytes)")
+    return ("not k15's own kernel here (few rows, or k13's plan rated faster): "
+            + k13.describe(m, n, k, itemsize, vector))
