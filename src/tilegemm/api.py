@@ -60,15 +60,14 @@ def plan(a, b, kernel: str = "auto") -> Plan:
     running anything. For 1-D or N-D operands: the kernel a 2-D product of their matrices gets,
     as tilegemm.nd asks it (m, n, k are that product's; nd says the product asked for)."""
     A, B = arrays.describe(a, "a"), arrays.describe(b, "b")
-    _refuse_two_host_kinds(A, B)
+    arrays.refuse_two_host_kinds(A, B, "matmul")
     if len(A.shape) == 2 and len(B.shape) == 2:
         return _plan(A, B, kernel)
     from . import nd
 
-    batch, m, n, shape = nd.result_shape(A.shape, B.shape)
+    batch, m, n, shape, inner_a, inner_b = nd.inner(A, B)
     k = A.shape[-1]
-    p = _plan(arrays.Operand(None, A.kind, (m or 1, k), A.dtype, A.device, True),
-              arrays.Operand(None, B.kind, (k, n or 1), B.dtype, B.device, True), kernel)
+    p = _plan(inner_a, inner_b, kernel)
     p.nd = f"{tuple(A.shape)} @ {tuple(B.shape)} → {tuple(shape)}"
     form = f"a batch of {int(np.prod(batch))} products" if batch else "a 1-D operand promoted"
     p.reasons.insert(0, f"not 2-D: {form}, run by tilegemm.nd as one launch where it can; the kernel is the one a "
@@ -78,12 +77,6 @@ def plan(a, b, kernel: str = "auto") -> Plan:
                             "batch contiguous); any other as one batched tilegemm.gemm launch on the tensor cores' "
                             "rungs (float32: precision='ieee', exact)")
     return p
-
-
-def _refuse_two_host_kinds(A: Operand, B: Operand) -> None:
-    if A.kind != B.kind and A.on_host and B.on_host:  # NumPy with a torch CPU tensor: np.matmul gives
-        # torch's kind, torch.matmul refuses; the result's kind would be a guess
-        raise DTypeError(f"matmul: a is a {A.kind} array and b a {B.kind} array; pass both of one kind")
 
 
 _AUTO: dict[tuple, tuple[registry.Kernel, list[str]]] = {}
@@ -244,7 +237,7 @@ def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
         raise AutogradError("matmul: out requires grad, and out= records no gradient (as torch.matmul: functions "
                             "with out= don't support automatic differentiation); pass out.detach(), or call under "
                             "torch.no_grad()")
-    _refuse_two_host_kinds(A, B)
+    arrays.refuse_two_host_kinds(A, B, "matmul")
     if A.kind == "torch" and B.kind == "torch" and dispatch.plain(a) and dispatch.wants_grad(a, b):
         if out is not None:
             raise AutogradError("matmul: out= with tensors that require grad records no gradient (as torch.matmul: "

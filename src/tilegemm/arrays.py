@@ -77,6 +77,13 @@ def describe(x, what: str) -> Operand:
     )
 
 
+def refuse_two_host_kinds(A: Operand, B: Operand, who: str) -> None:
+    """NumPy with a torch CPU tensor: np.matmul gives torch's kind, torch.matmul refuses; the
+    result's kind would be a guess, so `who` (matmul, gemm) refuses them."""
+    if A.kind != B.kind and A.on_host and B.on_host:
+        raise DTypeError(f"{who}: a is a {A.kind} array and b a {B.kind} array; pass both of one kind")
+
+
 def _numba_device(arr) -> str:
     if _cuda.SIMULATOR:
         return "cuda:0"

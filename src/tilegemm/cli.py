@@ -333,10 +333,10 @@ def main(argv=None) -> int:
               "--help`)", file=sys.stderr)
         return 2
     try:
+        from .bench.results import check_writable
+
         for what in OUTPUTS:  # an output that cannot be written is said before the work, not after it
             if getattr(args, what, None) and not (what == "out" and args.command == "report"):
-                from .bench.results import check_writable
-
                 check_writable(getattr(args, what))
         return args.func(args) or 0
     except USER_ERRORS as e:

@@ -47,14 +47,20 @@ def result_shape(sa: tuple, sb: tuple) -> tuple[tuple, int | None, int | None, t
     return batch, m, n, batch + ((m,) if m is not None else ()) + ((n,) if n is not None else ())
 
 
+def inner(A: arrays.Operand, B: arrays.Operand):
+    """(batch, M or None, N or None, result shape, and the Operands of the 2-D product whose kernel
+    a product of these gets: its matrices, the 1-D ones promoted); matmul's errors for shapes."""
+    batch, m, n, shape = result_shape(A.shape, B.shape)
+    k = A.shape[-1]
+    return (batch, m, n, shape, arrays.Operand(None, A.kind, (m or 1, k), A.dtype, A.device, True),
+            arrays.Operand(None, B.kind, (k, n or 1), B.dtype, B.device, True))
+
+
 def matmul(a, b, A: arrays.Operand, B: arrays.Operand, kernel: str, out, plan_2d, matmul_2d):
     """a @ b for operands that are not both 2-D. plan_2d(A, B, kernel) chooses the kernel for a
     2-D product of these operands, with api's checks of dtypes and devices (its errors, its words);
     matmul_2d is api.matmul. (Both come in as arguments: nd importing api would be a circle.)"""
-    batch, m, n, shape = result_shape(A.shape, B.shape)
-    k = A.shape[-1]
-    probe_a = arrays.Operand(None, A.kind, (m or 1, k), A.dtype, A.device, True)
-    probe_b = arrays.Operand(None, B.kind, (k, n or 1), B.dtype, B.device, True)
+    batch, m, n, shape, probe_a, probe_b = inner(A, B)
     p = plan_2d(probe_a, probe_b, kernel)  # the kernel a 2-D product of these would get (dtype checks)
     if out is not None:
         from .api import _check_out

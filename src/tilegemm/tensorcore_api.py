@@ -162,9 +162,7 @@ def _check_kinds_and_c(a, b, c) -> None:
     """What matmul refuses, refused here too: host operands of two kinds (the result's kind would be
     a guess), a c that shares memory with a or b (C would overwrite what the product still reads)
     or that cannot be written."""
-    A, B = arrays.describe(a, "a"), arrays.describe(b, "b")
-    if A.kind != B.kind and A.on_host and B.on_host:
-        raise DTypeError(f"gemm: a is a {A.kind} array and b a {B.kind} array; pass both of one kind")
+    arrays.refuse_two_host_kinds(arrays.describe(a, "a"), arrays.describe(b, "b"), "gemm")
     if c is None:
         return
     for x, what in ((a, "a"), (b, "b")):

@@ -15,7 +15,7 @@ import statistics
 from pathlib import Path
 
 from .. import registry
-from .results import load, write_json
+from .results import load, read_json, write_json
 
 KEY_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096))
 
@@ -168,12 +168,7 @@ def load_resources(path) -> list[dict]:
     """The rows `tilegemm resources --json` wrote, refused in one line when the file is anything
     else (a results document, say), so that render() never meets a row that is not a dict."""
     p = Path(path)
-    try:
-        rows = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{p}: no such resources file") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{p}: not JSON ({e})") from None
+    rows = read_json(p, "resources file")
     if not isinstance(rows, list) or not all(isinstance(r, dict) and "kernel" in r for r in rows):
         raise ValueError(f"{p}: not a resource table (expected a JSON list of rows with a 'kernel' each, "
                          "as `tilegemm resources --json` writes it)")
