@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tilegemm import cli
+from tilegemm import argtypes, cli
 
 
 def run(capsys, *argv):
@@ -87,7 +87,7 @@ def test_info_and_kernels(capsys):
 @pytest.mark.parametrize("text,shape", [("512", (512, 512, 512)), ("4096x14336x4096", (4096, 14336, 4096)),
                                         ("3×5×7", (3, 5, 7))])
 def test_parse_shape(text, shape):
-    assert cli.parse_shape(text) == shape
+    assert argtypes.shape(text) == shape
 
 
 @pytest.mark.parametrize("bad", ["0", "1x2", "axb", "-4"])
@@ -95,7 +95,43 @@ def test_parse_shape_rejects(bad):
     import argparse
 
     with pytest.raises(argparse.ArgumentTypeError):
-        cli.parse_shape(bad)
+        argtypes.shape(bad)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["tune", "--budget-s", "0"], "argument --budget-s: '0': must be a positive number"),
+    (["tune", "--max-candidates", "-1"], "argument --max-candidates: '-1': must be a positive integer"),
+    (["tune", "--sizes", "0x4x4"], "argument --sizes: bad size '0x4x4'"),
+    (["library", "--runs", "0"], "argument --runs: '0': must be a positive integer"),
+    (["library", "--budget", "nan"], "argument --budget: 'nan': must be a positive number"),
+    (["sanitize", "--jobs", "0"], "argument --jobs: '0': must be a positive integer"),
+    (["sanitize", "--timeout", "-5"], "argument --timeout: '-5': must be a positive number"),
+    (["dist-bench", "--budget", "-5"], "argument --budget: '-5': must be a positive number"),
+    (["dist-bench", "--reps", "0"], "argument --reps: '0': must be a positive integer"),
+    (["dist-bench", "--panel", "2.5"], "argument --panel: '2.5' is not a positive integer"),
+    (["bench", "--seed", "-1"], "argument --seed: '-1': must be an integer ≥ 0"),
+    (["race", "--seed", "x"], "argument --seed: 'x' is not an integer ≥ 0"),
+])
+def test_every_command_reads_a_number_the_same_way(argv, says, capsys):
+    """A number no command can use is refused by the parser, in one line, before the command looks
+    for a GPU (tune, library and sanitize said only 'needs a GPU' here and, on one, ran with zero
+    runs, jobs or budget; a negative --seed was NumPy's 'expected non-negative integer')."""
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    err = capsys.readouterr().err.strip()
+    assert exit_.value.code == 2 and says in err and len(err.splitlines()) == 1, err
+
+
+def test_no_tool_imports_the_cli():
+    """Data flows one way: the CLI imports the tools, never the other way round (the tools took
+    their argparse types from the CLI)."""
+    import pathlib
+
+    src = pathlib.Path(cli.__file__).parent
+    offenders = [str(f.relative_to(src)) for f in src.rglob("*.py") if f.name != "cli.py"
+                 and any(s in f.read_text() for s in ("from ..cli import", "from .cli import", "tilegemm.cli import",
+                                                      "from . import cli", "from .. import cli"))]
+    assert not offenders
 
 
 def test_kernel_named_twice_is_timed_twice(capsys, tmp_path):

@@ -75,7 +75,6 @@ def test_dist_bench_under_torchrun(tmp_path):
     (["--sizes", "12x"], "--sizes '12x': comma-separated integers"),
     (["--gpus", "1"], "at least 2"),
     (["--gpus", "0"], "--gpus 0: "),  # (it ran on 2 processes)
-    (["--runs", "0"], "at least 1"),
 ])
 def test_dist_bench_mistakes_get_one_line(argv, says, capsys):
     assert cli.main(["dist-bench", *argv]) == 2

@@ -20,52 +20,12 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from . import _cuda
+from .argtypes import nonnegative_float, nonnegative_int, positive_float, positive_int, sizes
 
 TOOL_MODULES = ("tilegemm.bench.ceilings", "tilegemm.bench.traffic", "tilegemm.bench.report",
                 "tilegemm.bench.compare", "tilegemm.bench.results", "tilegemm.bench.ladder", "tilegemm.bench.counters",
                 "tilegemm.bench.library", "tilegemm.bench.model", "tilegemm.bench.distributed",
                 "tilegemm.tuning.command", "tilegemm.sanitize")
-
-
-def parse_shape(text: str) -> tuple[int, int, int]:
-    """'512' → (512, 512, 512); '4096x14336x4096' or '4096×14336×4096' → (M, N, K)."""
-    parts = text.lower().replace("×", "x").split("x")
-    try:
-        dims = [int(p) for p in parts]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"bad size {text!r}: use N or MxNxK") from None
-    if len(dims) == 1:
-        dims *= 3
-    if len(dims) != 3 or min(dims) < 1:
-        raise argparse.ArgumentTypeError(f"bad size {text!r}: use N or MxNxK with positive integers")
-    return tuple(dims)
-
-
-def parse_sizes(text: str) -> list[tuple[int, int, int]]:
-    parts = [t.strip() for t in text.split(",")]
-    if not any(parts):
-        raise argparse.ArgumentTypeError("no size given: use N or MxNxK, comma-separated")
-    if not all(parts):
-        raise argparse.ArgumentTypeError(f"an empty entry in {text!r}: use N or MxNxK, comma-separated")
-    return [parse_shape(t) for t in parts]
-
-
-def _number(kind, least, strict: bool, what: str):
-    """An argparse type: a number of `kind` at least `least` (above it where strict), said in one line."""
-    def parse(text: str):
-        try:
-            v = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
-        if v < least or (strict and v == least) or v != v:
-            raise argparse.ArgumentTypeError(f"{text!r}: must be {what}")
-        return v
-    return parse
-
-
-positive_int = _number(int, 0, True, "a positive integer")
-positive_float = _number(float, 0.0, True, "a positive number")
-nonnegative_float = _number(float, 0.0, False, "a number ≥ 0")
 
 
 def _shapes(args) -> list[tuple[int, int, int]]:
@@ -270,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("bench", help="the comparison table: CPU, GPU rungs and cuBLAS")
-    b.add_argument("--sizes", type=parse_sizes, help="comma-separated N or MxNxK (default 128…4096; 16…64 simulated)")
+    b.add_argument("--sizes", type=sizes, help="comma-separated N or MxNxK (default 128…4096; 16…64 simulated)")
     b.add_argument("--shapes", help="a named shape set or a JSON file of shapes")
     b.add_argument("--kernels", help="course (default), all, simt, cpu, or name,name,… (the tensor cores: tilegemm library)")
     b.add_argument("--dtype", default="float32", choices=("float32", "float64"))
@@ -281,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-cublas", action="store_true")
     b.add_argument("--no-e2e", action="store_true", help="skip the end-to-end matmul() column")
     b.add_argument("--no-flush", action="store_true", help="do not flush L2 before each sample")
-    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--seed", type=nonnegative_int, default=0)
     b.add_argument("--force", action="store_true", help="keep large sizes under the simulator")
     b.add_argument("--json", help="save results (JSON, with GPU, versions, date)")
     b.add_argument("--table", help="save the printed table as text")
@@ -292,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--size", type=positive_int, help="M = N (default 256 on a GPU, 48 simulated)")
     r.add_argument("--k", type=positive_int, help="K (default: size)")
     r.add_argument("--trials", type=positive_int, default=3)
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--seed", type=nonnegative_int, default=0)
     r.add_argument("--only", choices=("smem_tiled_32", "broken_nosync"), help="run one kernel")
     r.add_argument("--racecheck", action="store_true", help="also run under compute-sanitizer racecheck (GPU)")
     r.add_argument("--racecheck-size", type=positive_int, default=64)

@@ -65,6 +65,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import registry, validate
+from .argtypes import positive_float, positive_int
 
 SCHEMA = "tilegemm.sanitizer/1"
 TOOLS = ("memcheck", "initcheck", "racecheck", "synccheck")
@@ -605,8 +606,8 @@ def add_cli(subparsers) -> None:
                                                "every GPU kernel on awkward shapes (GPU)")
     p.add_argument("--kernels", help="name,name,... (default: every SIMT and tensor-core kernel)")
     p.add_argument("--tools", default=",".join(TOOLS), help=f"comma-separated, of {', '.join(TOOLS)}")
-    p.add_argument("--jobs", type=int, default=4, help="children at a time (each keeps a CPU core busy)")
-    p.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds a child may take; past it, a failure")
+    p.add_argument("--jobs", type=positive_int, default=4, help="children at a time (each keeps a CPU core busy)")
+    p.add_argument("--timeout", type=positive_float, default=TIMEOUT_S, help="seconds a child may take; past it, a failure")
     p.add_argument("--json", metavar="PATH", help="write the results here, and the Markdown table beside it (.md)")
     p.add_argument("--precisions", help=f"tensor-core rungs' precisions, of {', '.join(TC_PRECISIONS)} (default: all)")
     p.add_argument("--config", help="a configuration (JSON) forced on every product of the one tensor-core kernel "

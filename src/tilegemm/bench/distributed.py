@@ -55,6 +55,7 @@ import statistics
 import sys
 import time
 
+from ..argtypes import positive_float, positive_int
 from . import results
 
 GPU_SIZES = (8192, 16384, 32768, 65536)
@@ -833,13 +834,13 @@ def _arguments(p) -> None:
                    f"{','.join(map(str, CPU_SIZES))} on CPUs)")
     p.add_argument("--gpus", type=int, help="GPUs of this host to use (default: all; CPU processes without a GPU: 2)")
     p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
-    p.add_argument("--runs", type=int, default=3, help="runs over every size and mode; each figure is their median")
-    p.add_argument("--reps", type=int, help="timed repeats per figure (default: what fits --budget, 3 to 20)")
-    p.add_argument("--budget", type=float, default=1.0, help="seconds of repeats per figure when --reps is not given")
+    p.add_argument("--runs", type=positive_int, default=3, help="runs over every size and mode; each figure is their median")
+    p.add_argument("--reps", type=positive_int, help="timed repeats per figure (default: what fits --budget, 3 to 20)")
+    p.add_argument("--budget", type=positive_float, default=1.0, help="seconds of repeats per figure when --reps is not given")
     p.add_argument("--beyond", choices=("on", "off", "first"),
                    help="the product beyond the GPUs' memory, after the sizes (on, the default with GPUs), before "
                         "them in each run (first), or not at all (off)")
-    p.add_argument("--panel", type=int, help="panel width of 1d and summa (default: the cost model's choice)")
+    p.add_argument("--panel", type=positive_int, help="panel width of 1d and summa (default: the cost model's choice)")
     p.add_argument("--json", help="write the results here")
 
 
@@ -863,8 +864,6 @@ def _config(args, under_torchrun: bool) -> tuple[dict | None, int, str | None]:
         return None, 0, f"--sizes {args.sizes!r}: comma-separated integers"
     if not sizes or min(sizes) < 1:
         return None, 0, "--sizes: positive integers"
-    if args.runs < 1 or (args.reps is not None and args.reps < 1):
-        return None, 0, "--runs and --reps: at least 1"
     if under_torchrun:
         world, backend = int(os.environ["WORLD_SIZE"]), ("nccl" if gpus else "gloo")
     elif gpus:
@@ -881,8 +880,6 @@ def _config(args, under_torchrun: bool) -> tuple[dict | None, int, str | None]:
         return None, 0, "nothing to run: " + ("--modes names no mode" if not modes else
                                               "; ".join(skipped[m] for m in dict.fromkeys(modes)))
     beyond = args.beyond or ("on" if gpus else "off")
-    if args.panel is not None and args.panel < 1:
-        return None, 0, "--panel: a positive width"
     cfg = dict(backend=backend, sizes=sizes, modes=modes, runs=args.runs, reps=args.reps, budget_s=args.budget,
                beyond=beyond, json=args.json, panel=args.panel, not_run=list(skipped.values()))
     return cfg, world, None

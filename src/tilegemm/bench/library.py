@@ -41,6 +41,7 @@ import subprocess
 import sys
 import time
 
+from ..argtypes import positive_float, positive_int
 from .shapes import held_out, held_out_seed, resolve
 
 DTYPES = ("bf16", "fp16", "tf32", "fp8", "fp32")
@@ -799,8 +800,8 @@ def add_cli(subparsers) -> None:
                    "today's date is the seed unless one is given), a JSON file or a list (default: library)")
     p.add_argument("--dtypes", default=",".join(DTYPES), help=f"comma-separated, of {', '.join(DTYPES)}")
     p.add_argument("--modes", default="eager,device", help="eager, device or both")
-    p.add_argument("--runs", type=int, default=3, help="passes over the set; each figure is their median")
-    p.add_argument("--budget", type=float, default=0.3, help="seconds of sampling per shape, dtype and mode")
+    p.add_argument("--runs", type=positive_int, default=3, help="passes over the set; each figure is their median")
+    p.add_argument("--budget", type=positive_float, default=0.3, help="seconds of sampling per shape, dtype and mode")
     p.add_argument("--no-host", action="store_true", help="skip host µs per call")
     p.add_argument("--no-first", action="store_true", help="skip the first-call measurements")
     p.add_argument("--no-decode", action="store_true", help="skip the decode products (B = Wᵀ) and read bandwidth")

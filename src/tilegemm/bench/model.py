@@ -43,6 +43,7 @@ import sys
 import time
 
 from .. import arrays
+from ..argtypes import positive_int
 from . import results
 
 LLAMA3_8B = dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32, num_key_value_heads=8,
@@ -514,8 +515,6 @@ def add_cli(subparsers) -> None:
     p = subparsers.add_parser("model-bench", help="a Llama-shaped model (transformers) on tilegemm against torch")
     p.add_argument("--models", help="llama3-8b, llama3-70b-slice, tiny (default: the first two on a GPU, tiny without)")
     p.add_argument("--modes", help="eager, graph (default: both on a GPU, eager without)")
-    from ..cli import positive_int
-
     p.add_argument("--runs", type=positive_int, default=3)
     p.add_argument("--slice-layers", type=positive_int, default=4, help="layers of the 70B slice")
     p.add_argument("--no-timing", action="store_true", help="the logits check alone (each input, against torch "

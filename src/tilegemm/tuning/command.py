@@ -20,6 +20,8 @@ import os
 import sys
 import time
 
+from ..argtypes import positive_float, positive_int, sizes
+
 DTYPES = ("bf16", "fp16", "fp8", "tf32", "fp32")  # fp32: the SIMT ladder's autotuned rung (k11), once per GPU
 _IN = {"bf16": "bfloat16", "fp16": "float16", "tf32": "float32", "fp8": "float8_e4m3fn"}
 _OUT = {"bf16": "bfloat16", "fp16": "float16", "tf32": "float32", "fp8": "bfloat16"}
@@ -265,16 +267,14 @@ def _derive(args, con) -> int:
 
 
 def add_cli(sub) -> None:
-    from ..cli import parse_sizes
-
     t = sub.add_parser("tune", help="tune shapes on this GPU (your cache; --ship: the shipped database)")
     t.add_argument("--shapes", help="a named shape set (e.g. tuning, library, llm) or a JSON file of shapes")
-    t.add_argument("--sizes", type=parse_sizes, help="comma-separated N or MxNxK")
+    t.add_argument("--sizes", type=sizes, help="comma-separated N or MxNxK")
     t.add_argument("--dtypes", default="bf16,fp16,fp8,tf32", help=f"comma-separated, of {', '.join(DTYPES)}")
     t.add_argument("--layouts", default="", help="B layouts to tune, comma-separated: n (row-major), t (column-major: "
                    "x @ W.t(), as nn.Linear passes it); default: row-major, FP8 column-major")
-    t.add_argument("--budget-s", type=float, help="seconds of timing per rung and shape (default 30)")
-    t.add_argument("--max-candidates", type=int, help="time only the first N candidates of each rung (known-good first)")
+    t.add_argument("--budget-s", type=positive_float, help="seconds of timing per rung and shape (default 30)")
+    t.add_argument("--max-candidates", type=positive_int, help="time only the first N candidates of each rung (known-good first)")
     t.add_argument("--ship", action="store_true", help="also write the package's database for this GPU")
     t.add_argument("--db", help="also write the database to this file")
     t.add_argument("--from-cache", action="store_true", help="no timing: the database from your tuning cache")
