@@ -740,8 +740,8 @@ def _derive(capsys, tmp_path, cache_text, *more):
 @pytest.mark.parametrize("text, says", [
     ('{"x": 1}', "from.json: no tuning entries"),  # was '0 decisions derived', exit 0, an empty database
     ('["a", "b"]', "from.json: a JSON list, not a tuning cache"),
-    ("{ not json", "from.json: not JSON"),  # was a 2-line RuntimeWarning with the source line
-    (None, "from.json: no such file"),  # was 'no tuning entries in …'
+    ("{ not json", "from.json: not a tuning cache (not JSON"),  # was a 2-line RuntimeWarning with the source line
+    (None, "from.json: no such tuning cache"),  # was 'no tuning entries in …'
     (json.dumps({f"tc_splitk|NVIDIA H100|bf16|bfloat16|bfloat16|nn|nobeta|16x4096x4096||{cache.TUNER_VERSION}":
                  dict(config={}, ms=0.01, m=16, n=4096, k=4096)}),
      "no rung tunings to derive from for --gpu 'NVIDIA H200' (its tunings are for 'NVIDIA H100')"),

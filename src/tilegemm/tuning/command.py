@@ -223,15 +223,9 @@ def read_tuning_cache(path: str) -> dict:
     """The JSON object of a cache file to derive from. Not cache._read: that one forgives a
     missing or unreadable file (a user's cache that the next tuning rewrites), where here a wrong
     path or a file of something else is the user's mistake, to be said in one line."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path}: no such file (give the tuning cache to derive from)") from None
-    except IsADirectoryError:
-        raise IsADirectoryError(f"{path}: a folder, not a tuning cache file") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: not JSON ({e}); expected a tuning cache as `tilegemm tune` writes it") from None
+    from ..bench.results import read_json
+
+    data = read_json(path, "tuning cache")
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a JSON {type(data).__name__}, not a tuning cache (a JSON object of "
                          "'rung|GPU|…' entries, as `tilegemm tune` writes it)")
