@@ -256,6 +256,13 @@ CASES = [
     # ---- the environment and the files tilegemm reads (each in a fresh process)
     Case("environment", "TILEGEMM_SIMULATOR=maybe", None, "ConfigError", "TILEGEMM_SIMULATOR='maybe'",
          env={"TILEGEMM_SIMULATOR": "maybe"}, code=f"{_SUB}; tilegemm.matmul(a, a)"),
+    Case("environment", "TILEGEMM_SIMULATOR=0 (never the simulator) with NUMBA_ENABLE_CUDASIM=1", None, "ConfigError",
+         "forbids Numba's CUDA simulator, which NUMBA_ENABLE_CUDASIM='1' asks for",
+         env={"TILEGEMM_SIMULATOR": "0", "NUMBA_ENABLE_CUDASIM": "1"}, code=f"{_SUB}; tilegemm.matmul(a, a)"),
+    Case("environment", "TILEGEMM_SIMULATOR=0 after the caller imported numba.cuda with its simulator", None,
+         "ConfigError", "numba.cuda was imported with its simulator before tilegemm",
+         env={"TILEGEMM_SIMULATOR": "0", "NUMBA_ENABLE_CUDASIM": "1"},
+         code=f"from numba import cuda; {_SUB}; tilegemm.matmul(a, a)"),
     Case("environment", "TILEGEMM_AUTOTUNE=maybe (read by the autotuned SIMT kernel)", None, "ConfigError",
          "TILEGEMM_AUTOTUNE='maybe'", env={"TILEGEMM_AUTOTUNE": "maybe"},
          code=f"{_SUB}; tilegemm.matmul(a, a, kernel='autotuned')"),

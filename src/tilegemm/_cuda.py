@@ -5,7 +5,9 @@ imported, from the environment variable NUMBA_ENABLE_CUDASIM. We probe the drive
 ctypes (cuInit + cuDeviceGetCount), which needs no CUDA Python package, and switch the
 simulator on when no device answers, so the lab and the library run on a laptop.
 
-`TILEGEMM_SIMULATOR=1` forces the simulator on a GPU machine; `=0` forbids it.
+`TILEGEMM_SIMULATOR=1` forces the simulator on a GPU machine; `=0` forbids it. Where
+NUMBA_ENABLE_CUDASIM, or a numba.cuda imported before tilegemm, says otherwise, that is a
+ConfigError, not a silent choice of one.
 
 Both are made on first use (`_cuda.SIMULATOR`, `_cuda.cuda`: module attributes computed by
 `__getattr__`), so that `import tilegemm` neither probes the driver nor imports Numba.
@@ -26,6 +28,7 @@ import os
 import sys
 
 from . import env
+from .errors import ConfigError
 
 _SIM_VAR = "NUMBA_ENABLE_CUDASIM"
 
@@ -66,16 +69,26 @@ def _simulate() -> bool:
 
 
 def _decide() -> bool:
-    """Return True when the simulator is (or will be) in use."""
-    forced = os.environ.get("TILEGEMM_SIMULATOR")
-    if "numba.cuda" in sys.modules:  # someone imported it first: live with their choice
+    """Return True when the simulator is (or will be) in use. TILEGEMM_SIMULATOR, where set, is
+    honoured or refused: a ConfigError where NUMBA_ENABLE_CUDASIM, or a numba.cuda imported before
+    us, says the other thing (a run told never to simulate must not time the simulator)."""
+    forced = env.flag("TILEGEMM_SIMULATOR") if "TILEGEMM_SIMULATOR" in os.environ else None
+    said = f"TILEGEMM_SIMULATOR={os.environ.get('TILEGEMM_SIMULATOR')!r}"
+    if "numba.cuda" in sys.modules:  # someone imported it first: its choice is made
         from numba import config
 
-        return bool(config.ENABLE_CUDASIM)
-    if forced is not None and env.flag("TILEGEMM_SIMULATOR"):
-        return _simulate()
-    if os.environ.get(_SIM_VAR, "0") not in ("", "0"):
-        return _simulate()  # (set before numba's import, or after it: read again either way)
+        simulated = bool(config.ENABLE_CUDASIM)
+        if forced is not None and forced != simulated:
+            raise ConfigError(f"{said}: numba.cuda was imported {'with' if simulated else 'without'} its simulator "
+                              "before tilegemm, and that cannot change now (set NUMBA_ENABLE_CUDASIM to agree, or "
+                              "import tilegemm first)")
+        return simulated
+    asked = os.environ.get(_SIM_VAR, "0").strip() not in ("", "0")
+    if forced is False and asked:
+        raise ConfigError(f"{said} forbids Numba's CUDA simulator, which {_SIM_VAR}={os.environ[_SIM_VAR]!r} asks "
+                          "for: unset one of them")
+    if forced or asked:
+        return _simulate()  # (NUMBA_ENABLE_CUDASIM: set before numba's import, or after it: read again either way)
     if forced is None and _driver_device_count() == 0:
         return _simulate()
     return False
