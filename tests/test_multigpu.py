@@ -3,6 +3,8 @@
 The plan's arithmetic (rows, panels, chunks) and the refusals run on CPU; the products run on
 the GPU machine (`pytest -m gpu`), on every GPU it has (the 2-GPU host for the split itself)."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -93,6 +95,19 @@ def test_devices_without_a_gpu_is_a_clear_error():
     with pytest.raises(DeviceError, match="devices= splits the product over CUDA GPUs"):
         tilegemm.matmul(a, a, devices="all")
 
+
+
+@pytest.mark.parametrize("a, b, devices, error, says", [
+    ((4, 5), (4, 5), "all", ShapeError, "inner dimensions differ: a is 4×5, b is 4×5"),  # was 'this machine has none' before the operands
+    ((2, 4, 4), (4, 4), "all", ShapeError, "devices= takes 2-D operands"),
+    ((4, 4), (4, 4), 0, DeviceError, 'give "all" or a list of GPU ids'),
+    ((4, 4), (4, 4), [], DeviceError, "devices= is empty"),
+])
+def test_devices_mistakes_are_said_on_any_machine(a, b, devices, error, says):
+    """A mistake in the operands or in the form of devices= is the same error with a GPU or without
+    one: it comes before the search for GPUs."""
+    with pytest.raises(error, match=re.escape(says)):
+        tilegemm.matmul(np.ones(a, np.float32), np.ones(b, np.float32), devices=devices)
 
 # --- on the GPU --------------------------------------------------------------------------------
 

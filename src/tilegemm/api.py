@@ -263,10 +263,10 @@ def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
 
 
 def _on_devices(a, b, devices, kernel: str, out):
-    """matmul(devices=...): the operands checked as for one GPU, then tilegemm.multigpu."""
+    """matmul(devices=...): the operands checked as for one GPU (a mistake in them is said on any
+    machine), then the GPUs named, then tilegemm.multigpu."""
     from . import multigpu
 
-    ids = multigpu.device_ids(devices)
     A, B = arrays.describe(a, "a"), arrays.describe(b, "b")
     if len(A.shape) != 2 or len(B.shape) != 2:
         raise ShapeError(f"matmul: devices= takes 2-D operands (M×K @ K×N); got {A.shape} @ {B.shape}")
@@ -277,7 +277,7 @@ def _on_devices(a, b, devices, kernel: str, out):
         raise AutogradError("matmul: devices= records no gradient; call it under torch.no_grad() or without devices=")
     if out is not None:
         _check_out(out, A, (m, n), A.dtype, (a, b))
-    return multigpu.matmul(A, B, (m, n, k), ids, kernel, out, matmul)
+    return multigpu.matmul(A, B, (m, n, k), multigpu.device_ids(devices), kernel, out, matmul)
 
 
 def _numpy_subclass(a, b):

@@ -235,15 +235,19 @@ def device_ids(devices) -> list[int]:
     """devices="all" or a list of GPU ids (ints, "cuda:N" or torch.device) → distinct ids."""
     from . import _cuda
 
+    if not (isinstance(devices, str) and devices == "all"):
+        if isinstance(devices, (str, int)) or not hasattr(devices, "__iter__"):
+            raise DeviceError(f"matmul: devices={devices!r}; give \"all\" or a list of GPU ids such as [0, 1]")
+        devices = list(devices)
+        if not devices:
+            raise DeviceError("matmul: devices= is empty")
     if not _cuda.has_gpu():
         raise DeviceError("matmul: devices= splits the product over CUDA GPUs, and this machine has none")
     import torch
 
     count = torch.cuda.device_count()
-    if isinstance(devices, str) and devices == "all":
+    if devices == "all":
         return list(range(count))
-    if isinstance(devices, (str, int)) or not hasattr(devices, "__iter__"):
-        raise DeviceError(f"matmul: devices={devices!r}; give \"all\" or a list of GPU ids such as [0, 1]")
     ids = []
     for d in devices:
         i = d if isinstance(d, int) and not isinstance(d, bool) else getattr(torch.device(d) if isinstance(d, str) else d,
@@ -253,8 +257,6 @@ def device_ids(devices) -> list[int]:
         if i in ids:
             raise DeviceError(f"matmul: devices names GPU {i} twice")
         ids.append(i)
-    if not ids:
-        raise DeviceError("matmul: devices= is empty")
     return ids
 
 
