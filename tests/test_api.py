@@ -282,8 +282,31 @@ def test_kernels_lists_the_ladder():
 def test_explain_says_what_and_why():
     a, b = ops()
     text = tilegemm.explain(a, b)
-    assert "6×4 @ 4×5, float32" in text and "because" not in text.lower() or text
-    assert tilegemm.plan(a, b).kernel.name in text
+    p = tilegemm.plan(a, b)
+    assert text.startswith(f"6×4 @ 4×5, float32: {p.kernel.name} (")  # (its assertion ended 'or text': never false)
+    assert all(f"  - {r}" in text for r in p.reasons)
+
+
+@pytest.mark.parametrize("a, b, kernel, says, product", [
+    ((2, 3, 4), (4, 5), "auto", "one numpy.matmul: the CPU's BLAS", None),
+    ((2, 3, 4), (4, 5), "smem_tiled_32", "A's batch folds into its rows without a copy: one 6×4 @ 4×5 product",
+     "6×4 @ 4×5, float32: smem_tiled_32"),
+    ((4,), (4, 5), "smem_tiled_32", "one 1×4 @ 4×5 product", "1×4 @ 4×5, float32: smem_tiled_32"),
+    ((2, 3, 4), (2, 4, 5), "smem_tiled_32", "2 launches, one 2-D product 3×4 @ 4×5 per batch entry (a kernel "
+     "asked for by name)", None),
+    ("transposed", (4, 5), "smem_tiled_32", "3 launches, one 2-D product 2×4 @ 4×5 per batch entry (a kernel asked "
+     "for by name; B, shared by every entry, is not copied)", None),  # A's batch does not fold into its rows
+    ((0, 3, 4), (4, 5), "smem_tiled_32", "nothing to multiply", None),
+    ((2, 3, 0), (0, 5), "smem_tiled_32", "K = 0, an empty sum: the result is zeros", None),
+])
+def test_explain_says_how_a_product_beyond_2d_runs(a, b, kernel, says, product):
+    """explain of an N-D or 1-D product said the kernel and stopped; it says the route matmul takes
+    (nd.route, which runs it too) and explains the one 2-D product it runs, where it runs one."""
+    torch = pytest.importorskip("torch")
+    x = torch.ones(2, 3, 4).transpose(0, 1) if a == "transposed" else torch.ones(a)
+    text = tilegemm.explain(x, torch.ones(b), kernel=kernel)
+    assert f"  - {says}" in text, text
+    assert (f"\n    {product} (" in text) == (product is not None), text
 
 
 def test_host_view_for_torch_copies_negative_strides_and_read_only():

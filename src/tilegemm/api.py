@@ -134,12 +134,19 @@ def _plan(A: Operand, B: Operand, kernel: str) -> Plan:
 def explain(a, b, kernel: str = "auto") -> str:
     """Say which kernel `matmul(a, b)` would run, and why; for the tensor cores also which rung
     and configuration, and where the configuration comes from (tuning cache, shipped database,
-    heuristic)."""
+    heuristic). Beyond 2-D: how tilegemm.nd runs the product, and the one 2-D product it runs
+    (A's batch folded into its rows, or a 1-D operand promoted), explained as one."""
     p = plan(a, b, kernel)
     head = lambda k: f"{p.nd or f'{p.m}×{p.k} @ {p.k}×{p.n}'}, {p.dtype}: {k.name} ({k.label})"  # noqa: E731
     lines = [head(p.kernel)]
     lines += [f"  - {r}" for r in p.reasons]
-    if p.nd:  # the rung and configuration are chosen for the 2-D or batched product nd forms
+    if p.nd:  # how nd runs it; the one 2-D product it runs, where it runs one, explained as one
+        from . import nd
+
+        said, product = nd.describe(arrays.describe(a, "a"), arrays.describe(b, "b"), kernel, p)
+        lines.append(f"  - {said}")
+        if product is not None:
+            lines += [f"    {line}" for line in explain(*product, kernel).splitlines()]
         return "\n".join(lines)
     if p.kernel.backend == "tensorcore" and p.kernel.runnable()[0] and min(p.m, p.n, p.k) > 0:
         import torch

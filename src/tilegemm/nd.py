@@ -66,18 +66,65 @@ def matmul(a, b, A: arrays.Operand, B: arrays.Operand, kernel: str, out, plan_2d
         from .api import _check_out
 
         _check_out(out, A, shape, A.dtype, (a, b))
-    if A.on_host and p.kernel.backend == "cpu" and kernel == "auto":
+    if _on_host_blas(A, kernel, p):
         return _host(A, B, out, shape)
-    if A.kind in ("numpy", "torch") or _has_torch():
-        return _torch(a, b, A, B, kernel, out, batch, m, n, shape, p, matmul_2d)
-    raise DTypeError(f"matmul: {len(A.shape)}-D and {len(B.shape)}-D {A.kind} operands need torch installed "
-                     "(pip install 'tilegemm[gpu]'), or 2-D operands")
+    _need_torch(A, B)
+    return _torch(a, b, A, B, kernel, out, batch, m, n, shape, p, matmul_2d)
 
 
-def _has_torch() -> bool:
+def describe(A: arrays.Operand, B: arrays.Operand, kernel: str, p) -> tuple[str, tuple | None]:
+    """What `matmul` does with these operands (not both 2-D), in words, decided as it decides, and
+    the operands of the one 2-D product it runs (torch views), or None where it runs no single one.
+    p: the plan of the 2-D product `inner` forms."""
+    batch, m, n, shape, _, _ = inner(A, B)
+    if _on_host_blas(A, kernel, p):
+        return "one numpy.matmul: the CPU's BLAS, batched and broadcast by NumPy", None
+    _need_torch(A, B)
+    ta, tb = _views(A, B, m, n)
+    on_gpu = ta.is_cuda or _moved(A, kernel, p)
+    how, ops = route(ta, tb, batch, kernel, on_gpu)
+    mm, k, nn_ = ta.shape[-2], ta.shape[-1], tb.shape[-1]
+    count = int(np.prod(batch))
+    if how == "empty":
+        return ("nothing to multiply (an empty batch, M or N): the empty result is made, no kernel runs" if k else
+                "K = 0, an empty sum: the result is zeros, no kernel runs"), None
+    if how == "mm":
+        x, y = ops
+        said = (f"A's batch folds into its rows without a copy: one {x.shape[0]}×{k} @ {k}×{nn_} product"
+                if batch else f"one {mm}×{k} @ {k}×{nn_} product")
+        return said + ", explained below", ops
+    shared = "; B, shared by every entry, is not copied" if ops[1].dim() == 2 else ""
+    if how == "gemm":
+        return (f"one batched tilegemm.gemm launch of {count} products {mm}×{k} @ {k}×{nn_}, "
+                f"precision={ops[2]!r}{shared}"), None
+    why = "a kernel asked for by name" if kernel != "auto" else f"{A.dtype} has no batched kernel"
+    return f"{count} launches, one 2-D product {mm}×{k} @ {k}×{nn_} per batch entry ({why}{shared})", None
+
+
+def _on_host_blas(A: arrays.Operand, kernel: str, p) -> bool:
+    return A.on_host and p.kernel.backend == "cpu" and kernel == "auto"
+
+
+def _moved(A: arrays.Operand, kernel: str, p) -> bool:
+    """Host operands, a GPU kernel: copied there once, the result back once."""
+    return A.on_host and p.kernel.backend != "cpu" and kernel == "auto"
+
+
+def _need_torch(A: arrays.Operand, B: arrays.Operand) -> None:
     import importlib.util
 
-    return importlib.util.find_spec("torch") is not None
+    if A.kind not in ("numpy", "torch") and importlib.util.find_spec("torch") is None:
+        raise DTypeError(f"matmul: {len(A.shape)}-D and {len(B.shape)}-D {A.kind} operands need torch installed "
+                         "(pip install 'tilegemm[gpu]'), or 2-D operands")
+
+
+def _views(A: arrays.Operand, B: arrays.Operand, m, n):
+    """Torch views of the operands (no copy for CUDA kinds), a 1-D one promoted to 2-D."""
+    import torch
+
+    ta = A.obj if A.kind == "torch" else (torch.from_numpy(arrays.host_view(A, torch_ok=True)) if A.on_host else arrays.to_torch_cuda(A))
+    tb = B.obj if B.kind == "torch" else (torch.from_numpy(arrays.host_view(B, torch_ok=True)) if B.on_host else arrays.to_torch_cuda(B))
+    return (ta.unsqueeze(0) if m is None else ta), (tb.unsqueeze(-1) if n is None else tb)  # (k,) -> (1, k), (k, 1)
 
 
 def _host(A: arrays.Operand, B: arrays.Operand, out, shape):
@@ -97,14 +144,9 @@ def _host(A: arrays.Operand, B: arrays.Operand, out, shape):
 def _torch(a, b, A, B, kernel, out, batch, m, n, shape, p, matmul_2d):
     """The product in torch views of the operands (no copy for CUDA kinds), handed back as the
     caller's kind."""
-    import torch
-
-    ta = A.obj if A.kind == "torch" else (torch.from_numpy(arrays.host_view(A, torch_ok=True)) if A.on_host else arrays.to_torch_cuda(A))
-    tb = B.obj if B.kind == "torch" else (torch.from_numpy(arrays.host_view(B, torch_ok=True)) if B.on_host else arrays.to_torch_cuda(B))
-    ta = ta.unsqueeze(0) if m is None else ta  # (k,) -> (1, k)
-    tb = tb.unsqueeze(-1) if n is None else tb  # (k,) -> (k, 1)
-    moved = A.on_host and p.kernel.backend != "cpu" and kernel == "auto"
-    if moved:  # host operands, a GPU kernel: copied there once, the result back once
+    ta, tb = _views(A, B, m, n)
+    moved = _moved(A, kernel, p)
+    if moved:
         ta, tb = ta.cuda(), tb.cuda()
     c, inner = _batched(ta, tb, batch, kernel, matmul_2d)
     if moved:
@@ -125,36 +167,52 @@ def _torch(a, b, A, B, kernel, out, batch, m, n, shape, p, matmul_2d):
     return arrays.to_kind(c, A)
 
 
+def route(ta, tb, batch: tuple, kernel: str, on_gpu: bool) -> tuple[str, tuple]:
+    """How ta @ tb (torch tensors of 2 or more dimensions, batch their common batch shape) runs,
+    decided without running it: ("empty", ()) nothing to multiply; ("mm", (x, y)) one 2-D product,
+    A's batch folded into its rows where there is one; ("gemm", (a3, b3, precision)) one batched
+    gemm launch; ("each", (a3, b3)) one 2-D product per batch entry. on_gpu: where it runs."""
+    import torch
+
+    mm, k, nn_ = ta.shape[-2], ta.shape[-1], tb.shape[-1]
+    if 0 in batch or mm == 0 or nn_ == 0 or k == 0:
+        return "empty", ()
+    if not batch:
+        return "mm", (ta.reshape(mm, k), tb.reshape(k, nn_))
+    b_is_2d = tb.dim() == 2 or all(d == 1 for d in tb.shape[:-2])
+    if b_is_2d and tuple(ta.shape[:-2]) == batch:
+        try:  # fold A's batch into its rows: one 2-D product, no copy
+            return "mm", (ta.view(-1, k), tb.reshape(k, nn_))
+        except RuntimeError:
+            pass
+    count = int(np.prod(batch))
+    a3 = ta.expand(*batch, mm, k).reshape(count, mm, k)
+    b3 = tb.reshape(k, nn_) if b_is_2d else tb.expand(*batch, k, nn_).reshape(count, k, nn_)
+    if kernel == "auto" and on_gpu and ta.dtype in (torch.float16, torch.bfloat16, torch.float32):
+        return "gemm", (a3, b3, "ieee" if ta.dtype == torch.float32 else "auto")
+    return "each", (a3, b3)
+
+
 def _batched(ta, tb, batch: tuple, kernel: str, matmul_2d):
     """(*batch, M, N) = ta @ tb for torch tensors of 2 or more dimensions, and the one call it ran
     as (("mm", x, y): matmul(x, y); ("gemm", x, y, precision)), or None."""
     import torch
 
-    mm, k, nn_ = ta.shape[-2], ta.shape[-1], tb.shape[-1]
-    if 0 in batch or mm == 0 or nn_ == 0 or k == 0:  # nothing to multiply: an empty result, or an empty sum
-        make = torch.zeros if k == 0 else torch.empty
-        return make((*batch, mm, nn_), dtype=ta.dtype, device=ta.device), None
-    if not batch:
-        x, y = ta.reshape(mm, k), tb.reshape(k, nn_)
-        return matmul_2d(x, y, kernel=kernel), ("mm", x, y)
-    b_is_2d = tb.dim() == 2 or all(d == 1 for d in tb.shape[:-2])
-    if b_is_2d and tuple(ta.shape[:-2]) == batch:
-        try:  # fold A's batch into its rows: one 2-D product, no copy
-            rows = ta.view(-1, k)
-        except RuntimeError:
-            rows = None
-        if rows is not None:
-            y = tb.reshape(k, nn_)
-            return matmul_2d(rows, y, kernel=kernel).view(*batch, mm, nn_), ("mm", rows, y)
-    count = int(np.prod(batch))
-    a3 = ta.expand(*batch, mm, k).reshape(count, mm, k)
-    b3 = tb.reshape(k, nn_) if b_is_2d else tb.expand(*batch, k, nn_).reshape(count, k, nn_)
-    if kernel == "auto" and ta.is_cuda and ta.dtype in (torch.float16, torch.bfloat16, torch.float32):
+    how, ops = route(ta, tb, batch, kernel, ta.is_cuda)
+    shape = (*batch, ta.shape[-2], tb.shape[-1])
+    if how == "empty":  # nothing to multiply: an empty result, or an empty sum
+        make = torch.zeros if ta.shape[-1] == 0 else torch.empty
+        return make(shape, dtype=ta.dtype, device=ta.device), None
+    if how == "mm":
+        c = matmul_2d(*ops, kernel=kernel)
+        return (c.view(shape) if batch else c), ("mm", *ops)
+    if how == "gemm":
         from .tensorcore_api import gemm
 
-        precision = "ieee" if ta.dtype == torch.float32 else "auto"
-        return gemm(a3, b3, precision=precision).view(*batch, mm, nn_), ("gemm", a3, b3, precision)
-    c3 = torch.empty((count, mm, nn_), dtype=ta.dtype, device=ta.device)
-    for i in range(count):  # one 2-D product per batch entry (FP64 on a GPU, or a kernel asked for by name)
+        a3, b3, precision = ops
+        return gemm(a3, b3, precision=precision).view(shape), ("gemm", *ops)
+    a3, b3 = ops
+    c3 = torch.empty((a3.shape[0], *shape[-2:]), dtype=ta.dtype, device=ta.device)
+    for i in range(a3.shape[0]):  # one 2-D product per batch entry (FP64 on a GPU, or a kernel asked for by name)
         c3[i] = matmul_2d(a3[i], b3 if b3.dim() == 2 else b3[i], kernel=kernel)
-    return c3.view(*batch, mm, nn_), None
+    return c3.view(shape), None
