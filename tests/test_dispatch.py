@@ -249,6 +249,36 @@ def test_no_plan_for_aliased_operands():
     assert dispatch._build(P.Problem(x, y, x, "fp16"), [], (False, False)) is None
 
 
+
+def test_a_planned_gemm_still_refuses_a_c_over_its_inputs(monkeypatch):
+    """gemm(a, b, c=c) keeps a plan for c's shape, strides and alignment; gemm(a, b, c=a) with
+    those finds it, and ran it (C written over A as it was read) where the slow path's overlap
+    check was never reached: the plan is refused then, for the slow path to name the problem."""
+    torch = pytest.importorskip("torch")
+    ran = []
+
+    class Plan:
+        spans = tuple(dispatch.spans_of(*(torch.empty(8, 8) for _ in range(3))))
+
+        def overlaps(self, pa, pb, pc):
+            return dispatch.LaunchPlan.overlaps(self, pa, pb, pc)
+
+        def run(self, pa, pb, c, psa, psb):
+            ran.append(c)
+            return c
+
+    dispatch._bind_torch()
+    a, b, c = (torch.empty(8, 8) for _ in range(3))
+    key = dispatch.gemm_key(a, b, a.data_ptr(), b.data_ptr(), "auto", None, 1.0, 1.0, c, None, None, "auto")
+    assert key == dispatch.gemm_key(a, b, a.data_ptr(), b.data_ptr(), "auto", None, 1.0, 1.0, a, None, None, "auto")
+    monkeypatch.setitem(dispatch._PLANS, key, Plan())
+    args = ("auto", None, 1.0, 1.0)
+    assert dispatch.fast_gemm(a, b, *args, c, None, None, "auto") is c
+    assert dispatch.fast_gemm(a, b, *args, a, None, None, "auto") is None
+    assert dispatch.fast_gemm(a, b, *args, b, None, None, "auto") is None
+    assert ran == [c]
+
+
 # ---- on a GPU ------------------------------------------------------------------------------------
 
 TOL = {"bf16": 1e-2, "fp16": 3e-3, "fp32": 1e-5, "tf32": 3e-3, "fp8": 2e-2}
@@ -354,6 +384,25 @@ def test_gpu_a_planned_out_still_refuses_its_own_input(dtype):
     keep = a.clone()
     with pytest.raises(LayoutError, match="shares memory with a"):
         tilegemm.matmul(a, b, out=a)
+    assert torch.equal(a, keep)
+
+
+@pytest.mark.gpu
+def test_gpu_a_planned_gemm_c_still_refuses_its_own_input():
+    """gemm(a, b, c=c, beta=1) keeps a plan; gemm(a, b, c=a, beta=1) of c's shape, strides and
+    alignment finds it and is refused with the slow path's LayoutError, a unchanged."""
+    torch = pytest.importorskip("torch")
+    import tilegemm
+    from tilegemm.errors import LayoutError
+
+    a, b, c = (torch.rand(256, 256, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    tilegemm.gemm(a, b, c=c, beta=1.0)
+    before = dispatch.STATS["slow_calls"]
+    tilegemm.gemm(a, b, c=c, beta=1.0)
+    assert dispatch.STATS["slow_calls"] == before  # planned
+    keep = a.clone()
+    with pytest.raises(LayoutError, match="shares memory"):
+        tilegemm.gemm(a, b, c=a, beta=1.0)
     assert torch.equal(a, keep)
 
 

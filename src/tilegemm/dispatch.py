@@ -322,8 +322,8 @@ def fast_gemm(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kern
     pa, pb = a.data_ptr(), b.data_ptr()
     key = gemm_key(a, b, pa, pb, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel)
     plan = _PLANS.get(key) if key is not None else None
-    if plan is None:
-        return None
+    if plan is None or (c is not None and plan.overlaps(pa, pb, c.data_ptr())):  # (a c over a or b: the slow
+        return None  # path's LayoutError; the plan was made for a c apart, and would write over its inputs)
     psa = scale_a.data_ptr() if type(scale_a) in _PLAIN else 0
     psb = scale_b.data_ptr() if type(scale_b) in _PLAIN else 0
     return plan.run(pa, pb, c, psa, psb)
