@@ -127,6 +127,19 @@ def test_the_other_byte_order_is_read_and_written(sa, sb, kernel):
         tilegemm.matmul(torch.from_numpy(a.astype(np.float32)), torch.from_numpy(b.astype(np.float32)), out=out)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_the_other_byte_order_goes_to_the_gpu_in_this_machines(dtype, monkeypatch):
+    """The GPU's operands (arrays.to_torch_cuda, the tensor cores' and gemm's): a big-endian array
+    went to torch.from_numpy as it was, and torch's raw 'given numpy array has byte order different
+    from the native byte order' came out. (.cuda() stood in for: the conversion is what is tested.)"""
+    from tilegemm import arrays
+
+    monkeypatch.setattr(torch.Tensor, "cuda", lambda self: self)
+    x = np.arange(12, dtype=dtype).reshape(3, 4)
+    got = arrays.to_torch_cuda(arrays.describe(x.astype(x.dtype.newbyteorder(">"))[:, ::-1], "a"))
+    assert torch.equal(got, torch.from_numpy(np.ascontiguousarray(x[:, ::-1])))
+
+
 def test_a_numpy_scalar_is_0d_and_a_dtype_served_only_on_a_gpu_is_a_type_error():
     with pytest.raises(ShapeError, match="at least one dimension"):
         tilegemm.matmul(np.float32(2.0), np.ones(3, np.float32))

@@ -378,8 +378,8 @@ def to_torch_cuda(op: Operand):
     x = op.obj
     if op.kind == "torch":
         return x if x.is_cuda else x.cuda()
-    if op.kind == "numpy":
-        return torch.from_numpy(x if x.flags.writeable and min(x.strides, default=0) >= 0 else x.copy()).cuda()
+    if op.kind == "numpy":  # (host_view: this machine's byte order, no negative strides, writeable)
+        return torch.from_numpy(host_view(op, torch_ok=True)).cuda()
     if op.kind == "cupy":
         return torch.as_tensor(x, device=f"cuda:{x.device.id}")
     # numba device arrays and other __cuda_array_interface__ objects
