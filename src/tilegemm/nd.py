@@ -93,10 +93,10 @@ def describe(A: arrays.Operand, B: arrays.Operand, kernel: str, p) -> tuple[str,
         said = (f"A's batch folds into its rows without a copy: one {x.shape[0]}×{k} @ {k}×{nn_} product"
                 if batch else f"one {mm}×{k} @ {k}×{nn_} product")
         return said + ", explained below", ops
-    shared = "; B, shared by every entry, is not copied" if ops[1].dim() == 2 else ""
+    shared = "; B, shared by every entry, is not copied" if _b_shared(tb) else ""
     if how == "gemm":
         return (f"one batched tilegemm.gemm launch of {count} products {mm}×{k} @ {k}×{nn_}, "
-                f"precision={ops[2]!r}{shared}"), None
+                f"precision={ops[0]!r}{shared}"), None
     why = "a kernel asked for by name" if kernel != "auto" else f"{A.dtype} has no batched kernel"
     return f"{count} launches, one 2-D product {mm}×{k} @ {k}×{nn_} per batch entry ({why}{shared})", None
 
@@ -169,9 +169,10 @@ def _torch(a, b, A, B, kernel, out, batch, m, n, shape, p, matmul_2d):
 
 def route(ta, tb, batch: tuple, kernel: str, on_gpu: bool) -> tuple[str, tuple]:
     """How ta @ tb (torch tensors of 2 or more dimensions, batch their common batch shape) runs,
-    decided without running it: ("empty", ()) nothing to multiply; ("mm", (x, y)) one 2-D product,
-    A's batch folded into its rows where there is one; ("gemm", (a3, b3, precision)) one batched
-    gemm launch; ("each", (a3, b3)) one 2-D product per batch entry. on_gpu: where it runs."""
+    decided without running it and without a copy: ("empty", ()) nothing to multiply; ("mm", (x, y))
+    one 2-D product of these views, A's batch folded into its rows where there is one; ("gemm",
+    (precision,)) one batched gemm launch; ("each", ()) one 2-D product per batch entry. on_gpu:
+    where it runs."""
     import torch
 
     mm, k, nn_ = ta.shape[-2], ta.shape[-1], tb.shape[-1]
@@ -179,18 +180,30 @@ def route(ta, tb, batch: tuple, kernel: str, on_gpu: bool) -> tuple[str, tuple]:
         return "empty", ()
     if not batch:
         return "mm", (ta.reshape(mm, k), tb.reshape(k, nn_))
-    b_is_2d = tb.dim() == 2 or all(d == 1 for d in tb.shape[:-2])
-    if b_is_2d and tuple(ta.shape[:-2]) == batch:
+    if _b_shared(tb) and tuple(ta.shape[:-2]) == batch:
         try:  # fold A's batch into its rows: one 2-D product, no copy
             return "mm", (ta.view(-1, k), tb.reshape(k, nn_))
         except RuntimeError:
             pass
+    if kernel == "auto" and on_gpu and ta.dtype in (torch.float16, torch.bfloat16, torch.float32):
+        return "gemm", ("ieee" if ta.dtype == torch.float32 else "auto",)
+    return "each", ()
+
+
+def _b_shared(tb) -> bool:
+    """Is B one matrix for every batch entry (2-D, or a batch of ones)?"""
+    return tb.dim() == 2 or all(d == 1 for d in tb.shape[:-2])
+
+
+def _stacks(ta, tb, batch: tuple):
+    """A as (count, M, K) and B as (count, K, N), or (K, N) where every entry shares it: views where
+    the batch allows, else copies."""
+    mm, k, nn_ = ta.shape[-2], ta.shape[-1], tb.shape[-1]
     count = int(np.prod(batch))
     a3 = ta.expand(*batch, mm, k).reshape(count, mm, k)
-    b3 = tb.reshape(k, nn_) if b_is_2d else tb.expand(*batch, k, nn_).reshape(count, k, nn_)
-    if kernel == "auto" and on_gpu and ta.dtype in (torch.float16, torch.bfloat16, torch.float32):
-        return "gemm", (a3, b3, "ieee" if ta.dtype == torch.float32 else "auto")
-    return "each", (a3, b3)
+    if _b_shared(tb):
+        return a3, tb.reshape(k, nn_)
+    return a3, tb.expand(*batch, k, nn_).reshape(count, k, nn_)
 
 
 def _batched(ta, tb, batch: tuple, kernel: str, matmul_2d):
@@ -206,12 +219,11 @@ def _batched(ta, tb, batch: tuple, kernel: str, matmul_2d):
     if how == "mm":
         c = matmul_2d(*ops, kernel=kernel)
         return (c.view(shape) if batch else c), ("mm", *ops)
+    a3, b3 = _stacks(ta, tb, batch)
     if how == "gemm":
         from .tensorcore_api import gemm
 
-        a3, b3, precision = ops
-        return gemm(a3, b3, precision=precision).view(shape), ("gemm", *ops)
-    a3, b3 = ops
+        return gemm(a3, b3, precision=ops[0]).view(shape), ("gemm", a3, b3, ops[0])
     c3 = torch.empty((a3.shape[0], *shape[-2:]), dtype=ta.dtype, device=ta.device)
     for i in range(a3.shape[0]):  # one 2-D product per batch entry (FP64 on a GPU, or a kernel asked for by name)
         c3[i] = matmul_2d(a3[i], b3 if b3.dim() == 2 else b3[i], kernel=kernel)
