@@ -8,6 +8,7 @@ host round trip; the result comes back as the caller's kind.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
@@ -325,9 +326,13 @@ def span(x) -> tuple[int, int] | None:
     if 0 in shape:
         return (ptr, ptr)
     if strides is None:
-        return (ptr, ptr + int(np.prod(shape)) * size)
-    lo = ptr + sum(min(0, (d - 1) * st) for d, st in zip(shape, strides))
-    hi = ptr + sum(max(0, (d - 1) * st) for d, st in zip(shape, strides)) + size
+        return (ptr, ptr + math.prod(shape) * size)
+    lo, hi = ptr, ptr + size  # (a plain loop: gemm's slow path makes two of these per call)
+    for d, st in zip(shape, strides):
+        if st < 0:
+            lo += (d - 1) * st
+        else:
+            hi += (d - 1) * st
     return (lo, hi)
 
 

@@ -162,7 +162,8 @@ def _check_kinds_and_c(a, b, c) -> None:
     """What matmul refuses, refused here too: host operands of two kinds (the result's kind would be
     a guess), a c that shares memory with a or b (C would overwrite what the product still reads)
     or that cannot be written."""
-    arrays.refuse_two_host_kinds(arrays.describe(a, "a"), arrays.describe(b, "b"), "gemm")
+    if type(a) is not type(b):  # (operands of one type are of one kind: nothing to describe)
+        arrays.refuse_two_host_kinds(arrays.describe(a, "a"), arrays.describe(b, "b"), "gemm")
     if c is None:
         return
     for x, what in ((a, "a"), (b, "b")):
