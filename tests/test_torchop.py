@@ -81,6 +81,42 @@ def test_patch_counts_falls_back_and_undoes():
         tilegemm.patch(object())
 
 
+def test_with_matmul_a_layers_own_path_runs_outside_the_mode(monkeypatch):
+    """With matmul=True the model's forward runs in the patch's torch function mode; the patched
+    layer's own path (its shapes, strides, pointers and allocations: dozens of tensor accesses)
+    went through the mode's Python too, at three times the layer's cost. It runs with torch
+    functions off now, where its tensors are plain ones; a subclass's still meet the mode."""
+    seen = []
+    mode_call = torchop._MatmulMode.__torch_function__
+
+    def counted(self, func, types, args=(), kwargs=None):
+        seen.append(func)
+        return mode_call(self, func, types, args, kwargs)
+
+    monkeypatch.setattr(torchop._MatmulMode, "__torch_function__", counted)
+
+    class Sub(torch.Tensor):
+        pass
+
+    class One(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 4)
+
+        def forward(self, x):
+            return self.lin(x)
+
+    torch.manual_seed(0)
+    m, x = One(), torch.randn(3, 8)
+    ref = m(x)
+    with torch.no_grad(), tilegemm.patch(m, matmul=True) as p:
+        assert torch.allclose(m(x), ref, rtol=1e-5, atol=1e-6) and p.counts == {"tilegemm": 1, "torch": 0}
+        assert seen == []
+        got = m(x.as_subclass(Sub))  # a subclass: its rules, in the mode, on torch
+        assert seen and p.counts == {"tilegemm": 1, "torch": 1}
+    torch.testing.assert_close(got.as_subclass(torch.Tensor), ref)
+
+
 def test_patched_gradients_match_torch():
     torch.manual_seed(0)
     m = _Tiny().double()

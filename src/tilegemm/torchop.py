@@ -44,6 +44,7 @@ _AUTOCAST_FROM = frozenset((torch.float32, torch.float16, torch.bfloat16))  # wh
 _PLAIN = (torch.Tensor, torch.nn.Parameter)  # a subclass (DTensor, a quantised weight) has its own rules: torch's
 _compiling, _tracing = torch.compiler.is_compiling, torch._C._is_tracing
 _any_autocast, _functorch = torch._C._is_any_autocast_enabled, torch._C._are_functorch_transforms_active
+_mode_on, _no_torch_function = torch._C._is_torch_function_mode_enabled, torch._C.DisableTorchFunction
 
 
 def served(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -304,6 +305,21 @@ def _forward(self, input):
     return _linear(input, weight, bias, self._tilegemm_counts)
 
 
+def _forward_in_mode(self, input):
+    """_forward for a patch with matmul=True, whose model's forward runs in _MatmulMode: every
+    tensor access of the layer's own path (shapes, strides, pointers, allocations) would go
+    through the mode's Python (a layer ran at a third of its speed), so the layer runs with torch
+    functions off, as torch's own kernels do. Where a tensor is a subclass, its __torch_function__
+    has its rules to apply, and where the call is being compiled the compiler has the mode: on."""
+    params = self._parameters
+    weight, bias = params.get("weight"), params.get("bias")
+    if (type(input) is torch.Tensor and type(weight) in _PLAIN and (bias is None or type(bias) in _PLAIN)
+            and _mode_on() and not _compiling()):
+        with _no_torch_function():
+            return _forward(self, input)
+    return _forward(self, input)
+
+
 def _reduce_unpatched(self, protocol):
     """A copy of a patched layer (copy.deepcopy, pickle, torch.save) is of the layer as it was:
     its own class, unpatched, made as protocols 0 and 1 make an object (copyreg, so that loading
@@ -355,7 +371,7 @@ class Patch:
             base = type(module)
             if base not in self.classes:
                 self.classes[base] = type(base.__name__, (base,), dict(
-                    forward=_forward, __reduce_ex__=_reduce_unpatched, __module__=base.__module__,
+                    forward=_forward_in_mode if matmul_too else _forward, __reduce_ex__=_reduce_unpatched, __module__=base.__module__,
                     _tilegemm_base=base, _tilegemm_counts=self._live, _tilegemm_tag=self._tag, _tilegemm_on=True))
             module.__class__ = self.classes[base]
             self.layers.append(module)
