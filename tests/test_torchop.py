@@ -218,6 +218,31 @@ def test_copies_of_a_patched_model_are_the_model_as_it_was():
     pickle.dumps(m)
 
 
+@pytest.mark.parametrize("matmul", [False, True])
+def test_patching_a_compiled_model_again_compiles_nothing_again(matmul):
+    """Each patch made new classes and a new tag, on which torch.compile guards: every patch of a
+    compiled model compiled it again, and past dynamo's recompile limit (8) it ran uncompiled,
+    silently. A patch of a model takes its last patch's classes and tag once that is undone; its
+    counts are its own, and the earlier patch's stay as they were at its undo."""
+    import torch._dynamo
+
+    torch.manual_seed(0)
+    m, x = _Tiny(), torch.randn(3, 8)
+    want = m(x)
+    compiled = torch.compile(m, backend="aot_eager")
+    done = []
+    with torch.no_grad():
+        for i in range(4):
+            with torch._dynamo.config.patch(error_on_recompile=i > 0), tilegemm.patch(m, matmul=matmul) as p:
+                assert torch.allclose(compiled(x), want, rtol=1e-5, atol=1e-6)
+                with tilegemm.patch(m) as inner:  # a patch inside it: the layers stay the outer's
+                    assert inner.layers == []
+            assert torch.allclose(compiled(x), want, rtol=1e-5, atol=1e-6)  # unpatched: torch's
+            done.append(p)
+    assert all(q.counts == {"tilegemm": 2 + matmul, "torch": 0} for q in done)
+    assert type(m.up) is torch.nn.Linear
+
+
 def test_autocast_casts_the_operands_as_torch_does():
     """Under autocast a patched layer gets its operands in the autocast dtype (here BF16 on the
     host, which torch runs), as nn.functional.linear does: the same dtype and values as torch's."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 import copyreg
 import itertools
 import random
+import weakref
 from typing import Optional
 
 import torch
@@ -35,6 +36,9 @@ COUNTS = {"tilegemm": 0, "torch": 0}  # every product the operators ran (a patch
 _COUNTERS = {0: COUNTS}  # the operators' `counter` argument → where its products are counted (each patch's own)
 _TAGS = itertools.count(random.SystemRandom().getrandbits(48) + 1)  # (a tag is saved in exported and traced
 # graphs: another process's patches do not reuse this one's)
+_KEPT = weakref.WeakKeyDictionary()  # model → (tag, {(layer class, matmul): its patched class}) of its patches:
+# the next patch of the model, once they are undone, takes them again (torch.compile guards on a layer's class and
+# on the tag: new ones each time compiled the model again at each patch, and past its recompile limit, not at all)
 
 
 _HOST = frozenset((torch.float32, torch.float64))
@@ -345,7 +349,8 @@ class Patch:
     another class has been made on top of it since, a parametrization's, switches it off). Copies
     made meanwhile (deepcopy, pickle) are of the model as it was, but for such a layer, whose
     class is its maker's to copy. Linear layers with a forward of their own (in their class, or set
-    on them by a hook library) run as they are, on torch, and are not counted.
+    on them by a hook library) run as they are, on torch, and are not counted. A model patched
+    again after undo gets the same classes back, so a compiled model is compiled once for them.
 
     Counts are of products run: a CUDA graph's replays (torch.cuda.graph, torch.compile's
     "reduce-overhead") run no Python and are not counted, nor is a product inside a torch.func
@@ -356,7 +361,11 @@ class Patch:
         self.model, self.layers, self.hooks, self.classes = model, [], [], {}
         self._live = {"tilegemm": 0, "torch": 0}
         self._frozen = None
-        self._tag = next(_TAGS)
+        tag, kept = _KEPT.get(model, (None, None))
+        reuse = kept is not None and not any(c._tilegemm_on for c in kept.values())  # (one on: a patch still on)
+        if not reuse:
+            kept = {}
+        self._tag = tag if reuse else next(_TAGS)
         _COUNTERS[self._tag] = self._live
         for module in model.modules():
             if not isinstance(module, torch.nn.Linear):
@@ -370,11 +379,18 @@ class Patch:
                 continue
             base = type(module)
             if base not in self.classes:
-                self.classes[base] = type(base.__name__, (base,), dict(
-                    forward=_forward_in_mode if matmul_too else _forward, __reduce_ex__=_reduce_unpatched, __module__=base.__module__,
-                    _tilegemm_base=base, _tilegemm_counts=self._live, _tilegemm_tag=self._tag, _tilegemm_on=True))
+                cls = kept.get((base, matmul_too)) if reuse else None
+                if cls is None:
+                    cls = type(base.__name__, (base,), dict(
+                        forward=_forward_in_mode if matmul_too else _forward, __reduce_ex__=_reduce_unpatched,
+                        __module__=base.__module__, _tilegemm_base=base, _tilegemm_tag=self._tag))
+                    kept[(base, matmul_too)] = cls
+                cls._tilegemm_counts, cls._tilegemm_on = self._live, True
+                self.classes[base] = cls
             module.__class__ = self.classes[base]
             self.layers.append(module)
+        if reuse or tag is None:
+            _KEPT[model] = (self._tag, kept)
         if matmul_too:
             hooks = _ModeHooks(self._live, self._tag)  # entered before the model's other pre-hooks (one that raises
             # would leave it unentered, and leave, which runs even then, would pop another mode), left after its hooks
@@ -388,6 +404,8 @@ class Patch:
         return dict(self._live if self._frozen is None else self._frozen)
 
     def undo(self) -> None:
+        if self._frozen is not None:  # undone already (its classes may be a later patch's now)
+            return
         mine = set(self.classes.values())
         for module in self.layers:
             if type(module) in mine:
@@ -397,9 +415,9 @@ class Patch:
         for h in self.hooks:
             h.remove()
         self.layers, self.hooks = [], []
-        if self._frozen is None:
-            self._frozen = dict(self._live)
-            _COUNTERS.pop(self._tag, None)
+        self._frozen = dict(self._live)
+        if _COUNTERS.get(self._tag) is self._live:
+            del _COUNTERS[self._tag]
 
     def __enter__(self):
         return self
