@@ -1,5 +1,7 @@
 """tilegemm.matmul: the caller's kinds in and out, typed errors, edge cases, inputs untouched."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -307,6 +309,25 @@ def test_explain_says_how_a_product_beyond_2d_runs(a, b, kernel, says, product):
     text = tilegemm.explain(x, torch.ones(b), kernel=kernel)
     assert f"  - {says}" in text, text
     assert (f"\n    {product} (" in text) == (product is not None), text
+
+
+def test_a_large_product_in_the_simulator_is_said_before_it_runs(monkeypatch):
+    """The README's `matmul(a, b, kernel="smem_tiled_32")` at 1000×700×500 ran for hours in the
+    simulator on a machine without a GPU, without a word: a product past the lab's simulated
+    sizes (64³) warns first, with the factor of work. (The launch is stood in for here.)"""
+    from tilegemm import _cuda, dispatch
+
+    if not _cuda.SIMULATOR:
+        pytest.skip("the simulator's warning")
+    monkeypatch.setattr(dispatch, "execute_matmul", lambda *args: "ran")
+    a, b = np.ones((1000, 700), np.float32), np.ones((700, 500), np.float32)
+    with pytest.warns(UserWarning, match=r"1000×700 @ 700×500 on smem_tiled_32 runs in Numba's CUDA simulator .* "
+                                         r"1\.34e\+03× the work"):
+        assert tilegemm.matmul(a, b, kernel="smem_tiled_32") == "ran"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tilegemm.matmul(a[:64, :64], b[:64, :64], kernel="smem_tiled_32") == "ran"  # the lab's sizes
+        tilegemm.matmul(a, b)  # auto: the CPU's BLAS
 
 
 def test_host_view_for_torch_copies_negative_strides_and_read_only():

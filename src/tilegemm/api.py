@@ -266,7 +266,21 @@ def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
             return arrays.zeros_like_kind(A, shape, dtype)
         arrays.fill_zero(out)
         return out
+    if p.kernel.backend != "cpu" and p.m * p.n * p.k > SIMULATED_MNK and _cuda.SIMULATOR:
+        _warn_simulated(p)
     return dispatch.execute_matmul(p.kernel, kernel == "auto", A, B, O, out, shape, dtype)
+
+
+SIMULATED_MNK = 64 ** 3  # the largest product the lab runs in the simulator (tilegemm bench: sizes up to 64)
+
+
+def _warn_simulated(p: Plan) -> None:
+    import warnings
+
+    warnings.warn(f"matmul: {p.m}×{p.k} @ {p.k}×{p.n} on {p.kernel.name} runs in Numba's CUDA simulator (no GPU "
+                  f"here), one OS thread per CUDA thread: {p.m * p.n * p.k / SIMULATED_MNK:.3g}× the work of the lab's "
+                  "largest simulated product (64³, seconds), so about as many times as long; kernel='auto' runs "
+                  "the CPU's BLAS", stacklevel=3)
 
 
 def _on_devices(a, b, devices, kernel: str, out):
