@@ -13,7 +13,7 @@ Attacks: shared-memory bandwidth per FMA (the limit of k02), and global traffic 
     writes = M·N elements
 Arithmetic intensity ≈ 64/s FLOP/byte against global memory (16 FLOP/B in FP32), and
 2·TM·TN / (TM + TN) = 4 FLOP (2 FMAs) per shared word against shared memory.
-This is the classic "Optimization Level 3" of the course material.
+This is the register-blocking step that GPU courses teach after shared-memory tiling.
 """
 
 from numba import cuda

@@ -18,9 +18,10 @@ global traffic:
     reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM) ≈ 2·M·N·K / 128 elements   (BM = BN = 128)
     writes = M·N elements
     intensity ≈ 2MNK / ((2MNK/128 + MN)·s) ≈ 128/s FLOP/byte (32 FLOP/B in FP32)
-Cost: 64 accumulators plus 16 operands per thread. Left alone the compiler takes about 200
-registers, so only one block of 8 warps fits an SM; the FP32 kernel is compiled with launch bounds
-(256 threads, 2 blocks per SM), which caps it at 128 registers. (FP64 needs 128 for its
+Cost: 64 accumulators plus 16 operands per thread. Left alone the compiler takes more than 128
+registers, so only one block of 8 warps fits an SM (two blocks of 256 threads leave 65536 / 512
+= 128 registers a thread); the FP32 kernel is compiled with launch bounds (256 threads, 2 blocks
+per SM), which caps it at 128 registers. (FP64 needs 128 for its
 accumulators alone and keeps the compiler's choice.) The later rungs inherit the bound.
 """
 

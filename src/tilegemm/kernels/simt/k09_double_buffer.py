@@ -21,8 +21,9 @@ k08's:
     reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM) ≈ 2·M·N·K / 128 elements   (BM = BN = 128, BK = 8)
     writes = M·N elements
     intensity ≈ 128/s FLOP/byte (32 FLOP/B in FP32)
-Cost: shared memory doubles (2 × 8.3 KiB), and the 8 prefetched values live in registers
-across the FMA loop. The 16-byte path needs K % 4 == N % 4 == 0 and aligned operands, as in k08
+Cost: shared memory doubles (2 × 8,320 bytes: BK × (BM + PAD) words of A plus BK × BN of B, in
+FP32), and the 8 prefetched values live in registers across the FMA loop. The 16-byte path needs
+K % 4 == N % 4 == 0 and aligned operands, as in k08
 (otherwise k07's kernel runs).
 """
 

@@ -1,9 +1,9 @@
 """k12 skinny M: a split-K, one-column-per-thread path for products with few rows (decode shapes).
 
 Changes against k11: nothing for M > SKINNY_MAX (k11 runs). For M ≤ SKINNY_MAX the 128×128
-tiles of k06–k11 are the wrong shape: at M = 16 a tile is 7/8 padding and N/128 = 32 blocks
-leave most of 132 SMs idle. Here a block of 256 threads owns RM rows × 256 columns, one column per
-thread with RM accumulators in registers; it stages an RM×KC slice of A in shared memory,
+tiles of k06–k11 are the wrong shape: at M = 16, N = 4096 a tile is 7/8 padding and N/128 = 32
+blocks leave most of 132 SMs idle. Here a block of 256 threads owns RM rows × 256 columns, one
+column per thread with RM accumulators in registers; it stages an RM×KC slice of A in shared memory,
 transposed so that four rows of one k are one 16-byte broadcast load (LDS.128: an SM issues one
 warp-wide shared load per clock, so RM scalar loads per B element would bound the kernel), and
 streams its column of B straight from global memory (a warp reads 32 consecutive words:

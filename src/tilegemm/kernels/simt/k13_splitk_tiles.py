@@ -3,10 +3,11 @@
 Changes against k12: nothing for M ≤ SKINNY_ROWS (k12's one-column-per-thread kernel runs) or
 where the model picks k11's own tile unsplit on more than 128 rows (k11 runs, as tuned). Elsewhere
 (M from 17 rows, e.g. 32×4096×14336 or 128×4096×4096, and small or ragged products, e.g. 512³)
-k12's 16-row blocks re-read B M/16 times, while k11's 128×128 tiles give N/128 blocks (32 at
-N = 4096; 16 at 512³) for 132 SMs: most SMs idle, each busy one running a K loop alone. Here the
-block tile is one of five (32×64 to 128×128: `TILES`), and grid z splits K into `splits` slices of
-whole BK steps; each block adds its partial tile into C with atomics (C is zeroed first; the order
+k12's 16-row blocks re-read B ceil(M/16) times, while k11's 128×128 tiles give
+ceil(M/128)·ceil(N/128) blocks (32 at M ≤ 128, N = 4096; 16 at 512³) for 132 SMs: most SMs
+idle, each busy one running a K loop alone. Here the block tile is one of five (32×64 to
+128×128: `TILES`), and grid z splits K into `splits` slices of whole BK steps; each block adds its
+partial tile into C with atomics (C is zeroed first; the order
 of the adds, and so the last bits, varies from run to run). The kernel is k10's factory with
 `Config.split` on. Which tile and how many splits is the lesson: blocks go to the SMs in rounds,
 so the time is the busiest SM's rounds times a block's time, and a block's time is its
@@ -20,9 +21,11 @@ the FP32 auto rung, plans the generated kernel's tiles with a model of its own).
 Attacks: idle SMs and padded rows on mid-sized M. Global traffic by design, with the tile BM×BN:
     reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM)   elements (splitting K re-reads nothing)
     writes = M·N (zeroing) + 2·M·N·splits      elements (atomic read-modify-write in L2); M·N with one split
-Arithmetic intensity ≈ 2·M·N·K / ((K·N·ceil(M/BM) + M·K·ceil(N/BN))·s) ≈ 2·min(M, BM)/s FLOP/byte
-for small M (16 FLOP/B at M = BM = 32 in FP32): at M ≤ 64 reading B once is the floor; the
-partial-sum traffic stays small while splits·M·N ≪ K·N.
+Arithmetic intensity ≈ 2·M·N·K / ((K·N·ceil(M/BM) + M·K·ceil(N/BN))·s)
+    ≈ 2/(s·(1/min(M, BM) + 1/BN)) FLOP/byte, about 2·M/s only where M ≪ BN
+(at M = BM = 32 in FP32: 10.7 FLOP/B on the 32×64 tile, 12.8 on 32×128, since A is re-read once
+per column of tiles): while M ≤ BM, B is read once, and that is the floor; the partial-sum
+traffic stays small while splits·M·N ≪ K·N.
 """
 
 from __future__ import annotations

@@ -5,21 +5,25 @@ tiles, one barrier per K step, 16-byte loads and stores); what changes is the co
 given. k10's loop over p (the BK rows of a K step) is a Python `range` loop, and NVVM keeps it a loop
 whatever it is asked (read offline: k10 with `unroll` = 8 compiles to the same 64-FFMA loop body as
 `unroll` = 1, and `unroll` = 2 or 4 gives 128): every p pays the loop's compare, branch and address
-arithmetic, about a fifth of the inner loop's issue slots. Here `source(cfg)` writes the kernel's
-body out for one configuration, the way a CUDA programmer's `#pragma unroll` would leave it: the
-accumulators are TM·TN named scalars (c0_0 … c7_7), each p is four LDS.128 and TM·TN FMAs spelled
-out, the tile loads and stores are spelled out per float4. The only loop left is the one over K
-steps. The generated text is ordinary, readable Python (`tilegemm kernels --source unrolled` prints
-it) and is compiled with `cuda.jit` like every rung. Its register budget is a per-configuration
+arithmetic, issue slots taken from the FFMAs (`tilegemm resources` counts them in its SASS census).
+Here `source(cfg)` writes the kernel's body out for one configuration, the way a CUDA programmer's
+`#pragma unroll` would leave it: the accumulators are TM·TN named scalars (c0_0 … c7_7), each p
+is four LDS.128 and TM·TN FMAs spelled out, the tile loads and stores are spelled out per float4.
+The only loop left is the one over K steps. The generated text is ordinary, readable Python
+(`tilegemm kernels --source unrolled` prints it) and is compiled with `cuda.jit` like every rung.
+Its register budget is a per-configuration
 choice: `min_blocks` (launch bounds: 2 blocks of 256 threads cap a thread at 128 registers) or
 `max_registers`. Where 16-byte accesses are not legal (K or N not a multiple of 4, a pointer off 16
-bytes), k08–k13 hand the product to k07's scalar kernel and its smaller tiles; the generator writes
-the same kernel with one-element global loads and stores instead (`vector=False`: a K step's tile
-loads are 8 LDG.32 instead of 2 LDG.128, beside 512 FFMA), so such shapes keep the tiling.
+bytes), k08–k11 hand the product to k07's scalar kernel (128×128 tiles too, but k07's thread
+layout, rolled loops and no double buffering; k12 and k13 to k12's kernel up to 128 rows); the
+generator writes the same kernel with one-element global loads and stores instead (`vector=False`:
+a K step's tile loads are 8 LDG.32 instead of 2 LDG.128, beside 512 FFMA), so such shapes keep the
+tiling.
 Later rungs' options live here too, off by default (the kernels above unchanged): k16's `pad`,
 `rows_apart` and `lane_rows`, and k17's `split`, `b_rows` (B read from W's rows: x @ Wᵀ) and `bias`.
 
-Global traffic and intensity are k10's (elements; s the element size):
+Attacks: instruction overhead in the inner loop (loop control and index arithmetic issued beside
+the FFMAs), not bytes. Global traffic and intensity are k10's (elements; s the element size):
     reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM),  writes = M·N
     intensity ≈ 2/(s·(1/BM + 1/BN)) FLOP/byte = 128/s (32 FLOP/B in FP32) at BM = BN = 128
 Per K step a thread issues BK·(WMITER + WNITER) LDS.128 and BK·TM·TN FFMA (at the defaults 32 and

@@ -4,19 +4,23 @@ Changes against k14: one number, the launch bound. k06–k14 ask for two residen
 threads per SM (`min_blocks` = 2: launch bounds (256, 2)), which caps a thread at 65536 / 512 =
 128 registers. k14's thread holds 64 accumulators, 16 fragment registers (a column of A and a row
 of B for one k), 8 registers staging the next tile's loads, and its addresses: at the cap the
-compiler fits them only by giving things up (with session 13's edge guards it spilled inside the
-K loop; with the guards as calls it fits, with little room to load the next row's fragments
-early). Here the bound is one block per SM (`min_blocks` = 1): up to 255 registers a thread; the
-compiler takes about 163 on sm_90, and the fragment loads of row p+1 overlap row p's FFMAs
-(offline SASS: LDS.128 interleaved with the FFMAs). The price is occupancy: 8 warps per SM instead
-of 16, two per scheduler. Whether fewer warps with more independent work each (Volkov's "better
-performance at lower occupancy") beat more warps that stall is what this rung measures; ncu's
-counters for it and for cuBLAS's SGEMM (which runs 8 warps of 254 registers) are in
-docs/ladder.md.
+compiler fits them only by giving things up (an earlier form of the edge guards spilled inside the
+K loop: docs/perf-notes.md, "k14 unrolled at definition"; with the guards as calls it fits, with
+little room to load the next row's fragments early). Here the bound is one block per SM
+(`min_blocks` = 1): up to 255 registers a thread; the compiler takes well over 128 (the count is in
+the resource table, `tilegemm resources`, and docs/ladder.md), and the fragment loads of row p+1
+overlap row p's FFMAs (offline SASS: LDS.128 interleaved with the FFMAs). The price is occupancy:
+8 warps per SM instead of 16, two per scheduler. Whether fewer warps with more independent work
+each (Volkov's "better performance at lower occupancy") beat more warps that stall is what this
+rung measures; ncu's counters for it and for cuBLAS's SGEMM (which also runs 8 warps per SM, near
+the 255-register limit) are in docs/ladder.md.
+
+Attacks: stalls that 16 warps of register-starved threads cannot hide (the LDS → FFMA chain inside
+a K row, the barrier), by giving each thread room for more independent work.
 
 The budget is chosen per configuration: the scalar-access variant (rows not 16-byte aligned, e.g.
 N = 4097) keeps k14's two blocks per SM. Its tile loads are 8 one-element loads a K step instead of
-2 vector ones, it fits 128 registers without spilling, and it measured faster with 16 warps per SM
+2 vector ones, it fits 128 registers without spilling, and it ran faster with 16 warps per SM
 than with 8 (docs/perf-notes.md). Everything else is k14's: tiles, warp tiles, the double-buffered
 shared tiles with one barrier a K step. In k16's routing (k16 hands it the products its bigger
 tiles do not suit), products whose M or grid is small go to k13 (k12's skinny kernel, split-K

@@ -1,13 +1,16 @@
 """k16 a bigger thread tile: 16×8 outputs a thread in 256×128 block tiles, 16 K rows a barrier.
 
 Changes against k15: what the freed registers are spent on. k15 gave k14's 8×8 thread tile the
-registers it needed (about 163 of 255) and left the rest unused; here a thread keeps 16×8 = 128
-accumulators (a warp tile of 128×32, eight warps a 256×128 block tile, one block per SM: up to
-255 registers), and a K step is 16 rows instead of 8. Per K row a thread issues 6 LDS.128 for 128
-FFMA (k15: 4 for 64), and per barrier 2,048 FFMA (k15: 512): with 8 warps an SM, every barrier
-idles all of them until the slowest arrives, so a quarter of the barriers per FFMA is the change
-that matters. Either half alone did not pay on the H200 (256×128 tiles at BK = 8, or BK = 16 at
-128×128: docs/perf-notes.md, 56).
+registers it needed (well under 255: the resource table in docs/ladder.md) and left the rest
+unused; here a thread keeps 16×8 = 128 accumulators (a warp tile of 128×32, eight warps a 256×128
+block tile, one block per SM: up to 255 registers), and a K step is 16 rows instead of 8. Per K
+row a thread issues 6 LDS.128 for 128 FFMA (k15: 4 for 64), and per barrier 2,048 FFMA (k15:
+512): with 8 warps an SM, every barrier idles all of them until the slowest arrives, so a quarter
+of the barriers per FFMA is the change that matters. Either half alone did not pay on the H200
+(256×128 tiles at BK = 8, or BK = 16 at 128×128: docs/perf-notes.md, 56).
+
+Attacks: barrier stalls per FFMA (a quarter as many barriers), and shared loads per FFMA (6 per
+128 FFMA against 4 per 64).
 
 Two things the size forces. Shared memory: two 16-row buffers of A (256 wide) and B (128 wide)
 are 48 KiB, the most a kernel may declare statically, so A's transposed tile has no padding

@@ -2,27 +2,30 @@
 
 Changes against k16: the FP32 auto rung's menu. k16 runs its own 256×128 tiles where they fill
 the SMs, and hands the rest to k15's 128×128 tiles or to k13's plan, whose split-K tiles are k10's
-looped kernel: 88–135 K multiply-adds per µs per SM against k16's 160 K (results/h200/simt-plans.json).
-So the products that need small tiles or a split K to fill 132 SMs (1000³ has 64 tiles of
-128×128; 128×4096×4096 has 32) ran at the slower kernel's pace: 0.58–0.70× cuBLAS. Here k14's
-generator writes the split-K kernel itself (`Config.split`: grid z picks a slice of whole K
-steps, the partial tile is added into C, zeroed first), and the menu is seven generated tiles,
+looped kernel, slower per multiply-add than the generated one (the fitted rates: `rate` in
+k13.TILES against k16.RATE; results/h200/simt-plans.json). So the products that need small tiles
+or a split K to fill 132 SMs (1000³ has 64 tiles of 128×128; 128×4096×4096 has 32) ran at the
+slower kernel's pace (docs/ladder.md has the figures). Here k14's generator writes the split-K
+kernel itself (`Config.split`: grid z picks a slice of whole K steps, the partial tile is added
+into C, zeroed first), and the menu is seven generated tiles,
 each with K split 1 to 32 ways: 8×8 outputs a thread in 32×128 (4×8), 64×64, 64×128, 128×64 and
 k15's 128×128 blocks, and 16×8 a thread in 128×128 and k16's 256×128 blocks. Unsplit, the last
 two are k15's and k16's own kernels. The partial tiles meet in C through `red4`: on sm_90 one
 `red.global.add.v4.f32` adds four neighbours in one L2 operation (a quarter of the atomics of
 k13's scalar adds).
 
-Which tile and split is k13's lesson again, with a block's fixed cost added: a block takes
+Attacks: idle SMs on small and skinny products (k13's problem) without k13's slower looped
+kernel. Which tile and split is k13's lesson again, with a block's fixed cost added: a block takes
 `block_us` (its first loads and its tile's adds) plus its multiply-adds over its tile's rate, and
 blocks go to the SMs in rounds (`estimate_us`). Rates, block costs and the constants are fitted to
 every tile × split at 28 shapes on the H200 (results/h200/simt-splitk-unrolled.json), to the
 forms within 1.5× of each shape's fastest; the plan is the model's fastest.
 
 Rows off 16 bytes (K or N not a multiple of 4): a tile runs with one-element loads and adds
-(`vector=False`: 1.0–1.09× the 16-byte form's time in that sweep), always on the split kernel,
-so its plan counts C's zeroing at one slice too; or, where copying A and B into 16-byte rows and
-whole tiles costs less than that difference (large products), the 16-byte plan runs on copies
+(`vector=False`: the factor SCALAR on the 16-byte form's time, fitted in that sweep), always on
+the split kernel, so its plan counts C's zeroing at one slice too; or, where copying A and B into
+16-byte rows and whole tiles costs less than that difference (large products), the 16-byte plan
+runs on copies
 (k16's `run_on_copies`). M ≤ 16: k12's one-column kernel, which reads B once (through k16's
 routing).
 
@@ -30,8 +33,9 @@ A linear layer's x @ Wᵀ (B passed as W.t(), W the (N, K) C-contiguous weight; 
 the generated tiles read W's rows in place (`b_rows`: a K step's BN×BK tile of W loaded as A's
 tile is, each lane 16 bytes of a row of its own, and stored transposed into B's shared tile, so
 the body is unchanged), where the API copied W into B's layout before each call (2·K·N elements
-moved and a launch). Those loads cost the product ROWS_COST (1.08–1.13 measured); where that is
-more than the copy (`copy_pays`: large products), W is copied by a 32×32 transposing tile first.
+moved and a launch). Those loads cost the product a factor ROWS_COST (fitted on the H200); where
+that is more than the copy (`copy_pays`: large products), W is copied by a 32×32 transposing
+tile first.
 A bias row (`bias`: nn.Linear's) is added to the accumulators before the store, by the first
 slice of K where K is split: one launch where torch's add after the product read and wrote C again.
 Decode (M ≤ 16, 16-byte rows) has a form of its own (`gemv_for`): a warp takes 1, 2 or 4 columns
@@ -44,6 +48,7 @@ its K, so that as many of W's bytes are in flight. W is read once (K·N); x once
 Global traffic by design, with the plan's tile BM×BN and S splits (elements; s the element size):
     reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM)          (splitting K re-reads nothing)
     writes = M·N (zeroing) + 2·M·N·S                  (atomic read-modify-write in L2); M·N unsplit
+             (the one-element form always runs the split kernel: M·N + 2·M·N at S = 1)
     intensity ≈ 2/(s·(1/BM + 1/BN)) FLOP/byte: 21 FLOP/B at 64×128 in FP32, 32 at 128×128
 and on copies, each copied operand read and written once more (k16's `copied_elements`). For
 x @ Wᵀ the reads are the same (W's K·N elements take B's place); a copy of W adds 2·K·N, a bias N

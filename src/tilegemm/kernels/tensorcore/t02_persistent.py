@@ -3,15 +3,22 @@
 Changes against t01: the grid is min(#SMs, tiles) programs instead of one per tile; program p
 computes tiles p, p + #SMs, p + 2·#SMs, … (over all batches). The tile order inside the walk is
 t01's grouped order, so at any moment the #SMs tiles in flight form a compact block of C and
-share their A and B panels in L2. Launch and block-scheduling costs are paid once per SM, and the
-last wave's tail is no longer a separate, partly idle wave of blocks; the next tile's first loads
-can overlap the previous tile's epilogue inside one program.
+share their A and B panels in L2. Launch and block-scheduling costs are paid once per SM instead
+of once per tile, and a program issues the next tile's first loads right after the previous
+tile's stores, with no launch between them (the software pipeline still fills and drains once per
+tile: t03's FLAT option removes that). Wave quantization stays: where the tile count is not a
+multiple of #SMs, some programs take one tile more than the others, and the last round is as
+partly idle as t01's last wave.
+
+Attacks: per-tile launch and block-scheduling overhead; not bytes.
 
 Global traffic is t01's (the tiles and their order are the same):
     reads  = M·K·ceil(N/BN) + K·N·ceil(M/BM),  writes = M·N   (elements)
-Arithmetic intensity ≈ 2·BM·BN / (s·(BM + BN)) FLOP/byte for large K. What improves is how much of
-the re-read traffic L2 absorbs: #SMs consecutive grouped tiles (132 on an H200) touch about
-sqrt(132)·(BM + BN)·K elements of A and B instead of 132·(BM + BN)·K.
+Arithmetic intensity ≈ 2·BM·BN / (s·(BM + BN)) FLOP/byte for large K. How much of the re-read
+traffic L2 absorbs comes from the grouped order, as in t01: #SMs consecutive grouped tiles (132
+on an H200: GROUP_M rows of tiles by 132/GROUP_M columns) touch about
+(GROUP_M·BM + (132/GROUP_M)·BN)·K elements of A and B (near sqrt(132)·(BM + BN)·K when
+GROUP_M ≈ sqrt(132)) instead of the 132·(BM + BN)·K they load in all.
 """
 
 from __future__ import annotations

@@ -20,8 +20,9 @@ as K×M (boxes BK×BM, transposed in shared memory with `.T`, no copy); likewise
 wgmma read the B operand only K-major from shared memory, and the A operand K-major or from
 registers. Left to itself, Triton meets that for a row-major (N-major) TF32 B by transposing
 every B tile through shared memory (per k-step and thread, in the PTX: 8 vector loads, 32
-scalar stores and barriers), which ran at half of cuBLAS. Two configuration options avoid it
-without a copy: SWAP computes C^T = B^T·A^T (B's tile becomes the MMA's A operand, A's tile,
+scalar stores and barriers), which ran far behind cuBLAS (docs/perf-notes.md, 13). Two
+configuration options avoid it without a copy: SWAP computes C^T = B^T·A^T (B's tile becomes the
+MMA's A operand, A's tile,
 K-major when A is row-major, its B operand; the FP32 accumulator is transposed once per tile),
 and REG_A loads the MMA's A operand into registers (wgmma's register-A form) through an identity
 move that keeps Triton from feeding it from shared memory. SWAP also lets a tile of fewer than

@@ -13,13 +13,13 @@ FUSED (a config option the tuner tries first): one launch instead of two. Each p
 partial, then takes a ticket from its tile's counter (atomic, release/acquire); the program with
 the last ticket sums the tile's SPLIT partials in slice order (still deterministic: the order does
 not depend on which slice finished last), applies the epilogue, stores C and resets the counter.
-At decode sizes the whole product takes 5–10 µs, and the second launch's 1–2 µs is a fifth of it.
+At decode sizes the whole product takes a few µs, so a second launch is a sizeable share of it.
 
 Loads are masked pointer loads (Triton pipelines them with cp.async over num_stages buffers), so
 every layout, alignment and batched operand runs without copies. TMA (a config option, for one
 matrix each whose base and rows are 16-byte aligned: `tma_ready`) loads the tiles as t03 does,
 through descriptors, with no address arithmetic or masks in registers: for a swapped TF32 tile
-that was 1.6–1.8× faster at M = 128 (docs/perf-notes.md, 55). tl.dot uses wgmma for BM ≥ 64
+that was markedly faster at M = 128 (docs/perf-notes.md, 55). tl.dot uses wgmma for BM ≥ 64
 and mma.sync below, unless the config swaps the product (SWAP, as t03: C^T = B^T·A^T, so a
 16-row tile is wgmma's N; REG_A reads a row-major TF32 B into registers).
 

@@ -52,7 +52,7 @@ Global traffic is t03's (the same tiles, in the same order):
 so arithmetic intensity against DRAM is unchanged, ≈ 2·BM·BN / (s·(BM + BN)) FLOP/byte before L2
 reuse. What changes is issue: per k-step the consumer warps issue only wgmma and barrier waits
 (and, swapped, the register operand's shared loads),
-and the ring holds STAGES·(BM + BN)·BK·s bytes (4 stages of 128×256×64 in 16 bits: 192 KB, against
+and the ring holds STAGES·(BM + BN)·BK·s bytes (4 stages of 128×256×64 in 16 bits: 192 KiB, against
 t03's 3), so a late copy stalls the tensor cores less often. Every width keeps BK·s = 128 bytes (the
 TMA swizzle's row): BK = 64 for 16 bits, 128 for FP8, 32 for TF32.
 """
