@@ -22,7 +22,8 @@ from .. import _cuda, api, registry, validate
 from ..registry import Kernel, bytes_compulsory
 from .timing import DeviceClock, HostClock, L2Flush, Timing, measure
 
-COURSE = ("cpu_naive", "cpu_blas", "naive", "smem_tiled_16", "smem_tiled_32", "register_blocked")
+COURSE = ("cpu_naive", "cpu_blas", "naive", "smem_tiled_16", "smem_tiled_32", "smem32_conflicted", "smem32_padded",
+          "register_blocked", "broken_nosync")  # the lab's table (the README's), the checker's catch included
 GPU_SIZES = (128, 256, 512, 1024, 2048, 4096)
 SIM_SIZES = (16, 32, 64)
 

@@ -99,8 +99,14 @@ def footnotes(records: list[dict], simulated: bool) -> list[str]:
     notes += notsim
     for line in repeatability(records):
         notes.append(line)
-    notes.append("Times: median kernel time (device events, after warm-up, L2 flushed before each sample on a GPU), "
-                 "± the larger of half the interquartile range and the 0.5% run-to-run reproducibility floor. e2e: tilegemm.matmul() on NumPy arrays, host clock, copies included.")
+    if simulated:
+        notes.append("Times: CPU columns, the median of timed runs after warm-up; simulated GPU columns, one run on "
+                     "the host clock (the simulator takes seconds a launch), no spread: a check of the result, not a "
+                     "time. e2e: tilegemm.matmul() on NumPy arrays, host clock, copies included (simulated too).")
+    else:
+        notes.append("Times: median kernel time (device events, after warm-up, L2 flushed before each sample on a "
+                     "GPU), ± the larger of half the interquartile range and the 0.5% run-to-run reproducibility "
+                     "floor. e2e: tilegemm.matmul() on NumPy arrays, host clock, copies included.")
     return notes
 
 
