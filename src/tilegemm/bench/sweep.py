@@ -64,7 +64,9 @@ def choose_kernels(spec: str | None) -> list[Kernel]:
 def why_not_run(kern: Kernel, dtype: str) -> str | None:
     """Why the bench gives `kern` no row at `dtype` here (None: it runs)."""
     if not kern.supports(dtype):
-        return f"it takes {', '.join(kern.dtypes)}, and the bench times {dtype} (--dtype float32 or float64)"
+        timed = [d for d in ("float32", "float64") if kern.supports(d)]
+        return (f"it takes {', '.join(kern.dtypes)}, and the bench times {dtype}" + (f" (--dtype {timed[0]})" if timed
+                else f" (its --dtype is float32 or float64; tilegemm.matmul(..., kernel={kern.name!r}) runs it)"))
     if kern.backend not in ("simt", "cpu"):
         return "tensor-core kernels have their own benchmark: tilegemm library (GPU)"
     ok, why = kern.runnable()
