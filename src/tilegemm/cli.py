@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import os
 import sys
 
@@ -146,6 +147,10 @@ def cmd_race(args) -> int:
                       f"wrong-element counts seen: {counts} (a count that changes from run to run is a race).")
     if correct:
         con.print(f"{race.CORRECT}: {sum(r.check.ok for r in correct)} of {len(correct)} runs correct.")
+    if _cuda.SIMULATOR and any(not math.isfinite(r.check.rel_err) or r.check.rel_err > 1e6 for r in broken):
+        con.print("Under the simulator shared memory starts as whatever the host's allocator left there (a GPU's "
+                  "holds the last kernel's tiles), so a read before the tile is written can be any number, even "
+                  "inf or NaN: the sizes of the errors are the simulator's; that they are there is the race's.")
     const_ok = [r for r in broken if r.inputs.startswith("A=1") and r.check.ok]
     if const_ok:
         con.print("Note: with A = 1 and B = 2 every tile holds the same values, so a warp that reads another "
