@@ -99,3 +99,12 @@ def test_traffic_refuses_what_it_cannot_count_in_one_line(args, says, capsys):
     rc, out, err = _main(capsys, "traffic", *args)
     assert rc == 2 and "skipped" not in out and "Element accesses" not in out, out
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and says in err, err
+
+
+@pytest.mark.parametrize("shapes, told", [("20x24x40,33x17x5", True), ("128x130x4", False)])
+def test_traffic_says_when_its_shapes_cannot_show_the_ladder(shapes, told, capsys):
+    """The default shapes fit in one tile of the later rungs, whose counts then look alike (a student
+    read that as the ladder moving no fewer bytes): the command says so, and which shape shows it."""
+    rc, out, err = _main(capsys, "traffic", "--kernels", "naive", "--shapes", shapes)
+    assert rc == 0, err
+    assert ("--shapes 128x128x32" in " ".join(out.split())) == told, out

@@ -191,6 +191,7 @@ def count(kernel: registry.Kernel, m: int, n: int, k: int, dtype: str = "float32
 # ---- CLI ----------------------------------------------------------------------------------------
 
 DEFAULT_SHAPES = "20x24x40,33x17x5"
+LESSON_SIDE = 128  # the block tile of k06 and later: the side from which the ladder's traffic lesson shows
 DTYPES = ("float16", "float32", "float64")  # every dtype a SIMT kernel takes (test_traffic holds it to the registry)
 
 
@@ -275,4 +276,9 @@ def cli_traffic(args) -> int:
         write_json(args.json, json.dumps(out, indent=1))
     if bad:
         console.print(f"[red]{bad} kernel × shape counts differ from the cost model[/]")
+    if shapes and all(min(m, n) < LESSON_SIDE for m, n, _ in shapes):
+        console.print(f"Every product here is narrower than the later rungs' {LESSON_SIDE}-wide tiles, so their counts "
+                      f"look alike: these shapes check the cost model at awkward sizes. The ladder cutting traffic "
+                      f"rung by rung shows from {LESSON_SIDE}×{LESSON_SIDE}×32 up (--shapes 128x128x32; minutes in "
+                      "the simulator).")
     return 1 if bad else 0
