@@ -296,6 +296,8 @@ def _forward(self, input):
         weight, bias = params["weight"], params["bias"]
     except KeyError:
         weight, bias = self.weight, self.bias
+    # (autocast, torch.func, the operator, else tilegemm directly: _MatmulMode.__torch_function__'s order too,
+    # written out in each rather than shared, as a call more on every layer's eager path would cost host time)
     if _any_autocast():
         input, weight, bias = _autocast(input.device, input, weight, bias)
     if _functorch():  # vmap, grad, jacrev: their wrapped tensors have no memory of their own to hand a kernel
