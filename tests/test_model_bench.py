@@ -203,6 +203,28 @@ def test_merge_joins_runs_over_different_models(tmp_path, capsys):
                    "tilegemm model-bench --merge: part 2 ran another plan than part 1 (runs, modes, plan)"]
 
 
+def test_the_ratio_pairs_each_run_with_its_own_reference(tmp_path):
+    """A figure's ratio is the median over runs of torch's time / ours in the same run, not torch's
+    median over ours (which paired one run's reference with another run's ours: the H200's 8B decode
+    8×128 read 1.040 where its runs' own ratios have the median 1.105). --merge re-derives it for
+    parts written before; a loss that rounds to 1.000 is shown to four places."""
+    from tilegemm.bench import model
+
+    ours, ref = [1.0, 1.0, 2.0], [0.9, 2.0, 2.5]  # runs' ratios 0.9, 2.0, 1.25 (median 1.25); medians' ratio 2.0
+    assert model.paired_ratio(ours, ref) == pytest.approx(1.25)
+    assert (model.ratio_text(0.99957), model.ratio_text(1.0004), model.ratio_text(0.981)) == ("0.9996", "1.000",
+                                                                                               "0.981")
+    rec = dict(model="a", phase="decode", mode="eager", batch=1, seq=128, tokens_per_s=2.0, ref_tokens_per_s=1.0,
+               ratio=2.0, first_forward_s=0.1, ref_first_forward_s=0.2, runs=dict(ours_s=ours, ref_s=ref))
+    part = dict(schema="tilegemm.model/1", environment=dict(date="d", gpu=dict(name="G")), runs=3,
+                modes=["eager"], plan=dict(decode=[1]), records=[rec])
+    (path,) = _written(tmp_path, [part])
+    out = str(tmp_path / "m.json")
+    assert cli.main(["model-bench", "--merge", path, "--json", out]) == 0
+    doc = json.load(open(out))
+    assert doc["records"][0]["ratio"] == pytest.approx(1.25) and "| 1.250 |" in model.render(doc)
+
+
 def test_merge_gives_timed_records_a_later_logits_check(tmp_path, capsys):
     """`model-bench --no-timing` (the logits check alone, another run, another plan's runs and
     modes) joined to a merged timed document: the timed parts keep their dates, the records take

@@ -366,9 +366,21 @@ def _runs(ours, ref, runs: int) -> tuple[list[float], list[float], int]:
     return per_run(t_ours), per_run(t_ref), calls
 
 
+def paired_ratio(t_ours, t_ref) -> float:
+    """torch's time over ours run by run (a run's two sides alternate call by call), and the median
+    of those: each figure's reference from its own run (a ratio of the two sides' medians could
+    pair one run's torch with another's ours)."""
+    return statistics.median(r / o for o, r in zip(t_ours, t_ref, strict=True))
+
+
+def ratio_text(x: float) -> str:
+    """A ratio to three decimals, or four where three would round a loss up to 1.000."""
+    return f"{x:.4f}" if x < 1 and f"{x:.3f}" == "1.000" else f"{x:.3f}"
+
+
 def _rates(tokens, t_ours, t_ref, calls, first, ref_first, counts) -> dict:
     ours, ref = statistics.median(t_ours), statistics.median(t_ref)
-    return dict(tokens_per_s=tokens / ours, ref_tokens_per_s=tokens / ref, ratio=ref / ours,
+    return dict(tokens_per_s=tokens / ours, ref_tokens_per_s=tokens / ref, ratio=paired_ratio(t_ours, t_ref),
                 runs=dict(ours_s=t_ours, ref_s=t_ref), calls_per_run=calls, first_forward_s=first,
                 ref_first_forward_s=ref_first, counts=counts)
 
@@ -436,8 +448,8 @@ def render(doc: dict, plot: str | None = None) -> str:
     out = [f"`tilegemm model-bench` on {gpu} ({when}; torch {lib.get('torch', '?')}, "
            f"Triton {lib.get('triton', '?')}): the same model patched (`tilegemm.patch`) and on torch alone, "
            f"alternating call by call, each figure the median of {doc.get('runs', '?')} runs{_calls_words(recs)}; "
-           "ratio = ours / torch's tokens per "
-           "second (> 1: tilegemm faster). Prefill: one forward over batch × sequence tokens. Decode: 128 tokens "
+           "ratio = ours / torch's tokens per second in each run, the median of the runs' ratios (> 1: tilegemm "
+           "faster). Prefill: one forward over batch × sequence tokens. Decode: 128 tokens "
            "generated greedily after a 128-token prompt, with a KV cache (eager: `generate`; graph: CUDA graphs "
            "of the prompt and of a token's step, on a static cache). First forward: the first call at that size "
            "(graph: warm-up and capture), ours beside torch's. Targets (issue 23): " + TARGETS + ".", "",
@@ -445,7 +457,7 @@ def render(doc: dict, plot: str | None = None) -> str:
            "|---|---|---|---|---:|---:|---:|---:|"]
     for r in recs:
         out.append(f"| {r['model']} | {r['phase']} | {r['batch']}×{r['seq']} | {r['mode']} | {r['tokens_per_s']:,.1f} | "
-                   f"{r['ref_tokens_per_s']:,.1f} | {r['ratio']:.3f} | {r['first_forward_s']:.2f} "
+                   f"{r['ref_tokens_per_s']:,.1f} | {ratio_text(r['ratio'])} | {r['first_forward_s']:.2f} "
                    f"({r['ref_first_forward_s']:.2f}) |")
     errs = [r for r in doc.get("records", []) if "error" in r]
     out += [f"\n{r['model']} {r['mode']}: did not run: {r['error']}" for r in errs]
@@ -554,7 +566,8 @@ def merge(docs: list[dict]) -> dict:
                     raise ValueError(f"{m} is {how} in parts {seen[m] + 1} and {i + 1}")
                 seen[m] = i
     acc = [a for d in docs for a in d.get("accuracy", [])]
-    records = [r for d in docs for r in d.get("records", [])]
+    records = [dict(r, ratio=paired_ratio(r["runs"]["ours_s"], r["runs"]["ref_s"])) if "runs" in r else r
+               for d in docs for r in d.get("records", [])]  # (the ratio as paired_ratio defines it, for every part)
     fresh = {m for m, i in checked.items() if not docs[i].get("records")}  # checked apart from its timing
     records = [dict(r, **_logits_of(r["phase"], r["batch"], r["seq"], [a for a in acc if a["model"] == r["model"]]))
                if r["model"] in fresh and "phase" in r else r for r in records]
