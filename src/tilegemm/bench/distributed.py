@@ -542,12 +542,7 @@ def records(per: dict, world: int, dtype) -> list[dict]:
     import torch
 
     itemsize = torch.empty((), dtype=dtype).element_size()
-    one = {}
-    for (n, mode, big), runs in per.items():
-        if mode == "one-gpu":
-            good = [statistics.median(r["ms_reps"]) for r in runs if "ms_reps" in r]
-            if good:
-                one[n] = statistics.median(good)
+    one = {n: _by_run(runs) for (n, mode, big), runs in per.items() if mode == "one-gpu"}
     out = []
     order = lambda v: MODES.index(v.split("/")[0].split(" ")[0]) if v.split("/")[0].split(" ")[0] in MODES else 99  # noqa: E731
     for (n, mode, big), runs in sorted(per.items(), key=lambda kv: (kv[0][2], kv[0][0], order(kv[0][1]), kv[0][1])):
@@ -572,7 +567,7 @@ def records(per: dict, world: int, dtype) -> list[dict]:
                 rec[key] = good[0][key]
         rec["tflops"] = 2 * n ** 3 / (rec["ms"] * 1e-3) / 1e12
         if n in one and not big:
-            rec["speedup"] = one[n] / rec["ms"]
+            rec["speedup"] = paired_speedup(one[n], _by_run(runs))
         turns = [statistics.median(r["in_turn_reps"]) for r in good if "in_turn_reps" in r]
         if turns:  # (the host split: its time in turn with its rows alone, beside its back-to-back time)
             rec["in_turn_ms"] = statistics.median(turns)
@@ -583,6 +578,18 @@ def records(per: dict, world: int, dtype) -> list[dict]:
             rec["comm_share"] = 1.0 - rec["efficiency"]
         out.append(rec)
     return out
+
+
+def _by_run(runs: list[dict]) -> list[float | None]:
+    """Each run's median repeat, by run (None where that run measured nothing)."""
+    return [statistics.median(r["ms_reps"]) if "ms_reps" in r else None for r in runs]
+
+
+def paired_speedup(one: list, ours: list) -> float | None:
+    """The one-GPU time over ours run by run, the median of those (runs where both measured): each
+    run's reference beside its own figure. None where no run measured both."""
+    pairs = [a / b for a, b in zip(one, ours) if a is not None and b is not None]
+    return statistics.median(pairs) if pairs else None
 
 
 def render(doc: dict) -> str:
@@ -722,7 +729,7 @@ def _host_split(sizes, runs: int, reps: int | None, budget_s: float, gpus: int, 
     for r in out:
         if r["variant"] == "one-gpu":  # this process's cuBLAS reference, beside the ranks' own
             r["variant"] = "one-gpu/host-split-process"
-    _numpy_figures(out)
+    _numpy_figures(out, per)
     return out
 
 
@@ -765,14 +772,16 @@ def _host_split_numpy(n: int, ids, per: dict, run_i: int, timed, progress) -> No
     torch.cuda.empty_cache()
 
 
-def _numpy_figures(recs: list[dict]) -> None:
-    """host-split/numpy: speed-up against one-gpu/numpy and the copy share against host-split/fp16."""
+def _numpy_figures(recs: list[dict], per: dict) -> None:
+    """host-split/numpy: speed-up against one-gpu/numpy (run by run: `per`, the runs' records) and
+    the copy share against host-split/fp16."""
     by = {(r["n"], r["variant"]): r for r in recs if "ms" in r}
     for r in recs:
         if r["variant"] == "host-split/numpy" and "ms" in r:
             one, dev = by.get((r["n"], "one-gpu/numpy")), by.get((r["n"], "host-split/fp16"))
             if one:
-                r["speedup"] = one["ms"] / r["ms"]
+                r["speedup"] = paired_speedup(_by_run(per[(r["n"], "one-gpu/numpy", False)]),
+                                              _by_run(per[(r["n"], "host-split/numpy", False)]))
             if dev:
                 r["comm_share"] = max(0.0, 1.0 - dev["ms"] / r["ms"])
                 r["efficiency"] = 1.0 - r["comm_share"]
