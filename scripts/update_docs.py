@@ -119,6 +119,24 @@ def _timing_method(doc: dict) -> str:
     return "Timing: ours, then the reference (not interleaved: see perf-notes 22)."
 
 
+def _tc_clocks(recs: list[dict]) -> str:
+    """The GPU's clocks as each shape's record read them (the kept run's, per shape): the SM and
+    memory clocks' range, and the shapes measured under a throttle reason."""
+    read = [r for r in recs if isinstance(r.get("clock"), dict) and isinstance(r["clock"].get("sm_mhz"), (int, float))]
+    sm = [r["clock"]["sm_mhz"] for r in read]
+    mem = [r["clock"]["mem_mhz"] for r in read if isinstance(r["clock"].get("mem_mhz"), (int, float))]
+    span = lambda v: f"{min(v):.0f}" if min(v) == max(v) else f"{min(v):.0f}–{max(v):.0f}"  # noqa: E731
+    said = f"GPU clocks at each shape (its record's reading): SM {span(sm)} MHz" + (f", memory {span(mem)} MHz" if mem else "")
+    held = [r for r in read if r["clock"].get("reasons")]
+    if not held:
+        return said + f"; no throttle reason at any of the {len(read)} shapes."
+    low = min(held, key=lambda r: r["clock"]["sm_mhz"])
+    why = sorted({x for r in held for x in r["clock"]["reasons"]})
+    return (said + f"; a throttle reason ({', '.join(why)}) at {len(held)} of the {len(read)} shapes, the lowest SM "
+            f"clock {low['clock']['sm_mhz']:.0f} MHz at {low['dtype']} {low['m']}×{low['n']}×{low['k']}: those "
+            "shapes' ratios were measured with both sides under it.")
+
+
 def tensorcore_summary(doc: dict) -> str:
     """Per dtype: geometric-mean ratio to cuBLAS / torch._scaled_mm, the ratio at ≥ 8192³, the worst
     shape; the GPU's clocks under load; every shape with the rung that ran it."""
@@ -131,9 +149,10 @@ def tensorcore_summary(doc: dict) -> str:
         when += f"; {', '.join(again['records'])} re-measured in {again['runs']} runs of their own, {again['dates'][0]}"
     median = f"; each shape the run whose ratio is the median of {runs}" if runs > 1 else ""
     rows = [f"Tensor-core kernels on {doc.get('gpu', '?')} ({when}); ratio = reference time / ours "
-            f"(> 1: ours is faster), same inputs, same run{median}; graph-mode device time (L2 warm) "
-            "where a side's eager time (L2 flushed) exceeds its graph time by 30% "
-            "(the JSON has both). " + _timing_method(doc), "",
+            f"(> 1: ours is faster), same inputs, same run{median}; device time, both sides: in a CUDA graph "
+            "(L2 warm) where a side's time of one call between events with L2 flushed exceeds its graph time by "
+            "30%, else that L2-flushed time (the JSON has both; neither is the eager clock of the library's "
+            "tables). " + _timing_method(doc), "",
             "| dtype | shapes | geometric mean | at ≥ 8192³ | worst shape (ratio) | reference |",
             "|---|---:|---:|---:|---|---|"]
     for dt in ("bf16", "fp16", "fp8", "tf32"):
@@ -144,15 +163,7 @@ def tensorcore_summary(doc: dict) -> str:
         w = min(rs, key=lambda r: r["ratio"])
         rows.append(f"| {dt} | {len(rs)} | {geo:.3f} | {big_s} | {w['m']}×{w['n']}×{w['k']} ({w['ratio']:.2f}) | "
                     f"{ref.get(dt, 'cuBLAS')} |")
-    clk = doc.get("clocks") or {}
-    if clk.get("first"):
-        f, last = clk["first"], clk["last"]
-
-        def mhz(r, key):
-            return f"{r[key]:.0f}" if isinstance(r.get(key), (int, float)) else "?"
-        rows += ["", f"GPU clocks under load: SM {mhz(f, 'sm_mhz')} → {mhz(last, 'sm_mhz')} MHz, memory "
-                 f"{mhz(f, 'mem_mhz')} → {mhz(last, 'mem_mhz')} MHz (first and last shape); "
-                 f"{clk.get('warning') or 'no throttle reason and no clock move'}."]
+    rows += ["", _tc_clocks(recs)] if any(isinstance(r.get("clock"), dict) for r in recs) else []
     rows += ["", "| dtype | M×N×K | ours TFLOP/s | reference TFLOP/s | ratio | timing | rung |",
              "|---|---|---:|---:|---:|---|---|"]
     for r in recs:
