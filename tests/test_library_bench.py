@@ -37,9 +37,27 @@ def test_summary_and_report_of_both_clocks():
     assert "`tilegemm.matmul` | 10.1 | `torch.mm` | 11.4" in text and "| cold | 3000×5000×7000 bfloat16 | 0.400 |" in text
     assert "RuntimeError: _scaled_mm" in text  # a shape with no ratio says why
     assert "| bf16 | 4096×4096×4096 | eager |" not in library.render(doc, full=False)
-    assert "(400 calls back to back, median of 15):" in text  # a run from before the alternating order
+    assert "(one run: 400 calls back to back, median of 15):" in text  # a run from before the alternating order
+    assert "(one sample each, host clock" in text
     doc["harness"]["host_order"] = library.HOST_ORDER
     assert f"median of 15, {library.HOST_ORDER}):" in library.render(doc)
+
+
+def test_shapes_left_out_of_the_means_are_counted_in_the_table():
+    """A shape not timed for an error left the means and the shape count without a word (the H100's
+    FP8 row read 60 shapes, 8 more refused by torch._scaled_mm in a run that recorded it so); a shape whose result failed its check in a run kept
+    its ratio in the means; a median of fewer runs than asked was not said. Each is said now, and a
+    wrong result's time is in no mean."""
+    doc = _doc()
+    assert "| fp8 | 0 (and 1 not timed, for an error the shapes' table gives: not in the means) | — |" in \
+        library.render(doc)
+    recs = doc["records"]
+    recs[0]["failed_checks"] = recs[1]["failed_checks"] = ["max rel err 0.5"]  # 256³, both clocks
+    recs[2]["runs"] = recs[2]["runs"][:2]  # 4096³ eager: a run lost
+    s = library.summarise(recs)
+    assert s["bf16/eager"]["shapes"] == 2 and abs(s["bf16/eager"]["geomean"] - (1.02 * 0.90) ** 0.5) < 1e-12
+    assert ("| bf16 | 2 (and 1 whose result failed a check in a run: not in the means; 1 of them the median of "
+            "fewer runs) |") in library.render(doc)
 
 
 def test_a_shape_the_reference_refuses_is_timed_for_ours_alone_without_a_ratio():

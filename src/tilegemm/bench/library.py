@@ -392,11 +392,13 @@ def decode_records(per: dict, modes, read: list[float]) -> dict:
 
 
 def summarise(records: list[dict]) -> dict:
-    """Geometric means and the worst shape per dtype and mode, over records with a ratio."""
+    """Geometric means and the worst shape per dtype and mode, over records with a ratio whose
+    result passed its check in every run (a wrong result's time is no figure: `left_out` counts)."""
     out = {}
     for dtype in DTYPES:
         for mode in ("eager", "device"):
-            rows = [r for r in records if r.get("dtype") == dtype and r.get("mode") == mode and r.get("ratio")]
+            rows = [r for r in records if r.get("dtype") == dtype and r.get("mode") == mode and r.get("ratio")
+                    and not r.get("failed_checks")]
             if not rows:
                 continue
             ratios = [r["ratio"] for r in rows]
@@ -421,6 +423,19 @@ def refused(records: list[dict], dtype: str) -> int:
     """How many shapes of dtype the reference refused and ours ran alone (timed, no ratio)."""
     return len({(r["m"], r["n"], r["k"]) for r in records if r.get("dtype") == dtype and "ours_ms" in r
                 and "ratio" not in r})
+
+
+def left_out(records: list[dict], dtype: str) -> tuple[int, int]:
+    """Shapes of dtype kept out of its means: (those not timed for an error, ours or the reference's
+    (an older run recorded the reference's refusal so), those with a ratio whose check failed in a run)."""
+    shapes = lambda keep: len({(r["m"], r["n"], r["k"]) for r in records if r.get("dtype") == dtype and keep(r)})  # noqa: E731
+    return shapes(lambda r: "error" in r), shapes(lambda r: "ratio" in r and r.get("failed_checks"))
+
+
+def fewer_runs(records: list[dict], dtype: str, runs: int) -> int:
+    """Shapes of dtype whose ratio is the median of fewer than `runs` runs (a run that failed)."""
+    return len({(r["m"], r["n"], r["k"]) for r in records if r.get("dtype") == dtype and "ratio" in r
+                and len(r.get("runs", [])) < runs})
 
 
 def records(per: dict, modes) -> list[dict]:
@@ -699,12 +714,10 @@ def render(doc: dict, full: bool = True) -> str:
            f"host). L2 flushed before each sample: {_flush_words(h)}.", "",
            "| dtype | shapes | eager: geometric mean | eager: worst (shape) | device: geometric mean | device: worst (shape) |",
            "|---|---:|---:|---|---:|---|"]
-    summ = doc.get("summary") or summarise(doc.get("records", []))
+    summ = summarise(doc["records"]) if doc.get("records") else doc.get("summary") or {}
     for dtype in DTYPES:
         e, d = summ.get(f"{dtype}/eager"), summ.get(f"{dtype}/device")
         alone = refused(doc.get("records", []), dtype)
-        if not e and not d and not alone:
-            continue
 
         def cell(x):
             if not x:
@@ -713,15 +726,23 @@ def render(doc: dict, full: bool = True) -> str:
             return f"{x['geomean']:.3f}", f"{x['worst']['ratio']:.3f} ({shape})"
 
         (eg, ew), (dg, dw) = cell(e), cell(d)
-        shapes = f"{(e or d or {}).get('shapes', 0)}" + (f" (and {alone} the reference refused: ours timed alone)"
-                                                          if alone else "")
+        failed, wrong = left_out(doc.get("records", []), dtype)
+        short = fewer_runs(doc.get("records", []), dtype, h.get("runs", 0))
+        notes = ([f"and {alone} the reference refused: ours timed alone"] if alone else []) + \
+            ([f"and {failed} not timed, for an error the shapes' table gives: not in the means"] if failed else []) + \
+            ([f"and {wrong} whose result failed a check in a run: not in the means"] if wrong else []) + \
+            ([f"{short} of them the median of fewer runs"] if short else [])
+        shapes = f"{(e or d or {}).get('shapes', 0)}" + (f" ({'; '.join(notes)})" if notes else "")
+        if not e and not d and not alone and not failed:
+            continue
         out.append(f"| {dtype} | {shapes} | {eg} | {ew} | {dg} | {dw} |")
     host = doc.get("host_us") or []
     if host:
         order = (doc.get("harness") or {}).get("host_order")
         forms = " The rows with a form are the other calls a model makes, at 64-wide operands, under no_grad." \
             if any(r.get("form") for r in host) else ""
-        out += ["", f"Host µs per repeated call at 64³ (400 calls back to back, median of 15{', ' + order if order else ''}):"
+        out += ["", f"Host µs per repeated call at 64³ (one run: 400 calls back to back, median of 15"
+                f"{', ' + order if order else ''}):"
                 + forms,
                 "",
                 "| dtype | path | ours µs | reference | reference µs |", "|---|---|---:|---|---:|"]
@@ -729,7 +750,8 @@ def render(doc: dict, full: bool = True) -> str:
                 for r in host]
     first = [r for r in doc.get("first_call") or [] if "first_s" in r]
     if first:
-        out += ["", "First call on a shape never seen, in a fresh process after one warm-up call:", "",
+        out += ["", "First call on a shape never seen, in a fresh process after one warm-up call (one sample each, "
+                "host clock, the GPU synchronised after the call):", "",
                 "| Triton cache | shape | first call s | second call |", "|---|---|---:|---:|"]
         out += [f"| {r['triton_cache']} | {r['m']}×{r['n']}×{r['k']} {r['dtype']} | {r['first_s']:.3f} | "
                 f"{r['second_s'] * 1e3:.2f} ms |" for r in first]
