@@ -280,3 +280,29 @@ def test_ladder_refuses_results_not_measured_on_a_gpu(env, says, tmp_path, capsy
     results.save(doc, tmp_path / "sim.json")
     rc, _, err = _main(capsys, "ladder", str(tmp_path / "sim.json"), "--out", str(tmp_path / "l.md"))
     assert rc == 2 and says in _one_line(err) and not (tmp_path / "l.md").exists()
+
+
+def test_a_measurement_names_the_code_it_ran(tmp_path):
+    """Every results document's environment names its code: a hash of the package's files, which a
+    copy of the same files (a device machine's, without git) gives alike and an edit changes, and in
+    a git checkout the commit and whether the package differs from it. (The version, 0.1.0 across
+    weeks of changes, tied no figure to its code.)"""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    mine = results.code_revision()
+    assert len(mine["source"]) == 16 and ("commit" not in mine or isinstance(mine["dirty"], bool))
+    src = Path(results.__file__).resolve().parent.parent
+    copy = tmp_path / "tilegemm"
+    shutil.copytree(src, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    probe = "from tilegemm.bench import results; print(results.code_revision())"
+    run = lambda: subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,  # noqa: E731
+                                 env={**os.environ, "PYTHONPATH": str(tmp_path)}, check=True).stdout
+    there = eval(run())  # noqa: S307  (a dict's repr, from our own child)
+    assert there == {"source": mine["source"]}  # the same files, no git: the same hash, no commit
+    (copy / "api.py").write_text((copy / "api.py").read_text() + "\n# an edit\n")
+    assert eval(run())["source"] != mine["source"]  # noqa: S307
+    assert "code" in results.environment()
