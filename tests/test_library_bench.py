@@ -238,8 +238,12 @@ def test_merge_joins_parts_of_other_dtypes_and_refuses_a_dtype_twice(tmp_path, c
     a["records"] = [r for r in a["records"] if r["dtype"] == "bf16"]
     a.pop("host_us"), a.pop("first_call")
     b["records"] = [dict(r, dtype="fp8") for r in b["records"] if r["dtype"] == "bf16"]
+    b["environment"] = dict(b["environment"], date="2026-11-24", libraries=dict(torch="2.11.0"), code=dict(source="ab"))
     m = library.merge([a, b])
     assert len(m["records"]) == 12 and {p["dtypes"][0] for p in m["parts"]} == {"bf16", "fp8"}
+    # the document is as new as its newest part (it kept part 1's date), and each part keeps what ran it
+    assert m["environment"]["date"] == "2026-11-24" and m["parts"][1]["code"] == dict(source="ab")
+    assert m["parts"][1]["libraries"] == dict(torch="2.11.0") and "code" not in m["parts"][0]
     assert m["host_us"] == b["host_us"] and set(m["summary"]) == {"bf16/eager", "bf16/device", "fp8/eager", "fp8/device"}
     with pytest.raises(ValueError, match="bf16 is measured in parts 1 and 2"):
         library.merge([a, a])

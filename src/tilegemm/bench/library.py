@@ -558,8 +558,10 @@ def _parts(doc: dict) -> list[dict]:
     if doc.get("parts"):
         kept = [{k: v for k, v in p.items() if k not in ONCE or doc.get(k)} for p in doc["parts"]]
         return [p for p in kept if p["dtypes"] or any(p.get(x) for x in ONCE)]
-    part = dict(dtypes=sorted({r["dtype"] for r in doc.get("records", [])}), date=doc.get("environment", {}).get("date"),
-                clocks=doc.get("clocks"), elapsed_s=doc.get("elapsed_s"))
+    env = doc.get("environment", {})
+    part = dict(dtypes=sorted({r["dtype"] for r in doc.get("records", [])}), date=env.get("date"),
+                clocks=doc.get("clocks"), elapsed_s=doc.get("elapsed_s"),
+                **{k: env[k] for k in ("libraries", "code") if env.get(k)})  # (what ran it, part by part)
     return [dict(part, **{x: True for x in ONCE if doc.get(x)})]
 
 
@@ -621,7 +623,8 @@ def _replaced(docs: list[dict]) -> list[dict]:
 def merge(docs: list[dict], replace: bool = False) -> dict:
     """One document from runs of the same harness over different dtypes (a GPU call has a time
     limit, so the set is measured in parts, one after another on one machine): records joined,
-    each part's date, clocks and elapsed time kept, host µs, first calls and decode from the part
+    each part's date, clocks, elapsed time, libraries and code kept (the document's date: the newest
+    part's), host µs, first calls and decode from the part
     that measured them (a part may be measured for those alone: --dtypes ""); a part may be a
     merged document itself. A dtype, or one of ONCE, measured by two parts is refused (which one
     would stand?), unless replace: then the last part that measured it stands whole (all of that
@@ -656,8 +659,10 @@ def merge(docs: list[dict], replace: bool = False) -> dict:
             if dt in seen:
                 raise ValueError(f"{dt} is measured in parts {seen[dt] + 1} and {i + 1}")
             seen[dt] = i
-    out = dict(docs[0], records=[r for d in docs for r in d.get("records", [])],
-               parts=[part for d in docs for part in _parts(d)],
+    parts = [part for d in docs for part in _parts(d)]
+    dates = [p["date"] for p in parts if p.get("date")]  # the document is as new as its newest part
+    out = dict(docs[0], records=[r for d in docs for r in d.get("records", [])], parts=parts,
+               environment=dict(docs[0].get("environment") or {}, **({"date": max(dates)} if dates else {})),
                harness={**(docs[0].get("harness") or {}), **{k: (timed[0].get("harness") or {}).get(k)
                                                                for k in ("flush", "flush_kind") if timed}})
     if sets:  # the set the products were measured on, whichever part comes first
