@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from tilegemm import sanitize  # noqa: E402
-from tilegemm.bench import counters, ladder, library, model, report, results, shapes  # noqa: E402
+from tilegemm.bench import clocks, counters, ladder, library, model, report, results, shapes  # noqa: E402
 
 README = ROOT / "README.md"
 H200 = ROOT / "results" / "h200"
@@ -120,24 +120,6 @@ def _timing_method(doc: dict) -> str:
     return "Timing: ours, then the reference (not interleaved: see perf-notes 22)."
 
 
-def _tc_clocks(recs: list[dict]) -> str:
-    """The GPU's clocks as each shape's record read them (the kept run's, per shape): the SM and
-    memory clocks' range, and the shapes measured under a throttle reason."""
-    read = [r for r in recs if isinstance(r.get("clock"), dict) and isinstance(r["clock"].get("sm_mhz"), (int, float))]
-    sm = [r["clock"]["sm_mhz"] for r in read]
-    mem = [r["clock"]["mem_mhz"] for r in read if isinstance(r["clock"].get("mem_mhz"), (int, float))]
-    span = lambda v: f"{min(v):.0f}" if min(v) == max(v) else f"{min(v):.0f}–{max(v):.0f}"  # noqa: E731
-    said = f"GPU clocks at each shape (its record's reading): SM {span(sm)} MHz" + (f", memory {span(mem)} MHz" if mem else "")
-    held = [r for r in read if r["clock"].get("reasons")]
-    if not held:
-        return said + f"; no throttle reason at any of the {len(read)} shapes."
-    low = min(held, key=lambda r: r["clock"]["sm_mhz"])
-    why = sorted({x for r in held for x in r["clock"]["reasons"]})
-    return (said + f"; a throttle reason ({', '.join(why)}) at {len(held)} of the {len(read)} shapes, the lowest SM "
-            f"clock {low['clock']['sm_mhz']:.0f} MHz at {low['dtype']} {low['m']}×{low['n']}×{low['k']}: those "
-            "shapes' ratios were measured with both sides under it.")
-
-
 def tensorcore_summary(doc: dict) -> str:
     """Per dtype: geometric-mean ratio to cuBLAS / torch._scaled_mm, the ratio at ≥ 8192³, the worst
     shape; the GPU's clocks under load; every shape with the rung that ran it."""
@@ -167,7 +149,8 @@ def tensorcore_summary(doc: dict) -> str:
         fl = f"{math.exp(sum(map(math.log, flushed)) / len(flushed)):.3f}" if len(flushed) == len(rs) else "—"
         rows.append(f"| {dt} | {len(rs)} | {geo:.3f} | {big_s} | {w['m']}×{w['n']}×{w['k']} ({w['ratio']:.2f}) | "
                     f"{fl} | {ref.get(dt, 'cuBLAS')} |")
-    rows += ["", _tc_clocks(recs)] if any(isinstance(r.get("clock"), dict) for r in recs) else []
+    said = clocks.during([(f"{r['dtype']} {r['m']}×{r['n']}×{r['k']}", r.get("clock")) for r in recs])
+    rows += ["", said] if said else []
     rows += ["", "| dtype | M×N×K | ours TFLOP/s | reference TFLOP/s | ratio | timing | rung |",
              "|---|---|---:|---:|---:|---|---|"]
     for r in recs:

@@ -306,3 +306,21 @@ def test_a_measurement_names_the_code_it_ran(tmp_path):
     (copy / "api.py").write_text((copy / "api.py").read_text() + "\n# an edit\n")
     assert eval(run())["source"] != mine["source"]  # noqa: S307
     assert "code" in results.environment()
+
+
+def test_the_clocks_line_reads_every_figures_reading():
+    """The tensor-core block said 'SM 1980 → 1980 MHz, no throttle reason' from the first and last
+    readings of one run while 26 of its 42 shapes were read under sw_power_cap: the line is made
+    from every figure's own reading (model-bench's figures now take one each too)."""
+    from tilegemm.bench import clocks
+
+    def at(mhz, *reasons):
+        return dict(source="nvml", sm_mhz=mhz, mem_mhz=3201.0, reasons=list(reasons))
+
+    said = clocks.during([("a", at(1980)), ("b", at(1410, "sw_power_cap")), ("c", at(1755, "sw_power_cap")),
+                          ("d", at(1980, "gpu_idle")), ("e", dict(source="unavailable"))])
+    assert said.startswith("GPU clocks at each of 4 readings: SM 1410–1980 MHz, memory 3201 MHz; a throttle "
+                           "reason (sw_power_cap) at 2 of them, the lowest SM clock 1410 MHz at b")
+    assert clocks.during([("a", at(1980)), ("d", at(1980, "gpu_idle"))]).endswith("SM 1980 MHz, memory 3201 MHz; "
+                                                                                 "no throttle reason at any.")
+    assert clocks.during([("e", dict(source="unavailable")), ("f", None)]) == ""

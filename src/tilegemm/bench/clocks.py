@@ -131,6 +131,26 @@ def warning(before: dict, after: dict, moved: float = MOVED) -> str:
     return "; ".join(msgs)
 
 
+def during(readings: list[tuple[str, dict]]) -> str:
+    """One line on the clocks of a measurement's parts, from a reading taken at each ((what was
+    measured, reading)): the SM and memory clocks' range, and the parts measured under a throttle
+    reason (the lowest SM clock among them). '' where no reading has a clock."""
+    read = [(what, r) for what, r in readings if isinstance(r, dict) and isinstance(r.get("sm_mhz"), (int, float))]
+    if not read:
+        return ""
+    span = lambda v: f"{min(v):.0f}" if min(v) == max(v) else f"{min(v):.0f}–{max(v):.0f}"  # noqa: E731
+    mem = [r["mem_mhz"] for _, r in read if isinstance(r.get("mem_mhz"), (int, float))]
+    said = f"GPU clocks at each of {len(read)} readings: SM {span([r['sm_mhz'] for _, r in read])} MHz" + \
+        (f", memory {span(mem)} MHz" if mem else "")
+    held = [(what, r) for what, r in read if [x for x in r.get("reasons", []) if x not in BENIGN]]
+    if not held:
+        return said + "; no throttle reason at any."
+    low_what, low = min(held, key=lambda x: x[1]["sm_mhz"])
+    why = sorted({x for _, r in held for x in r.get("reasons", []) if x not in BENIGN})
+    return (said + f"; a throttle reason ({', '.join(why)}) at {len(held)} of them, the lowest SM clock "
+            f"{low['sm_mhz']:.0f} MHz at {low_what}: those figures were measured with both sides under it.")
+
+
 class ClockWatch:
     """with ClockWatch() as w: run(); w.to_dict() -> {'source', 'before', 'after', 'warning'}."""
 

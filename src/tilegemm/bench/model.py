@@ -392,11 +392,14 @@ def run(models, modes, runs: int, device, dtype, plan, slice_layers: int, progre
 
     from .results import environment
 
+    from . import clocks
+
     doc = dict(schema="tilegemm.model/1", environment=environment(), runs=runs, modes=list(modes), plan=plan,
-               records=[], accuracy=[])
+               records=[], accuracy=[], clocks=dict(before=clocks.read()))
 
     def keep(rec):
-        doc["records"].append(rec)
+        rec["clock"] = doc["clocks"]["after"] = clocks.read()  # (read as each figure is done; the record is
+        doc["records"].append(rec)  # measure's own, which it gives the logits check's figures later)
         if save:
             save(doc)
 
@@ -474,6 +477,10 @@ def render(doc: dict, plot: str | None = None) -> str:
         out += ["", "Prefill logits against torch's on one input: " + "; ".join(
             f"{m}: relative error {r['logits_rel_err']:.2e}, argmax agreement {r['argmax_agree']:.4f}"
             for m, r in seen.items()) + "."]
+    from .clocks import during
+
+    said = during([(f"{r['model']} {r['phase']} {r['batch']}×{r['seq']} {r['mode']}", r.get("clock")) for r in recs])
+    out += ["", said] if said else []
     if plot and recs:
         _plot(recs, plot)
     return "\n".join(out)
