@@ -585,3 +585,61 @@ def test_the_distributed_variables_follow_envs_rule(monkeypatch):
                              env={**os.environ, "TILEGEMM_DIST_GRAPHS": value,
                                   "TILEGEMM_DIST_BARRIER_S": "abc"})  # (read where it is used: not at import)
         assert said in run.stdout + run.stderr, (value, run.stderr[-1500:])
+
+
+def test_the_local_rate_interpolates_on_the_cube_root_log_linearly():
+    """rate(size) at the cube root of M·N·K: proportional to size below the smallest measured,
+    flat past the largest, log-linear between; a fixed rate wins; no rate at all is free."""
+    assert HW.tflops(512, 512, 512) == pytest.approx(200.0)  # half the smallest size: half its rate
+    assert HW.tflops(16384, 16384, 16384) == 800.0
+    assert HW.tflops(1024, 1024, 8192) == pytest.approx(400.0 + 400.0 / 3)  # 2048: a third of the way in log2
+    assert Hardware("x", rate=HW.rate, fixed_tflops=123.0).tflops(1, 1, 1) == 123.0
+    assert Hardware("x").tflops(4096, 4096, 4096) == float("inf")
+
+
+def _bcast(nbytes, n, gbps, lat_us):
+    return 0.0 if n <= 1 else nbytes / (gbps * 1e9) + (n - 1) * lat_us * 1e-6
+
+
+def test_cost_model_of_summa_by_its_formula():
+    """SUMMA (the module docstring): FP32 partial sums written by the first panel, read and written
+    by the others, cast once; a broadcast over n ranks pays n − 1 latencies, one rank none; on one
+    host the two broadcasts overlap, where both cross the network they add."""
+    m = n = k = 16384
+    got = predict(m, n, k, (2, 2), HW, panel=4096)
+    mi = nj = 8192
+    flops = 2 * mi * nj * 4096 / (HW.tflops(mi, nj, 4096) * 1e12)
+    mem = HW.mem_gbps * 1e9
+    local = (flops + mi * nj * 4 / mem) + 3 * (flops + 2 * mi * nj * 4 / mem) + mi * nj * (4 + 2) / mem
+    assert got["local_s"] == pytest.approx(local, rel=1e-12)
+    assert got["comm_s"] == pytest.approx(4 * _bcast(mi * 4096 * 2, 2, 400.0, 10.0), rel=1e-12)
+    wide = predict(1024, 65536, 8192, (1, 4), HW, panel=4096)  # one grid row: B's panel goes nowhere
+    assert wide["comm_s"] == pytest.approx(2 * _bcast(1024 * 4096 * 2, 4, 400.0, 10.0), rel=1e-12)
+    two = Hardware("two a host", rate=HW.rate, net_gbps=50.0, net_latency_us=20.0, gpus_per_host=2)
+    spread = predict(m, n, k, (4, 4), two, panel=4096)  # rows and columns both cross hosts: they share the network
+    t = _bcast(4096 * 4096 * 2, 4, 50.0, 20.0)
+    assert spread["comm_s"] == pytest.approx(4 * 2 * t, rel=1e-12)
+    four = Hardware("four a host", rate=HW.rate, net_gbps=50.0, net_latency_us=20.0, gpus_per_host=4)
+    cols = predict(m, n, k, (2, 4), four, panel=4096)  # a grid row is one host; only B's broadcast crosses
+    t_a, t_b = _bcast(8192 * 4096 * 2, 4, 400.0, 10.0), _bcast(4096 * 4096 * 2, 2, 50.0, 20.0)
+    assert cols["comm_s"] == pytest.approx(4 * max(t_a, t_b), rel=1e-12)
+
+
+def test_panel_widths_worth_predicting():
+    """Powers of two from 1024 (the span itself the widest) and the span in 1-32 panels a rank of
+    the longer side; SUMMA's none over SUMMA_MAX_PANEL."""
+    assert costmodel.widths(1024, 100000, 4096, (2, 1)) == sorted(
+        {1024, 2048, 4096, 8192, 16384, 32768, 65536, 100000} | {50000, 25000, 12500, 6250, 3125, 1563})
+    summa = costmodel.widths(65536, 65536, 65536, (2, 2))
+    assert max(summa) == costmodel.SUMMA_MAX_PANEL and 1024 in summa
+    assert costmodel.widths(1024, 0, 4096, (2, 1)) == [1]
+
+
+def test_hardware_from_results_reads_right_bf16_squares_and_the_measured_copy():
+    tc = dict(gpu="G", records=[dict(dtype="bf16", ok=True, m=4096, n=4096, k=4096, tflops=700.0),
+                                dict(dtype="bf16", ok=False, m=8192, n=8192, k=8192, tflops=900.0),
+                                dict(dtype="bf16", ok=True, m=1, n=4096, k=4096, tflops=5.0),
+                                dict(dtype="fp16", ok=True, m=2048, n=2048, k=2048, tflops=600.0)])
+    hw = costmodel.hardware_from_results(tc, {"ceilings": {"dram": {"measured": 4.0}}})
+    assert hw.name == "G" and hw.rate == {4096: 700.0} and hw.mem_gbps == 4000.0
+    assert costmodel.hardware_from_results(tc).mem_gbps == Hardware("x").mem_gbps

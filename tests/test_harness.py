@@ -109,6 +109,58 @@ def test_timing_statistics_and_rse():
     assert "samples_ms" not in d and d["iqr_ms"] == 2.0
 
 
+
+def test_timing_quartiles_of_few_samples_and_the_stated_spread():
+    """Fewer than 4 samples: the quartiles are the extremes; 4 or more: inclusive quartiles. The
+    spread claimed is half the IQR, never below REPRODUCIBILITY_FLOOR of the median, and is written
+    with the floor into the JSON."""
+    from tilegemm.bench import timing
+
+    t = Timing([3.0, 1.0, 2.0], "fake", "none", 0.0)
+    assert (t.min_ms, t.q1_ms, t.median_ms, t.q3_ms, t.max_ms) == (1.0, 1.0, 2.0, 3.0, 3.0)
+    t = Timing([4.0, 1.0, 3.0, 2.0], "fake", "none", 0.0)
+    assert (t.q1_ms, t.q3_ms) == (1.75, 3.25) and t.spread_ms == 0.75
+    steady = Timing([2.0] * 5, "fake", "none", 0.0)
+    assert steady.iqr_ms == 0 and steady.spread_ms == pytest.approx(timing.REPRODUCIBILITY_FLOOR * 2.0)
+    d = steady.to_dict()
+    assert d["spread_ms"] == steady.spread_ms and d["reproducibility_floor"] == timing.REPRODUCIBILITY_FLOOR
+
+
+def test_host_clock_times_the_run_and_its_sync_not_the_flush_in_ms(monkeypatch):
+    from types import SimpleNamespace
+
+    from tilegemm.bench import timing
+
+    now, log = [0.0], []
+
+    def step(what, dt):
+        def f():
+            log.append(what)
+            now[0] += dt
+        return f
+
+    monkeypatch.setattr(timing, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    clock = timing.HostClock(sync=step("sync", 0.001))  # the device's work, waited for
+    got = clock.batch(step("run", 0.002), step("flush", 5.0), 2)
+    assert log == ["flush", "sync", "run", "sync"] * 2
+    assert got == pytest.approx([3.0, 3.0])  # ms: the run and the sync after it; not the flush
+
+
+def test_measure_warms_up_for_warmup_s_and_records_the_flush_mode():
+    import time
+
+    clock = FakeClock([1.0])
+    flush = lambda: None  # noqa: E731
+    flush.mode = "l2-flush test"
+    t = measure(lambda: time.sleep(0.001), clock=clock, flush=flush, warmup_s=0.02, budget_s=60, batch=5)
+    warm = [c for c in clock.calls if c == (False, 1)]
+    assert len(warm) >= 5 and clock.calls[:len(warm)] == warm and t.warmup_ms >= 20
+    assert t.flush == "l2-flush test" and t.clock == "fake"
+    clock = FakeClock([1.0])
+    measure(lambda: None, clock=clock, flush=flush, warmup_s=10, warmup_runs=0, budget_s=60, batch=5)
+    assert clock.calls[0] == (True, 5)  # warmup_runs=0: no warm-up at all, whatever warmup_s says
+
+
 # ---- compare ------------------------------------------------------------------------------------
 
 def _timing(samples):
@@ -233,6 +285,61 @@ def test_results_csv(tmp_path):
     assert float(rows[1]["time_q3_ms"]) == recs[1]["time"]["q3_ms"]
     assert rows[1]["ok"] == "False" and rows[0]["gpu"] == "simulator"
     assert "time_samples_ms" not in rows[0] and rows[0]["compile_ms"] == ""
+
+
+
+def test_results_save_writes_strict_json_of_numpy_values_and_infinities(tmp_path):
+    rec = _sweep_record()
+    rec.update(tflops=float("inf"), gbps=float("-inf"), reps=np.int64(7), intensity=np.float32(0.5),
+               tile=np.array([128, 256]), by_shape={(128, 256): 1.0})
+    doc = results.document([rec], harness={}, env={"simulator": True, "gpu": None})
+    back = json.loads(results.save(doc, tmp_path / "r.json").read_text(),
+                      parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
+    r = back["records"][0]
+    assert (r["tflops"], r["gbps"], r["reps"], r["intensity"], r["tile"]) == (None, None, 7, 0.5, [128, 256])
+    assert r["by_shape"] == {"(128, 256)": 1.0}
+
+
+def test_results_write_json_is_all_or_nothing(tmp_path, monkeypatch):
+    """A write cut short (here: the disk fills half way) leaves the file as it was."""
+    import pathlib
+
+    p = tmp_path / "r.json"
+    results.write_json(p, '{"old": 1}\n')
+    real = pathlib.Path.write_text
+
+    def half(self, text, *args, **kwargs):
+        real(self, text[: len(text) // 2], *args, **kwargs)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pathlib.Path, "write_text", half)
+    with pytest.raises(OSError):
+        results.write_json(p, '{"new": 2, "more": 3}\n')
+    monkeypatch.undo()
+    assert p.read_text() == '{"old": 1}\n'
+
+
+def test_results_load_and_save_refuse_what_is_not_a_results_document(tmp_path):
+    p = tmp_path / "r.json"
+    for doc, says in (({"schema": results.SCHEMA, "records": {}}, "must be a list"),
+                      ({"schema": results.SCHEMA, "records": [dict(kernel="x", m=1)]}, "record 0 lacks backend")):
+        p.write_text(json.dumps(doc))
+        with pytest.raises(results.ResultsError, match=says):
+            results.load(p)
+    with pytest.raises(results.ResultsError, match="refusing to save"):
+        results.save({"schema": "tilegemm.results/0", "records": []}, p)
+
+
+def test_results_csv_columns_are_every_records_scalars(tmp_path):
+    """A key only the first record has is a column; lists and dicts are not (the time summary is,
+    as time_*); the gpu column is empty for a run neither on a GPU nor simulated."""
+    plain = _sweep_record()
+    extra = dict(_sweep_record("register_blocked"), split=4, shape=[64, 64, 64], cfg={"BM": 64})
+    doc = results.document([extra, plain], harness={}, env={"simulator": False, "gpu": None})
+    rows = list(csv.DictReader(results.save_csv(doc, tmp_path / "r.csv").open()))
+    assert rows[0]["split"] == "4" and rows[1]["split"] == ""
+    assert not {"shape", "cfg", "time"} & set(rows[0]) and "time_q1_ms" in rows[0]
+    assert rows[0]["gpu"] == ""
 
 
 # ---- shapes -------------------------------------------------------------------------------------

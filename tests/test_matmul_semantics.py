@@ -225,3 +225,120 @@ def test_gpu_repeated_nd_matmul_goes_by_a_plan(dtype, monkeypatch):
                 got, want = tilegemm.matmul(a, b), torch.matmul(a.double(), b.double()).to(dt)
                 assert got.shape == want.shape and got.dtype == dt, (sa, sb)
                 torch.testing.assert_close(got.double(), want.double(), **tol)
+
+
+def test_route_runs_each_product_where_the_docstring_says():
+    """nd.route, which matmul and explain both go by: A's batch folded into its rows against a 2-D B
+    (no copy); a B with a batch of its own, even one of 1 × batch, broadcast and not taken for 2-D;
+    on a GPU one batched gemm for FP32 (exactly: "ieee"), FP16 and BF16, one product per entry for
+    FP64, for a kernel asked for by name, and off the GPU."""
+    from tilegemm import nd
+
+    a3, w, b3 = torch.ones(5, 2, 4), torch.ones(4, 3), torch.ones(5, 4, 3)
+    how, (x, y) = nd.route(a3, w, (5,), "auto", False)
+    assert how == "mm" and x.shape == (10, 4) and x.data_ptr() == a3.data_ptr() and y.shape == (4, 3)
+    assert nd.route(a3, torch.ones(1, 5, 4, 3), (1, 5), "auto", False)[0] == "each"
+    for dt, precision in ((torch.float32, "ieee"), (torch.float16, "auto"), (torch.bfloat16, "auto")):
+        how, ops = nd.route(a3.to(dt), b3.to(dt), (5,), "auto", True)
+        assert how == "gemm" and ops[-1] == precision, dt
+    assert nd.route(a3.double(), b3.double(), (5,), "auto", True)[0] == "each"
+    assert nd.route(a3, b3, (5,), "register_blocked", True)[0] == "each"
+    assert nd.route(a3, b3, (5,), "auto", False)[0] == "each"
+
+
+def test_a_b_whose_batch_is_one_by_the_batch_broadcasts():
+    a, b = _operands((5, 2, 4), (1, 5, 4, 3), "float32", seed=5)
+    got = tilegemm.matmul(torch.from_numpy(a), torch.from_numpy(b), kernel="cpu_naive")
+    assert got.shape == (1, 5, 2, 3)
+    np.testing.assert_allclose(got.numpy(), np.matmul(a, b), rtol=1e-5, atol=1e-6)
+
+
+def test_host_operands_for_a_gpu_kernel_are_said_to_run_there():
+    """Host operands whose 2-D product a GPU kernel serves are copied there once and run as one
+    batched gemm (a stand-in plan: on this machine the CPU serves them)."""
+    from types import SimpleNamespace
+
+    from tilegemm import arrays, nd
+
+    a, b = np.ones((2, 3, 4), np.float32), np.ones((2, 4, 5), np.float32)
+    A, B = arrays.describe(a, "a"), arrays.describe(b, "b")
+    on_gpu = SimpleNamespace(kernel=SimpleNamespace(backend="simt"))
+    assert nd.describe(A, B, "auto", on_gpu)[0] == ("one batched tilegemm.gemm launch of 2 products 3×4 @ 4×5, "
+                                                    "precision='ieee'")
+    on_cpu = SimpleNamespace(kernel=SimpleNamespace(backend="cpu"))
+    assert nd.describe(A, B, "auto", on_cpu)[0].startswith("one numpy.matmul")
+
+
+# ---- arrays: the checks matmul's results and out= stand on ----------------------------------
+
+
+def test_a_host_result_is_refused_only_where_it_does_not_fit(monkeypatch):
+    """64 MiB and up is checked against the memory available: refused one byte short, taken where
+    it just fits or where the system does not say; a torch CPU result is checked as NumPy's is."""
+    from tilegemm import arrays
+
+    shape = (4096, 4096)  # float32: 64 MiB, the smallest size checked
+    need = arrays.nbytes(shape, "float32")
+    monkeypatch.setattr(arrays, "available_host_bytes", lambda: need)
+    arrays.check_host_memory(shape, "float32")
+    monkeypatch.setattr(arrays, "available_host_bytes", lambda: None)
+    arrays.check_host_memory(shape, "float32")
+    monkeypatch.setattr(arrays, "available_host_bytes", lambda: need - 1)
+    with pytest.raises(tilegemm.OutOfHostMemory, match="4096×4096 float32"):
+        arrays.check_host_memory(shape, "float32")
+    with pytest.raises(tilegemm.OutOfHostMemory):
+        arrays.empty_like_kind(arrays.describe(torch.ones(1), "a"), shape, "float32")
+    arrays.check_host_memory((4095, 4096), "float32")  # below the size checked
+
+
+def test_sizes_of_the_dtypes_numpy_does_not_have():
+    from tilegemm import arrays
+
+    assert [arrays.nbytes((3, 5), dt) for dt in ("float64", "float32", "float16", "bfloat16", "float8_e4m3fn",
+                                                  "float8_e5m2")] == [120, 60, 30, 30, 15, 15]
+
+
+def test_span_and_overlaps_by_address():
+    """span: first byte to one past the last, for any strides (negative ones too); overlaps, where
+    it goes by spans (torch tensors): views that meet but share no byte do not overlap; an object of
+    unknown layout overlaps only itself."""
+    from tilegemm import arrays
+
+    x = np.zeros((3, 5), np.float32)
+    p = x.__array_interface__["data"][0]
+    assert arrays.span(x) == (p, p + 60) == arrays.span(x[::-1, ::-1])
+    assert arrays.span(x[1:, 1:4]) == (p + 24, p + 56)
+    t = torch.zeros(10)
+    e = t.view(2, 5)[:0, ::2]
+    assert arrays.span(e) == (e.data_ptr(), e.data_ptr())  # empty: no bytes, whatever its strides
+    assert not arrays.overlaps(t[:5], t[5:]) and arrays.overlaps(t[:6], t[5:])
+    assert not arrays.overlaps(t[::2], torch.zeros(10))
+    thing = object()
+    assert arrays.overlaps(thing, thing) and not arrays.overlaps(thing, object())
+
+
+def test_a_dimension_of_one_does_not_make_an_array_self_overlapping():
+    """A stride on a dimension of length 1 is never stepped along (NumPy's broadcast_to gives it 0)."""
+    from tilegemm import arrays
+
+    row = np.lib.stride_tricks.as_strided(np.zeros(10, np.float32), (1, 5), (0, 8))  # every other element
+    assert not arrays.self_overlapping(row)
+    assert arrays.self_overlapping(np.lib.stride_tricks.as_strided(np.zeros(5, np.float32), (2, 5), (0, 4)))
+
+
+def test_a_torch_cpu_tensor_numpy_cannot_view_is_a_dtype_error():
+    from tilegemm import arrays
+
+    with pytest.raises(DTypeError, match="no NumPy equivalent"):
+        arrays.host_view(arrays.describe(torch.ones(2, 2, dtype=torch.bfloat16), "a"))
+
+
+def test_fill_zero_zeroes_a_numba_device_array():
+    from tilegemm import arrays, validate
+    from tilegemm._cuda import cuda
+
+    d = cuda.device_array((3, 4), dtype=np.float32)
+    validate.poison(d)
+    arrays.fill_zero(d)
+    assert (d.copy_to_host() == 0).all()
+    arrays.fill_zero(cuda.device_array((0, 4), dtype=np.float32))  # nothing to fill: no copy

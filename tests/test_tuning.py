@@ -779,3 +779,103 @@ def test_k11_cache_entries_that_are_not_configurations_and_folders_that_take_no_
     monkeypatch.setattr(k11, "cache_path", lambda: "/proc/no/autotune.json")
     with pytest.warns(UserWarning, match="cannot be written"):
         k11._write_cache("key", {"winner": {}})
+
+
+def test_write_json_merges_or_replaces_and_leaves_the_file_readable_to_others(tmp_path):
+    """A merge keeps what is on disk, replace=True (`tune --ship` writing a database) drops it; the
+    file is 0644 (mkstemp's 0600 would make a shipped database unreadable to other users)."""
+    path = str(tmp_path / "db" / "x.json")
+    assert cache.write_json(path, {"a": 1}) == {"a": 1}
+    assert cache.write_json(path, {"b": 2}) == {"a": 1, "b": 2}
+    assert cache.write_json(path, {"c": 3}, replace=True) == {"c": 3} == json.load(open(path))
+    assert os.stat(path).st_mode & 0o777 == 0o644
+
+
+def test_a_cache_folder_that_takes_no_file_keeps_the_entry_for_this_process(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("TILEGEMM_CACHE_DIR", str(blocker / "cache"))  # under a file: no folder can be made
+    cache.reset()
+    with pytest.warns(RuntimeWarning, match="ignoring the tuning cache"):  # (it cannot be read either)
+        cache.store_entry("k", {"config": {"BM": 64}})
+    cache._MEMO.clear()  # not only the memo: the process's copy of the cache holds it
+    assert cache.cached_entry("k") == {"config": {"BM": 64}}
+
+
+def test_bucket_distance_in_log2_steps_with_the_decode_crossing_at_m_128():
+    """2 a doubling of M, 1 of N or K, 2 of the batch, and 8 for crossing from M ≤ 128 (decode) to
+    M > 128."""
+    d = cache.distance
+    assert d("128x4096x4096", "1x4096x4096") == 14  # both decode: no crossing
+    assert d("256x4096x4096", "128x4096x4096") == 2 + 8
+    assert d("256x4096x4096", "512x4096x4096") == 2
+    assert d("64x1024x4096", "64x4096x1024") == 4
+    assert d("64x64x64b4", "64x64x64") == d("64x64x64b4", "64x64x64b16") == 4
+
+
+def test_keys_hold_the_variant_and_the_tuner_version(monkeypatch):
+    """A rung's tuning of another variant is another entry; a new TUNER_VERSION is a new key, so a
+    version bump drops every cached tuning and decision."""
+    p = _problem(256, 256, 256)
+    assert cache.tune_key(space.T03, p, "x") != cache.tune_key(space.T03, p)
+    keys = cache.tune_key(space.T03, p), cache.decision_key(p, "NVIDIA H200")
+    monkeypatch.setattr(cache, "TUNER_VERSION", "v0")
+    assert cache.tune_key(space.T03, p) != keys[0] and cache.decision_key(p, "NVIDIA H200") != keys[1]
+
+
+def test_other_layouts_row_major_b_first():
+    assert cache.other_layouts("bf16|bfloat16|bfloat16|tt|nobeta") == [
+        "bf16|bfloat16|bfloat16|nn|nobeta", "bf16|bfloat16|bfloat16|nt|nobeta", "bf16|bfloat16|bfloat16|tn|nobeta"]
+
+
+def test_grid_up_and_the_batch_in_a_bucket():
+    """Powers of two to 8 (and 1 for an empty dimension), then a quarter octave apart; a batch of 2
+    or more is part of the bucket."""
+    assert [space.grid_up(x) for x in (0, 1, 3, 5, 8, 9, 17, 2048, 2049, 2560, 2561, 3000, 4097)] == [
+        1, 1, 4, 8, 8, 10, 20, 2048, 2560, 2560, 3072, 3072, 5120]
+    a = torch.empty(2, 100, 64, dtype=torch.bfloat16)
+    b = torch.empty(64, 300, dtype=torch.bfloat16)
+    p = P.Problem(a, b, torch.empty(2, 100, 300, dtype=torch.bfloat16), "bf16")
+    assert cache.bucket(p) == "112x320x64b2" and cache.bucket(_problem(100, 300, 64)) == "112x320x64"
+
+
+def test_prune_keeps_the_smallest_tile_where_none_fits():
+    p = _problem(4096, 4096, 4096)
+    huge = [space.cfg(128, 256, 64, 8, 20), space.cfg(64, 64, 64, 4, 40), space.cfg(128, 128, 64, 8, 20)]
+    assert space.prune(huge, p, tma_store=False) == [huge[1]]
+
+
+def test_adapt_refuses_what_cannot_run_here_and_entries_of_another_format():
+    """None (so the next entry, or the heuristic, decides) for a tile past shared memory, a t05 tile
+    of the other MMA form (swapped where p is not TF32 with a row-major B, or not where it is), and an
+    entry whose configuration is not one this version reads."""
+    p = _problem(4096, 4096, 4096)
+    assert space.adapt(space.T02, p, space.cfg(128, 256, 64, 8, 10)) is None  # 480 KB of stages
+    assert space.adapt(space.T02, p, space.cfg(128, 256, 64, 8, 3)) is not None
+    plain, swapped = space.t05_cfg(128, 256, 64, 3), space.t05_cfg(256, 128, 32, 4, 4, swap=True)
+    tf32 = _problem(4096, 4096, 4096, torch.float32)
+    assert space.adapt(space.T05, p, plain) == plain and space.adapt(space.T05, p, swapped) is None
+    assert space.adapt(space.T05, tf32, swapped) == swapped and space.adapt(space.T05, tf32, plain) is None
+    assert space.adapt(space.T02, p, dict(space.cfg(64, 64, 64, 4, 4), BM=None)) is None
+    assert space.adapt(space.T06, _problem(1, 4096, 4096), dict(BN="wide", BK=1024, num_warps=4)) is None
+    assert space.adapt(space.T02, p, {"BM": 64}) is None
+
+
+def test_a_wave_fitted_tile_that_ties_the_standard_one_is_not_taken():
+    """t05_fits_waves asks for less time than the standard tile's: one 192×192 tile (384 rows and
+    columns a k-step) against two 128×256 ones in one wave (the same) is a tie, not a fit."""
+    from unittest import mock
+
+    with mock.patch.object(P, "num_sms", return_value=132):
+        assert not space.t05_fits_waves(_problem(192, 192, 1024), space.t05_cfg(192, 192, 64, 4, 1, 3))
+        assert space.t05_fits_waves(_problem(192, 128, 1024), space.t05_cfg(192, 128, 64, 4, 1, 3))
+
+
+def test_the_waves_note_advises_tuning_only_a_quarter_of_the_sms_emptier():
+    """216 tiles of 192×128, 82% full, against 256 at the entry's shape, 97%: the waves, no advice."""
+    from unittest import mock
+
+    fitted = dict(BM=192, BN=128, BK=64, STAGES=4, SPLIT=1, CONSUMERS=3, GROUP_M=8)
+    with mock.patch.object(P, "num_sms", return_value=132):
+        said = space.waves_note(_problem(1536, 3456, 2560), space.T05, fitted, (1536, 4096, 2560))
+    assert "here 216, 1.64 waves" in said and "tilegemm tune" not in said, said

@@ -126,3 +126,114 @@ def test_a_mismatch_prints_the_digits_that_tell_the_values_apart_and_no_warning(
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a result never written (all NaN) is reported, not warned about
         assert validate.check(np.full((3, 2), np.nan), a, b, dtype="float64").n_nan == 6
+
+
+@pytest.mark.parametrize("dtype,out_dtype,k", [
+    ("float64", None, 100), ("float32", None, 100), ("float32", None, 1024), ("tf32", None, 64),
+    ("float16", None, 64), ("bfloat16", None, 300), ("float8_e4m3fn", None, 2048),
+    ("float8_e5m2", None, 16384), ("float32", "float16", 64), ("float32", "bfloat16", 4096)])
+def test_an_element_is_judged_by_the_documented_bound(dtype, out_dtype, k):
+    """One element off by 0.9 of the bound the module's docstring gives passes, by 1.1 of it fails:
+    γ = min(K, 16·sqrt(K))·u_acc / max(1 − K·u_acc, 1/2) + 2·u_in + u_in², bound = γ·(|A||B|) +
+    u_out·|ref| + eta_out. (All ones: every element is K; one element in 4096 keeps the Frobenius
+    test out of it.)"""
+    a, b = np.ones((64, k)), np.ones((k, 64))
+    tol = validate.tolerance_for(dtype, out_dtype)
+    u = tol.u_acc
+    gamma = min(k, 16 * np.sqrt(k)) * u / max(1 - k * u, 0.5) + 2 * tol.u_in + tol.u_in**2
+    bound = gamma * k + tol.u_out * k + tol.eta_out
+    for f, ok in ((0.9, True), (1.1, False)):
+        c = validate.reference(a, b)
+        c[5, 7] += f * bound
+        chk = validate.check(c, a, b, dtype=dtype, out_dtype=out_dtype)
+        assert (chk.ok, chk.n_bad) == (ok, int(not ok)), (f, chk)
+
+
+def test_an_output_dtype_brings_its_rounding_and_tolerance():
+    """FP32 inputs with a BF16 (or FP16) output: the output's rounding, its subnormal spacing and its
+    Frobenius tolerance are allowed for, the accumulation's stays FP32's."""
+    t = validate.tolerance_for("float32", "bfloat16")
+    f32, bf16, f16 = (validate.TOLERANCES[n] for n in ("float32", "bfloat16", "float16"))
+    assert (t.rel_fro, t.u_acc, t.u_in, t.u_out) == (bf16.rel_fro, f32.u_acc, f32.u_in, bf16.u_out)
+    assert validate.tolerance_for("float32", "float16").eta_out == f16.eta_out > 0
+    assert validate.tolerance_for("float32", "float32") == f32
+    a, b = validate.random_operands(32, 32, 64, seed=11)
+    u = validate.reference(a, b).astype(np.float32).view(np.uint32)
+    c = ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).view(np.float32)  # rounded to BF16's 8 bits
+    assert validate.check(c, a, b, out_dtype="bfloat16").ok
+    assert not validate.check(c, a, b).ok  # as an FP32 result it is wrong
+
+
+def test_the_dtype_defaults_to_the_inputs():
+    """No dtype given: a float64 product is judged at float64's tolerance, not FP32's."""
+    rng = np.random.default_rng(12)
+    a, b = rng.random((8, 16)), rng.random((16, 8))
+    c = a @ b
+    c[1, 2] *= 1 + 1e-9
+    chk = validate.check(c, a, b)
+    assert chk.dtype == "float64" and not chk.ok and chk.n_bad == 1
+
+
+def test_a_result_of_the_wrong_shape_is_an_error():
+    a, b = validate.random_operands(6, 5, 4, seed=13)
+    with pytest.raises(ValueError, match="shape"):
+        validate.check((a @ b)[:1], a, b)  # one row: it would broadcast against the reference
+    with pytest.raises(ValueError, match="shape"):
+        validate.check((a @ b).T, a, b)
+
+
+def test_an_infinity_of_the_wrong_sign_fails():
+    a = np.array([[np.inf, 1.0]], np.float32)
+    b = np.array([[1.0], [1.0]], np.float32)
+    chk = validate.check(np.array([[-np.inf]], np.float32), a, b)
+    assert not chk.ok and chk.n_bad == 1
+
+
+def test_the_report_says_expected_then_got_and_stops_at_max_report():
+    a, b = validate.random_operands(10, 10, 4, seed=14)
+    ref = validate.reference(a, b)
+    c = ref.copy()
+    c[3, 4] = 123.0
+    c[6, :] = -7.0  # 10 more wrong elements: 11 of 100
+    chk = validate.check(c, a, b, max_report=3)
+    assert chk.n_bad == 11 and len(chk.first_bad) == 3
+    assert chk.first_bad[0] == (3, 4, pytest.approx(ref[3, 4]), 123.0)
+    said = str(chk)
+    assert "11 of 100 elements outside the bound (11.0%)" in said
+    assert f"C[3, 4]: expected {ref[3, 4]:.6g}, got 123" in said
+    assert len(said.splitlines()) == 1 + 3
+
+
+def test_a_nonfinite_result_has_an_infinite_error():
+    a, b = validate.random_operands(4, 4, 4, seed=15)
+    c = validate.reference(a, b)
+    c[0, 0] = np.nan
+    chk = validate.check(c, a, b)
+    assert chk.rel_err == float("inf") and chk.max_abs_err == float("inf")
+
+
+def test_max_abs_err_leaves_out_where_the_reference_is_infinite():
+    """Where the reference is ±Inf the elementwise test asks for the same Inf; the largest |error|
+    reported is that of the finite elements."""
+    a = np.array([[np.inf, 1.0], [1.0, 1.0]])
+    b = np.ones((2, 2))
+    with np.errstate(invalid="ignore"):  # BLAS may multiply the Inf by a zero of its padding
+        ref = validate.reference(a, b)
+    c = ref.copy()
+    c[1, 0] += 0.25
+    c[0, 0] = 5.0  # where ref is +Inf
+    chk = validate.check(c, a, b, dtype="float64", ref=ref)
+    assert not chk.ok and chk.n_bad == 2 and chk.max_abs_err == pytest.approx(0.25)
+
+
+def test_poison_fills_a_numpy_array_with_nan():
+    x = np.zeros((3, 4), np.float32)
+    validate.poison(x)
+    assert np.isnan(x).all()
+
+
+def test_operands_are_as_documented():
+    a, b = validate.random_operands(64, 64, 64, seed=16)
+    assert a.min() < -0.9 and a.max() > 0.9 and b.min() < -0.9 and np.abs(a).max() <= 1
+    ai, bi = validate.integer_operands(64, 64, 64, seed=17)
+    assert set(np.unique(ai)) == set(np.unique(bi)) == set(range(-3, 4))
