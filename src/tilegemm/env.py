@@ -84,7 +84,11 @@ def read_cache(path: str, what: str) -> dict:
         return data
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError) as e:
+    except ValueError as e:
         warnings.warn(f"tilegemm: ignoring {what} {path} ({type(e).__name__}: {e}); it is rewritten on the next "
                       "tuning", RuntimeWarning, stacklevel=3)
+        return {}
+    except OSError as e:  # (its folder is a file, or it may not be read: no tuning can write it either)
+        warnings.warn(f"tilegemm: cannot read {what} {path} ({type(e).__name__}: {e}); tunings made now are kept "
+                      "for this process only", RuntimeWarning, stacklevel=3)
         return {}
