@@ -116,6 +116,20 @@ def test_with_matmul_a_layers_own_path_runs_outside_the_mode(monkeypatch):
         assert seen and p.counts == {"tilegemm": 1, "torch": 1}
     torch.testing.assert_close(got.as_subclass(torch.Tensor), ref)
 
+    class Mine(torch.overrides.TorchFunctionMode):  # a mode of the caller's sees the layer's path as before
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            mine.append(func)
+            return func(*args, **(kwargs or {}))
+
+    mine = []
+    with torch.no_grad(), tilegemm.patch(m, matmul=True), Mine():
+        m(x)
+    assert mine
+    mine.clear()
+    with torch.no_grad(), tilegemm.patch(m, matmul=True), Mine():
+        m.lin(x)  # the layer called alone: the patch's mode is not entered, the caller's is the one there
+    assert mine
+
 
 def test_patched_gradients_match_torch():
     torch.manual_seed(0)
@@ -241,6 +255,29 @@ def test_patching_a_compiled_model_again_compiles_nothing_again(matmul):
             done.append(p)
     assert all(q.counts == {"tilegemm": 2 + matmul, "torch": 0} for q in done)
     assert type(m.up) is torch.nn.Linear
+
+
+def test_a_patch_inside_a_live_one_never_takes_its_tag():
+    """A model patched again after undo takes its last patch's tag; one patched while a patch of it
+    is still on must not (a model with no Linear to patch, matmul=True: the second took the first's
+    tag, and the first's products were counted as the second's, then as nobody's)."""
+
+    class AtOnly(torch.nn.Module):
+        def forward(self, x):
+            return x @ x.t()
+
+    m, x = AtOnly(), torch.randn(3, 3)
+    with torch.no_grad():
+        p1 = tilegemm.patch(m, matmul=True)
+        p2 = tilegemm.patch(m, matmul=True)
+        assert p2._tag != p1._tag
+        p2.undo()
+        m(x)
+        assert p1.counts == {"tilegemm": 1, "torch": 0}
+        p1.undo()
+        p3 = tilegemm.patch(m, matmul=True)
+        assert p3._tag == p1._tag  # all undone: taken again
+        p3.undo()
 
 
 def test_autocast_casts_the_operands_as_torch_does():

@@ -39,6 +39,7 @@ _TAGS = itertools.count(random.SystemRandom().getrandbits(48) + 1)  # (a tag is 
 _KEPT = weakref.WeakKeyDictionary()  # model → (tag, {(layer class, matmul): its patched class}) of its patches:
 # the next patch of the model, once they are undone, takes them again (torch.compile guards on a layer's class and
 # on the tag: new ones each time compiled the model again at each patch, and past its recompile limit, not at all)
+_LIVE = weakref.WeakKeyDictionary()  # model → how many of its patches are on (none: the kept ones may be taken)
 
 
 _HOST = frozenset((torch.float32, torch.float64))
@@ -48,7 +49,8 @@ _AUTOCAST_FROM = frozenset((torch.float32, torch.float16, torch.bfloat16))  # wh
 _PLAIN = (torch.Tensor, torch.nn.Parameter)  # a subclass (DTensor, a quantised weight) has its own rules: torch's
 _compiling, _tracing = torch.compiler.is_compiling, torch._C._is_tracing
 _any_autocast, _functorch = torch._C._is_any_autocast_enabled, torch._C._are_functorch_transforms_active
-_mode_on, _no_torch_function = torch._C._is_torch_function_mode_enabled, torch._C.DisableTorchFunction
+_modes, _mode_at, _no_torch_function = (torch._C._len_torch_function_stack, torch._C._get_function_stack_at,
+                                        torch._C.DisableTorchFunction)
 
 
 def served(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -315,12 +317,13 @@ def _forward_in_mode(self, input):
     """_forward for a patch with matmul=True, whose model's forward runs in _MatmulMode: every
     tensor access of the layer's own path (shapes, strides, pointers, allocations) would go
     through the mode's Python (a layer ran at a third of its speed), so the layer runs with torch
-    functions off, as torch's own kernels do. Where a tensor is a subclass, its __torch_function__
-    has its rules to apply, and where the call is being compiled the compiler has the mode: on."""
+    functions off. Only where the patch's mode is the one there is: a mode of the caller's, a
+    subclass's __torch_function__ and the compiler (which traces the mode) each see the layer's
+    path as before."""
     params = self._parameters
     weight, bias = params.get("weight"), params.get("bias")
     if (type(input) is torch.Tensor and type(weight) in _PLAIN and (bias is None or type(bias) in _PLAIN)
-            and _mode_on() and not _compiling()):
+            and _modes() == 1 and type(_mode_at(0)) is _MatmulMode and not _compiling()):
         with _no_torch_function():
             return _forward(self, input)
     return _forward(self, input)
@@ -352,7 +355,9 @@ class Patch:
     made meanwhile (deepcopy, pickle) are of the model as it was, but for such a layer, whose
     class is its maker's to copy. Linear layers with a forward of their own (in their class, or set
     on them by a hook library) run as they are, on torch, and are not counted. A model patched
-    again after undo gets the same classes back, so a compiled model is compiled once for them.
+    again after undo gets the same classes back, so a compiled model is compiled once for them
+    (and a layer left under a class made on top of a patched one, a parametrization's, runs on
+    tilegemm again with them, counted in the new patch's counts).
 
     Counts are of products run: a CUDA graph's replays (torch.cuda.graph, torch.compile's
     "reduce-overhead") run no Python and are not counted, nor is a product inside a torch.func
@@ -364,7 +369,8 @@ class Patch:
         self._live = {"tilegemm": 0, "torch": 0}
         self._frozen = None
         tag, kept = _KEPT.get(model, (None, None))
-        reuse = kept is not None and not any(c._tilegemm_on for c in kept.values())  # (one on: a patch still on)
+        reuse = kept is not None and not _LIVE.get(model)  # (a patch still on keeps its tag and classes)
+        _LIVE[model] = _LIVE.get(model, 0) + 1
         if not reuse:
             kept = {}
         self._tag = tag if reuse else next(_TAGS)
@@ -408,6 +414,8 @@ class Patch:
     def undo(self) -> None:
         if self._frozen is not None:  # undone already (its classes may be a later patch's now)
             return
+        if _LIVE.get(self.model):
+            _LIVE[self.model] -= 1
         mine = set(self.classes.values())
         for module in self.layers:
             if type(module) in mine:
