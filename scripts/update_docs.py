@@ -135,8 +135,8 @@ def tensorcore_summary(doc: dict) -> str:
             f"(> 1: ours is faster), same inputs, same run{median}; device time, both sides: in a CUDA graph "
             "(L2 warm) where a side's time of one call between events with L2 flushed exceeds its graph time by "
             "30%, else that L2-flushed time (the JSON has both; neither is the eager clock of the library's "
-            "tables). The switch raises the means: *L2 flushed throughout* is the geometric mean of the L2-flushed "
-            "ratios alone (of each shape's kept run). " + _timing_method(doc), "",
+            "tables). *L2 flushed throughout*: the geometric mean of the L2-flushed ratios alone (of each shape's "
+            "kept run), beside the mean with the switch. " + _timing_method(doc), "",
             "| dtype | shapes | geometric mean | at ≥ 8192³ | worst shape (ratio) | L2 flushed throughout | reference |",
             "|---|---:|---:|---:|---|---:|---|"]
     for dt in ("bf16", "fp16", "fp8", "tf32"):

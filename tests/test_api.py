@@ -311,6 +311,21 @@ def test_explain_says_how_a_product_beyond_2d_runs(a, b, kernel, says, product):
     assert (f"\n    {product} (" in text) == (product is not None), text
 
 
+def test_explain_routes_host_operands_bound_for_the_gpu_as_their_copies_run():
+    """Host operands a GPU kernel takes are copied there first, and `.cuda()` makes a sliced,
+    non-dense A contiguous, so its batch folds into its rows there: explain routed the host view
+    (not foldable) and said one batched gemm where the run folds (a stand-in plan of a GPU kernel)."""
+    from types import SimpleNamespace
+
+    from tilegemm import arrays, nd
+
+    a = np.ones((2, 4, 4), np.float32)[:, :3, :]
+    A, B = arrays.describe(a, "a"), arrays.describe(np.ones((4, 5), np.float32), "b")
+    said, product = nd.describe(A, B, "auto", SimpleNamespace(kernel=SimpleNamespace(backend="tensorcore")))
+    assert said.startswith("A's batch folds into its rows without a copy: one 6×4 @ 4×5 product"), said
+    assert [tuple(t.shape) for t in product] == [(6, 4), (4, 5)]
+
+
 def test_a_large_product_in_the_simulator_is_said_before_it_runs(monkeypatch):
     """The README's `matmul(a, b, kernel="smem_tiled_32")` at 1000×700×500 ran for hours in the
     simulator on a machine without a GPU, without a word: a product past the lab's simulated

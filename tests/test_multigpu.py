@@ -102,6 +102,11 @@ def test_devices_without_a_gpu_is_a_clear_error():
     ((2, 4, 4), (4, 4), "all", ShapeError, "devices= takes 2-D operands"),
     ((4, 4), (4, 4), 0, DeviceError, 'give "all" or a list of GPU ids'),
     ((4, 4), (4, 4), [], DeviceError, "devices= is empty"),
+    ((4, 4), (4, 4), [0, 0], DeviceError, "devices names GPU 0 twice"),
+    ((4, 4), (4, 4), [0, "cuda:0"], DeviceError, "devices names GPU 0 twice"),
+    ((4, 4), (4, 4), [True], DeviceError, "devices has True; give GPU ids"),
+    ((4, 4), (4, 4), ["cpu"], DeviceError, "devices has 'cpu'; give GPU ids"),
+    ((4, 4), (4, 4), [-1], DeviceError, "devices has -1; give GPU ids"),
 ])
 def test_devices_mistakes_are_said_on_any_machine(a, b, devices, error, says):
     """A mistake in the operands or in the form of devices= is the same error with a GPU or without

@@ -72,7 +72,7 @@ def _decide() -> bool:
     """Return True when the simulator is (or will be) in use. TILEGEMM_SIMULATOR, where set, is
     honoured or refused: a ConfigError where NUMBA_ENABLE_CUDASIM, or a numba.cuda imported before
     us, says the other thing (a run told never to simulate must not time the simulator)."""
-    forced = env.flag("TILEGEMM_SIMULATOR") if "TILEGEMM_SIMULATOR" in os.environ else None
+    forced = env.flag("TILEGEMM_SIMULATOR") if os.environ.get("TILEGEMM_SIMULATOR", "").strip() else None  # ("": unset)
     said = f"TILEGEMM_SIMULATOR={os.environ.get('TILEGEMM_SIMULATOR')!r}"
     if "numba.cuda" in sys.modules:  # someone imported it first: its choice is made
         from numba import config

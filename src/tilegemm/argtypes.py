@@ -19,8 +19,8 @@ def shape(text: str) -> tuple[int, int, int]:
 
     try:
         return parse_shape(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"bad size {text!r}: use N or MxNxK with positive integers ({e})") from None
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad size {text!r}: use N or MxNxK with positive integers") from None
 
 
 def sizes(text: str) -> list[tuple[int, int, int]]:
@@ -40,7 +40,7 @@ def _number(kind, least, strict: bool, what: str):
             v = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
-        if v != v or v < least or (strict and v == least):
+        if v != v or v < least or (strict and v == least) or v == float("inf"):
             raise argparse.ArgumentTypeError(f"{text!r}: must be {what}")
         return v
     return parse

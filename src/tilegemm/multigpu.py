@@ -232,31 +232,48 @@ def worker(index: int) -> Worker:
 # --- the plan: which rows each GPU takes, and B's panels -------------------------------------
 
 def device_ids(devices) -> list[int]:
-    """devices="all" or a list of GPU ids (ints, "cuda:N" or torch.device) → distinct ids."""
+    """devices="all" or a list of GPU ids (ints, "cuda:N" or torch.device) → distinct ids. The
+    form of the list is checked before the GPUs are looked for (a mistake in it reads the same on
+    any machine), the ids against the GPUs there after."""
     from . import _cuda
 
-    if not (isinstance(devices, str) and devices == "all"):
-        if isinstance(devices, (str, int)) or not hasattr(devices, "__iter__"):
-            raise DeviceError(f"matmul: devices={devices!r}; give \"all\" or a list of GPU ids such as [0, 1]")
-        devices = list(devices)
-        if not devices:
-            raise DeviceError("matmul: devices= is empty")
+    ids = None if isinstance(devices, str) and devices == "all" else _parse_ids(devices)
     if not _cuda.has_gpu():
         raise DeviceError("matmul: devices= splits the product over CUDA GPUs, and this machine has none")
     import torch
 
     count = torch.cuda.device_count()
-    if devices == "all":
+    if ids is None:
         return list(range(count))
+    for d, i in zip(devices, ids):
+        if not 0 <= i < count:
+            raise DeviceError(f"matmul: devices has {d!r}; this host's GPUs are 0 to {count - 1}")
+    return ids
+
+
+def _parse_ids(devices) -> list[int]:
+    if isinstance(devices, (str, int)) or not hasattr(devices, "__iter__"):
+        raise DeviceError(f"matmul: devices={devices!r}; give \"all\" or a list of GPU ids such as [0, 1]")
     ids = []
     for d in devices:
-        i = d if isinstance(d, int) and not isinstance(d, bool) else getattr(torch.device(d) if isinstance(d, str) else d,
-                                                                              "index", None)
-        if not isinstance(i, int) or not 0 <= i < count:
-            raise DeviceError(f"matmul: devices has {d!r}; this host's GPUs are 0 to {count - 1}")
+        if isinstance(d, int) and not isinstance(d, bool):
+            i = d
+        elif isinstance(d, str):
+            import torch
+
+            try:
+                i = torch.device(d).index if torch.device(d).type == "cuda" else None
+            except RuntimeError:
+                i = None
+        else:
+            i = getattr(d, "index", None) if getattr(d, "type", None) == "cuda" else None
+        if not isinstance(i, int) or i < 0:
+            raise DeviceError(f"matmul: devices has {d!r}; give GPU ids such as 0 or \"cuda:1\"")
         if i in ids:
             raise DeviceError(f"matmul: devices names GPU {i} twice")
         ids.append(i)
+    if not ids:
+        raise DeviceError("matmul: devices= is empty")
     return ids
 
 

@@ -148,7 +148,7 @@ def during(readings: list[tuple[str, dict]]) -> str:
     low_what, low = min(held, key=lambda x: x[1]["sm_mhz"])
     why = sorted({x for _, r in held for x in r.get("reasons", []) if x not in BENIGN})
     return (said + f"; a throttle reason ({', '.join(why)}) at {len(held)} of them, the lowest SM clock "
-            f"{low['sm_mhz']:.0f} MHz at {low_what}: those figures were measured with both sides under it.")
+            f"{low['sm_mhz']:.0f} MHz at {low_what} (each read as its figure was done, both sides' runs under it).")
 
 
 class ClockWatch:

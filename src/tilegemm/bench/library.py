@@ -435,7 +435,7 @@ def left_out(records: list[dict], dtype: str) -> tuple[int, int]:
 def fewer_runs(records: list[dict], dtype: str, runs: int) -> int:
     """Shapes of dtype whose ratio is the median of fewer than `runs` runs (a run that failed)."""
     return len({(r["m"], r["n"], r["k"]) for r in records if r.get("dtype") == dtype and "ratio" in r
-                and len(r.get("runs", [])) < runs})
+                and not r.get("failed_checks") and len(r.get("runs", [])) < runs})  # (of the shapes in the means)
 
 
 def records(per: dict, modes) -> list[dict]:
@@ -674,6 +674,9 @@ def merge(docs: list[dict], replace: bool = False) -> dict:
             out[name] = got[0]
     out.pop("clocks", None)
     out.pop("elapsed_s", None)
+    for what in ("code", "libraries"):  # one for the document only where its parts agree (each part has its own)
+        if len({json.dumps(p.get(what), sort_keys=True) for p in parts if p.get(what)}) > 1:
+            out["environment"].pop(what, None)
     out["summary"] = summarise(out["records"])
     return out
 
@@ -738,7 +741,7 @@ def render(doc: dict, full: bool = True) -> str:
             ([f"and {wrong} whose result failed a check in a run: not in the means"] if wrong else []) + \
             ([f"{short} of them the median of fewer runs"] if short else [])
         shapes = f"{(e or d or {}).get('shapes', 0)}" + (f" ({'; '.join(notes)})" if notes else "")
-        if not e and not d and not alone and not failed:
+        if not e and not d and not alone and not failed and not wrong:
             continue
         out.append(f"| {dtype} | {shapes} | {eg} | {ew} | {dg} | {dw} |")
     host = doc.get("host_us") or []

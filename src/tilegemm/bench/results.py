@@ -149,22 +149,24 @@ def environment() -> dict:
 
 def code_revision() -> dict:
     """The code a measurement ran, so that a figure can be tied to it: `source`, a SHA-256 of the
-    package's Python files (path and text, in path order: the same at any copy of one commit), and
-    where the package runs from a git checkout, its `commit` and whether the package's files differ
-    from it (`dirty`). (The package's version says nothing: it stays 0.1.0 across every change.)"""
+    package's files (code and the shipped tuning databases; path and bytes, in path order: the same
+    at any copy of one commit), and where the package's own files are tracked by a git checkout
+    (not a copy installed inside someone's repository), its `commit` and whether the package's
+    files differ from it (`dirty`). (The version says nothing: it stays 0.1.0 across changes.)"""
     import hashlib
     import subprocess
 
     root = Path(__file__).resolve().parent.parent
     h = hashlib.sha256()
-    for f in sorted(root.rglob("*.py")):
-        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    for f in sorted(root.rglob("*")):
+        if f.is_file() and "__pycache__" not in f.parts and f.suffix not in (".pyc", ".pyo"):
+            h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
     out = dict(source=h.hexdigest()[:16])
     try:
         git = lambda *a: subprocess.run(["git", "-C", str(root), *a], capture_output=True, text=True,  # noqa: E731
                                         timeout=10)
         head = git("rev-parse", "HEAD")
-        if head.returncode == 0:
+        if head.returncode == 0 and git("ls-files", "--error-unmatch", "__init__.py").returncode == 0:
             out["commit"] = head.stdout.strip()
             out["dirty"] = bool(git("status", "--porcelain", "--", ".").stdout.strip())
     except (OSError, subprocess.SubprocessError):

@@ -276,7 +276,7 @@ def cli_traffic(args) -> int:
         write_json(args.json, json.dumps(out, indent=1))
     if bad:
         console.print(f"[red]{bad} kernel × shape counts differ from the cost model[/]")
-    if shapes and all(min(m, n) < LESSON_SIDE for m, n, _ in shapes):
+    if shapes and all(max(m, n) < LESSON_SIDE for m, n, _ in shapes):
         console.print(f"Every product here is narrower than the later rungs' {LESSON_SIDE}-wide tiles, so their counts "
                       f"look alike: these shapes check the cost model at awkward sizes. The ladder cutting traffic "
                       f"rung by rung shows from {LESSON_SIDE}×{LESSON_SIDE}×32 up (--shapes 128x128x32; minutes in "
