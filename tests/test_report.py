@@ -324,3 +324,16 @@ def test_the_clocks_line_reads_every_figures_reading():
     assert clocks.during([("a", at(1980)), ("d", at(1980, "gpu_idle"))]).endswith("SM 1980 MHz, memory 3201 MHz; "
                                                                                  "no throttle reason at any.")
     assert clocks.during([("e", dict(source="unavailable")), ("f", None)]) == ""
+
+
+def test_a_simulator_runs_report_shows_no_spread_cublas_or_roofline_it_does_not_have(tmp_path):
+    """The simulator times a GPU kernel once: its row said 'IQR 0 (0.0%)', which reads as perfect
+    precision; the report showed a '% of cuBLAS' plot with no cuBLAS in it and a roofline of Python
+    threads' rates that told the reader to run `tilegemm ceilings`, which needs a GPU."""
+    from pathlib import Path
+
+    doc = results.load(Path(__file__).resolve().parent.parent / "results" / "simulator" / "bench.json")
+    text = report.render(doc, tmp_path).read_text()
+    assert "— (one sample) | 1 |" in text and "0 (0.0%) | 1 |" not in text
+    assert "![% of cuBLAS]" not in text and "No cuBLAS time in this run" in text
+    assert "![roofline]" not in text and "None for a simulator run" in text

@@ -325,8 +325,9 @@ def timing_table(records, ceilings) -> str:
                 iqr = t.get("iqr_ms")
                 spread = 100 * iqr / r["median_ms"] if iqr is not None and r["median_ms"] else None
                 status = "ok"
+                one = t.get("reps") == 1  # one sample (the simulator's GPU columns): no spread to state
                 rows.append([size_label(m, n, k), dt, r.get("label") or r["kernel"], _f(r["median_ms"], 4),
-                             f"{_f(iqr, 2)} ({_pct(spread)})", _f(t.get("reps")), _f(r.get("tflops"), 3),
+                             "— (one sample)" if one else f"{_f(iqr, 2)} ({_pct(spread)})", _f(t.get("reps")), _f(r.get("tflops"), 3),
                              _pct(pct_of_cublas(r, cub)), _pct(pct_of_peak(r, ceilings)), _f(r.get("e2e_ms"), 4),
                              status])
             else:
@@ -466,14 +467,18 @@ def render(doc: dict, out_dir, *, ceilings: dict | None = None, title: str | Non
     if sim:
         parts += ["> **Simulator run.** Numba CUDA kernels ran in Numba's CUDA simulator (Python threads): "
                   "their times say nothing about GPU speed.", ""]
-    parts += ["## Rate vs size", "", f"![TFLOP/s vs size]({PLOTS[0]})", "",
-              "## Against cuBLAS", "", f"![% of cuBLAS]({PLOTS[1]})", "",
-              "## Roofline", "",
+    cublas = any(r["kernel"] == "cublas" and r.get("median_ms") for r in recs)
+    parts += ["## Rate vs size", "", f"![TFLOP/s vs size]({PLOTS[0]})", ""]
+    parts += ["## Against cuBLAS", "", f"![% of cuBLAS]({PLOTS[1]})", ""] if cublas else \
+        ["## Against cuBLAS", "", "No cuBLAS time in this run (no GPU, or torch without CUDA): nothing to compare "
+         "with.", ""]
+    parts += ["## Roofline", "",
               "Each kernel at its largest size: x is FLOPs over the traffic its design moves (every load counted, "
               "caches ignored), y the achieved rate. A point above its roof means caches served part of the "
               "design traffic; far below, something other than DRAM bandwidth or FMA rate limits it.", "",
-              f"![roofline]({PLOTS[2]})", "",
-              "## Speed-up over the CPU", "", f"![speed-up over CPU]({PLOTS[3]})", "",
+              f"![roofline]({PLOTS[2]})", ""] if not sim else \
+        ["## Roofline", "", "None for a simulator run: its rates are Python threads', against no GPU's roofs.", ""]
+    parts += ["## Speed-up over the CPU", "", f"![speed-up over CPU]({PLOTS[3]})", "",
               "## Times", "",
               "Median of the samples; IQR = interquartile range (its share of the median in brackets); "
               "% of cuBLAS = cuBLAS time / kernel time on the same shape and inputs; % of peak against the "
