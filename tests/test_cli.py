@@ -173,3 +173,28 @@ def test_outputs_through_links_and_streams(tmp_path):
     with open(out, "w") as f:
         subprocess.run([sys.executable, "-c", code], stdout=f, check=True, timeout=120)
     assert out.read_text() == 'before\n{"a": 1}\n'
+
+
+def test_a_table_of_many_kernels_has_a_row_per_kernel():
+    """--kernels simt gave 24 columns, every header cut at any width ('GPU brok… (no sync)'): past
+    table.WIDE kernels the table has a row per kernel and a column per size, its headers whole."""
+    import io
+
+    from rich.console import Console
+
+    from tilegemm.bench import table
+
+    def rec(kernel, m, ms):
+        return dict(kernel=kernel, label=f"GPU {kernel} with a long label", backend="simt", m=m, n=m, k=m, ok=True,
+                    median_ms=ms, tflops=2 * m ** 3 / ms / 1e9, time=dict(median_ms=ms, reps=5, spread_ms=0.01 * ms))
+
+    def text(n):
+        recs = [rec(f"k{i:02d}", m, 1.0 + i) for m in (128, 256) for i in range(n)]
+        con = Console(width=120, record=True, file=io.StringIO())
+        con.print(table.build_table(recs, "t"))
+        return con.export_text()
+
+    wide = text(table.WIDE + 1)
+    assert all(f"GPU k{i:02d} with a long label" in wide for i in range(table.WIDE + 1))  # whole, one a row
+    assert "best GFLOP/s (ours)" in wide and "│ 128 " not in wide
+    assert "│ 128 " in text(3) or "128 │" in text(3)  # few kernels: a row per size, as before

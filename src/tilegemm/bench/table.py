@@ -28,7 +28,7 @@ def _cell(rec: dict | None) -> str:
 
 def _spread(t: dict) -> float:
     """The stated ± of a timing (older result files lack spread_ms: half the IQR)."""
-    return t.get("spread_ms", (t["q3_ms"] - t["q1_ms"]) / 2)
+    return t["spread_ms"] if "spread_ms" in t else (t["q3_ms"] - t["q1_ms"]) / 2
 
 
 def columns(records: list[dict]) -> list[tuple[str, str]]:
@@ -49,29 +49,49 @@ def best_ours(rs: list[dict]) -> dict | None:
     return min(mine, key=lambda r: r["median_ms"]) if mine else None
 
 
+WIDE = 12  # more kernels than this: a row per kernel (a column each cut every header, at any width)
+SUMMARY = ("best GFLOP/s (ours)", "best vs CPU naive", "matmul() e2e, copies incl.")
+
+
+def _summary(rs: list[dict], simulated: bool) -> tuple[str, str, str]:
+    """One shape's SUMMARY cells: our best rate (and kernel), its speed-up over CPU naive, matmul()'s time."""
+    by = {r.get("column", r["kernel"]): r for r in rs}
+    best, cpu = best_ours(rs), by.get(CPU_NAIVE)
+    gflops = f"{best['tflops'] * 1e3:,.4g} [dim]({best['kernel']})[/]" if best else "—"
+    speed = f"×{cpu['median_ms'] / best['median_ms']:,.3g}" if best and cpu and cpu.get("median_ms") else "—"
+    if simulated:
+        gflops = speed = "[dim]simulated[/]"
+    e2e = next((r for r in rs if r.get("e2e_ms")), None)
+    return gflops, speed, f"{e2e['e2e_ms']:.3g} [dim]({e2e['kernel']})[/]" if e2e else "—"
+
+
 def build_table(records: list[dict], title: str = "", simulated: bool = False) -> Table:
+    """A row per size and a column per kernel; past WIDE kernels (--kernels simt, all) a row per
+    kernel and a column per size."""
     cols = columns(records)
-    table = Table(title=title + " — median ms per product", header_style="bold", show_lines=False)
-    table.add_column("size", justify="right")
-    for _, header in cols:
-        table.add_column(header, justify="right")
-    table.add_column("best GFLOP/s (ours)", justify="right")
-    table.add_column("best vs CPU naive", justify="right")
-    table.add_column("matmul() e2e, copies incl.", justify="right")
     shapes: dict = {}
     for r in records:
         shapes.setdefault((r["m"], r["n"], r["k"]), []).append(r)
+    table = Table(title=title + " — median ms per product", header_style="bold", show_lines=False)
+    if len(cols) > WIDE:
+        table.add_column("kernel", justify="left", no_wrap=True)
+        for m, n, k in shapes:
+            table.add_column(size_label(m, n, k), justify="right")
+        by = [{r.get("column", r["kernel"]): r for r in rs} for rs in shapes.values()]
+        for name, header in cols:
+            table.add_row(header, *[_cell(b.get(name)) for b in by])
+        table.add_section()
+        for what, cells in zip(SUMMARY, zip(*[_summary(rs, simulated) for rs in shapes.values()])):
+            table.add_row(what, *cells)
+        return table
+    table.add_column("size", justify="right")
+    for _, header in cols:
+        table.add_column(header, justify="right")
+    for what in SUMMARY:
+        table.add_column(what, justify="right")
     for (m, n, k), rs in shapes.items():
         by = {r.get("column", r["kernel"]): r for r in rs}
-        best = best_ours(rs)
-        cpu = by.get(CPU_NAIVE)
-        gflops = f"{best['tflops'] * 1e3:,.4g} [dim]({best['kernel']})[/]" if best else "—"
-        speed = f"×{cpu['median_ms'] / best['median_ms']:,.3g}" if best and cpu and cpu.get("median_ms") else "—"
-        if simulated:
-            gflops = speed = "[dim]simulated[/]"
-        e2e = next((r for r in rs if r.get("e2e_ms")), None)
-        e2e_s = f"{e2e['e2e_ms']:.3g} [dim]({e2e['kernel']})[/]" if e2e else "—"
-        table.add_row(size_label(m, n, k), *[_cell(by.get(name)) for name, _ in cols], gflops, speed, e2e_s)
+        table.add_row(size_label(m, n, k), *[_cell(by.get(name)) for name, _ in cols], *_summary(rs, simulated))
     return table
 
 
@@ -100,7 +120,7 @@ def footnotes(records: list[dict], simulated: bool) -> list[str]:
     for line in repeatability(records):
         notes.append(line)
     if simulated:
-        notes.append("Times: CPU columns, the median of timed runs after warm-up; simulated GPU columns, one run on "
+        notes.append("Times: CPU kernels, the median of timed runs after warm-up; simulated GPU kernels, one run on "
                      "the host clock (the simulator takes seconds a launch), no spread: a check of the result, not a "
                      "time. e2e: tilegemm.matmul() on NumPy arrays, host clock, copies included (simulated too).")
     else:
