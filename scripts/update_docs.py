@@ -310,7 +310,8 @@ def main() -> int:
         ldoc = results.load(llm) if llm.exists() else None
         reps = [results.load(p) for p in sorted(H200.glob("ladder_budget_run*.json"))]
         also = {r["kernel"] for d in ([ldoc] if ldoc else []) + reps for r in d["records"]}
-        text = ladder.render(doc, res, also=also)
+        text = ladder.render(doc, res, also=also, by="`python scripts/update_docs.py` (`tilegemm ladder`'s page, "
+                                                      "and the sections on further runs)")
         if ldoc:  # a second run over the transformer shape set: its summary table only
             ldoc["_path"] = "results/h200/ladder_llm.json"
             summary = ladder.render(ldoc, []).split("## Summary", 1)[1].split("## Machine code", 1)[0]

@@ -77,6 +77,7 @@ def test_race_demo(capsys):
     assert code == 0
     assert "broken_nosync: wrong in 2 of 2 runs" in out
     assert "smem_tiled_32: 2 of 2 runs correct" in out
+    assert "first wrong: C[i, j] expected → got" in " ".join(out.split())  # (rich took [i, j] for markup)
 
 
 def test_info_and_kernels(capsys):

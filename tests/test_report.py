@@ -263,13 +263,12 @@ def test_ladder_says_its_default_out_and_where_it_is_missing(tmp_path, capsys, m
     from tilegemm import cli
 
     sub = next(a for a in cli.build_parser()._actions if a.dest == "command")
-    assert "default docs/ladder.md" in " ".join(sub.choices["ladder"].format_help().split())
+    assert "default ladder.md, where you run it" in " ".join(sub.choices["ladder"].format_help().split())
     results.save(synthetic_doc(), tmp_path / "run.json")
-    monkeypatch.chdir(tmp_path)
-    rc, _, err = _main(capsys, "ladder", "run.json")
-    assert rc == 2 and "no folder docs/" in _one_line(err) and "--out" in err
-    (tmp_path / "docs").mkdir()
-    assert _main(capsys, "ladder", "run.json")[0] == 0 and (tmp_path / "docs" / "ladder.md").exists()
+    monkeypatch.chdir(tmp_path)  # (docs/ladder.md, the default before, replaced the committed page run in the root)
+    rc, _, err = _main(capsys, "ladder", "run.json", "--out", "nofolder/l.md")
+    assert rc == 2 and "no folder nofolder/" in _one_line(err)
+    assert _main(capsys, "ladder", "run.json")[0] == 0 and (tmp_path / "ladder.md").exists()
 
 
 @pytest.mark.parametrize("env, says", [(dict(simulator=True, gpu=None), "measured under Numba's CUDA simulator"),
@@ -337,3 +336,17 @@ def test_a_simulator_runs_report_shows_no_spread_cublas_or_roofline_it_does_not_
     assert "— (one sample) | 1 |" in text and "0 (0.0%) | 1 |" not in text
     assert "![% of cuBLAS]" not in text and "No cuBLAS time in this run" in text
     assert "![roofline]" not in text and "None for a simulator run" in text
+
+
+def test_the_results_command_prints_the_environment_the_readme_promises(capsys):
+    """`tilegemm results PATH` printed the GPU, simulator and date only; the README promised the
+    versions and clocks too (and the code, since it is recorded)."""
+    from pathlib import Path
+
+    from tilegemm import cli
+
+    lab = Path(__file__).resolve().parent.parent / "results" / "h200" / "lab.json"
+    assert cli.main(["results", str(lab)]) == 0
+    out = capsys.readouterr().out
+    assert "versions: python 3.12.3, numpy 2.4.6" in out and "torch 2.11.0" in out
+    assert "clocks: SM 345 MHz before, SM 1980 MHz after; SM clock moved 345 → 1980 MHz" in out

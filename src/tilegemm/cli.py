@@ -130,7 +130,8 @@ def cmd_race(args) -> int:
     con.print(f"[bold]Race demo[/] on {where}: {m}×{n}×{k}, tile 32, {args.trials} runs each")
     runs = race.race(m, n, k, trials=args.trials, seed=args.seed, kernels=kernels)
     t = Table(header_style="bold")
-    for col in ("inputs", "kernel", "run", "wrong elements", "rel. error", "first wrong: C[i, j] expected → got"):
+    # (\\[: a bracket, not rich markup: the header read "first wrong: C expected → got")
+    for col in ("inputs", "kernel", "run", "wrong elements", "rel. error", "first wrong: C\\[i, j] expected → got"):
         t.add_column(col)
     for r in runs:
         c = r.check

@@ -344,6 +344,18 @@ def cli_results(args) -> int:
     gpu = env.get("gpu") or {}
     print(f"{args.path}: {doc['schema']}, {len(doc['records'])} records, created {doc.get('created')}")
     print(f"  GPU: {gpu.get('name', 'none')}  simulator: {env.get('simulator')}  date: {env.get('date')}")
+    libs = env.get("libraries") or {}
+    if libs:
+        print("  versions: " + ", ".join(f"{k} {v}" for k, v in libs.items() if v))
+    code = env.get("code") or {}
+    if code:
+        print(f"  code: {code.get('commit', '')[:12] or 'not a git checkout'}"
+              + (" (with changes)" if code.get("dirty") else "") + f", source {code.get('source')}")
+    clk = doc.get("clocks") or {}
+    if isinstance(clk.get("before"), dict) and isinstance(clk.get("after"), dict):
+        mhz = lambda r: f"SM {r['sm_mhz']:.0f} MHz" if isinstance(r.get("sm_mhz"), (int, float)) else "unread"  # noqa: E731
+        print(f"  clocks: {mhz(clk['before'])} before, {mhz(clk['after'])} after"
+              + (f"; {clk['warning']}" if clk.get("warning") else ""))
     if args.csv:
         print(f"  wrote {save_csv(doc, args.csv)}")
     return 0
