@@ -84,9 +84,9 @@ def describe(A: arrays.Operand, B: arrays.Operand, kernel: str, p) -> tuple[str,
     moved = _moved(A, kernel, p)
     if moved:  # routed as the run routes the device copies, whose strides `.cuda()` chooses (`empty_like`
         # on the meta device chooses them alike, copying nothing); the product explained is of host views
-        how, _ = route(*(torch_empty_meta(t) for t in (ta, tb)), batch, kernel, True)
+        how, ops = route(*(torch_empty_meta(t) for t in (ta, tb)), batch, kernel, True)
         k, nn_ = ta.shape[-1], tb.shape[-1]
-        ops = (ta.reshape(-1, k), tb.reshape(k, nn_)) if how == "mm" else ()
+        ops = (ta.reshape(-1, k), tb.reshape(k, nn_)) if how == "mm" else ops
     else:
         how, ops = route(ta, tb, batch, kernel, ta.is_cuda)
     mm, k, nn_ = ta.shape[-2], ta.shape[-1], tb.shape[-1]
