@@ -103,14 +103,15 @@ def ladder_outcomes(doc: dict, shape=(4096, 4096, 4096)) -> str:
 
 def _tc_means(doc: dict, dt: str):
     """(geometric-mean ratio, the same at ≥ 8192³ or None, records) of one dtype's valid records."""
-    import math
-
     rs = [r for r in doc["records"] if r.get("ratio") and r.get("ok") and r["dtype"] == dt]
     if not rs:
         return None, None, rs
     big = [r["ratio"] for r in rs if r["m"] * r["n"] * r["k"] >= 8192**3]
-    return (math.exp(sum(math.log(r["ratio"]) for r in rs) / len(rs)),
-            math.exp(sum(map(math.log, big)) / len(big)) if big else None, rs)
+    return _geomean([r["ratio"] for r in rs]), _geomean(big) if big else None, rs
+
+
+def _geomean(xs) -> float:
+    return math.exp(sum(map(math.log, xs)) / len(xs))
 
 
 def _timing_method(doc: dict) -> str:
@@ -146,7 +147,7 @@ def tensorcore_summary(doc: dict) -> str:
         big_s = f"{big:.3f}" if big else "—"
         w = min(rs, key=lambda r: r["ratio"])
         flushed = [r["ratio_eager"] for r in rs if r.get("ratio_eager")]
-        fl = f"{math.exp(sum(map(math.log, flushed)) / len(flushed)):.3f}" if len(flushed) == len(rs) else "—"
+        fl = f"{_geomean(flushed):.3f}" if len(flushed) == len(rs) else "—"
         rows.append(f"| {dt} | {len(rs)} | {geo:.3f} | {big_s} | {w['m']}×{w['n']}×{w['k']} ({w['ratio']:.2f}) | "
                     f"{fl} | {ref.get(dt, 'cuBLAS')} |")
     said = clocks.during([(f"{r['dtype']} {r['m']}×{r['n']}×{r['k']}", r.get("clock")) for r in recs])

@@ -262,9 +262,10 @@ def _parse_ids(devices) -> list[int]:
             import torch
 
             try:
-                i = torch.device(d).index if torch.device(d).type == "cuda" else None
+                dev = torch.device(d)
             except RuntimeError:
-                i = None
+                dev = None
+            i = dev.index if dev is not None and dev.type == "cuda" else None
         else:
             i = getattr(d, "index", None) if getattr(d, "type", None) == "cuda" else None
         if not isinstance(i, int) or i < 0:

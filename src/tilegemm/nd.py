@@ -80,16 +80,16 @@ def describe(A: arrays.Operand, B: arrays.Operand, kernel: str, p) -> tuple[str,
     if _on_host_blas(A, kernel, p):
         return "one numpy.matmul: the CPU's BLAS, batched and broadcast by NumPy", None
     _need_torch(A, B)
+    import torch
+
     ta, tb = _views(A, B, m, n)
-    moved = _moved(A, kernel, p)
-    if moved:  # routed as the run routes the device copies, whose strides `.cuda()` chooses (`empty_like`
-        # on the meta device chooses them alike, copying nothing); the product explained is of host views
-        how, ops = route(*(torch_empty_meta(t) for t in (ta, tb)), batch, kernel, True)
-        k, nn_ = ta.shape[-1], tb.shape[-1]
+    mm, k, nn_ = ta.shape[-2], ta.shape[-1], tb.shape[-1]
+    if _moved(A, kernel, p):  # routed as the run routes the device copies, whose strides `.cuda()` chooses
+        # (`empty_like` on the meta device chooses them alike, copying nothing); the product explained: host views'
+        how, ops = route(*(torch.empty_like(t, device="meta") for t in (ta, tb)), batch, kernel, True)
         ops = (ta.reshape(-1, k), tb.reshape(k, nn_)) if how == "mm" else ops
     else:
         how, ops = route(ta, tb, batch, kernel, ta.is_cuda)
-    mm, k, nn_ = ta.shape[-2], ta.shape[-1], tb.shape[-1]
     count = int(np.prod(batch))
     if how == "empty":
         return ("nothing to multiply (an empty batch, M or N): the empty result is made, no kernel runs" if k else
@@ -105,13 +105,6 @@ def describe(A: arrays.Operand, B: arrays.Operand, kernel: str, p) -> tuple[str,
                 f"precision={ops[0]!r}{shared}"), None
     why = "a kernel asked for by name" if kernel != "auto" else f"{A.dtype} has no batched kernel"
     return f"{count} launches, one 2-D product {mm}×{k} @ {k}×{nn_} per batch entry ({why}{shared})", None
-
-
-def torch_empty_meta(t):
-    """A tensor of t's shape and of the strides its `.cuda()` copy takes, on the meta device."""
-    import torch
-
-    return torch.empty_like(t, device="meta")
 
 
 def _on_host_blas(A: arrays.Operand, kernel: str, p) -> bool:

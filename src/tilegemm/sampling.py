@@ -34,6 +34,14 @@ def median_rse(samples) -> float:
     return 1.2533 * sigma / math.sqrt(n) / med if med > 0 else math.inf
 
 
+def paired_ratio(ours_runs, ref_runs) -> float | None:
+    """The reference's time over ours run by run, and the median of those: each figure's reference
+    from its own run (a ratio of the two sides' medians can pair one run's reference with another
+    run's ours). Runs where either side has no time (None) are left out; None where none is left."""
+    pairs = [r / o for o, r in zip(ours_runs, ref_runs) if r is not None and o is not None]
+    return statistics.median(pairs) if pairs else None
+
+
 def alternate(takers: list[Callable[[int], list[float]]], *, budget_s: float, min_reps: int, max_reps: int,
               target_rse: float, batch: int = 5, floor: int | None = None) -> tuple[list[list[float]], str]:
     """Samples of each series, taken in alternating batches: takers[i](n) returns n samples of

@@ -56,6 +56,7 @@ import sys
 import time
 
 from ..argtypes import positive_float, positive_int
+from ..sampling import paired_ratio
 from . import results
 
 GPU_SIZES = (8192, 16384, 32768, 65536)
@@ -567,7 +568,7 @@ def records(per: dict, world: int, dtype) -> list[dict]:
                 rec[key] = good[0][key]
         rec["tflops"] = 2 * n ** 3 / (rec["ms"] * 1e-3) / 1e12
         if n in one and not big:
-            rec["speedup"] = paired_speedup(one[n], _by_run(runs))
+            rec["speedup"] = paired_ratio(_by_run(runs), one[n])  # (each run's one-GPU figure beside ours)
         turns = [statistics.median(r["in_turn_reps"]) for r in good if "in_turn_reps" in r]
         if turns:  # (the host split: its time in turn with its rows alone, beside its back-to-back time)
             rec["in_turn_ms"] = statistics.median(turns)
@@ -583,13 +584,6 @@ def records(per: dict, world: int, dtype) -> list[dict]:
 def _by_run(runs: list[dict]) -> list[float | None]:
     """Each run's median repeat, by run (None where that run measured nothing)."""
     return [statistics.median(r["ms_reps"]) if "ms_reps" in r else None for r in runs]
-
-
-def paired_speedup(one: list, ours: list) -> float | None:
-    """The one-GPU time over ours run by run, the median of those (runs where both measured): each
-    run's reference beside its own figure. None where no run measured both."""
-    pairs = [a / b for a, b in zip(one, ours) if a is not None and b is not None]
-    return statistics.median(pairs) if pairs else None
 
 
 def render(doc: dict) -> str:
@@ -780,8 +774,8 @@ def _numpy_figures(recs: list[dict], per: dict) -> None:
         if r["variant"] == "host-split/numpy" and "ms" in r:
             one, dev = by.get((r["n"], "one-gpu/numpy")), by.get((r["n"], "host-split/fp16"))
             if one:
-                r["speedup"] = paired_speedup(_by_run(per[(r["n"], "one-gpu/numpy", False)]),
-                                              _by_run(per[(r["n"], "host-split/numpy", False)]))
+                r["speedup"] = paired_ratio(_by_run(per[(r["n"], "host-split/numpy", False)]),
+                                            _by_run(per[(r["n"], "one-gpu/numpy", False)]))
             if dev:
                 r["comm_share"] = max(0.0, 1.0 - dev["ms"] / r["ms"])
                 r["efficiency"] = 1.0 - r["comm_share"]

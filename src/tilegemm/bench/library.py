@@ -419,23 +419,27 @@ def _progress_words(rec: dict) -> str:
     return " ".join(said + ([why[:120]] if why else []))
 
 
+def _shapes(records: list[dict], dtype: str, keep) -> int:
+    """How many shapes of dtype have a record that `keep` takes (a shape has a record per clock)."""
+    return len({(r["m"], r["n"], r["k"]) for r in records if r.get("dtype") == dtype and keep(r)})
+
+
 def refused(records: list[dict], dtype: str) -> int:
     """How many shapes of dtype the reference refused and ours ran alone (timed, no ratio)."""
-    return len({(r["m"], r["n"], r["k"]) for r in records if r.get("dtype") == dtype and "ours_ms" in r
-                and "ratio" not in r})
+    return _shapes(records, dtype, lambda r: "ours_ms" in r and "ratio" not in r)
 
 
 def left_out(records: list[dict], dtype: str) -> tuple[int, int]:
     """Shapes of dtype kept out of its means: (those not timed for an error, ours or the reference's
     (an older run recorded the reference's refusal so), those with a ratio whose check failed in a run)."""
-    shapes = lambda keep: len({(r["m"], r["n"], r["k"]) for r in records if r.get("dtype") == dtype and keep(r)})  # noqa: E731
-    return shapes(lambda r: "error" in r), shapes(lambda r: "ratio" in r and r.get("failed_checks"))
+    return (_shapes(records, dtype, lambda r: "error" in r),
+            _shapes(records, dtype, lambda r: "ratio" in r and r.get("failed_checks")))
 
 
 def fewer_runs(records: list[dict], dtype: str, runs: int) -> int:
-    """Shapes of dtype whose ratio is the median of fewer than `runs` runs (a run that failed)."""
-    return len({(r["m"], r["n"], r["k"]) for r in records if r.get("dtype") == dtype and "ratio" in r
-                and not r.get("failed_checks") and len(r.get("runs", [])) < runs})  # (of the shapes in the means)
+    """Shapes of dtype in the means whose ratio is the median of fewer than `runs` runs (a run failed)."""
+    return _shapes(records, dtype, lambda r: "ratio" in r and not r.get("failed_checks")
+                   and len(r.get("runs", [])) < runs)
 
 
 def records(per: dict, modes) -> list[dict]:

@@ -44,6 +44,7 @@ import time
 
 from .. import arrays
 from ..argtypes import positive_int
+from ..sampling import paired_ratio
 from . import results
 
 LLAMA3_8B = dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32, num_key_value_heads=8,
@@ -364,13 +365,6 @@ def _runs(ours, ref, runs: int) -> tuple[list[float], list[float], int]:
                                    target_rse=0.0, batch=1)
     per_run = lambda t: [statistics.median(t[i * calls:(i + 1) * calls]) for i in range(runs)]  # noqa: E731
     return per_run(t_ours), per_run(t_ref), calls
-
-
-def paired_ratio(t_ours, t_ref) -> float:
-    """torch's time over ours run by run (a run's two sides alternate call by call), and the median
-    of those: each figure's reference from its own run (a ratio of the two sides' medians could
-    pair one run's torch with another's ours)."""
-    return statistics.median(r / o for o, r in zip(t_ours, t_ref, strict=True))
 
 
 def ratio_text(x: float) -> str:
