@@ -62,7 +62,7 @@ def render(doc: dict, resources: list[dict], also=(), by: str = "`tilegemm ladde
     recs = [r for r in doc["records"] if r.get("dtype", "float32") == "float32"]
     kernels = [k for k in registry.all_kernels() if k.backend == "simt" and k.supports("float32")
                and "broken" not in k.tags and (k.name in also or any(r["kernel"] == k.name for r in recs))]
-    by = {(r["kernel"], r["m"], r["n"], r["k"]): r for r in recs}
+    rec = {(r["kernel"], r["m"], r["n"], r["k"]): r for r in recs}
     env = doc.get("environment", {})
     gpu = (env.get("gpu") or {}).get("name", "?")
     shapes = sorted({(r["m"], r["n"], r["k"]) for r in recs}, key=lambda s: (s not in KEY_SHAPES, s))
@@ -76,7 +76,7 @@ def render(doc: dict, resources: list[dict], also=(), by: str = "`tilegemm ladde
     for name, rung in [("cublas", "—")] + [(k.name, k.rung) for k in kernels if k.name in measured]:
         cells = []
         for s in shapes:
-            r = by.get((name, *s))
+            r = rec.get((name, *s))
             if r is None:
                 cells.append("—")
             elif r.get("ok") is False:
@@ -96,10 +96,10 @@ def render(doc: dict, resources: list[dict], also=(), by: str = "`tilegemm ladde
     ref = KEY_SHAPES[0]
     for k in kernels:
         out += ["", f"## {k.rung}. `{k.name}` — {k.label}", ""]
-        r = by.get((k.name, *ref))
+        r = rec.get((k.name, *ref))
         if r and r.get("tflops"):
             line = f"**Measured at {_label(*ref)}: {r['tflops']:.2f} TFLOP/s, {r.get('pct_cublas') or 0:.1f}% of cuBLAS**"
-            p = by.get((prev.name, *ref)) if prev else None
+            p = rec.get((prev.name, *ref)) if prev else None
             if p and p.get("tflops"):
                 ratio = r["tflops"] / p["tflops"]
                 line += f"; ×{ratio:.2f} against `{prev.name}`" + (" (slower: see the notes)" if ratio < 1 else "")
