@@ -293,6 +293,20 @@ def test_autocast_casts_the_operands_as_torch_does():
     assert p.counts == {"tilegemm": 0, "torch": 3}
 
 
+def test_autocast_cast_of_a_parameter_is_its_value_in_the_dtype():
+    """A parameter's cast goes through einsum's identity (autocast's own cast on CUDA; on the
+    host a view, cast here): the values of .to(dtype), the parameter untouched, gradients to it."""
+    w = torch.nn.Parameter(torch.randn(8, 4))
+    before = w.detach().clone()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = torchop._cast(w, torch.bfloat16)
+    assert got.dtype is torch.bfloat16 and torch.equal(got, before.to(torch.bfloat16)) and torch.equal(w, before)
+    got.float().sum().backward()
+    assert torch.equal(w.grad, torch.ones_like(w))
+    frozen = torch.randn(8, 4)  # (not a parameter: cast as it is)
+    assert torch.equal(torchop._cast(frozen, torch.float16), frozen.half())
+
+
 def test_autocast_leaves_float64_as_torch_does():
     layer, x = torch.nn.Linear(8, 4).double(), torch.randn(3, 8, dtype=torch.float64)
     with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -486,6 +500,29 @@ def test_gpu_patched_bf16_model_matches_torch():
         m(xg).float().square().mean().backward()
     for t, v in zip(w + [xg], want):
         assert float((t.grad.double() - v.double()).norm() / v.double().norm()) < 3e-2
+
+
+@pytest.mark.gpu
+def test_gpu_autocast_weight_is_cast_once_a_region():
+    """Under CUDA autocast a patched layer's FP32 weight is cast by autocast itself, which keeps
+    the cast for the region (as for nn.functional.linear): the same BF16 tensor at every call in a
+    region, a new one in the next, and the layer's output is torch's, weight untouched."""
+    torch.manual_seed(0)
+    m = torch.nn.Linear(256, 128).cuda()
+    x = torch.randn(4, 256, device="cuda")
+    before = m.weight.detach().clone()
+    with torch.no_grad():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            want = m(x)
+            first, again = torchop._cast(m.weight, torch.bfloat16), torchop._cast(m.weight, torch.bfloat16)
+            with tilegemm.patch(m) as p:
+                got = m(x)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            later = torchop._cast(m.weight, torch.bfloat16)
+    assert first.dtype is torch.bfloat16 and first.data_ptr() == again.data_ptr() != m.weight.data_ptr()
+    assert torch.equal(later, first) and p.counts == {"tilegemm": 1, "torch": 0}
+    assert got.dtype is want.dtype is torch.bfloat16 and torch.equal(m.weight, before)
+    torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)
 
 
 @pytest.mark.gpu

@@ -49,6 +49,7 @@ _AUTOCAST_FROM = frozenset((torch.float32, torch.float16, torch.bfloat16))  # wh
 _PLAIN = (torch.Tensor, torch.nn.Parameter)  # a subclass (DTensor, a quantised weight) has its own rules: torch's
 _compiling, _tracing = torch.compiler.is_compiling, torch._C._is_tracing
 _any_autocast, _functorch = torch._C._is_any_autocast_enabled, torch._C._are_functorch_transforms_active
+_einsum = torch._VF.einsum  # (torch.einsum's parsing of its arguments, without it)
 _modes, _mode_at, _no_torch_function = (torch._C._len_torch_function_stack, torch._C._get_function_stack_at,
                                         torch._C.DisableTorchFunction)
 
@@ -229,10 +230,22 @@ def _autocast(device: torch.device, *tensors):
     kind = device.type
     if not torch.is_autocast_enabled(kind):
         return tensors
-    dtype = torch.get_autocast_dtype(kind)  # (float64 is left as it is, as autocast leaves it; the weight's cast
-    # is made each call, where autocast keeps it for the region)
-    return tuple(t.to(dtype) if t is not None and t.dtype in _AUTOCAST_FROM and t.device.type == kind
+    dtype = torch.get_autocast_dtype(kind)  # (float64 is left as it is, as autocast leaves it)
+    return tuple(_cast(t, dtype) if t is not None and t.dtype in _AUTOCAST_FROM and t.device.type == kind
                  and t.dtype is not dtype else t for t in tensors)
+
+
+def _cast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """t in dtype. A parameter's cast (an FP32 leaf that requires grad) is asked of autocast itself,
+    through einsum's identity, one of the products CUDA autocast casts for: autocast keeps that cast
+    for its region, as it does for nn.functional.linear, and einsum returns it as a view. A layer
+    of a decode loop in one region reads its BF16 weight, where a cast of its own each call read
+    the FP32 weight and wrote the BF16 one (4096² on the H200: 35 µs a layer against torch's 25;
+    docs/perf-notes.md, 130). Where autocast casts no einsum (CPU), the identity is a view of t,
+    and the cast is made here."""
+    if t.is_leaf and t.requires_grad and t.dim() == 2 and t.dtype is torch.float32:
+        t = _einsum("ij->ij", [t])
+    return t if t.dtype is dtype else t.to(dtype)
 
 
 # ---- patch(model) -----------------------------------------------------------------------------------
