@@ -307,6 +307,19 @@ def test_autocast_cast_of_a_parameter_is_its_value_in_the_dtype():
     assert torch.equal(torchop._cast(frozen, torch.float16), frozen.half())
 
 
+def test_compiled_patched_model_under_autocast_is_one_graph():
+    """The cast through einsum's identity is eager-only (dynamo cannot trace torch._VF's functions:
+    a compiled, patched model under autocast raised Unsupported with fullgraph=True)."""
+    torch.manual_seed(0)
+    m, x = _Tiny(), torch.randn(3, 8)
+    torch._dynamo.reset()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        want = m(x)
+        with tilegemm.patch(m):
+            got = torch.compile(m, fullgraph=True)(x)
+    assert got.dtype is want.dtype is torch.bfloat16 and torch.equal(got, want)
+
+
 def test_autocast_leaves_float64_as_torch_does():
     layer, x = torch.nn.Linear(8, 4).double(), torch.randn(3, 8, dtype=torch.float64)
     with torch.autocast("cpu", dtype=torch.bfloat16):

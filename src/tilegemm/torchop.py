@@ -243,8 +243,8 @@ def _cast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     the FP32 weight and wrote the BF16 one (4096² on the H200: 35 µs a layer against torch's 25;
     docs/perf-notes.md, 130). Where autocast casts no einsum (CPU), the identity is a view of t,
     and the cast is made here."""
-    if t.is_leaf and t.requires_grad and t.dim() == 2 and t.dtype is torch.float32:
-        t = _einsum("ij->ij", [t])
+    if t.is_leaf and t.requires_grad and t.dim() == 2 and t.dtype is torch.float32 and not _compiling():
+        t = _einsum("ij->ij", [t])  # (dynamo cannot trace _VF's functions; a compiled graph casts in the graph)
     return t if t.dtype is dtype else t.to(dtype)
 
 
