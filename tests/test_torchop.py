@@ -294,8 +294,8 @@ def test_autocast_casts_the_operands_as_torch_does():
 
 
 def test_autocast_cast_of_a_parameter_is_its_value_in_the_dtype():
-    """A parameter's cast goes through einsum's identity (autocast's own cast on CUDA; on the
-    host a view, cast here): the values of .to(dtype), the parameter untouched, gradients to it."""
+    """A parameter's cast (on the host made here; on CUDA autocast's own, through einsum's
+    identity: the GPU test): the values of .to(dtype), the parameter untouched, gradients to it."""
     w = torch.nn.Parameter(torch.randn(8, 4))
     before = w.detach().clone()
     with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -241,9 +241,9 @@ def _cast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     for its region, as it does for nn.functional.linear, and einsum returns it as a view. A layer
     of a decode loop in one region reads its BF16 weight, where a cast of its own each call read
     the FP32 weight and wrote the BF16 one (4096² on the H200: 35 µs a layer against torch's 25;
-    docs/perf-notes.md, 130). Where autocast casts no einsum (CPU), the identity is a view of t,
-    and the cast is made here."""
-    if t.is_leaf and t.requires_grad and t.dim() == 2 and t.dtype is torch.float32 and not _compiling():
+    docs/perf-notes.md, 130). On the host, where autocast casts no einsum, the cast is made here."""
+    if (t.is_cuda and t.is_leaf and t.requires_grad and t.dim() == 2 and t.dtype is torch.float32
+            and type(t) in _PLAIN and not _compiling()):  # (a subclass, DTensor's, has its own rules for einsum)
         t = _einsum("ij->ij", [t])  # (dynamo cannot trace _VF's functions; a compiled graph casts in the graph)
     return t if t.dtype is dtype else t.to(dtype)
 
