@@ -103,6 +103,13 @@ def _grad_fn(args, kw):
     return "grad_fn" if _torch(args, kw).grad_fn is not None else "no grad_fn"
 
 
+def _neg_view(*shape):
+    """A torch tensor whose negative bit is set: x.conj().imag, x complex (its values: -x.imag)."""
+    import torch
+
+    return torch.complex(torch.zeros(shape), torch.arange(float(np.prod(shape))).reshape(shape)).conj().imag
+
+
 def _read_only():
     out = np.empty((3, 5), np.float32)
     out.flags.writeable = False
@@ -165,6 +172,19 @@ CASES = [
          like=_np),
     Case("kinds", "a subclass with its own __array_ufunc__ (units, lazy arrays)",
          lambda: _mm(_f32(*_A).view(_OwnUfunc), _f32(*_B)), "DTypeError", "overrides __array_ufunc__"),
+    Case("kinds", "a subclass with its own __array_ufunc__, with out=",
+         lambda: _mm(_f32(*_A).view(_OwnUfunc), _f32(*_B), out=np.zeros((3, 5), np.float32), kernel="cpu_naive"),
+         "DTypeError", "overrides __array_ufunc__"),
+    Case("kinds", "a torch sparse tensor", lambda: _mm(_torch_t(3, 4).to_sparse(), _torch_t(4, 5)), "LayoutError",
+         "layout torch.sparse_coo"),
+    Case("kinds", "a lazily negated torch tensor (x.conj().imag: its memory holds x.imag)",
+         lambda: _mm(_neg_view(3, 4), _torch_t(4, 5)), like=_torch),
+    Case("kinds", "out a lazily negated torch tensor", lambda: _mm(_torch_t(3, 4), _torch_t(4, 5), out=_neg_view(3, 5)),
+         "LayoutError", "lazy negation"),
+    Case("kinds", "3-D Numba device arrays where torch has no GPU (the simulator's)", None, "DeviceError",
+         "torch sees no GPU", env={}, cpu_only=True,
+         code="import numpy as np, tilegemm; from tilegemm._cuda import cuda; tilegemm.matmul(cuda.to_device("
+              "np.ones((2, 3, 4), np.float32)), cuda.to_device(np.ones((4, 5), np.float32)))"),
     Case("kinds", "Fortran order and negative strides", lambda: _mm(np.asfortranarray(_f32(*_A)), _f32(5, 4)[::-1].T),
          like=_np),
     Case("kinds", "a NumPy array with a torch CPU tensor", lambda: _mm(_f32(*_A), __import__("torch").from_numpy(
@@ -205,6 +225,11 @@ CASES = [
     # ---- autograd
     Case("autograd", "a torch tensor that requires grad", lambda: _mm(_torch_t(3, 4, grad=True), _torch_t(4, 5)),
          like=_grad_fn),
+    Case("autograd", "requires grad, float32 with float64 (torch refuses the same)",
+         lambda: _mm(_torch_t(3, 4, grad=True), _torch_t(4, 5, dtype="float64")), "DTypeError", "mixed dtypes"),
+    Case("autograd", "requires grad with a kernel named", lambda: _mm(_torch_t(3, 4, grad=True), _torch_t(4, 5),
+                                                                      kernel="naive"),
+         "AutogradError", "kernel='naive' with tensors that require grad"),
     Case("autograd", "requires grad with out= (torch refuses the same)",
          lambda: _mm(_torch_t(3, 4, grad=True), _torch_t(4, 5), out=_torch_t(3, 5)), "AutogradError",
          "out= with tensors that require grad"),
@@ -216,6 +241,8 @@ CASES = [
          "no kernel named 'nope'"),
     Case("kernels", "a kernel name that is not a string", lambda: _mm(_f32(*_A), _f32(*_B), kernel=3), "UnknownKernel",
          "no kernel named 3"),
+    Case("kernels", "a kernel name that is a list", lambda: _mm(_f32(*_A), _f32(*_B), kernel=["naive"]), "UnknownKernel",
+         "no kernel named ['naive']"),
     Case("kernels", "a tensor-core kernel for float32", lambda: _mm(_f32(*_A), _f32(*_B), kernel="tc_persistent"),
          "DTypeError", "supports float16, bfloat16"),
     Case("kernels", "an FP32-only SIMT kernel for float64",
@@ -239,6 +266,25 @@ CASES = [
          code="import numpy as np, tilegemm; c = np.lib.stride_tricks.as_strided(np.zeros(5, np.float32), (3, 5), "
               "(0, 4), writeable=True); tilegemm.gemm(np.ones((3, 4), np.float32), np.ones((4, 5), np.float32), "
               "precision='ieee', beta=1.0, c=c)"),
+    *[Case("gemm", what, None, error, match, env={"TRITON_INTERPRET": "1"},
+           code="import numpy as np, torch, tilegemm; a, b = np.ones((3, 4), np.float32), np.ones((4, 5), np.float32); "
+                + call) for what, error, match, call in (
+        ("gemm with complex operands and a named precision (a cast would keep the real part)", "DTypeError",
+         "multiply real numbers", "tilegemm.gemm(a.astype(np.complex64), b.astype(np.complex64), precision='ieee')"),
+        ("gemm with object arrays", "DTypeError", "gemm multiplies numbers", "tilegemm.gemm(a.astype(object), b)"),
+        ("gemm with alpha past a float64's range", "DTypeError", "past a float64's range",
+         "tilegemm.gemm(a, b, alpha=10 ** 400)"),
+        ("gemm with a kernel name that is a list", "DTypeError", "kernel must be 'auto'",
+         "tilegemm.gemm(torch.ones(3, 4), torch.ones(4, 5), kernel=['tc_tiled'])"),
+        ("gemm with c that requires grad (gemm writes into it)", "AutogradError", "c requires grad",
+         "tilegemm.gemm(torch.ones(3, 4), torch.ones(4, 5), precision='ieee', c=torch.zeros(3, 5, requires_grad=True))"),
+        ("gemm with a 1-D operand that requires grad", "ShapeError", "must be 2-D or 3-D",
+         "tilegemm.gemm(torch.ones(4, requires_grad=True), torch.ones(4, 5))"),
+        ("gemm with float64 operands that require grad", "DTypeError", "on tensors that require grad",
+         "tilegemm.gemm(torch.ones(3, 4, dtype=torch.float64, requires_grad=True), torch.ones(4, 5, dtype=torch.float64))"),
+        ("gemm with out_dtype a NumPy type (np.float16)", None, "",
+         "c = tilegemm.gemm(a, b, out_dtype=np.float16); assert c.dtype == np.float16 and float(c[0, 0]) == 4.0"),
+    )],
     Case("gemm", "gemm on a machine without a GPU (and without TRITON_INTERPRET=1)",
          lambda: _gemm(_f32(*_A), _f32(*_B)), "DeviceError", "needs a CUDA GPU", cpu_only=True),
     # ---- values

@@ -23,6 +23,8 @@ def _snapshot(x):
 
 
 def _same(a, b):
+    if isinstance(a, torch.Tensor) and a.layout is not torch.strided:  # (a sparse tensor: its values)
+        a, b = a.to_dense(), b.to_dense()
     if isinstance(a, torch.Tensor):
         return b is None or torch.equal(a.detach(), b) or bool(torch.isnan(a).all() and torch.isnan(b).all())
     if isinstance(a, np.ndarray):

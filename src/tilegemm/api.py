@@ -226,8 +226,8 @@ def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
         c = dispatch.fast_matmul(a, b, out)
         if c is not None:
             return c
-    sub = _numpy_subclass(a, b) if out is None else None
-    if sub is not None:  # np.matmul's result goes through the subclass's __array_wrap__ (np.matrix: a
+    sub = _numpy_subclass(a, b)  # (refuses one with its own __array_ufunc__, out= or not)
+    if sub is not None and out is None:  # np.matmul's result goes through the subclass's __array_wrap__ (np.matrix: a
         # matrix; np.memmap: a plain array); so does ours
         c = matmul(np.asarray(a) if isinstance(a, np.ndarray) else a,
                    np.asarray(b) if isinstance(b, np.ndarray) else b, kernel=kernel)
@@ -249,6 +249,11 @@ def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
         if out is not None:
             raise AutogradError("matmul: out= with tensors that require grad records no gradient (as torch.matmul: "
                                 "functions with out= don't support automatic differentiation)")
+        if A.dtype != B.dtype:
+            raise DTypeError(f"matmul: mixed dtypes a={A.dtype}, b={B.dtype}; cast one of them explicitly")
+        if kernel != "auto":
+            raise AutogradError(f"matmul: kernel={kernel!r} with tensors that require grad: the differentiable "
+                                "operator chooses its kernels (kernel='auto'); detach the inputs to name one")
         from . import torchop
 
         return torchop.matmul(a, b)  # differentiable: its backward runs tilegemm's GEMMs

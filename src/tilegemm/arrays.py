@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _cuda
-from .errors import DeviceError, DTypeError, MaskedArrayError, OutOfHostMemory
+from .errors import DeviceError, DTypeError, LayoutError, MaskedArrayError, OutOfHostMemory
 
 HOST = "cpu"
 
@@ -52,6 +52,12 @@ def refuse_masked(x, what: str) -> None:
             f"as they are")
 
 
+def _strided():
+    import torch
+
+    return torch.strided
+
+
 def describe(x, what: str) -> Operand:
     """Classify `x` (argument `what`) or raise a typed error saying what was expected."""
     if isinstance(x, np.generic):  # a NumPy scalar (np.float32(2)): a 0-D array, as np.matmul takes it
@@ -61,6 +67,9 @@ def describe(x, what: str) -> Operand:
         refuse_masked(x, what)
         return Operand(x, "numpy", x.shape, x.dtype.name, HOST, x.flags.c_contiguous)
     if root == "torch":
+        if x.is_nested or x.layout is not _strided():
+            raise LayoutError(f"{what}: a torch tensor of layout {'nested' if x.is_nested else x.layout}; tilegemm "
+                              "multiplies dense (strided) tensors: pass x.to_dense(), or use torch.matmul")
         dev = HOST if x.device.type == "cpu" else f"cuda:{x.device.index or 0}"
         if x.device.type not in ("cpu", "cuda"):
             raise DeviceError(f"{what}: torch tensors on {x.device} are not supported (cpu or cuda only)")
@@ -214,6 +223,8 @@ def host_view(op: Operand, torch_ok: bool = False) -> np.ndarray:
         t = op.obj.detach()
         if t.dtype.is_floating_point and _torch_dtype_name(t.dtype) not in ("float32", "float64", "float16"):
             raise DTypeError(f"a torch CPU tensor of {t.dtype} has no NumPy equivalent")
+        if t.is_neg() or t.is_conj():  # a lazy negation (x.conj().imag) or conjugation: its values, made
+            t = t.resolve_neg().resolve_conj()
         return t.numpy()
     raise DeviceError(f"{op.kind} array on {op.device} is not a host array")
 
@@ -223,7 +234,11 @@ def host_target(op: Operand) -> np.ndarray:
     if op.kind == "numpy":
         return op.obj
     if op.kind == "torch" and op.on_host:
-        return op.obj.detach().numpy()
+        t = op.obj.detach()
+        if t.is_neg() or t.is_conj():
+            raise LayoutError(f"out is a lazy {'negation' if t.is_neg() else 'conjugation'} view (its memory holds "
+                              "other values); pass a plain tensor")
+        return t.numpy()
     raise DeviceError(f"{op.kind} array on {op.device} is not a host array")
 
 

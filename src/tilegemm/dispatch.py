@@ -125,7 +125,10 @@ def fast_matmul(a, b, out=None):
     overlaps a or b finds its plan but is refused here, so the slow path names the problem."""
     if type(a) not in _PLAIN or type(b) not in _PLAIN or wants_grad(a, b):
         return None
-    pa, pb = a.data_ptr(), b.data_ptr()
+    try:
+        pa, pb = a.data_ptr(), b.data_ptr()
+    except RuntimeError:  # no storage (sparse, MKL-DNN, nested): the slow path names the layout
+        return None
     if out is None:
         plan = _PLANS.get(matmul_key(a, b, pa, pb))
         return None if plan is None else plan.run(pa, pb, None, 0, 0)
@@ -319,11 +322,15 @@ def fast_gemm(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kern
     """`gemm(...)` by its launch plan, or None."""
     if type(a) not in _PLAIN or type(b) not in _PLAIN or wants_grad(a, b):
         return None
-    pa, pb = a.data_ptr(), b.data_ptr()
-    key = gemm_key(a, b, pa, pb, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel)
-    plan = _PLANS.get(key) if key is not None else None
-    if plan is None or (c is not None and plan.overlaps(pa, pb, c.data_ptr())):  # (a c over a or b: the slow
-        return None  # path's LayoutError; the plan was made for a c apart, and would write over its inputs)
+    try:
+        pa, pb = a.data_ptr(), b.data_ptr()
+        key = gemm_key(a, b, pa, pb, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel)
+        plan = _PLANS.get(key) if key is not None else None
+    except (RuntimeError, TypeError):  # no storage (sparse), or an argument that is no key (a list): the slow
+        return None  # path says which
+    if plan is None or (c is not None and (c.requires_grad or plan.overlaps(pa, pb, c.data_ptr()))):  # (a c over
+        return None  # a or b: the slow path's LayoutError; the plan was made for a c apart, and would write over
+        # its inputs; a c that requires grad: its AutogradError)
     psa = scale_a.data_ptr() if type(scale_a) in _PLAIN else 0
     psb = scale_b.data_ptr() if type(scale_b) in _PLAIN else 0
     return plan.run(pa, pb, c, psa, psb)

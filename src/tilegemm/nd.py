@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import arrays
-from .errors import DTypeError, ShapeError
+from .errors import DeviceError, DTypeError, ShapeError
 
 
 def result_shape(sa: tuple, sb: tuple) -> tuple[tuple, int | None, int | None, tuple]:
@@ -119,9 +119,16 @@ def _moved(A: arrays.Operand, kernel: str, p) -> bool:
 def _need_torch(A: arrays.Operand, B: arrays.Operand) -> None:
     import importlib.util
 
-    if A.kind not in ("numpy", "torch") and importlib.util.find_spec("torch") is None:
+    if A.kind in ("numpy", "torch"):
+        return
+    if importlib.util.find_spec("torch") is None:
         raise DTypeError(f"matmul: {len(A.shape)}-D and {len(B.shape)}-D {A.kind} operands need torch installed "
                          "(pip install 'tilegemm[gpu]'), or 2-D operands")
+    import torch
+
+    if not torch.cuda.is_available():  # (Numba's simulated device arrays: torch here has no GPU to view them on)
+        raise DeviceError(f"matmul: {len(A.shape)}-D and {len(B.shape)}-D {A.kind} operands run as torch CUDA "
+                          "tensors, and torch sees no GPU here; pass 2-D operands (or NumPy arrays)")
 
 
 def _views(A: arrays.Operand, B: arrays.Operand, m, n):

@@ -159,14 +159,14 @@ def all_kernels() -> list[Kernel]:
 
 
 def get(name: str) -> Kernel:
-    if name in _REGISTRY:
+    known = isinstance(name, str)  # (a list is no key: TypeError, where the caller is told the names)
+    if known and name in _REGISTRY:
         return _REGISTRY[name]
     _load()
-    try:
+    if known and name in _REGISTRY:
         return _REGISTRY[name]
-    except KeyError:
-        names = ", ".join(k.name for k in all_kernels())
-        raise UnknownKernel(f"no kernel named {name!r}; registered: {names}") from None
+    names = ", ".join(k.name for k in all_kernels())
+    raise UnknownKernel(f"no kernel named {name!r}; registered: {names}")
 
 
 def select(names: Iterable[str] | None = None, *, backend: str | None = None) -> list[Kernel]:

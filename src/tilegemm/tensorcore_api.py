@@ -33,6 +33,8 @@ def _torch_in(x, what, torch, interpreted: bool = False):
     if isinstance(x, torch.Tensor) and (x.is_cuda or interpreted):
         return x, None
     op = arrays.describe(x, what)
+    if op.kind == "numpy" and x.dtype.kind not in "biufc":  # (complex: refused by its precision, in words)
+        raise DTypeError(f"gemm: {what} is a NumPy array of {x.dtype}; gemm multiplies numbers")
     if interpreted:
         if op.kind != "numpy":
             raise DeviceError(f"gemm: under Triton's interpreter {what} must be a torch CPU tensor or a NumPy array")
@@ -77,11 +79,15 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
         arrays.refuse_masked(x, what)
     if precision not in PRECISION_NAMES:
         raise DTypeError(f"gemm: precision must be one of {', '.join(PRECISION_NAMES)}; got {precision!r}")
-    if kernel != "auto" and kernel not in tc.RUNGS:
+    if kernel != "auto" and (not isinstance(kernel, str) or kernel not in tc.RUNGS):
         raise DTypeError(f"gemm: kernel must be 'auto' or one of {', '.join(tc.RUNGS)}; got {kernel!r}")
     for v, what in ((alpha, "alpha"), (beta, "beta")):
         if isinstance(v, bool) or not isinstance(v, numbers.Real):
             raise DTypeError(f"gemm: {what} must be a real number; got {type(v).__name__} {v!r}")
+        try:
+            float(v)
+        except OverflowError:
+            raise DTypeError(f"gemm: {what} = {v} is past a float64's range") from None
     if not tc.load():
         raise DeviceError(f"gemm: needs triton and torch ({tc.IMPORT_ERROR})")
     import torch
@@ -92,6 +98,11 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
                           "TRITON_INTERPRET=1, FP16 and FP32)")
     if dispatch.plain(a) and dispatch.plain(b) and dispatch.wants_grad(a, b):
         return _differentiable(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel)
+    if c is not None and dispatch.plain(c) and dispatch.wants_grad(c, c):
+        from .errors import AutogradError
+
+        raise AutogradError("gemm: c requires grad, and gemm writes C into c in place, recording no gradient; "
+                            "pass c.detach(), or call under torch.no_grad()")
     _check_kinds_and_c(a, b, c)
     from .kernels.tensorcore import _problem as P
 
@@ -133,7 +144,8 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
         if tuple(tc_out.shape) != shape:
             raise ShapeError(f"gemm: c has shape {tuple(tc_out.shape)}; the product is {shape}")
         if tc_out.dtype != odt:
-            raise DTypeError(f"gemm: c is {tc_out.dtype} but out_dtype is {odt}")
+            raise DTypeError(f"gemm: c is {tc_out.dtype} but the result is {odt} "
+                             f"({'out_dtype' if out_dtype is not None else 'the default for precision ' + repr(prec)})")
         if tc_out.device != xa.device:
             raise DeviceError(f"gemm: c is on {tc_out.device} but the operands are on {xa.device}")
     elif beta != 0:
@@ -191,6 +203,14 @@ def _differentiable(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b
     operator; anything else is refused rather than returned without its gradient."""
     from .errors import AutogradError
 
+    if a.dim() not in (2, 3) or b.dim() not in (2, 3):  # (gemm's own contract, before the operator's)
+        raise ShapeError(f"gemm: a and b must be 2-D or 3-D; got {tuple(a.shape)} and {tuple(b.shape)}")
+    if a.shape[-1] != b.shape[-2]:
+        raise ShapeError(f"gemm: inner dimensions differ: a {tuple(a.shape)}, b {tuple(b.shape)}")
+    _batch(a, b)
+    if a.dtype != b.dtype or str(a.dtype) not in ("torch.float16", "torch.bfloat16", "torch.float32"):
+        raise DTypeError(f"gemm: on tensors that require grad, float16, bfloat16 or float32 operands of one dtype; "
+                         f"got {a.dtype} and {b.dtype}")
     plain = (precision == "auto" and out_dtype is None and alpha == 1.0 and beta == 0.0 and c is None
              and scale_a is None and scale_b is None and kernel == "auto" and a.dtype == b.dtype
              and str(a.dtype) in ("torch.float16", "torch.bfloat16", "torch.float32"))
@@ -220,6 +240,8 @@ def _convert(t, precision, scale, what):
 
     from .kernels.tensorcore import _problem as P
 
+    if t.is_complex():  # (.to() and .float() would keep the real part, warning once a process)
+        raise DTypeError(f"gemm: {what} is {t.dtype}; the tensor cores multiply real numbers")
     if precision == "fp8":
         if t.dtype in P.FP8_DTYPES:
             return t, P.scale_tensor(1.0 if scale is None else scale, t.device)
@@ -244,7 +266,15 @@ def _out_dtype(out_dtype, precision, in_dtype):
 
     if out_dtype is None:
         return {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8": torch.bfloat16}.get(precision, torch.float32)
-    dt = getattr(torch, out_dtype, None) if isinstance(out_dtype, str) else out_dtype
+    if isinstance(out_dtype, str):
+        dt = getattr(torch, out_dtype, None)
+    elif isinstance(out_dtype, torch.dtype):
+        dt = out_dtype
+    else:  # a NumPy dtype or type (np.float32): its name
+        try:
+            dt = getattr(torch, np.dtype(out_dtype).name, None)
+        except TypeError:
+            dt = None
     if dt not in (torch.float16, torch.bfloat16, torch.float32):
         raise DTypeError(f"gemm: out_dtype must be float16, bfloat16 or float32; got {out_dtype}")
     return dt
