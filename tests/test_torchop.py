@@ -320,6 +320,78 @@ def test_compiled_patched_model_under_autocast_is_one_graph():
     assert got.dtype is want.dtype is torch.bfloat16 and torch.equal(got, want)
 
 
+def test_a_lazy_layer_before_its_first_call_runs_on_torch():
+    """LazyLinear's first call makes it a Linear (its class replaced): patched before then, it ran
+    into the patch's forward without the patch's attributes (AttributeError)."""
+    torch.manual_seed(0)
+    m, x = torch.nn.Sequential(torch.nn.LazyLinear(4)), torch.randn(3, 8)
+    with tilegemm.patch(m) as p:
+        got = m(x)
+    assert torch.equal(got, m(x)) and p.counts == {"tilegemm": 0, "torch": 0}
+
+
+def test_forward_mode_ad_keeps_the_tangent():
+    """Dual tensors (torch.autograd.forward_ad) run on torch, which carries their tangents: the
+    direct path dropped the tangent, and the operator has no jvp (NotImplementedError)."""
+    import torch.autograd.forward_ad as fwAD
+
+    torch.manual_seed(0)
+    m, x, t = _Tiny(), torch.randn(3, 8), torch.randn(3, 8)
+    for grad in (False, True):
+        with torch.set_grad_enabled(grad), fwAD.dual_level():
+            want = fwAD.unpack_dual(m(fwAD.make_dual(x, t)))
+            with tilegemm.patch(m, matmul=True):
+                got = fwAD.unpack_dual(m(fwAD.make_dual(x, t)))
+        assert got.tangent is not None and torch.allclose(got.tangent, want.tangent)
+        assert torch.allclose(got.primal, want.primal)
+
+
+def test_nested_tensors_run_on_torch():
+    """A jagged nested tensor (a subclass) that needs a gradient goes to torch, not to the operator,
+    which has no rule for it; a strided nested tensor (plain class) is torch's too."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(8, 4)
+    parts = [torch.randn(2, 8), torch.randn(3, 8)]
+    for layout in (torch.jagged, torch.strided):
+        x = torch.nested.nested_tensor(parts, layout=layout)
+        for grad in (True, False):
+            with torch.set_grad_enabled(grad):
+                want = lin(x)
+                with tilegemm.patch(lin) as p:
+                    got = lin(x)
+            assert all(torch.equal(g, w) for g, w in zip(got.unbind(), want.unbind())) and p.counts["tilegemm"] == 0
+
+
+def test_a_bias_of_another_dtype_is_torchs_error():
+    """torch refuses a float64 bias on a float32 layer; added after the product it was promoted."""
+    lin, x = torch.nn.Linear(8, 4), torch.randn(3, 8)
+    lin.bias.data = lin.bias.data.double()
+    with pytest.raises(RuntimeError) as want:
+        lin(x)
+    for grad in (True, False):
+        with torch.set_grad_enabled(grad), tilegemm.patch(lin), pytest.raises(RuntimeError) as got:
+            lin(x)
+        assert str(got.value) == str(want.value)
+
+
+def test_a_pre_hook_that_raises_leaves_the_callers_mode():
+    """With matmul=True the patch's mode is left after the forward even when a pre-hook raised;
+    a pre-hook that runs before the patch's own (prepended, or global) raised before it was
+    entered, and leaving popped the caller's mode instead (and hid the error)."""
+    class Mine(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    m = torch.nn.Sequential(torch.nn.Linear(8, 4))
+    with tilegemm.patch(m, matmul=True):
+        m.register_forward_pre_hook(lambda mod, a: 1 / 0, prepend=True)
+        with Mine() as mine:
+            with pytest.raises(ZeroDivisionError):
+                m(torch.randn(3, 8))
+            assert torch._C._len_torch_function_stack() == 1
+            assert torch._C._get_function_stack_at(0) is mine
+
+
 def test_autocast_leaves_float64_as_torch_does():
     layer, x = torch.nn.Linear(8, 4).double(), torch.randn(3, 8, dtype=torch.float64)
     with torch.autocast("cpu", dtype=torch.bfloat16):

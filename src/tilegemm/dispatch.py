@@ -182,14 +182,18 @@ def fast_linear(x, w, bias=None):
     or None. The caller (a patched layer in inference) has checked that no gradient is wanted."""
     if type(x) not in _PLAIN or type(w) not in _PLAIN or x.layout is not _strided or w.layout is not _strided:
         return None
-    px, pw = x.data_ptr(), w.data_ptr()
+    try:
+        px, pw = x.data_ptr(), w.data_ptr()
+        key = linear_key(x, w, px, pw)
+    except RuntimeError:  # a nested tensor of strided layout: no sizes (the caller's slow path gives it to torch)
+        return None
     if bias is None:
-        plan = _PLANS.get(linear_key(x, w, px, pw))
+        plan = _PLANS.get(key)
         return None if plan is None else plan.run(px, pw)
     if type(bias) not in _PLAIN or bias.layout is not _strided:
         return None
     pi = bias.data_ptr()
-    plan = _PLANS.get(linear_key(x, w, px, pw) + bias_key(bias, pi))
+    plan = _PLANS.get(key + bias_key(bias, pi))
     if plan is None:
         return None
     if type(plan) is ViewPlan:  # the bias added in the kernel's epilogue

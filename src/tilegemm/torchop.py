@@ -49,6 +49,7 @@ _AUTOCAST_FROM = frozenset((torch.float32, torch.float16, torch.bfloat16))  # wh
 _PLAIN = (torch.Tensor, torch.nn.Parameter)  # a subclass (DTensor, a quantised weight) has its own rules: torch's
 _compiling, _tracing = torch.compiler.is_compiling, torch._C._is_tracing
 _any_autocast, _functorch = torch._C._is_any_autocast_enabled, torch._C._are_functorch_transforms_active
+_fwad = torch.autograd.forward_ad  # (its _current_level: -1 outside a dual level)
 _einsum = torch._VF.einsum  # (torch.einsum's parsing of its arguments, without it)
 _modes, _mode_at, _no_torch_function = (torch._C._len_torch_function_stack, torch._C._get_function_stack_at,
                                         torch._C.DisableTorchFunction)
@@ -60,7 +61,7 @@ def served(a: torch.Tensor, b: torch.Tensor) -> bool:
     identity; devices by index and kind, without building torch.device objects.)"""
     dtype = a.dtype
     if (dtype is not b.dtype or type(a) not in _PLAIN or type(b) not in _PLAIN or a.layout is not torch.strided
-            or b.layout is not torch.strided):
+            or b.layout is not torch.strided or a.is_nested):  # (a nested tensor of strided layout: torch's)
         return False
     if a.is_cuda:
         return b.is_cuda and a.get_device() == b.get_device() and dtype in _CUDA
@@ -86,8 +87,8 @@ def _linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
     if y is not None:
         counts["tilegemm"] += 1
         return y
-    if not served(x, weight):
-        y = torch.nn.functional.linear(x, weight, bias)
+    if not served(x, weight) or (bias is not None and bias.dtype is not weight.dtype):  # (torch's error for
+        y = torch.nn.functional.linear(x, weight, bias)  # a bias of another dtype: added, it would promote)
         counts["torch"] += 1
         return y
     y = _linear_on_tilegemm(x, weight, bias)
@@ -221,7 +222,9 @@ def _needs_operator(*tensors) -> bool:
     inference calls tilegemm directly (the operator's dispatch costs microseconds)."""
     if _compiling() or _tracing():
         return True
-    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+    return (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+            and all(t is None or (type(t) in _PLAIN and not t.is_nested) for t in tensors))  # (a subclass, DTensor's or a jagged
+    # nested tensor's, has no rule for the operator: it goes to torch, which records its gradient)
 
 
 def _autocast(device: torch.device, *tensors):
@@ -270,7 +273,7 @@ class _MatmulMode(torch.overrides.TorchFunctionMode):
                 return func(*args)  # torch's own error for bmm's shape rule (no broadcasting)
             if _any_autocast():
                 a, b = _autocast(a.device, a, b)
-            if _functorch():
+            if _functorch() or _fwad._current_level >= 0:
                 c = torch.matmul(a, b)
                 if not _compiling():  # (a count in compiled code is a constant it would compile again for)
                     self.counts["torch"] += 1
@@ -292,8 +295,10 @@ class _ModeHooks:
     def enter(self, module, args):  # a pre-hook's return value would replace the arguments: None
         self.mode.__enter__()
 
-    def leave(self, module, args, out):
-        self.mode.__exit__(None, None, None)
+    def leave(self, module, args, out):  # (it runs even where a pre-hook before enter raised: then the mode on
+        top = _modes()  # top is not ours, and popping would take the caller's; read from the stack, as a count
+        if top and _mode_at(top - 1) is self.mode:  # of our own would be state torch.compile guards on)
+            self.mode.__exit__(None, None, None)
 
     def __reduce__(self):
         raise TypeError("tilegemm.patch(model, matmul=True): the model holds the patch's hooks until undo(); "
@@ -315,7 +320,8 @@ def _forward(self, input):
     # written out in each rather than shared, as a call more on every layer's eager path would cost host time)
     if _any_autocast():
         input, weight, bias = _autocast(input.device, input, weight, bias)
-    if _functorch():  # vmap, grad, jacrev: their wrapped tensors have no memory of their own to hand a kernel
+    if _functorch() or _fwad._current_level >= 0:  # vmap, grad, jacrev: their wrapped tensors have no memory of
+        # their own to hand a kernel; forward-mode AD's dual tensors: their tangents are torch's to carry
         y = torch.nn.functional.linear(input, weight, bias)
         if not _compiling():  # (a count in compiled code is a constant it would compile again for)
             self._tilegemm_counts["torch"] += 1
@@ -353,6 +359,12 @@ def _reduce_unpatched(self, protocol):
     return (copyreg._reconstructor, (ours._tilegemm_base, object, None), *rv[2:])
 
 
+def _lazy(module: torch.nn.Module) -> bool:
+    """A LazyLinear before its first call: that call makes it a Linear (its class replaced), so a
+    patch of it would not hold; it runs on torch, uncounted."""
+    return isinstance(module, torch.nn.modules.lazy.LazyModuleMixin) and module.has_uninitialized_params()
+
+
 def _routes_linear(module: torch.nn.Module) -> bool:
     """Does the layer run nn.Linear's forward, as its class's (a subclass that keeps it)? One with
     a forward of its own, in its class or set on it (a hook library's wrapper), is left as it is."""
@@ -367,7 +379,8 @@ class Patch:
     another class has been made on top of it since, a parametrization's, switches it off). Copies
     made meanwhile (deepcopy, pickle) are of the model as it was, but for such a layer, whose
     class is its maker's to copy. Linear layers with a forward of their own (in their class, or set
-    on them by a hook library) run as they are, on torch, and are not counted. A model patched
+    on them by a hook library) run as they are, on torch, and are not counted; so does a LazyLinear
+    before its first call, which makes it a Linear. A model patched
     again after undo gets the same classes back, so a compiled model is compiled once for them
     (and a layer left under a class made on top of a patched one, a parametrization's, runs on
     tilegemm again with them, counted in the new patch's counts).
@@ -396,7 +409,7 @@ class Patch:
                 module.__class__ = cls = cls._tilegemm_base  # which has gone since: the layer's own class again
             if hasattr(cls, "_tilegemm_base"):  # another patch's (or under a class made on top of one)
                 continue
-            if not _routes_linear(module):
+            if not _routes_linear(module) or _lazy(module):
                 continue
             base = type(module)
             if base not in self.classes:
