@@ -392,6 +392,19 @@ def test_a_pre_hook_that_raises_leaves_the_callers_mode():
             assert torch._C._get_function_stack_at(0) is mine
 
 
+def test_fx_traces_a_patched_linear_subclass():
+    """torch.fx traces into a Linear subclass of the user's (not a leaf): the patched forward must
+    not branch on a Proxy (TraceError); the traced graph computes what the model does."""
+    class MyLinear(torch.nn.Linear):
+        pass
+
+    torch.manual_seed(0)
+    m, x = torch.nn.Sequential(MyLinear(8, 4)), torch.randn(3, 8)
+    with tilegemm.patch(m):
+        traced = torch.fx.symbolic_trace(m)
+    assert torch.equal(traced(x), m(x))
+
+
 def test_autocast_leaves_float64_as_torch_does():
     layer, x = torch.nn.Linear(8, 4).double(), torch.randn(3, 8, dtype=torch.float64)
     with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -222,9 +222,10 @@ def _needs_operator(*tensors) -> bool:
     inference calls tilegemm directly (the operator's dispatch costs microseconds)."""
     if _compiling() or _tracing():
         return True
-    return (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
-            and all(t is None or (type(t) in _PLAIN and not t.is_nested) for t in tensors))  # (a subclass, DTensor's or a jagged
-    # nested tensor's, has no rule for the operator: it goes to torch, which records its gradient)
+    return (torch.is_grad_enabled() and all(t is None or (type(t) in _PLAIN and not t.is_nested) for t in tensors)
+            and any(t is not None and t.requires_grad for t in tensors))  # (a subclass, DTensor's or a jagged
+    # nested tensor's, has no rule for the operator: it goes to torch, which records its gradient; so does an
+    # fx Proxy, whose requires_grad would be a Proxy that symbolic_trace cannot branch on)
 
 
 def _autocast(device: torch.device, *tensors):
