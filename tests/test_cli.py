@@ -199,3 +199,43 @@ def test_a_table_of_many_kernels_has_a_row_per_kernel():
     assert all(f"GPU k{i:02d} with a long label" in wide for i in range(table.WIDE + 1))  # whole, one a row
     assert "best GFLOP/s (ours)" in wide and "│ 128 " not in wide
     assert "│ 128 " in text(3) or "128 │" in text(3)  # few kernels: a row per size, as before
+
+
+def test_a_size_past_memory_is_one_line(capsys):
+    """NumPy's MemoryError for an allocation past the machine's memory came out as a traceback."""
+    assert cli.main(["bench", "--sizes", "999999999999x1x1", "--kernels", "cpu_blas"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and "Unable to allocate" in err
+
+
+@pytest.mark.skipif(__import__("tilegemm")._cuda.has_gpu(), reason="what a machine without a GPU does")
+def test_race_says_what_it_cannot_run_here(capsys, tmp_path):
+    """Under the simulator a large race would take hours (it started, without a word); with the
+    simulator forbidden (TILEGEMM_SIMULATOR=0, a fresh process) it printed a driver traceback."""
+    import subprocess
+    import sys
+
+    assert cli.main(["race", "--size", "100"]) == 2
+    assert "would take hours: ask for 64 or less" in capsys.readouterr().err
+    proc = subprocess.run([sys.executable, "-m", "tilegemm.cli", "race", "--size", "8", "--trials", "1"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={**{k: v for k, v in __import__("os").environ.items() if k != "NUMBA_ENABLE_CUDASIM"},
+                               "TILEGEMM_SIMULATOR": "0"})  # (this process's simulator set NUMBA_ENABLE_CUDASIM)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert "forbids the simulator" in proc.stderr
+
+
+@pytest.mark.parametrize("setting, says", [("TILEGEMM_DIST_GRAPHS=maybe", "use 1 (on) or 0 (off)"),
+                                           ("TILEGEMM_DIST_TRANSPORT=carrier", "use one of auto, peer, nccl"),
+                                           ("TILEGEMM_DIST_BARRIER_S=-1", "use a number above 0")])
+def test_dist_bench_says_a_bad_setting_before_it_spawns(setting, says, capsys, monkeypatch):
+    """Each rank printed the setting's traceback, then 'ranks 0, 1 failed'."""
+    name, value = setting.split("=")
+    monkeypatch.setenv(name, value)
+    import sys
+
+    for mod in [m for m in sys.modules if m == "tilegemm.distributed._core"]:  # (it reads GRAPHS at import)
+        monkeypatch.delitem(sys.modules, mod)
+    assert cli.main(["dist-bench", "--sizes", "16", "--modes", "1d"]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1

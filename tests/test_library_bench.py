@@ -148,6 +148,13 @@ def test_tune_derives_decisions_offline(tmp_path, capsys):
     assert got["entries"][f"{cls}|1x1024x4096"]["rung"] == "tc_tma_persistent"  # by eager score, not device time
     assert f"{cls}|1x4096x4096" not in got["entries"]  # another tuner version's entry is not used
     assert got["entries"][f"{cls}|1024x1024x1024"]["rung"] == "tc_persistent" and got["sms"] == 132
+    capsys.readouterr()
+    for name, text in (("list.json", "[1, 2]"), ("run.json", json.dumps({"schema": "tilegemm.results/1", "records": []})),
+                       ("prose.json", "not json")):  # (a list was overwritten, a results file merged into)
+        (tmp_path / name).write_text(text)
+        assert cli.main(["tune", "--derive", str(path), "--gpu", "NVIDIA H200", "--db", str(tmp_path / name)]) == 2
+        assert "not a tuning database" in capsys.readouterr().err or name == "prose.json"
+        assert (tmp_path / name).read_text() == text
 
 
 def test_decode_part_bandwidth_table_and_merge():

@@ -352,3 +352,50 @@ def test_the_results_command_prints_the_environment_the_readme_promises(capsys):
     out = capsys.readouterr().out
     assert "versions: python 3.12.3, numpy 2.4.6" in out and "torch 2.11.0" in out
     assert "clocks: SM 345 MHz before, SM 1980 MHz after; SM clock moved 345 → 1980 MHz" in out
+
+
+def _edited(tmp_path, name, edit):
+    doc = synthetic_doc()
+    edit(doc)
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda d: d.update(environment="x"), "'environment' must be an object"),  # were AttributeError tracebacks
+    (lambda d: d["environment"].update(gpu="x"), "'environment.gpu' must be an object or null"),
+    (lambda d: d.update(clocks="x"), "'clocks' must be an object"),
+    (lambda d: d.update(harness=[1]), "'harness' must be an object"),
+    (lambda d: d.update(records=[1, 2]), "record 0 is not an object"),  # was "argument of type 'int' is not iterable"
+    (lambda d: d["records"][0].update(median_ms="fast"), "median_ms must be a positive time"),
+    (lambda d: d["records"][0].update(median_ms=-1.0), "median_ms must be a positive time"),  # was "11 FASTER"
+    (lambda d: d["records"][0].update(m="4096"), "m must be a whole number"),
+])
+def test_a_results_file_of_wrong_types_is_one_line(edit, says, tmp_path, capsys):
+    path = _edited(tmp_path, "bad.json", edit)
+    good = _edited(tmp_path, "good.json", lambda d: None)
+    for argv in (["results", path], ["report", path, "--out", str(tmp_path / "rep")], ["compare", good, path],
+                 ["ladder", path, "--out", str(tmp_path / "l.md")]):
+        rc, _, err = _main(capsys, *argv)
+        assert rc == 2 and says in _one_line(err), (argv, err)
+
+
+def test_merge_parts_of_the_wrong_shape_are_one_line(tmp_path, capsys):
+    (tmp_path / "list.json").write_text("[1, 2]")
+    (tmp_path / "env.json").write_text(json.dumps({"schema": "tilegemm.model/1", "environment": "x"}))
+    for command, part, says in (("library", "list.json", "not a JSON object (a list)"),
+                                ("model-bench", "env.json", "'environment' must be an object")):
+        rc, _, err = _main(capsys, command, "--merge", str(tmp_path / part), "--json", str(tmp_path / "m.json"))
+        assert rc == 2 and says in _one_line(err) and not (tmp_path / "m.json").exists()
+
+
+def test_an_output_that_is_the_input_is_refused(tmp_path, capsys):
+    """`results in.json --csv in.json` replaced the results with CSV; `ladder in.json --out in.json`
+    with Markdown."""
+    path = _edited(tmp_path, "in.json", lambda d: None)
+    before = open(path).read()
+    for argv in (["results", path, "--csv", path], ["ladder", path, "--out", path]):
+        rc, _, err = _main(capsys, *argv)
+        assert rc == 2 and "is also what this command reads" in _one_line(err)
+    assert open(path).read() == before

@@ -122,9 +122,16 @@ def cmd_race(args) -> int:
 
     if args.racecheck and not sanitize.available():  # said before the demo runs, not after
         raise RuntimeError("--racecheck needs a CUDA GPU and compute-sanitizer on the PATH; run without it")
-    con = console()
     size = args.size or race.default_size()
     m, n, k = size, size, args.k or size
+    if not _cuda.has_gpu():
+        if not _cuda.SIMULATOR:
+            raise RuntimeError("race needs a CUDA GPU or Numba's CUDA simulator, and TILEGEMM_SIMULATOR=0 forbids "
+                               "the simulator here")
+        if max(m, n, k) > 64:  # (as bench's: the simulator runs an OS thread per CUDA thread)
+            raise ValueError(f"--size {size}{f' --k {args.k}' if args.k else ''} under Numba's CUDA simulator (no "
+                             "GPU here) would take hours: ask for 64 or less")
+    con = console()
     kernels = (args.only,) if args.only else (race.CORRECT, race.BROKEN)
     where = _gpu_name() if _cuda.has_gpu() else "Numba CUDA simulator"
     con.print(f"[bold]Race demo[/] on {where}: {m}×{n}×{k}, tile 32, {args.trials} runs each")
@@ -228,7 +235,7 @@ class Parser(argparse.ArgumentParser):
 
 # what a command raises for a user's mistake or a machine it cannot run on: one line, exit 2
 # (TILEGEMM_DEBUG=1 shows the traceback)
-USER_ERRORS = (ValueError, TypeError, LookupError, OSError, RuntimeError)  # LookupError: KeyError too
+USER_ERRORS = (ValueError, TypeError, LookupError, OSError, RuntimeError, MemoryError)  # LookupError: KeyError too
 OUTPUTS = ("json", "table", "csv", "db", "out", "log")  # the options that name a file a command writes (report's --out: a folder)
 
 
@@ -302,8 +309,13 @@ def main(argv=None) -> int:
     try:
         from .bench.results import check_writable
 
+        inputs = {os.path.realpath(v) for k, v in vars(args).items()  # (files the command reads, named by options)
+                  if k not in OUTPUTS and isinstance(v, str) and os.path.isfile(v)}
         for what in OUTPUTS:  # an output that cannot be written is said before the work, not after it
             if getattr(args, what, None) and not (what == "out" and args.command == "report"):
+                if os.path.realpath(getattr(args, what)) in inputs:
+                    raise ValueError(f"--{what} {getattr(args, what)} is also what this command reads; "
+                                     "write the output elsewhere")
                 check_writable(getattr(args, what))
         return args.func(args) or 0
     except USER_ERRORS as e:

@@ -948,6 +948,15 @@ def cli_dist_bench(args) -> int:
             for line in cfg["not_run"]:
                 print(line, flush=True)
         return 0
+    try:  # the settings every rank reads, said once here rather than as a traceback from each rank
+        from .. import env
+        from ..distributed import _core  # (reads TILEGEMM_DIST_GRAPHS)
+
+        _core._transport(None)
+        env.number("TILEGEMM_DIST_BARRIER_S", 600.0)
+    except ValueError as e:  # (ConfigError is one)
+        print(f"tilegemm dist-bench: {e}", file=sys.stderr)
+        return 2
     if cfg["backend"] == "gloo":
         print(f"No CUDA GPU: {world} CPU processes over gloo, small sizes, FP32, to show the benchmark works "
               "(its times are not a GPU's).", flush=True)

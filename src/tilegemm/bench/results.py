@@ -290,11 +290,51 @@ def load(path) -> dict:
                            "re-run the benchmark or use the tilegemm version that wrote it")
     if not isinstance(doc.get("records"), list):
         raise ResultsError(f"{p}: 'records' must be a list")
+    problem = shape_problem(doc)
+    if problem:
+        raise ResultsError(f"{p}: {problem}")
     for i, r in enumerate(doc["records"]):
         missing = [k for k in REQUIRED_KEYS if k not in r]
         if missing:
             raise ResultsError(f"{p}: record {i} lacks {', '.join(missing)}")
+        problem = _record_problem(r)
+        if problem:
+            raise ResultsError(f"{p}: record {i} ({r.get('kernel')}): {problem}")
     return doc
+
+
+def shape_problem(doc) -> str | None:
+    """What is not of its type in a tilegemm document's common parts (the environment, its GPU, the
+    clocks, harness and ceilings objects, records as objects), or None: a file edited by hand or cut
+    short is said so, not met as an AttributeError deep in a report."""
+    if not isinstance(doc, dict):
+        return f"not a JSON object (a {type(doc).__name__})"
+    for key in ("environment", "clocks", "harness", "ceilings"):
+        if doc.get(key) is not None and not isinstance(doc[key], dict):
+            return f"'{key}' must be an object; got a {type(doc[key]).__name__}"
+    gpu = (doc.get("environment") or {}).get("gpu")
+    if gpu is not None and not isinstance(gpu, dict):
+        return f"'environment.gpu' must be an object or null; got a {type(gpu).__name__}"
+    records = doc.get("records", [])
+    if not isinstance(records, list):
+        return "'records' must be a list"
+    for i, r in enumerate(records):
+        if not isinstance(r, dict):
+            return f"record {i} is not an object (a {type(r).__name__})"
+    return None
+
+
+def _record_problem(r: dict) -> str | None:
+    """A results record's fields that the tables compute with, checked for type and sense."""
+    for key in ("m", "n", "k"):
+        if isinstance(r[key], bool) or not isinstance(r[key], int) or r[key] < 0:
+            return f"{key} must be a whole number ≥ 0; got {r[key]!r}"
+    if r["ok"] is not None and not isinstance(r["ok"], bool):
+        return f"ok must be true, false or null; got {r['ok']!r}"
+    t = r.get("median_ms")
+    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0):
+        return f"median_ms must be a positive time in milliseconds or null; got {t!r}"
+    return None
 
 
 def flat_rows(doc: dict) -> list[dict]:
@@ -374,6 +414,10 @@ def merge_files(command: str, paths: list[str], out: str | None, merge) -> int:
                 docs.append(json.load(f))
         except (OSError, ValueError) as e:
             print(f"tilegemm {command} --merge: {path}: {e}", file=sys.stderr)
+            return 2
+        problem = shape_problem(docs[-1])
+        if problem:
+            print(f"tilegemm {command} --merge: {path}: {problem}", file=sys.stderr)
             return 2
     try:
         doc = merge(docs)

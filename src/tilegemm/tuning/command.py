@@ -232,6 +232,20 @@ def read_tuning_cache(path: str) -> dict:
     return data
 
 
+def read_db(path: str) -> dict:
+    """The tuning database at path, which --derive adds to: refused in one line where it is not
+    one (a results document, a list, not JSON), rather than overwritten or merged into."""
+    from ..bench.results import read_json
+
+    data = read_json(path, "tuning database")
+    if (not isinstance(data, dict) or "schema" in data or not isinstance(data.get("entries", {}), dict)
+            or not isinstance(data.get("simt", {}), dict)
+            or not all(isinstance(e, dict) for e in data.get("entries", {}).values())):
+        raise ValueError(f"{path}: not a tuning database (a JSON object of 'entries' and 'simt', as `tilegemm "
+                         "tune --db` writes it); name a new file, or the database itself")
+    return data
+
+
 def _derive(args, con) -> int:
     """`--derive CACHE`: database entries from a cache file's rung tunings, offline. Every refusal
     comes before the database is touched: deriving nothing must not leave an empty database."""
@@ -251,7 +265,7 @@ def _derive(args, con) -> int:
                else f"its tunings are for {', '.join(repr(g) for g in sorted({k[1] for k in keys}))}")
         raise ValueError(f"{args.derive}: no rung tunings to derive from for --gpu {args.gpu!r} ({why}); "
                          "the database is left as it was")
-    old = cache._read(args.db) if os.path.exists(args.db) else {}
+    old = read_db(args.db) if os.path.exists(args.db) else {}
     facts = {k: v for k, v in old.items() if k not in ("entries", "simt")} or dict(gpu=args.gpu, tuner=cache.TUNER_VERSION)
     mine = old.get("entries", {})
     new = {k: v for k, v in entries.items() if k not in mine}  # what the GPU tuned itself stands
