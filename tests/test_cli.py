@@ -239,3 +239,30 @@ def test_dist_bench_says_a_bad_setting_before_it_spawns(setting, says, capsys, m
     assert cli.main(["dist-bench", "--sizes", "16", "--modes", "1d"]) == 2
     err = capsys.readouterr().err
     assert says in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["bench", "--sizes", "8", "--shapes", "16"], "--sizes and --shapes both name the shapes"),  # --shapes was ignored
+    (["bench", "--shapes", ""], "no shapes in ''"),  # ran the defaults
+    (["bench", "--shapes", ","], "no shapes in ','"),  # an empty table, exit 0
+    (["traffic", "--shapes", ""], "no shapes in ''"),  # '.: a folder, not a shape file'
+    (["bench", "--shapes", "0x4x4"], "every dimension must be ≥ 1"),  # 'unknown shape set', the reason hidden
+])
+def test_shapes_that_name_nothing_runnable_are_refused(argv, says, capsys):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_empty_shape_file_and_a_report_said_wrong_before_the_work(capsys, tmp_path):
+    (tmp_path / "empty.json").write_text("[]")
+    assert cli.main(["bench", "--shapes", str(tmp_path / "empty.json")]) == 2
+    assert "no shapes in it" in capsys.readouterr().err
+    doc = tmp_path / "r.json"
+    doc.write_text(open(__import__("os").path.join(__import__("os").path.dirname(__file__), "..", "results",
+                                                   "simulator", "bench.json")).read())
+    (tmp_path / "afile").write_text("")
+    assert cli.main(["report", str(doc), "--out", str(tmp_path / "afile")]) == 2  # was "[Errno 17] File exists"
+    assert "a file, not a folder" in capsys.readouterr().err
+    assert cli.main(["report", str(doc), "--out", str(tmp_path / "rep"), "--readme", str(tmp_path / "no.md")]) == 2
+    assert not (tmp_path / "rep").exists()  # (the report was written, then the README found missing)

@@ -32,9 +32,11 @@ TOOL_MODULES = ("tilegemm.bench.ceilings", "tilegemm.bench.traffic", "tilegemm.b
 def _shapes(args) -> list[tuple[int, int, int]]:
     from .bench import sweep
 
+    if args.sizes and args.shapes is not None:
+        raise ValueError("--sizes and --shapes both name the shapes to run; give one")
     if args.sizes:
         return args.sizes
-    if args.shapes:
+    if args.shapes is not None:
         from .bench.shapes import load_shapes
 
         return load_shapes(args.shapes)

@@ -531,14 +531,20 @@ def readme_section(doc: dict, report_dir, readme_dir) -> str:
         f"![TFLOP/s vs size]({rel}/{PLOTS[0]})"])
 
 
-def update_readme(readme_path, doc: dict, report_dir) -> bool:
-    """Replace the text between RESULTS_BEGIN and RESULTS_END; True if the file changed."""
-    p = Path(readme_path)
+def _readme_markers(p: Path) -> tuple[str, int, int]:
+    """The README's text and where its results section's markers are, or a ValueError."""
     text = p.read_text(encoding="utf-8")
     i, j = text.find(RESULTS_BEGIN), text.find(RESULTS_END)
     if i < 0 or j < 0 or j < i:
         raise ValueError(f"{p}: needs the markers {RESULTS_BEGIN} … {RESULTS_END} (in that order) around the "
                          "results section")
+    return text, i, j
+
+
+def update_readme(readme_path, doc: dict, report_dir) -> bool:
+    """Replace the text between RESULTS_BEGIN and RESULTS_END; True if the file changed."""
+    p = Path(readme_path)
+    text, i, j = _readme_markers(p)
     new = text[: i + len(RESULTS_BEGIN)] + "\n" + readme_section(doc, report_dir, p.parent) + "\n" + text[j:]
     if new != text:
         p.write_text(new, encoding="utf-8")
@@ -559,6 +565,10 @@ def add_cli(subparsers) -> None:
 def cli_report(args) -> int:
     doc = load(args.results)
     out = Path(args.out) if args.out else Path(args.results).parent / "report"
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out}: a file, not a folder (the report is a folder of Markdown and plots)")
+    if args.readme:  # said before the report is written, not after
+        _readme_markers(Path(args.readme))
     ceilings = find_ceilings(doc, args.ceilings)
     path = render(doc, out, ceilings=ceilings)
     print(f"wrote {path} and {', '.join(PLOTS)} in {out}")

@@ -122,12 +122,16 @@ def _from_doc(doc, where: str) -> list[tuple[int, int, int]]:
         items = doc["shapes"]
     else:
         raise ValueError(f"{where}: expected a list of shapes or an object with a 'shapes' list")
+    if not isinstance(items, list) or not items:  # (an empty list ran nothing and printed an empty table)
+        raise ValueError(f"{where}: no shapes in it")
     return [parse_shape(s) for s in items]
 
 
 def load_shapes(name_or_path: str) -> list[tuple[int, int, int]]:
     """A built-in set by name, 'held-out' or 'held-out:SEED' (held_out), a JSON file, 'FILE.json:SET'
     for a set inside a file with 'sets', or an inline list ('128,256,4096x14336x4096')."""
+    if not name_or_path.strip(" ,"):  # ('' is the current folder to Path, ',' an empty list)
+        raise ValueError(f"no shapes in {name_or_path!r}: name a set, a JSON file or a list of shapes")
     seed = held_out_seed(name_or_path)
     if seed is not None:
         return held_out(seed)
@@ -151,6 +155,7 @@ def load_shapes(name_or_path: str) -> list[tuple[int, int, int]]:
         return _from_doc(doc, str(p))
     try:
         return parse_shapes(name_or_path)
-    except ValueError:
+    except ValueError as e:
+        why = f" ({e})" if any(c.isdigit() for c in name_or_path) else ""  # (it reads as a list of shapes: why not)
         raise ValueError(f"unknown shape set {name_or_path!r}: not a built-in set "
-                         f"({', '.join(sets)}, {HELD_OUT}[:SEED]), a JSON file, or a list of shapes") from None
+                         f"({', '.join(sets)}, {HELD_OUT}[:SEED]), a JSON file, or a list of shapes{why}") from None
