@@ -266,3 +266,12 @@ def test_an_empty_shape_file_and_a_report_said_wrong_before_the_work(capsys, tmp
     assert "a file, not a folder" in capsys.readouterr().err
     assert cli.main(["report", str(doc), "--out", str(tmp_path / "rep"), "--readme", str(tmp_path / "no.md")]) == 2
     assert not (tmp_path / "rep").exists()  # (the report was written, then the README found missing)
+
+
+def test_a_ptxas_named_that_is_not_there_is_said(capsys, monkeypatch, tmp_path):
+    """TILEGEMM_PTXAS naming no tool: another ptxas was used without a word."""
+    monkeypatch.setenv("TILEGEMM_PTXAS", str(tmp_path / "nope"))
+    if __import__("tilegemm")._cuda.has_gpu():
+        pytest.skip("the GPU route reads no ptxas")
+    assert cli.main(["resources"]) == 2
+    assert "TILEGEMM_PTXAS=" in capsys.readouterr().err

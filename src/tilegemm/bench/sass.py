@@ -154,7 +154,14 @@ def _on_gpu(kernel, dtype) -> list[dict]:
 
 
 def _tool(name: str) -> str | None:
-    cands = [os.environ.get(f"TILEGEMM_{name.upper()}")]
+    asked = os.environ.get(f"TILEGEMM_{name.upper()}", "").strip()
+    if asked:  # the caller's tool, or an error: another one would be used without a word
+        if not (os.path.isfile(asked) and os.access(asked, os.X_OK)):
+            from ..errors import ConfigError
+
+            raise ConfigError(f"TILEGEMM_{name.upper()}={asked!r}: not an executable file")
+        return asked
+    cands = []
     try:  # the CUDA wheels' own tools first: their ptxas reads what their NVVM writes
         import nvidia
 
@@ -228,7 +235,8 @@ def _offline_inprocess(kernel, dtype, cc=(9, 0), only: int | None = None) -> lis
             r = subprocess.run([ptxas, f"-arch={arch}", "-v", *cap_args, p, "-o", cubin], capture_output=True,
                                text=True)
             if r.returncode:
-                raise RuntimeError(f"ptxas failed: {r.stderr.strip()[-400:]}")
+                raise RuntimeError(f"ptxas failed (exit {r.returncode}): "
+                                   f"{(r.stderr.strip() or r.stdout.strip() or 'it printed nothing')[-400:]}")
             info = r.stderr + r.stdout
             mr, ms = _PTXAS_REGS.search(info), _PTXAS_STACK.search(info)
             rec = {"function": _dispatcher_name(d),
@@ -398,6 +406,8 @@ def resource_table(kernels, dtype="float32", route: str = "auto") -> list[dict]:
     ks = [k for k in ks if k.backend == "simt" and k.supports(dtype)]
     if route == "auto":
         route = "gpu" if _cuda.has_gpu() else "offline"
+    if route == "offline":  # (a TILEGEMM_PTXAS or _NVDISASM that names no tool: said once, not in every rung's row)
+        _tool("ptxas"), _tool("nvdisasm")
     if route == "offline" and _cuda.SIMULATOR:
         return _table_in_processes(ks, dtype)
     out = []
