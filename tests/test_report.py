@@ -384,7 +384,7 @@ def test_a_results_file_of_wrong_types_is_one_line(edit, says, tmp_path, capsys)
 def test_merge_parts_of_the_wrong_shape_are_one_line(tmp_path, capsys):
     (tmp_path / "list.json").write_text("[1, 2]")
     (tmp_path / "env.json").write_text(json.dumps({"schema": "tilegemm.model/1", "environment": "x"}))
-    for command, part, says in (("library", "list.json", "not a JSON object (a list)"),
+    for command, part, says in (("library", "list.json", "part 1 is not a `tilegemm library` result"),
                                 ("model-bench", "env.json", "'environment' must be an object")):
         rc, _, err = _main(capsys, command, "--merge", str(tmp_path / part), "--json", str(tmp_path / "m.json"))
         assert rc == 2 and says in _one_line(err) and not (tmp_path / "m.json").exists()
