@@ -274,3 +274,10 @@ def test_a_ptxas_named_that_is_not_there_is_said(capsys, monkeypatch, tmp_path):
         pytest.skip("the GPU route reads no ptxas")
     assert cli.main(["resources"]) == 2
     assert "TILEGEMM_PTXAS=" in capsys.readouterr().err
+
+
+def test_counters_says_which_field_a_value_does_not_fit(capsys):
+    """`unrolled:BM=abc` said int()'s message, naming neither the field nor the kernel."""
+    assert cli.main(["counters", "--kernels", "unrolled:BM=abc"]) == 2
+    err = capsys.readouterr().err
+    assert "BM=abc: unrolled's BM is a whole number" in err and len(err.strip().splitlines()) == 1

@@ -399,3 +399,11 @@ def test_an_output_that_is_the_input_is_refused(tmp_path, capsys):
         rc, _, err = _main(capsys, *argv)
         assert rc == 2 and "is also what this command reads" in _one_line(err)
     assert open(path).read() == before
+
+
+def test_compare_of_files_with_nothing_in_common_is_a_users_mistake(tmp_path, capsys):
+    """Exit 2 and one line on stderr: it printed on stdout and exited 1, --fail-on-slower's code."""
+    a = _edited(tmp_path, "a.json", lambda d: None)
+    b = _edited(tmp_path, "b.json", lambda d: [r.update(kernel=r["kernel"] + "_x") for r in d["records"]])
+    rc, out, err = _main(capsys, "compare", a, b)
+    assert rc == 2 and "no kernel × shape appears in both" in _one_line(err) and not out.strip()

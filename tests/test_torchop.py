@@ -834,3 +834,19 @@ def test_served_says_which_products_tilegemm_runs():
     assert not served(a32, a64) and not served(a32.bfloat16(), a32.bfloat16())
     assert not served(a32.to_sparse(), a32) and not served(a32, a32.to_sparse())
     assert not served(a32.to("meta"), a32.to("meta")) and not served(a32, a32.to("meta"))
+
+
+def test_a_patch_that_fails_halfway_gives_back_what_it_patched():
+    """A layer class whose subclass cannot be made (its __init_subclass__ wants an argument) after
+    other layers: the layers before it stayed patched, with no Patch to undo them."""
+    class Strict(torch.nn.Linear):
+        def __init_subclass__(cls, *, tag, **kw):
+            super().__init_subclass__(**kw)
+
+    m = torch.nn.Sequential(torch.nn.Linear(8, 8), Strict(8, 4))
+    with pytest.raises(TypeError):
+        tilegemm.patch(m)
+    assert type(m[0]) is torch.nn.Linear and type(m[1]) is Strict
+    with tilegemm.patch(torch.nn.Sequential(torch.nn.Linear(8, 4))) as p:  # (a later patch of another model: fine)
+        pass
+    assert p.counts == {"tilegemm": 0, "torch": 0}

@@ -402,35 +402,41 @@ class Patch:
             kept = {}
         self._tag = tag if reuse else next(_TAGS)
         _COUNTERS[self._tag] = self._live
-        for module in model.modules():
-            if not isinstance(module, torch.nn.Linear):
-                continue
-            cls = type(module)
-            if "_tilegemm_base" in vars(cls) and not cls._tilegemm_on:  # a patch undone under a class made on top,
-                module.__class__ = cls = cls._tilegemm_base  # which has gone since: the layer's own class again
-            if hasattr(cls, "_tilegemm_base"):  # another patch's (or under a class made on top of one)
-                continue
-            if not _routes_linear(module) or _lazy(module):
-                continue
-            base = type(module)
-            if base not in self.classes:
-                cls = kept.get((base, matmul_too)) if reuse else None
-                if cls is None:
-                    cls = type(base.__name__, (base,), dict(
-                        forward=_forward_in_mode if matmul_too else _forward, __reduce_ex__=_reduce_unpatched,
-                        __module__=base.__module__, _tilegemm_base=base, _tilegemm_tag=self._tag))
-                    kept[(base, matmul_too)] = cls
-                cls._tilegemm_counts, cls._tilegemm_on = self._live, True
-                self.classes[base] = cls
-            module.__class__ = self.classes[base]
-            self.layers.append(module)
-        if reuse or tag is None:
-            _KEPT[model] = (self._tag, kept)
-        if matmul_too:
-            hooks = _ModeHooks(self._live, self._tag)  # entered before the model's other pre-hooks (one that raises
-            # would leave it unentered, and leave, which runs even then, would pop another mode), left after its hooks
-            self.hooks.append(model.register_forward_pre_hook(hooks.enter, prepend=True))
-            self.hooks.append(model.register_forward_hook(hooks.leave, always_call=True))
+        try:  # (a class that cannot be made halfway, an __init_subclass__ that refuses: the layers done so far
+            # are given back, as undo gives them)
+            for module in model.modules():
+                if not isinstance(module, torch.nn.Linear):
+                    continue
+                cls = type(module)
+                if "_tilegemm_base" in vars(cls) and not cls._tilegemm_on:  # a patch undone under a class made on top,
+                    module.__class__ = cls = cls._tilegemm_base  # which has gone since: the layer's own class again
+                if hasattr(cls, "_tilegemm_base"):  # another patch's (or under a class made on top of one)
+                    continue
+                if not _routes_linear(module) or _lazy(module):
+                    continue
+                base = type(module)
+                if base not in self.classes:
+                    cls = kept.get((base, matmul_too)) if reuse else None
+                    if cls is None:
+                        cls = type(base.__name__, (base,), dict(
+                            forward=_forward_in_mode if matmul_too else _forward, __reduce_ex__=_reduce_unpatched,
+                            __module__=base.__module__, _tilegemm_base=base, _tilegemm_tag=self._tag))
+                        kept[(base, matmul_too)] = cls
+                    cls._tilegemm_counts, cls._tilegemm_on = self._live, True
+                    self.classes[base] = cls
+                module.__class__ = self.classes[base]
+                self.layers.append(module)
+            if reuse or tag is None:
+                _KEPT[model] = (self._tag, kept)
+            if matmul_too:
+                hooks = _ModeHooks(self._live, self._tag)  # entered before the model's other pre-hooks (one that
+                # raises would leave it unentered, and leave, which runs even then, would pop another mode), left
+                # after its hooks
+                self.hooks.append(model.register_forward_pre_hook(hooks.enter, prepend=True))
+                self.hooks.append(model.register_forward_hook(hooks.leave, always_call=True))
+        except BaseException:
+            self.undo()
+            raise
 
     @property
     def counts(self) -> dict:

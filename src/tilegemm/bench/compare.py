@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -179,9 +180,9 @@ def cli_compare(args) -> int:
     console = Console()
     if not console.is_terminal:
         console.width = max(console.width, 150)
-    if not verdicts:
-        console.print("no kernel × shape appears in both files")
-        return 1
+    if not verdicts:  # (a user's mistake, exit 2: 1 is --fail-on-slower's)
+        print(f"tilegemm compare: no kernel × shape appears in both {args.old} and {args.new}", file=sys.stderr)
+        return 2
     colour = {FASTER: "green", SLOWER: "red", SAME: "white", UNCLEAR: "yellow"}
     t = Table(title=f"{args.old} → {args.new}", header_style="bold")
     for col in ("kernel", "shape", "dtype", "old ms", "new ms", "new/old", f"{int(args.level * 100)}% interval",

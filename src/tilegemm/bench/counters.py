@@ -160,7 +160,11 @@ def _launcher(kernel, overrides: dict):
                 raise ValueError(f"{key}={value}: a yes or no ({', '.join(BOOLS)})")
             changes[key] = BOOLS[value.lower()]
         else:
-            changes[key] = type(current)(value)
+            try:
+                changes[key] = type(current)(value)
+            except ValueError:
+                what = {int: "a whole number", float: "a number"}.get(type(current), type(current).__name__)
+                raise ValueError(f"{key}={value}: {kernel.name}'s {key} is {what} (its default: {current!r})") from None
     cfg = dataclasses.replace(base, **changes)
     cfg.check()
     return lambda a, b, c, stream=None: mod.launch_config(cfg, a, b, c, stream)
