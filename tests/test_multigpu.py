@@ -303,3 +303,15 @@ def test_broadcast_operand_and_parameters_under_no_grad():
     _close(c, _ref(a.detach(), b), 2e-2)
     with pytest.raises(tilegemm.AutogradError, match="devices= records no gradient"):
         tilegemm.matmul(a, b, devices="all")
+
+
+def test_device_ids_read_an_iterator_once(monkeypatch):
+    """The range check walked devices again after the ids were read from it: a generator was used
+    up by then, and an id past the host's GPUs passed unchecked."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(_cuda, "has_gpu", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert multigpu.device_ids(i for i in ["cuda:1", 0]) == [1, 0]
+    for given in ([5], (i for i in [5])):
+        with pytest.raises(DeviceError, match="devices has 5; this host's GPUs are 0 to 1"):
+            multigpu.device_ids(given)

@@ -237,7 +237,8 @@ def device_ids(devices) -> list[int]:
     any machine), the ids against the GPUs there after."""
     from . import _cuda
 
-    ids = None if isinstance(devices, str) and devices == "all" else _parse_ids(devices)
+    named = None if isinstance(devices, str) and devices == "all" else _parse_ids(devices)  # [(as given, id)]
+    ids = None if named is None else [i for _, i in named]
     if not _cuda.has_gpu():
         raise DeviceError("matmul: devices= splits the product over CUDA GPUs, and this machine has none")
     import torch
@@ -245,13 +246,13 @@ def device_ids(devices) -> list[int]:
     count = torch.cuda.device_count()
     if ids is None:
         return list(range(count))
-    for d, i in zip(devices, ids):
+    for d, i in named:  # (devices itself may have been an iterator, read once)
         if not 0 <= i < count:
             raise DeviceError(f"matmul: devices has {d!r}; this host's GPUs are 0 to {count - 1}")
     return ids
 
 
-def _parse_ids(devices) -> list[int]:
+def _parse_ids(devices) -> list[tuple]:
     if isinstance(devices, (str, int)) or not hasattr(devices, "__iter__"):
         raise DeviceError(f"matmul: devices={devices!r}; give \"all\" or a list of GPU ids such as [0, 1]")
     ids = []
@@ -270,9 +271,9 @@ def _parse_ids(devices) -> list[int]:
             i = getattr(d, "index", None) if getattr(d, "type", None) == "cuda" else None
         if not isinstance(i, int) or i < 0:
             raise DeviceError(f"matmul: devices has {d!r}; give GPU ids such as 0 or \"cuda:1\"")
-        if i in ids:
+        if any(i == j for _, j in ids):
             raise DeviceError(f"matmul: devices names GPU {i} twice")
-        ids.append(i)
+        ids.append((d, i))
     if not ids:
         raise DeviceError("matmul: devices= is empty")
     return ids
