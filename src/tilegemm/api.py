@@ -271,7 +271,7 @@ def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
             return arrays.zeros_like_kind(A, shape, dtype)
         arrays.fill_zero(out)
         return out
-    if p.kernel.backend != "cpu" and p.m * p.n * p.k > SIMULATED_MNK and _cuda.SIMULATOR:
+    if _cuda.SIMULATOR and p.kernel.backend != "cpu" and p.m * p.n * p.k > SIMULATED_MNK:
         _warn_simulated(p)
     return dispatch.execute_matmul(p.kernel, kernel == "auto", A, B, O, out, shape, dtype)
 

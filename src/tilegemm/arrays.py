@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,12 +53,6 @@ def refuse_masked(x, what: str) -> None:
             f"as they are")
 
 
-def _strided():
-    import torch
-
-    return torch.strided
-
-
 def describe(x, what: str) -> Operand:
     """Classify `x` (argument `what`) or raise a typed error saying what was expected."""
     if isinstance(x, np.generic):  # a NumPy scalar (np.float32(2)): a 0-D array, as np.matmul takes it
@@ -67,7 +62,7 @@ def describe(x, what: str) -> Operand:
         refuse_masked(x, what)
         return Operand(x, "numpy", x.shape, x.dtype.name, HOST, x.flags.c_contiguous)
     if root == "torch":
-        if x.is_nested or x.layout is not _strided():
+        if x.is_nested or x.layout is not sys.modules["torch"].strided:  # (torch is loaded: x is its tensor)
             raise LayoutError(f"{what}: a torch tensor of layout {'nested' if x.is_nested else x.layout}; tilegemm "
                               "multiplies dense (strided) tensors: pass x.to_dense(), or use torch.matmul")
         dev = HOST if x.device.type == "cpu" else f"cuda:{x.device.index or 0}"

@@ -109,10 +109,7 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     with dispatch.memory_for("gemm: copying a and b to the GPU", sum(getattr(x, "nbytes", 0) for x in (a, b))):
         ta, A = _torch_in(a, "a", torch, interp)
         tb, _ = _torch_in(b, "b", torch, interp)
-    if ta.dim() not in (2, 3) or tb.dim() not in (2, 3):
-        raise ShapeError(f"gemm: a and b must be 2-D or 3-D; got {tuple(ta.shape)} and {tuple(tb.shape)}")
-    if ta.shape[-1] != tb.shape[-2]:
-        raise ShapeError(f"gemm: inner dimensions differ: a {tuple(ta.shape)}, b {tuple(tb.shape)}")
+    _check_shapes(ta, tb)
     if ta.device != tb.device:
         raise DeviceError(f"gemm: operands on different devices: {ta.device}, {tb.device}")
     batch = _batch(ta, tb)
@@ -185,6 +182,14 @@ def _check_kinds_and_c(a, b, c) -> None:
         raise LayoutError("gemm: c is read-only, and gemm writes C into it")
 
 
+def _check_shapes(ta, tb) -> None:
+    """gemm's shape rules: 2-D or 3-D operands whose inner dimensions agree."""
+    if ta.dim() not in (2, 3) or tb.dim() not in (2, 3):
+        raise ShapeError(f"gemm: a and b must be 2-D or 3-D; got {tuple(ta.shape)} and {tuple(tb.shape)}")
+    if ta.shape[-1] != tb.shape[-2]:
+        raise ShapeError(f"gemm: inner dimensions differ: a {tuple(ta.shape)}, b {tuple(tb.shape)}")
+
+
 def _batch(ta, tb) -> int | None:
     """The product's batch (None: 2-D @ 2-D). A 2-D operand, or one of batch 1, broadcasts over the
     other's; batches of two other sizes do not broadcast."""
@@ -203,17 +208,13 @@ def _differentiable(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b
     operator; anything else is refused rather than returned without its gradient."""
     from .errors import AutogradError
 
-    if a.dim() not in (2, 3) or b.dim() not in (2, 3):  # (gemm's own contract, before the operator's)
-        raise ShapeError(f"gemm: a and b must be 2-D or 3-D; got {tuple(a.shape)} and {tuple(b.shape)}")
-    if a.shape[-1] != b.shape[-2]:
-        raise ShapeError(f"gemm: inner dimensions differ: a {tuple(a.shape)}, b {tuple(b.shape)}")
+    _check_shapes(a, b)  # (gemm's own contract, before the operator's)
     _batch(a, b)
     if a.dtype != b.dtype or str(a.dtype) not in ("torch.float16", "torch.bfloat16", "torch.float32"):
         raise DTypeError(f"gemm: on tensors that require grad, float16, bfloat16 or float32 operands of one dtype; "
                          f"got {a.dtype} and {b.dtype}")
     plain = (precision == "auto" and out_dtype is None and alpha == 1.0 and beta == 0.0 and c is None
-             and scale_a is None and scale_b is None and kernel == "auto" and a.dtype == b.dtype
-             and str(a.dtype) in ("torch.float16", "torch.bfloat16", "torch.float32"))
+             and scale_a is None and scale_b is None and kernel == "auto")
     if not plain:
         raise AutogradError("gemm: on tensors that require grad only the plain product is differentiable "
                             "(precision auto, no alpha, beta, c, scales or out_dtype); detach the inputs, or "

@@ -222,10 +222,16 @@ def _needs_operator(*tensors) -> bool:
     inference calls tilegemm directly (the operator's dispatch costs microseconds)."""
     if _compiling() or _tracing():
         return True
-    return (torch.is_grad_enabled() and all(t is None or (type(t) in _PLAIN and not t.is_nested) for t in tensors)
-            and any(t is not None and t.requires_grad for t in tensors))  # (a subclass, DTensor's or a jagged
-    # nested tensor's, has no rule for the operator: it goes to torch, which records its gradient; so does an
-    # fx Proxy, whose requires_grad would be a Proxy that symbolic_trace cannot branch on)
+    if not torch.is_grad_enabled():
+        return False
+    wants = False
+    for t in tensors:  # (one pass; the class first: a subclass, DTensor's or a jagged nested tensor's, has no rule
+        if t is None:  # for the operator and goes to torch, which records its gradient; so does an fx Proxy, whose
+            continue  # requires_grad would be a Proxy that symbolic_trace cannot branch on)
+        if type(t) not in _PLAIN or t.is_nested:
+            return False
+        wants = wants or t.requires_grad
+    return wants
 
 
 def _autocast(device: torch.device, *tensors):
