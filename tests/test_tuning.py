@@ -764,6 +764,33 @@ def test_derive_without_gpu_or_db_says_so_on_stderr(tmp_path, capsys):
     assert "--derive needs the GPU it is for (--gpu" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("more", [("--sizes", "64", "--dtypes", "bf16"), ("--from-cache",)])
+def test_tune_refuses_a_db_that_is_not_a_database_before_it_tunes_and_leaves_it(more, tmp_path, capsys,
+                                                                                monkeypatch):
+    """`tune --db FILE` (and --ship's file) where FILE is something else (here a results document):
+    refused in one line before anything is tuned, the file as it was. It was read as an empty
+    database, forgiven, and written over with the tunings at the first shape."""
+    import torch
+
+    from tilegemm import cli
+    from tilegemm.tuning import command, tuner
+
+    doc = tmp_path / "library.json"
+    text = json.dumps({"schema": 3, "records": [{"dtype": "bf16", "ratio": 1.1}]})
+    doc.write_text(text)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(command, "device_facts", lambda: dict(gpu="NVIDIA H200", tuner=cache.TUNER_VERSION))
+    monkeypatch.setattr(tuner, "tune", lambda p: pytest.fail("tuned before the --db was checked"))
+    monkeypatch.setattr(command, "problem", lambda *a: pytest.fail("tuned before the --db was checked"))
+    assert cli.main(["tune", *more, "--db", str(doc)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and "not a tuning database" in err, err
+    assert doc.read_text() == text
+    with pytest.raises(ValueError, match="not a tuning database"):  # the writer itself refuses too
+        command.write_db(str(doc), {"x": {}}, dict(gpu="NVIDIA H200"))
+    assert doc.read_text() == text
+
+
 def test_k11_cache_entries_that_are_not_configurations_and_folders_that_take_no_file_are_warnings(
         tmp_path, monkeypatch):
     """The autotune cache's rule (tilegemm.env): what cannot be read is ignored with a warning; a

@@ -52,12 +52,14 @@ def db_path(gpu: str) -> str:
     return os.path.join(here, "data", "tuning", f"{cache.slug(gpu)}.json")
 
 
-def write_db(path: str, entries: dict, facts: dict, simt: dict | None = None) -> int:
-    """Merge entries (and SIMT winners) into the database at path, its header refreshed; returns
-    the entry count."""
+def write_db(path: str, entries: dict, facts: dict, simt: dict | None = None, old: dict | None = None) -> int:
+    """Merge entries (and SIMT winners) into the database at path (old: its contents, where the
+    caller has read them already), its header refreshed; returns the entry count. A file there
+    that is not a tuning database is refused (read_db), never merged into and overwritten."""
     from . import cache
 
-    old = cache._read(path) if os.path.exists(path) else {}
+    if old is None:
+        old = read_db(path) if os.path.exists(path) else {}
     merged = dict(old.get("entries", {}))
     merged.update(entries)
     winners = dict(old.get("simt", {}))
@@ -157,6 +159,8 @@ def run(args) -> int:
         os.environ["TILEGEMM_TUNE_MAX_CANDIDATES"] = str(args.max_candidates)
     facts = device_facts()
     out_path = args.db or (db_path(facts["gpu"]) if args.ship else None)
+    if out_path and os.path.exists(out_path):
+        read_db(out_path)  # a wrong --db is said now, not after the tuning it would have held
     entries, log, simt = {}, [], {}
     if "fp32" in dtypes and not args.from_cache:
         simt = tune_simt(con)
@@ -269,7 +273,7 @@ def _derive(args, con) -> int:
     facts = {k: v for k, v in old.items() if k not in ("entries", "simt")} or dict(gpu=args.gpu, tuner=cache.TUNER_VERSION)
     mine = old.get("entries", {})
     new = {k: v for k, v in entries.items() if k not in mine}  # what the GPU tuned itself stands
-    n = write_db(args.db, new, facts)
+    n = write_db(args.db, new, facts, old=old)
     con.print(f"{len(entries)} decisions derived for {args.gpu}; {len(new)} added to {args.db} ({n} entries in all)")
     return 0
 
