@@ -404,6 +404,8 @@ def test_merge_with_replace_refuses_a_part_that_lost_products_or_is_not_a_librar
     assert library.merge([dec(["fp32"]), dec(["bf16", "fp32"])], replace=True)["decode"]["records"][0]["dtype"] == "bf16"
     with pytest.raises(ValueError, match="part 2 is not a `tilegemm library` result"):
         library.merge([old, dict(records=[dict(m=1)])], replace=True)
+    with pytest.raises(ValueError, match=r"part 2 is not a `tilegemm library` result \(a JSON list\)"):
+        library.merge([old, [old]])  # (was AttributeError: 'list' object has no attribute 'get')
     with pytest.raises(ValueError, match="part 2 ran on NVIDIA H100"):
         library.merge([old, dict(old, environment=dict(gpu=dict(name="NVIDIA H100")))], replace=True)
     errors = dict(old, records=[], host_us=None, first_call=None, host_us_error="RuntimeError: x")

@@ -639,8 +639,9 @@ def merge(docs: list[dict], replace: bool = False) -> dict:
     if not docs:
         raise ValueError("nothing to merge")
     for i, d in enumerate(docs):
-        if d.get("schema") != "tilegemm.library/1":
-            raise ValueError(f"part {i + 1} is not a `tilegemm library` result (schema {d.get('schema')!r})")
+        if not isinstance(d, dict) or d.get("schema") != "tilegemm.library/1":
+            what = f"schema {d.get('schema')!r}" if isinstance(d, dict) else f"a JSON {type(d).__name__}"
+            raise ValueError(f"part {i + 1} is not a `tilegemm library` result ({what})")
         gpu = (d.get("environment", {}).get("gpu") or {}).get("name")
         if gpu != (docs[0].get("environment", {}).get("gpu") or {}).get("name"):
             raise ValueError(f"part {i + 1} ran on {gpu}, part 1 on another GPU")
