@@ -31,6 +31,7 @@ from . import env
 from .errors import ConfigError
 
 _SIM_VAR = "NUMBA_ENABLE_CUDASIM"
+SIM_MAX_SIDE = 64  # the largest side the lab runs in the simulator (an OS thread per CUDA thread: beyond, hours)
 
 
 def _driver_device_count() -> int:

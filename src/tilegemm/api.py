@@ -276,7 +276,7 @@ def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
     return dispatch.execute_matmul(p.kernel, kernel == "auto", A, B, O, out, shape, dtype)
 
 
-SIMULATED_MNK = 64 ** 3  # the largest product the lab runs in the simulator (tilegemm bench: sizes up to 64)
+SIMULATED_MNK = _cuda.SIM_MAX_SIDE ** 3  # the largest product the lab runs in the simulator (tilegemm bench)
 
 
 def _warn_simulated(p: Plan) -> None:
@@ -284,7 +284,7 @@ def _warn_simulated(p: Plan) -> None:
 
     warnings.warn(f"matmul: {p.m}×{p.k} @ {p.k}×{p.n} on {p.kernel.name} runs in Numba's CUDA simulator (no GPU "
                   f"here), one OS thread per CUDA thread: {p.m * p.n * p.k / SIMULATED_MNK:.3g}× the work of the lab's "
-                  "largest simulated product (64³, seconds), so about as many times as long; kernel='auto' runs "
+                  "largest simulated product ({_cuda.SIM_MAX_SIDE}³, seconds), so about as many times as long; kernel='auto' runs "
                   "the CPU's BLAS", stacklevel=3)
 
 

@@ -59,17 +59,17 @@ def cmd_bench(args) -> int:
     shapes = _shapes(args)
     simulated = [k for k in kernels if k.backend == "simt" and not why[k.name]]
     if not _cuda.has_gpu() and simulated:
-        big = [s for s in shapes if max(s) > 64]
+        big = [s for s in shapes if max(s) > _cuda.SIM_MAX_SIDE]
         con.print("[bold yellow]No CUDA GPU found: GPU kernels run under Numba's CUDA simulator "
                       "(correct results, meaningless times).[/]")
         if big and not args.force:
             if len(big) == len(shapes):
-                raise ValueError(f"every size is above 64, which the simulator takes hours over "
+                raise ValueError(f"every size is above {_cuda.SIM_MAX_SIDE}, which the simulator takes hours over "
                                  f"({', '.join(table.size_label(*s) for s in big)}): ask for smaller sizes, "
                                  "--kernels cpu, or --force")
-            con.print(f"[yellow]Sizes above 64 are impractical in the simulator; dropped: "
+            con.print(f"[yellow]Sizes above {_cuda.SIM_MAX_SIDE} are impractical in the simulator; dropped: "
                           f"{', '.join(table.size_label(*s) for s in big)} (use --force to keep them).[/]")
-            shapes = [s for s in shapes if max(s) <= 64]
+            shapes = [s for s in shapes if max(s) <= _cuda.SIM_MAX_SIDE]
     for name, w in why.items():
         if w:
             con.print(f"[yellow]{name}: not run: {w}[/]")
@@ -130,9 +130,9 @@ def cmd_race(args) -> int:
         if not _cuda.SIMULATOR:
             raise RuntimeError("race needs a CUDA GPU or Numba's CUDA simulator, and TILEGEMM_SIMULATOR=0 forbids "
                                "the simulator here")
-        if max(m, n, k) > 64:  # (as bench's: the simulator runs an OS thread per CUDA thread)
+        if max(m, n, k) > _cuda.SIM_MAX_SIDE:  # (as bench's)
             raise ValueError(f"--size {size}{f' --k {args.k}' if args.k else ''} under Numba's CUDA simulator (no "
-                             "GPU here) would take hours: ask for 64 or less")
+                             f"GPU here) would take hours: ask for {_cuda.SIM_MAX_SIDE} or less")
     con = console()
     kernels = (args.only,) if args.only else (race.CORRECT, race.BROKEN)
     where = _gpu_name() if _cuda.has_gpu() else "Numba CUDA simulator"
