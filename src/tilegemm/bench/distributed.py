@@ -949,12 +949,9 @@ def cli_dist_bench(args) -> int:
                 print(line, flush=True)
         return 0
     try:  # the settings every rank reads, said once here rather than as a traceback from each rank
-        from .. import env
         from ..distributed import _core
 
-        _core._transport(None)
-        env.flag("TILEGEMM_DIST_GRAPHS", True)  # (as _core reads it at its import, which may have been earlier)
-        env.number("TILEGEMM_DIST_BARRIER_S", 600.0)
+        _core.check_settings()
     except ValueError as e:  # (ConfigError is one)
         print(f"tilegemm dist-bench: {e}", file=sys.stderr)
         return 2

@@ -845,12 +845,28 @@ def release_buffers() -> None:
     _SUMMA_KEYS.clear()
 
 
+def _barrier_s() -> float:
+    return env.number("TILEGEMM_DIST_BARRIER_S", 600.0)
+
+
+def _graphs_on() -> bool:
+    return env.flag("TILEGEMM_DIST_GRAPHS", True)
+
+
+def check_settings() -> None:
+    """Read every TILEGEMM_DIST_* setting as the ranks will, so that a caller about to start them
+    (dist-bench) says a bad one once (ConfigError) rather than each rank as a traceback."""
+    _transport(None)
+    _graphs_on()
+    _barrier_s()
+
+
 def _barrier(hdl, what: str) -> None:
     """A device barrier over the mapped buffers' ranks, on the current stream; it traps after
     TILEGEMM_DIST_BARRIER_S (default 600) where this torch takes a timeout."""
     def go():
         try:
-            hdl.barrier(channel=0, timeout_ms=int(env.number("TILEGEMM_DIST_BARRIER_S", 600.0) * 1e3))
+            hdl.barrier(channel=0, timeout_ms=int(_barrier_s() * 1e3))
         except TypeError:  # a torch whose barrier takes no timeout
             hdl.barrier(channel=0)
 
@@ -1220,7 +1236,7 @@ def _capture_stream(device) -> torch.cuda.Stream:
     return torch.cuda.Stream(device=device)
 
 
-GRAPHS = [env.flag("TILEGEMM_DIST_GRAPHS", True)]  # "0": every peer product queued call by call;
+GRAPHS = [_graphs_on()]  # "0": every peer product queued call by call;
 # set False after a failed capture (one such failure is all this process pays for)
 GRAPHS_KEPT = 4  # graphs a _Graphs keeps (the oldest goes first)
 SEEN = 4  # calls a _Graphs remembers: a key that comes back among them is captured
