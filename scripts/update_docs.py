@@ -26,7 +26,7 @@ Missing inputs are reported and skipped.
 from __future__ import annotations
 
 import json
-import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -107,11 +107,7 @@ def _tc_means(doc: dict, dt: str):
     if not rs:
         return None, None, rs
     big = [r["ratio"] for r in rs if r["m"] * r["n"] * r["k"] >= 8192**3]
-    return _geomean([r["ratio"] for r in rs]), _geomean(big) if big else None, rs
-
-
-def _geomean(xs) -> float:
-    return math.exp(sum(map(math.log, xs)) / len(xs))
+    return statistics.geometric_mean([r["ratio"] for r in rs]), statistics.geometric_mean(big) if big else None, rs
 
 
 def _timing_method(doc: dict) -> str:
@@ -147,7 +143,7 @@ def tensorcore_summary(doc: dict) -> str:
         big_s = f"{big:.3f}" if big else "—"
         w = min(rs, key=lambda r: r["ratio"])
         flushed = [r["ratio_eager"] for r in rs if r.get("ratio_eager")]
-        fl = f"{_geomean(flushed):.3f}" if len(flushed) == len(rs) else "—"
+        fl = f"{statistics.geometric_mean(flushed):.3f}" if len(flushed) == len(rs) else "—"
         rows.append(f"| {dt} | {len(rs)} | {geo:.3f} | {big_s} | {w['m']}×{w['n']}×{w['k']} ({w['ratio']:.2f}) | "
                     f"{fl} | {ref.get(dt, 'cuBLAS')} |")
     said = clocks.during([(f"{r['dtype']} {r['m']}×{r['n']}×{r['k']}", r.get("clock")) for r in recs])

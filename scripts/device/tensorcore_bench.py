@@ -38,6 +38,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import sys
 import time
 import traceback
@@ -110,7 +111,7 @@ def main(argv=None) -> int:
     from tilegemm.bench import clocks
     from tilegemm.bench.timing import L2Flush
     from tilegemm.kernels.tensorcore import _problem as C
-    from tilegemm.tuning import cache, timer
+    from tilegemm.tuning import cache
 
     t_start = time.perf_counter()
     dev = torch.device("cuda")
@@ -328,7 +329,7 @@ def merge(docs: list[dict]) -> dict:
 
 def geomean(xs) -> float:
     xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+    return statistics.geometric_mean(xs) if xs else float("nan")
 
 
 def table(result):

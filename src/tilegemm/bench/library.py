@@ -34,7 +34,6 @@ weight, x and y) over its device time beside the GPU's read bandwidth measured i
 from __future__ import annotations
 
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -403,7 +402,7 @@ def summarise(records: list[dict]) -> dict:
                 continue
             ratios = [r["ratio"] for r in rows]
             worst = min(rows, key=lambda r: r["ratio"])
-            out[f"{dtype}/{mode}"] = dict(shapes=len(rows), geomean=math.exp(sum(map(math.log, ratios)) / len(ratios)),
+            out[f"{dtype}/{mode}"] = dict(shapes=len(rows), geomean=statistics.geometric_mean(ratios),
                                           worst=dict(shape=[worst["m"], worst["n"], worst["k"]], ratio=worst["ratio"]),
                                           below_095=sum(x < 0.95 for x in ratios))
     return out
