@@ -220,6 +220,8 @@ CASES = [
          lambda: _mm(_f32(*_A), _f32(*_B), out=__import__("torch").empty(3, 5)), "DTypeError", "they must match"),
     Case("out", "out a Python list", lambda: _mm(_f32(*_A), _f32(*_B), out=[[0.0] * 5] * 3), "DTypeError",
          "expected a NumPy array"),
+    Case("out", "out a NumPy scalar, for a vector · vector product (np.matmul refuses the same)",
+         lambda: _mm(_f32(4), _f32(4, seed=1), out=np.float32(7)), "DTypeError", "out is a NumPy scalar"),
     Case("out", "out not contiguous (every other column of a wider array)",
          lambda: _mm(_f32(*_A), _f32(*_B), out=np.zeros((3, 10), np.float32)[:, ::2]), like=_np),
     # ---- autograd

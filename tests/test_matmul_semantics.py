@@ -342,3 +342,66 @@ def test_fill_zero_zeroes_a_numba_device_array():
     arrays.fill_zero(d)
     assert (d.copy_to_host() == 0).all()
     arrays.fill_zero(cuda.device_array((0, 4), dtype=np.float32))  # nothing to fill: no copy
+
+
+@pytest.mark.parametrize("kernel", ["auto", "cpu_naive"])
+def test_a_numpy_scalar_out_is_refused_not_left_unwritten(kernel):
+    """np.matmul refuses a NumPy scalar as out= (TypeError); taken for a 0-D array it was a copy that
+    took the result, and the scalar came back unwritten (a silently wrong vector·vector product)."""
+    v = np.ones(3)
+    with pytest.raises(TypeError):
+        np.matmul(v, v, out=np.float64(7))
+    with pytest.raises(TypeError, match="NumPy scalar"):
+        tilegemm.matmul(v, v, kernel=kernel, out=np.float64(7))
+    out = np.empty(())
+    assert tilegemm.matmul(v, v, kernel=kernel, out=out) is out and out == 3
+
+
+def test_a_subclass_0d_result_is_wrapped_as_numpy_wraps_it(tmp_path):
+    """np.matmul hands a 0-D result to the subclass's __array_wrap__ with return_scalar=True (a
+    memmap gives a NumPy scalar back); so does matmul."""
+    mm = np.memmap(tmp_path / "v.dat", dtype=np.float64, mode="w+", shape=(3,))
+    mm[:] = 2
+    for kernel in ("auto", "cpu_naive"):
+        got, want = tilegemm.matmul(mm, mm, kernel=kernel), np.matmul(mm, mm)
+        assert type(got) is type(want) and got == want == 12, kernel
+
+
+def test_the_simulators_warning_is_for_the_whole_nd_product(monkeypatch):
+    """A batch run as one 2-D product per entry warned per entry (the entry's work, at a line of
+    tilegemm.nd), or never where each entry is small and the batch large: the warning is said once,
+    for the whole product, at the caller's line. (The launches are stood in for.)"""
+    import re
+    import warnings
+
+    from tilegemm import _cuda, dispatch
+
+    if not _cuda.SIMULATOR:
+        pytest.skip("the simulator's warning")
+
+    def stand_in(kern, auto, A, B, O, out, shape, dtype):
+        return torch.zeros(shape, dtype=getattr(torch, dtype))
+
+    monkeypatch.setattr(dispatch, "execute_matmul", stand_in)
+    f = np.float32
+    cases = [((1000, 64, 64), (1000, 64, 64), r"1e\+03×"),  # each entry 64³: never said
+             ((20, 64, 65), (20, 65, 64), r"20\.3×"),  # each entry past 64³: said 20 times, for one entry
+             ((1000, 64, 64), (64, 64), r"1e\+03×"),  # folded into one 2-D product: said at tilegemm.nd's line
+             ((70,), (70, 4096), r"1\.09×")]  # a 1-D operand promoted: likewise
+    for sa, sb, factor in cases:
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            tilegemm.matmul(np.ones(sa, f), np.ones(sb, f), kernel="naive")
+        assert len(said) == 1, (sa, sb, [str(w.message) for w in said])
+        text = str(said[0].message)
+        assert said[0].filename == __file__, (sa, sb, said[0].filename)
+        assert f"{sa} @ {sb} on naive" in text and f"({_cuda.SIM_MAX_SIDE}³" in text, text
+        assert re.search(factor, text), text
+    with warnings.catch_warnings(record=True) as said:  # a 2-D product: said by api, at the caller's line
+        warnings.simplefilter("always")
+        tilegemm.matmul(np.ones((100, 100), f), np.ones((100, 100), f), kernel="naive")
+    assert len(said) == 1 and said[0].filename == __file__
+    assert "100×100 @ 100×100 on naive" in str(said[0].message) and "(64³, seconds)" in str(said[0].message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tilegemm.matmul(np.ones((8, 32, 32), f), np.ones((8, 32, 32), f), kernel="naive")  # 8 × 32³ = 64³: no word

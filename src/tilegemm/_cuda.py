@@ -23,6 +23,7 @@ tiles its neighbours never wrote, rarely and at random (CI saw k07 give a wrong 
 
 from __future__ import annotations
 
+import contextvars
 import ctypes
 import os
 import sys
@@ -32,6 +33,21 @@ from .errors import ConfigError
 
 _SIM_VAR = "NUMBA_ENABLE_CUDASIM"
 SIM_MAX_SIDE = 64  # the largest side the lab runs in the simulator (an OS thread per CUDA thread: beyond, hours)
+SIMULATED_MNK = SIM_MAX_SIDE ** 3  # the largest product the lab runs there
+SIMULATED_SAID = contextvars.ContextVar("tilegemm_simulated_said", default=False)  # an N-D product has warned
+# for the whole of it: its 2-D products do not warn again, each for its part
+
+
+def warn_simulated(what: str, kernel: str, mnk: int, stacklevel: int) -> None:
+    """matmul's warning that a product (what, as said; mnk multiply-adds) on a GPU kernel is about
+    to run in the simulator, for many times as long as the lab's largest; stacklevel: warnings.warn's,
+    this function's frame being 1."""
+    import warnings
+
+    warnings.warn(f"matmul: {what} on {kernel} runs in Numba's CUDA simulator (no GPU here), one OS thread per "
+                  f"CUDA thread: {mnk / SIMULATED_MNK:.3g}× the work of the lab's largest simulated product "
+                  f"({SIM_MAX_SIDE}³, seconds), so about as many times as long; kernel='auto' runs the CPU's BLAS",
+                  stacklevel=stacklevel)
 
 
 def _driver_device_count() -> int:

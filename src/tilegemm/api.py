@@ -180,6 +180,9 @@ def explain(a, b, kernel: str = "auto") -> str:
 
 
 def _check_out(out, A: Operand, shape, dtype: str, inputs) -> Operand:
+    if isinstance(out, np.generic):  # (describe makes a 0-D array of it: a copy, which the result would go into)
+        raise DTypeError(f"matmul: out is a NumPy scalar ({type(out).__name__}), which cannot be written; pass an "
+                         "array (np.empty(()) for a 0-D result), as np.matmul's out= asks")
     O = arrays.describe(out, "out")
     if O.kind != A.kind:
         raise DTypeError(f"matmul: out is a {O.kind} array but the operands are {A.kind}; they must match")
@@ -231,7 +234,9 @@ def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
         # matrix; np.memmap: a plain array); so does ours
         c = matmul(np.asarray(a) if isinstance(a, np.ndarray) else a,
                    np.asarray(b) if isinstance(b, np.ndarray) else b, kernel=kernel)
-        return sub.__array_wrap__(np.asarray(c), None, False) if isinstance(c, (np.ndarray, np.generic)) else c
+        if not isinstance(c, (np.ndarray, np.generic)):
+            return c
+        return sub.__array_wrap__(np.asarray(c), None, np.ndim(c) == 0)  # (0-D: return_scalar, as np.matmul says)
     if isinstance(out, np.ndarray) and not out.dtype.isnative and isinstance(a, np.ndarray):  # the kernels
         # write this machine's byte order: the product, checked against out, then cast into it (as np.matmul's
         # out= does)
@@ -271,21 +276,10 @@ def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
             return arrays.zeros_like_kind(A, shape, dtype)
         arrays.fill_zero(out)
         return out
-    if _cuda.SIMULATOR and p.kernel.backend != "cpu" and p.m * p.n * p.k > SIMULATED_MNK:
-        _warn_simulated(p)
+    if _cuda.SIMULATOR and p.kernel.backend != "cpu" and p.m * p.n * p.k > _cuda.SIMULATED_MNK \
+            and not _cuda.SIMULATED_SAID.get():
+        _cuda.warn_simulated(f"{p.m}×{p.k} @ {p.k}×{p.n}", p.kernel.name, p.m * p.n * p.k, stacklevel=3)
     return dispatch.execute_matmul(p.kernel, kernel == "auto", A, B, O, out, shape, dtype)
-
-
-SIMULATED_MNK = _cuda.SIM_MAX_SIDE ** 3  # the largest product the lab runs in the simulator (tilegemm bench)
-
-
-def _warn_simulated(p: Plan) -> None:
-    import warnings
-
-    warnings.warn(f"matmul: {p.m}×{p.k} @ {p.k}×{p.n} on {p.kernel.name} runs in Numba's CUDA simulator (no GPU "
-                  f"here), one OS thread per CUDA thread: {p.m * p.n * p.k / SIMULATED_MNK:.3g}× the work of the lab's "
-                  "largest simulated product ({_cuda.SIM_MAX_SIDE}³, seconds), so about as many times as long; kernel='auto' runs "
-                  "the CPU's BLAS", stacklevel=3)
 
 
 def _on_devices(a, b, devices, kernel: str, out):

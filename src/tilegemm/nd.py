@@ -69,7 +69,20 @@ def matmul(a, b, A: arrays.Operand, B: arrays.Operand, kernel: str, out, plan_2d
     if _on_host_blas(A, kernel, p):
         return _host(A, B, out, shape)
     _need_torch(A, B)
-    return _torch(a, b, A, B, kernel, out, batch, m, n, shape, p, matmul_2d)
+    from . import _cuda
+
+    if not _cuda.SIMULATOR or p.kernel.backend == "cpu" or _cuda.SIMULATED_SAID.get():
+        return _torch(a, b, A, B, kernel, out, batch, m, n, shape, p, matmul_2d)
+    # the simulator: its warning is for the whole product (a batch run as one product per entry would
+    # warn per entry, or never where each entry is small and the batch large), said once, at the caller
+    mnk = int(np.prod(batch)) * (1 if m is None else m) * (1 if n is None else n) * A.shape[-1]
+    if mnk > _cuda.SIMULATED_MNK:
+        _cuda.warn_simulated(f"{tuple(A.shape)} @ {tuple(B.shape)}", p.kernel.name, mnk, stacklevel=4)
+    said = _cuda.SIMULATED_SAID.set(True)  # (its 2-D products do not warn again, each for its part)
+    try:
+        return _torch(a, b, A, B, kernel, out, batch, m, n, shape, p, matmul_2d)
+    finally:
+        _cuda.SIMULATED_SAID.reset(said)
 
 
 def describe(A: arrays.Operand, B: arrays.Operand, kernel: str, p) -> tuple[str, tuple | None]:
