@@ -319,8 +319,65 @@ def check_grid_and_panel_out_of_range():
     assert torch.equal(D.summa(a_r, b_r, (world, 1), panel=2), split(a @ b, world, 0)[rank])
 
 
+def check_review_mistakes():
+    """Found in review: zero-size products chosen by the cost model (a ZeroDivisionError), panels
+    wider than K or N (buffers as wide as the panel: an allocator error), operands that require
+    grad (one rank's AutogradError, the other rank, with no rows, waiting out the group's timeout),
+    a bad transport or grid on one rank alone (the other waited in the metadata all-gather), and
+    the DTensor API's panel and grid checks. Every rank refuses together, or every C is exact."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    mesh = init_device_mesh("cpu", (world,))
+    # zero-size dimensions: the empty or all-zero C (the cost model divided 0 by 0)
+    for m, n, k in ((0, 3, 4), (3, 0, 4), (3, 4, 0)):
+        a, b = operands(m, n, k, dtype=torch.float64)
+        for pb in (Shard(0), Shard(1)):
+            for grid in (None, (1, world)):
+                c = D.matmul(distribute_tensor(a, mesh, [Shard(0)]), distribute_tensor(b, mesh, [pb]), grid=grid)
+                assert torch.equal(c.full_tensor(), a @ b), (m, n, k, pb, grid)
+        c = D.summa(split(a, world, 1)[rank].contiguous(), split(b, world, 1)[rank].contiguous(), (1, world))
+        assert torch.equal(c, split(a @ b, world, 1)[rank]), (m, n, k)
+    # panels wider than K (SUMMA) or N (1-D): all of it, in buffers no wider
+    a, b = operands(6, 5, 7, dtype=torch.float64)
+    a_r, b_r = split(a, world, 0)[rank].contiguous(), split(b, world, 0)[rank].contiguous()
+    for panel in (100, 10**12, 2**62):
+        assert torch.equal(D.matmul_1d(a_r, b_r, panel=panel), split(a @ b, world, 0)[rank]), panel
+        assert torch.equal(D.summa(a_r, b_r, (world, 1), panel=panel), split(a @ b, world, 0)[rank]), panel
+        c = D.summa(split(a, world, 1)[rank].contiguous(), split(b, world, 1)[rank].contiguous(), (1, world),
+                    panel=panel)
+        assert torch.equal(c, split(a @ b, world, 1)[rank]), panel
+    # operands that require grad: refused on every rank, also where a rank holds no row of A
+    a1 = split(operands(1, 40, 6, dtype=torch.float64)[0], world, 0)[rank].clone().requires_grad_(True)
+    b1 = split(operands(1, 40, 6, dtype=torch.float64)[1], world, 0)[rank].contiguous()
+    everyone = ", ".join(map(str, range(world)))
+    refused(lambda: D.matmul_1d(a1, b1, panel=8), f"ranks {everyone}: A or B requires grad")
+    refused(lambda: D.summa(a1, b1, (world, 1), panel=2), f"ranks {everyone}: A or B requires grad")
+    with torch.no_grad():
+        D.matmul_1d(a1, b1, panel=8)  # (nothing recorded, nothing refused)
+    # one rank alone with a transport or grid it cannot parse: the other refuses it too, at once
+    last = world - 1
+    try:
+        D.matmul_1d(a_r, b_r, transport="smoke" if rank == last else None)
+    except (ValueError, D.DistributedError) as e:  # the rank that asked: its own ValueError; the others: ours
+        assert (f"rank {last} asked for a transport" in str(e)) if rank != last else "'smoke'" in str(e), str(e)
+    else:
+        raise AssertionError("a transport one rank could not parse was taken")
+    refused(lambda: D.summa(a_r, b_r, (world,) if rank == last else (world, 1)),
+            f"rank {last} was called with a grid that is not two integers")
+    refused(lambda: D.summa(a_r, b_r, (world + 0.5, 1)), "were called with a grid that is not two integers")
+    # the DTensor API: the panel checked on every path, the grid two integers
+    A, B = distribute_tensor(a, mesh, [Shard(0)]), distribute_tensor(b, mesh, [Replicate()])
+    refused(lambda: D.matmul(A, B, panel=-1), "called with panel -1")
+    refused(lambda: D.matmul(A, distribute_tensor(b, mesh, [Shard(0)]), grid=(1.0, float(world))),
+            "two positive integers")
+    assert torch.equal(D.matmul(A, B).full_tensor(), a @ b)  # and the group is whole after them
+
+
 SPAWNED = {"strided blocks": check_strided_blocks, "engines disagree": check_engines_disagree,
-           "16-bit on CPUs": check_16bit_on_cpus, "grid and panel out of range": check_grid_and_panel_out_of_range}
+           "16-bit on CPUs": check_16bit_on_cpus, "grid and panel out of range": check_grid_and_panel_out_of_range,
+           "review mistakes": check_review_mistakes}
 
 
 def blocks_of(m, world, rank):

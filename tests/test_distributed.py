@@ -212,6 +212,48 @@ def test_grid_and_panel_out_of_range_are_refused_by_name(tmp_path):
     _spawned("grid and panel out of range", tmp_path)
 
 
+def test_review_mistakes_are_refused_together_or_exact(tmp_path):
+    """Zero-size DTensor products and SUMMA 1 × P with M = 0 (a ZeroDivisionError in the cost
+    model), panels wider than K or N (an allocator error), operands that require grad (one rank's
+    AutogradError while the other waited out the timeout), a transport or grid one rank could not
+    parse (the other waited in the all-gather), and the DTensor API's panel and grid checks."""
+    _spawned("review mistakes", tmp_path)
+
+
+def test_cost_model_of_zero_size_products():
+    """A product with a zero-size dimension costs nothing: a prediction, not a ZeroDivisionError."""
+    hw = costmodel.shipped(8)
+    for m, n, k, grid in [(0, 3, 4, (1, 2)), (0, 3, 4, (1, 1)), (3, 0, 4, (1, 1)), (3, 4, 0, (1, 1)), (0, 0, 0, (2, 2))]:
+        got = predict(m, n, k, grid, hw, 4)
+        assert got["seconds"] == 0.0 and got["efficiency"] == 1.0, (m, n, k, grid, got)
+    for gpus in (1, 2, 3, 4):
+        assert choose(0, 5, 5, gpus, hw, 4)["seconds"] == 0.0
+
+
+def test_dist_bench_under_torchrun_says_a_bad_setting_in_one_line(monkeypatch, capsys, tmp_path):
+    """Under torchrun (python -m tilegemm.bench.distributed) a bad TILEGEMM_DIST_* setting or an
+    unwritable --json is said in one line before any process group: each rank raised a traceback
+    (the setting), or rank 0 raised after measuring a size (the --json)."""
+    import argparse
+
+    from tilegemm.bench import distributed as bench
+
+    parser = argparse.ArgumentParser()
+    bench._arguments(parser)
+    for k in ("MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("TILEGEMM_DIST_GRAPHS", "maybe")
+    assert bench.cli_dist_bench(parser.parse_args(["--sizes", "4", "--modes", "1d"])) == 2
+    assert "TILEGEMM_DIST_GRAPHS='maybe'" in capsys.readouterr().err
+    monkeypatch.delenv("TILEGEMM_DIST_GRAPHS")
+    (tmp_path / "folder").mkdir()
+    assert bench.cli_dist_bench(parser.parse_args(["--sizes", "4", "--modes", "1d", "--json",
+                                                   str(tmp_path / "folder")])) == 2
+    assert "it is a folder" in capsys.readouterr().err
+
+
 def test_panels_cut_at_both_boundaries():
     # A's K over 2 grid columns: 5 | 6; B's K over 3 grid rows: 4 | 4 | 3
     ps = _panels([5, 6], [4, 4, 3], None)
@@ -224,9 +266,10 @@ def test_panels_cut_at_both_boundaries():
 
 def test_layout_check_names_the_rank():
     # by place: global rank, dtype A, dtype B, device, A rows, A cols, B rows, B cols, grid, panel, GPUs a host,
-    # free MiB, peer-capable, transport, host, MiB held, engine (0: SUMMA), local GEMM runs, panel given
+    # free MiB, peer-capable, transport, host, MiB held, engine (0: SUMMA), local GEMM runs, panel given, grad
     def meta(g, a_rows, a_cols, b_rows, b_cols, db=2, grid=(2, 1), panel=0, da=2, runs=1):
-        return [g, da, db, 0, a_rows, a_cols, b_rows, b_cols, *grid, panel, 0, 0, 0, 0, 0, 0, 0, runs, int(panel != 0)]
+        return [g, da, db, 0, a_rows, a_cols, b_rows, b_cols, *grid, panel, 0, 0, 0, 0, 0, 0, 0, runs, int(panel != 0),
+                0]
 
     with pytest.raises(DistributedError, match="A's blocks span K = 6"):
         check_grid([meta(0, 4, 6, 6, 3), meta(1, 4, 6, 6, 3)], 2, 1)  # K = 6 + 6 rows of B against 6 columns

@@ -942,19 +942,23 @@ def cli_dist_bench(args) -> int:
     if err:
         print(f"tilegemm dist-bench: {err}", file=sys.stderr)
         return 2
+    try:  # the settings every rank reads, said once here rather than as a traceback from each rank
+        from ..distributed import _core
+
+        _core.check_settings()
+        if under and args.json and os.environ["RANK"] == "0":  # (`tilegemm dist-bench` checked it; the module's
+            from .results import check_writable  # own entry, under torchrun, did not: its rank 0 raised after a size)
+
+            check_writable(args.json)
+    except (ValueError, OSError) as e:  # (ConfigError is one)
+        print(f"tilegemm dist-bench: {e}", file=sys.stderr)
+        return 2
     if under:
         _main_of_rank(cfg)
         if os.environ["RANK"] == "0":
             for line in cfg["not_run"]:
                 print(line, flush=True)
         return 0
-    try:  # the settings every rank reads, said once here rather than as a traceback from each rank
-        from ..distributed import _core
-
-        _core.check_settings()
-    except ValueError as e:  # (ConfigError is one)
-        print(f"tilegemm dist-bench: {e}", file=sys.stderr)
-        return 2
     if cfg["backend"] == "gloo":
         print(f"No CUDA GPU: {world} CPU processes over gloo, small sizes, FP32, to show the benchmark works "
               "(its times are not a GPU's).", flush=True)

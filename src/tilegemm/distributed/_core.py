@@ -123,6 +123,8 @@ def _meta_device(group):
 # the metadata every rank shares: its global rank, then these, by place
 G, DA, DB, DEV, AR, AC, BR, BC, PR, PC, PANEL, LOCAL, FREE, PEER, TRANSPORT, HOST, HELD = range(17)
 ALGO, RUNS, PANEL_SET = range(17, 20)  # the engine called (ALGOS), whether its GEMM runs, _panel_code's kind
+GRAD = 20  # whether A or B requires grad (with grad mode on): the engines' out= GEMMs record no gradient
+NOT_A_GRID = -(2**62)  # PR and PC of a grid argument that is not two integers (_grid_ints)
 # what a rank was called as (ALGO): ranks that call different engines would wait in different collectives
 ALGOS = ("summa", "matmul_1d with b_sharded=True", "matmul_1d with b_sharded=False")
 SUMMA, ROWS_1D, REPLICATED_1D = range(3)
@@ -150,10 +152,32 @@ def _describe_meta(a: torch.Tensor, b: torch.Tensor, grid=(0, 0), panel: int | N
     shape = lambda x: list(x.shape) if x.dim() == 2 else [-1, -1]  # noqa: E731
     free = torch.cuda.mem_get_info(a.device)[0] >> 20 if a.is_cuda else 0  # MiB: what buffers may take
     width, given = _panel_code(panel)
-    return [_code(a), _code(b), int(a.is_cuda), *shape(a), *shape(b), int(grid[0]), int(grid[1]), width,
+    grad = torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)
+    return [_code(a), _code(b), int(a.is_cuda), *shape(a), *shape(b), *_grid_ints(grid), width,
             int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0), int(free), int(a.is_cuda and _has_symm_mem()),
-            TRANSPORTS.index(transport), _host_id(), held >> 20, algo,
-            int(_code(a) < 0 or _local_product_runs(a.dtype, a.device)), given]
+            TRANSPORTS.index(transport) if transport is not None else -1, _host_id(), held >> 20, algo,
+            int(_code(a) < 0 or _local_product_runs(a.dtype, a.device)), given, int(grad)]
+
+
+def _grid_ints(grid) -> tuple[int, int]:
+    """(PR, PC) of a grid argument: its two integers, or (NOT_A_GRID, NOT_A_GRID) for anything else
+    (a float, one entry or three, None), which the shared check refuses by name."""
+    try:
+        pr, pc = grid
+        if isinstance(pr, bool) or isinstance(pc, bool):
+            raise TypeError
+        return tuple(max(NOT_A_GRID, min(2**62, operator.index(x))) for x in (pr, pc))  # (in an int64)
+    except (TypeError, ValueError):
+        return NOT_A_GRID, NOT_A_GRID
+
+
+def _asked(transport) -> tuple[str | None, Exception | None]:
+    """(the transport asked for, None) or (None, the error this rank raises once every rank has shared
+    its metadata): a rank that refused alone would leave the others waiting in the all-gather."""
+    try:
+        return _transport(transport), None
+    except ValueError as e:  # (ConfigError is one)
+        return None, e
 
 
 def _panel_code(panel) -> tuple[int, int]:
@@ -233,6 +257,10 @@ def _panel_text(m: list[int]) -> str:
     return ("default", str(m[PANEL]), "(not an integer)")[m[PANEL_SET]]
 
 
+def _grid_text(m: list[int]) -> str:
+    return "(not two integers)" if m[PR] == NOT_A_GRID else f"{m[PR]}×{m[PC]}"
+
+
 def _by(meta: list[list[int]], key, keep) -> dict:
     """{key(m): [global ranks]} over the places m for which keep(m): one error for all the ranks
     that share a fault, not one a rank."""
@@ -258,6 +286,12 @@ def _common_errors(meta: list[list[int]]) -> list[str]:
     for text, rs in _by(meta, _panel_text, lambda m: m[PANEL_SET] == 2 or m[PANEL_SET] == 1 and m[PANEL] < 1).items():
         errs.append(f"{_ranks(rs)} {'was' if len(rs) == 1 else 'were'} called with panel {text}: a panel is a "
                     "positive number of columns (None: the cost model's width)")
+    for rs in _by(meta, lambda m: 0, lambda m: m[GRAD] and m[ALGO] != REPLICATED_1D).values():
+        errs.append(f"{_ranks(rs)}: A or B requires grad, and the distributed products record no gradient: pass "
+                    "them detached (.detach()), or call under torch.no_grad()")
+    for rs in _by(meta, lambda m: 0, lambda m: m[TRANSPORT] < 0).values():
+        errs.append(f"{_ranks(rs)} asked for a transport that is not one of {', '.join(TRANSPORTS)} (the argument, "
+                    "or TILEGEMM_DIST_TRANSPORT)")
     for m in meta:
         r = m[G]
         if m[AR] < 0 or m[BR] < 0:
@@ -272,9 +306,9 @@ def _common_errors(meta: list[list[int]]) -> list[str]:
             errs.append(f"rank {r} called {ALGOS[m[ALGO]]}, rank {meta[0][G]} {ALGOS[meta[0][ALGO]]}")
             continue
         if m[PR:PANEL + 1] != meta[0][PR:PANEL + 1] or m[PANEL_SET] != meta[0][PANEL_SET]:
-            errs.append(f"rank {r} was called with grid {m[PR]}×{m[PC]} and panel {_panel_text(m)}, rank "
-                        f"{meta[0][G]} with {meta[0][PR]}×{meta[0][PC]} and {_panel_text(meta[0])}")
-        if m[TRANSPORT] != meta[0][TRANSPORT]:
+            errs.append(f"rank {r} was called with grid {_grid_text(m)} and panel {_panel_text(m)}, rank "
+                        f"{meta[0][G]} with {_grid_text(meta[0])} and {_panel_text(meta[0])}")
+        if m[TRANSPORT] != meta[0][TRANSPORT] and min(m[TRANSPORT], meta[0][TRANSPORT]) >= 0:
             errs.append(f"rank {r} asked for transport {TRANSPORTS[m[TRANSPORT]]!r}, rank {meta[0][G]} for "
                         f"{TRANSPORTS[meta[0][TRANSPORT]]!r}")
     return errs
@@ -299,8 +333,9 @@ def check_grid(meta: list[list[int]], pr: int, pc: int) -> tuple[list, list, lis
     sizes per grid row)."""
     errs = _common_errors(meta)
     bad = _by(meta, lambda m: (m[PR], m[PC]), lambda m: m[ALGO] == SUMMA and (m[PR] < 1 or m[PC] < 1))
-    errs += [f"{_ranks(rs)} {'was' if len(rs) == 1 else 'were'} called with grid {g[0]}×{g[1]}: a grid is a positive "
-             "number of grid rows × grid columns" for g, rs in bad.items()]
+    errs += [f"{_ranks(rs)} {'was' if len(rs) == 1 else 'were'} called with "
+             + ("a grid that is not two integers" if g[0] == NOT_A_GRID else f"grid {g[0]}×{g[1]}")
+             + ": a grid is a positive number of grid rows × grid columns" for g, rs in bad.items()]
     if len(meta) != pr * pc and not bad:  # (a product of negative entries can equal the world's size)
         errs.append(f"grid {pr}×{pc} has {pr * pc} places for {len(meta)} ranks")
     if bad or len(meta) != pr * pc or not _comparable(meta):
@@ -470,13 +505,15 @@ def layout(a: torch.Tensor, b: torch.Tensor, grid: tuple[int, int], group=None, 
     width: the cost model's fastest; all of K alone). panel: the K panels' width, or with the peer
     transport the steps' bands and column panels. group: a process group (places in its rank
     order) or a Team."""
-    want = _transport(transport)
+    want, bad = _asked(transport)
     who = team(group)
-    pr, pc = int(grid[0]), int(grid[1])
+    pr, pc = _grid_ints(grid)
     keys = _SUMMA_KEYS.get(_summa_key(who, (pr, pc), a.device, a.dtype), ()) if a.is_cuda else ()
     kept = [_PEER.get(x) for x in keys]
     held = sum(2 * x.bufs[0].numel() * a.element_size() for x in kept if x is not None)
     meta = gather_meta(_describe_meta(a, b, (pr, pc), panel, want, held, algo=SUMMA), who)
+    if bad is not None:
+        raise bad  # (the others refuse it, naming this rank)
     rows, ncols, ka, kb = check_grid(meta, pr, pc)
     k_total, size = sum(ka), a.element_size()
     can_peer = _can_peer(meta, who, want)
@@ -495,8 +532,8 @@ def layout(a: torch.Tensor, b: torch.Tensor, grid: tuple[int, int], group=None, 
         bands, cols, width = summa_steps(rows[i], ncols[j], pc > 1, pr > 1, panel)
         return Layout(pr, pc, i, j, rows, ncols, list(itertools.accumulate([0] + ka)),
                       list(itertools.accumulate([0] + kb)), [], width, [m[G] for m in meta], True, bands, cols)
-    if panel:
-        width = panel
+    if panel:  # (no wider than K: the receive buffers are `width` wide, whatever the panel asked for)
+        width = min(operator.index(panel), max(k_total, 1))
     elif pr * pc > 1:
         width = _model_panel(sum(rows), sum(ncols), k_total, (pr, pc), size, meta[0][LOCAL])[0]
     else:
@@ -711,13 +748,15 @@ def layout_1d(a: torch.Tensor, b: torch.Tensor, group=None, panel: int | None = 
     cost model's faster (docs/perf-notes.md, 72: beside our persistent GEMMs NCCL's kernels wait
     for SMs, and a rank's GEMM can wait for its peer's). Not checked across the ranks: ranks that
     force different orders issue the same collectives in the same order, at different speeds."""
-    want = _transport(transport)
+    want, bad = _asked(transport)
     who = team(group)
     if len(who.stages) != 1:
         raise DistributedError("the 1-D algorithm runs on one group (a 1-D mesh), not on a 2-D mesh's rows and columns")
     have = _PEER.get(_peer_key(who.stages[0], b.device, b.dtype)) if b.is_cuda else None
     held = 2 * have.bufs[0].numel() * b.element_size() if have is not None else 0
     meta = gather_meta(_describe_meta(a, b, (0, 0), panel, want, held, algo=ROWS_1D), who)
+    if bad is not None:
+        raise bad  # (the others refuse it, naming this rank)
     errs = _common_errors(meta)
     if not _comparable(meta):
         _refuse(errs)  # no shapes to compare
@@ -727,6 +766,8 @@ def layout_1d(a: torch.Tensor, b: torch.Tensor, group=None, panel: int | None = 
     errs += [f"rank {m[G]}: B has {m[BC]} columns, rank {meta[0][G]}'s {meta[0][BC]}" for m in meta if m[BC] != meta[0][BC]]
     _refuse(errs)
     n, world = meta[0][BC], len(meta)
+    if panel:  # (no wider than N: the packed and gathered buffers are a panel wide, whatever was asked for)
+        panel = min(operator.index(panel), max(n, 1))
     can_peer = _can_peer(meta, who, want)
     peer = can_peer and _peer_fits(meta, n, a.element_size())
     g = who.stages[0]
@@ -1423,7 +1464,6 @@ def matmul_1d(a: torch.Tensor, b: torch.Tensor, group=None, b_sharded: bool = Tr
     cost model says that is faster) after each;
     transport: how the panels travel, "auto" (the default: the copy engines on GPUs of one host,
     else NCCL's or gloo's all-gather), "peer" or "nccl" (layout_1d). A replicated B moves nothing."""
-    want = _transport(transport)  # a wrong name is refused either way
     if b_sharded:
         return run_1d(a, b, layout_1d(a, b, group, panel, transport), group)
     import tilegemm
@@ -1431,7 +1471,10 @@ def matmul_1d(a: torch.Tensor, b: torch.Tensor, group=None, b_sharded: bool = Tr
     # the same metadata as layout_1d's (one all-gather of the same length), so that ranks that
     # disagree on b_sharded, panel or transport are refused on every rank, not left in each other's
     # collectives (the panel and transport mean nothing to a replicated B, but must still agree)
+    want, bad = _asked(transport)  # a wrong name is refused either way
     meta = gather_meta(_describe_meta(a, b, (0, 0), panel, want, algo=REPLICATED_1D), team(group))
+    if bad is not None:
+        raise bad  # (the others refuse it, naming this rank)
     errs = _common_errors(meta)
     if not _comparable(meta):
         _refuse(errs)  # no shapes to compare

@@ -68,13 +68,19 @@ def matmul(a, b, *, grid: tuple[int, int] | None = None, panel: int | None = Non
         raise DistributedError(f"A {tuple(a.shape)} and B {tuple(b.shape)} do not multiply (2-D, A's columns = B's rows)")
     m, n, k = a.shape[0], b.shape[1], a.shape[1]
     who = mesh_team(mesh)
+    if grid is not None:
+        from ._core import NOT_A_GRID, _grid_ints
+
+        if NOT_A_GRID in _grid_ints(grid):
+            raise DistributedError(f"grid {grid!r}: two positive integers (grid rows, grid columns)")
+        grid = _grid_ints(grid)
     if mesh.ndim == 1:
         p = mesh.size()
-        if grid is not None and (len(grid) != 2 or grid[0] * grid[1] != p or min(grid) < 1):
+        if grid is not None and (grid[0] * grid[1] != p or min(grid) < 1):
             raise DistributedError(f"grid {tuple(grid)} does not hold the mesh's {p} ranks (pr × pc = {p})")
         a1 = a if tuple(a.placements) == (Shard(0),) else a.redistribute(mesh, [Shard(0)])
         if grid is None and tuple(b.placements) == (Replicate(),):
-            c = matmul_1d(a1.to_local(), b.to_local(), group=who, b_sharded=False)
+            c = matmul_1d(a1.to_local(), b.to_local(), group=who, b_sharded=False, panel=panel)
         else:
             b1 = b if tuple(b.placements) == (Shard(0),) else b.redistribute(mesh, [Shard(0)])
             grid = tuple(grid) if grid is not None else _chosen_grid(m, n, k, p, a.dtype, a1.to_local().is_cuda)

@@ -202,8 +202,9 @@ def predict(m: int, n: int, k: int, grid: tuple[int, int], hw: Hardware, itemsiz
         ahead = True  # SUMMA's loop always overlaps
     one = 2 * m * n * k / (hw.tflops(m, n, k) * 1e12)
     return dict(algorithm="1d" if pc == 1 else "summa", grid=[pr, pc], gpus=p, panel=width, seconds=total, local_s=local,
-                comm_s=comm * panels, efficiency=min(1.0, local / total), speedup=one / total,
-                tflops=2 * m * n * k / total / 1e12, ahead=ahead)
+                comm_s=comm * panels, efficiency=min(1.0, local / total) if total else 1.0,
+                speedup=one / total if total else 0.0, tflops=2 * m * n * k / total / 1e12 if total else 0.0,
+                ahead=ahead)  # (a zero-size product moves and multiplies nothing: no time, as the peer model's)
 
 
 def _predict_peer_summa(m: int, n: int, k: int, grid: tuple[int, int], hw: Hardware, itemsize: int,
