@@ -906,3 +906,186 @@ def test_the_waves_note_advises_tuning_only_a_quarter_of_the_sms_emptier():
     with mock.patch.object(P, "num_sms", return_value=132):
         said = space.waves_note(_problem(1536, 3456, 2560), space.T05, fitted, (1536, 4096, 2560))
     assert "here 216, 1.64 waves" in said and "tilegemm tune" not in said, said
+
+
+# ---- a CUDA device stood in for on the CPU: the lookups that read the user's cache and the database ----
+
+
+class _OnCuda(torch.Tensor):
+    """A CPU tensor that says it lives on cuda:0 (the lookups ask only its device, shape and strides)."""
+
+    @property
+    def device(self):
+        return torch.device("cuda", 0)
+
+
+def _on_cuda(monkeypatch, m, n, k, dt=torch.bfloat16, b_t=False):
+    monkeypatch.setitem(P._DEV, 0, (132, (9, 0), "NVIDIA H200"))
+    p = _problem(m, n, k, dt, b_t)
+    return P.Problem(*(x.as_subclass(_OnCuda) for x in (p.a, p.b, p.c)), p.precision)
+
+
+@pytest.mark.parametrize("value", ["junk", [1], 5])
+def test_an_entry_of_the_users_cache_that_is_not_an_object_is_a_warning_not_a_crash(value, monkeypatch):
+    """A hand-edited tuning cache whose entry for a shape is not a JSON object: the shape takes the
+    database, with a warning (it was AttributeError on every call of that shape's bucket)."""
+    from tilegemm import tuning
+
+    p = _on_cuda(monkeypatch, 4096, 4096, 4096)
+    os.makedirs(cache.cache_dir(), exist_ok=True)
+    for key in (cache.decision_key(p, "NVIDIA H200"), cache.tune_key(space.T02, p)):
+        with open(cache.cache_path(), "w") as f:
+            json.dump({key: value}, f)
+        cache.reset()
+        with pytest.warns(RuntimeWarning, match="ignoring entry"):
+            d = tuning.choose(p, "auto" if key.startswith("auto|") else space.T02)
+        assert "shipped database" in d.source, d
+
+
+def test_an_entry_of_the_users_cache_with_a_shape_that_is_not_one_is_still_explained(monkeypatch):
+    from tilegemm import dispatch
+
+    p = _on_cuda(monkeypatch, 4096, 4096, 4096)
+    t02 = space.cfg(128, 128, 64, 8, 3)
+    cache.store_entry(cache.decision_key(p, "NVIDIA H200"), dict(rung=space.T02, config=t02, ms=1.0, shape="abc"))
+    rung, said = dispatch.explain_problem(p)  # was TypeError in the waves note
+    assert rung == space.T02 and "your tuning cache" in said[1], said
+
+
+def test_autotune_force_retunes_what_the_users_cache_holds(monkeypatch):
+    """TILEGEMM_AUTOTUNE=force: "retune" (tilegemm.env), once a process; it took the cached decision."""
+    from tilegemm import tuning
+    from tilegemm.tuning import tuner
+
+    p = _on_cuda(monkeypatch, 4096, 4096, 4096)
+    t02 = space.cfg(128, 128, 64, 8, 3)
+    key = cache.decision_key(p, "NVIDIA H200")
+    cache.store_entry(key, dict(rung=space.T02, config=t02, ms=1.0, shape=[4096] * 3))
+    tuned = []
+
+    def tune(q):
+        tuned.append(q)
+        d = cache.Decision(space.T02, t02, "tuned on this GPU (your tuning cache)", 0.5)
+        cache.store_entry(cache.decision_key(q, "NVIDIA H200"), cache.record(q, d))
+        cache.retuned(cache.decision_key(q, "NVIDIA H200"))
+        return d
+
+    monkeypatch.setattr(tuner, "tune", tune)
+    monkeypatch.setenv("TILEGEMM_AUTOTUNE", "1")
+    assert "your tuning cache" in tuning.choose(p).source and not tuned
+    tuning._MEMO.clear()
+    monkeypatch.setenv("TILEGEMM_AUTOTUNE", "force")
+    assert tuning.choose(p).source == "tuned now (TILEGEMM_AUTOTUNE=1)" and len(tuned) == 1
+    tuning._MEMO.clear()  # once a process: what it tuned stands
+    assert "your tuning cache" in tuning.choose(p).source and len(tuned) == 1
+
+
+def test_explain_takes_a_host_operand_in_the_layout_matmul_copies_it_in(monkeypatch):
+    """x @ W.t() of host operands: matmul's copy keeps W.t()'s column-major strides (to_torch_cuda,
+    `.cuda()`), and the layout is part of the configuration's class (1024×1024×4096 BF16 on the H200:
+    nn's entry 8 stages, nt's 6). explain took a row-major stand-in, so named nn's configuration."""
+    import numpy as np
+
+    from tilegemm import api, arrays
+
+    W = torch.empty(1024, 4096, dtype=torch.bfloat16)
+    Wn = np.zeros((1024, 4096), np.float16)
+    for x in (W.t(), Wn.T, W, Wn[:, ::2]):
+        twin = api._as_matmul_takes(arrays.describe(x, "b"), device="meta")
+        copied = (x if isinstance(x, torch.Tensor) else torch.from_numpy(x)).to("meta")  # what .cuda() keeps
+        assert twin.shape == copied.shape and twin.stride() == copied.stride() and twin.dtype == copied.dtype
+
+
+def _shipped_folder(tmp_path, monkeypatch, files: dict):
+    folder = tmp_path / "pkg"
+    (folder / "data" / "tuning").mkdir(parents=True)
+    for name, data in files.items():
+        (folder / "data" / "tuning" / name).write_text(data if isinstance(data, str) else json.dumps(data))
+    monkeypatch.setattr(shipped.resources, "files", lambda pkg: folder)
+    shipped.forget()
+
+
+def test_a_shipped_database_that_is_not_one_is_left_out_and_its_bad_entries_dropped(tmp_path, monkeypatch):
+    from tilegemm import tuning
+
+    good = dict(rung=space.T02, config=space.cfg(128, 128, 64, 8, 3), ms=1.0, shape=[4096] * 3)
+    bf = "bf16|bfloat16|bfloat16|nn|nobeta"
+    _shipped_folder(tmp_path, monkeypatch, {
+        "nvidia-h100-80gb-hbm3.json": [],
+        "nvidia-h200.json": dict(gpu="NVIDIA H200", capability=[9, 0], sms=132, entries={
+            f"{bf}|4096x4096x4096": good, f"{bf}|2048x4096x4096": "junk", f"{bf}|4096x4096": good})})
+    with pytest.warns(RuntimeWarning) as said:
+        dbs = shipped.databases()
+    assert list(dbs) == ["nvidia-h200"] and list(dbs["nvidia-h200"]["entries"]) == [f"{bf}|4096x4096x4096"]
+    assert any("ignored (a JSON list" in str(w.message) for w in said)
+    p = _on_cuda(monkeypatch, 2048, 4096, 4096)
+    assert tuning.choose(p).rung == space.T02  # was AttributeError / ValueError on every call
+
+
+def test_the_known_gpu_most_like_an_unknown_one_does_not_hang_on_the_folders_order(monkeypatch):
+    dbs = {"nvidia-h200": dict(gpu="NVIDIA H200", capability=[9, 0], sms=132, entries={}),
+           "nvidia-h100-80gb-hbm3": dict(gpu="NVIDIA H100 80GB HBM3", capability=[9, 0], sms=132, entries={})}
+    got = set()
+    for order in (list(dbs), list(dbs)[::-1]):  # GH200: as many SMs as both, a name as near to each
+        monkeypatch.setattr(shipped, "_DBS", {k: dbs[k] for k in order})
+        got.add(shipped.database_for("NVIDIA GH200 480GB", (9, 0), 132)[0]["gpu"])
+    assert len(got) == 1, got
+
+
+@pytest.mark.parametrize("layouts", ["T", "nt", "col", "n,x"])
+def test_tune_refuses_a_layout_it_does_not_know_before_it_tunes(layouts, capsys, monkeypatch):
+    """--layouts T (or nt, col) tuned B row-major, saying nothing."""
+    from tilegemm import cli
+    from tilegemm.tuning import command, tuner
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(command, "device_facts", lambda: dict(gpu="NVIDIA H200", tuner=cache.TUNER_VERSION))
+    monkeypatch.setattr(tuner, "tune", lambda p: pytest.fail("tuned a layout it does not know"))
+    monkeypatch.setattr(command, "problem", lambda *a: pytest.fail("tuned a layout it does not know"))
+    assert cli.main(["tune", "--sizes", "64", "--dtypes", "bf16", "--layouts", layouts, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown layout" in err and len(err.strip().splitlines()) == 1, err
+
+
+_T02 = dict(config=space.cfg(128, 128, 64, 8, 3), ms=0.2, m=4096, n=4096, k=4096)
+
+
+def _rung_key(bucket="4096x4096x4096", rung=space.T02):
+    return f"{rung}|NVIDIA H200|bf16|bfloat16|bfloat16|nn|nobeta|{bucket}||{cache.TUNER_VERSION}"
+
+
+@pytest.mark.parametrize("more", [
+    {_rung_key("2048x4096x4096"): None},  # was AttributeError with its traceback
+    {_rung_key(rung=f"{space.T02}+{space.T04}"): 3},  # a verdict that is not one: was AttributeError
+    {_rung_key(rung=f"{space.T02}+{space.T04}"): dict(winner=space.T02)},  # was "tilegemm tune: configs"
+    {_rung_key("2048x4096x4096"): dict(ms="fast", config={})},  # was written into the database
+    {_rung_key("2048x4096"): _T02},  # no bucket: was written, then a ValueError on every lookup
+])
+def test_derive_takes_the_tunings_of_a_hand_edited_cache_and_leaves_what_is_not_one(more, tmp_path, capsys):
+    rc, out, err, written = _derive(capsys, tmp_path, json.dumps({_rung_key(): _T02, **more}))
+    assert rc == 0 and written and not err, err
+    entries = json.loads((tmp_path / "db.json").read_text())["entries"]
+    assert list(entries) == ["bf16|bfloat16|bfloat16|nn|nobeta|4096x4096x4096"], entries
+
+
+@pytest.mark.parametrize("db, says", [
+    ({_rung_key(): _T02}, "not a tuning database"),  # a tuning cache: was merged into
+    ({"name": "my-project"}, "not a tuning database"),
+    (dict(gpu="NVIDIA H100 80GB HBM3", entries={}, simt={}), "the tuning database of NVIDIA H100 80GB HBM3, not of"),
+])
+def test_derive_refuses_a_db_of_something_else_or_of_another_gpu_and_leaves_it(db, says, tmp_path, capsys):
+    (tmp_path / "db.json").write_text(text := json.dumps(db))
+    rc, out, err, _ = _derive(capsys, tmp_path, json.dumps({_rung_key(): _T02}))
+    assert rc == 2 and says in err and len(err.strip().splitlines()) == 1, err
+    assert (tmp_path / "db.json").read_text() == text
+
+
+def test_a_negative_candidate_count_is_a_config_error(monkeypatch):
+    from tilegemm.errors import ConfigError
+    from tilegemm.tuning import tuner
+
+    monkeypatch.setenv("TILEGEMM_TUNE_MAX_CANDIDATES", "-3")  # was taken as 0: all of them
+    with pytest.raises(ConfigError, match="of 0 or more"):
+        tuner.max_candidates()
+    monkeypatch.setenv("TILEGEMM_TUNE_MAX_CANDIDATES", "0")
+    assert tuner.max_candidates() is None

@@ -153,11 +153,7 @@ def explain(a, b, kernel: str = "auto") -> str:
 
         from .kernels.tensorcore import _problem as P
 
-        A, B = arrays.describe(a, "a"), arrays.describe(b, "b")
-        ta = A.obj if A.kind == "torch" and not A.on_host else torch.empty(A.shape, dtype=getattr(torch, A.dtype),
-                                                                           device="cuda")
-        tb = B.obj if B.kind == "torch" and not B.on_host else torch.empty(B.shape, dtype=getattr(torch, B.dtype),
-                                                                           device="cuda")
+        ta, tb = (_as_matmul_takes(arrays.describe(x, what)) for x, what in ((a, "a"), (b, "b")))
         c = torch.empty((p.m, p.n), dtype=ta.dtype, device=ta.device)
         rung, said = dispatch.explain_problem(P.problem_2d(ta, tb, c), "auto" if kernel == "auto" else p.kernel.name)
         if rung != p.kernel.name:  # "auto": the registry's entry stands for the tensor cores, whose rung is
@@ -177,6 +173,19 @@ def explain(a, b, kernel: str = "auto") -> str:
 
             lines.append(f"  - {module.describe(p.m, p.n, p.k, itemsize, k10.vector_shape_ok(p.k, p.n, itemsize))}")
     return "\n".join(lines)
+
+
+def _as_matmul_takes(X: Operand, device: str = "cuda"):
+    """The torch CUDA tensor matmul computes operand X as (`arrays.to_torch_cuda`), for explain,
+    without copying X's values: a CUDA operand itself (used in place, no copy), a host one's
+    uninitialised twin with the strides its copy keeps (`.cuda()` preserves a dense operand's
+    layout: W.t() of nn.Linear stays column-major, and the layout is part of the configuration's class)."""
+    import torch
+
+    if not X.on_host:
+        return arrays.to_torch_cuda(X)
+    host = X.obj if X.kind == "torch" else torch.from_numpy(arrays.host_view(X, torch_ok=True))
+    return torch.empty_like(host, device=device)
 
 
 def _check_out(out, A: Operand, shape, dtype: str, inputs) -> Operand:

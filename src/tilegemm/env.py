@@ -61,9 +61,9 @@ def number(name: str, default: float, *, integer: bool = False, positive: bool =
         v = int(raw) if integer else float(raw)
     except ValueError:
         v = None
-    if v is None or v != v or (positive and v <= 0):
+    if v is None or v != v or v < 0 or (positive and v == 0):  # (positive=False: 0 or more)
         kind = "a whole number" if integer else "a number"
-        raise ConfigError(f"{name}={raw!r}: use {kind}{' above 0' if positive else ''}")
+        raise ConfigError(f"{name}={raw!r}: use {kind}{' above 0' if positive else ' of 0 or more'}")
     return v
 
 

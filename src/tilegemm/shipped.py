@@ -9,6 +9,7 @@ read here for both; written by `tilegemm tune --ship`. Nothing here imports a GP
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from importlib import resources
 
@@ -22,19 +23,55 @@ def slug(gpu: str) -> str:
 
 
 def databases() -> dict:
-    """slug -> the shipped database of that GPU, read once per process."""
+    """slug -> the shipped database of that GPU, read once per process, in the order of the files'
+    names (`database_for`'s last tie-break). A file that is not a database is left out, and entries
+    that are not decisions (a hand-edited file) are dropped, each with a warning."""
     global _DBS
     if _DBS is None:
         found = {}
         folder = resources.files("tilegemm").joinpath(FOLDER)
-        for item in (folder.iterdir() if folder.is_dir() else ()):
+        for item in sorted(folder.iterdir() if folder.is_dir() else (), key=lambda it: it.name):
             if item.name.endswith(".json"):
                 try:
-                    found[item.name[:-5]] = json.loads(item.read_text())
+                    db = json.loads(item.read_text())
                 except ValueError as e:
                     warnings.warn(f"tilegemm: shipped database {item.name} unreadable ({e})", RuntimeWarning)
+                    continue
+                why = _not_a_database(db)
+                if why:
+                    warnings.warn(f"tilegemm: shipped database {item.name} ignored ({why})", RuntimeWarning)
+                    continue
+                bad = [k for k, e in db.get("entries", {}).items() if not is_entry(k, e)]
+                if bad:
+                    warnings.warn(f"tilegemm: shipped database {item.name}: {len(bad)} entries that are not "
+                                  f"decisions ignored, e.g. {bad[0]!r}", RuntimeWarning)
+                    db = dict(db, entries={k: e for k, e in db["entries"].items() if k not in set(bad)})
+                found[item.name[:-5]] = db
         _DBS = found
     return _DBS
+
+
+def _not_a_database(db) -> str:
+    """Why `db` (a shipped file's JSON) is not a tuning database; '' where it is one."""
+    if not isinstance(db, dict):
+        return f"a JSON {type(db).__name__}, not an object"
+    if not isinstance(db.get("entries", {}), dict) or not isinstance(db.get("simt", {}), dict):
+        return "its entries or simt are not JSON objects"
+    cap, sms = db.get("capability", [0, 0]), db.get("sms", 0)
+    if not (isinstance(cap, list) and len(cap) == 2 and all(isinstance(x, int) for x in cap)) \
+            or not isinstance(sms, int) or not isinstance(db.get("gpu", ""), str):
+        return "its gpu, capability or sms is not a name, [major, minor] or a count"
+    return ""
+
+
+_BUCKET = re.compile(r"[1-9][0-9]*x[1-9][0-9]*x[1-9][0-9]*(b[1-9][0-9]*)?")
+
+
+def is_entry(key: str, e) -> bool:
+    """A decision: 'precision|in|out|layout|beta|bucket' → an object with a rung and a configuration."""
+    parts = key.split("|")
+    return (len(parts) == 6 and _BUCKET.fullmatch(parts[5]) is not None and isinstance(e, dict)
+            and isinstance(e.get("rung"), str) and isinstance(e.get("config"), dict))
 
 
 def forget() -> None:
@@ -52,7 +89,8 @@ def database_for(gpu: str, capability: tuple, sms: int) -> tuple[dict | None, st
     alike = [d for d in dbs.values() if tuple(d.get("capability", ())) == tuple(capability)]
     if not alike:
         return None, f"no shipped database for {gpu} or another sm_{capability[0]}{capability[1]} GPU"
-    best = min(alike, key=lambda d: (abs(int(d.get("sms", 0)) - sms), -_common_prefix(d.get("gpu", ""), gpu)))
+    best = min(alike, key=lambda d: (abs(int(d.get("sms", 0)) - sms), -_common_prefix(d.get("gpu", ""), gpu),
+                                     d.get("gpu", "")))  # (the name last: never the folder's listing order)
     return best, (f"the shipped database for {best.get('gpu')} ({gpu} is not in the database; that GPU has the "
                   f"same compute capability and the nearest SM count, {best.get('sms')})")
 

@@ -159,7 +159,7 @@ def _fitting(db: dict, phrase: str, p, want: str | None):
             cfg = space.adapt(rung, p, entry.get("config") or {})
             if cfg and rung == space.T05 and tuned_bucket != b and not space.t05_fits_waves(p, cfg):
                 continue  # a tile fitted to its own bucket's waves, not to p's
-            if cfg and rung == space.T04 and not space.t04_fits_k(p, cfg, entry.get("shape")):
+            if cfg and rung == space.T04 and not space.t04_fits_k(p, cfg, cache.timed_shape(entry)):
                 continue  # K split for a longer K than p's
         else:
             as_to = space.as_t03 if to == space.T03 else space.as_t02
@@ -172,13 +172,14 @@ def _fitting(db: dict, phrase: str, p, want: str | None):
             note += f" ({' and '.join(w.upper() for w in pad)} first copied to rows 128 bytes apart: PAD)"
         if cfg is None:
             continue
+        shape = cache.timed_shape(entry)
         where = "exact bucket" if tuned_bucket == b else \
-            f"nearest tuned bucket {tuned_bucket} (tuned at {arrays.dims(entry.get('shape', []))})"
+            f"nearest tuned bucket {tuned_bucket}" + (f" (tuned at {arrays.dims(shape)})" if shape else "")
         if entry.get("sibling"):
             theirs, mine = entry["sibling"].split("|"), cls.split("|")
             where += (f", of layout {theirs[3]} (the nearest usable entry)" if theirs[:3] == mine[:3] else
                       f", of {theirs[0]} (same width; the nearest usable entry)")
-        timed_at = tuple(entry["shape"][:3]) if timed_here and entry.get("shape") else None
+        timed_at = shape if timed_here else None
         yield dist, tuned_bucket == b, Decision(rung, cfg, f"{phrase}, {where}{note}",
                                                 entry.get("ms") if timed_here else None, timed_at)
 
@@ -200,8 +201,8 @@ def _rows_off_16(shape, layout: str, size: int) -> tuple[bool, bool]:
 def _timed_unaligned(entry: dict, p) -> bool:
     """Was the entry timed with every operand whose rows are off 16 bytes in p off 16 bytes too (its
     own tuned shape, in its own class's layout), so that its pointer loads' time is what p gets?"""
-    shape = entry.get("shape") or []
-    if len(shape) != 3:
+    shape = cache.timed_shape(entry)
+    if shape is None:
         return False
     size = p.a.element_size()
     mine = _rows_off_16((p.m, p.n, p.k), p.layout(), size)
@@ -216,15 +217,17 @@ def _from_user(p, want: str | None) -> Decision | None:
     if p.a.device.type != "cuda":
         return None
     if want:
-        hit = cache.cached_entry(cache.tune_key(want, p))
+        key = cache.tune_key(want, p)
+        hit = None if cache.forced(key) else cache.cached_entry(key)
         cfg = hit and hit.get("config") and space.adapt(want, p, hit["config"])
         return Decision(want, cfg, f"your tuning cache ({cache.cache_path()})", hit.get("ms")) if cfg else None
-    hit = cache.cached_entry(cache.decision_key(p, P.gpu_name(p.a.device)))
+    key = cache.decision_key(p, P.gpu_name(p.a.device))
+    hit = None if cache.forced(key) else cache.cached_entry(key)  # (force: p's bucket is tuned again)
     if hit and usable(hit.get("rung"), p):
         cfg = space.adapt(hit["rung"], p, hit.get("config") or {})
         if cfg is not None:
             return Decision(hit["rung"], cfg, f"your tuning cache ({cache.cache_path()})", hit.get("ms"),
-                            tuple(hit["shape"][:3]) if hit.get("shape") else None)
+                            cache.timed_shape(hit))
     return None
 
 

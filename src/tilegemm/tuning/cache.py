@@ -26,6 +26,7 @@ import os
 import tempfile
 import threading
 import time
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -153,14 +154,47 @@ def write_json(path: str, update: dict, replace: bool = False) -> dict:
 
 
 def cached_entry(key: str) -> dict | None:
-    """An entry of the user's cache: this process's copy, else the file's."""
+    """An entry of the user's cache: this process's copy, else the file's. An entry that is not a
+    JSON object (a hand-edited file) is none, with a warning: the next tuning of it rewrites it."""
     hit = _MEMO.get(key)
     if hit is None:
         with _LOCK:
             hit = _user().get(key)
+        if hit is not None and not isinstance(hit, dict):
+            if key not in _WARNED:
+                _WARNED.add(key)
+                warnings.warn(f"tilegemm: ignoring entry {key!r} of the tuning cache {cache_path()} (a JSON "
+                              f"{type(hit).__name__}, not an object); it is rewritten on the next tuning",
+                              RuntimeWarning, stacklevel=2)
+            return None
         if hit is not None:
             _MEMO[key] = hit
     return hit
+
+
+_WARNED: set = set()  # keys of the user's cache already warned about (cached_entry)
+_RETUNED: set = set()  # keys tuned again in this process under TILEGEMM_AUTOTUNE=force
+
+
+def forced(key: str) -> bool:
+    """TILEGEMM_AUTOTUNE=force, and key not yet tuned again in this process: its cached entry is
+    not used but retuned (as k11's: a search again at the first launch in this process)."""
+    return env.autotune() == "force" and key not in _RETUNED
+
+
+def retuned(key: str) -> None:
+    """Key has been tuned in this process: under TILEGEMM_AUTOTUNE=force its entry stands from now on."""
+    _RETUNED.add(key)
+
+
+def timed_shape(entry: dict) -> tuple | None:
+    """An entry's (M, N, K) where it was timed, or None where its "shape" is not three positive
+    whole numbers (none recorded, or a hand-edited file)."""
+    shape = entry.get("shape")
+    if not isinstance(shape, (list, tuple)) or len(shape) < 3:
+        return None
+    mnk = tuple(shape[:3])
+    return mnk if all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in mnk) else None
 
 
 def store_entry(key: str, entry: dict) -> None:
@@ -179,6 +213,8 @@ def reset() -> None:
     _USER = None
     shipped.forget()
     _MEMO.clear()
+    _WARNED.clear()
+    _RETUNED.clear()
     for fn in ON_RESET:
         fn()
 

@@ -90,18 +90,25 @@ def derive(cached: dict, gpu: str) -> dict:
     them: the t03/t05 verdict where one was re-timed (and still names the configurations it
     compared), else the lowest eager score, then tuned median (the tuner's order on a tie). No GPU
     needed."""
+    from .. import shipped
     from . import cache
+
+    def number(x) -> bool:
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
 
     rungs: dict = {}  # (class, bucket) -> {rung: entry}
     verdicts: dict = {}
     for key, e in cached.items():
         parts = key.split("|")
-        if len(parts) != 10 or parts[1] != gpu or parts[9] != cache.TUNER_VERSION or parts[8]:
-            continue
+        if (len(parts) != 10 or parts[1] != gpu or parts[9] != cache.TUNER_VERSION or parts[8]
+                or not isinstance(e, dict)):
+            continue  # (a value that is not an object: a hand-edited file's, not a tuning)
         where = ("|".join(parts[2:7]), parts[7])
         if "+" in parts[0]:
-            verdicts[where] = e
-        elif e.get("ms") is not None:
+            if (isinstance(e.get("configs"), dict) and isinstance(e.get("ms"), dict)
+                    and number(e["ms"].get(e.get("winner")))):
+                verdicts[where] = e
+        elif number(e.get("ms")) and number(e.get("score_ms", 0)) and isinstance(e.get("config"), dict):
             rungs.setdefault(where, {})[parts[0]] = e
     out = {}
     for (cls, bucket), tuned in rungs.items():
@@ -114,8 +121,10 @@ def derive(cached: dict, gpu: str) -> dict:
                                              _ORDER.index(r) if r in _ORDER else 9))
             ms = tuned[rung]["ms"]
         e = tuned[rung]
-        out[f"{cls}|{bucket}"] = dict(rung=rung, config=e["config"], ms=ms, shape=[e.get("m"), e.get("n"), e.get("k")],
-                                      when=e.get("when"), derived="from the rungs' tunings in the cache")
+        entry = dict(rung=rung, config=e["config"], ms=ms, shape=[e.get("m"), e.get("n"), e.get("k")],
+                     when=e.get("when"), derived="from the rungs' tunings in the cache")
+        if shipped.is_entry(f"{cls}|{bucket}", entry):  # (a key of a hand-edited file may name no bucket)
+            out[f"{cls}|{bucket}"] = entry
     return out
 
 
@@ -153,6 +162,11 @@ def run(args) -> int:
     if bad:
         print(f"tilegemm tune: unknown dtype {', '.join(bad)}; choose from {', '.join(DTYPES)}", file=sys.stderr)
         return 2
+    layouts = [x.strip() for x in (args.layouts or "").split(",") if x.strip()]
+    if any(x not in ("n", "t") for x in layouts):
+        print(f"tilegemm tune: unknown layout {', '.join(x for x in layouts if x not in ('n', 't'))}; B's layouts "
+              "are n (row-major) and t (column-major)", file=sys.stderr)
+        return 2
     if args.budget_s is not None:
         os.environ["TILEGEMM_TUNE_BUDGET_S"] = str(args.budget_s)
     if args.max_candidates:
@@ -160,7 +174,7 @@ def run(args) -> int:
     facts = device_facts()
     out_path = args.db or (db_path(facts["gpu"]) if args.ship else None)
     if out_path and os.path.exists(out_path):
-        read_db(out_path)  # a wrong --db is said now, not after the tuning it would have held
+        read_db(out_path, facts["gpu"])  # a wrong --db is said now, not after the tuning it would have held
     entries, log, simt = {}, [], {}
     if "fp32" in dtypes and not args.from_cache:
         simt = tune_simt(con)
@@ -168,7 +182,7 @@ def run(args) -> int:
     if args.from_cache:
         prefix = f"auto|{facts['gpu']}|"
         for key, e in cache._user().items():
-            if key.startswith(prefix) and key.endswith("|" + cache.TUNER_VERSION):
+            if key.startswith(prefix) and key.endswith("|" + cache.TUNER_VERSION) and isinstance(e, dict):
                 entries[key[len(prefix):].rsplit("|", 1)[0]] = e
         con.print(f"{len(entries)} decisions for {facts['gpu']} in {cache.cache_path()}")
     else:
@@ -183,7 +197,7 @@ def run(args) -> int:
         if not shapes and dtypes:
             print("tilegemm tune: no shapes: give --shapes NAME|FILE or --sizes MxNxK,…", file=sys.stderr)
             return 2
-        layouts = [x for x in (args.layouts or "").split(",") if x] or [""]
+        layouts = layouts or [""]
         jobs = [(d, s, lay) for s in shapes for d in dtypes for lay in layouts]  # shape by shape: a run cut short
         # has tuned every dtype of the shapes it reached
         with Progress(TextColumn("{task.description:<44}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
@@ -236,17 +250,22 @@ def read_tuning_cache(path: str) -> dict:
     return data
 
 
-def read_db(path: str) -> dict:
+def read_db(path: str, gpu: str | None = None) -> dict:
     """The tuning database at path, which --derive adds to: refused in one line where it is not
-    one (a results document, a list, not JSON), rather than overwritten or merged into."""
+    one (a results document, a tuning cache, any other JSON object that holds no 'entries', a
+    list, not JSON), rather than overwritten or merged into; and where `gpu` is given, where it is
+    another GPU's database (its decisions would be merged under that GPU's name)."""
     from ..bench.results import read_json
 
     data = read_json(path, "tuning database")
-    if (not isinstance(data, dict) or "schema" in data or not isinstance(data.get("entries", {}), dict)
-            or not isinstance(data.get("simt", {}), dict)
+    if (not isinstance(data, dict) or "schema" in data or (data and "entries" not in data)
+            or not isinstance(data.get("entries", {}), dict) or not isinstance(data.get("simt", {}), dict)
             or not all(isinstance(e, dict) for e in data.get("entries", {}).values())):
         raise ValueError(f"{path}: not a tuning database (a JSON object of 'entries' and 'simt', as `tilegemm "
                          "tune --db` writes it); name a new file, or the database itself")
+    if gpu is not None and data.get("gpu") not in (None, gpu):
+        raise ValueError(f"{path}: the tuning database of {data['gpu']}, not of {gpu}; name that GPU's database "
+                         "or a new file")
     return data
 
 
@@ -265,11 +284,13 @@ def _derive(args, con) -> int:
     entries = derive(cached, args.gpu)
     if not entries:
         versions = sorted({k[9] for k in keys if k[1] == args.gpu})
-        why = (f"its tunings for it are of tuner {', '.join(versions)}, this one is {cache.TUNER_VERSION}" if versions
+        why = (f"none of its {cache.TUNER_VERSION} tunings for it is a timed configuration (a 'config' object and "
+               "an 'ms' number)" if cache.TUNER_VERSION in versions else
+               f"its tunings for it are of tuner {', '.join(versions)}, this one is {cache.TUNER_VERSION}" if versions
                else f"its tunings are for {', '.join(repr(g) for g in sorted({k[1] for k in keys}))}")
         raise ValueError(f"{args.derive}: no rung tunings to derive from for --gpu {args.gpu!r} ({why}); "
                          "the database is left as it was")
-    old = read_db(args.db) if os.path.exists(args.db) else {}
+    old = read_db(args.db, args.gpu) if os.path.exists(args.db) else {}
     facts = {k: v for k, v in old.items() if k not in ("entries", "simt")} or dict(gpu=args.gpu, tuner=cache.TUNER_VERSION)
     mine = old.get("entries", {})
     new = {k: v for k, v in entries.items() if k not in mine}  # what the GPU tuned itself stands

@@ -116,9 +116,10 @@ def tune_rung(rung: str, p: P.Problem, candidates=None, variant: str = "") -> di
     """rung's tuning entry for p's class and bucket: {"config": …, "ms": tuned median or None, …},
     from the user's cache, else tuned now over `candidates` (default: the rung's search space)."""
     key = cache.tune_key(rung, p, variant)
-    hit = cache.cached_entry(key)
+    hit = None if cache.forced(key) else cache.cached_entry(key)
     if hit is not None:
         return hit
+    cache.retuned(key)
     candidates = list(candidates if candidates is not None else space.candidates(rung, p)[:max_candidates()])
     limit = budget_s()
     trial = trial_problem(p)
@@ -217,9 +218,10 @@ def _settled(p: P.Problem, tuned: list[tuple[str, dict]]) -> tuple[str, dict]:
     are the ones it compared."""
     key = cache.tune_key("+".join(r for r, _ in tuned), p)
     configs = {r: e["config"] for r, e in tuned}
-    hit = cache.cached_entry(key)
+    hit = None if cache.forced(key) else cache.cached_entry(key)
     if hit is not None and hit.get("configs") == configs and hit.get("winner") in configs:
         return next((r, e) for r, e in tuned if r == hit["winner"])
+    cache.retuned(key)
     trial = trial_problem(p)
     ms = [e["ms"] for _, e in tuned]
     why = ""
@@ -271,5 +273,7 @@ def tune(p: P.Problem) -> Decision | None:
         entry = dict(tuned)[rung]
     decision = Decision(rung, entry["config"], "tuned on this GPU (your tuning cache)", entry.get("ms"),
                         at if elsewhere else None)
-    cache.store_entry(cache.decision_key(p, P.gpu_name(p.a.device)), cache.record(p, decision))
+    key = cache.decision_key(p, P.gpu_name(p.a.device))
+    cache.store_entry(key, cache.record(p, decision))
+    cache.retuned(key)
     return decision
