@@ -227,7 +227,7 @@ def test_race_says_what_it_cannot_run_here(capsys, tmp_path):
 
 @pytest.mark.parametrize("setting, says", [("TILEGEMM_DIST_GRAPHS=maybe", "use 1 (on) or 0 (off)"),
                                            ("TILEGEMM_DIST_TRANSPORT=carrier", "use one of auto, peer, nccl"),
-                                           ("TILEGEMM_DIST_BARRIER_S=-1", "use a number above 0")])
+                                           ("TILEGEMM_DIST_BARRIER_S=-1", "use a finite number above 0")])
 def test_dist_bench_says_a_bad_setting_before_it_spawns(setting, says, capsys, monkeypatch):
     """Each rank printed the setting's traceback, then 'ranks 0, 1 failed'."""
     import tilegemm.distributed  # noqa: F401  (imported already, as after other tests: the check must not rest on

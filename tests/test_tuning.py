@@ -791,6 +791,31 @@ def test_tune_refuses_a_db_that_is_not_a_database_before_it_tunes_and_leaves_it(
     assert doc.read_text() == text
 
 
+def test_tune_from_cache_writes_every_database_named_and_refuses_to_write_none(tmp_path, capsys, monkeypatch):
+    """`--ship --db PATH` wrote only PATH (both are "also"); `--from-cache` with neither counted the
+    cache's decisions and wrote nothing, exit 0."""
+    import torch
+
+    from tilegemm import cli
+    from tilegemm.tuning import command
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(command, "device_facts", lambda: dict(gpu="NVIDIA H200", tuner=cache.TUNER_VERSION))
+    shipped_db = tmp_path / "package" / "nvidia-h200.json"
+    monkeypatch.setattr(command, "db_path", lambda gpu: str(shipped_db))
+    key = "bf16|bfloat16|bfloat16|nn|nobeta|4096x4096x4096"
+    monkeypatch.setattr(cache, "_user", lambda: {f"auto|NVIDIA H200|{key}|{cache.TUNER_VERSION}":
+                                                 dict(rung="tc_persistent", config={"BM": 128}, ms=0.1)})
+    assert cli.main(["tune", "--from-cache"]) == 2
+    err = capsys.readouterr().err
+    assert "--from-cache writes a database" in err and len(err.strip().splitlines()) == 1, err
+    os.makedirs(shipped_db.parent)
+    mine = tmp_path / "mine.json"
+    assert cli.main(["tune", "--from-cache", "--ship", "--db", str(mine)]) == 0
+    for path in (mine, shipped_db):
+        assert list(json.loads(path.read_text())["entries"]) == [key], path
+
+
 def test_k11_cache_entries_that_are_not_configurations_and_folders_that_take_no_file_are_warnings(
         tmp_path, monkeypatch):
     """The autotune cache's rule (tilegemm.env): what cannot be read is ignored with a warning; a
@@ -1089,3 +1114,7 @@ def test_a_negative_candidate_count_is_a_config_error(monkeypatch):
         tuner.max_candidates()
     monkeypatch.setenv("TILEGEMM_TUNE_MAX_CANDIDATES", "0")
     assert tuner.max_candidates() is None
+    for value in ("inf", "-inf", "1e999"):  # (--budget-s refuses inf; the setting took it: a tuning without end)
+        monkeypatch.setenv("TILEGEMM_TUNE_BUDGET_S", value)
+        with pytest.raises(ConfigError, match="use a finite number above 0"):
+            tuner.budget_s()

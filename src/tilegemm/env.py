@@ -24,6 +24,7 @@ and by the tests alone: TILEGEMM_TEST_SHARDS (scripts/test.sh), TILEGEMM_PROPERT
 from __future__ import annotations
 
 import json
+import math
 import os
 import warnings
 
@@ -61,8 +62,8 @@ def number(name: str, default: float, *, integer: bool = False, positive: bool =
         v = int(raw) if integer else float(raw)
     except ValueError:
         v = None
-    if v is None or v != v or v < 0 or (positive and v == 0):  # (positive=False: 0 or more)
-        kind = "a whole number" if integer else "a number"
+    if v is None or not math.isfinite(v) or v < 0 or (positive and v == 0):  # (positive=False: 0 or more)
+        kind = "a whole number" if integer else "a finite number"
         raise ConfigError(f"{name}={raw!r}: use {kind}{' above 0' if positive else ' of 0 or more'}")
     return v
 

@@ -9,7 +9,7 @@ one file per GPU, written by `tilegemm tune --ship`) holds decisions only.
 A problem's *class* is what a configuration's legality depends on (precision, input and output
 dtypes, layout, beta); its *bucket* is M, N and K each rounded up to the grid of `space.grid_up`
 (powers of two to 8, then a quarter octave apart: … 2048, 2560, 3072, 3584 …), and the batch.
-`lookup` answers, in order: the user's cache (exact bucket), the database of this GPU (exact
+`tuning.choose` answers, in order: the user's cache (exact bucket), the database of this GPU (exact
 bucket, then the nearest tuned bucket whose configuration fits), then the database of the known
 GPU most like this one (same compute capability, nearest SM count).
 
@@ -121,7 +121,8 @@ def _user() -> dict:
 @contextmanager
 def _file_lock(path: str):
     """An exclusive lock between processes for the file at path (where fcntl exists), on a lock
-    file in the temporary directory, named after the file's absolute path."""
+    file in the temporary directory, named after the file's real path (two processes that reach it
+    through a symbolic link take one lock)."""
     try:
         import fcntl
     except ImportError:  # not POSIX: the atomic rename still keeps the file whole
@@ -129,7 +130,7 @@ def _file_lock(path: str):
         return
     import hashlib
 
-    name = hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:16]
+    name = hashlib.sha1(os.path.realpath(path).encode()).hexdigest()[:16]
     with open(os.path.join(tempfile.gettempdir(), f"tilegemm-{name}.lock"), "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:

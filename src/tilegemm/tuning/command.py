@@ -172,9 +172,13 @@ def run(args) -> int:
     if args.max_candidates:
         os.environ["TILEGEMM_TUNE_MAX_CANDIDATES"] = str(args.max_candidates)
     facts = device_facts()
-    out_path = args.db or (db_path(facts["gpu"]) if args.ship else None)
-    if out_path and os.path.exists(out_path):
-        read_db(out_path, facts["gpu"])  # a wrong --db is said now, not after the tuning it would have held
+    out_paths = [x for x in (args.db, db_path(facts["gpu"]) if args.ship else None) if x]  # (both "also")
+    if args.from_cache and not out_paths:
+        raise ValueError("--from-cache writes a database from your tuning cache: name it (--db PATH, or --ship for "
+                         "the package's)")
+    for path in out_paths:
+        if os.path.exists(path):
+            read_db(path, facts["gpu"])  # a wrong --db is said now, not after the tuning it would have held
     entries, log, simt = {}, [], {}
     if "fp32" in dtypes and not args.from_cache:
         simt = tune_simt(con)
@@ -219,17 +223,17 @@ def run(args) -> int:
                 else:
                     entries[cache.db_entry_key(p)] = cache.record(p, d)
                     rec.update(rung=d.rung, ms=d.ms, config=d.config)
-                    if out_path:  # after every shape: a run cut short keeps what it tuned
-                        write_db(out_path, {cache.db_entry_key(p): entries[cache.db_entry_key(p)]}, facts, simt)
+                    for path in out_paths:  # after every shape: a run cut short keeps what it tuned
+                        write_db(path, {cache.db_entry_key(p): entries[cache.db_entry_key(p)]}, facts, simt)
                 log.append(rec)
                 torch.cuda.empty_cache()
                 prog.advance(task)
         failed = [r for r in log if "error" in r]
         con.print(f"tuned {len(log) - len(failed)} of {len(log)} (shape, dtype) pairs into {cache.cache_path()}"
                   + (f"; {len(failed)} failed, e.g. {failed[0]}" if failed else ""))
-    if out_path:
-        n = write_db(out_path, entries, facts, simt)
-        con.print(f"database {out_path}: {len(entries)} entries written, {n} in all")
+    for path in out_paths:
+        n = write_db(path, entries, facts, simt)
+        con.print(f"database {path}: {len(entries)} entries written, {n} in all")
     if args.log:
         os.makedirs(os.path.dirname(os.path.abspath(args.log)), exist_ok=True)
         with open(args.log, "w") as f:
