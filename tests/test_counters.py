@@ -50,6 +50,9 @@ def test_table_has_a_column_per_target_and_the_stalls():
     ("unrolled:XX=1", "has no field 'XX'"),
     ("naive:BK=16", "naive has no configuration to change"),
     ("unrolled:BM=96", "multiples of WM"),
+    ("unrolled:WM=0", "must be positive"),  # was ZeroDivisionError, a traceback
+    ("unrolled:WN=-32", "must be positive"),  # was accepted (every rule holds for a negative width)
+    ("budget:BK=0", "must be positive"),
     ("unrolled:vector=ture", "vector=ture: a yes or no"),
     ("tc_tiled", "not an FP32 SIMT kernel"),
     ("cpu_blas", "not an FP32 SIMT kernel"),

@@ -108,3 +108,18 @@ def test_traffic_says_when_its_shapes_cannot_show_the_ladder(shapes, told, capsy
     rc, out, err = _main(capsys, "traffic", "--kernels", "naive", "--shapes", shapes)
     assert rc == 0, err
     assert ("--shapes 128x128x32" in " ".join(out.split())) == told, out
+
+
+@pytest.mark.parametrize("name", ["skinny_m", "splitk_tiles"])
+def test_split_k_atomics_count_one_read_modify_write(name):
+    """K split over blocks (4×8×256: four slices): the partial sums meet in C through Numba's
+    `cuda.atomic.add`, one load and one store of C's element each, as the cost model charges
+    (2·M·N·splits). The simulator spells an atomic as a read, then `+=`: counted as two loads,
+    it put M·N·splits loads too many and `tilegemm traffic` called the model OFF."""
+    m, n, k = 4, 8, 256
+    c = traffic.count(registry.get(name), m, n, k)
+    assert c.result_ok
+    splits = (c.global_stores - m * n) // (m * n)  # C zeroed once, then each slice's adds
+    assert splits > 1, c.to_dict()  # (the shape does split K)
+    assert c.per_array["global:C"] == {"loads": m * n * splits, "stores": m * n + m * n * splits}
+    assert c.global_bytes == c.model_bytes, c.to_dict()

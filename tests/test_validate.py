@@ -107,9 +107,12 @@ def test_random_operands_are_never_zero_and_fresh():
 
 
 def test_fp16_subnormal_output_rounding_passes():
-    """An FP16 result below 2^-14 is stored on a fixed 2^-24 grid: that rounding is not an error."""
+    """An FP16 result below 2^-14 is stored on a fixed 2^-24 grid: that rounding is not an error.
+    (The product was 2^-16 + 2^-22 = 260·2^-24, on the grid: stored exactly, it passed without
+    eta_out too. 2^-16 + 2^-25 + 2^-27 is 0.625 of a step past 2^-16: stored 0.375·2^-24 off,
+    more than u_out·|C| ≈ 2^-26 allows.)"""
     a = np.array([[2.0**-13]], np.float32)
-    b = np.array([[2.0**-3 + 2.0**-9]], np.float32)  # product 2^-16 + 2^-22: not on the FP16 grid there
+    b = np.array([[2.0**-3 + 2.0**-12 + 2.0**-14]], np.float32)  # product 2^-16 + 2^-25 + 2^-27: off the grid
     c = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float16)
     assert validate.check(c, a, b, dtype="float16").ok
     assert not validate.check(c + np.float16(2.0**-20), a, b, dtype="float16").ok
@@ -242,3 +245,15 @@ def test_operands_are_as_documented():
     assert a.min() < -0.9 and a.max() > 0.9 and b.min() < -0.9 and np.abs(a).max() <= 1
     ai, bi = validate.integer_operands(64, 64, 64, seed=17)
     assert set(np.unique(ai)) == set(np.unique(bi)) == set(range(-3, 4))
+
+
+def test_a_long_fp32_sum_is_judged_at_its_length():
+    """A correct sequential FP32 kernel (cpu_naive: one accumulator, K FMAs in order) at K = 2^20:
+    every element is within its bound, and its rel. Frobenius error (about 2e-5, sqrt(K)·u's
+    growth) was judged against FP32's fixed 1e-5 and called WRONG (`tilegemm bench --kernels
+    cpu_naive --sizes 8x8x1048576`). A scale error four times as large still fails."""
+    a, b = validate.random_operands(8, 8, 2**20, seed=0)
+    c = tilegemm.matmul(a, b, kernel="cpu_naive")
+    chk = validate.check(c, a, b, kernel="cpu_naive")
+    assert chk.n_bad == 0 and chk.rel_err > 1e-5 and chk.ok, str(chk)
+    assert not validate.check(validate.reference(a, b) * (1 + 2e-4), a, b).ok

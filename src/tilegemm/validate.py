@@ -7,7 +7,9 @@ Two tests, both must pass:
    (FP16/BF16). Any summation order satisfies it (the sqrt(K) form with overwhelming
    probability), while a missing tile, an unwritten element or a race misses by orders of
    magnitude.
-2. Relative Frobenius error ‖c − ref‖ / ‖ref‖ below the dtype's tolerance (the headline number).
+2. Relative Frobenius error ‖c − ref‖ / ‖ref‖ below the dtype's tolerance (the headline number),
+   or, with a full FP32 or FP64 accumulator, below 2·sqrt(K)·u where that is larger (long sums:
+   FP32 from K ≈ 7000).
 NaN and Inf never pass where the reference is finite. Outputs are poisoned with NaN before a
 checked run (`poison`) so that an element no thread wrote shows up as NaN.
 """
@@ -132,7 +134,13 @@ def check(c, a, b, *, dtype: str | None = None, kernel: str = "?", ref: np.ndarr
     # further (a dot product summing near zero) it is a floor at the size these operands' products
     # have, below which the inputs' own rounding already decides the digits (the elements' bound
     # is unchanged). Written as a tolerance relative to ‖ref‖, as reported.
-    rel_tol = tol.rel_fro * max(1.0, float(scale / (ref_norm * np.sqrt(max(k, 1))))) if ref_norm > 0 else tol.rel_fro
+    # The dtype's rel_fro is set for the K the lab runs (FP32: 1e-5, "about 4e-6 at K = 4096"); a
+    # sum order's error grows like sqrt(K)·u_acc (recursive summation: about 0.6·sqrt(K)·u_acc), so
+    # with a full FP32 (or FP64) accumulator the tolerance is at least twice that: FP32 from K ≈ 7000
+    # up (a correct sequential kernel, cpu_naive, at 8×8×2^20 was 1.96e-5 and failed the fixed 1e-5).
+    # Not FP8's: its 1% is set from what Hopper's ~14-bit accumulation measured, not from a model.
+    rel_fro = max(tol.rel_fro, 2.0 * np.sqrt(max(k, 1)) * tol.u_acc) if tol.u_acc <= 2.0**-24 else tol.rel_fro
+    rel_tol = rel_fro * max(1.0, float(scale / (ref_norm * np.sqrt(max(k, 1))))) if ref_norm > 0 else rel_fro
     n_bad = int(bad.sum())
     idx = np.argwhere(bad)[:max_report]
     first = [(int(i), int(j), float(ref[i, j]), float(c64[i, j])) for i, j in idx]

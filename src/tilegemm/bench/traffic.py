@@ -131,6 +131,38 @@ def counting_shared(counter: Counter):
         cls.array = original
 
 
+@contextlib.contextmanager
+def counting_atomics():
+    """Within the block, an atomic on a CountingArray (`cuda.atomic.add(C, idx, v)`: split-K's
+    partial sums) counts one load and one store per element, the read-modify-write the cost model
+    charges. The simulator spells an atomic `old = ary[idx]; ary[idx] += v`, which the wrapper
+    alone would count as two loads and a store (M·N·splits loads too many)."""
+    from numba.cuda.simulator import kernelapi
+
+    cls = kernelapi.FakeCUDAAtomic
+    names = [n for n, v in vars(cls).items() if callable(v) and not n.startswith("__")]
+    originals = {n: vars(cls)[n] for n in names}
+
+    def counted(method):
+        def atomic(self, array, *args):
+            if not isinstance(array, CountingArray):
+                return method(self, array, *args)
+            old = method(self, array._ary, *args)  # the simulator's atomic on the plain array
+            size = int(np.size(old))
+            array._counter.load(array._name, size)
+            array._counter.store(array._name, size)
+            return old
+        return atomic
+
+    for n in names:
+        setattr(cls, n, counted(originals[n]))
+    try:
+        yield
+    finally:
+        for n in names:
+            setattr(cls, n, originals[n])
+
+
 @dataclass
 class TrafficCount:
     kernel: str
@@ -174,7 +206,7 @@ def count(kernel: registry.Kernel, m: int, n: int, k: int, dtype: str = "float32
     A, B, C = (CountingArray(x, f"global:{nm}", counter) for x, nm in ((a, "A"), (b, "B"), (c, "C")))
     import warnings
 
-    with counting_shared(counter), warnings.catch_warnings():
+    with counting_shared(counter), counting_atomics(), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the broken kernel may read garbage
         kernel.launch(A, B, C, None)
     s = np.dtype(dtype).itemsize

@@ -60,6 +60,8 @@ class Tiling:
     def problems(self) -> list[str]:
         """What keeps the tiles from splitting evenly over warps, lanes and loads."""
         WM, WN, BM, BN, BK = self.WM, self.WN, self.BM, self.BN, self.BK
+        if min(WM, WN, BM, BN, BK) < 1:  # (the rules below divide by them: WM=0 raised ZeroDivisionError)
+            return [f"BM, BN, BK, WM, WN must be positive (BM={BM}, BN={BN}, BK={BK}, WM={WM}, WN={WN})"]
         nt = self.threads
         problems = []
         if WM % (LANES_M * MICRO) or WN % (LANES_N * MICRO):
