@@ -123,3 +123,28 @@ def test_split_k_atomics_count_one_read_modify_write(name):
     assert splits > 1, c.to_dict()  # (the shape does split K)
     assert c.per_array["global:C"] == {"loads": m * n * splits, "stores": m * n + m * n * splits}
     assert c.global_bytes == c.model_bytes, c.to_dict()
+
+
+def test_traffic_refuses_products_the_simulator_takes_hours_over(capsys, monkeypatch):
+    """`--shapes llm` (or 4096) started counting for hours; the lesson's 128×128×32 still runs."""
+    monkeypatch.setattr(traffic, "count", lambda *a: pytest.fail("counted before the sizes were checked"))
+    rc, out, err = _main(capsys, "traffic", "--kernels", "naive", "--shapes", "4096,20x24x40")
+    assert rc == 2 and "4096×4096×4096: above" in err and "--force" in err and len(err.strip().splitlines()) == 1, err
+    assert 128 * 128 * 32 <= traffic.MAX_MNK
+
+
+def test_traffic_fails_on_a_wrong_result(capsys, monkeypatch):
+    """A kernel that should be right and computed a wrong result exited 0 (only a count off the
+    model failed the command); the broken kernel's wrong result is expected and passes."""
+    real = traffic.count
+
+    def wrong(kernel, m, n, k, dtype="float32"):
+        c = real(kernel, m, n, k, dtype)
+        c.result_ok = False
+        return c
+
+    monkeypatch.setattr(traffic, "count", wrong)
+    rc, out, err = _main(capsys, "traffic", "--kernels", "naive", "--shapes", "5x6x7")
+    assert rc == 1 and "results are wrong" in " ".join(out.split()), out
+    rc, out, err = _main(capsys, "traffic", "--kernels", "broken_nosync", "--shapes", "5x6x7")
+    assert rc == 0 and "results are wrong" not in out, out
