@@ -148,3 +148,12 @@ def test_traffic_fails_on_a_wrong_result(capsys, monkeypatch):
     assert rc == 1 and "results are wrong" in " ".join(out.split()), out
     rc, out, err = _main(capsys, "traffic", "--kernels", "broken_nosync", "--shapes", "5x6x7")
     assert rc == 0 and "results are wrong" not in out, out
+
+
+def test_an_fp16_result_is_right_when_it_is_the_exact_sum_rounded_once(monkeypatch):
+    """FP16 holds integers exactly only up to 2048: a sum of 2049, accumulated exactly in FP32 and
+    stored as FP16's 2048, is right (it was called wrong, and `traffic` now fails on a wrong result)."""
+    monkeypatch.setattr(traffic.validate, "integer_operands",
+                        lambda m, n, k, dtype, seed=0: (np.array([[2000, 49]], dtype), np.array([[1], [1]], dtype)))
+    c = traffic.count(registry.get("mixed_half"), 1, 1, 2, "float16")
+    assert c.result_ok, c.to_dict()

@@ -1005,6 +1005,34 @@ def test_autotune_force_retunes_what_the_users_cache_holds(monkeypatch):
     assert "your tuning cache" in tuning.choose(p).source and len(tuned) == 1
 
 
+def test_autotune_force_retunes_each_rung_and_verdict_once_a_process(monkeypatch):
+    """The rungs' own tunings and the t03/t05 verdict under TILEGEMM_AUTOTUNE=force (the test
+    above stands in for tuner.tune whole, so it holds nothing of these): the cached entry is not
+    taken the first time in the process (the tuning starts: trial_problem), and is after it."""
+    from tilegemm.tuning import tuner
+
+    class Tuning(Exception):
+        pass
+
+    p = _on_cuda(monkeypatch, 4096, 4096, 4096)
+    t02 = dict(config=space.cfg(128, 128, 64, 8, 3), ms=1.0, score_ms=1.0, m=4096, n=4096, k=4096)
+    t03 = dict(t02, config=space.cfg(128, 256, 64, 8, 3))
+    cache.store_entry(cache.tune_key(space.T02, p), t02)
+    tuned = [(space.T03, t03), (space.T02, t02)]
+    configs = {r: e["config"] for r, e in tuned}
+    cache.store_entry(cache.tune_key(f"{space.T03}+{space.T02}", p),
+                      dict(winner=space.T02, ms={space.T03: 2.0, space.T02: 1.0}, configs=configs))
+    monkeypatch.setattr(tuner, "trial_problem", lambda q: (_ for _ in ()).throw(Tuning()))
+    monkeypatch.setenv("TILEGEMM_AUTOTUNE", "1")
+    assert tuner.tune_rung(space.T02, p, candidates=[]) == t02 and tuner._settled(p, tuned)[0] == space.T02
+    monkeypatch.setenv("TILEGEMM_AUTOTUNE", "force")
+    for again in (lambda: tuner.tune_rung(space.T02, p, candidates=[]), lambda: tuner._settled(p, tuned)):
+        with pytest.raises(Tuning):  # tuned again, not the cached entry
+            again()
+    assert tuner.tune_rung(space.T02, p, candidates=[]) == t02  # once a process
+    assert tuner._settled(p, tuned)[0] == space.T02
+
+
 def test_explain_takes_a_host_operand_in_the_layout_matmul_copies_it_in(monkeypatch):
     """x @ W.t() of host operands: matmul's copy keeps W.t()'s column-major strides (to_torch_cuda,
     `.cuda()`), and the layout is part of the configuration's class (1024×1024×4096 BF16 on the H200:
@@ -1019,6 +1047,35 @@ def test_explain_takes_a_host_operand_in_the_layout_matmul_copies_it_in(monkeypa
         twin = api._as_matmul_takes(arrays.describe(x, "b"), device="meta")
         copied = (x if isinstance(x, torch.Tensor) else torch.from_numpy(x)).to("meta")  # what .cuda() keeps
         assert twin.shape == copied.shape and twin.stride() == copied.stride() and twin.dtype == copied.dtype
+
+
+def test_explain_stands_in_for_a_host_operand_without_copying_its_values():
+    """A read-only, reversed or byte-swapped NumPy operand: host_view copies it for matmul; explain's
+    stand-in has that copy's layout but copies nothing (it read and copied all of the values, where
+    its docstring says it does not)."""
+    import tracemalloc
+
+    import numpy as np
+
+    from tilegemm import api, arrays
+
+    base = np.zeros((512, 768), np.float16)
+    ro = base.copy()
+    ro.flags.writeable = False
+    for x in (ro, base[:, ::-1], base.T[::-1], base.astype(">f2"), base.astype(">f2").T, base.astype(">f2")[:, ::2]):
+        X = arrays.describe(x, "b")
+        twin = api._as_matmul_takes(X, device="meta")
+        copied = torch.from_numpy(arrays.host_view(X, torch_ok=True)).to("meta")  # what to_torch_cuda moves
+        assert (twin.shape, twin.stride(), twin.dtype) == (copied.shape, copied.stride(), copied.dtype)
+    big = np.zeros((4096, 4096), np.float16)  # 32 MiB
+    big.flags.writeable = False
+    tracemalloc.start()
+    try:
+        api._as_matmul_takes(arrays.describe(big, "b"), device="meta")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2**20, peak
 
 
 def _shipped_folder(tmp_path, monkeypatch, files: dict):
@@ -1083,6 +1140,7 @@ def _rung_key(bucket="4096x4096x4096", rung=space.T02):
     {_rung_key("2048x4096x4096"): None},  # was AttributeError with its traceback
     {_rung_key(rung=f"{space.T02}+{space.T04}"): 3},  # a verdict that is not one: was AttributeError
     {_rung_key(rung=f"{space.T02}+{space.T04}"): dict(winner=space.T02)},  # was "tilegemm tune: configs"
+    {_rung_key(rung=f"{space.T02}+{space.T04}"): dict(winner=[space.T02], configs={}, ms={})},  # TypeError
     {_rung_key("2048x4096x4096"): dict(ms="fast", config={})},  # was written into the database
     {_rung_key("2048x4096"): _T02},  # no bucket: was written, then a ValueError on every lookup
 ])
@@ -1114,7 +1172,7 @@ def test_a_negative_candidate_count_is_a_config_error(monkeypatch):
         tuner.max_candidates()
     monkeypatch.setenv("TILEGEMM_TUNE_MAX_CANDIDATES", "0")
     assert tuner.max_candidates() is None
-    for value in ("inf", "-inf", "1e999"):  # (--budget-s refuses inf; the setting took it: a tuning without end)
+    for value in ("inf", "-inf", "1e999"):  # (--budget-s refuses inf; the setting took it: every candidate timed)
         monkeypatch.setenv("TILEGEMM_TUNE_BUDGET_S", value)
         with pytest.raises(ConfigError, match="use a finite number above 0"):
             tuner.budget_s()

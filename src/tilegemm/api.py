@@ -184,8 +184,17 @@ def _as_matmul_takes(X: Operand, device: str = "cuda"):
 
     if not X.on_host:
         return arrays.to_torch_cuda(X)
-    host = X.obj if X.kind == "torch" else torch.from_numpy(arrays.host_view(X, torch_ok=True))
-    return torch.empty_like(host, device=device)
+    if X.kind == "torch":
+        return torch.empty_like(X.obj, device=device)
+    o = X.obj  # NumPy: the layout host_view's array has, without its copy of the values (a read-only
+    # or reversed view is copied in C order; one in the other byte order by astype, which keeps the order)
+    if not o.dtype.isnative:
+        proto = np.empty_like(o, dtype=o.dtype.newbyteorder("="))  # (uninitialised: no values read)
+    elif any(s < 0 for s in o.strides) or not o.flags.writeable:
+        return torch.empty(o.shape, dtype=torch.from_numpy(np.empty(0, o.dtype)).dtype, device=device)
+    else:
+        proto = o
+    return torch.empty_like(torch.from_numpy(proto), device=device)
 
 
 def _check_out(out, A: Operand, shape, dtype: str, inputs) -> Operand:

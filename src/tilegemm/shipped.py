@@ -24,7 +24,7 @@ def slug(gpu: str) -> str:
 
 def databases() -> dict:
     """slug -> the shipped database of that GPU, read once per process, in the order of the files'
-    names (`database_for`'s last tie-break). A file that is not a database is left out, and entries
+    names (`database_for` breaks its last tie by the GPU's name, not by this order). A file that is not a database is left out, and entries
     that are not decisions (a hand-edited file) are dropped, each with a warning."""
     global _DBS
     if _DBS is None:

@@ -106,7 +106,7 @@ def derive(cached: dict, gpu: str) -> dict:
         where = ("|".join(parts[2:7]), parts[7])
         if "+" in parts[0]:
             if (isinstance(e.get("configs"), dict) and isinstance(e.get("ms"), dict)
-                    and number(e["ms"].get(e.get("winner")))):
+                    and isinstance(e.get("winner"), str) and number(e["ms"].get(e["winner"]))):
                 verdicts[where] = e
         elif number(e.get("ms")) and number(e.get("score_ms", 0)) and isinstance(e.get("config"), dict):
             rungs.setdefault(where, {})[parts[0]] = e

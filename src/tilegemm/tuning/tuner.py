@@ -219,7 +219,8 @@ def _settled(p: P.Problem, tuned: list[tuple[str, dict]]) -> tuple[str, dict]:
     key = cache.tune_key("+".join(r for r, _ in tuned), p)
     configs = {r: e["config"] for r, e in tuned}
     hit = None if cache.forced(key) else cache.cached_entry(key)
-    if hit is not None and hit.get("configs") == configs and hit.get("winner") in configs:
+    if hit is not None and hit.get("configs") == configs and isinstance(hit.get("winner"), str) \
+            and hit["winner"] in configs:  # (a hand-edited winner may be a list: unhashable)
         return next((r, e) for r, e in tuned if r == hit["winner"])
     cache.retuned(key)
     trial = trial_problem(p)
