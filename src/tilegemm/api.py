@@ -186,15 +186,10 @@ def _as_matmul_takes(X: Operand, device: str = "cuda"):
         return arrays.to_torch_cuda(X)
     if X.kind == "torch":
         return torch.empty_like(X.obj, device=device)
-    o = X.obj  # NumPy: the layout host_view's array has, without its copy of the values (a read-only
-    # or reversed view is copied in C order; one in the other byte order by astype, which keeps the order)
-    if not o.dtype.isnative:
-        proto = np.empty_like(o, dtype=o.dtype.newbyteorder("="))  # (uninitialised: no values read)
-    elif any(s < 0 for s in o.strides) or not o.flags.writeable:
-        return torch.empty(o.shape, dtype=torch.from_numpy(np.empty(0, o.dtype)).dtype, device=device)
-    else:
-        proto = o
-    return torch.empty_like(torch.from_numpy(proto), device=device)
+    host = arrays.host_layout(X)
+    if host is None:  # (host_view's copy, in C order)
+        return torch.empty(X.shape, dtype=getattr(torch, X.dtype), device=device)
+    return torch.empty_like(torch.from_numpy(host), device=device)
 
 
 def _check_out(out, A: Operand, shape, dtype: str, inputs) -> Operand:

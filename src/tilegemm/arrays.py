@@ -211,7 +211,7 @@ def host_view(op: Operand, torch_ok: bool = False) -> np.ndarray:
     if op.kind == "numpy":
         if not op.obj.dtype.isnative:
             return op.obj.astype(op.obj.dtype.newbyteorder("="))
-        if torch_ok and (any(s < 0 for s in op.obj.strides) or not op.obj.flags.writeable):
+        if torch_ok and _torch_refuses(op.obj):
             return op.obj.copy()
         return op.obj
     if op.kind == "torch" and op.on_host:
@@ -222,6 +222,22 @@ def host_view(op: Operand, torch_ok: bool = False) -> np.ndarray:
             t = t.resolve_neg().resolve_conj()
         return t.numpy()
     raise DeviceError(f"{op.kind} array on {op.device} is not a host array")
+
+
+def _torch_refuses(x: np.ndarray) -> bool:
+    """Would torch.from_numpy refuse x (negative strides) or warn (read-only)? host_view copies it."""
+    return any(s < 0 for s in x.strides) or not x.flags.writeable
+
+
+def host_layout(op: Operand) -> np.ndarray | None:
+    """How host_view(op, torch_ok=True) lays a NumPy operand out, without reading its values: op's
+    array where it makes no copy, an uninitialised one in astype's layout (which keeps the order)
+    for the other byte order, None where its copy is in C order. explain's stand-in for what matmul
+    moves to the GPU."""
+    x = op.obj
+    if not x.dtype.isnative:
+        return np.empty_like(x, dtype=x.dtype.newbyteorder("="))
+    return None if _torch_refuses(x) else x
 
 
 def host_target(op: Operand) -> np.ndarray:

@@ -37,7 +37,7 @@ def databases() -> dict:
                 except ValueError as e:
                     warnings.warn(f"tilegemm: shipped database {item.name} unreadable ({e})", RuntimeWarning)
                     continue
-                why = _not_a_database(db)
+                why = database_problem(db)
                 if why:
                     warnings.warn(f"tilegemm: shipped database {item.name} ignored ({why})", RuntimeWarning)
                     continue
@@ -51,10 +51,13 @@ def databases() -> dict:
     return _DBS
 
 
-def _not_a_database(db) -> str:
-    """Why `db` (a shipped file's JSON) is not a tuning database; '' where it is one."""
+def database_problem(db) -> str:
+    """Why `db` (a file's JSON) is not a tuning database, as `tilegemm tune` writes one; '' where it
+    is one (or an empty object). Entries are judged one by one apart (is_entry)."""
     if not isinstance(db, dict):
         return f"a JSON {type(db).__name__}, not an object"
+    if "schema" in db or (db and "entries" not in db):
+        return "an object without 'entries' (a results document, a tuning cache or another file)"
     if not isinstance(db.get("entries", {}), dict) or not isinstance(db.get("simt", {}), dict):
         return "its entries or simt are not JSON objects"
     cap, sms = db.get("capability", [0, 0]), db.get("sms", 0)

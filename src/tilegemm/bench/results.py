@@ -415,12 +415,9 @@ def merge_files(command: str, paths: list[str], out: str | None, merge) -> int:
         except (OSError, ValueError) as e:
             print(f"tilegemm {command} --merge: {path}: {e}", file=sys.stderr)
             return 2
-        kind = {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(docs[-1]), "null")
-        problem = (shape_problem(docs[-1]) if isinstance(docs[-1], dict) else
-                   f"part {len(docs)} is not a `tilegemm {command}` result (a JSON {kind})")
-        if problem:
-            print(f"tilegemm {command} --merge: {problem if problem.startswith('part ') else f'{path}: {problem}'}",
-                  file=sys.stderr)
+        problem = shape_problem(docs[-1]) if isinstance(docs[-1], dict) else None  # (a part that is no object:
+        if problem:  # merge names it, as a call of merge from Python gets it)
+            print(f"tilegemm {command} --merge: {path}: {problem}", file=sys.stderr)
             return 2
     try:
         doc = merge(docs)

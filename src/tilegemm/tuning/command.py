@@ -259,14 +259,15 @@ def read_db(path: str, gpu: str | None = None) -> dict:
     one (a results document, a tuning cache, any other JSON object that holds no 'entries', a
     list, not JSON), rather than overwritten or merged into; and where `gpu` is given, where it is
     another GPU's database (its decisions would be merged under that GPU's name)."""
+    from .. import shipped
     from ..bench.results import read_json
 
     data = read_json(path, "tuning database")
-    if (not isinstance(data, dict) or "schema" in data or (data and "entries" not in data)
-            or not isinstance(data.get("entries", {}), dict) or not isinstance(data.get("simt", {}), dict)
-            or not all(isinstance(e, dict) for e in data.get("entries", {}).values())):
-        raise ValueError(f"{path}: not a tuning database (a JSON object of 'entries' and 'simt', as `tilegemm "
-                         "tune --db` writes it); name a new file, or the database itself")
+    why = shipped.database_problem(data) or next(("an entry is not an object" for e in data.get("entries", {}).values()
+                                                  if not isinstance(e, dict)), "")
+    if why:
+        raise ValueError(f"{path}: not a tuning database ({why}; `tilegemm tune --db` writes a JSON object of "
+                         "'entries' and 'simt'); name a new file, or the database itself")
     if gpu is not None and data.get("gpu") not in (None, gpu):
         raise ValueError(f"{path}: the tuning database of {data['gpu']}, not of {gpu}; name that GPU's database "
                          "or a new file")
