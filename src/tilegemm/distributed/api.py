@@ -71,9 +71,10 @@ def matmul(a, b, *, grid: tuple[int, int] | None = None, panel: int | None = Non
     if grid is not None:
         from ._core import NOT_A_GRID, _grid_ints
 
-        if NOT_A_GRID in _grid_ints(grid):
+        ints = _grid_ints(grid)
+        if NOT_A_GRID in ints:
             raise DistributedError(f"grid {grid!r}: two positive integers (grid rows, grid columns)")
-        grid = _grid_ints(grid)
+        grid = ints
     if mesh.ndim == 1:
         p = mesh.size()
         if grid is not None and (grid[0] * grid[1] != p or min(grid) < 1):
