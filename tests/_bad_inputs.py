@@ -103,6 +103,14 @@ def _grad_fn(args, kw):
     return "grad_fn" if _torch(args, kw).grad_fn is not None else "no grad_fn"
 
 
+def _out_under_negated_a():
+    """matmul multiplies a lazy negation's values in a copy; out over a's memory is still a's."""
+    import torch
+
+    a = torch.arange(16.0).reshape(4, 4)
+    return _mm(torch._neg_view(a), torch.ones(4, 4), out=a)
+
+
 def _neg_view(*shape):
     """A torch tensor whose negative bit is set: x.conj().imag, x complex (its values: -x.imag)."""
     import torch
@@ -181,6 +189,8 @@ CASES = [
          lambda: _mm(_neg_view(3, 4), _torch_t(4, 5)), like=_torch),
     Case("kinds", "out a lazily negated torch tensor", lambda: _mm(_torch_t(3, 4), _torch_t(4, 5), out=_neg_view(3, 5)),
          "LayoutError", "lazy negation"),
+    Case("kinds", "out the memory of a, a lazily negated torch tensor", lambda: _out_under_negated_a(), "LayoutError",
+         "out shares memory with a"),
     Case("kinds", "3-D Numba device arrays where torch has no GPU (the simulator's)", None, "DeviceError",
          "torch sees no GPU", env={}, cpu_only=True,
          code="import numpy as np, tilegemm; from tilegemm._cuda import cuda; tilegemm.matmul(cuda.to_device("

@@ -227,6 +227,46 @@ def test_gpu_repeated_nd_matmul_goes_by_a_plan(dtype, monkeypatch):
                 torch.testing.assert_close(got.double(), want.double(), **tol)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_gpu_a_lazy_negation_is_multiplied_by_its_values(dtype):
+    """A lazy negation (torch's neg bit: torch._neg_view(t), z.conj().imag) is a view whose memory
+    holds the negated values; kernels read memory. matmul, gemm, a named rung, an N-D product and
+    devices= multiply its values, on its first call and after a plain call of the same key made a
+    plan (which must not serve it: its key is the memory's); a plain call after it still runs right.
+    An out or c that is one is refused (LayoutError), as a torch CPU out is."""
+    from tilegemm.errors import LayoutError
+
+    dt = getattr(torch, dtype)
+    tol = dict(rtol=2e-2, atol=5e-2) if dt != torch.float32 else dict(rtol=1e-4, atol=1e-4)
+    torch.manual_seed(0)
+    a, b = torch.randn(96, 64, device="cuda", dtype=dt), torch.randn(64, 80, device="cuda", dtype=dt)
+    a3 = torch.randn(3, 96, 64, device="cuda", dtype=dt)
+    neg = torch._neg_view
+    calls = {"matmul": lambda x, y: tilegemm.matmul(x, y),
+             "gemm": lambda x, y: tilegemm.gemm(x, y, precision="ieee" if dt == torch.float32 else "auto"),
+             "devices=[0]": lambda x, y: tilegemm.matmul(x, y, devices=[0])}
+    if dt == torch.float32:
+        calls["register_blocked"] = lambda x, y: tilegemm.matmul(x, y, kernel="register_blocked")
+    for name, call in calls.items():
+        for x, y in ((a, b), (neg(a), b), (a, neg(b)), (neg(a), neg(b)), (a, b)):
+            for _ in range(2):
+                want = torch.matmul(x.double(), y.double())  # (.double() resolves the bit)
+                torch.testing.assert_close(call(x, y).double(), want, **tol, msg=lambda m: f"{name}: {m}")
+    for x in (a3, neg(a3), a3):
+        torch.testing.assert_close(tilegemm.matmul(x, b).double(), torch.matmul(x.double(), b.double()), **tol)
+    if dt == torch.float32:
+        z = torch.randn(96, 64, device="cuda", dtype=torch.complex64)
+        assert z.conj().imag.is_neg()
+        torch.testing.assert_close(tilegemm.matmul(z.conj().imag, b), -z.imag @ b, **tol)
+    out = torch.empty(96, 80, device="cuda", dtype=dt)
+    tilegemm.matmul(a, b, out=out)  # a plan for this out's key
+    with pytest.raises(LayoutError, match="lazy negation"):
+        tilegemm.matmul(a, b, out=neg(out))
+    with pytest.raises(LayoutError, match="lazy negation"):
+        tilegemm.gemm(a, b, c=neg(out), beta=1.0, precision="ieee" if dt == torch.float32 else "auto")
+
+
 def test_route_runs_each_product_where_the_docstring_says():
     """nd.route, which matmul and explain both go by: A's batch folded into its rows against a 2-D B
     (no copy); a B with a batch of its own, even one of 1 × batch, broadcast and not taken for 2-D;

@@ -327,6 +327,38 @@ def test_interpreter_gemm_refuses_in_one_typed_line_and_takes_empty_batches():
     assert got["batch 1 @ batch 3"] == ["shape", [3, 5, 3]]
 
 
+NEGATED = textwrap.dedent(r"""
+    import json
+    import torch, tilegemm
+    torch.manual_seed(0)
+    neg = torch._neg_view
+    out = {}
+    for dt, prec in ((torch.float16, "auto"), (torch.float32, "ieee")):
+        a, b, a3 = torch.randn(48, 32).to(dt), torch.randn(32, 40).to(dt), torch.randn(2, 48, 32).to(dt)
+        for what, x, y in (("a", neg(a), b), ("b", a, neg(b)), ("both", neg(a), neg(b)), ("batch", neg(a3), b)):
+            got = tilegemm.gemm(x, y, precision=prec).double()
+            out[f"{dt} {what}"] = (got - x.double() @ y.double()).abs().max().item()
+        try:
+            tilegemm.gemm(a, b, precision=prec, c=neg(torch.zeros(48, 40).to(dt)), beta=1.0)
+            out[f"{dt} c"] = "accepted"
+        except Exception as e:
+            out[f"{dt} c"] = [type(e).__name__, str(e)]
+    print("RESULTS" + json.dumps(out))
+""")
+
+
+def test_interpreter_gemm_multiplies_a_lazy_negations_values():
+    """A lazy negation (torch's neg bit: torch._neg_view(t), z.conj().imag) is a view whose memory
+    holds the negated values, and the kernels read memory: gemm multiplies its values (a, b, both,
+    a batch), and refuses one as c, which it writes (LayoutError). Under the interpreter torch CPU
+    tensors go to the kernels as CUDA tensors do on a GPU (its test: test_matmul_semantics)."""
+    got = _interpreted(NEGATED, 300)
+    for dt in ("torch.float16", "torch.float32"):
+        for what in ("a", "b", "both", "batch"):
+            assert got[f"{dt} {what}"] < (0.05 if dt == "torch.float16" else 1e-4), (dt, what, got)
+        assert got[f"{dt} c"][0] == "LayoutError" and "lazy negation" in got[f"{dt} c"][1], got
+
+
 def test_interpreter_splitk_edge_cases(interpreter_results):
     """Split counts 1…9 over 4 K steps (empty slices write zeros), K not a multiple of BK."""
     mine = [r for r in interpreter_results if r["kernel"] == "tc_splitk" and r.get("split")]

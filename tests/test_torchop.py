@@ -689,6 +689,28 @@ def test_gpu_repeated_linear_goes_by_its_plan(monkeypatch, dtype):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_gpu_a_lazily_negated_activation_or_bias_keeps_its_sign(dtype):
+    """A patched layer given a lazy negation (torch's neg bit; its memory holds the negated values)
+    as its activation, or holding one as its bias, after plain calls of the same keys made their
+    plans (the bias in the epilogue): the values are multiplied and added, not the memory."""
+    torch.manual_seed(2)
+    F = torch.nn.functional
+    tol = dict(rtol=2e-2, atol=5e-2) if dtype != torch.float32 else dict(rtol=1e-4, atol=1e-4)
+    m = torch.nn.Linear(64, 48).cuda().to(dtype)
+    m.bias.data.uniform_(-4, 4)
+    x = torch.randn(8, 64, device="cuda", dtype=dtype)
+    with torch.no_grad(), tilegemm.patch(m):
+        for inp in (x, x, torch._neg_view(x), x):
+            torch.testing.assert_close(m(inp), F.linear(inp, m.weight, m.bias), **tol)
+        plain = m.bias
+        m.bias = torch.nn.Parameter(torch._neg_view(plain.detach().neg()))  # the same values, negated memory
+        assert m.bias.is_neg()
+        for _ in range(2):
+            torch.testing.assert_close(m(x), F.linear(x, m.weight, plain), **tol)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_gpu_a_strided_bias_is_added_after_the_plan(dtype):
     """A bias that is not a contiguous row (a strided view) is in no kernel's epilogue: the linear
     plan runs the product and torch adds it (AddBias), right on every call."""

@@ -211,10 +211,15 @@ def _check_out(out, A: Operand, shape, dtype: str, inputs) -> Operand:
         raise LayoutError(f"matmul: out {tuple(O.shape)} has strides under which its elements share memory (a "
                           "broadcast view, stride 0, or strides shorter than the dimensions inside them); the "
                           "results would overwrite each other")
+    arrays.refuse_negated(out, "matmul: out")
+    _refuse_overlap(out, inputs)
+    return O
+
+
+def _refuse_overlap(out, inputs) -> None:
     for x, what in zip(inputs, ("a", "b")):
         if arrays.overlaps(out, x):
             raise LayoutError(f"matmul: out shares memory with {what}; the result would overwrite its own input")
-    return O
 
 
 def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
@@ -236,12 +241,14 @@ def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
     ValueError and a RuntimeError, as NumPy and torch raise), a dtype not served DTypeError (a
     TypeError and a RuntimeError).
     """
-    if devices is not None:
-        return _on_devices(a, b, devices, kernel, out)
-    if kernel == "auto":
+    if kernel == "auto" and devices is None:
         c = dispatch.fast_matmul(a, b, out)
         if c is not None:
             return c
+    if arrays.negated(a) or arrays.negated(b):
+        return _of_values(a, b, kernel, out, devices)
+    if devices is not None:
+        return _on_devices(a, b, devices, kernel, out)
     sub = _numpy_subclass(a, b)  # (refuses one with its own __array_ufunc__, out= or not)
     if sub is not None and out is None:  # np.matmul's result goes through the subclass's __array_wrap__ (np.matrix: a
         # matrix; np.memmap: a plain array); so does ours
@@ -293,6 +300,15 @@ def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
             and not _cuda.SIMULATED_SAID.get():
         _cuda.warn_simulated(f"{p.m}×{p.k} @ {p.k}×{p.n}", p.kernel.name, p.m * p.n * p.k, stacklevel=3)
     return dispatch.execute_matmul(p.kernel, kernel == "auto", A, B, O, out, shape, dtype)
+
+
+def _of_values(a, b, kernel: str, out, devices):
+    """matmul where a or b is a lazy negation (torch's neg bit), whose memory, which the kernels
+    read, holds the negated values: the product of its values, made real (a copy). out is checked
+    against the caller's operands first: the copy shares no memory with them."""
+    if out is not None:
+        _refuse_overlap(out, (a, b))
+    return matmul(arrays.resolved(a), arrays.resolved(b), kernel=kernel, out=out, devices=devices)
 
 
 def _on_devices(a, b, devices, kernel: str, out):

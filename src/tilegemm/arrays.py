@@ -229,6 +229,26 @@ def _torch_refuses(x: np.ndarray) -> bool:
     return any(s < 0 for s in x.strides) or not x.flags.writeable
 
 
+def negated(x) -> bool:
+    """Is x a lazy negation: a torch tensor with the neg bit (torch._neg_view(t), z.conj().imag),
+    a view whose memory holds the negated values? Kernels read memory as it lies."""
+    is_neg = getattr(x, "is_neg", None)
+    return is_neg is not None and is_neg()
+
+
+def resolved(x):
+    """x's values in memory of their own: a lazy negation made real (a copy, as torch's
+    resolve_neg makes; differentiable), any other x as it is."""
+    return x.resolve_neg() if negated(x) else x
+
+
+def refuse_negated(x, what: str) -> None:
+    """A result is written into x's memory as it lies: a lazy negation would read back negated."""
+    if negated(x):
+        raise LayoutError(f"{what} is a lazy negation view (torch's neg bit: its memory holds the negated values), "
+                          f"and the result is written into its memory; pass a plain tensor")
+
+
 def host_layout(op: Operand) -> np.ndarray | None:
     """How host_view(op, torch_ok=True) lays a NumPy operand out, without reading its values: op's
     array where it makes no copy, an uninitialised one in astype's layout (which keeps the order)
@@ -245,11 +265,8 @@ def host_target(op: Operand) -> np.ndarray:
     if op.kind == "numpy":
         return op.obj
     if op.kind == "torch" and op.on_host:
-        t = op.obj.detach()
-        if t.is_neg() or t.is_conj():
-            raise LayoutError(f"out is a lazy {'negation' if t.is_neg() else 'conjugation'} view (its memory holds "
-                              "other values); pass a plain tensor")
-        return t.numpy()
+        refuse_negated(op.obj, "out")
+        return op.obj.detach().numpy()
     raise DeviceError(f"{op.kind} array on {op.device} is not a host array")
 
 

@@ -122,8 +122,10 @@ def call_key(a, b, out=None) -> tuple:
 def fast_matmul(a, b, out=None):
     """`matmul(a, b, out=out)` by its launch plan, or None (no plan: the caller takes the slow
     path, which also says what is wrong with an out that no plan was built for). An out that
-    overlaps a or b finds its plan but is refused here, so the slow path names the problem."""
-    if type(a) not in _PLAIN or type(b) not in _PLAIN or wants_grad(a, b):
+    overlaps a or b finds its plan but is refused here, so the slow path names the problem. A lazy
+    negation (torch's neg bit) among the tensors has the same key as its memory, whose values are
+    the negated ones: the slow path multiplies its values."""
+    if type(a) not in _PLAIN or type(b) not in _PLAIN or wants_grad(a, b) or a.is_neg() or b.is_neg():
         return None
     try:
         pa, pb = a.data_ptr(), b.data_ptr()
@@ -132,7 +134,7 @@ def fast_matmul(a, b, out=None):
     if out is None:
         plan = _PLANS.get(matmul_key(a, b, pa, pb))
         return None if plan is None else plan.run(pa, pb, None, 0, 0)
-    if type(out) not in _PLAIN or out.requires_grad:
+    if type(out) not in _PLAIN or out.requires_grad or out.is_neg():
         return None
     pc = out.data_ptr()
     plan = _PLANS.get(matmul_key(a, b, pa, pb) + out_key(out))
@@ -179,8 +181,10 @@ class AddBias:
 
 def fast_linear(x, w, bias=None):
     """x @ wᵀ (+ bias) by the plan of an earlier call like it (`remember_linear`, `linear_bias`),
-    or None. The caller (a patched layer in inference) has checked that no gradient is wanted."""
-    if type(x) not in _PLAIN or type(w) not in _PLAIN or x.layout is not _strided or w.layout is not _strided:
+    or None (as fast_matmul's, for a lazy negation too). The caller (a patched layer in inference)
+    has checked that no gradient is wanted."""
+    if (type(x) not in _PLAIN or type(w) not in _PLAIN or x.layout is not _strided or w.layout is not _strided
+            or x.is_neg() or w.is_neg()):
         return None
     try:
         px, pw = x.data_ptr(), w.data_ptr()
@@ -190,7 +194,7 @@ def fast_linear(x, w, bias=None):
     if bias is None:
         plan = _PLANS.get(key)
         return None if plan is None else plan.run(px, pw)
-    if type(bias) not in _PLAIN or bias.layout is not _strided:
+    if type(bias) not in _PLAIN or bias.layout is not _strided or bias.is_neg():
         return None
     pi = bias.data_ptr()
     plan = _PLANS.get(key + bias_key(bias, pi))
@@ -303,7 +307,8 @@ def _scale_key(s):
     if s is None or isinstance(s, (int, float)):
         return s
     if type(s) in _PLAIN:
-        return ("tensor", s.dtype, s.get_device(), s.numel(), s.data_ptr() & 15)
+        return ("tensor", s.dtype, s.get_device(), s.numel(), s.data_ptr() & 15, s.is_neg())  # (gemm plans no
+        # lazily negated scale: its key finds no plan)
     return ("other", id(s))  # never planned (tensorcore_api.gemm plans only tensor or float scales)
 
 
@@ -315,7 +320,8 @@ def gemm_key(a, b, pa, pb, precision, out_dtype, alpha, beta, c, scale_a, scale_
     if c is None:
         ck = None
     elif type(c) in _PLAIN:
-        ck = (c.shape, c.stride(), c.dtype, c.get_device(), c.data_ptr() & 15)
+        ck = (c.shape, c.stride(), c.dtype, c.get_device(), c.data_ptr() & 15, c.is_neg())  # (a lazily negated c,
+        # refused by gemm, finds no plan)
     else:
         return None
     return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.get_device(), b.get_device(), pa & 15,
@@ -323,8 +329,8 @@ def gemm_key(a, b, pa, pb, precision, out_dtype, alpha, beta, c, scale_a, scale_
 
 
 def fast_gemm(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel):
-    """`gemm(...)` by its launch plan, or None."""
-    if type(a) not in _PLAIN or type(b) not in _PLAIN or wants_grad(a, b):
+    """`gemm(...)` by its launch plan, or None (as fast_matmul's, for a lazy negation too)."""
+    if type(a) not in _PLAIN or type(b) not in _PLAIN or wants_grad(a, b) or a.is_neg() or b.is_neg():
         return None
     try:
         pa, pb = a.data_ptr(), b.data_ptr()

@@ -31,7 +31,7 @@ def _torch_in(x, what, torch, interpreted: bool = False):
     (Operand None: the caller's kind is that tensor's). Under Triton's interpreter without a GPU:
     a torch CPU tensor, NumPy arrays taken as such."""
     if isinstance(x, torch.Tensor) and (x.is_cuda or interpreted):
-        return x, None
+        return x.resolve_neg(), None  # (a lazy negation's values, made real: the kernels read memory)
     op = arrays.describe(x, what)
     if op.kind == "numpy" and x.dtype.kind not in "biufc":  # (complex: refused by its precision, in words)
         raise DTypeError(f"gemm: {what} is a NumPy array of {x.dtype}; gemm multiplies numbers")
@@ -175,6 +175,7 @@ def _check_kinds_and_c(a, b, c) -> None:
         arrays.refuse_two_host_kinds(arrays.describe(a, "a"), arrays.describe(b, "b"), "gemm")
     if c is None:
         return
+    arrays.refuse_negated(c, "gemm: c")
     for x, what in ((a, "a"), (b, "b")):
         if arrays.overlaps(c, x):
             raise LayoutError(f"gemm: c shares memory with {what}; C would overwrite {what} while the product reads it")

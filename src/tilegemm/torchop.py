@@ -120,10 +120,12 @@ def _epilogue(x: torch.Tensor, rows: torch.Tensor, wt: torch.Tensor, bias: torch
     """The rung that adds this bias to x's product in its epilogue, or None: matmul's own choice
     for x's rows on a GPU (K > 0) where it is a tensor-core rung and x FP16/BF16, or a SIMT rung
     that reads the weight's rows in place and adds a bias (`reads_wt`: FP32) where x's rows and
-    the weight are C-contiguous; the bias a plain contiguous row of N of x's dtype on x's device."""
+    the weight are C-contiguous; the bias a plain contiguous row of N of x's dtype on x's device.
+    None where one of them is a lazy negation (its memory, which the epilogue's launch reads as it
+    lies, holds the negated values): api.matmul multiplies the values, and torch adds the bias."""
     if not (x.is_cuda and x.shape[-1] > 0 and dispatch.plain(bias) and bias.dtype is x.dtype and bias.dim() == 1
             and bias.shape[0] == wt.shape[1] and bias.stride(0) == 1 and bias.is_cuda
-            and bias.get_device() == x.get_device()):
+            and bias.get_device() == x.get_device() and not (x.is_neg() or wt.is_neg() or bias.is_neg())):
         return None
     kern = api.plan(rows, wt).kernel
     if kern.backend == "tensorcore" and x.dtype in _EPILOGUE:

@@ -558,6 +558,7 @@ def run(a: torch.Tensor, b: torch.Tensor, lay: Layout, group=None, communicate: 
     nothing sent, on normal values in place of the receive buffers (made once: _normal_values):
     what `tilegemm dist-bench` times as the products alone (its efficiency's numerator). Memory
     never written could hold NaN, Inf or denormals, on which a CPU GEMM warns and runs slower."""
+    a, b = a.resolve_neg(), b.resolve_neg()  # (a lazy negation's values, made real: peers copy memory)
     if lay.peer:
         with _on_device(a.device):  # the copies and barriers go to the operands' device
             return _run_summa_peer(a, b, lay, team(group), communicate)
@@ -1379,6 +1380,7 @@ def run_1d(a: torch.Tensor, b: torch.Tensor, lay: RowsLayout, group=None, commun
     (not lay.ahead), after it; on a GPU each rank's own piece is packed on a side stream.
     communicate=False: the same packing and products with nothing sent, on normal values (what
     dist-bench times as the products alone)."""
+    a, b = a.resolve_neg(), b.resolve_neg()  # (as run's)
     who = team(group)
     g = who.stages[0]
     world, me = len(lay.rows), who.pos
