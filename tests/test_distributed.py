@@ -630,6 +630,42 @@ def test_the_distributed_variables_follow_envs_rule(monkeypatch):
         assert said in run.stdout + run.stderr, (value, run.stderr[-1500:])
 
 
+def test_torchruns_local_world_size_is_read_by_envs_rule(monkeypatch):
+    """LOCAL_WORLD_SIZE (GPUs a host: the cost model's links, the grid a DTensor product chooses)
+    not a whole number is a ConfigError naming it (it raised int()'s ValueError); unset or empty
+    is the default."""
+    from tilegemm.distributed import api, costmodel
+    from tilegemm.errors import ConfigError
+
+    for value in ("abc", "2.5", "-1"):
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", value)
+        with pytest.raises(ConfigError, match=f"LOCAL_WORLD_SIZE='{value}'"):
+            costmodel.shipped_hardware()
+        with pytest.raises(ConfigError, match=f"LOCAL_WORLD_SIZE='{value}'"):
+            api._chosen_grid(4096, 4096, 4096, 4, torch.bfloat16)
+    for value, per_host in (("", 8), ("4", 4)):
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", value)
+        assert costmodel.shipped_hardware().gpus_per_host == per_host
+
+
+@pytest.mark.parametrize("call, error, says", [
+    (lambda hw: costmodel.choose(4096, 4096, 4096, 0, hw), "DistributedError", "gpus = 0"),
+    (lambda hw: costmodel.choose(4096, 4096, 4096, 4.5, hw), "DistributedError", "gpus = 4.5"),
+    (lambda hw: costmodel.choose(-5, 4096, 4096, 4, hw), "ShapeError", "m = -5"),
+    (lambda hw: costmodel.predict(4096, 4096, 4096, (0, 4), hw), "DistributedError", "grid (0, 4)"),
+    (lambda hw: costmodel.predict(4096, 4096, 4096, "ab", hw), "DistributedError", "grid 'ab'"),
+    (lambda hw: costmodel.predict(4096, 4096, 4.0, (2, 2), hw), "ShapeError", "k = 4.0"),
+    (lambda hw: costmodel.predict(4096, 4096, 4096, (2, 2), hw, itemsize=0), "DTypeError", "itemsize = 0"),
+])
+def test_the_cost_models_inputs_are_said_in_words(call, error, says):
+    """predict and choose are public: a count of GPUs, a grid or a size that is no product's is a
+    typed error naming it (they raised min()'s ValueError on no grids, a ZeroDivisionError on a
+    grid of 0 rows, and took m = -5 for a product)."""
+    with pytest.raises(Exception) as got:
+        call(HW)
+    assert type(got.value).__name__ == error and says in str(got.value), got.value
+
+
 def test_the_local_rate_interpolates_on_the_cube_root_log_linearly():
     """rate(size) at the cube root of M·N·K: proportional to size below the smallest measured,
     flat past the largest, log-linear between; a fixed rate wins; no rate at all is free."""

@@ -55,6 +55,7 @@ import statistics
 import sys
 import time
 
+from .. import env
 from ..argtypes import positive_float, positive_int
 from ..sampling import paired_ratio
 from . import results
@@ -443,7 +444,7 @@ def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: 
         doc = dict(schema="tilegemm.scaleout/1", environment=environment(), clocks={"before": clocks.read() if cuda else None},
                    harness=dict(world=world, backend=dist.get_backend(), runs=runs, reps=reps, budget_s=budget_s,
                                 beyond=beyond,
-                                local_world=int(os.environ.get("LOCAL_WORLD_SIZE", world)),
+                                local_world=int(env.number("LOCAL_WORLD_SIZE", world, integer=True)),
                                 dtype=str(dtype).removeprefix("torch."),
                                 timing="each repeat the slowest rank's wall time from a barrier to its synchronize",
                                 products_alone="timed in turn with the product, repeat by repeat (beyond the GPUs' "
@@ -805,7 +806,7 @@ def _main_of_rank(cfg: dict) -> None:
     import torch.distributed as dist
 
     os.environ.update(QUIET_MULTICAST)
-    _init(cfg["backend"], int(os.environ.get("LOCAL_RANK", "0")))
+    _init(cfg["backend"], int(env.number("LOCAL_RANK", 0, integer=True, positive=False)))
     try:
         save = None
         if cfg.get("json"):

@@ -51,7 +51,10 @@ epilogue reads and writes them after its main loop): an upper bound on what it c
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field, replace
+
+from ..errors import DistributedError, DTypeError, ShapeError
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,7 @@ def predict(m: int, n: int, k: int, grid: tuple[int, int], hw: Hardware, itemsiz
     (hw.beside_copies()), and both algorithms' own rows packed first. ahead (1-D): each panel's
     collective issued beside the GEMM before it (True) or after it (False); None: whichever the
     model predicts faster (the result's `ahead` says which)."""
+    _check(m, n, k, itemsize, grid=grid)
     if peer and grid[1] > 1:
         return _predict_peer_summa(m, n, k, grid, hw, itemsize, panel)
     if peer:
@@ -241,6 +245,25 @@ def _link(hw: Hardware, across_hosts: bool) -> tuple[float, float]:
     return (hw.net_gbps, hw.net_latency_us) if across_hosts else (hw.link_gbps, hw.link_latency_us)
 
 
+def _whole(v, least: int) -> bool:
+    return not isinstance(v, bool) and isinstance(v, numbers.Integral) and v >= least
+
+
+def _check(m, n, k, itemsize, *, grid=None, gpus=None) -> None:
+    """The model's inputs (from users too: predict and choose are public), each said in words
+    where it is no product's."""
+    for v, what in ((m, "m"), (n, "n"), (k, "k")):
+        if not _whole(v, 0):
+            raise ShapeError(f"costmodel: {what} = {v!r}: a size is a whole number of 0 or more")
+    if not _whole(itemsize, 1):
+        raise DTypeError(f"costmodel: itemsize = {itemsize!r}: bytes an element, a whole number above 0")
+    if grid is not None and (not isinstance(grid, (tuple, list)) or len(grid) != 2
+                             or not all(_whole(g, 1) for g in grid)):
+        raise DistributedError(f"costmodel: grid {grid!r}: two positive integers (grid rows, grid columns)")
+    if gpus is not None and not _whole(gpus, 1):
+        raise DistributedError(f"costmodel: gpus = {gpus!r}: a whole number above 0")
+
+
 def grids(p: int) -> list[tuple[int, int]]:
     """Every pr × pc = p (pr ≥ 1), the 1-D algorithm's P × 1 among them."""
     return [(p // c, c) for c in range(1, p + 1) if p % c == 0]
@@ -252,6 +275,8 @@ def choose(m: int, n: int, k: int, gpus: int, hw: Hardware, itemsize: int = 2, p
     grids keep NCCL's panels here even on one host: a DTensor on a 1-D mesh that runs on them first
     pays the relayout of A's and B's rows into blocks (and C's back), which the model does not
     count, where P × 1 moves nothing more."""
+    _check(m, n, k, itemsize, gpus=gpus)
+
     def one(g):
         # (the 1-D loop's pack is left out here: the other grids' relayout, which moves more, is not counted either)
         return predict(m, n, k, g, hw.beside_copies() if peer and g[1] == 1 else hw, itemsize)
@@ -309,9 +334,7 @@ def shipped_hardware(gpu: str | None = None, **links) -> Hardware:
     aligned, cost TMA up to 30%: docs/perf-notes.md, 51; a model's B = Wᵀ entries, note 85, are
     not its products); the H200's where this GPU has none), the links as parameters
     (`Hardware`'s defaults unless given) and GPUs per host from torchrun's LOCAL_WORLD_SIZE."""
-    import os
-
-    from .. import shipped
+    from .. import env, shipped
 
     dbs = shipped.databases()
     db = dbs.get(shipped.slug(gpu)) if gpu else None
@@ -324,7 +347,7 @@ def shipped_hardware(gpu: str | None = None, **links) -> Hardware:
             m, n, k = e["shape"]
             size = round((m * n * k) ** (1 / 3))
             rate[size] = max(rate.get(size, 0.0), 2 * m * n * k / (e["ms"] * 1e-3) / 1e12)
-    links.setdefault("gpus_per_host", int(os.environ.get("LOCAL_WORLD_SIZE", "8")))
+    links.setdefault("gpus_per_host", int(env.number("LOCAL_WORLD_SIZE", 8, integer=True)))
     return Hardware(db.get("gpu", "?"), rate=rate, **links)
 
 
