@@ -111,6 +111,30 @@ def _out_under_negated_a():
     return _mm(torch._neg_view(a), torch.ones(4, 4), out=a)
 
 
+def _under_vmap():
+    """matmul(x, b) for each x of a batch, under torch.func.vmap."""
+    import torch
+
+    import tilegemm
+
+    b = torch.ones(4, 5)
+    return (lambda a: torch.func.vmap(lambda x: tilegemm.matmul(x, b))(a)), (torch.ones(2, 3, 4),), {}
+
+
+def _dual():
+    """matmul of a dual tensor, in a forward-mode AD dual level."""
+    import torch
+    import torch.autograd.forward_ad as fwad
+
+    import tilegemm
+
+    def call(a, b):
+        with fwad.dual_level():
+            return tilegemm.matmul(fwad.make_dual(a, torch.ones_like(a)), b)
+
+    return call, (torch.ones(3, 4), torch.ones(4, 5)), {}
+
+
 def _neg_view(*shape):
     """A torch tensor whose negative bit is set: x.conj().imag, x complex (its values: -x.imag)."""
     import torch
@@ -191,6 +215,10 @@ CASES = [
          "LayoutError", "lazy negation"),
     Case("kinds", "out the memory of a, a lazily negated torch tensor", lambda: _out_under_negated_a(), "LayoutError",
          "out shares memory with a"),
+    Case("kinds", "a tensor inside torch.func.vmap (a wrapper with no memory of its own)",
+         lambda: _under_vmap(), "AutogradError", "torch.func transform's tensor"),
+    Case("kinds", "a forward-mode AD dual tensor (tilegemm carries no tangent)", lambda: _dual(), "AutogradError",
+         "dual tensor"),
     Case("kinds", "3-D Numba device arrays where torch has no GPU (the simulator's)", None, "DeviceError",
          "torch sees no GPU", env={}, cpu_only=True,
          code="import numpy as np, tilegemm; from tilegemm._cuda import cuda; tilegemm.matmul(cuda.to_device("

@@ -267,6 +267,60 @@ def test_gpu_a_lazy_negation_is_multiplied_by_its_values(dtype):
         tilegemm.gemm(a, b, c=neg(out), beta=1.0, precision="ieee" if dt == torch.float32 else "auto")
 
 
+def _transformed_calls(dev):
+    """(name, call) for matmul and gemm under each torch.func transform and on a dual tensor."""
+    import torch.autograd.forward_ad as fwad
+
+    a3, b = torch.randn(3, 4, 5, device=dev), torch.randn(5, 6, device=dev)
+
+    def dual(f):
+        with fwad.dual_level():
+            return f(fwad.make_dual(a3[0], torch.ones_like(a3[0])), b)
+
+    calls = []
+    for name, f in (("matmul", tilegemm.matmul), ("gemm", lambda x, y: tilegemm.gemm(x, y, precision="ieee"))):
+        calls += [(f"{name} vmap", lambda f=f: torch.func.vmap(lambda x: f(x, b))(a3)),
+                  (f"{name} grad", lambda f=f: torch.func.grad(lambda x: f(x, b).sum())(a3[0])),
+                  (f"{name} jvp", lambda f=f: torch.func.jvp(lambda x: f(x, b), (a3[0],), (torch.ones_like(a3[0]),))),
+                  (f"{name} dual", lambda f=f: dual(f))]
+    return calls, a3, b
+
+
+@pytest.mark.parametrize("i", range(8))
+def test_torch_func_transforms_and_dual_tensors_are_refused_in_words(i):
+    """Under vmap, grad or jvp a tensor is a wrapper with no memory of its own: matmul raised
+    "Cannot access data pointer" or torch's note on autograd.Function's setup_context, and gemm
+    its need of a GPU. A forward-mode AD dual tensor lost its tangent with no error (the result
+    had none). Each is an AutogradError naming the operand; a plain tensor in a dual level runs."""
+    import torch.autograd.forward_ad as fwad
+    from tilegemm.errors import AutogradError
+
+    calls, a3, b = _transformed_calls("cpu")
+    name, call = calls[i]
+    with pytest.raises(AutogradError, match="torch.func transform's tensor" if "dual" not in name else "dual tensor"):
+        call()
+    with fwad.dual_level():
+        torch.testing.assert_close(tilegemm.matmul(a3[0], b), a3[0] @ b)
+
+
+@pytest.mark.gpu
+def test_gpu_a_dual_tensor_is_refused_after_a_plan_was_made():
+    """A dual tensor's memory is its primal's: after a plain call made its plan, the fast path must
+    not serve it (the tangent would be dropped), on matmul and gemm; each call above is refused on
+    the GPU too, and a plain call in a dual level still runs by its plan, right."""
+    import torch.autograd.forward_ad as fwad
+    from tilegemm.errors import AutogradError
+
+    calls, a3, b = _transformed_calls("cuda")
+    for name, call in calls:
+        tilegemm.matmul(a3[0], b), tilegemm.gemm(a3[0], b, precision="ieee")  # their plans
+        with pytest.raises(AutogradError):
+            call()
+    with fwad.dual_level():
+        for _ in range(2):
+            torch.testing.assert_close(tilegemm.matmul(a3[0], b), a3[0] @ b, rtol=1e-4, atol=1e-4)
+
+
 def test_route_runs_each_product_where_the_docstring_says():
     """nd.route, which matmul and explain both go by: A's batch folded into its rows against a 2-D B
     (no copy); a B with a batch of its own, even one of 1 × batch, broadcast and not taken for 2-D;

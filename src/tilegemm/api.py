@@ -245,6 +245,7 @@ def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
         c = dispatch.fast_matmul(a, b, out)
         if c is not None:
             return c
+    dispatch.refuse_transformed("matmul", (a, "a"), (b, "b"), (out, "out"))
     if arrays.negated(a) or arrays.negated(b):
         return _of_values(a, b, kernel, out, devices)
     if devices is not None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
 import threading
 import warnings
 
@@ -49,17 +50,19 @@ class _NoTensor:  # stands for torch.Tensor until torch is in use: no object is 
 
 
 _PLAIN: tuple = (_NoTensor,)  # torch.Tensor and nn.Parameter once torch is in use (not subclasses)
-_empty = _empty_strided = _raw_stream = _current_device = _grad_enabled = _capturing = _strided = None
+_empty = _empty_strided = _raw_stream = _current_device = _grad_enabled = _capturing = _strided = _fwad = None
 
 
 def _bind_torch() -> None:
     """The torch functions the hot path calls, bound once (torch is imported by the caller's tensors)."""
-    global _PLAIN, _empty, _empty_strided, _raw_stream, _current_device, _grad_enabled, _capturing, _strided
+    global _PLAIN, _empty, _empty_strided, _raw_stream, _current_device, _grad_enabled, _capturing, _strided, _fwad
     if _empty_strided is not None:  # (the last bound, below)
         return
     import torch
+    import torch.autograd.forward_ad
 
     _PLAIN = (torch.Tensor, torch.nn.Parameter)
+    _fwad = torch.autograd.forward_ad  # (its _current_level: -1 outside a dual level)
     _grad_enabled = torch.is_grad_enabled
     _strided = torch.strided
     # (a CPU build of torch has neither stream nor device queries; no plan exists there to ask them)
@@ -103,6 +106,31 @@ def wants_grad(a, b) -> bool:
     return (a.requires_grad or b.requires_grad) and _grad_enabled()
 
 
+def refuse_transformed(who: str, *named) -> None:
+    """A tensor of a torch.func transform (vmap, grad, jacrev, jvp: a wrapper with no memory of its
+    own) or a forward-mode AD dual tensor (its tangent would not be carried: the result would have
+    none) among the (tensor, name) pairs: refused in words. The fast paths give calls in a dual
+    level to the slow path, which asks this."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    from .errors import AutogradError
+
+    wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+    for x, what in named:
+        if not isinstance(x, torch.Tensor):
+            continue
+        if wrapped(x):
+            raise AutogradError(f"{who}: {what} is a torch.func transform's tensor (vmap, grad, jacrev, jvp), which "
+                                "has no memory of its own for a kernel to read; call torch.matmul inside the transform "
+                                "(a model under tilegemm.patch does)")
+        if torch.autograd.forward_ad._current_level >= 0 and torch.autograd.forward_ad.unpack_dual(x).tangent \
+                is not None:
+            raise AutogradError(f"{who}: {what} is a forward-mode AD dual tensor, and tilegemm's kernels carry no "
+                                "tangent (the result would have none); call torch.matmul under forward-mode AD (a "
+                                "model under tilegemm.patch does)")
+
+
 def out_key(c) -> tuple:
     """What of matmul's out= decides the launches: its shape, strides, dtype, device and 16-byte
     alignment (a plan for out= is kept under matmul_key + this)."""
@@ -125,7 +153,8 @@ def fast_matmul(a, b, out=None):
     overlaps a or b finds its plan but is refused here, so the slow path names the problem. A lazy
     negation (torch's neg bit) among the tensors has the same key as its memory, whose values are
     the negated ones: the slow path multiplies its values."""
-    if type(a) not in _PLAIN or type(b) not in _PLAIN or wants_grad(a, b) or a.is_neg() or b.is_neg():
+    if (type(a) not in _PLAIN or type(b) not in _PLAIN or wants_grad(a, b) or a.is_neg() or b.is_neg()
+            or _fwad._current_level >= 0):  # (a dual level: refuse_transformed asks whether a tangent is there)
         return None
     try:
         pa, pb = a.data_ptr(), b.data_ptr()
@@ -330,7 +359,8 @@ def gemm_key(a, b, pa, pb, precision, out_dtype, alpha, beta, c, scale_a, scale_
 
 def fast_gemm(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel):
     """`gemm(...)` by its launch plan, or None (as fast_matmul's, for a lazy negation too)."""
-    if type(a) not in _PLAIN or type(b) not in _PLAIN or wants_grad(a, b) or a.is_neg() or b.is_neg():
+    if (type(a) not in _PLAIN or type(b) not in _PLAIN or wants_grad(a, b) or a.is_neg() or b.is_neg()
+            or _fwad._current_level >= 0):
         return None
     try:
         pa, pb = a.data_ptr(), b.data_ptr()

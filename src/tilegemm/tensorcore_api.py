@@ -75,6 +75,7 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
         return done
     from .kernels import tensorcore as tc
 
+    dispatch.refuse_transformed("gemm", (a, "a"), (b, "b"), (c, "c"), (scale_a, "scale_a"), (scale_b, "scale_b"))
     for x, what in ((a, "a"), (b, "b"), (c, "c")):
         arrays.refuse_masked(x, what)
     if precision not in PRECISION_NAMES:
