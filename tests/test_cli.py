@@ -87,6 +87,29 @@ def test_info_and_kernels(capsys):
     assert code == 0 and "register_blocked" in out and "broken_nosync (teaching)" in out
 
 
+def test_explain_says_what_matmul_would_run_for_each_shape(capsys):
+    """`tilegemm explain`: tilegemm.explain for each shape of --sizes, on operands of --dtype laid
+    out as --layout says (t: stored transposed, passed as .T), made where matmul finds them and
+    never filled; a kernel named by --kernel is explained as asked; a dtype or name no kernel
+    here serves is matmul's own error in one line (exit 2)."""
+    import tilegemm
+
+    code, out = run(capsys, "explain", "--sizes", "64x48x32,1x40x24", "--dtype", "float32")
+    on_gpu = tilegemm._cuda.has_gpu()
+    assert code == 0 and "64×32 @ 32×48, float32" in out and "1×24 @ 24×40, float32" in out, out
+    assert ("cpu_blas" in out) != on_gpu, out
+    code, out = run(capsys, "explain", "--sizes", "64x48x32", "--layout", "tt", "--kernel", "register_blocked",
+                    "--dtype", "float32")
+    assert code == 0 and "register_blocked" in out and "asked for by name" in out, out
+    a, b = cli._explained_operands(64, 48, 32, "float32", "nt")
+    contiguous = (lambda x: x.flags.c_contiguous) if not on_gpu else (lambda x: x.is_contiguous())
+    assert a.shape == (64, 32) and b.shape == (32, 48) and contiguous(a) and contiguous(b.T) and not contiguous(b)
+    if not on_gpu:
+        assert cli.main(["explain", "--dtype", "bfloat16"]) == 2
+        assert "bfloat16 runs on a CUDA GPU" in capsys.readouterr().err
+    assert cli.main(["explain", "--kernel", "nope"]) == 2 and "no kernel named 'nope'" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("text,shape", [("512", (512, 512, 512)), ("4096x14336x4096", (4096, 14336, 4096)),
                                         ("3×5×7", (3, 5, 7))])
 def test_parse_shape(text, shape):

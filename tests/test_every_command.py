@@ -16,7 +16,7 @@ from tilegemm import _cuda, cli
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LADDER = os.path.join(ROOT, "results", "h200", "ladder.json")
 
-RUNS_ON_CPU = {"bench", "race", "info", "kernels", "traffic", "resources", "model-bench", "dist-bench"}
+RUNS_ON_CPU = {"bench", "race", "info", "kernels", "explain", "traffic", "resources", "model-bench", "dist-bench"}
 # one line saying so, exit 2
 NEEDS_A_GPU = {"ceilings": "GPU", "library": "GPU", "tune": "GPU", "sanitize": "GPU", "counters": "GPU"}
 NEEDS_A_FILE = {"report", "compare", "results", "ladder"}  # one line naming what is missing, exit 2

@@ -4,6 +4,7 @@
     tilegemm race       what a missing syncthreads() does; racecheck on a GPU
     tilegemm info       the device (or the simulator / CPU)
     tilegemm kernels    what is registered and what runs here
+    tilegemm explain    which kernel matmul runs for a shape, dtype and layout, and why
 plus the measurement tools whose modules provide `add_cli(subparsers)` (ceilings, traffic,
 report, compare, sanitize, ...).
 """
@@ -212,6 +213,34 @@ def cmd_kernels(args) -> int:
     return 0
 
 
+def cmd_explain(args) -> int:
+    """`tilegemm.explain` for each shape: operands of the dtype and layout asked for, made where
+    matmul would find them (torch CUDA tensors on a GPU, host arrays without one), never filled."""
+    import tilegemm
+
+    dtype = args.dtype or ("bfloat16" if _cuda.has_gpu() else "float32")
+    for i, (m, n, k) in enumerate(args.sizes):
+        a, b = _explained_operands(m, n, k, dtype, args.layout)
+        print(("\n" if i else "") + tilegemm.explain(a, b, args.kernel))
+    return 0
+
+
+def _explained_operands(m: int, n: int, k: int, dtype: str, layout: str):
+    """Uninitialised A (M×K) and B (K×N) of `dtype`; a 't' in layout stores that operand
+    transposed (A as K×M, B as N×K: nn.Linear's weight) and passes its .T."""
+    shapes = ((k, m) if layout[0] == "t" else (m, k), (n, k) if layout[1] == "t" else (k, n))
+    if _cuda.has_gpu() or dtype == "bfloat16":  # (NumPy has no bfloat16: a torch CPU tensor, refused as matmul would)
+        import torch
+
+        dev = "cuda" if _cuda.has_gpu() else "cpu"
+        xs = [torch.empty(s, dtype=getattr(torch, dtype), device=dev) for s in shapes]
+    else:
+        import numpy as np
+
+        xs = [np.empty(s, dtype=dtype) for s in shapes]
+    return tuple(x.T if t == "t" else x for x, t in zip(xs, layout))
+
+
 def kernel_source(name: str) -> str:
     """A kernel's source: the generated text of a rung written by a template (its default
     configuration), else its module's file."""
@@ -279,6 +308,15 @@ def build_parser() -> argparse.ArgumentParser:
     kk = sub.add_parser("kernels", help="list registered kernels")
     kk.add_argument("--source", metavar="NAME", help="print a kernel's source (a generated rung: the generated text)")
     kk.set_defaults(func=cmd_kernels)
+    ex = sub.add_parser("explain", help="which kernel matmul runs for a shape, and why (nothing is run)")
+    ex.add_argument("--sizes", type=sizes, default=[(4096, 4096, 4096), (1, 4096, 4096)],
+                    help="comma-separated N or MxNxK (default 4096 and 1x4096x4096: a square and a decode row)")
+    ex.add_argument("--dtype", choices=("float32", "float64", "float16", "bfloat16"),
+                    help="the operands' dtype (default bfloat16 on a GPU, float32 without one)")
+    ex.add_argument("--layout", default="nn", choices=("nn", "nt", "tn", "tt"),
+                    help="t: that operand stored transposed and passed as its .T (nt: B = nn.Linear's W.T)")
+    ex.add_argument("--kernel", default="auto", help="auto, or a registered name (`tilegemm kernels`)")
+    ex.set_defaults(func=cmd_explain)
 
     for mod in TOOL_MODULES:
         try:
