@@ -68,6 +68,11 @@ def number(name: str, default: float, *, integer: bool = False, positive: bool =
     return v
 
 
+def local_world_size(default: int) -> int:
+    """torchrun's LOCAL_WORLD_SIZE (processes, one a GPU, on this host); `default` where unset."""
+    return int(number("LOCAL_WORLD_SIZE", default, integer=True))
+
+
 def cache_dir() -> str:
     """TILEGEMM_CACHE_DIR, else ~/.cache/tilegemm (XDG_CACHE_HOME's tilegemm where that is set)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")

@@ -444,7 +444,7 @@ def measure(sizes, modes, runs: int, reps: int | None, budget_s: float, beyond: 
         doc = dict(schema="tilegemm.scaleout/1", environment=environment(), clocks={"before": clocks.read() if cuda else None},
                    harness=dict(world=world, backend=dist.get_backend(), runs=runs, reps=reps, budget_s=budget_s,
                                 beyond=beyond,
-                                local_world=int(env.number("LOCAL_WORLD_SIZE", world, integer=True)),
+                                local_world=env.local_world_size(world),
                                 dtype=str(dtype).removeprefix("torch."),
                                 timing="each repeat the slowest rank's wall time from a barrier to its synchronize",
                                 products_alone="timed in turn with the product, repeat by repeat (beyond the GPUs' "

@@ -154,7 +154,7 @@ def _describe_meta(a: torch.Tensor, b: torch.Tensor, grid=(0, 0), panel: int | N
     width, given = _panel_code(panel)
     grad = torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)
     return [_code(a), _code(b), int(a.is_cuda), *shape(a), *shape(b), *_grid_ints(grid), width,
-            int(env.number("LOCAL_WORLD_SIZE", 0, integer=True, positive=False)), int(free), int(a.is_cuda and _has_symm_mem()),
+            env.local_world_size(0), int(free), int(a.is_cuda and _has_symm_mem()),
             TRANSPORTS.index(transport) if transport is not None else -1, _host_id(), held >> 20, algo,
             int(_code(a) < 0 or _local_product_runs(a.dtype, a.device)), given, int(grad)]
 
