@@ -375,9 +375,34 @@ def check_review_mistakes():
     assert torch.equal(D.matmul(A, B).full_tensor(), a @ b)  # and the group is whole after them
 
 
+def check_dual_and_negated_blocks():
+    """A forward-mode AD dual block (A's or B's) refused on every rank before anything moves; a
+    lazily negated block multiplied by its values, in both engines."""
+    import torch.autograd.forward_ad as fwad
+
+    from tilegemm.errors import AutogradError
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    a, b = operands(12, 10, 8, dtype=torch.float64)
+    a_r, b_r = split(a, world, 0)[rank].contiguous(), split(b, world, 0)[rank].contiguous()
+    want = split(a @ b, world, 0)[rank]
+    with fwad.dual_level():
+        for x, y in ((a_r, fwad.make_dual(b_r, torch.ones_like(b_r))), (fwad.make_dual(a_r, torch.ones_like(a_r)), b_r)):
+            for call in (lambda: D.matmul_1d(x, y), lambda: D.summa(x, y, (world, 1))):
+                try:
+                    call()
+                except AutogradError as e:
+                    assert "dual tensor" in str(e), str(e)
+                else:
+                    raise AssertionError("a dual block was multiplied (its tangent dropped)")
+    neg = torch._neg_view
+    assert torch.equal(D.matmul_1d(neg(a_r), b_r), -want) and torch.equal(D.matmul_1d(a_r, neg(b_r)), -want)
+    assert torch.equal(D.summa(neg(a_r), neg(b_r), (world, 1)), want)
+
+
 SPAWNED = {"strided blocks": check_strided_blocks, "engines disagree": check_engines_disagree,
            "16-bit on CPUs": check_16bit_on_cpus, "grid and panel out of range": check_grid_and_panel_out_of_range,
-           "review mistakes": check_review_mistakes}
+           "review mistakes": check_review_mistakes, "dual and negated blocks": check_dual_and_negated_blocks}
 
 
 def blocks_of(m, world, rank):

@@ -486,6 +486,14 @@ def test_one_rank_group_multiplies_its_own_rows(tmp_path):
         dist.destroy_process_group()
 
 
+def test_dual_and_negated_blocks_on_two_ranks(tmp_path):
+    """The 1-D loop gathers B's values into plain buffers, so a forward-mode AD dual B lost its
+    tangent with no word on 2 ranks (a dual A's product refused): matmul_1d and summa refuse a
+    dual block (AutogradError) on every rank before anything moves. A lazily negated block is
+    multiplied by its values."""
+    _spawned("dual and negated blocks", tmp_path)
+
+
 @pytest.mark.parametrize("grid", [(1, 2), (2, 1), (2, 2)])
 def test_summa_products_alone_multiply_written_values(grid, monkeypatch):
     """SUMMA's products alone (run with communicate=False: what dist-bench times for the

@@ -499,3 +499,33 @@ def test_the_simulators_warning_is_for_the_whole_nd_product(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         tilegemm.matmul(np.ones((8, 32, 32), f), np.ones((8, 32, 32), f), kernel="naive")  # 8 × 32³ = 64³: no word
+
+
+def test_the_fast_paths_give_transforms_and_storageless_outs_to_the_slow_path():
+    """torch.func.functionalize's tensors have a data_ptr (0, or a view's offset from 0) and the key
+    of the tensor they stand for: a kept plan must not serve them (it would launch on address 0).
+    An out with no storage (a vmap wrapper, MKL-DNN) is named by the slow path, not by data_ptr's
+    RuntimeError. A stand-in plan under the call's key shows which path ran."""
+    from tilegemm import dispatch
+    from tilegemm.errors import AutogradError, LayoutError
+
+    a, b = torch.randn(4, 3), torch.randn(3, 5)
+    dispatch.plain(a)  # (torch bound, as after any call)
+
+    class Served:
+        def run(self, *args):
+            raise AssertionError("a plan served the call")
+
+    def call(x):
+        dispatch._PLANS[dispatch.matmul_key(x, b, x.data_ptr(), b.data_ptr())] = Served()
+        return tilegemm.matmul(x, b)
+
+    try:
+        with pytest.raises(AutogradError, match="transform's tensor"):
+            torch.func.functionalize(call)(a)
+    finally:
+        dispatch.reset()
+    with pytest.raises(AutogradError, match="out is a torch.func transform's tensor"):
+        torch.func.vmap(lambda o: tilegemm.matmul(a, b, out=o))(torch.empty(2, 4, 5))
+    with pytest.raises(LayoutError, match="out: a torch tensor of layout"):
+        tilegemm.matmul(a, b, out=torch.zeros(4, 5).to_mkldnn())

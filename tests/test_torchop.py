@@ -872,3 +872,27 @@ def test_a_patch_that_fails_halfway_gives_back_what_it_patched():
     with tilegemm.patch(torch.nn.Sequential(torch.nn.Linear(8, 4))) as p:  # (a later patch of another model: fine)
         pass
     assert p.counts == {"tilegemm": 0, "torch": 0}
+
+
+def test_the_linear_operator_refuses_a_dual_input_before_a_plan_serves_it():
+    """torch.ops.tilegemm.linear has no forward-AD formula: called on a dual tensor its body runs
+    on the tensor, and a kept plan (or the bias epilogue) would return a result without its tangent.
+    A stand-in plan under the call's key shows the refusal comes first."""
+    import torch.autograd.forward_ad as fwad
+
+    from tilegemm import dispatch
+    from tilegemm.errors import AutogradError
+
+    x, w = torch.randn(4, 3), torch.randn(5, 3)
+    dispatch.plain(x)
+
+    class Served:
+        def run(self, *args):
+            return torch.zeros(4, 5)
+
+    dispatch._PLANS[dispatch.linear_key(x, w, x.data_ptr(), w.data_ptr())] = Served()
+    try:
+        with fwad.dual_level(), pytest.raises(AutogradError, match="x is a forward-mode AD dual tensor"):
+            torch.ops.tilegemm.linear(fwad.make_dual(x, torch.ones_like(x)), w)
+    finally:
+        dispatch.reset()

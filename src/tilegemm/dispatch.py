@@ -51,11 +51,13 @@ class _NoTensor:  # stands for torch.Tensor until torch is in use: no object is 
 
 _PLAIN: tuple = (_NoTensor,)  # torch.Tensor and nn.Parameter once torch is in use (not subclasses)
 _empty = _empty_strided = _raw_stream = _current_device = _grad_enabled = _capturing = _strided = _fwad = None
+_transforms = None  # torch._C._are_functorch_transforms_active, once torch is in use
 
 
 def _bind_torch() -> None:
     """The torch functions the hot path calls, bound once (torch is imported by the caller's tensors)."""
     global _PLAIN, _empty, _empty_strided, _raw_stream, _current_device, _grad_enabled, _capturing, _strided, _fwad
+    global _transforms
     if _empty_strided is not None:  # (the last bound, below)
         return
     import torch
@@ -63,6 +65,7 @@ def _bind_torch() -> None:
 
     _PLAIN = (torch.Tensor, torch.nn.Parameter)
     _fwad = torch.autograd.forward_ad  # (its _current_level: -1 outside a dual level)
+    _transforms = torch._C._are_functorch_transforms_active  # (functionalize's tensors have a data_ptr: 0)
     _grad_enabled = torch.is_grad_enabled
     _strided = torch.strided
     # (a CPU build of torch has neither stream nor device queries; no plan exists there to ask them)
@@ -154,8 +157,8 @@ def fast_matmul(a, b, out=None):
     negation (torch's neg bit) among the tensors has the same key as its memory, whose values are
     the negated ones: the slow path multiplies its values."""
     if (type(a) not in _PLAIN or type(b) not in _PLAIN or wants_grad(a, b) or a.is_neg() or b.is_neg()
-            or _fwad._current_level >= 0):  # (a dual level: refuse_transformed asks whether a tangent is there)
-        return None
+            or _fwad._current_level >= 0 or _transforms()):  # (a dual level, a torch.func transform: the slow
+        return None  # path's refuse_transformed asks whether a tangent or a wrapper is there)
     try:
         pa, pb = a.data_ptr(), b.data_ptr()
     except RuntimeError:  # no storage (sparse, MKL-DNN, nested): the slow path names the layout
@@ -165,7 +168,10 @@ def fast_matmul(a, b, out=None):
         return None if plan is None else plan.run(pa, pb, None, 0, 0)
     if type(out) not in _PLAIN or out.requires_grad or out.is_neg():
         return None
-    pc = out.data_ptr()
+    try:
+        pc = out.data_ptr()
+    except RuntimeError:  # (as a's and b's: the slow path names out's layout)
+        return None
     plan = _PLANS.get(matmul_key(a, b, pa, pb) + out_key(out))
     return None if plan is None or plan.overlaps(pa, pb, pc) else plan.run(pa, pb, out, 0, 0)
 
@@ -360,7 +366,7 @@ def gemm_key(a, b, pa, pb, precision, out_dtype, alpha, beta, c, scale_a, scale_
 def fast_gemm(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel):
     """`gemm(...)` by its launch plan, or None (as fast_matmul's, for a lazy negation too)."""
     if (type(a) not in _PLAIN or type(b) not in _PLAIN or wants_grad(a, b) or a.is_neg() or b.is_neg()
-            or _fwad._current_level >= 0):
+            or _fwad._current_level >= 0 or _transforms()):
         return None
     try:
         pa, pb = a.data_ptr(), b.data_ptr()

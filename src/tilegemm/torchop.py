@@ -187,6 +187,9 @@ matmul.register_autograd(_matmul_backward, setup_context=_matmul_setup)
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
            counter: int = 0) -> torch.Tensor:
     """nn.functional.linear(x, weight, bias) on tilegemm, differentiable; counter as matmul's."""
+    if _fwad._current_level >= 0:  # (the operator has no forward-AD formula: a dual input's tangent would be
+        # dropped by a plan or the bias epilogue, which ask nothing)
+        dispatch.refuse_transformed("linear", (x, "x"), (weight, "weight"), (bias, "bias"))
     with torch.no_grad():
         return _linear(x, weight, bias, _COUNTERS.get(counter, COUNTS))
 

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from .. import env, multigpu
+from .. import dispatch, env, multigpu
 from ..errors import ConfigError, DeviceError, DistributedError
 from ._steps import peer_cuts, summa_blocks, summa_steps
 
@@ -550,6 +550,7 @@ def summa(a: torch.Tensor, b: torch.Tensor, grid: tuple[int, int], group=None, p
     (default: the width the cost model predicts fastest; all of K on a group of one), or with the
     peer transport the steps' width. transport: "auto" (the default, or TILEGEMM_DIST_TRANSPORT:
     the copy engines on GPUs of one host, for 16-bit operands), "peer" or "nccl" (layout)."""
+    dispatch.refuse_transformed("summa", (a, "a"), (b, "b"))
     return run(a, b, layout(a, b, grid, group, panel, transport), group)
 
 
@@ -1466,6 +1467,8 @@ def matmul_1d(a: torch.Tensor, b: torch.Tensor, group=None, b_sharded: bool = Tr
     cost model says that is faster) after each;
     transport: how the panels travel, "auto" (the default: the copy engines on GPUs of one host,
     else NCCL's or gloo's all-gather), "peer" or "nccl" (layout_1d). A replicated B moves nothing."""
+    dispatch.refuse_transformed("matmul_1d", (a, "a"), (b, "b"))  # (B's values are copied into plain buffers: a dual
+    # B's tangent would be dropped without a word)
     if b_sharded:
         return run_1d(a, b, layout_1d(a, b, group, panel, transport), group)
     import tilegemm

@@ -347,7 +347,8 @@ def shipped_hardware(gpu: str | None = None, **links) -> Hardware:
             m, n, k = e["shape"]
             size = round((m * n * k) ** (1 / 3))
             rate[size] = max(rate.get(size, 0.0), 2 * m * n * k / (e["ms"] * 1e-3) / 1e12)
-    links.setdefault("gpus_per_host", env.local_world_size(8))
+    if "gpus_per_host" not in links:  # (read only where not given: shipped(8) gives it)
+        links["gpus_per_host"] = env.local_world_size(8)
     return Hardware(db.get("gpu", "?"), rate=rate, **links)
 
 
