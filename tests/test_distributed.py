@@ -488,9 +488,9 @@ def test_one_rank_group_multiplies_its_own_rows(tmp_path):
 
 def test_dual_and_negated_blocks_on_two_ranks(tmp_path):
     """The 1-D loop gathers B's values into plain buffers, so a forward-mode AD dual B lost its
-    tangent with no word on 2 ranks (a dual A's product refused): matmul_1d and summa refuse a
-    dual block (AutogradError) on every rank before anything moves. A lazily negated block is
-    multiplied by its values."""
+    tangent with no word on 2 ranks (a dual A's product refused, on its rank alone): a dual block,
+    on every rank or on one, travels in the shared metadata, and every rank refuses, naming the
+    ranks, before any block moves. A lazily negated block is multiplied by its values."""
     _spawned("dual and negated blocks", tmp_path)
 
 

@@ -109,26 +109,31 @@ def wants_grad(a, b) -> bool:
     return (a.requires_grad or b.requires_grad) and _grad_enabled()
 
 
-def refuse_transformed(who: str, *named) -> None:
-    """A tensor of a torch.func transform (vmap, grad, jacrev, jvp: a wrapper with no memory of its
-    own) or a forward-mode AD dual tensor (its tangent would not be carried: the result would have
-    none) among the (tensor, name) pairs: refused in words. The fast paths give calls in a dual
-    level to the slow path, which asks this."""
+def transformed(x) -> str | None:
+    """"wrapped" for a tensor of a torch.func transform (vmap, grad, jacrev, jvp, functionalize: a
+    wrapper with no memory of its own), "dual" for a forward-mode AD dual tensor (its tangent would
+    not be carried: the result would have none), None for anything else."""
     torch = sys.modules.get("torch")
-    if torch is None:
-        return
+    if torch is None or not isinstance(x, torch.Tensor):
+        return None
+    if torch._C._functorch.is_functorch_wrapped_tensor(x):
+        return "wrapped"
+    fwad = torch.autograd.forward_ad
+    return "dual" if fwad._current_level >= 0 and fwad.unpack_dual(x).tangent is not None else None
+
+
+def refuse_transformed(who: str, *named) -> None:
+    """A transformed tensor (`transformed`) among the (tensor, name) pairs: refused in words. The
+    fast paths give calls in a dual level or under a transform to the slow path, which asks this."""
     from .errors import AutogradError
 
-    wrapped = torch._C._functorch.is_functorch_wrapped_tensor
     for x, what in named:
-        if not isinstance(x, torch.Tensor):
-            continue
-        if wrapped(x):
+        kind = transformed(x)
+        if kind == "wrapped":
             raise AutogradError(f"{who}: {what} is a torch.func transform's tensor (vmap, grad, jacrev, jvp), which "
                                 "has no memory of its own for a kernel to read; call torch.matmul inside the transform "
                                 "(a model under tilegemm.patch does)")
-        if torch.autograd.forward_ad._current_level >= 0 and torch.autograd.forward_ad.unpack_dual(x).tangent \
-                is not None:
+        if kind == "dual":
             raise AutogradError(f"{who}: {what} is a forward-mode AD dual tensor, and tilegemm's kernels carry no "
                                 "tangent (the result would have none); call torch.matmul under forward-mode AD (a "
                                 "model under tilegemm.patch does)")

@@ -123,7 +123,8 @@ def _meta_device(group):
 # the metadata every rank shares: its global rank, then these, by place
 G, DA, DB, DEV, AR, AC, BR, BC, PR, PC, PANEL, LOCAL, FREE, PEER, TRANSPORT, HOST, HELD = range(17)
 ALGO, RUNS, PANEL_SET = range(17, 20)  # the engine called (ALGOS), whether its GEMM runs, _panel_code's kind
-GRAD = 20  # whether A or B requires grad (with grad mode on): the engines' out= GEMMs record no gradient
+GRAD = 20  # 1: A or B requires grad (with grad mode on): the engines' out= GEMMs record no gradient; 2: A or B is
+# a forward-mode AD dual tensor or a torch.func transform's (dispatch.transformed): no tangent is carried
 NOT_A_GRID = -(2**62)  # PR and PC of a grid argument that is not two integers (_grid_ints)
 # what a rank was called as (ALGO): ranks that call different engines would wait in different collectives
 ALGOS = ("summa", "matmul_1d with b_sharded=True", "matmul_1d with b_sharded=False")
@@ -152,11 +153,14 @@ def _describe_meta(a: torch.Tensor, b: torch.Tensor, grid=(0, 0), panel: int | N
     shape = lambda x: list(x.shape) if x.dim() == 2 else [-1, -1]  # noqa: E731
     free = torch.cuda.mem_get_info(a.device)[0] >> 20 if a.is_cuda else 0  # MiB: what buffers may take
     width, given = _panel_code(panel)
-    grad = torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)
+    if dispatch.transformed(a) or dispatch.transformed(b):  # (the 1-D loop gathers B's values into plain buffers:
+        grad = 2  # a dual B's tangent would be dropped without a word)
+    else:
+        grad = int(torch.is_grad_enabled() and (a.requires_grad or b.requires_grad))
     return [_code(a), _code(b), int(a.is_cuda), *shape(a), *shape(b), *_grid_ints(grid), width,
             env.local_world_size(0), int(free), int(a.is_cuda and _has_symm_mem()),
             TRANSPORTS.index(transport) if transport is not None else -1, _host_id(), held >> 20, algo,
-            int(_code(a) < 0 or _local_product_runs(a.dtype, a.device)), given, int(grad)]
+            int(_code(a) < 0 or _local_product_runs(a.dtype, a.device)), given, grad]
 
 
 def _grid_ints(grid) -> tuple[int, int]:
@@ -286,7 +290,10 @@ def _common_errors(meta: list[list[int]]) -> list[str]:
     for text, rs in _by(meta, _panel_text, lambda m: m[PANEL_SET] == 2 or m[PANEL_SET] == 1 and m[PANEL] < 1).items():
         errs.append(f"{_ranks(rs)} {'was' if len(rs) == 1 else 'were'} called with panel {text}: a panel is a "
                     "positive number of columns (None: the cost model's width)")
-    for rs in _by(meta, lambda m: 0, lambda m: m[GRAD] and m[ALGO] != REPLICATED_1D).values():
+    for rs in _by(meta, lambda m: 0, lambda m: m[GRAD] == 2).values():
+        errs.append(f"{_ranks(rs)}: A or B is a forward-mode AD dual tensor or a torch.func transform's tensor, and "
+                    "the distributed products carry no tangent: call them outside the transform or dual level")
+    for rs in _by(meta, lambda m: 0, lambda m: m[GRAD] == 1 and m[ALGO] != REPLICATED_1D).values():
         errs.append(f"{_ranks(rs)}: A or B requires grad, and the distributed products record no gradient: pass "
                     "them detached (.detach()), or call under torch.no_grad()")
     for rs in _by(meta, lambda m: 0, lambda m: m[TRANSPORT] < 0).values():
@@ -550,7 +557,6 @@ def summa(a: torch.Tensor, b: torch.Tensor, grid: tuple[int, int], group=None, p
     (default: the width the cost model predicts fastest; all of K on a group of one), or with the
     peer transport the steps' width. transport: "auto" (the default, or TILEGEMM_DIST_TRANSPORT:
     the copy engines on GPUs of one host, for 16-bit operands), "peer" or "nccl" (layout)."""
-    dispatch.refuse_transformed("summa", (a, "a"), (b, "b"))
     return run(a, b, layout(a, b, grid, group, panel, transport), group)
 
 
@@ -1467,8 +1473,6 @@ def matmul_1d(a: torch.Tensor, b: torch.Tensor, group=None, b_sharded: bool = Tr
     cost model says that is faster) after each;
     transport: how the panels travel, "auto" (the default: the copy engines on GPUs of one host,
     else NCCL's or gloo's all-gather), "peer" or "nccl" (layout_1d). A replicated B moves nothing."""
-    dispatch.refuse_transformed("matmul_1d", (a, "a"), (b, "b"))  # (B's values are copied into plain buffers: a dual
-    # B's tangent would be dropped without a word)
     if b_sharded:
         return run_1d(a, b, layout_1d(a, b, group, panel, transport), group)
     import tilegemm
