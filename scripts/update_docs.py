@@ -95,7 +95,7 @@ def ladder_outcomes(doc: dict, shape=(4096, 4096, 4096)) -> str:
             continue
         step = f"{prev['median_ms'] / r['median_ms']:.2f}" if prev else "—"
         rows.append(f"| {k.rung} | {k.name} | {r['median_ms']:.3f} | {r['tflops']:.1f} | "
-                    f"{r.get('pct_cublas') or 0:.1f}% | {step} |")
+                    + (f"{r['pct_cublas']:.1f}%" if r.get("pct_cublas") else "—") + f" | {step} |")
         if not k.teaching:
             prev = r
     return "\n".join(rows)

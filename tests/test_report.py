@@ -407,3 +407,80 @@ def test_compare_of_files_with_nothing_in_common_is_a_users_mistake(tmp_path, ca
     b = _edited(tmp_path, "b.json", lambda d: [r.update(kernel=r["kernel"] + "_x") for r in d["records"]])
     rc, out, err = _main(capsys, "compare", a, b)
     assert rc == 2 and "no kernel × shape appears in both" in _one_line(err) and not out.strip()
+
+
+def test_compare_matches_each_timing_of_a_kernel_timed_twice_to_its_own(tmp_path, capsys):
+    """A run that times a kernel twice at one shape (`repeat` 2, as results/h200/repeat.json) has two
+    records of one key: each is compared with OLD's timing of the same rank. (Both were compared
+    with OLD's last: a file compared with itself said SLOWER and FASTER.)"""
+    doc = synthetic_doc()
+    first = next(r for r in doc["records"] if r["kernel"] == "smem_tiled_32" and r["m"] == 1024)
+    t = Timing([x * 1.1 for x in first["time"]["samples_ms"]], "cuda-events", "l2-flush", 10.0).to_dict()
+    doc["records"].append(dict(first, label=first["label"] + " (timing #2)", repeat=2, time=t,
+                               median_ms=t["median_ms"]))
+    verdicts = compare.compare(doc, doc)
+    assert {v.verdict for v in verdicts if v.method != "check"} == {compare.SAME}  # (broken_nosync: UNCLEAR)
+    assert [v.repeat for v in verdicts if v.kernel == "smem_tiled_32" and v.m == 1024] == [1, 2]
+    results.save(doc, tmp_path / "a.json")
+    rc, out, err = _main(capsys, "compare", str(tmp_path / "a.json"), str(tmp_path / "a.json"))
+    assert rc == 0 and "smem_tiled_32 (timing #2)" in out and "0 FASTER, 0 SLOWER" in out and not err
+
+
+def test_compare_iqr_interval_is_in_order():
+    """Without samples, disjoint IQRs decide; the interval stated beside FASTER was (high, low)."""
+    old = dict(median_ms=1.0, q1_ms=0.9, q3_ms=1.1, reps=5)
+    new = dict(median_ms=0.5, q1_ms=0.4, q3_ms=0.6, reps=5)
+    for a, b, want in ((old, new, compare.FASTER), (new, old, compare.SLOWER)):
+        verdict, ratio, lo, hi, method = compare.decide(a, b)
+        assert (verdict, method) == (want, "iqr") and lo <= ratio <= hi
+
+
+def test_compare_says_when_old_and_new_ran_on_other_gpus(tmp_path, capsys):
+    a = _edited(tmp_path, "a.json", lambda d: None)
+    b = _edited(tmp_path, "b.json", lambda d: d["environment"]["gpu"].update(name="NVIDIA H100 80GB HBM3"))
+    rc, out, err = _main(capsys, "compare", a, b)
+    assert rc == 0 and "OLD ran on NVIDIA H200, NEW on NVIDIA H100 80GB HBM3" in _one_line(err)
+    rc, out, err = _main(capsys, "compare", a, a)
+    assert rc == 0 and not err
+
+
+def test_compare_names_what_only_one_file_has(tmp_path, capsys):
+    a = _edited(tmp_path, "a.json", lambda d: None)
+    b = _edited(tmp_path, "b.json", lambda d: d["records"].pop(0))
+    rc, out, err = _main(capsys, "compare", a, b)
+    assert rc == 0 and "only in OLD (not compared): 1: cpu_naive 128×128×128 float32" in out
+
+
+def test_report_refuses_ceilings_of_another_gpu(tmp_path, capsys):
+    """% of peak and the roofline held the H200's times to another GPU's roofs (250% of peak)."""
+    path = _edited(tmp_path, "in.json", lambda d: d.update(ceilings=None))
+    ceil = synthetic_doc()["ceilings"]
+    (tmp_path / "c.json").write_text(json.dumps(dict(ceil, gpu="NVIDIA A100-SXM4-40GB")))
+    rc, out, err = _main(capsys, "report", path, "--ceilings", str(tmp_path / "c.json"), "--out", str(tmp_path / "r"))
+    assert rc == 2 and "measured on NVIDIA A100-SXM4-40GB, the results on NVIDIA H200" in _one_line(err)
+    (tmp_path / "c.json").write_text(json.dumps(ceil))
+    rc, out, err = _main(capsys, "report", path, "--ceilings", str(tmp_path / "c.json"), "--out", str(tmp_path / "r"))
+    assert rc == 0 and "% of peak" in (tmp_path / "r" / "report.md").read_text()
+
+
+@pytest.mark.parametrize("command", ["library", "model-bench"])
+def test_merge_into_one_of_its_parts_is_refused(tmp_path, capsys, command):
+    """`--merge PART… --json PART`: the guard against writing over what a command reads missed
+    inputs named in a list."""
+    schema = {"library": "tilegemm.library/1", "model-bench": "tilegemm.model/1"}[command]
+    part = tmp_path / "part.json"
+    part.write_text(json.dumps(dict(schema=schema, environment={}, records=[])))
+    before = part.read_text()
+    rc, out, err = _main(capsys, command, "--merge", str(part), "--json", str(part))
+    assert rc == 2 and "is also what this command reads" in _one_line(err) and part.read_text() == before
+
+
+def test_ladder_page_says_no_cublas_rather_than_zero_percent():
+    """A run without cuBLAS at 4096³ has pct_cublas None: the page said '0.0% of cuBLAS'."""
+    from tilegemm.bench import ladder
+
+    rng = np.random.default_rng(0)
+    doc = results.document([_record("naive", "GPU naive", "simt", 4096, 1.4, rng)], harness={},
+                           env=dict(gpu=dict(name="NVIDIA H200"), simulator=False))
+    page = ladder.render(doc, [])
+    assert "Measured at 4096³" in page and "0.0% of cuBLAS" not in page and "no cuBLAS time in this run" in page

@@ -349,8 +349,9 @@ def main(argv=None) -> int:
     try:
         from .bench.results import check_writable
 
-        inputs = {os.path.realpath(v) for k, v in vars(args).items()  # (files the command reads, named by options)
-                  if k not in OUTPUTS and isinstance(v, str) and os.path.isfile(v)}
+        inputs = {os.path.realpath(f) for k, v in vars(args).items()  # (files the command reads, named by options;
+                  if k not in OUTPUTS  # a list: --merge PART…)
+                  for f in (v if isinstance(v, list) else [v]) if isinstance(f, str) and os.path.isfile(f)}
         for what in OUTPUTS:  # an output that cannot be written is said before the work, not after it
             if getattr(args, what, None) and not (what == "out" and args.command == "report"):
                 if os.path.realpath(getattr(args, what)) in inputs:

@@ -41,6 +41,7 @@ class Verdict:
     new_ms: float | None
     method: str  # 'bootstrap', 'iqr' or why neither applied
     note: str = ""
+    repeat: int = 1  # which timing of this kernel, shape and dtype in its file (a run may time one twice)
 
     @property
     def shape(self) -> str:
@@ -87,7 +88,7 @@ def decide(old_t: dict | None, new_t: dict | None, *, equivalence: float = 0.02,
     elif all(t.get(q) is not None for t in (old_t, new_t) for q in ("q1_ms", "q3_ms")) \
             and old_t.get("reps", 0) >= min_samples and new_t.get("reps", 0) >= min_samples:
         if new_t["q3_ms"] < old_t["q1_ms"]:
-            return FASTER, ratio, new_t["q3_ms"] / old_t["q1_ms"], new_t["q1_ms"] / old_t["q3_ms"], "iqr"
+            return FASTER, ratio, new_t["q1_ms"] / old_t["q3_ms"], new_t["q3_ms"] / old_t["q1_ms"], "iqr"
         if new_t["q1_ms"] > old_t["q3_ms"]:
             return SLOWER, ratio, new_t["q1_ms"] / old_t["q3_ms"], new_t["q3_ms"] / old_t["q1_ms"], "iqr"
         return UNCLEAR, ratio, new_t["q1_ms"] / old_t["q3_ms"], new_t["q3_ms"] / old_t["q1_ms"], "iqr"
@@ -106,24 +107,45 @@ def _key(r: dict):
     return (r["kernel"], int(r["m"]), int(r["n"]), int(r["k"]), r.get("dtype", ""))
 
 
-def compare(old: dict, new: dict, *, equivalence: float = 0.02, level: float = 0.95, seed: int = 0) -> list[Verdict]:
-    """Verdicts for every (kernel, shape, dtype) in both documents, in NEW's order."""
-    check_settings(equivalence, level)
-    old_by = {_key(r): r for r in old["records"]}
+def _keyed(records: list[dict]) -> list[tuple[tuple, dict]]:
+    """(key and which timing of that key it is, 1 for the first), record: a run that times a kernel
+    twice at one shape (`repeat` 1 and 2) has two records of one key, each matched to its own."""
+    seen: dict = {}
     out = []
-    for r in new["records"]:
+    for r in records:
         key = _key(r)
-        o = old_by.get(key)
+        seen[key] = seen.get(key, 0) + 1
+        out.append(((*key, seen[key]), r))
+    return out
+
+
+def unmatched(old: dict, new: dict) -> tuple[list[tuple], list[tuple]]:
+    """The (kernel, M, N, K, dtype, repeat) keys only OLD has, and those only NEW has."""
+    ko, kn = [k for k, _ in _keyed(old["records"])], [k for k, _ in _keyed(new["records"])]
+    so, sn = set(ko), set(kn)
+    return [k for k in ko if k not in sn], [k for k in kn if k not in so]
+
+
+def compare(old: dict, new: dict, *, equivalence: float = 0.02, level: float = 0.95, seed: int = 0) -> list[Verdict]:
+    """Verdicts for every (kernel, shape, dtype) in both documents, in NEW's order; a kernel timed
+    twice at one shape in a file: its first timing against OLD's first, its second against OLD's second."""
+    check_settings(equivalence, level)
+    old_by = dict(_keyed(old["records"]))
+    out = []
+    for full, r in _keyed(new["records"]):
+        key, repeat = full[:5], full[5]
+        o = old_by.get(full)
         if o is None:
             continue
         note = ""
         if o.get("ok") is False or r.get("ok") is False:
             note = "failed its check in " + " and ".join(w for w, x in (("OLD", o), ("NEW", r)) if x.get("ok") is False)
-            v = Verdict(*key, UNCLEAR, None, None, None, o.get("median_ms"), r.get("median_ms"), "check", note)
+            v = Verdict(*key, UNCLEAR, None, None, None, o.get("median_ms"), r.get("median_ms"), "check", note,
+                        repeat)
         else:
             verdict, ratio, lo, hi, method = decide(o.get("time"), r.get("time"), equivalence=equivalence,
                                                     level=level, seed=seed)
-            v = Verdict(*key, verdict, ratio, lo, hi, o.get("median_ms"), r.get("median_ms"), method)
+            v = Verdict(*key, verdict, ratio, lo, hi, o.get("median_ms"), r.get("median_ms"), method, "", repeat)
         out.append(v)
     return out
 
@@ -173,10 +195,15 @@ def cli_compare(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from .results import load
+    from .results import gpu_name, load
 
     old, new = load(args.old), load(args.new)
     verdicts = compare(old, new, equivalence=args.equivalence, level=args.level)
+    where = [gpu_name(d) or ("the simulator" if (d.get("environment") or {}).get("simulator") else "no GPU")
+             for d in (old, new)]
+    if verdicts and where[0] != where[1]:  # said, not refused: comparing two GPUs may be the point
+        print(f"tilegemm compare: warning: OLD ran on {where[0]}, NEW on {where[1]}: the verdicts compare the "
+              "machines as well as the code", file=sys.stderr)
     console = Console()
     if not console.is_terminal:
         console.width = max(console.width, 150)
@@ -185,15 +212,22 @@ def cli_compare(args) -> int:
         return 2
     colour = {FASTER: "green", SLOWER: "red", SAME: "white", UNCLEAR: "yellow"}
     t = Table(title=f"{args.old} → {args.new}", header_style="bold")
-    for col in ("kernel", "shape", "dtype", "old ms", "new ms", "new/old", f"{int(args.level * 100)}% interval",
+    for col in ("kernel", "shape", "dtype", "old ms", "new ms", "new/old", f"{args.level * 100:g}% interval",
                 "verdict", "method"):
         t.add_column(col, justify="left" if col in ("kernel", "dtype", "verdict", "method") else "right")
     for v in verdicts:
         fmt = lambda x: "—" if x is None else f"{x:.4g}"  # noqa: E731
-        t.add_row(v.kernel, v.shape, v.dtype, fmt(v.old_ms), fmt(v.new_ms), fmt(v.ratio),
+        t.add_row(v.kernel + (f" (timing #{v.repeat})" if v.repeat > 1 else ""), v.shape, v.dtype, fmt(v.old_ms),
+                  fmt(v.new_ms), fmt(v.ratio),
                   "—" if v.lo is None else f"{v.lo:.3f}–{v.hi:.3f}",
                   f"[{colour[v.verdict]}]{v.verdict}[/]", v.note or v.method)
     console.print(t)
     s = summary(verdicts)
     console.print(", ".join(f"{n} {k}" for k, n in s.items()))
+    only_old, only_new = unmatched(old, new)
+    for who, keys in (("OLD", only_old), ("NEW", only_new)):
+        if keys:  # not compared: said, so that a kernel that vanished from a run is not missed
+            shown = ", ".join(f"{k[0]} {k[1]}×{k[2]}×{k[3]} {k[4]}" + (f" (timing #{k[5]})" if k[5] > 1 else "")
+                              for k in keys[:5])
+            console.print(f"only in {who} (not compared): {len(keys)}: {shown}{', …' if len(keys) > 5 else ''}")
     return 1 if args.fail_on_slower and s[SLOWER] else 0

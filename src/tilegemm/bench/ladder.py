@@ -98,7 +98,9 @@ def render(doc: dict, resources: list[dict], also=(), by: str = "`tilegemm ladde
         out += ["", f"## {k.rung}. `{k.name}` — {k.label}", ""]
         r = rec.get((k.name, *ref))
         if r and r.get("tflops"):
-            line = f"**Measured at {_label(*ref)}: {r['tflops']:.2f} TFLOP/s, {r.get('pct_cublas') or 0:.1f}% of cuBLAS**"
+            pct = r.get("pct_cublas")  # None where the run timed no cuBLAS at this shape: not 0%
+            line = (f"**Measured at {_label(*ref)}: {r['tflops']:.2f} TFLOP/s, "
+                    + (f"{pct:.1f}% of cuBLAS**" if pct else "no cuBLAS time in this run**"))
             p = rec.get((prev.name, *ref)) if prev else None
             if p and p.get("tflops"):
                 ratio = r["tflops"] / p["tflops"]

@@ -111,7 +111,12 @@ def find_ceilings(doc: dict, path=None) -> dict | None:
     if path:
         from .ceilings import load_ceilings_file
 
-        return load_ceilings_file(path)
+        ceil = load_ceilings_file(path)
+        theirs, ours = ceil.get("gpu"), gpu_name(doc)
+        if theirs and ours and theirs != ours:  # % of peak and the roofline would hold one GPU to another's roofs
+            raise ValueError(f"{path}: ceilings measured on {theirs}, the results on {ours}; give the ceilings of "
+                             f"{ours} (`tilegemm ceilings --json` on it)")
+        return ceil
     if doc.get("ceilings"):
         return doc["ceilings"]
     name = gpu_name(doc)
@@ -436,7 +441,8 @@ def repeatability_section(records: list[dict]) -> str:
         ok, diff, allowed = agreement(a, b)
         verdict, ratio, lo, hi, method = decide(a["time"], b["time"])
         ci = f"[{lo:.4f}, {hi:.4f}]" if lo is not None else "—"
-        rows.append([a["label"], size_label(a["m"], a["n"], a["k"]), _f(a["median_ms"], 4), _f(b["median_ms"], 4),
+        rows.append([a.get("label") or a["kernel"], size_label(a["m"], a["n"], a["k"]), _f(a["median_ms"], 4),
+                     _f(b["median_ms"], 4),
                      _f(diff, 2), _f(allowed, 2), "yes" if ok else "NO", f"{verdict} ({method}, ratio CI {ci})"])
     if not rows:
         return ""
