@@ -896,3 +896,113 @@ def test_the_linear_operator_refuses_a_dual_input_before_a_plan_serves_it():
             torch.ops.tilegemm.linear(fwad.make_dual(x, torch.ones_like(x)), w)
     finally:
         dispatch.reset()
+
+
+@pytest.mark.parametrize("matmul", [False, True])
+def test_complex_gradients_are_torchs(matmul):
+    """A complex layer or product runs on torch, but through the operator where it needs a gradient:
+    the operator's backward must take the conjugates (grad_a = g @ b^H), as torch's does."""
+    g = torch.Generator().manual_seed(5)
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 3, dtype=torch.cdouble)
+
+        def forward(self, x, b):
+            return self.lin(x) @ b
+
+    x = torch.randn(2, 4, dtype=torch.cdouble, generator=g, requires_grad=True)
+    b = torch.randn(3, 2, dtype=torch.cdouble, generator=g, requires_grad=True)
+    m = M()
+    m(x, b).abs().sum().backward()
+    want = [t.grad.clone() for t in (x, b, m.lin.weight, m.lin.bias)]
+    for t in (x, b, m.lin.weight, m.lin.bias):
+        t.grad = None
+    with tilegemm.patch(m, matmul=matmul):
+        m(x, b).abs().sum().backward()
+    for w, t in zip(want, (x, b, m.lin.weight, m.lin.bias)):
+        torch.testing.assert_close(t.grad, w)
+    c = torch.randn(4, 2, dtype=torch.cdouble, generator=g, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, c: torch.ops.tilegemm.matmul(a, c), (x, c))
+    assert torch.autograd.gradcheck(lambda a, w, c: torch.ops.tilegemm.linear(a, w, c),
+                                    (x, m.lin.weight, m.lin.bias))
+
+
+@pytest.mark.parametrize("xshape,k,n", [((2, 3, 0), 0, 5), ((2, 3, 4), 4, 0), ((2, 0), 0, 5)])
+def test_an_empty_layer_runs_as_torchs(xshape, k, n):
+    """K = 0 or N = 0 with an N-D activation: reshape(-1, 0) is ambiguous; the layer's product and
+    its gradient are torch's (zeros, the bias)."""
+    lin = torch.nn.Linear(k, n)
+    x = torch.randn(*xshape, requires_grad=True)
+    want = lin(x)
+    want.sum().backward()
+    gx, gw = x.grad.clone(), lin.weight.grad.clone()
+    x.grad = lin.weight.grad = None
+    with tilegemm.patch(lin):
+        with torch.no_grad():
+            assert torch.equal(lin(x), want)
+        y = lin(x)
+        y.sum().backward()
+    assert torch.equal(y, want) and torch.equal(x.grad, gx) and torch.equal(lin.weight.grad, gw)
+
+
+def test_inputs_torch_refuses_are_refused_as_torch_does():
+    """A 0-D activation or one that is no tensor: torch's own error, not an IndexError or AttributeError."""
+    lin = torch.nn.Linear(3, 2)
+    for x in (torch.tensor(1.0), [1.0, 2.0, 3.0]):
+        with pytest.raises(Exception) as want:
+            lin(x)
+        for grad in (False, True):
+            with torch.set_grad_enabled(grad), tilegemm.patch(lin), pytest.raises(Exception) as got:
+                lin(x)
+            assert got.type is want.type and str(got.value) == str(want.value)
+
+
+class _EqualLinear(torch.nn.Linear):  # equalized learning rate: the stored weight scaled on every read
+    def __init__(self, i, o):
+        super().__init__(i, o)
+        self.scale = i ** -0.5
+
+    @property
+    def weight(self):
+        w = self.__dict__["_parameters"].get("weight")
+        if w is None:
+            raise AttributeError("weight")
+        return w * self.scale if "scale" in self.__dict__ else w
+
+
+def test_a_class_that_gives_its_weight_its_own_way_is_asked_by_name():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(_EqualLinear(8, 4))
+    x = torch.randn(3, 8)
+    want = m(x)
+    for matmul in (False, True):
+        with tilegemm.patch(m, matmul=matmul) as p:
+            torch.testing.assert_close(m(x), want)
+        assert p.counts == {"tilegemm": 1, "torch": 0}
+
+
+class _Reduced(torch.nn.Linear):  # a layer with a __reduce__ of its own
+    def __init__(self, i, o, note="none"):
+        super().__init__(i, o)
+        self.note = note
+
+    def __reduce__(self):
+        return (_Reduced, (self.in_features, self.out_features, self.note), None)
+
+
+class _ReducedAsItself(_Reduced):
+    def __reduce__(self):
+        return (type(self), (self.in_features, self.out_features, self.note), None)
+
+
+@pytest.mark.parametrize("cls", [_Reduced, _ReducedAsItself])
+def test_a_copy_of_a_layer_with_its_own_reduce_is_made_by_it(cls):
+    import copy
+    import pickle
+
+    m = cls(4, 3, "kept")
+    with tilegemm.patch(m):
+        for c in (copy.deepcopy(m), pickle.loads(pickle.dumps(m))):
+            assert type(c) is cls and c.note == "kept" and c.weight.shape == (3, 4)

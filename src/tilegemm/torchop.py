@@ -59,9 +59,11 @@ def served(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Does tilegemm run a product of these (one dtype and device, a dtype it has a kernel for)?
     (Asked before every patched layer's product: dtypes and layouts are singletons, compared by
     identity; devices by index and kind, without building torch.device objects.)"""
+    if type(a) not in _PLAIN or type(b) not in _PLAIN:  # (first: a list or None has no dtype; torch says so)
+        return False
     dtype = a.dtype
-    if (dtype is not b.dtype or type(a) not in _PLAIN or type(b) not in _PLAIN or a.layout is not torch.strided
-            or b.layout is not torch.strided or a.is_nested):  # (a nested tensor of strided layout: torch's)
+    if (dtype is not b.dtype or a.layout is not torch.strided or b.layout is not torch.strided
+            or a.is_nested):  # (a nested tensor of strided layout: torch's)
         return False
     if a.is_cuda:
         return b.is_cuda and a.get_device() == b.get_device() and dtype in _CUDA
@@ -87,8 +89,9 @@ def _linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
     if y is not None:
         counts["tilegemm"] += 1
         return y
-    if not served(x, weight) or (bias is not None and bias.dtype is not weight.dtype):  # (torch's error for
-        y = torch.nn.functional.linear(x, weight, bias)  # a bias of another dtype: added, it would promote)
+    if (not served(x, weight) or (bias is not None and bias.dtype is not weight.dtype)  # (torch's error for a
+            or x.dim() == 0 or weight.dim() != 2):  # bias of another dtype, added it would promote; for a 0-D x;
+        y = torch.nn.functional.linear(x, weight, bias)  # a 1-D weight's x @ w, whose result has no N)
         counts["torch"] += 1
         return y
     y = _linear_on_tilegemm(x, weight, bias)
@@ -102,7 +105,7 @@ def _linear_on_tilegemm(x: torch.Tensor, weight: torch.Tensor, bias: Optional[to
     x's dtype on x's device is added in the kernel's epilogue (`dispatch.linear_bias`); any other
     bias, and any on the SIMT path, by torch after the product."""
     flat = x.dim() == 2
-    rows, wt = x if flat else x.reshape(-1, x.shape[-1]), weight.t()  # a view for a contiguous activation
+    rows, wt = x if flat else _rows(x), weight.t()  # a view for a contiguous activation
     kern = None if bias is None else _epilogue(x, rows, wt, bias)
     if kern is not None:
         return dispatch.linear_bias(x, weight, bias, rows, wt, kern)
@@ -114,6 +117,12 @@ def _linear_on_tilegemm(x: torch.Tensor, weight: torch.Tensor, bias: Optional[to
 
 
 _EPILOGUE = frozenset((torch.float16, torch.bfloat16))
+
+
+def _rows(t: torch.Tensor) -> torch.Tensor:
+    """t as a matrix of its last dimension's rows (t.reshape(-1, K), which refuses K = 0: -1 is then
+    ambiguous; an empty layer, in or out, has 0 there)."""
+    return t.reshape(t.shape[:-1].numel(), t.shape[-1])
 
 
 def _epilogue(x: torch.Tensor, rows: torch.Tensor, wt: torch.Tensor, bias: torch.Tensor):
@@ -174,9 +183,10 @@ def _matmul_backward(ctx, grad):
         g = g.unsqueeze(-2)
     ga = gb = None
     if ctx.needs_input_grad[0]:
-        ga = matmul(g, b2.transpose(-1, -2)).sum_to_size(a2.shape).reshape(a.shape)
+        ga = matmul(g, b2.transpose(-1, -2).conj()).sum_to_size(a2.shape).reshape(a.shape)  # (conj: complex
+        # operands, which torch runs, have b^H there; on real ones it is the tensor itself)
     if ctx.needs_input_grad[1]:
-        gb = matmul(a2.transpose(-1, -2), g).sum_to_size(b2.shape).reshape(b.shape)
+        gb = matmul(a2.transpose(-1, -2).conj(), g).sum_to_size(b2.shape).reshape(b.shape)
     return ga, gb, None
 
 
@@ -207,12 +217,12 @@ def _linear_setup(ctx, inputs, output):
 
 def _linear_backward(ctx, grad):
     x, weight = ctx.saved_tensors
-    g = grad.reshape(-1, grad.shape[-1])
+    g = _rows(grad)
     gx = gw = gb = None
-    if ctx.needs_input_grad[0]:
-        gx = matmul(g, weight).reshape(x.shape)
+    if ctx.needs_input_grad[0]:  # (conj: as _matmul_backward's, for a complex layer, which torch runs)
+        gx = matmul(g, weight.conj()).reshape(x.shape)
     if ctx.needs_input_grad[1]:
-        gw = matmul(g.t(), x.reshape(-1, x.shape[-1]))
+        gw = matmul(g.t(), _rows(x).conj())
     if ctx.has_bias and ctx.needs_input_grad[2]:
         gb = g.sum(0)
     return gx, gw, gb, None
@@ -323,7 +333,10 @@ def _forward(self, input):
     if not self._tilegemm_on:
         return self._tilegemm_base.forward(self, input)
     try:  # what self.weight and self.bias give (Module.__getattr__ reads _parameters first), without
-        # its two Python calls; a parametrized or re-registered weight is not there: asked for by name
+        # its two Python calls; a parametrized or re-registered weight is not there: asked for by name, as it is
+        # where the layer's class gives weight or bias its own way (a property, a __getattr__ of its own)
+        if self._tilegemm_by_name:
+            raise KeyError
         params = self._parameters
         weight, bias = params["weight"], params["bias"]
     except KeyError:
@@ -351,7 +364,7 @@ def _forward_in_mode(self, input):
     functions off. Only where the patch's mode is the one there is: a mode of the caller's, a
     subclass's __torch_function__ and the compiler (which traces the mode) each see the layer's
     path as before."""
-    params = self._parameters
+    params = {} if self._tilegemm_by_name else self._parameters  # (a by-name class's own weight: unchecked here)
     weight, bias = params.get("weight"), params.get("bias")
     if (type(input) is torch.Tensor and type(weight) in _PLAIN and (bias is None or type(bias) in _PLAIN)
             and _modes() == 1 and type(_mode_at(0)) is _MatmulMode and not _compiling()):
@@ -366,9 +379,27 @@ def _reduce_unpatched(self, protocol):
     it needs no tilegemm). A class another made on top of the patched one is its maker's to copy."""
     ours = next(c for c in type(self).__mro__ if "_tilegemm_base" in vars(c))
     rv = super(ours, self).__reduce_ex__(protocol)
-    if type(self) is not ours:
+    if type(self) is not ours or not isinstance(rv, tuple):
         return rv
+    if rv[0] is ours:  # (a __reduce__ of the layer's own class that makes type(self): its class, unpatched)
+        return (ours._tilegemm_base, *rv[1:])
+    if rv[0] not in _MAKERS or rv[1][0] is not ours:  # (one of its own with another maker: its maker and
+        return rv  # arguments, as they are; made again from the state alone, the copy would have none)
     return (copyreg._reconstructor, (ours._tilegemm_base, object, None), *rv[2:])
+
+
+_MAKERS = (copyreg.__newobj__, copyreg.__newobj_ex__, copyreg._reconstructor)  # object's own reductions, whose
+# first argument is the object's class
+
+
+_OWN_WAY = ("weight", "bias", "__getattr__", "__getattribute__")
+
+
+def _by_name(cls: type) -> bool:
+    """Does a class between cls and nn.Linear give weight or bias its own way (a property, such as an
+    equalized learning rate's scaled weight, a __getattr__ or __getattribute__ of its own)? Then a
+    patched layer asks for them by name, as Linear.forward does, not in _parameters."""
+    return any(name in vars(c) for c in cls.__mro__ if c not in torch.nn.Linear.__mro__ for name in _OWN_WAY)
 
 
 def _lazy(module: torch.nn.Module) -> bool:
@@ -431,7 +462,8 @@ class Patch:
                     if cls is None:
                         cls = type(base.__name__, (base,), dict(
                             forward=_forward_in_mode if matmul_too else _forward, __reduce_ex__=_reduce_unpatched,
-                            __module__=base.__module__, _tilegemm_base=base, _tilegemm_tag=self._tag))
+                            __module__=base.__module__, _tilegemm_base=base, _tilegemm_tag=self._tag,
+                            _tilegemm_by_name=_by_name(base)))
                         kept[(base, matmul_too)] = cls
                     cls._tilegemm_counts, cls._tilegemm_on = self._live, True
                     self.classes[base] = cls
