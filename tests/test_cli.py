@@ -110,6 +110,18 @@ def test_explain_says_what_matmul_would_run_for_each_shape(capsys):
     assert cli.main(["explain", "--kernel", "nope"]) == 2 and "no kernel named 'nope'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("value, shows", [("1", True), ("yes", True), ("On", True), ("0", False), ("maybe", False)])
+def test_debug_takes_the_flags_words(monkeypatch, capsys, value, shows):
+    """TILEGEMM_DEBUG=yes (or on, true) was ignored where every other flag takes those words; a
+    value not understood is off, never an error of its own (the CLI reads it while reporting one)."""
+    monkeypatch.setenv("TILEGEMM_DEBUG", value)
+    if shows:
+        with pytest.raises(KeyError, match="no kernel named 'nope'"):
+            cli.main(["explain", "--kernel", "nope"])
+    else:
+        assert cli.main(["explain", "--kernel", "nope"]) == 2 and "no kernel named" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("text,shape", [("512", (512, 512, 512)), ("4096x14336x4096", (4096, 14336, 4096)),
                                         ("3×5×7", (3, 5, 7))])
 def test_parse_shape(text, shape):

@@ -4,6 +4,7 @@ the README section between markers, and the CLI entry points of the measurement 
 import argparse
 import json
 import struct
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -473,6 +474,23 @@ def test_merge_into_one_of_its_parts_is_refused(tmp_path, capsys, command):
     before = part.read_text()
     rc, out, err = _main(capsys, command, "--merge", str(part), "--json", str(part))
     assert rc == 2 and "is also what this command reads" in _one_line(err) and part.read_text() == before
+
+
+@pytest.mark.parametrize("command", ["library", "model-bench"])
+def test_merged_files_are_strict_json_as_saved_ones_are(tmp_path, capsys, command):
+    """A merge wrote json.dumps' NaN and Infinity (not JSON: jq and browsers refuse them) where
+    results.save writes null; a merged file is written as a saved one now, newline and all."""
+    schema = {"library": "tilegemm.library/1", "model-bench": "tilegemm.model/1"}[command]
+    part = tmp_path / "part.json"
+    part.write_text(json.dumps(dict(schema=schema, environment={}, records=[])))
+    out = tmp_path / "merged.json"
+    module = {"library": "tilegemm.bench.library", "model-bench": "tilegemm.bench.model"}[command]
+    with mock.patch(f"{module}.merge", lambda docs, **kw: dict(docs[0], extra=[float("nan"), float("inf")])):
+        rc, _, err = _main(capsys, command, "--merge", str(part), "--json", str(out))
+    assert rc == 0, err
+    text = out.read_text()
+    assert json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in a merged file"))["extra"] == [None, None]
+    assert text.endswith("}\n")
 
 
 def test_ladder_page_says_no_cublas_rather_than_zero_percent():

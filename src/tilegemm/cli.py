@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import _cuda
+from . import _cuda, env
 from .argtypes import nonnegative_float, nonnegative_int, positive_float, positive_int, sizes
 
 TOOL_MODULES = ("tilegemm.bench.ceilings", "tilegemm.bench.traffic", "tilegemm.bench.report",
@@ -337,7 +337,7 @@ def main(argv=None) -> int:
     try:  # (a module that adds its command reads the environment: TILEGEMM_SIMULATOR=maybe)
         parser = build_parser()
     except USER_ERRORS as e:
-        if os.environ.get("TILEGEMM_DEBUG") == "1":
+        if env.debug():
             raise
         print(f"tilegemm: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
         return 2
@@ -360,7 +360,7 @@ def main(argv=None) -> int:
                 check_writable(getattr(args, what))
         return args.func(args) or 0
     except USER_ERRORS as e:
-        if os.environ.get("TILEGEMM_DEBUG") == "1":
+        if env.debug():
             raise
         msg = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
         print(f"tilegemm {args.command}: {msg.splitlines()[0] if msg else type(e).__name__} "

@@ -9,8 +9,8 @@ default), and its cache files (a corrupt one is ignored with a warning, then rew
     TILEGEMM_TUNE_MAX_CANDIDATES  time only the first N candidates of a rung (default, or 0: all)
     TILEGEMM_FAST_LAUNCH          0: no launch plans (every call takes the slow path); 1 (default)
     TILEGEMM_CACHE_DIR            the tuning cache's folder (default ~/.cache/tilegemm)
-    TILEGEMM_DEBUG                1: a CLI error shows its traceback (read by the CLI, which must
-                                  report errors, so never itself an error)
+    TILEGEMM_DEBUG                1 (or on, true, yes): a CLI error shows its traceback (read by the
+                                  CLI, which must report errors, so never itself an error)
 
 Read where they are used, with the same rule:
     TILEGEMM_DIST_TRANSPORT       the 1-D distributed product's transport: auto (default), peer or nccl
@@ -41,6 +41,12 @@ def flag(name: str, default: bool = False) -> bool:
     if v in _TRUE or v in _FALSE:
         return v in _TRUE
     raise ConfigError(f"{name}={raw!r}: use 1 (on) or 0 (off)")
+
+
+def debug() -> bool:
+    """TILEGEMM_DEBUG: flag's words (1, on, true, yes); any other value is off, never an error (the
+    CLI reads it while it reports an error)."""
+    return os.environ.get("TILEGEMM_DEBUG", "").strip().lower() in _TRUE
 
 
 def autotune() -> str:

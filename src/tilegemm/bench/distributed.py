@@ -811,7 +811,7 @@ def _main_of_rank(cfg: dict) -> None:
         save = None
         if cfg.get("json"):
             def save(doc):
-                results.write_json(cfg["json"], json.dumps(doc, indent=1, default=str))
+                results.write_json(cfg["json"], results.dumps(doc))
         doc = measure(cfg["sizes"], cfg["modes"], cfg["runs"], cfg["reps"], cfg["budget_s"], cfg["beyond"], save,
                       progress=lambda s: print(s, flush=True), panel=cfg.get("panel"))
         if doc is not None:
@@ -933,7 +933,7 @@ def _add_host_split(cfg: dict, gpus: int, path: str | None) -> None:
                                                    "time from back-to-back calls; then each GPU's rows alone timed in turn with "
                                                    "the split, repeat by repeat, the efficiency over the split's time in turn")
     if path:
-        results.write_json(path, json.dumps(doc, indent=1, default=str))
+        results.write_json(path, results.dumps(doc))
     print(render(doc), flush=True)
 
 

@@ -884,7 +884,7 @@ def cli_library(args) -> int:
         print(f"shapes: {which}, {len(shapes)} drawn afresh (the same shapes again: --shapes {which})")
 
     def save(doc):
-        results.write_json(args.json, json.dumps(doc, indent=1, default=str))
+        results.write_json(args.json, results.dumps(doc))
 
     doc = run(shapes, dtypes, modes, runs=args.runs, budget_s=args.budget, progress=lambda s: print(s, flush=True),
               with_host=not args.no_host, with_first=not args.no_first, save=save if args.json else None,

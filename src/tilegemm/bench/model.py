@@ -621,7 +621,7 @@ def cli_model_bench(args) -> int:
     if not gpu:
         print("No CUDA GPU: a tiny model on the CPU, to show the benchmark works (its times are not a GPU's).")
     def save(doc):
-        results.write_json(args.json, json.dumps(doc, indent=1, default=str))
+        results.write_json(args.json, results.dumps(doc))
 
     doc = run(models, modes, args.runs, device, dtype, GPU_PLAN if gpu else CPU_PLAN, args.slice_layers,
               progress=lambda s: print(s, flush=True), save=save if args.json else None)

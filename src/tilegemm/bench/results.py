@@ -270,10 +270,15 @@ def read_json(path, what: str):
         raise ValueError(f"{p}: not a {what} (not JSON: {e})") from None
 
 
+def dumps(doc: dict) -> str:
+    """A document as the results files hold it: strict JSON (NaN and Inf as null), one trailing newline."""
+    return json.dumps(_clean(doc), indent=1, allow_nan=False, ensure_ascii=False, default=str) + "\n"
+
+
 def save(doc: dict, path) -> Path:
     if doc.get("schema") != SCHEMA:
         raise ResultsError(f"refusing to save a document with schema {doc.get('schema')!r}; expected {SCHEMA!r}")
-    return write_json(path, json.dumps(_clean(doc), indent=1, allow_nan=False, ensure_ascii=False) + "\n")
+    return write_json(path, dumps(doc))
 
 
 def load(path) -> dict:
@@ -424,6 +429,6 @@ def merge_files(command: str, paths: list[str], out: str | None, merge) -> int:
     except ValueError as e:
         print(f"tilegemm {command} --merge: {e}", file=sys.stderr)
         return 2
-    write_json(out, json.dumps(doc, indent=1, default=str))
+    write_json(out, dumps(doc))
     print(f"{len(doc['records'])} records from {len(docs)} parts written to {out}")
     return 0
