@@ -339,7 +339,9 @@ def main(argv=None) -> int:
     except USER_ERRORS as e:
         if env.debug():
             raise
-        print(f"tilegemm: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        words = [w for w in (sys.argv[1:] if argv is None else argv) if not w.startswith("-")]
+        who = f"tilegemm {words[0]}" if words else "tilegemm"  # (the command, not parsed yet: its first word)
+        print(f"{who}: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
         return 2
     args, extra = parser.parse_known_args(argv)
     if extra:  # argparse would name the top command: name the one that was given them
