@@ -221,6 +221,51 @@ def test_plans_on_one_stream_share_its_scratch_arena(monkeypatch):
     assert not dispatch._ARENAS
 
 
+def test_a_capture_takes_no_plan_that_holds_memory_of_its_own(monkeypatch):
+    """Under a CUDA graph's capture, a stream-bound plan (t04's fused split-K: its tile counters, one
+    set per stream, are a constant of its launch) and a plan with scales of its own (FP8 from a
+    float scale, or without one) serve no call, on the stream they were built on too: the graph
+    would share the stream's counters with eager calls and every other graph captured there, and
+    read the plan's scale where it lay once the plan is dropped (reset, PLAN_MAX, a rebuilt key).
+    The slow path gives the capture counters and scales of the graph's own pool. Outside a
+    capture both serve; a plan with neither (nor scratch) asks nothing about captures."""
+    torch = pytest.importorskip("torch")
+
+    seen, asked = [], []
+
+    class Fake:
+        def __call__(self, addresses, stream):
+            seen.append(addresses)
+
+    def capturing():
+        asked.append(1)
+        return state[0]
+
+    dispatch._bind_torch()
+    state = [True]
+    monkeypatch.setattr(dispatch, "_current_device", lambda: None)
+    monkeypatch.setattr(dispatch, "_raw_stream", lambda i: 77)
+    monkeypatch.setattr(dispatch, "_capturing", capturing)
+    monkeypatch.setattr(dispatch, "_empty", lambda shape, dtype, device: torch.empty(shape, dtype=dtype))
+    monkeypatch.setattr(dispatch, "_empty_strided", lambda shape, strides, dtype, device:
+                        torch.empty_strided(shape, strides, dtype=dtype))
+    dev = torch.device("cpu")
+    bound = dispatch.LaunchPlan([Fake()], (4, 4), torch.float32, dev, scratch=[(64, torch.float32)], stream=77)
+    own = dispatch.LaunchPlan([Fake()], (4, 4), torch.bfloat16, dev, scales=(torch.ones(1), torch.ones(1)))
+    plain = dispatch.LaunchPlan([Fake()], (4, 4), torch.float32, dev)
+    scratch = dispatch.LaunchPlan([Fake()], (4, 4), torch.float32, dev, scratch=[(64, torch.float32)])
+    assert bound.run(1, 2, None, 0, 0) is None and own.run(1, 2, None, 0, 0) is None and not seen
+    assert plain.run(1, 2, None, 0, 0) is not None and scratch.run(1, 2, None, 0, 0) is not None  # (the graph's
+    assert len(seen) == 2  # own buffers for scratch, as before)
+    state[0] = False
+    assert bound.run(1, 2, None, 0, 0) is not None and own.run(1, 2, None, 0, 0) is not None
+    assert seen[-1][4:6] == tuple(s.data_ptr() for s in own.keep)
+    asked.clear()
+    plain.run(1, 2, None, 0, 0)
+    assert not asked  # the common plan's call costs no capture query
+    dispatch.reset()
+
+
 def test_call_keys_tell_layouts_and_alignment_apart():
     torch = pytest.importorskip("torch")
     a = torch.empty(64, 32)

@@ -441,11 +441,14 @@ class LaunchPlan:
     A call made while a CUDA graph is captured gets buffers of its own, from the graph's pool (the
     graph keeps them alive; an arena may be replaced by a larger one under a graph still using
     it), and so does a call past ARENA_MAX_BYTES. A stream-bound plan (t04's tile counters) serves
-    the stream it was built on only; the counters assume a plan's launches are not replayed at
-    once from CUDA graphs on other streams."""
+    the stream it was built on only. Under a capture, a plan that holds memory of its own beyond
+    scratch (a stream-bound plan's counters, a plan's own scales) serves no call: the graph would
+    share the stream's counters with eager calls and every other graph captured there, and read
+    the scales at an address freed once the plan is dropped (dispatch.reset, the PLAN_MAX bound, a
+    rebuilt key); the slow path gives the graph counters and scales of its own pool."""
 
     __slots__ = ("launches", "lock", "out_shape", "out_strides", "out_dtype", "device", "index", "scratch", "stream",
-                 "scales", "keep", "offsets", "need", "spans")
+                 "scales", "keep", "offsets", "need", "spans", "direct", "holds")
 
     def __init__(self, launches: list, out_shape, out_dtype, device, scratch=(), stream=None, scales=(), spans=None):
         self.launches, self.out_shape, self.out_dtype = tuple(launches), tuple(out_shape), out_dtype
@@ -464,6 +467,9 @@ class LaunchPlan:
             at += -(-n * dt.itemsize // SCRATCH_ALIGN) * SCRATCH_ALIGN
         self.need = at
         self.spans = spans  # (A's, B's, C's span_bytes): out='s overlap test, for a plan of out=
+        # memory of its own that a captured graph must not take (the stream's counters, its own scales)
+        self.holds = stream is not None or any(s is not None for s in self.keep)
+        self.direct = not self.scratch and not self.holds  # the common plan: no capture query, no arena
 
     def run(self, pa: int, pb: int, c, psa: int, psb: int, view=None, pi: int = 0):
         """Launch for operands at pa, pb (and c, or a new output: of this plan's shape, or of
@@ -473,8 +479,13 @@ class LaunchPlan:
         if _current_device() != self.index:
             return None
         stream = _raw_stream(self.index)
-        if self.stream is not None and stream != self.stream:
-            return None
+        capturing = False
+        if not self.direct:  # (a stream-bound plan, scratch, or scales of its own)
+            if self.stream is not None and stream != self.stream:
+                return None
+            capturing = _capturing()
+            if capturing and self.holds:  # the slow path gives a graph's capture its own (the class says why)
+                return None
         if c is None:
             shape, strides = view or (self.out_shape, self.out_strides)
             c = _empty_strided(shape, strides, dtype=self.out_dtype, device=self.device)
@@ -485,7 +496,7 @@ class LaunchPlan:
                 for launch in self.launches:
                     launch((pa, pb, pc, pi or pc, psa, psb), stream)
             return c
-        arena = None if _capturing() else _arena(self.device, self.index, stream, self.need)
+        arena = None if capturing else _arena(self.device, self.index, stream, self.need)
         if arena is None:  # a graph's capture, or past the arenas' bound: buffers of the call's own
             bufs = [_empty(n, dtype=dt, device=self.device) for n, dt in self.scratch]
             self.launch_now((pa, pb, pc, pi or pc, psa, psb, *(x.data_ptr() for x in bufs)), stream)

@@ -7,7 +7,9 @@ default), and its cache files (a corrupt one is ignored with a warning, then rew
     TILEGEMM_AUTOTUNE_BUDGET_S    seconds for k11's search with TILEGEMM_AUTOTUNE (default 60)
     TILEGEMM_TUNE_BUDGET_S        seconds per rung and shape for `tilegemm tune` (default 30)
     TILEGEMM_TUNE_MAX_CANDIDATES  time only the first N candidates of a rung (default, or 0: all)
-    TILEGEMM_FAST_LAUNCH          0: no launch plans (every call takes the slow path); 1 (default)
+    TILEGEMM_FAST_LAUNCH          0: no launch plans (every call takes the slow path); 1 (default). Read where
+                                  a plan would be built: a plan built before it was set serves until
+                                  dispatch.reset()
     TILEGEMM_CACHE_DIR            the tuning cache's folder (default ~/.cache/tilegemm)
     TILEGEMM_DEBUG                1 (or on, true, yes): a CLI error shows its traceback (read by the
                                   CLI, which must report errors, so never itself an error)
