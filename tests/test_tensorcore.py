@@ -299,6 +299,8 @@ GEMM_REFUSALS = textwrap.dedent(r"""
         "2-D @ batch 0": lambda: tilegemm.gemm(h(5, 7), h(0, 7, 3)),
         "batch 1 @ batch 0": lambda: tilegemm.gemm(h(1, 5, 7), h(0, 7, 3)),
         "batch 1 @ batch 3": lambda: tilegemm.gemm(h(1, 5, 7), h(3, 7, 3)),
+        "c over scale_a": lambda: (lambda c: tilegemm.gemm(a, b, precision="fp8", out_dtype="float32", c=c,
+                                                          scale_a=c[0, :1]))(torch.zeros(256, 256)),
     }
     out = {}
     for what, call in calls.items():
@@ -311,8 +313,8 @@ GEMM_REFUSALS = textwrap.dedent(r"""
 
 
 def test_interpreter_gemm_refuses_in_one_typed_line_and_takes_empty_batches():
-    """gemm's own contract, as matmul's: a c that shares memory with a or b (C would overwrite what
-    the product reads: a wrong result at 256², where one tile is not all of it), batches that do not
+    """gemm's own contract, as matmul's: a c that shares memory with a, b or a scale tensor (C would
+    overwrite what the product reads: a wrong result at 256², where one tile is not all of it), batches that do not
     broadcast, a dtype or out_dtype it does not take, a read-only c, host arrays of two kinds; each
     a typed error. A batch of 0 broadcasts as torch's does."""
     got = _interpreted(GEMM_REFUSALS, 300)
@@ -320,7 +322,8 @@ def test_interpreter_gemm_refuses_in_one_typed_line_and_takes_empty_batches():
             "batches 2 and 3": ("ShapeError", "do not broadcast"), "batches 2 and 3, K = 0": ("ShapeError", "broadcast"),
             "float64": ("DTypeError", "got torch.float64"), "int32": ("DTypeError", "got torch.int32"),
             "out_dtype half_": ("DTypeError", "got half_"), "read-only c": ("LayoutError", "read-only"),
-            "NumPy with torch": ("DTypeError", "pass both of one kind")}
+            "NumPy with torch": ("DTypeError", "pass both of one kind"),
+            "c over scale_a": ("LayoutError", "c shares memory with scale_a")}
     for what, (error, match) in want.items():
         assert got[what][0] == error and match in got[what][1], (what, got[what])
     assert got["batch 0 @ 2-D"] == got["2-D @ batch 0"] == got["batch 1 @ batch 0"] == ["shape", [0, 5, 3]]

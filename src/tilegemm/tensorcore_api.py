@@ -104,7 +104,7 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
 
         raise AutogradError("gemm: c requires grad, and gemm writes C into c in place, recording no gradient; "
                             "pass c.detach(), or call under torch.no_grad()")
-    _check_kinds_and_c(a, b, c)
+    _check_kinds_and_c(a, b, c, scale_a, scale_b)
     from .kernels.tensorcore import _problem as P
 
     with dispatch.memory_for("gemm: copying a and b to the GPU", sum(getattr(x, "nbytes", 0) for x in (a, b))):
@@ -168,17 +168,17 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     return _back(tc_out, A, c, O)
 
 
-def _check_kinds_and_c(a, b, c) -> None:
+def _check_kinds_and_c(a, b, c, scale_a=None, scale_b=None) -> None:
     """What matmul refuses, refused here too: host operands of two kinds (the result's kind would be
-    a guess), a c that shares memory with a or b (C would overwrite what the product still reads)
-    or that cannot be written."""
+    a guess), a c that shares memory with a, b or a scale tensor (C would overwrite what the product
+    still reads) or that cannot be written."""
     if type(a) is not type(b):  # (operands of one type are of one kind: nothing to describe)
         arrays.refuse_two_host_kinds(arrays.describe(a, "a"), arrays.describe(b, "b"), "gemm")
     if c is None:
         return
     arrays.refuse_negated(c, "gemm: c")
-    for x, what in ((a, "a"), (b, "b")):
-        if arrays.overlaps(c, x):
+    for x, what in ((a, "a"), (b, "b"), (scale_a, "scale_a"), (scale_b, "scale_b")):
+        if x is not None and not isinstance(x, (int, float)) and arrays.overlaps(c, x):
             raise LayoutError(f"gemm: c shares memory with {what}; C would overwrite {what} while the product reads it")
     if isinstance(c, np.ndarray) and not c.flags.writeable:
         raise LayoutError("gemm: c is read-only, and gemm writes C into it")
