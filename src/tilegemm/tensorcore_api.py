@@ -178,7 +178,7 @@ def _check_kinds_and_c(a, b, c, scale_a=None, scale_b=None) -> None:
         return
     arrays.refuse_negated(c, "gemm: c")
     for x, what in ((a, "a"), (b, "b"), (scale_a, "scale_a"), (scale_b, "scale_b")):
-        if x is not None and not isinstance(x, (int, float)) and arrays.overlaps(c, x):
+        if arrays.overlaps(c, x):  # (None or a float scale: no memory, no overlap)
             raise LayoutError(f"gemm: c shares memory with {what}; C would overwrite {what} while the product reads it")
     if isinstance(c, np.ndarray) and not c.flags.writeable:
         raise LayoutError("gemm: c is read-only, and gemm writes C into it")
