@@ -789,16 +789,21 @@ def _numpy_figures(recs: list[dict], per: dict) -> None:
 
 # --- processes -------------------------------------------------------------------------------
 
-def _init(backend: str, local_rank: int) -> None:
+def _init(backend: str, local_rank: int, store: str | None = None) -> None:
+    """The process group: torchrun's rendezvous (env://), or for ranks this command spawned the
+    file `store`, where they meet without a port (a free port picked, closed and handed to the
+    ranks could be taken meanwhile: EADDRINUSE, then every other rank waited out its timeout)."""
     import torch
     import torch.distributed as dist
 
+    where = {} if store is None else dict(init_method=f"file://{store}", rank=int(os.environ["RANK"]),
+                                          world_size=int(os.environ["WORLD_SIZE"]))
     if backend == "nccl":
         torch.cuda.set_device(local_rank)
         dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank),
-                                timeout=datetime.timedelta(minutes=3))  # the longest wait is one product, seconds
+                                timeout=datetime.timedelta(minutes=3), **where)  # the longest wait: one product
     else:
-        dist.init_process_group("gloo", timeout=datetime.timedelta(minutes=5))
+        dist.init_process_group("gloo", timeout=datetime.timedelta(minutes=5), **where)
 
 
 def _main_of_rank(cfg: dict) -> None:
@@ -806,7 +811,7 @@ def _main_of_rank(cfg: dict) -> None:
     import torch.distributed as dist
 
     os.environ.update(QUIET_MULTICAST)
-    _init(cfg["backend"], int(env.number("LOCAL_RANK", 0, integer=True, positive=False)))
+    _init(cfg["backend"], int(env.number("LOCAL_RANK", 0, integer=True, positive=False)), cfg.get("store"))
     try:
         save = None
         if cfg.get("json"):
@@ -821,9 +826,8 @@ def _main_of_rank(cfg: dict) -> None:
         dist.destroy_process_group()
 
 
-def _spawned(rank: int, world: int, port: int, cfg: dict) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                      LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world))
+def _spawned(rank: int, world: int, cfg: dict) -> None:
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world))
     _main_of_rank(cfg)
 
 
@@ -964,27 +968,26 @@ def cli_dist_bench(args) -> int:
         print(f"No CUDA GPU: {world} CPU processes over gloo, small sizes, FP32, to show the benchmark works "
               "(its times are not a GPU's).", flush=True)
     import multiprocessing as mp
-    import socket
+    import tempfile
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_spawned, args=(r, world, port, cfg)) for r in range(world)]
     threads = _rank_threads() if cfg["backend"] == "gloo" else {}
     before = {k: os.environ.get(k) for k in threads}
-    os.environ.update(threads)  # (a spawned process starts with this process's environment)
-    try:
+    with tempfile.TemporaryDirectory() as meet:
+        cfg = dict(cfg, store=os.path.join(meet, "store"))  # (the ranks' rendezvous: _init)
+        procs = [ctx.Process(target=_spawned, args=(r, world, cfg)) for r in range(world)]
+        os.environ.update(threads)  # (a spawned process starts with this process's environment)
+        try:
+            for p in procs:
+                p.start()
+        finally:
+            for k, v in before.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
         for p in procs:
-            p.start()
-    finally:
-        for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    for p in procs:
-        p.join()
+            p.join()
     failed = [r for r, p in enumerate(procs) if p.exitcode != 0]
     if failed:
         print(f"tilegemm dist-bench: rank{'s' * (len(failed) > 1)} {', '.join(map(str, failed))} failed "
