@@ -709,7 +709,7 @@ def run(which: str, outdir: str) -> None:
         json.dump(dict(world=world, results=results), f)
 
 
-def killed(rank: int, world: int, port: int, outdir: str, how: str) -> None:
+def killed(rank: int, world: int, store: str, outdir: str, how: str) -> None:
     """Spawned: rank 1 dies before the product ("dies-before"), dies after its first panel
     ("dies-during"), or never calls ("stalls", alive); the others must raise DistributedError
     within the group's timeout, never hang and never return a C."""
@@ -717,8 +717,7 @@ def killed(rank: int, world: int, port: int, outdir: str, how: str) -> None:
 
     from tilegemm.distributed import _core
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=10))
+    _meet(store, rank, world, seconds=10)
     a, b = operands(64, 32, 48)
     dist.barrier()
     if rank == 1 and how == "dies-before":
@@ -751,13 +750,12 @@ def killed(rank: int, world: int, port: int, outdir: str, how: str) -> None:
     os._exit(0)
 
 
-def reinit(rank: int, world: int, ports: list[int], outdir: str) -> None:
+def reinit(rank: int, world: int, stores: list[str], outdir: str) -> None:
     """Spawned: SUMMA, then the world destroyed and made again (as an elastic restart does), then
     SUMMA again: the second product must run on the new world's groups, not the destroyed ones."""
     verdicts = []
-    for port in ports:
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=30))
+    for store in stores:
+        _meet(store, rank, world, seconds=30)
         try:
             check_grid(7, 5, 13, world, 1)
             verdicts.append("ok")
@@ -769,12 +767,11 @@ def reinit(rank: int, world: int, ports: list[int], outdir: str) -> None:
     os._exit(0)
 
 
-def spawned(rank: int, world: int, port: int, outdir: str, case: str) -> None:
+def spawned(rank: int, world: int, store: str, outdir: str, case: str) -> None:
     """Spawned: one case of SPAWNED on `world` gloo ranks whose group times out after 10 s, so that
     a rank left waiting in a collective fails the case within it instead of hanging; writes
     OUTDIR/<case><rank>.txt: "ok" or what failed."""
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=10))
+    _meet(store, rank, world, seconds=10)
     try:
         SPAWNED[case]()
         verdict = "ok"
@@ -790,21 +787,20 @@ def spawned(rank: int, world: int, port: int, outdir: str, case: str) -> None:
     os._exit(0)
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _meet(store: str, rank: int, world: int, seconds: float) -> None:
+    """The gloo group of spawned ranks, met through the file `store` (one that no earlier group
+    used): a free port picked and handed to the ranks could be taken meanwhile by another
+    process (the other test shard's), and then every rank but the one that failed to bind it
+    waited out its timeout."""
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=seconds))
 
 
 if __name__ == "__main__" and sys.argv[1] == "reinit":
     import multiprocessing as mp
 
-    ports, ctx = [free_port()], mp.get_context("spawn")
-    while len(ports) < 2:  # two distinct ports: one for each world
-        ports = list(dict.fromkeys(ports + [free_port()]))
-    procs = [ctx.Process(target=reinit, args=(r, 2, ports, sys.argv[2])) for r in range(2)]
+    stores = [os.path.join(sys.argv[2], f"store-world{w}") for w in (1, 2)]  # a new store for each world
+    procs = [mp.get_context("spawn").Process(target=reinit, args=(r, 2, stores, sys.argv[2])) for r in range(2)]
     for p in procs:
         p.start()
     for p in procs:
@@ -819,8 +815,9 @@ if __name__ == "__main__" and sys.argv[1] == "spawned":  # OUTDIR CASE: one case
     import multiprocessing as mp
     import time
 
-    port, ctx = free_port(), mp.get_context("spawn")
-    procs = [ctx.Process(target=spawned, args=(r, 2, port, sys.argv[2], sys.argv[3])) for r in range(2)]
+    store = os.path.join(sys.argv[2], "store")
+    procs = [mp.get_context("spawn").Process(target=spawned, args=(r, 2, store, sys.argv[2], sys.argv[3]))
+             for r in range(2)]
     for p in procs:
         p.start()
     deadline = time.monotonic() + 60  # the group's timeout is 10 s: a rank alive after this hangs
@@ -835,8 +832,9 @@ if __name__ == "__main__" and sys.argv[1] == "spawned":  # OUTDIR CASE: one case
 if __name__ == "__main__" and sys.argv[1] == "killed":
     import multiprocessing as mp
 
-    port, ctx = free_port(), mp.get_context("spawn")
-    procs = [ctx.Process(target=killed, args=(r, 3, port, sys.argv[2], sys.argv[3])) for r in range(3)]
+    store = os.path.join(sys.argv[2], "store")
+    procs = [mp.get_context("spawn").Process(target=killed, args=(r, 3, store, sys.argv[2], sys.argv[3]))
+             for r in range(3)]
     for p in procs:
         p.start()
     for p in procs:

@@ -34,11 +34,26 @@ ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1",
 
 
 def _free_port() -> int:
+    """A port free now, below the range the kernel hands out for port 0 (the other test shard's
+    gloo connections and stores take theirs there): a port from that range, picked, closed and
+    handed to torchrun, was taken meanwhile once and the agents waited out their timeout. Runs
+    of one host need none: torchrun --standalone binds its own."""
+    import random
     import socket
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for port in random.sample(range(max(1024, low - 12000), low), 200):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port below {low}")
 
 
 def _results(outdir, world: int, least: int = 10) -> dict:
@@ -90,8 +105,7 @@ def test_one_host(world, tmp_path):
     """1-D (B sharded and replicated), SUMMA on every grid of `world` ranks (8: 8×1, 4×2, 2×4 and
     1×8, what the eight-GPU run measures), prime sizes, empty blocks, a grid dimension larger than
     a matrix dimension, refusals, block moves, DTensors."""
-    run = _torchrun(["--nnodes", "1", "--nproc-per-node", str(world), "--master-addr", "127.0.0.1",
-                     "--master-port", str(_free_port()), CASES, "all", str(tmp_path)])
+    run = _torchrun(["--standalone", "--nproc-per-node", str(world), CASES, "all", str(tmp_path)])
     _ended_well(run.returncode, run.stderr, tmp_path, world)
     assert _results(tmp_path, world) == {}
 
@@ -104,8 +118,7 @@ def test_peer_transport_on_gpus(tmp_path):
     on every flat grid, ragged and empty blocks, FP32, two streams, a 2-D DTensor mesh; every
     rank's C exact."""
     world = torch.cuda.device_count()
-    run = _torchrun(["--nnodes", "1", "--nproc-per-node", str(world), "--master-addr", "127.0.0.1",
-                     "--master-port", str(_free_port()), CASES, "peer", str(tmp_path)])
+    run = _torchrun(["--standalone", "--nproc-per-node", str(world), CASES, "peer", str(tmp_path)])
     assert run.returncode == 0, run.stderr[-3000:]
     assert _results(tmp_path, world, least=8) == {}
 
