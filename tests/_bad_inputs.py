@@ -297,6 +297,22 @@ CASES = [
     Case("gemm", "gemm with a 0-D tensor beta (a plan would keep its first value)",
          lambda: _gemm(_f32(*_A), _f32(*_B), beta=__import__("torch").tensor(1.0), c=_f32(3, 5)), "DTypeError",
          "beta must be a real number"),
+    Case("gemm", "gemm with alpha True (it equals 1.0)", lambda: _gemm(_f32(*_A), _f32(*_B), alpha=True), "DTypeError",
+         "alpha must be a real number"),
+    *[Case("gemm", what, lambda kw=kw: _gemm(_f32(*_A), _f32(*_B), precision="fp8", **kw()), error, match)
+      for what, kw, error, match in (
+        ("gemm with a scale True (float() took it as 1.0)", lambda: dict(scale_a=True), "DTypeError",
+         "scale_a must be a real number or a one-element tensor or array; got bool"),
+        ("gemm with a scale given as a string", lambda: dict(scale_b="2"), "DTypeError",
+         "scale_b must be a real number or a one-element tensor or array; got str"),
+        ("gemm with a scale of two elements", lambda: dict(scale_a=np.array([1.0, 2.0], np.float32)), "ShapeError",
+         "scale_a has 2 elements; scales are per tensor"),
+        ("gemm with a complex scale (a cast would keep the real part)",
+         lambda: dict(scale_b=__import__("torch").tensor(2 + 1j)), "DTypeError", "a scale is a real number"),
+        ("gemm with a scale that requires grad (gemm records none to it)",
+         lambda: dict(scale_a=__import__("torch").tensor(2.0, requires_grad=True)), "AutogradError",
+         "scale_a requires grad"),
+    )],
     Case("gemm", "gemm with c a broadcast bias row (gemm writes C into c)", None, "LayoutError",
          "its elements share memory", env={"TRITON_INTERPRET": "1"},
          code="import torch, tilegemm; a = torch.ones(3, 4); tilegemm.gemm(a, torch.ones(4, 5), precision='ieee', "

@@ -501,6 +501,30 @@ def test_the_simulators_warning_is_for_the_whole_nd_product(monkeypatch):
         tilegemm.matmul(np.ones((8, 32, 32), f), np.ones((8, 32, 32), f), kernel="naive")  # 8 × 32³ = 64³: no word
 
 
+def test_a_bool_alpha_or_scale_finds_no_plan_made_for_one():
+    """True equals 1.0 and hashes as 1, so a kept gemm plan made for alpha (or a scale) 1.0 took a
+    call with True, which gemm refuses. A stand-in plan under the 1.0 call's key shows which path ran."""
+    from tilegemm import dispatch
+    from tilegemm.errors import DTypeError
+
+    a, b = torch.randn(4, 3), torch.randn(3, 5)
+    dispatch.plain(a)  # (torch bound, as after any call)
+
+    class Served:
+        def run(self, *args):
+            raise AssertionError("a plan served the call")
+
+    try:
+        for one, kw in ((dict(alpha=1.0), dict(alpha=True)), (dict(scale_a=1.0), dict(scale_a=True))):
+            args = dict(precision="fp8", out_dtype=None, alpha=1.0, beta=0.0, c=None, scale_a=None, scale_b=None,
+                        kernel="auto")
+            dispatch._PLANS[dispatch.gemm_key(a, b, a.data_ptr(), b.data_ptr(), **{**args, **one})] = Served()
+            with pytest.raises(DTypeError, match="must be a real number"):
+                tilegemm.gemm(a, b, precision="fp8", **kw)
+    finally:
+        dispatch.reset()
+
+
 def test_the_fast_paths_give_transforms_and_storageless_outs_to_the_slow_path():
     """torch.func.functionalize's tensors have a data_ptr (0, or a view's offset from 0) and the key
     of the tensor they stand for: a kept plan must not serve them (it would launch on address 0).

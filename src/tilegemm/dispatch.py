@@ -344,7 +344,7 @@ def spans_of(a, b, c) -> tuple[int, int, int]:
 
 
 def _scale_key(s):
-    if s is None or isinstance(s, (int, float)):
+    if s is None or (isinstance(s, (int, float)) and s.__class__ is not bool):  # (True equals 1.0; gemm refuses it)
         return s
     if type(s) in _PLAIN:
         return ("tensor", s.dtype, s.get_device(), s.numel(), s.data_ptr() & 15, s.is_neg())  # (gemm plans no
@@ -353,10 +353,12 @@ def _scale_key(s):
 
 
 def gemm_key(a, b, pa, pb, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel) -> tuple | None:
-    """The call key of a gemm on torch CUDA tensors, or None where no plan can serve it."""
+    """The call key of a gemm on torch CUDA tensors, or None where no plan can serve it. alpha's and
+    beta's classes are in it: True equals 1.0, and gemm refuses a bool where a plan made for 1.0
+    would take it."""
     if c is None and scale_a is None and scale_b is None:  # the common call: no key of c or the scales to make
         return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.get_device(), b.get_device(), pa & 15,
-                pb & 15, precision, out_dtype, alpha, beta, None, None, None, kernel)
+                pb & 15, precision, out_dtype, alpha, beta, alpha.__class__, beta.__class__, None, None, None, kernel)
     if c is None:
         ck = None
     elif type(c) in _PLAIN:
@@ -365,7 +367,8 @@ def gemm_key(a, b, pa, pb, precision, out_dtype, alpha, beta, c, scale_a, scale_
     else:
         return None
     return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.get_device(), b.get_device(), pa & 15,
-            pb & 15, precision, out_dtype, alpha, beta, ck, _scale_key(scale_a), _scale_key(scale_b), kernel)
+            pb & 15, precision, out_dtype, alpha, beta, alpha.__class__, beta.__class__, ck, _scale_key(scale_a),
+            _scale_key(scale_b), kernel)
 
 
 def fast_gemm(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel):

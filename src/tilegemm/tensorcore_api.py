@@ -93,6 +93,9 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
         raise DeviceError(f"gemm: needs triton and torch ({tc.IMPORT_ERROR})")
     import torch
 
+    _check_scale(scale_a, "scale_a", torch)
+    _check_scale(scale_b, "scale_b", torch)
+
     interp = interpreted()
     if not torch.cuda.is_available() and not interp:
         raise DeviceError("gemm: needs a CUDA GPU (or, to learn and test on a CPU, Triton's interpreter: "
@@ -166,6 +169,31 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     with dispatch.on_device(xa.device):
         dispatch.run_problem(p, kernel, key, own_scales=own)
     return _back(tc_out, A, c, O)
+
+
+def _check_scale(s, what, torch) -> None:
+    """A per-tensor scale is None, a real number, or one real element of a tensor or array; the
+    products take no gradient to a scale (torch._scaled_mm has none either). A bool or a string
+    was taken by float() as 1.0 or its number, a complex tensor lost its imaginary part with a
+    warning, a list raised float()'s TypeError."""
+    if s is None or (isinstance(s, numbers.Real) and not isinstance(s, (bool, np.bool_))):
+        return
+    if isinstance(s, torch.Tensor):
+        real, size = s.dtype.is_floating_point or not (s.dtype.is_complex or s.dtype == torch.bool), s.numel()
+    elif isinstance(getattr(s, "dtype", None), np.dtype) and hasattr(s, "size") and hasattr(s, "item"):
+        real, size = s.dtype.kind in "iuf", s.size  # (NumPy, CuPy)
+    else:
+        raise DTypeError(f"gemm: {what} must be a real number or a one-element tensor or array; got "
+                         f"{type(s).__name__} {s!r}"[:200])
+    if not real:
+        raise DTypeError(f"gemm: {what} is of {s.dtype}; a scale is a real number")
+    if size != 1:
+        raise ShapeError(f"gemm: {what} has {size} elements; scales are per tensor (one element)")
+    if isinstance(s, torch.Tensor) and s.requires_grad and torch.is_grad_enabled():
+        from .errors import AutogradError
+
+        raise AutogradError(f"gemm: {what} requires grad, and gemm records no gradient to a scale; pass "
+                            f"{what}.detach(), or call under torch.no_grad()")
 
 
 def _check_kinds_and_c(a, b, c, scale_a=None, scale_b=None) -> None:

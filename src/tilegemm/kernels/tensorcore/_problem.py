@@ -132,7 +132,8 @@ def scale_tensor(s, device) -> torch.Tensor:
         if s.numel() != 1:
             raise ValueError(f"per-tensor scales only: got a scale with {s.numel()} elements")
         return s.reshape(1).to(device=device, dtype=torch.float32).resolve_neg()  # (the kernels read its memory)
-    return torch.full((1,), float(s), dtype=torch.float32, device=device)
+    return torch.full((1,), float(s.item() if hasattr(s, "item") else s), dtype=torch.float32, device=device)  # (an
+    # array's one element: float() of a 1-D NumPy array is deprecated)
 
 
 # ---- device facts, cached ---------------------------------------------------------------------
