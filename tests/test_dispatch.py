@@ -276,7 +276,7 @@ def test_call_keys_tell_layouts_and_alignment_apart():
     assert k != dispatch.matmul_key(a, b, 0, 4)  # B 16-byte aligned or not
     assert dispatch.matmul_key(a, b, 4, 0) != dispatch.matmul_key(a, b, 0, 4)  # which operand is off: two kernels
     g = dispatch.gemm_key(a, b, 0, 0, "tf32", None, 1.0, 0.0, None, None, None, "auto")  # the common call's short cut
-    assert g == k + ("tf32", None, 1.0, 0.0, None, None, None, "auto")
+    assert g == k + ("tf32", None, 1.0, 0.0, float, float, None, None, None, "auto")  # (alpha's and beta's classes)
     assert g != dispatch.gemm_key(a, b, 0, 0, "tf32", None, 1.0, 0.0, None, 2.0, None, "auto")
     assert g != dispatch.gemm_key(a, b, 0, 0, "tf32", None, 1.0, 0.0, torch.empty(64, 48), None, None, "auto")
     assert k == dispatch.matmul_key(torch.empty(64, 32), torch.empty(32, 48), 0, 0)

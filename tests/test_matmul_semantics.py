@@ -525,6 +525,50 @@ def test_a_bool_alpha_or_scale_finds_no_plan_made_for_one():
         dispatch.reset()
 
 
+def test_a_scale_that_requires_grad_or_lies_in_c_finds_no_plan(monkeypatch):
+    """A scale tensor's key has its dtype, device, size and alignment, not requires_grad nor its
+    address: a kept gemm plan made for a plain scale apart from c took one that requires grad (the
+    slow path's AutogradError) or one inside c (its LayoutError: C would overwrite the scale while
+    the kernels read it). A stand-in plan under the plain call's key shows which path ran."""
+    from tilegemm import dispatch
+    from tilegemm.errors import AutogradError, LayoutError
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # (the slow path's checks of c, on a machine without a GPU)
+    a, b = torch.randn(4, 3), torch.randn(3, 5)
+    dispatch.plain(a)
+
+    class Served:
+        spans = (a.nbytes, b.nbytes, 4 * 5 * 4)
+
+        def run(self, *args):
+            raise AssertionError("a plan served the call")
+
+        def overlaps(self, pa, pb, pc):
+            return False
+
+    args = dict(precision="fp8", out_dtype="float32", alpha=1.0, beta=0.0, kernel="auto")
+    try:
+        s = torch.tensor([2.0])
+        dispatch._PLANS[dispatch.gemm_key(a, b, a.data_ptr(), b.data_ptr(), c=None, scale_a=s, scale_b=None,
+                                          **args)] = Served()
+        wants = torch.tensor([2.0], requires_grad=True)
+        assert dispatch.gemm_key(a, b, a.data_ptr(), b.data_ptr(), c=None, scale_a=wants, scale_b=None, **args) \
+            in dispatch._PLANS
+        with pytest.raises(AutogradError, match="scale_a requires grad"):
+            tilegemm.gemm(a, b, scale_a=wants, **args)
+        c0, c1 = torch.empty(4, 5), torch.empty(4, 5)
+        dispatch._PLANS[dispatch.gemm_key(a, b, a.data_ptr(), b.data_ptr(), c=c0, scale_a=None, scale_b=s,
+                                          **args)] = Served()
+        inside = c1.view(-1)[4:5]  # (16 bytes in: aligned as a scale of its own)
+        if dispatch.gemm_key(a, b, a.data_ptr(), b.data_ptr(), c=c1, scale_a=None, scale_b=inside, **args) \
+                not in dispatch._PLANS:
+            pytest.skip("the allocator gave c and the scale other alignments")
+        with pytest.raises(LayoutError, match="c shares memory with scale_b"):
+            tilegemm.gemm(a, b, c=c1, scale_b=inside, **args)
+    finally:
+        dispatch.reset()
+
+
 def test_the_fast_paths_give_transforms_and_storageless_outs_to_the_slow_path():
     """torch.func.functionalize's tensors have a data_ptr (0, or a view's offset from 0) and the key
     of the tensor they stand for: a kept plan must not serve them (it would launch on address 0).

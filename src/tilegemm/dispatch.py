@@ -385,9 +385,28 @@ def fast_gemm(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kern
     if plan is None or (c is not None and (c.requires_grad or plan.overlaps(pa, pb, c.data_ptr()))):  # (a c over
         return None  # a or b: the slow path's LayoutError; the plan was made for a c apart, and would write over
         # its inputs; a c that requires grad: its AutogradError)
-    psa = scale_a.data_ptr() if type(scale_a) in _PLAIN else 0
-    psb = scale_b.data_ptr() if type(scale_b) in _PLAIN else 0
+    psa = psb = 0
+    if type(scale_a) in _PLAIN:
+        psa = scale_a.data_ptr()
+        if _scale_refused(scale_a, psa, c, plan):
+            return None
+    if type(scale_b) in _PLAIN:
+        psb = scale_b.data_ptr()
+        if _scale_refused(scale_b, psb, c, plan):
+            return None
     return plan.run(pa, pb, c, psa, psb)
+
+
+def _scale_refused(s, ps: int, c, plan) -> bool:
+    """Does the slow path refuse this scale tensor, whatever the key says (it has neither
+    requires_grad nor addresses)? One that requires grad (_check_scale's AutogradError), or one
+    c's memory covers (C would overwrite it while the kernels read it: _check_kinds_and_c's LayoutError)."""
+    if s.requires_grad and _grad_enabled():
+        return True
+    if c is None:
+        return False
+    pc = c.data_ptr()
+    return ps < pc + plan.spans[2] and pc < ps + s.element_size()
 
 
 SCRATCH_ALIGN = 512  # bytes: each plan's scratch buffer starts this aligned in its stream's arena (as torch's blocks)

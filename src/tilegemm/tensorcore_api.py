@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import math
 import numbers
+import struct
+import sys
 
 import numpy as np
 
@@ -76,19 +78,21 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     from .kernels import tensorcore as tc
 
     dispatch.refuse_transformed("gemm", (a, "a"), (b, "b"), (c, "c"), (scale_a, "scale_a"), (scale_b, "scale_b"))
-    for x, what in ((a, "a"), (b, "b"), (c, "c")):
+    for x, what in ((a, "a"), (b, "b"), (c, "c"), (scale_a, "scale_a"), (scale_b, "scale_b")):
         arrays.refuse_masked(x, what)
-    if precision not in PRECISION_NAMES:
+        loaded = sys.modules.get("torch")  # (a torch tensor means torch is loaded)
+        if (loaded is not None and isinstance(x, loaded.Tensor)
+                and (x.is_nested or x.layout is not loaded.strided or x.device.type not in ("cuda", "cpu"))):
+            arrays.describe(x, what)  # a sparse, nested or meta tensor: its LayoutError or DeviceError (a CUDA or
+            # interpreted one skips describe below)
+    if not isinstance(precision, str) or precision not in PRECISION_NAMES:  # (an array's `in`: ambiguous truth)
         raise DTypeError(f"gemm: precision must be one of {', '.join(PRECISION_NAMES)}; got {precision!r}")
-    if kernel != "auto" and (not isinstance(kernel, str) or kernel not in tc.RUNGS):
+    if not isinstance(kernel, str) or (kernel != "auto" and kernel not in tc.RUNGS):
         raise DTypeError(f"gemm: kernel must be 'auto' or one of {', '.join(tc.RUNGS)}; got {kernel!r}")
     for v, what in ((alpha, "alpha"), (beta, "beta")):
         if isinstance(v, bool) or not isinstance(v, numbers.Real):
             raise DTypeError(f"gemm: {what} must be a real number; got {type(v).__name__} {v!r}")
-        try:
-            float(v)
-        except OverflowError:
-            raise DTypeError(f"gemm: {what} = {v} is past a float64's range") from None
+        _check_fp32(v, what)
     if not tc.load():
         raise DeviceError(f"gemm: needs triton and torch ({tc.IMPORT_ERROR})")
     import torch
@@ -176,7 +180,10 @@ def _check_scale(s, what, torch) -> None:
     products take no gradient to a scale (torch._scaled_mm has none either). A bool or a string
     was taken by float() as 1.0 or its number, a complex tensor lost its imaginary part with a
     warning, a list raised float()'s TypeError."""
-    if s is None or (isinstance(s, numbers.Real) and not isinstance(s, (bool, np.bool_))):
+    if s is None:
+        return
+    if isinstance(s, numbers.Real) and not isinstance(s, (bool, np.bool_)):
+        _check_fp32(s, what)
         return
     if isinstance(s, torch.Tensor):
         real, size = s.dtype.is_floating_point or not (s.dtype.is_complex or s.dtype == torch.bool), s.numel()
@@ -194,6 +201,24 @@ def _check_scale(s, what, torch) -> None:
 
         raise AutogradError(f"gemm: {what} requires grad, and gemm records no gradient to a scale; pass "
                             f"{what}.detach(), or call under torch.no_grad()")
+
+
+def _check_fp32(v, what) -> None:
+    """alpha, beta and a number scale reach the kernels as FP32: one past its range would be inf
+    (torch.addmm refuses it), a nonzero one below its smallest subnormal 0; NaN and ±inf are as given."""
+    try:
+        f = float(v)
+    except OverflowError:
+        raise DTypeError(f"gemm: {what} = {v} is past a float64's range") from None
+    if f != 0 and math.isfinite(f):
+        try:
+            zero = struct.unpack("<f", struct.pack("<f", f))[0] == 0
+        except OverflowError:
+            raise DTypeError(f"gemm: {what} = {f!r} is past float32's range (the kernels scale in FP32: it would "
+                             "be inf)") from None
+        if zero:
+            raise DTypeError(f"gemm: {what} = {f!r} is below float32's smallest number (the kernels scale in FP32: "
+                             "it would be 0)")
 
 
 def _check_kinds_and_c(a, b, c, scale_a=None, scale_b=None) -> None:
@@ -304,7 +329,7 @@ def _out_dtype(out_dtype, precision, in_dtype):
     else:  # a NumPy dtype or type (np.float32): its name
         try:
             dt = getattr(torch, np.dtype(out_dtype).name, None)
-        except TypeError:
+        except (TypeError, ValueError):  # (np.dtype of a torch tensor: ValueError)
             dt = None
     if dt not in (torch.float16, torch.bfloat16, torch.float32):
         raise DTypeError(f"gemm: out_dtype must be float16, bfloat16 or float32; got {out_dtype}")
