@@ -597,3 +597,77 @@ def test_the_fast_paths_give_transforms_and_storageless_outs_to_the_slow_path():
         torch.func.vmap(lambda o: tilegemm.matmul(a, b, out=o))(torch.empty(2, 4, 5))
     with pytest.raises(LayoutError, match="out: a torch tensor of layout"):
         tilegemm.matmul(a, b, out=torch.zeros(4, 5).to_mkldnn())
+
+
+def _memoryless(shape):
+    """Torch tensors of `shape` whose data_ptr is no memory holding their values (0, or an offset
+    from 0): a ZeroTensor, a functionalization wrapper outside its transform, a view of a storage
+    resized to 0 (as FSDP frees a parameter's)."""
+    whole = torch.randn(2 + shape[0] * shape[1])
+    freed = whole[2:].view(shape)
+    whole.untyped_storage().resize_(0)
+    return {"ZeroTensor": torch._efficientzerotensor(shape), "functional": torch._to_functional_tensor(
+        torch.randn(shape)), "freed": freed}
+
+
+def test_a_tensor_with_no_memory_finds_no_plan_and_is_refused():
+    """A ZeroTensor, a functionalization wrapper and a freed storage's view have the key of a real
+    tensor (address 0 is 16-byte aligned): a kept plan launched its kernels at address 0 plus an
+    offset (an illegal address on a GPU, whose context is then lost), and the slow path read
+    whatever lay there (NumPy over the pointer). Both give them to the slow path, which refuses
+    them in words (a patched layer's, to torch). A stand-in plan under the call's key shows which
+    path ran."""
+    from tilegemm import dispatch, torchop
+    from tilegemm.errors import LayoutError
+
+    a, b, w = torch.randn(4, 3), torch.randn(3, 5), torch.randn(5, 3)
+    dispatch.plain(a)
+
+    class Served:
+        spans = (48, 60, 80)
+
+        def run(self, *args):
+            raise AssertionError("a plan served the call")
+
+        def overlaps(self, *args):
+            return False
+
+    said = "ZeroTensor|functionalization wrapper|holds no memory"
+    try:
+        for name, x in _memoryless((4, 3)).items():
+            dispatch._PLANS[dispatch.matmul_key(x, b, x.data_ptr(), b.data_ptr())] = Served()
+            with pytest.raises(LayoutError, match=said):
+                tilegemm.matmul(x, b)
+            dispatch._PLANS[dispatch.linear_key(x, w, x.data_ptr(), w.data_ptr())] = Served()
+            counts = {"tilegemm": 0, "torch": 0}
+            try:  # (a patched layer gives it to torch)
+                torchop._linear(x, w, None, counts)
+            except RuntimeError as e:  # (torch's own refusal of a freed storage)
+                assert name == "freed" and "not allocated" in str(e), e
+            else:
+                assert counts == {"tilegemm": 0, "torch": 1}, (name, counts)
+            key = dispatch.gemm_key(x, b, x.data_ptr(), b.data_ptr(), "auto", None, 1.0, 0.0, None, None, None,
+                                    "auto")
+            dispatch._PLANS[key] = Served()
+            with pytest.raises(LayoutError, match=said):
+                tilegemm.gemm(x, b)
+        for name, o in _memoryless((4, 5)).items():
+            dispatch._PLANS[dispatch.call_key(a, b, o)] = Served()
+            with pytest.raises(LayoutError, match=said):
+                tilegemm.matmul(a, b, out=o)
+    finally:
+        dispatch.reset()
+
+
+def test_a_nested_operand_or_out_is_refused_in_words():
+    """A nested tensor of strided layout has a data_ptr but no sizes: the fast path's key raised
+    torch's "NestedTensorImpl doesn't support sizes. Please file an issue." on every call, where
+    the slow path says what is wrong (LayoutError)."""
+    from tilegemm.errors import LayoutError
+
+    a, b = torch.randn(4, 3), torch.randn(3, 5)
+    nested = torch.nested.nested_tensor([torch.randn(4, 3), torch.randn(4, 3)])
+    with pytest.raises(LayoutError, match="layout nested"):
+        tilegemm.matmul(nested, b)
+    with pytest.raises(LayoutError, match="out: a torch tensor of layout nested"):
+        tilegemm.matmul(a, b, out=torch.nested.nested_tensor([torch.randn(4, 5), torch.randn(4, 5)]))

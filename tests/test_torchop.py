@@ -929,6 +929,20 @@ def test_complex_gradients_are_torchs(matmul):
                                     (x, m.lin.weight, m.lin.bias))
 
 
+def test_a_tensor_with_no_memory_goes_to_torch_in_a_patched_layer():
+    """A ZeroTensor (torch's lazy zeros, which some backward formulas make) or a functionalization
+    wrapper has no memory holding its values: tilegemm.matmul refuses it, and a patched layer
+    gives it to torch, as torch's own layer runs it (it raised the LayoutError)."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(3, 5)
+    want = lin.bias.detach().expand(4, 5)
+    tilegemm.patch(lin)
+    with torch.no_grad():
+        for x in (torch._efficientzerotensor((4, 3)), torch._to_functional_tensor(torch.zeros(4, 3))):
+            for y, expected in ((lin(x), want), (torchop._matmul(x, lin.weight.t()), torch.zeros(4, 5))):
+                assert torch.equal(torch._from_functional_tensor(y) if torch._is_functional_tensor(y) else y, expected)
+
+
 @pytest.mark.parametrize("xshape,k,n", [((2, 3, 0), 0, 5), ((2, 3, 4), 4, 0), ((2, 0), 0, 5)])
 def test_an_empty_layer_runs_as_torchs(xshape, k, n):
     """K = 0 or N = 0 with an N-D activation: reshape(-1, 0) is ambiguous; the layer's product and

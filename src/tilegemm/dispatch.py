@@ -49,6 +49,10 @@ class _NoTensor:  # stands for torch.Tensor until torch is in use: no object is 
     pass
 
 
+NO_MEMORY = 1 << 20  # a data_ptr below this is no allocation's: a tensor whose storage has no memory (a ZeroTensor,
+# a functionalization wrapper, a storage resized to 0: null, plus its offset); the fast paths give it to the slow
+# path, which refuses it (arrays.describe). (No device or host allocation lies in the first MiB; an offset past it
+# from a null storage is the slow path's alone to catch.)
 _PLAIN: tuple = (_NoTensor,)  # torch.Tensor and nn.Parameter once torch is in use (not subclasses)
 _empty = _empty_strided = _raw_stream = _current_device = _grad_enabled = _capturing = _strided = _fwad = None
 _transforms = None  # torch._C._are_functorch_transforms_active, once torch is in use
@@ -166,19 +170,23 @@ def fast_matmul(a, b, out=None):
         return None  # path's refuse_transformed asks whether a tangent or a wrapper is there)
     try:
         pa, pb = a.data_ptr(), b.data_ptr()
-    except RuntimeError:  # no storage (sparse, MKL-DNN, nested): the slow path names the layout
+        key = matmul_key(a, b, pa, pb)
+    except RuntimeError:  # no storage (sparse, MKL-DNN), no sizes (a nested tensor of strided layout): the
+        return None  # slow path names the layout
+    if pa < NO_MEMORY or pb < NO_MEMORY:  # an address no allocation has (a ZeroTensor, ...): the slow path refuses it
         return None
     if out is None:
-        plan = _PLANS.get(matmul_key(a, b, pa, pb))
+        plan = _PLANS.get(key)
         return None if plan is None else plan.run(pa, pb, None, 0, 0)
     if type(out) not in _PLAIN or out.requires_grad or out.is_neg():
         return None
     try:
         pc = out.data_ptr()
+        key += out_key(out)
     except RuntimeError:  # (as a's and b's: the slow path names out's layout)
         return None
-    plan = _PLANS.get(matmul_key(a, b, pa, pb) + out_key(out))
-    return None if plan is None or plan.overlaps(pa, pb, pc) else plan.run(pa, pb, out, 0, 0)
+    plan = _PLANS.get(key)
+    return None if plan is None or pc < NO_MEMORY or plan.overlaps(pa, pb, pc) else plan.run(pa, pb, out, 0, 0)
 
 
 def linear_key(x, w, px: int, pw: int) -> tuple:
@@ -231,6 +239,8 @@ def fast_linear(x, w, bias=None):
         key = linear_key(x, w, px, pw)
     except RuntimeError:  # a nested tensor of strided layout: no sizes (the caller's slow path gives it to torch)
         return None
+    if px < NO_MEMORY or pw < NO_MEMORY:  # (as fast_matmul's)
+        return None
     if bias is None:
         plan = _PLANS.get(key)
         return None if plan is None else plan.run(px, pw)
@@ -238,7 +248,7 @@ def fast_linear(x, w, bias=None):
         return None
     pi = bias.data_ptr()
     plan = _PLANS.get(key + bias_key(bias, pi))
-    if plan is None:
+    if plan is None or pi < NO_MEMORY:
         return None
     if type(plan) is ViewPlan:  # the bias added in the kernel's epilogue
         return plan.run(px, pw, None, 0, 0, pi)
@@ -382,7 +392,10 @@ def fast_gemm(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kern
         plan = _PLANS.get(key) if key is not None else None
     except (RuntimeError, TypeError):  # no storage (sparse), or an argument that is no key (a list): the slow
         return None  # path says which
-    if plan is None or (c is not None and (c.requires_grad or plan.overlaps(pa, pb, c.data_ptr()))):  # (a c over
+    if pa < NO_MEMORY or pb < NO_MEMORY:  # (as fast_matmul's)
+        return None
+    if plan is None or (c is not None and (c.requires_grad or (pc := c.data_ptr()) < NO_MEMORY
+                                           or plan.overlaps(pa, pb, pc))):  # (a c over
         return None  # a or b: the slow path's LayoutError; the plan was made for a c apart, and would write over
         # its inputs; a c that requires grad: its AutogradError)
     psa = psb = 0
@@ -401,7 +414,7 @@ def _scale_refused(s, ps: int, c, plan) -> bool:
     """Does the slow path refuse this scale tensor, whatever the key says (it has neither
     requires_grad nor addresses)? One that requires grad (_check_scale's AutogradError), or one
     c's memory covers (C would overwrite it while the kernels read it: _check_kinds_and_c's LayoutError)."""
-    if s.requires_grad and _grad_enabled():
+    if (s.requires_grad and _grad_enabled()) or ps < NO_MEMORY:  # (a scale with no memory: as fast_matmul's)
         return True
     if c is None:
         return False

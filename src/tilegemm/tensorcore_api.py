@@ -85,6 +85,8 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
                 and (x.is_nested or x.layout is not loaded.strided or x.device.type not in ("cuda", "cpu"))):
             arrays.describe(x, what)  # a sparse, nested or meta tensor: its LayoutError or DeviceError (a CUDA or
             # interpreted one skips describe below)
+        if loaded is not None and isinstance(x, loaded.Tensor):
+            arrays.refuse_memoryless(x, what)  # (a ZeroTensor, a freed storage: describe's words, which a CUDA one skips)
     if not isinstance(precision, str) or precision not in PRECISION_NAMES:  # (an array's `in`: ambiguous truth)
         raise DTypeError(f"gemm: precision must be one of {', '.join(PRECISION_NAMES)}; got {precision!r}")
     if not isinstance(kernel, str) or (kernel != "auto" and kernel not in tc.RUNGS):

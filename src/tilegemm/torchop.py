@@ -65,6 +65,9 @@ def served(a: torch.Tensor, b: torch.Tensor) -> bool:
     if (dtype is not b.dtype or a.layout is not torch.strided or b.layout is not torch.strided
             or a.is_nested):  # (a nested tensor of strided layout: torch's)
         return False
+    if (a.data_ptr() < dispatch.NO_MEMORY and a.numel()) or (b.data_ptr() < dispatch.NO_MEMORY and b.numel()):
+        return False  # (a ZeroTensor, a functionalization wrapper, a freed storage: no memory holding the values,
+        # which torch knows how to read and tilegemm refuses)
     if a.is_cuda:
         return b.is_cuda and a.get_device() == b.get_device() and dtype in _CUDA
     return a.is_cpu and b.is_cpu and dtype in _HOST
