@@ -372,7 +372,7 @@ CASES = [
     # ---- values
     Case("memory", "a host result larger than the memory available (200,000² float64 from stride-0 operands)",
          lambda: _mm(*(lambda v: (v, v.T))(np.lib.stride_tricks.as_strided(np.ones(1), (200_000, 1), (0, 0)))),
-         "OutOfHostMemory", "GiB of host memory"),
+         "OutOfHostMemory", "GiB of host memory", cpu_only=True),
     Case("values", "NaN in A (propagates as in the float64 product)",
          lambda: _mm(np.where(np.eye(3, 4) > 0, np.nan, _f32(*_A)).astype(np.float32), _f32(*_B)), like=_np),
     Case("values", "Inf · 0 (NaN, as IEEE and NumPy)",
@@ -380,7 +380,7 @@ CASES = [
     Case("values", "±Inf in both (Inf − Inf: NaN)",
          lambda: _mm(np.array([[np.inf, np.inf]], np.float32), np.array([[1.0], [-1.0]], np.float32)), like=_np),
     Case("values", "a product past float32's range (Inf, with NumPy's overflow warning)",
-         lambda: _mm(_f32(2, 2, fill=1e30), _f32(2, 2, fill=1e30)), like=_np, match="overflow"),
+         lambda: _mm(_f32(2, 2, fill=1e30), _f32(2, 2, fill=1e30)), like=_np, match="overflow", cpu_only=True),
     # ---- the environment and the files tilegemm reads (each in a fresh process)
     Case("environment", "TILEGEMM_SIMULATOR=maybe", None, "ConfigError", "TILEGEMM_SIMULATOR='maybe'",
          env={"TILEGEMM_SIMULATOR": "maybe"}, code=f"{_SUB}; tilegemm.matmul(a, a)"),
@@ -432,8 +432,9 @@ def outcome_fresh(case: Case, tmp: str) -> Outcome:
                "mine = [str(w.message) for w in seen if 'tilegemm' in str(w.message)]\n"
                "out['warned'] = mine[0].splitlines()[0] if mine else ''\n"
                "print('OUTCOME' + json.dumps(out))\n")
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src"), **{k: v.replace("{tmp}", tmp)
-                                                                     for k, v in (case.env or {}).items()})
+    path = os.pathsep.join(filter(None, [os.path.join(ROOT, "src"), os.environ.get("PYTHONPATH")]))  # (src first,
+    # then the caller's path: the GPU machines' numpy wheel, which numba-cuda needs)
+    env = dict(os.environ, PYTHONPATH=path, **{k: v.replace("{tmp}", tmp) for k, v in (case.env or {}).items()})
     env.setdefault("TILEGEMM_CACHE_DIR", tmp)
     proc = subprocess.run([sys.executable, "-c", wrapper], env=env, capture_output=True, text=True, timeout=300)
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("OUTCOME")]
