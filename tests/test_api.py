@@ -412,3 +412,98 @@ def test_explain_names_the_route_a_rung_takes(name, says):
     """k15 and k13 hand most products to k13's plan or k12's kernel: explain says which runs."""
     a, b = np.ones((20, 8), np.float32), np.ones((8, 16), np.float32)
     assert says in tilegemm.explain(a, b, kernel=name)
+
+
+def test_k_zero_into_a_strided_numba_out_writes_zeros():
+    """K = 0 (an empty sum) into a strided Numba device out= (every other column of a wider
+    array): zeros in its elements, the others untouched. The zeros were one host-to-device copy,
+    which Numba refuses for a strided view (a raw ValueError: "non-contiguous buffer")."""
+    wide = cuda.to_device(np.full((3, 10), 7, np.float32))
+    out = wide[:, ::2]
+    for kernel in ("auto", "naive"):
+        got = tilegemm.matmul(cuda.to_device(np.ones((3, 0), np.float32)), cuda.to_device(np.ones((0, 5), np.float32)),
+                              kernel=kernel, out=out)
+        assert got is out
+        host = wide.copy_to_host()
+        assert np.all(host[:, ::2] == 0) and np.all(host[:, 1::2] == 7), kernel
+
+
+def test_an_out_in_the_other_byte_order_is_checked_before_the_product(monkeypatch):
+    """A big-endian out= is filled from the product in this machine's order; a wrong one (shape,
+    dtype, read-only, an input's memory) is refused before the product runs, as any out is (it ran
+    first: seconds to minutes in the simulator, then the error)."""
+    from tilegemm import dispatch
+
+    def ran(*args):
+        raise AssertionError("the product ran before out was checked")
+
+    monkeypatch.setattr(dispatch, "execute_matmul", ran)
+    a, b = ops(6, 5, 4)
+    with pytest.raises(tilegemm.ShapeError, match=r"out has shape \(5, 6\); the product needs \(6, 5\)"):
+        tilegemm.matmul(a, b, kernel=GPU_KERNEL, out=np.empty((5, 6), ">f4"))
+    with pytest.raises(tilegemm.DTypeError, match="out has dtype float64; the product is float32"):
+        tilegemm.matmul(a, b, kernel=GPU_KERNEL, out=np.empty((6, 5), ">f8"))
+    read_only = np.empty((6, 5), ">f4")
+    read_only.flags.writeable = False
+    with pytest.raises(tilegemm.LayoutError, match="read-only"):
+        tilegemm.matmul(a, b, kernel=GPU_KERNEL, out=read_only)
+    sq = np.ones((4, 4), ">f4")
+    with pytest.raises(tilegemm.LayoutError, match="shares memory with a"):
+        tilegemm.matmul(sq, sq, kernel=GPU_KERNEL, out=sq)
+    monkeypatch.undo()
+    out = np.empty((6, 5), ">f4")  # (a right one is still filled)
+    assert tilegemm.matmul(a, b, kernel=GPU_KERNEL, out=out) is out and validate.check(out, a, b).ok
+
+
+@pytest.mark.skipif(not tilegemm._cuda.SIMULATOR, reason="the simulator runs one launch at a time")
+def test_simulated_products_from_several_threads_take_turns():
+    """numba-cuda's simulator keeps one kernel context per process: a launch from a second host
+    thread while another runs was taken for a device function's call inside the first and raised
+    AttributeError ('Thread' object has no attribute 'blockIdx'). Each product is right."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pairs = [ops(4, 3, 5, seed=i) for i in range(6)]
+
+    def one(i):
+        a, b = pairs[i]
+        return validate.check(tilegemm.matmul(cuda.to_device(a), cuda.to_device(b), kernel="naive").copy_to_host(),
+                              a, b).ok
+
+    with ThreadPoolExecutor(3) as pool:
+        assert all(pool.map(one, range(6)))
+
+
+def test_nd_numpy_on_a_named_kernel_without_torch_says_so(monkeypatch):
+    """torch is an optional dependency: a 1-D or N-D NumPy product on a named kernel (its views
+    are torch's) raised ModuleNotFoundError without it; it is a DTypeError naming the ways out,
+    for matmul and explain alike. kernel='auto' on the CPU needs no torch."""
+    import importlib.util
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # (import torch fails, and find_spec says it is not there)
+    assert importlib.util.find_spec("torch") is None
+    a, x = np.ones((3, 4), np.float32), np.ones(4, np.float32)
+    for call in (tilegemm.matmul, tilegemm.explain):
+        with pytest.raises(tilegemm.DTypeError, match=r"2-D and 1-D NumPy operands on 'naive' run as torch tensors, "
+                                                      r"and torch is not installed .* or kernel='auto'"):
+            call(a, x, kernel="naive")
+    if not tilegemm._cuda.has_gpu():
+        assert np.array_equal(tilegemm.matmul(np.ones((2, 3, 4), np.float32), a.T), np.full((2, 3, 3), 4, np.float32))
+
+
+def test_validate_check_takes_vectors_and_refuses_in_words():
+    """validate.check of a matrix-vector product (as matmul gives it) is checked as one column;
+    a batch, inner dimensions that differ or a dtype it has no tolerance for raised IndexError,
+    ValueError (NumPy's gufunc words) or KeyError: 'int32'; each is tilegemm's error, in words."""
+    a, b = ops(5, 3, 6)
+    x = b[:, 0]
+    assert validate.check(a @ x, a, x).ok and validate.check(x @ a.T, x, a.T).ok and validate.check(x @ x, x, x).ok
+    assert not validate.check(a @ x + 1, a, x).ok
+    with pytest.raises(tilegemm.ShapeError, match=r"got shapes \(2, 5, 6\) and \(6, 3\) \(check a batch one product"):
+        validate.check(np.stack([a @ b] * 2), np.stack([a, a]), b)
+    with pytest.raises(tilegemm.ShapeError, match=r"got shapes \(5, 6\) and \(5, 3\)"):
+        validate.check(a @ b, a, b[:5])
+    with pytest.raises(tilegemm.DTypeError, match="no tolerance for dtype 'int32'; known: float64, float32"):
+        validate.check((a @ b).astype(np.int32), a.astype(np.int32), b.astype(np.int32))
+    with pytest.raises(ValueError, match=r"result shape \(3, 5\) differs from the reference's \(5, 3\)"):
+        validate.check((a @ b).T, a, b)

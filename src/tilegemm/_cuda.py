@@ -27,6 +27,7 @@ import contextvars
 import ctypes
 import os
 import sys
+import threading
 
 from . import env
 from .errors import ConfigError
@@ -34,6 +35,9 @@ from .errors import ConfigError
 _SIM_VAR = "NUMBA_ENABLE_CUDASIM"
 SIM_MAX_SIDE = 64  # the largest side the lab runs in the simulator (an OS thread per CUDA thread: beyond, hours)
 SIMULATED_MNK = SIM_MAX_SIDE ** 3  # the largest product the lab runs there
+SIM_LAUNCHES = threading.RLock()  # held around a simulated product: numba-cuda's simulator runs one launch at a
+# time in a process (one global kernel context); a launch from a second host thread meanwhile is taken for a device
+# function's call inside the first, and fails (AttributeError: 'Thread' object has no attribute 'threadIdx')
 SIMULATED_SAID = contextvars.ContextVar("tilegemm_simulated_said", default=False)  # an N-D product has warned
 # for the whole of it: its 2-D products do not warn again, each for its part
 

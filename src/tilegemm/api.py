@@ -260,10 +260,13 @@ def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
         return sub.__array_wrap__(np.asarray(c), None, np.ndim(c) == 0)  # (0-D: return_scalar, as np.matmul says)
     if isinstance(out, np.ndarray) and not out.dtype.isnative and isinstance(a, np.ndarray):  # the kernels
         # write this machine's byte order: the product, checked against out, then cast into it (as np.matmul's
-        # out= does)
-        c = np.asarray(matmul(a, b, kernel=kernel))  # (NumPy operands: a 0-D result is a NumPy scalar)
-        _check_out(out, arrays.describe(c, "a"), c.shape, c.dtype.name, (a, b))
-        out[...] = c
+        # out= does). out is checked first, as any out is: a wrong one costs no product (minutes in the simulator)
+        p = plan(a, b, kernel)  # (the operands' own errors first, as without out)
+        A, B = arrays.describe(a, "a"), arrays.describe(b, "b")
+        from . import nd
+
+        _check_out(out, A, nd.result_shape(A.shape, B.shape)[3], p.dtype, (a, b))
+        out[...] = np.asarray(matmul(a, b, kernel=kernel))  # (NumPy operands: a 0-D result is a NumPy scalar)
         return out
     A, B = arrays.describe(a, "a"), arrays.describe(b, "b")
     if out is not None and A.kind == "torch" and dispatch.plain(out) and dispatch.wants_grad(out, out):

@@ -8,6 +8,7 @@ host round trip; the result comes back as the caller's kind.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
@@ -368,8 +369,16 @@ def fill_zero(x) -> None:
     root = _module_root(x)
     if isinstance(x, np.ndarray) or root in ("torch", "cupy"):
         x[...] = 0
-    elif x.size:
-        x.copy_to_device(np.zeros(x.shape, dtype=x.dtype))
+        return
+    arr = x if hasattr(x, "copy_to_device") else _cuda.cuda.as_cuda_array(x)  # (Numba's, or another CAI object's view)
+    if not arr.size:
+        return
+    if arr.is_c_contiguous() or arr.is_f_contiguous():
+        arr.copy_to_device(np.zeros(arr.shape, dtype=arr.dtype, order="C" if arr.is_c_contiguous() else "F"))
+    else:  # a strided view (out=wide[:, ::2]): no one copy reaches its elements; a kernel writes them, as a
+        # product's are (matmul's numba out= is 2-D)
+        with _cuda.SIM_LAUNCHES if _cuda.SIMULATOR else contextlib.nullcontext():  # (dispatch.execute_matmul's)
+            copy_2d(_cuda.cuda.to_device(np.zeros(arr.shape, dtype=arr.dtype)), arr)
 
 
 def nbytes(shape, dtype: str) -> int:

@@ -766,6 +766,9 @@ def execute_matmul(kern, auto: bool, A: Operand, B: Operand, O, out, shape, dtyp
         return _run_host(kern, A, B, O, shape, dtype)
     if kern.backend == "simt":
         STATS["slow_calls"] += 1
+        if _cuda.SIMULATOR:  # one simulated launch at a time in a process: calls from several threads take turns
+            with _cuda.SIM_LAUNCHES:
+                return _run_numba(kern, auto, A, B, O, out, shape, dtype)
         return _run_numba(kern, auto, A, B, O, out, shape, dtype)
     return _run_tensorcore("auto" if auto else kern.name, A, B, out, shape, dtype)
 

@@ -68,7 +68,7 @@ def matmul(a, b, A: arrays.Operand, B: arrays.Operand, kernel: str, out, plan_2d
         _check_out(out, A, shape, A.dtype, (a, b))
     if _on_host_blas(A, kernel, p):
         return _host(A, B, out, shape)
-    _need_torch(A, B)
+    _need_torch(A, B, kernel)
     from . import _cuda
 
     if not _cuda.SIMULATOR or p.kernel.backend == "cpu" or _cuda.SIMULATED_SAID.get():
@@ -92,7 +92,7 @@ def describe(A: arrays.Operand, B: arrays.Operand, kernel: str, p) -> tuple[str,
     batch, m, n, shape, _, _ = inner(A, B)
     if _on_host_blas(A, kernel, p):
         return "one numpy.matmul: the CPU's BLAS, batched and broadcast by NumPy", None
-    _need_torch(A, B)
+    _need_torch(A, B, kernel)
     import torch
 
     ta, tb = _views(A, B, m, n)
@@ -129,10 +129,16 @@ def _moved(A: arrays.Operand, kernel: str, p) -> bool:
     return A.on_host and p.kernel.backend != "cpu" and kernel == "auto"
 
 
-def _need_torch(A: arrays.Operand, B: arrays.Operand) -> None:
+def _need_torch(A: arrays.Operand, B: arrays.Operand, kernel: str = "auto") -> None:
     import importlib.util
 
-    if A.kind in ("numpy", "torch"):
+    if A.kind == "torch":
+        return
+    if A.kind == "numpy":  # (torch's CPU views promote and batch them: torch is an optional dependency)
+        if importlib.util.find_spec("torch") is None:
+            other = "" if kernel == "auto" else ", or kernel='auto' (on a machine without a GPU: NumPy's matmul)"
+            raise DTypeError(f"matmul: {len(A.shape)}-D and {len(B.shape)}-D NumPy operands on {kernel!r} run as torch "
+                             f"tensors, and torch is not installed (pip install torch); pass 2-D operands{other}")
         return
     if importlib.util.find_spec("torch") is None:
         raise DTypeError(f"matmul: {len(A.shape)}-D and {len(B.shape)}-D {A.kind} operands need torch installed "

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .errors import DTypeError, ShapeError
+
 
 @dataclass(frozen=True)
 class Tolerance:
@@ -58,6 +60,9 @@ TOLERANCES: dict[str, Tolerance] = {
 
 
 def tolerance_for(dtype: str, out_dtype: str | None = None) -> Tolerance:
+    if dtype not in TOLERANCES:
+        raise DTypeError(f"validate: no tolerance for dtype {dtype!r}; known: {', '.join(TOLERANCES)} (dtype= names the "
+                         "precision the product was computed in)")
     tol = TOLERANCES[dtype]
     if out_dtype and out_dtype != dtype and out_dtype in TOLERANCES:
         o = TOLERANCES[out_dtype]
@@ -106,15 +111,22 @@ def check(c, a, b, *, dtype: str | None = None, kernel: str = "?", ref: np.ndarr
     """Compare host result `c` with the float64 product of host inputs `a`, `b`."""
     a64 = np.asarray(a, dtype=np.float64)
     b64 = np.asarray(b, dtype=np.float64)
+    if not (1 <= a64.ndim <= 2 and 1 <= b64.ndim <= 2) or a64.shape[-1] != b64.shape[0]:
+        raise ShapeError(f"validate.check: a and b must be a matrix or a vector each, M×K and K×N; got shapes "
+                         f"{a64.shape} and {b64.shape}" + (" (check a batch one product at a time)"
+                                                           if max(a64.ndim, b64.ndim) > 2 else ""))
     with np.errstate(invalid="ignore", over="ignore"):  # (Inf in the inputs: the reference's NaN is the check's)
-        ref = a64 @ b64 if ref is None else ref
+        ref = a64 @ b64 if ref is None else np.asarray(ref, dtype=np.float64)
     c64 = np.asarray(c, dtype=np.float64)
     dtype = dtype or np.asarray(a).dtype.name
     tol = tolerance_for(dtype, out_dtype)
+    if c64.shape != ref.shape:
+        raise ShapeError(f"validate.check: result shape {c64.shape} differs from the reference's {ref.shape}")
+    a64, b64 = (a64 if a64.ndim == 2 else a64[None, :]), (b64 if b64.ndim == 2 else b64[:, None])  # a vector: a
+    # row, or a column, as matmul takes it
     m, k = a64.shape
     n = b64.shape[1]
-    if c64.shape != ref.shape:
-        raise ValueError(f"result shape {c64.shape} differs from the reference's {ref.shape}")
+    c64, ref = c64.reshape(m, n), ref.reshape(m, n)
     with np.errstate(invalid="ignore", over="ignore"):
         absprod = np.abs(a64) @ np.abs(b64)
         gamma = _growth(k) * tol.u_acc / max(1.0 - k * tol.u_acc, 0.5) + 2 * tol.u_in + tol.u_in**2
