@@ -507,3 +507,16 @@ def test_validate_check_takes_vectors_and_refuses_in_words():
         validate.check((a @ b).astype(np.int32), a.astype(np.int32), b.astype(np.int32))
     with pytest.raises(ValueError, match=r"result shape \(3, 5\) differs from the reference's \(5, 3\)"):
         validate.check((a @ b).T, a, b)
+
+
+def test_a_call_while_another_thread_imports_torch(monkeypatch):
+    """While one thread's `import torch` is under way, sys.modules holds the partly made module
+    (no torch.Tensor yet): a NumPy product in another thread asked isinstance(x, torch.Tensor) of
+    it and raised AttributeError ("partially initialized module 'torch'"). A stand-in for that
+    module shows it."""
+    import sys
+    import types
+
+    monkeypatch.setitem(sys.modules, "torch", types.ModuleType("torch"))
+    a, b = ops(4, 3, 5)
+    assert validate.check(tilegemm.matmul(a, b), a, b).ok

@@ -33,27 +33,36 @@ ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1",
            NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1")
 
 
+def _ephemeral_low() -> int:
+    """The first port of the range the kernel hands out for port 0 (ip_local_port_range)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def _free_port() -> int:
     """A port free now, below the range the kernel hands out for port 0 (the other test shard's
     gloo connections and stores take theirs there): a port from that range, picked, closed and
     handed to torchrun, was taken meanwhile once and the agents waited out their timeout. Runs
-    of one host need none: torchrun --standalone binds its own."""
+    of one host need none: torchrun --standalone binds its own. Where that range starts too low to
+    leave room below it (ip_local_port_range "1024 65535"), a port-0 bind's, as before."""
     import random
     import socket
 
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            low = int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    for port in random.sample(range(max(1024, low - 12000), low), 200):
+    low = _ephemeral_low()
+    below = range(max(1024, low - 12000), low)
+    for port in random.sample(below, min(200, len(below))):
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
             return port
-    raise RuntimeError(f"no free port below {low}")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _results(outdir, world: int, least: int = 10) -> dict:
@@ -743,3 +752,16 @@ def test_hardware_from_results_reads_right_bf16_squares_and_the_measured_copy():
     hw = costmodel.hardware_from_results(tc, {"ceilings": {"dram": {"measured": 4.0}}})
     assert hw.name == "G" and hw.rate == {4096: 700.0} and hw.mem_gbps == 4000.0
     assert costmodel.hardware_from_results(tc).mem_gbps == Hardware("x").mem_gbps
+
+
+@pytest.mark.parametrize("low", [1024, 1100, 20000])
+def test_a_free_port_where_the_ephemeral_range_starts_low(low, monkeypatch):
+    """ip_local_port_range may start at 1024 (or near it): no port lies below it, and sampling 200
+    of fewer raised ValueError; the harness takes a port-0 bind's there, as before."""
+    import io
+
+    real = open
+    monkeypatch.setitem(globals(), "open", lambda path, *a, **k: io.StringIO(f"{low}\t65535\n")
+                        if "ip_local_port_range" in str(path) else real(path, *a, **k))
+    port = _free_port()
+    assert isinstance(port, int) and 1024 <= port <= 65535

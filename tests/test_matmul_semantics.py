@@ -671,3 +671,68 @@ def test_a_nested_operand_or_out_is_refused_in_words():
         tilegemm.matmul(nested, b)
     with pytest.raises(LayoutError, match="out: a torch tensor of layout nested"):
         tilegemm.matmul(a, b, out=torch.nested.nested_tensor([torch.randn(4, 5), torch.randn(4, 5)]))
+
+
+def test_a_view_of_a_freed_storage_at_any_offset_finds_no_plan():
+    """A view into a freed flat buffer (FSDP's parameters, once their flat parameter is resized to
+    0) has data_ptr 0 plus its offset, which for a parameter past the buffer's first MiB passed the
+    fast paths' address test: a kept plan launched at that offset (an illegal address on a GPU) and
+    a patched layer gave it to tilegemm. The storage's start, not the address, tells it. A stand-in
+    plan under the call's key shows which path ran."""
+    from tilegemm import dispatch, torchop
+    from tilegemm.errors import LayoutError
+
+    b, w = torch.randn(3, 5), torch.randn(5, 3)
+    dispatch.plain(b)
+
+    class Served:
+        spans = (48, 60, 80)
+
+        def run(self, *args):
+            raise AssertionError("a plan served the call")
+
+        def overlaps(self, *args):
+            return False
+
+    def freed(shape, offset=1 << 18):  # (elements: 1 MiB of float32 in)
+        flat = torch.randn(offset + shape[0] * shape[1])
+        x = flat[offset:].view(shape)
+        flat.untyped_storage().resize_(0)
+        assert x.data_ptr() >= dispatch.NO_MEMORY
+        return x
+
+    try:
+        x, o = freed((4, 3)), freed((4, 5))
+        dispatch._PLANS[dispatch.matmul_key(x, b, x.data_ptr(), b.data_ptr())] = Served()
+        with pytest.raises(LayoutError, match="a is a tensor whose storage holds no memory"):
+            tilegemm.matmul(x, b)
+        a = torch.randn(4, 3)
+        dispatch._PLANS[dispatch.call_key(a, b, o)] = Served()
+        with pytest.raises(LayoutError, match="out is a tensor whose storage holds no memory"):
+            tilegemm.matmul(a, b, out=o)
+        dispatch._PLANS[dispatch.linear_key(x, w, x.data_ptr(), w.data_ptr())] = Served()
+        assert dispatch.fast_linear(x, w) is None and not torchop.served(x, b)
+        dispatch._PLANS[dispatch.gemm_key(x, b, x.data_ptr(), b.data_ptr(), "auto", None, 1.0, 0.0, None, None, None,
+                                          "auto")] = Served()
+        with pytest.raises(LayoutError, match="a is a tensor whose storage holds no memory"):
+            tilegemm.gemm(x, b)
+    finally:
+        dispatch.reset()
+
+
+def test_a_tensor_with_no_memory_is_named_by_its_argument():
+    """The refusal's remedy names the argument (torch.zeros_like(a)), not a placeholder x."""
+    from tilegemm.errors import LayoutError
+
+    with pytest.raises(LayoutError, match=r"b is a ZeroTensor .*; pass torch\.zeros_like\(b\)"):
+        tilegemm.matmul(torch.randn(4, 3), torch._efficientzerotensor((3, 5)))
+
+
+def test_an_alpha_too_small_for_fp32_is_said_by_its_magnitude():
+    """-1e-46 is not below float32's smallest number (it is above -1.4e-45): what makes it 0 in
+    FP32 is its magnitude, which the refusal says."""
+    from tilegemm.errors import DTypeError
+
+    with pytest.raises(DTypeError, match=r"alpha = -1e-46 is nonzero but smaller in magnitude than float32's "
+                                         r"smallest subnormal, 1\.4e-45"):
+        tilegemm.gemm(torch.randn(4, 3), torch.randn(3, 5), alpha=-1e-46)

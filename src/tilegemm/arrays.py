@@ -93,16 +93,17 @@ def memoryless(x) -> str:
     if not x.numel():
         return ""
     if x._is_zerotensor():
-        return "a ZeroTensor (torch's lazy zeros, with no memory); pass torch.zeros_like(x)"
+        return "a ZeroTensor (torch's lazy zeros, with no memory); pass torch.zeros_like({what})"
     if sys.modules["torch"]._is_functional_tensor(x):
         return ("a functionalization wrapper, whose memory is its wrapped tensor's; pass "
-                "torch._from_functional_tensor(x)")
+                "torch._from_functional_tensor({what})")
     try:
         held = x.untyped_storage().nbytes()
     except (RuntimeError, NotImplementedError):  # (a wrapper subclass, DTensor's: no storage; its own rules, as before)
         return ""
     if not held:
-        return "a tensor whose storage holds no memory (freed: untyped_storage().resize_(0))"
+        return ("a tensor whose storage holds no memory (freed: untyped_storage().resize_(0), as FSDP frees a "
+                "sharded parameter's); use it while its storage is allocated")
     return ""
 
 
@@ -110,7 +111,7 @@ def refuse_memoryless(x, what: str) -> None:
     """A torch tensor with no memory holding its values (`memoryless`) refused, in words."""
     why = memoryless(x)
     if why:
-        raise LayoutError(f"{what} is {why}")
+        raise LayoutError(f"{what} is {why.format(what=what)}")
 
 
 def refuse_two_host_kinds(A: Operand, B: Operand, who: str) -> None:

@@ -49,10 +49,21 @@ class _NoTensor:  # stands for torch.Tensor until torch is in use: no object is 
     pass
 
 
-NO_MEMORY = 1 << 20  # a data_ptr below this is no allocation's: a tensor whose storage has no memory (a ZeroTensor,
-# a functionalization wrapper, a storage resized to 0: null, plus its offset); the fast paths give it to the slow
-# path, which refuses it (arrays.describe). (No device or host allocation lies in the first MiB; an offset past it
-# from a null storage is the slow path's alone to catch.)
+NO_MEMORY = 1 << 20  # a storage starting below this is no allocation's: a tensor whose storage has no memory (a
+# ZeroTensor, a functionalization wrapper, a storage resized to 0: null, its data_ptr only its offset, which for a
+# view into a large freed buffer, FSDP's, is past any fixed bound); the fast paths give it to the slow path, which
+# refuses it (arrays.describe). No device or host allocation lies in the first MiB.
+LOW_ADDRESS = 1 << 40  # a data_ptr at or above this is no null storage's offset (a 1 TiB view); below it (no device
+# allocation on Linux's UVA lies there, ~2**47, nor a PIE heap's) the fast paths ask where the storage starts
+
+
+def no_memory(x, p: int) -> bool:
+    """Does torch tensor x, whose data_ptr is p, lie in a storage with no memory (`NO_MEMORY`)?
+    Its storage's start, p less its offset: 0 for a ZeroTensor, a functionalization wrapper or a
+    freed storage's view at any offset (about 0.1 µs; the fast paths ask only below LOW_ADDRESS)."""
+    return p - x.storage_offset() * x.itemsize < NO_MEMORY
+
+
 _PLAIN: tuple = (_NoTensor,)  # torch.Tensor and nn.Parameter once torch is in use (not subclasses)
 _empty = _empty_strided = _raw_stream = _current_device = _grad_enabled = _capturing = _strided = _fwad = None
 _transforms = None  # torch._C._are_functorch_transforms_active, once torch is in use
@@ -118,7 +129,8 @@ def transformed(x) -> str | None:
     wrapper with no memory of its own), "dual" for a forward-mode AD dual tensor (its tangent would
     not be carried: the result would have none), None for anything else."""
     torch = sys.modules.get("torch")
-    if torch is None or not isinstance(x, torch.Tensor):
+    tensor = getattr(torch, "Tensor", None)  # (None too while another thread's `import torch` is under way)
+    if tensor is None or not isinstance(x, tensor):
         return None
     if torch._C._functorch.is_functorch_wrapped_tensor(x):
         return "wrapped"
@@ -173,8 +185,8 @@ def fast_matmul(a, b, out=None):
         key = matmul_key(a, b, pa, pb)
     except RuntimeError:  # no storage (sparse, MKL-DNN), no sizes (a nested tensor of strided layout): the
         return None  # slow path names the layout
-    if pa < NO_MEMORY or pb < NO_MEMORY:  # an address no allocation has (a ZeroTensor, ...): the slow path refuses it
-        return None
+    if (pa < LOW_ADDRESS and no_memory(a, pa)) or (pb < LOW_ADDRESS and no_memory(b, pb)):  # no memory (a
+        return None  # ZeroTensor, a freed storage's view, ...): the slow path refuses it
     if out is None:
         plan = _PLANS.get(key)
         return None if plan is None else plan.run(pa, pb, None, 0, 0)
@@ -186,7 +198,8 @@ def fast_matmul(a, b, out=None):
     except RuntimeError:  # (as a's and b's: the slow path names out's layout)
         return None
     plan = _PLANS.get(key)
-    return None if plan is None or pc < NO_MEMORY or plan.overlaps(pa, pb, pc) else plan.run(pa, pb, out, 0, 0)
+    return None if (plan is None or (pc < LOW_ADDRESS and no_memory(out, pc)) or plan.overlaps(pa, pb, pc)) \
+        else plan.run(pa, pb, out, 0, 0)
 
 
 def linear_key(x, w, px: int, pw: int) -> tuple:
@@ -239,7 +252,7 @@ def fast_linear(x, w, bias=None):
         key = linear_key(x, w, px, pw)
     except RuntimeError:  # a nested tensor of strided layout: no sizes (the caller's slow path gives it to torch)
         return None
-    if px < NO_MEMORY or pw < NO_MEMORY:  # (as fast_matmul's)
+    if (px < LOW_ADDRESS and no_memory(x, px)) or (pw < LOW_ADDRESS and no_memory(w, pw)):  # (as fast_matmul's)
         return None
     if bias is None:
         plan = _PLANS.get(key)
@@ -248,7 +261,7 @@ def fast_linear(x, w, bias=None):
         return None
     pi = bias.data_ptr()
     plan = _PLANS.get(key + bias_key(bias, pi))
-    if plan is None or pi < NO_MEMORY:
+    if plan is None or (pi < LOW_ADDRESS and no_memory(bias, pi)):
         return None
     if type(plan) is ViewPlan:  # the bias added in the kernel's epilogue
         return plan.run(px, pw, None, 0, 0, pi)
@@ -392,34 +405,27 @@ def fast_gemm(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kern
         plan = _PLANS.get(key) if key is not None else None
     except (RuntimeError, TypeError):  # no storage (sparse), or an argument that is no key (a list): the slow
         return None  # path says which
-    if pa < NO_MEMORY or pb < NO_MEMORY:  # (as fast_matmul's)
+    if (pa < LOW_ADDRESS and no_memory(a, pa)) or (pb < LOW_ADDRESS and no_memory(b, pb)):  # (as fast_matmul's)
         return None
-    if plan is None or (c is not None and (c.requires_grad or (pc := c.data_ptr()) < NO_MEMORY
+    if plan is None or (c is not None and (c.requires_grad or ((pc := c.data_ptr()) < LOW_ADDRESS and no_memory(c, pc))
                                            or plan.overlaps(pa, pb, pc))):  # (a c over
         return None  # a or b: the slow path's LayoutError; the plan was made for a c apart, and would write over
         # its inputs; a c that requires grad: its AutogradError)
-    psa = psb = 0
+    psa = psb = 0  # a scale tensor the slow path refuses, whatever the key says (it has neither requires_grad nor
+    # addresses): one that requires grad (_check_scale's AutogradError), one with no memory, or one c's memory covers
+    # (C would overwrite it while the kernels read it: _check_kinds_and_c's LayoutError). Inline, c's address
+    # reused: on every FP8 call
     if type(scale_a) in _PLAIN:
         psa = scale_a.data_ptr()
-        if _scale_refused(scale_a, psa, c, plan):
+        if ((scale_a.requires_grad and _grad_enabled()) or (psa < LOW_ADDRESS and no_memory(scale_a, psa))
+                or (c is not None and psa < pc + plan.spans[2] and pc < psa + scale_a.itemsize)):
             return None
     if type(scale_b) in _PLAIN:
         psb = scale_b.data_ptr()
-        if _scale_refused(scale_b, psb, c, plan):
+        if ((scale_b.requires_grad and _grad_enabled()) or (psb < LOW_ADDRESS and no_memory(scale_b, psb))
+                or (c is not None and psb < pc + plan.spans[2] and pc < psb + scale_b.itemsize)):
             return None
     return plan.run(pa, pb, c, psa, psb)
-
-
-def _scale_refused(s, ps: int, c, plan) -> bool:
-    """Does the slow path refuse this scale tensor, whatever the key says (it has neither
-    requires_grad nor addresses)? One that requires grad (_check_scale's AutogradError), or one
-    c's memory covers (C would overwrite it while the kernels read it: _check_kinds_and_c's LayoutError)."""
-    if (s.requires_grad and _grad_enabled()) or ps < NO_MEMORY:  # (a scale with no memory: as fast_matmul's)
-        return True
-    if c is None:
-        return False
-    pc = c.data_ptr()
-    return ps < pc + plan.spans[2] and pc < ps + s.element_size()
 
 
 SCRATCH_ALIGN = 512  # bytes: each plan's scratch buffer starts this aligned in its stream's arena (as torch's blocks)

@@ -78,15 +78,16 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     from .kernels import tensorcore as tc
 
     dispatch.refuse_transformed("gemm", (a, "a"), (b, "b"), (c, "c"), (scale_a, "scale_a"), (scale_b, "scale_b"))
+    loaded = sys.modules.get("torch")  # (a torch tensor means torch is loaded)
+    tensor = getattr(loaded, "Tensor", None)  # (None while another thread's `import torch` is under way)
     for x, what in ((a, "a"), (b, "b"), (c, "c"), (scale_a, "scale_a"), (scale_b, "scale_b")):
         arrays.refuse_masked(x, what)
-        loaded = sys.modules.get("torch")  # (a torch tensor means torch is loaded)
-        if (loaded is not None and isinstance(x, loaded.Tensor)
-                and (x.is_nested or x.layout is not loaded.strided or x.device.type not in ("cuda", "cpu"))):
-            arrays.describe(x, what)  # a sparse, nested or meta tensor: its LayoutError or DeviceError (a CUDA or
-            # interpreted one skips describe below)
-        if loaded is not None and isinstance(x, loaded.Tensor):
-            arrays.refuse_memoryless(x, what)  # (a ZeroTensor, a freed storage: describe's words, which a CUDA one skips)
+        if tensor is not None and isinstance(x, tensor):
+            if x.is_nested or x.layout is not loaded.strided or x.device.type not in ("cuda", "cpu"):
+                arrays.describe(x, what)  # a sparse, nested or meta tensor: its LayoutError or DeviceError (a CUDA
+                # or interpreted one skips describe below)
+            arrays.refuse_memoryless(x, what)  # (a ZeroTensor, a freed storage: describe's words, which a CUDA one
+            # skips)
     if not isinstance(precision, str) or precision not in PRECISION_NAMES:  # (an array's `in`: ambiguous truth)
         raise DTypeError(f"gemm: precision must be one of {', '.join(PRECISION_NAMES)}; got {precision!r}")
     if not isinstance(kernel, str) or (kernel != "auto" and kernel not in tc.RUNGS):
@@ -219,8 +220,8 @@ def _check_fp32(v, what) -> None:
             raise DTypeError(f"gemm: {what} = {f!r} is past float32's range (the kernels scale in FP32: it would "
                              "be inf)") from None
         if zero:
-            raise DTypeError(f"gemm: {what} = {f!r} is below float32's smallest number (the kernels scale in FP32: "
-                             "it would be 0)")
+            raise DTypeError(f"gemm: {what} = {f!r} is nonzero but smaller in magnitude than float32's smallest "
+                             "subnormal, 1.4e-45 (the kernels scale in FP32: it would be 0)")
 
 
 def _check_kinds_and_c(a, b, c, scale_a=None, scale_b=None) -> None:
