@@ -189,7 +189,7 @@ def _check_scale(s, what, torch) -> None:
         _check_fp32(s, what)
         return
     if isinstance(s, torch.Tensor):
-        real, size = s.dtype.is_floating_point or not (s.dtype.is_complex or s.dtype == torch.bool), s.numel()
+        real, size = not (s.dtype.is_complex or s.dtype is torch.bool), s.numel()
     elif isinstance(getattr(s, "dtype", None), np.dtype) and hasattr(s, "size") and hasattr(s, "item"):
         real, size = s.dtype.kind in "iuf", s.size  # (NumPy, CuPy)
     else:
