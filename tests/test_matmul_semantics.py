@@ -501,6 +501,19 @@ def test_the_simulators_warning_is_for_the_whole_nd_product(monkeypatch):
         tilegemm.matmul(np.ones((8, 32, 32), f), np.ones((8, 32, 32), f), kernel="naive")  # 8 × 32³ = 64³: no word
 
 
+class _Served:
+    """A stand-in launch plan, kept under a call's real key: it fails the test if it serves the
+    call (for the 4×3 @ 3×5 float32 products here, its spans are A's, B's and C's bytes)."""
+
+    spans = (48, 60, 80)
+
+    def run(self, *args):
+        raise AssertionError("a plan served the call")
+
+    def overlaps(self, *args):
+        return False
+
+
 def test_a_bool_alpha_or_scale_finds_no_plan_made_for_one():
     """True equals 1.0 and hashes as 1, so a kept gemm plan made for alpha (or a scale) 1.0 took a
     call with True, which gemm refuses. A stand-in plan under the 1.0 call's key shows which path ran."""
@@ -510,15 +523,11 @@ def test_a_bool_alpha_or_scale_finds_no_plan_made_for_one():
     a, b = torch.randn(4, 3), torch.randn(3, 5)
     dispatch.plain(a)  # (torch bound, as after any call)
 
-    class Served:
-        def run(self, *args):
-            raise AssertionError("a plan served the call")
-
     try:
         for one, kw in ((dict(alpha=1.0), dict(alpha=True)), (dict(scale_a=1.0), dict(scale_a=True))):
             args = dict(precision="fp8", out_dtype=None, alpha=1.0, beta=0.0, c=None, scale_a=None, scale_b=None,
                         kernel="auto")
-            dispatch._PLANS[dispatch.gemm_key(a, b, a.data_ptr(), b.data_ptr(), **{**args, **one})] = Served()
+            dispatch._PLANS[dispatch.gemm_key(a, b, a.data_ptr(), b.data_ptr(), **{**args, **one})] = _Served()
             with pytest.raises(DTypeError, match="must be a real number"):
                 tilegemm.gemm(a, b, precision="fp8", **kw)
     finally:
@@ -537,20 +546,11 @@ def test_a_scale_that_requires_grad_or_lies_in_c_finds_no_plan(monkeypatch):
     a, b = torch.randn(4, 3), torch.randn(3, 5)
     dispatch.plain(a)
 
-    class Served:
-        spans = (a.nbytes, b.nbytes, 4 * 5 * 4)
-
-        def run(self, *args):
-            raise AssertionError("a plan served the call")
-
-        def overlaps(self, pa, pb, pc):
-            return False
-
     args = dict(precision="fp8", out_dtype="float32", alpha=1.0, beta=0.0, kernel="auto")
     try:
         s = torch.tensor([2.0])
         dispatch._PLANS[dispatch.gemm_key(a, b, a.data_ptr(), b.data_ptr(), c=None, scale_a=s, scale_b=None,
-                                          **args)] = Served()
+                                          **args)] = _Served()
         wants = torch.tensor([2.0], requires_grad=True)
         assert dispatch.gemm_key(a, b, a.data_ptr(), b.data_ptr(), c=None, scale_a=wants, scale_b=None, **args) \
             in dispatch._PLANS
@@ -558,7 +558,7 @@ def test_a_scale_that_requires_grad_or_lies_in_c_finds_no_plan(monkeypatch):
             tilegemm.gemm(a, b, scale_a=wants, **args)
         c0, c1 = torch.empty(4, 5), torch.empty(4, 5)
         dispatch._PLANS[dispatch.gemm_key(a, b, a.data_ptr(), b.data_ptr(), c=c0, scale_a=None, scale_b=s,
-                                          **args)] = Served()
+                                          **args)] = _Served()
         inside = c1.view(-1)[4:5]  # (16 bytes in: aligned as a scale of its own)
         if dispatch.gemm_key(a, b, a.data_ptr(), b.data_ptr(), c=c1, scale_a=None, scale_b=inside, **args) \
                 not in dispatch._PLANS:
@@ -580,12 +580,8 @@ def test_the_fast_paths_give_transforms_and_storageless_outs_to_the_slow_path():
     a, b = torch.randn(4, 3), torch.randn(3, 5)
     dispatch.plain(a)  # (torch bound, as after any call)
 
-    class Served:
-        def run(self, *args):
-            raise AssertionError("a plan served the call")
-
     def call(x):
-        dispatch._PLANS[dispatch.matmul_key(x, b, x.data_ptr(), b.data_ptr())] = Served()
+        dispatch._PLANS[dispatch.matmul_key(x, b, x.data_ptr(), b.data_ptr())] = _Served()
         return tilegemm.matmul(x, b)
 
     try:
@@ -623,22 +619,13 @@ def test_a_tensor_with_no_memory_finds_no_plan_and_is_refused():
     a, b, w = torch.randn(4, 3), torch.randn(3, 5), torch.randn(5, 3)
     dispatch.plain(a)
 
-    class Served:
-        spans = (48, 60, 80)
-
-        def run(self, *args):
-            raise AssertionError("a plan served the call")
-
-        def overlaps(self, *args):
-            return False
-
     said = "ZeroTensor|functionalization wrapper|holds no memory"
     try:
         for name, x in _memoryless((4, 3)).items():
-            dispatch._PLANS[dispatch.matmul_key(x, b, x.data_ptr(), b.data_ptr())] = Served()
+            dispatch._PLANS[dispatch.matmul_key(x, b, x.data_ptr(), b.data_ptr())] = _Served()
             with pytest.raises(LayoutError, match=said):
                 tilegemm.matmul(x, b)
-            dispatch._PLANS[dispatch.linear_key(x, w, x.data_ptr(), w.data_ptr())] = Served()
+            dispatch._PLANS[dispatch.linear_key(x, w, x.data_ptr(), w.data_ptr())] = _Served()
             counts = {"tilegemm": 0, "torch": 0}
             try:  # (a patched layer gives it to torch)
                 torchop._linear(x, w, None, counts)
@@ -648,11 +635,11 @@ def test_a_tensor_with_no_memory_finds_no_plan_and_is_refused():
                 assert counts == {"tilegemm": 0, "torch": 1}, (name, counts)
             key = dispatch.gemm_key(x, b, x.data_ptr(), b.data_ptr(), "auto", None, 1.0, 0.0, None, None, None,
                                     "auto")
-            dispatch._PLANS[key] = Served()
+            dispatch._PLANS[key] = _Served()
             with pytest.raises(LayoutError, match=said):
                 tilegemm.gemm(x, b)
         for name, o in _memoryless((4, 5)).items():
-            dispatch._PLANS[dispatch.call_key(a, b, o)] = Served()
+            dispatch._PLANS[dispatch.call_key(a, b, o)] = _Served()
             with pytest.raises(LayoutError, match=said):
                 tilegemm.matmul(a, b, out=o)
     finally:
@@ -685,15 +672,6 @@ def test_a_view_of_a_freed_storage_at_any_offset_finds_no_plan():
     b, w = torch.randn(3, 5), torch.randn(5, 3)
     dispatch.plain(b)
 
-    class Served:
-        spans = (48, 60, 80)
-
-        def run(self, *args):
-            raise AssertionError("a plan served the call")
-
-        def overlaps(self, *args):
-            return False
-
     def freed(shape, offset=1 << 18):  # (elements: 1 MiB of float32 in)
         flat = torch.randn(offset + shape[0] * shape[1])
         x = flat[offset:].view(shape)
@@ -703,17 +681,17 @@ def test_a_view_of_a_freed_storage_at_any_offset_finds_no_plan():
 
     try:
         x, o = freed((4, 3)), freed((4, 5))
-        dispatch._PLANS[dispatch.matmul_key(x, b, x.data_ptr(), b.data_ptr())] = Served()
+        dispatch._PLANS[dispatch.matmul_key(x, b, x.data_ptr(), b.data_ptr())] = _Served()
         with pytest.raises(LayoutError, match="a is a tensor whose storage holds no memory"):
             tilegemm.matmul(x, b)
         a = torch.randn(4, 3)
-        dispatch._PLANS[dispatch.call_key(a, b, o)] = Served()
+        dispatch._PLANS[dispatch.call_key(a, b, o)] = _Served()
         with pytest.raises(LayoutError, match="out is a tensor whose storage holds no memory"):
             tilegemm.matmul(a, b, out=o)
-        dispatch._PLANS[dispatch.linear_key(x, w, x.data_ptr(), w.data_ptr())] = Served()
+        dispatch._PLANS[dispatch.linear_key(x, w, x.data_ptr(), w.data_ptr())] = _Served()
         assert dispatch.fast_linear(x, w) is None and not torchop.served(x, b)
         dispatch._PLANS[dispatch.gemm_key(x, b, x.data_ptr(), b.data_ptr(), "auto", None, 1.0, 0.0, None, None, None,
-                                          "auto")] = Served()
+                                          "auto")] = _Served()
         with pytest.raises(LayoutError, match="a is a tensor whose storage holds no memory"):
             tilegemm.gemm(x, b)
     finally:
