@@ -40,6 +40,20 @@ def test_import_is_fast_and_imports_no_gpu_library():
     assert min(times) <= 0.3, f"CPU {times}, wall {walls}"
 
 
+def test_a_numpy_product_into_out_imports_no_torch():
+    """out= is written and its version counter moved on where it is a torch tensor
+    (dispatch.written): the question is asked of a loaded torch only, so NumPy's products into
+    out= (2-D, K = 0, a batch by NumPy's matmul) import none."""
+    code = ("import sys, numpy as np, tilegemm; f = np.float32; "
+            "tilegemm.matmul(np.ones((4, 3), f), np.ones((3, 5), f), out=np.empty((4, 5), f)); "
+            "tilegemm.matmul(np.ones((4, 0), f), np.ones((0, 5), f), out=np.empty((4, 5), f)); "
+            "tilegemm.matmul(np.ones((2, 4, 3), f), np.ones((3, 5), f), out=np.empty((2, 4, 5), f)); "
+            "print('torch' in sys.modules)")
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0 and out.stdout.split() == ["False"], out.stderr[-2000:]
+
+
 # ---- the direct launcher's parameter packing (no GPU: the buffers are inspected) -----------------
 
 

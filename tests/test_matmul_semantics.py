@@ -713,3 +713,163 @@ def test_an_alpha_too_small_for_fp32_is_said_by_its_magnitude():
     with pytest.raises(DTypeError, match=r"alpha = -1e-46 is nonzero but smaller in magnitude than float32's "
                                          r"smallest subnormal, 1\.4e-45"):
         tilegemm.gemm(torch.randn(4, 3), torch.randn(3, 5), alpha=-1e-46)
+
+
+class _Writes(_Served):
+    """A stand-in launch plan that serves the call as a plan does: it returns the out (or c) it
+    was given, written."""
+
+    def run(self, pa, pb, c=None, *args):
+        return c
+
+
+def _kernels_write(monkeypatch):
+    """gemm's slow path on a machine without a GPU, its launches stood in for by a write through
+    NumPy's view of C's memory, as a kernel writes it (unseen by torch's version counter).
+    Triton's interpreter is read when triton is first imported: in a process that imported it
+    without, its kernels cannot run (test_tensorcore runs them in a fresh process)."""
+    from tilegemm import dispatch
+
+    def launches(p, *args, **kwargs):
+        a, b, c = (t.detach().as_subclass(torch.Tensor) for t in (p.a, p.b, p.c))
+        c.numpy()[...] = (p.alpha * (a @ b) + (p.beta * c if p.beta else 0)).numpy()
+        return {}
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(dispatch, "run_problem", launches)
+
+
+def _saved_then_written(write, shape=(4, 5)):
+    """A tensor a backward saved (exp saves its output), written through a detached alias of it
+    under no_grad, as `write` writes it: the backward must refuse, as torch's own in-place ops
+    and out= make it (its version counter moved), not compute w's gradient from the new values."""
+    w = torch.randn(shape, requires_grad=True)
+    h = w.exp()
+    with torch.no_grad():
+        write(h.detach())
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        h.sum().backward()
+
+
+def test_an_out_or_c_written_in_place_moves_its_version_counter(monkeypatch):
+    """matmul's out and gemm's c are written by kernels through their addresses, which torch's
+    autograd does not see: a backward that saved their old values computed its gradient from the
+    new ones, silently wrong. The slow paths (2-D, N-D, K = 0) and the fast paths (a stand-in plan
+    under the call's key) each move the counter on."""
+    from tilegemm import dispatch
+
+    a, b = torch.randn(4, 3), torch.randn(3, 5)
+    _saved_then_written(lambda o: torch.matmul(a, b, out=o))  # (what torch does)
+    _saved_then_written(lambda o: tilegemm.matmul(a, b, out=o))
+    _saved_then_written(lambda o: tilegemm.matmul(torch.randn(2, 4, 3), torch.randn(2, 3, 5), out=o), (2, 4, 5))
+    _saved_then_written(lambda o: tilegemm.matmul(torch.randn(4, 0), torch.randn(0, 5), out=o))
+    _kernels_write(monkeypatch)
+    _saved_then_written(lambda c: tilegemm.gemm(a, b, precision="ieee", c=c, beta=1.0))
+    dispatch.plain(a)
+    try:
+        def planned_matmul(o):
+            dispatch._PLANS[dispatch.call_key(a, b, o)] = _Writes()
+            assert tilegemm.matmul(a, b, out=o) is o
+
+        def planned_gemm(c):
+            dispatch._PLANS[dispatch.gemm_key(a, b, a.data_ptr(), b.data_ptr(), "ieee", None, 1.0, 1.0, c, None, None,
+                                              "auto")] = _Writes()
+            assert tilegemm.gemm(a, b, precision="ieee", c=c, beta=1.0) is c
+
+        _saved_then_written(planned_matmul)
+        _saved_then_written(planned_gemm)
+    finally:
+        dispatch.reset()
+
+
+def test_the_version_counter_moves_on_a_torch_whose_binding_takes_one_tensor(monkeypatch):
+    """torch 2.4 (pyproject's floor) binds torch._C._increment_version to one tensor, and refuses a
+    tuple ("increment_version expect a Tensor as input"): every out= and c written then raised that,
+    after the kernels wrote it. Its binding, planted here, moves the counter all the same; an
+    inference tensor, which has no counter (2.4 refuses to bump one outside inference mode), is
+    written and left alone, as torch 2.5's binding leaves it."""
+    from tilegemm import dispatch
+
+    bump = torch._C._increment_version
+
+    def one_tensor(t):  # (torch 2.4's THPModule_increment_version, METH_O)
+        if not isinstance(t, torch.Tensor):
+            raise RuntimeError("increment_version expect a Tensor as input")
+        if t.is_inference() and not torch.is_inference_mode_enabled():
+            raise RuntimeError("Inplace update to inference tensor outside InferenceMode is not allowed")
+        bump((t,))
+
+    monkeypatch.setattr(torch._C, "_increment_version", one_tensor)
+    monkeypatch.setattr(dispatch, "_bump", None)
+    monkeypatch.setattr(dispatch, "_empty_strided", None)  # (bound again, to the planted binding)
+    a, b = torch.randn(4, 3), torch.randn(3, 5)
+    _saved_then_written(lambda o: tilegemm.matmul(a, b, out=o))
+    with torch.inference_mode():
+        o = torch.empty(4, 5)
+    assert tilegemm.matmul(a, b, out=o) is o
+    torch.testing.assert_close(o, a @ b)
+
+
+def test_devices_refuses_an_out_that_requires_grad(monkeypatch):
+    """matmul(out=w) with w requiring grad is refused (as torch.matmul refuses it: out= records no
+    gradient), but devices= skipped that check and wrote the product into w, a leaf that requires
+    grad, with nothing said. A stand-in for tilegemm.multigpu (which writes out through a detached
+    view) on a stand-in GPU shows it on any machine."""
+    from tilegemm import multigpu
+    from tilegemm.errors import AutogradError
+
+    def writes(A, B, mnk, ids, kernel, out, local):
+        out.detach().copy_(A.obj @ B.obj)
+        return out
+
+    monkeypatch.setattr(multigpu, "device_ids", lambda devices: [0])
+    monkeypatch.setattr(multigpu, "matmul", writes)
+    a, b = torch.randn(4, 3), torch.randn(3, 5)
+    w = torch.zeros(4, 5, requires_grad=True)
+    with pytest.raises(AutogradError, match="out requires grad"):
+        tilegemm.matmul(a, b, out=w, devices=[0])
+    assert not w.detach().any()
+    with torch.no_grad():  # (as without devices=: under no_grad, written)
+        tilegemm.matmul(a, b, out=w, devices=[0])
+    torch.testing.assert_close(w.detach(), a @ b)
+
+
+def test_gemm_refuses_operands_that_require_grad_it_cannot_record(monkeypatch):
+    """gemm records a gradient (through tilegemm's operator) for two plain tensors; operands of a
+    tensor subclass that require grad went past that test to the kernels, and came back as a
+    result with no grad_fn: their gradient through the product silently left out. A c of a
+    subclass that requires grad was written in place, where a plain one is refused."""
+    from tilegemm.errors import AutogradError
+
+    class Tagged(torch.Tensor):  # (a subclass of the user's, torch's default __torch_function__)
+        pass
+
+    _kernels_write(monkeypatch)
+    a = torch.randn(4, 3).as_subclass(Tagged).requires_grad_()
+    b = torch.randn(3, 5).as_subclass(Tagged)
+    with pytest.raises(AutogradError, match="a requires grad"):
+        tilegemm.gemm(a, b, precision="ieee")
+    c = torch.zeros(4, 5).as_subclass(Tagged).requires_grad_()
+    with pytest.raises(AutogradError, match="c requires grad"):
+        tilegemm.gemm(a.detach(), b, precision="ieee", c=c)
+    assert not c.detach().any()
+    with torch.no_grad():  # (nothing to record: run)
+        torch.testing.assert_close(tilegemm.gemm(a, b, precision="ieee").as_subclass(torch.Tensor),
+                                   (a @ b).as_subclass(torch.Tensor))
+
+
+@pytest.mark.gpu
+def test_gpu_a_tensor_that_requires_grad_beside_another_kind_is_refused():
+    """Only two torch tensors go to the differentiable operator: a CUDA tensor that requires grad
+    beside a Numba device array went to the kernels and came back with no grad_fn, its gradient
+    through the product silently left out."""
+    from numba import cuda
+
+    from tilegemm.errors import AutogradError
+
+    a = torch.randn(4, 3, device="cuda", requires_grad=True)
+    b = cuda.to_device(np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32))
+    with pytest.raises(AutogradError, match="a requires grad, and a product with a numba array"):
+        tilegemm.matmul(a, b)
+    with torch.no_grad():  # (nothing to record: run)
+        torch.testing.assert_close(tilegemm.matmul(a, b), a @ torch.as_tensor(b, device="cuda"))

@@ -245,6 +245,14 @@ def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
         c = dispatch.fast_matmul(a, b, out)
         if c is not None:
             return c
+    c = _matmul(a, b, kernel, out, devices)
+    if out is not None:
+        dispatch.written(out)
+    return c
+
+
+def _matmul(a, b, kernel: str, out, devices):
+    """matmul by the slow path: its checks, the plan made or found, the kernels run."""
     dispatch.refuse_transformed("matmul", (a, "a"), (b, "b"), (out, "out"))
     if arrays.negated(a) or arrays.negated(b):
         return _of_values(a, b, kernel, out, devices)
@@ -269,10 +277,8 @@ def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
         out[...] = np.asarray(matmul(a, b, kernel=kernel))  # (NumPy operands: a 0-D result is a NumPy scalar)
         return out
     A, B = arrays.describe(a, "a"), arrays.describe(b, "b")
-    if out is not None and A.kind == "torch" and dispatch.plain(out) and dispatch.wants_grad(out, out):
-        raise AutogradError("matmul: out requires grad, and out= records no gradient (as torch.matmul: functions "
-                            "with out= don't support automatic differentiation); pass out.detach(), or call under "
-                            "torch.no_grad()")
+    if out is not None and A.kind == "torch":
+        _refuse_grad_out(out)
     arrays.refuse_two_host_kinds(A, B, "matmul")
     if A.kind == "torch" and B.kind == "torch" and dispatch.plain(a) and dispatch.wants_grad(a, b):
         if out is not None:
@@ -286,6 +292,11 @@ def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
         from . import torchop
 
         return torchop.matmul(a, b)  # differentiable: its backward runs tilegemm's GEMMs
+    for x, X, other in ((a, A, B), (b, B, A)):  # a CUDA tensor that requires grad beside a CuPy or Numba array: the
+        if X.kind == "torch" and dispatch.plain(x) and dispatch.wants_grad(x, x):  # product came back with no
+            what = "a" if x is a else "b"  # grad_fn, x's gradient through it silently left out
+            raise AutogradError(f"matmul: {what} requires grad, and a product with a {other.kind} array records no "
+                                f"gradient; pass {what}.detach(), or call under torch.no_grad()")
     if len(A.shape) != 2 or len(B.shape) != 2:
         from . import nd
 
@@ -302,8 +313,19 @@ def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
         return out
     if _cuda.SIMULATOR and p.kernel.backend != "cpu" and p.m * p.n * p.k > _cuda.SIMULATED_MNK \
             and not _cuda.SIMULATED_SAID.get():
-        _cuda.warn_simulated(f"{p.m}×{p.k} @ {p.k}×{p.n}", p.kernel.name, p.m * p.n * p.k, stacklevel=3)
+        _cuda.warn_simulated(f"{p.m}×{p.k} @ {p.k}×{p.n}", p.kernel.name, p.m * p.n * p.k,
+                             stacklevel=4)  # (warn_simulated, _matmul, matmul, the caller)
     return dispatch.execute_matmul(p.kernel, kernel == "auto", A, B, O, out, shape, dtype)
+
+
+def _refuse_grad_out(out) -> None:
+    """An out (of torch operands) that requires grad, with grad mode on, refused: the kernels
+    write it in place where autograd does not see them (torch refuses an in-place write into a
+    leaf that requires grad, and out= of its own products)."""
+    if dispatch.plain(out) and dispatch.wants_grad(out, out):
+        raise AutogradError("matmul: out requires grad, and out= records no gradient (as torch.matmul: functions "
+                            "with out= don't support automatic differentiation); pass out.detach(), or call under "
+                            "torch.no_grad()")
 
 
 def _of_values(a, b, kernel: str, out, devices):
@@ -329,6 +351,8 @@ def _on_devices(a, b, devices, kernel: str, out):
     if dispatch.plain(a) and dispatch.plain(b) and dispatch.wants_grad(a, b):
         raise AutogradError("matmul: devices= records no gradient; call it under torch.no_grad() or without devices=")
     if out is not None:
+        if A.kind == "torch":  # (multigpu writes out through a detached view: as without devices=)
+            _refuse_grad_out(out)
         _check_out(out, A, (m, n), A.dtype, (a, b))
     return multigpu.matmul(A, B, (m, n, k), multigpu.device_ids(devices), kernel, out, matmul)
 

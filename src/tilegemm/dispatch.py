@@ -66,13 +66,13 @@ def no_memory(x, p: int) -> bool:
 
 _PLAIN: tuple = (_NoTensor,)  # torch.Tensor and nn.Parameter once torch is in use (not subclasses)
 _empty = _empty_strided = _raw_stream = _current_device = _grad_enabled = _capturing = _strided = _fwad = None
-_transforms = None  # torch._C._are_functorch_transforms_active, once torch is in use
+_transforms = _bump = None  # torch._C._are_functorch_transforms_active and _increment_version, once torch is in use
 
 
 def _bind_torch() -> None:
     """The torch functions the hot path calls, bound once (torch is imported by the caller's tensors)."""
     global _PLAIN, _empty, _empty_strided, _raw_stream, _current_device, _grad_enabled, _capturing, _strided, _fwad
-    global _transforms
+    global _transforms, _bump
     if _empty_strided is not None:  # (the last bound, below)
         return
     import torch
@@ -81,6 +81,7 @@ def _bind_torch() -> None:
     _PLAIN = (torch.Tensor, torch.nn.Parameter)
     _fwad = torch.autograd.forward_ad  # (its _current_level: -1 outside a dual level)
     _transforms = torch._C._are_functorch_transforms_active  # (functionalize's tensors have a data_ptr: 0)
+    _bump = _version_bump(torch._C._increment_version)
     _grad_enabled = torch.is_grad_enabled
     _strided = torch.strided
     # (a CPU build of torch has neither stream nor device queries; no plan exists there to ask them)
@@ -89,6 +90,21 @@ def _bind_torch() -> None:
     _current_device = getattr(torch._C, "_cuda_getDevice", None)
     _capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
     _empty_strided = torch.empty_strided  # a call's output: 1–2.5 µs a call less than torch.empty(shape, ...) (perf-notes 74)
+
+
+def _version_bump(bump):
+    """torch._C._increment_version where it takes a tuple of tensors (torch 2.5 on: the call
+    torch.autograd.graph.increment_version makes; 0.16 µs on this CPU, where of one tensor it
+    would bump each of its rows, a tensor being a sequence), as an empty tuple shows without
+    touching a tensor; else (torch 2.4, pyproject's floor, whose binding takes one tensor and
+    refuses a tuple: the call raised after the kernels wrote) it, tensor by tensor, leaving
+    inference tensors alone as the tuple form does (they have no counter: 2.4 refuses to bump
+    one outside inference mode)."""
+    try:
+        bump(())
+        return bump
+    except (RuntimeError, TypeError):
+        return lambda tensors: [bump(t) for t in tensors if not t.is_inference()]
 
 
 def plain(x) -> bool:
@@ -122,6 +138,17 @@ def matmul_key(a, b, pa: int, pb: int) -> tuple:
 def wants_grad(a, b) -> bool:
     """Would torch record a gradient for a product of a and b (tensors that require it, grad mode on)?"""
     return (a.requires_grad or b.requires_grad) and _grad_enabled()
+
+
+def written(x) -> None:
+    """x, a torch tensor a kernel has written in place (matmul's out, gemm's c), has its version
+    counter moved on, as torch's in-place operations move it: a backward that saved x's old values
+    (x = w.exp(), then matmul(a, b, out=x.detach()) under no_grad) then raises torch's "modified by
+    an inplace operation" instead of computing its gradient from the new values."""
+    torch = sys.modules.get("torch")  # (no torch loaded: x is no tensor)
+    if torch is not None and isinstance(x, getattr(torch, "Tensor", ())):  # (no Tensor yet while another
+        _bind_torch()  # thread's import is under way)
+        _bump((x,))
 
 
 def transformed(x) -> str | None:
@@ -198,8 +225,11 @@ def fast_matmul(a, b, out=None):
     except RuntimeError:  # (as a's and b's: the slow path names out's layout)
         return None
     plan = _PLANS.get(key)
-    return None if (plan is None or (pc < LOW_ADDRESS and no_memory(out, pc)) or plan.overlaps(pa, pb, pc)) \
-        else plan.run(pa, pb, out, 0, 0)
+    if plan is None or (pc < LOW_ADDRESS and no_memory(out, pc)) or plan.overlaps(pa, pb, pc):
+        return None
+    c = plan.run(pa, pb, out, 0, 0)
+    _bump((out,))  # (written's)
+    return c
 
 
 def linear_key(x, w, px: int, pw: int) -> tuple:
@@ -425,7 +455,10 @@ def fast_gemm(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kern
         if ((scale_b.requires_grad and _grad_enabled()) or (psb < LOW_ADDRESS and no_memory(scale_b, psb))
                 or (c is not None and psb < pc + plan.spans[2] and pc < psb + scale_b.itemsize)):
             return None
-    return plan.run(pa, pb, c, psa, psb)
+    done = plan.run(pa, pb, c, psa, psb)
+    if c is not None:
+        _bump((c,))  # (written's)
+    return done
 
 
 SCRATCH_ALIGN = 512  # bytes: each plan's scratch buffer starts this aligned in its stream's arena (as torch's blocks)
@@ -1008,8 +1041,11 @@ def _device_memory() -> tuple[int, int]:
     import sys
 
     torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available():
-        return torch.cuda.mem_get_info()
+    try:
+        if torch is not None and torch.cuda.is_available():
+            return torch.cuda.mem_get_info()
+    except AttributeError:  # (a torch still being imported by another thread, with no cuda yet: Numba's reader)
+        pass
     free, total = _cuda.cuda.current_context().get_memory_info()
     return free, total
 

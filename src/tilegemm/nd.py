@@ -77,7 +77,8 @@ def matmul(a, b, A: arrays.Operand, B: arrays.Operand, kernel: str, out, plan_2d
     # warn per entry, or never where each entry is small and the batch large), said once, at the caller
     mnk = int(np.prod(batch)) * (1 if m is None else m) * (1 if n is None else n) * A.shape[-1]
     if mnk > _cuda.SIMULATED_MNK:
-        _cuda.warn_simulated(f"{tuple(A.shape)} @ {tuple(B.shape)}", p.kernel.name, mnk, stacklevel=4)
+        _cuda.warn_simulated(f"{tuple(A.shape)} @ {tuple(B.shape)}", p.kernel.name, mnk,
+                             stacklevel=5)  # (warn_simulated, here, api._matmul, api.matmul, the caller)
     said = _cuda.SIMULATED_SAID.set(True)  # (its 2-D products do not warn again, each for its part)
     try:
         return _torch(a, b, A, B, kernel, out, batch, m, n, shape, p, matmul_2d)

@@ -109,11 +109,7 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
                           "TRITON_INTERPRET=1, FP16 and FP32)")
     if dispatch.plain(a) and dispatch.plain(b) and dispatch.wants_grad(a, b):
         return _differentiable(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel)
-    if c is not None and dispatch.plain(c) and dispatch.wants_grad(c, c):
-        from .errors import AutogradError
-
-        raise AutogradError("gemm: c requires grad, and gemm writes C into c in place, recording no gradient; "
-                            "pass c.detach(), or call under torch.no_grad()")
+    _refuse_grad(a, b, c, torch)
     _check_kinds_and_c(a, b, c, scale_a, scale_b)
     from .kernels.tensorcore import _problem as P
 
@@ -176,6 +172,26 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     with dispatch.on_device(xa.device):
         dispatch.run_problem(p, kernel, key, own_scales=own)
     return _back(tc_out, A, c, O)
+
+
+def _refuse_grad(a, b, c, torch) -> None:
+    """What gemm records no gradient of, refused while grad mode is on (plain a and b that require
+    grad went to the operator): a c that requires grad (of any class), which gemm writes in place,
+    and an a or b that requires grad beside one that is not a plain tensor (a subclass of the
+    user's, another kind), whose product the kernels ran and returned with no grad_fn, the
+    operand's gradient through it silently left out."""
+    if not torch.is_grad_enabled():
+        return
+    from .errors import AutogradError
+
+    if isinstance(c, torch.Tensor) and c.requires_grad:
+        raise AutogradError("gemm: c requires grad, and gemm writes C into c in place, recording no gradient; "
+                            "pass c.detach(), or call under torch.no_grad()")
+    for x, what in ((a, "a"), (b, "b")):
+        if isinstance(x, torch.Tensor) and x.requires_grad:
+            raise AutogradError(f"gemm: {what} requires grad, and gemm records a gradient only of two plain torch "
+                                f"tensors (torch.Tensor, nn.Parameter), not of a {type(a).__name__} and a "
+                                f"{type(b).__name__}; pass {what}.detach(), or call under torch.no_grad()")
 
 
 def _check_scale(s, what, torch) -> None:
@@ -340,10 +356,12 @@ def _out_dtype(out_dtype, precision, in_dtype):
 
 
 def _back(t, A, c, O):
-    """The caller's kind: c itself when given (copied back into a host c, O its description), else A's kind."""
+    """The caller's kind: c itself when given (copied back into a host c, O its description; a
+    tensor's version counter moved on), else A's kind."""
     if c is not None:
         if O is not None and O.on_host:
             arrays.write_back(t, c, O)
+        dispatch.written(c)
         return c
     if A is None:  # a torch CUDA tensor came in
         return t
