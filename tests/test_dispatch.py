@@ -14,7 +14,7 @@ from collections import namedtuple
 import numpy as np
 import pytest
 
-from tilegemm import dispatch, launcher
+from tilegemm import _cuda, dispatch, launcher
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 
@@ -43,15 +43,22 @@ def test_import_is_fast_and_imports_no_gpu_library():
 def test_a_numpy_product_into_out_imports_no_torch():
     """out= is written and its version counter moved on where it is a torch tensor
     (dispatch.written): the question is asked of a loaded torch only, so NumPy's products into
-    out= (2-D, K = 0, a batch by NumPy's matmul) import none."""
-    code = ("import sys, numpy as np, tilegemm; f = np.float32; "
-            "tilegemm.matmul(np.ones((4, 3), f), np.ones((3, 5), f), out=np.empty((4, 5), f)); "
-            "tilegemm.matmul(np.ones((4, 0), f), np.ones((0, 5), f), out=np.empty((4, 5), f)); "
-            "tilegemm.matmul(np.ones((2, 4, 3), f), np.ones((3, 5), f), out=np.empty((2, 4, 5), f)); "
-            "print('torch' in sys.modules)")
-    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
-    assert out.returncode == 0 and out.stdout.split() == ["False"], out.stderr[-2000:]
+    out= (2-D, K = 0, a batch) import torch no more than the same products without out= (none on
+    a machine without a GPU; a batch on a GPU goes through torch)."""
+    def imports_torch(out: bool) -> bool:
+        code = ("import sys, numpy as np, tilegemm; f = np.float32; o = lambda *s: dict(out=np.empty(s, f)) "
+                f"if {out} else {{}}; "
+                "tilegemm.matmul(np.ones((4, 3), f), np.ones((3, 5), f), **o(4, 5)); "
+                "tilegemm.matmul(np.ones((4, 0), f), np.ones((0, 5), f), **o(4, 5)); "
+                "tilegemm.matmul(np.ones((2, 4, 3), f), np.ones((3, 5), f), **o(2, 4, 5)); "
+                "print('torch' in sys.modules)")
+        env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+        assert run.returncode == 0 and run.stdout.split() in (["True"], ["False"]), run.stderr[-2000:]
+        return run.stdout.split() == ["True"]
+
+    with_out = imports_torch(True)
+    assert with_out == imports_torch(False) and (_cuda.has_gpu() or not with_out)
 
 
 # ---- the direct launcher's parameter packing (no GPU: the buffers are inspected) -----------------

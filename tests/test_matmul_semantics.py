@@ -542,7 +542,11 @@ def test_a_scale_that_requires_grad_or_lies_in_c_finds_no_plan(monkeypatch):
     from tilegemm import dispatch
     from tilegemm.errors import AutogradError, LayoutError
 
-    monkeypatch.setenv("TRITON_INTERPRET", "1")  # (the slow path's checks of c, on a machine without a GPU)
+    from tilegemm import _cuda
+
+    if not _cuda.has_gpu():  # (the slow path's checks of c, on a machine without a GPU; with one, the setting
+        monkeypatch.setenv("TRITON_INTERPRET", "1")  # would have triton's first import made interpreted, and every
+        # later compile in the process fail)
     a, b = torch.randn(4, 3), torch.randn(3, 5)
     dispatch.plain(a)
 
@@ -723,12 +727,16 @@ class _Writes(_Served):
         return c
 
 
-def _kernels_write(monkeypatch):
-    """gemm's slow path on a machine without a GPU, its launches stood in for by a write through
-    NumPy's view of C's memory, as a kernel writes it (unseen by torch's version counter).
-    Triton's interpreter is read when triton is first imported: in a process that imported it
-    without, its kernels cannot run (test_tensorcore runs them in a fresh process)."""
-    from tilegemm import dispatch
+def _kernels_write(monkeypatch) -> str:
+    """The device gemm's operands go on here: "cuda" where there is a GPU, whose kernels write C
+    in place; else "cpu", gemm's slow path under Triton's interpreter with its launches stood in
+    for by a write through NumPy's view of C's memory, as a kernel writes it (unseen by torch's
+    version counter). The interpreter is read when triton is first imported: in a process that
+    imported it without, its kernels cannot run (test_tensorcore runs them in a fresh process)."""
+    from tilegemm import _cuda, dispatch
+
+    if _cuda.has_gpu():
+        return "cuda"
 
     def launches(p, *args, **kwargs):
         a, b, c = (t.detach().as_subclass(torch.Tensor) for t in (p.a, p.b, p.c))
@@ -737,13 +745,14 @@ def _kernels_write(monkeypatch):
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     monkeypatch.setattr(dispatch, "run_problem", launches)
+    return "cpu"
 
 
-def _saved_then_written(write, shape=(4, 5)):
+def _saved_then_written(write, shape=(4, 5), device="cpu"):
     """A tensor a backward saved (exp saves its output), written through a detached alias of it
     under no_grad, as `write` writes it: the backward must refuse, as torch's own in-place ops
     and out= make it (its version counter moved), not compute w's gradient from the new values."""
-    w = torch.randn(shape, requires_grad=True)
+    w = torch.randn(shape, device=device, requires_grad=True)
     h = w.exp()
     with torch.no_grad():
         write(h.detach())
@@ -763,8 +772,9 @@ def test_an_out_or_c_written_in_place_moves_its_version_counter(monkeypatch):
     _saved_then_written(lambda o: tilegemm.matmul(a, b, out=o))
     _saved_then_written(lambda o: tilegemm.matmul(torch.randn(2, 4, 3), torch.randn(2, 3, 5), out=o), (2, 4, 5))
     _saved_then_written(lambda o: tilegemm.matmul(torch.randn(4, 0), torch.randn(0, 5), out=o))
-    _kernels_write(monkeypatch)
-    _saved_then_written(lambda c: tilegemm.gemm(a, b, precision="ieee", c=c, beta=1.0))
+    dev = _kernels_write(monkeypatch)
+    ad, bd = a.to(dev), b.to(dev)
+    _saved_then_written(lambda c: tilegemm.gemm(ad, bd, precision="ieee", c=c, beta=1.0), device=dev)
     dispatch.plain(a)
     try:
         def planned_matmul(o):
@@ -844,12 +854,12 @@ def test_gemm_refuses_operands_that_require_grad_it_cannot_record(monkeypatch):
     class Tagged(torch.Tensor):  # (a subclass of the user's, torch's default __torch_function__)
         pass
 
-    _kernels_write(monkeypatch)
-    a = torch.randn(4, 3).as_subclass(Tagged).requires_grad_()
-    b = torch.randn(3, 5).as_subclass(Tagged)
+    dev = _kernels_write(monkeypatch)  # (a CUDA subclass goes to the kernels as it is; a host one is refused there)
+    a = torch.randn(4, 3, device=dev).as_subclass(Tagged).requires_grad_()
+    b = torch.randn(3, 5, device=dev).as_subclass(Tagged)
     with pytest.raises(AutogradError, match="a requires grad"):
         tilegemm.gemm(a, b, precision="ieee")
-    c = torch.zeros(4, 5).as_subclass(Tagged).requires_grad_()
+    c = torch.zeros(4, 5, device=dev).as_subclass(Tagged).requires_grad_()
     with pytest.raises(AutogradError, match="c requires grad"):
         tilegemm.gemm(a.detach(), b, precision="ieee", c=c)
     assert not c.detach().any()
