@@ -398,9 +398,103 @@ def check_dual_and_negated_blocks():
     assert torch.equal(D.summa(neg(a_r), neg(b_r), (world, 1)), want)
 
 
+def check_dtensor_gradients():
+    """A 1-D mesh's product with B Replicate() runs on each rank's rows, and records a gradient:
+    A's and B's, C's requires_grad, the same as DTensor's own A @ B on the same DTensors gives,
+    also where a rank holds no row of A. B's local gradient on a rank (A_r^T dC_r) is its part of
+    the sum: it was declared Replicate(), so B.grad was each rank's part, wrong with no error; and
+    a rank with no rows returned a C that did not require grad (its backward raised while the
+    others waited in theirs)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    world = dist.get_world_size()
+    mesh = init_device_mesh("cpu", (world,))
+    for m, n, k in ((5, 3, 4), (1, 6, 3)):  # (1 row: rank 1 holds none)
+        a, b = operands(m, n, k, seed=15, dtype=torch.float64)
+        g = operands(m, n, 1, seed=16, dtype=torch.float64)[0].expand(m, n) + torch.arange(n)  # dC, distinct entries
+        grads = []
+        for multiply in (D.matmul, lambda x, y: x @ y):  # ours, then DTensor's own
+            for pa in (Shard(0), Replicate()):
+                A = distribute_tensor(a, mesh, [pa]).requires_grad_(True)
+                B = distribute_tensor(b, mesh, [Replicate()]).requires_grad_(True)
+                c = multiply(A, B)
+                assert c.requires_grad and torch.equal(c.full_tensor(), a @ b), (m, pa, c.requires_grad)
+                (c.full_tensor() * g).sum().backward()
+                grads.append((A.grad.full_tensor(), B.grad.full_tensor()))
+        for got, want in zip(grads, grads[2:]):
+            assert torch.equal(got[0], want[0]) and torch.equal(got[0], g @ b.T), (m, n, k, "A's gradient")
+            assert torch.equal(got[1], want[1]) and torch.equal(got[1], a.T @ g), (m, n, k, "B's gradient")
+
+
+def check_dtensor_arguments_disagree():
+    """The DTensor API's arguments that differ between ranks (a grid one rank names and the other
+    not, grids that differ, one that does not hold the mesh or is not two integers on one rank,
+    panels, placements): refused on every rank together, naming the rank, before any block moves;
+    a 3-D mesh in words.
+    A rank that refused alone left the others waiting out the group's timeout; ranks that took
+    different routes met in all-gathers of different lengths (rank 0 read the other's shapes as
+    "float16", rank 1 died)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    last = world - 1
+    mesh = init_device_mesh("cpu", (world,))
+    a, b = operands(6, 5, 4, dtype=torch.float64)
+    A, B, Br = (distribute_tensor(a, mesh, [Shard(0)]), distribute_tensor(b, mesh, [Shard(0)]),
+                distribute_tensor(b, mesh, [Replicate()]))
+    mine = rank == last
+    refused(lambda: D.matmul(A, B, grid=(world + 1, 1) if mine else None),
+            f"rank {last} was called with grid {world + 1}×1", f"rank 0 with no grid")
+    refused(lambda: D.matmul(A, B, grid=(1, world) if mine else (world, 1)),
+            f"rank {last} was called with grid 1×{world}", f"rank 0 with grid {world}×1")
+    refused(lambda: D.matmul(A, Br, grid=(1, world) if mine else None), f"rank {last} was called with grid 1×{world}")
+    refused(lambda: D.matmul(A, B, grid=(1.5, world) if mine else None),
+            f"rank {last} was called with a grid that is not two integers")
+    refused(lambda: D.matmul(A, B, grid=(world + 1, 1)), f"grid ({world + 1}, 1) does not hold the mesh's {world}")
+    refused(lambda: D.matmul(A, B, panel=2 if mine else None), f"rank {last} was called with panel 2")
+    # a B whose placement differs between the ranks (DTensor does not check what from_local is told)
+    odd = DTensor.from_local(b if mine else split(b, world, 0)[rank], mesh, [Replicate()] if mine else [Shard(0)],
+                             shape=b.shape, stride=b.stride())
+    refused(lambda: D.matmul(A, odd), f"rank {last}: B is Replicate()", "rank 0's Shard(dim=0)")
+    # a 1 × world mesh: the mesh is the grid
+    mesh2 = init_device_mesh("cpu", (1, world))
+    A2, B2 = (distribute_tensor(x, mesh2, [Shard(0), Shard(1)]) for x in (a, b))
+    refused(lambda: D.matmul(A2, B2, grid=(world, 1) if mine else None), f"rank {last} was called with grid {world}×1")
+    mesh3 = init_device_mesh("cpu", (1, 1, world))  # (mesh_team's coordinates raised ValueError: unpacking three)
+    refused(lambda: D.matmul(*(distribute_tensor(x, mesh3, [Shard(0)] * 3) for x in (a, b))), "a 3-D device mesh")
+    assert torch.equal(D.matmul(A, B).full_tensor(), a @ b) and torch.equal(D.matmul(A2, B2).full_tensor(), a @ b)
+
+
+def check_dtensors_given_to_the_engines():
+    """DTensors passed to matmul_1d or summa (which take each rank's local blocks): refused on every
+    rank in one sentence that says so, also where one rank alone passed one. Their global shapes
+    were read as the blocks' (a refusal about K that named no DTensor), and the replicated 1-D
+    product raised torch's RuntimeError from inside the local GEMM."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    everyone, last = ", ".join(map(str, range(world))), world - 1
+    mesh = init_device_mesh("cpu", (world,))
+    a, b = operands(4, 3, 6, dtype=torch.float64)
+    A, B, Br = (distribute_tensor(a, mesh, [Shard(0)]), distribute_tensor(b, mesh, [Shard(0)]),
+                distribute_tensor(b, mesh, [Replicate()]))
+    says = "A or B is a DTensor: matmul_1d and summa take each rank's local blocks"
+    refused(lambda: D.matmul_1d(A, B), f"ranks {everyone}: {says}")
+    refused(lambda: D.matmul_1d(A, Br, b_sharded=False), f"ranks {everyone}: {says}")
+    refused(lambda: D.summa(A, B, (world, 1)), f"ranks {everyone}: {says}")
+    refused(lambda: D.matmul_1d(A.to_local(), B if rank == last else B.to_local()), f"rank {last}: {says}")
+    assert torch.equal(D.matmul_1d(A.to_local(), B.to_local()), split(a @ b, world, 0)[rank])
+
+
 SPAWNED = {"strided blocks": check_strided_blocks, "engines disagree": check_engines_disagree,
            "16-bit on CPUs": check_16bit_on_cpus, "grid and panel out of range": check_grid_and_panel_out_of_range,
-           "review mistakes": check_review_mistakes, "dual and negated blocks": check_dual_and_negated_blocks}
+           "review mistakes": check_review_mistakes, "dual and negated blocks": check_dual_and_negated_blocks,
+           "dtensor gradients": check_dtensor_gradients,
+           "dtensor arguments disagree": check_dtensor_arguments_disagree,
+           "dtensors given to the engines": check_dtensors_given_to_the_engines}
 
 
 def blocks_of(m, world, rank):

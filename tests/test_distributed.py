@@ -288,10 +288,10 @@ def test_panels_cut_at_both_boundaries():
 
 def test_layout_check_names_the_rank():
     # by place: global rank, dtype A, dtype B, device, A rows, A cols, B rows, B cols, grid, panel, GPUs a host,
-    # free MiB, peer-capable, transport, host, MiB held, engine (0: SUMMA), local GEMM runs, panel given, grad
+    # free MiB, peer-capable, transport, host, MiB held, engine (0: SUMMA), local GEMM runs, panel given, grad, DTensor
     def meta(g, a_rows, a_cols, b_rows, b_cols, db=2, grid=(2, 1), panel=0, da=2, runs=1):
         return [g, da, db, 0, a_rows, a_cols, b_rows, b_cols, *grid, panel, 0, 0, 0, 0, 0, 0, 0, runs, int(panel != 0),
-                0]
+                0, 0]
 
     with pytest.raises(DistributedError, match="A's blocks span K = 6"):
         check_grid([meta(0, 4, 6, 6, 3), meta(1, 4, 6, 6, 3)], 2, 1)  # K = 6 + 6 rows of B against 6 columns
@@ -514,6 +514,49 @@ def test_dual_and_negated_blocks_on_two_ranks(tmp_path):
     on every rank or on one, travels in the shared metadata, and every rank refuses, naming the
     ranks, before any block moves. A lazily negated block is multiplied by its values."""
     _spawned("dual and negated blocks", tmp_path)
+
+
+def test_dtensor_gradients_match_dtensors_own(tmp_path):
+    """A 1-D mesh's A Shard(0) (or Replicate()) @ B Replicate() with both requiring grad: C, A.grad
+    and B.grad equal DTensor's own A @ B's on the same DTensors. B.grad was each rank's part of the
+    sum, declared Replicate(): wrong, no error; a rank with no rows of A returned a C that did not
+    require grad, and its backward raised while the other's waited out the group's timeout."""
+    _spawned("dtensor gradients", tmp_path)
+
+
+def test_dtensor_arguments_that_differ_between_ranks_are_refused_together(tmp_path):
+    """tilegemm.distributed.matmul with a grid, panel or placement that differs between the ranks
+    (or a grid only one rank cannot use): one DistributedError on every rank, naming the rank; one
+    rank refused alone and the other waited out the timeout, or the ranks' all-gathers differed
+    in length (garbage shapes read as float16, a rank that died)."""
+    _spawned("dtensor arguments disagree", tmp_path)
+
+
+def test_dtensors_given_to_the_engines_are_refused_in_words(tmp_path):
+    """matmul_1d and summa take local blocks: a DTensor given to them is refused on every rank,
+    saying so (its global shape was read as a block's, or torch raised from inside the GEMM)."""
+    _spawned("dtensors given to the engines", tmp_path)
+
+
+def test_grid_groups_split_a_group_by_its_own_ranks(monkeypatch):
+    """SUMMA on a group other than the default one (summa(group=), a 1-D sub-mesh of a DTensor)
+    splits it with torch's split_group, whose split_ranks are ranks in that group, not global
+    ranks: global ranks 2 and 3 of a group {2, 3} are its 0 and 1. (The global ranks were passed:
+    on NCCL each rank split by a group that was not its own, or by ranks the group does not have.
+    gloo cannot split a group, so the call is watched here, in this process.)"""
+    import types
+
+    from tilegemm.distributed import _core
+
+    parent = types.SimpleNamespace(group_name="a group of global ranks 2, 3")
+    asked = []
+    monkeypatch.setattr(_core, "_GROUPS", {})
+    monkeypatch.setattr(_core, "_same_world", lambda: None)
+    monkeypatch.setattr(_core.dist, "get_rank", lambda group=None: 3)
+    monkeypatch.setattr(_core.dist, "get_group_rank", lambda group, rank: {2: 0, 3: 1}[rank])
+    monkeypatch.setattr(_core.dist, "split_group", lambda parent_pg, split_ranks: asked.append(split_ranks) or "split")
+    assert _core._split(parent, [[2, 3]]) == "split" and asked == [[[0, 1]]]
+    assert _core._split(parent, [[2], [3]]) is None  # (a group of one: no group, nothing split)
 
 
 @pytest.mark.parametrize("grid", [(1, 2), (2, 1), (2, 2)])

@@ -125,6 +125,7 @@ G, DA, DB, DEV, AR, AC, BR, BC, PR, PC, PANEL, LOCAL, FREE, PEER, TRANSPORT, HOS
 ALGO, RUNS, PANEL_SET = range(17, 20)  # the engine called (ALGOS), whether its GEMM runs, _panel_code's kind
 GRAD = 20  # 1: A or B requires grad (with grad mode on): the engines' out= GEMMs record no gradient; 2: A or B is
 # a forward-mode AD dual tensor or a torch.func transform's (dispatch.transformed): no tangent is carried
+DT = 21  # 1: A or B is a DTensor: its shape is the global one, not the block's (the engines take local blocks)
 NOT_A_GRID = -(2**62)  # PR and PC of a grid argument that is not two integers (_grid_ints)
 # what a rank was called as (ALGO): ranks that call different engines would wait in different collectives
 ALGOS = ("summa", "matmul_1d with b_sharded=True", "matmul_1d with b_sharded=False")
@@ -160,7 +161,13 @@ def _describe_meta(a: torch.Tensor, b: torch.Tensor, grid=(0, 0), panel: int | N
     return [_code(a), _code(b), int(a.is_cuda), *shape(a), *shape(b), *_grid_ints(grid), width,
             env.local_world_size(0), int(free), int(a.is_cuda and _has_symm_mem()),
             TRANSPORTS.index(transport) if transport is not None else -1, _host_id(), held >> 20, algo,
-            int(_code(a) < 0 or _local_product_runs(a.dtype, a.device)), given, grad]
+            int(_code(a) < 0 or _local_product_runs(a.dtype, a.device)), given, grad, int(_dtensor(a) or _dtensor(b))]
+
+
+def _dtensor(x) -> bool:
+    from torch.distributed.tensor import DTensor
+
+    return isinstance(x, DTensor)
 
 
 def _grid_ints(grid) -> tuple[int, int]:
@@ -296,6 +303,9 @@ def _common_errors(meta: list[list[int]]) -> list[str]:
     for rs in _by(meta, lambda m: 0, lambda m: m[GRAD] == 1 and m[ALGO] != REPLICATED_1D).values():
         errs.append(f"{_ranks(rs)}: A or B requires grad, and the distributed products record no gradient: pass "
                     "them detached (.detach()), or call under torch.no_grad()")
+    for rs in _by(meta, lambda m: 0, lambda m: m[DT]).values():
+        errs.append(f"{_ranks(rs)}: A or B is a DTensor: matmul_1d and summa take each rank's local blocks "
+                    "(x.to_local()); tilegemm.distributed.matmul takes DTensors")
     for rs in _by(meta, lambda m: 0, lambda m: m[TRANSPORT] < 0).values():
         errs.append(f"{_ranks(rs)} asked for a transport that is not one of {', '.join(TRANSPORTS)} (the argument, "
                     "or TILEGEMM_DIST_TRANSPORT)")
@@ -323,8 +333,9 @@ def _common_errors(meta: list[list[int]]) -> list[str]:
 
 def _comparable(meta: list[list[int]]) -> bool:
     """Whether the ranks' shapes can be checked against each other: every block 2-D, and every
-    rank called as the same engine (a B's rows and all of B are not compared)."""
-    return all(m[AR] >= 0 and m[BR] >= 0 for m in meta) and len({m[ALGO] for m in meta}) == 1
+    rank called as the same engine (a B's rows and all of B are not compared), and no DTensor (its
+    shape is not its block's)."""
+    return all(m[AR] >= 0 and m[BR] >= 0 and not m[DT] for m in meta) and len({m[ALGO] for m in meta}) == 1
 
 
 def _refuse(errs: list[str]) -> None:
@@ -394,8 +405,9 @@ def _split(parent, lists: list[list[int]]):
             made = {tuple(lst): dist.new_group(lst) for lst in lists if len(lst) > 1}
             _GROUPS[key] = made[tuple(mine)]
         else:
-            try:
-                _GROUPS[key] = dist.split_group(parent_pg=parent, split_ranks=lists)
+            try:  # (split_group names the ranks by their place in the parent group, not globally)
+                ranks = [[dist.get_group_rank(parent, r) for r in lst] for lst in lists]
+                _GROUPS[key] = dist.split_group(parent_pg=parent, split_ranks=ranks)
             except Exception as e:  # noqa: BLE001  (gloo, or a group bound to no device)
                 raise DistributedError(f"SUMMA on a group other than the default one splits it into grid rows and "
                                        f"columns, which this group cannot do ({type(e).__name__}: "
@@ -1491,6 +1503,6 @@ def matmul_1d(a: torch.Tensor, b: torch.Tensor, group=None, b_sharded: bool = Tr
              "is the same everywhere)" for m in meta if m[BR:BC + 1] != meta[0][BR:BC + 1]]
     errs += [f"rank {m[G]}: A has {m[AC]} columns, B has {m[BR]} rows" for m in meta if m[AC] != m[BR]]
     _refuse(errs)
-    if a.shape[0] == 0 or a.shape[1] == 0:
-        return torch.zeros((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
+    # (no rows or no K included: tilegemm.matmul's empty product keeps the graph, so that C requires
+    # grad on every rank or on none: a rank whose C did not raised in its backward, the others waited)
     return tilegemm.matmul(a, b)

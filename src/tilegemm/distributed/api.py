@@ -43,6 +43,64 @@ def _grid_on_rows(a_rows: torch.Tensor, b_rows: torch.Tensor, m: int, n: int, k:
                     [(a_off[r], a_off[r + 1], 0, n) for r in range(p)], who, granks)
 
 
+_PLACED = {-1: "Replicate()", -2: "Partial()", -3: "another placement"}
+
+
+def _placements(x) -> list[int]:
+    """x's placement on each mesh dimension as an integer: Shard(d) d, Replicate() -1, Partial() -2,
+    any other (_StridedShard, …) -3."""
+    from torch.distributed.tensor import Partial, Replicate, Shard
+
+    return [p.dim if type(p) is Shard else -1 if isinstance(p, Replicate) else -2 if isinstance(p, Partial) else -3
+            for p in x.placements]
+
+
+def _agree(a, b, grid, panel, who: Team) -> tuple[int, int] | None:
+    """The grid every rank runs (the one named, else the cost model's choice where the product needs
+    one, of place 0: None for a 1-D mesh's replicated B), once one all-gather has shown that every
+    rank was called with the same grid, panel, placements and shapes. The routes below differ in
+    their collectives (a redistribution, the blocks' moves, the engines' own metadata of other
+    lengths): a rank that refused alone, or took another route, left the others waiting in a
+    collective it never entered, or met them in all-gathers of different lengths. Every rank
+    refuses together instead, naming the rank."""
+    from torch.distributed.tensor import Replicate
+
+    from ._core import NOT_A_GRID, _grid_ints, _panel_code
+
+    mesh = a.device_mesh
+    m, n, k = a.shape[0], b.shape[1], a.shape[1]
+    named = _grid_ints(grid) if grid is not None else (0, 0)
+    chosen = (0, 0)
+    if grid is None and mesh.ndim == 1 and tuple(b.placements) != (Replicate(),):
+        chosen = _chosen_grid(m, n, k, mesh.size(), a.dtype, mesh.device_type == "cuda")
+    pa, pb = _placements(a), _placements(b)
+    meta = gather_meta([int(grid is not None), *named, *chosen, *_panel_code(panel), m, n, k, *pa, *pb], who)
+    nd = mesh.ndim
+    grid_text = lambda x: ("no grid" if not x[1] else  # noqa: E731
+                           "a grid that is not two integers" if x[2] == NOT_A_GRID else f"grid {x[2]}×{x[3]}")
+    panel_text = lambda x: ("default", str(x[6]), "(not an integer)")[x[7]]  # noqa: E731  (_core._panel_text's)
+    placed = lambda codes: ", ".join(f"Shard(dim={c})" if c >= 0 else _PLACED[c] for c in codes)  # noqa: E731
+    first, errs = meta[0], []
+    for x in meta[1:]:
+        r, r0 = x[G], first[G]
+        if x[1:4] != first[1:4]:
+            errs.append(f"rank {r} was called with {grid_text(x)}, rank {r0} with {grid_text(first)}")
+        if x[6:8] != first[6:8]:
+            errs.append(f"rank {r} was called with panel {panel_text(x)}, rank {r0} with panel {panel_text(first)}")
+        if x[8:11] != first[8:11]:
+            errs.append(f"rank {r}: A is {x[8]}×{x[10]} and B {x[10]}×{x[9]}, rank {r0}'s {first[8]}×{first[10]} "
+                        f"and {first[10]}×{first[9]}")
+        for which, at in (("A", 11), ("B", 11 + nd)):
+            if x[at:at + nd] != first[at:at + nd]:
+                errs.append(f"rank {r}: {which} is {placed(x[at:at + nd])}, rank {r0}'s {placed(first[at:at + nd])}")
+    if errs:
+        raise DistributedError("the ranks called tilegemm.distributed.matmul differently: " + "; ".join(errs[:6])
+                               + (f" (and {len(errs) - 6} more)" if len(errs) > 6 else ""))
+    if grid is not None:
+        return named
+    return tuple(first[4:6]) if first[4:6] != [0, 0] else None
+
+
 def matmul(a, b, *, grid: tuple[int, int] | None = None, panel: int | None = None):
     """A @ B for DTensors A (M×K) and B (K×N) on one device mesh; returns a DTensor.
 
@@ -55,7 +113,7 @@ def matmul(a, b, *, grid: tuple[int, int] | None = None, panel: int | None = Non
     2-D mesh (pr × pc): SUMMA on the mesh's grid, over the mesh's own row and column groups, with
     A and B both Shard(0), Shard(1); C is Shard(0), Shard(1).
     Placements other than those are redistributed first (DTensor's collectives)."""
-    from torch.distributed.tensor import DTensor, Replicate, Shard
+    from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
 
     if not isinstance(a, DTensor) or not isinstance(b, DTensor):
         raise TypeError("tilegemm.distributed.matmul takes two DTensors; for plain local shards use "
@@ -66,31 +124,35 @@ def matmul(a, b, *, grid: tuple[int, int] | None = None, panel: int | None = Non
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
         raise DistributedError(f"A {tuple(a.shape)} and B {tuple(b.shape)} do not multiply (2-D, A's columns = B's rows)")
     m, n, k = a.shape[0], b.shape[1], a.shape[1]
+    if mesh.ndim not in (1, 2):  # (before mesh_team, which places ranks on one or two mesh dimensions)
+        raise DistributedError(f"a {mesh.ndim}-D device mesh: 1-D (rows) or 2-D (SUMMA) meshes only")
     who = mesh_team(mesh)
-    if grid is not None:
-        from ._core import NOT_A_GRID, _grid_ints
+    asked = grid
+    grid = _agree(a, b, grid, panel, who)
+    if asked is not None:
+        from ._core import NOT_A_GRID
 
-        ints = _grid_ints(grid)
-        if NOT_A_GRID in ints:
-            raise DistributedError(f"grid {grid!r}: two positive integers (grid rows, grid columns)")
-        grid = ints
+        if NOT_A_GRID in grid:
+            raise DistributedError(f"grid {asked!r}: two positive integers (grid rows, grid columns)")
     if mesh.ndim == 1:
         p = mesh.size()
-        if grid is not None and (grid[0] * grid[1] != p or min(grid) < 1):
+        if asked is not None and (grid[0] * grid[1] != p or min(grid) < 1):
             raise DistributedError(f"grid {tuple(grid)} does not hold the mesh's {p} ranks (pr × pc = {p})")
         a1 = a if tuple(a.placements) == (Shard(0),) else a.redistribute(mesh, [Shard(0)])
-        if grid is None and tuple(b.placements) == (Replicate(),):
-            c = matmul_1d(a1.to_local(), b.to_local(), group=who, b_sharded=False, panel=panel)
+        if asked is None and tuple(b.placements) == (Replicate(),):
+            # B's gradient on a rank, A_r^T dC_r, is its part of the sum over the ranks: Partial(),
+            # as DTensor's own product gives it (declared Replicate(), each rank kept its own part)
+            c = matmul_1d(a1.to_local(), b.to_local(grad_placements=[Partial()]), group=who, b_sharded=False,
+                          panel=panel)
         else:
             b1 = b if tuple(b.placements) == (Shard(0),) else b.redistribute(mesh, [Shard(0)])
-            grid = tuple(grid) if grid is not None else _chosen_grid(m, n, k, p, a.dtype, a1.to_local().is_cuda)
             if grid[1] == 1:
                 c = matmul_1d(a1.to_local(), b1.to_local(), group=who, panel=panel)
             else:
                 c = _grid_on_rows(a1.to_local(), b1.to_local(), m, n, k, grid, who, panel)
         return DTensor.from_local(c, mesh, [Shard(0)], shape=torch.Size((m, n)), stride=(n, 1))
     if mesh.ndim == 2:
-        if grid is not None and tuple(grid) != tuple(mesh.shape):
+        if asked is not None and tuple(grid) != tuple(mesh.shape):
             raise DistributedError(f"grid {tuple(grid)} is not the 2-D mesh's {tuple(mesh.shape)}: on a 2-D mesh "
                                    "the mesh is the grid")
         want = (Shard(0), Shard(1))
@@ -98,4 +160,3 @@ def matmul(a, b, *, grid: tuple[int, int] | None = None, panel: int | None = Non
         b2 = b if tuple(b.placements) == want else b.redistribute(mesh, list(want))
         c = summa(a2.to_local(), b2.to_local(), tuple(mesh.shape), group=who, panel=panel)
         return DTensor.from_local(c, mesh, list(want), shape=torch.Size((m, n)), stride=(n, 1))
-    raise DistributedError(f"a {mesh.ndim}-D device mesh: 1-D (rows) or 2-D (SUMMA) meshes only")
