@@ -257,6 +257,29 @@ def test_patching_a_compiled_model_again_compiles_nothing_again(matmul):
     assert type(m.up) is torch.nn.Linear
 
 
+def test_a_patch_and_its_undo_write_each_layers_dict():
+    """torch.compile guards a layer's class beneath its instance dict, and torch 2.11 (the GPU
+    machines' image) skips those guards while the dict's version tag is unchanged: a class
+    assignment leaves it alone, so a model compiled unpatched and patched after ran torch's graph,
+    uncounted (the test above, on 2.11: counts 0 after the first patch). Patch and undo write the
+    dict (torchop._retype); a dict that records its writes shows it on any torch."""
+
+    class Watched(dict):
+        def __setitem__(self, k, v):
+            writes.append(k)
+            super().__setitem__(k, v)
+
+    m = _Tiny()
+    for layer in (m.up, m.down):
+        layer.__dict__ = Watched(layer.__dict__)
+    writes = []
+    p = tilegemm.patch(m)
+    assert type(m.up) is not torch.nn.Linear and writes.count("_tilegemm_retyped") == 2
+    p.undo()
+    assert type(m.up) is torch.nn.Linear and writes.count("_tilegemm_retyped") == 4
+    assert "_tilegemm_retyped" not in vars(m.up)
+
+
 def test_a_patch_inside_a_live_one_never_takes_its_tag():
     """A model patched again after undo takes its last patch's tag; one patched while a patch of it
     is still on must not (a model with no Linear to patch, matmul=True: the second took the first's

@@ -459,7 +459,7 @@ class Patch:
                     continue
                 cls = type(module)
                 if "_tilegemm_base" in vars(cls) and not cls._tilegemm_on:  # a patch undone under a class made on top,
-                    module.__class__ = cls = cls._tilegemm_base  # which has gone since: the layer's own class again
+                    cls = _retype(module, cls._tilegemm_base)  # which has gone since: the layer's own class again
                 if hasattr(cls, "_tilegemm_base"):  # another patch's (or under a class made on top of one)
                     continue
                 if not _routes_linear(module) or _lazy(module):
@@ -475,7 +475,7 @@ class Patch:
                         kept[(base, matmul_too)] = cls
                     cls._tilegemm_counts, cls._tilegemm_on = self._live, True
                     self.classes[base] = cls
-                module.__class__ = self.classes[base]
+                _retype(module, self.classes[base])
                 self.layers.append(module)
             if reuse or tag is None:
                 _KEPT[model] = (self._tag, kept)
@@ -503,7 +503,7 @@ class Patch:
         mine = set(self.classes.values())
         for module in self.layers:
             if type(module) in mine:
-                module.__class__ = type(module)._tilegemm_base
+                _retype(module, type(module)._tilegemm_base)
         for cls in mine:  # a layer whose class another made on top of ours since: Linear's forward from now
             cls._tilegemm_on = False
         for h in self.hooks:
@@ -519,6 +519,18 @@ class Patch:
     def __exit__(self, *exc):
         self.undo()
         return False
+
+
+def _retype(module: torch.nn.Module, cls: type) -> type:
+    """module's class set to cls (returned), and its __dict__ written (an entry put in and taken
+    out). torch.compile guards a layer's class beneath its instance dict, and torch 2.11 skips that
+    subtree while the dict's version tag is unchanged, which a class assignment leaves alone: a model
+    compiled unpatched ran torch's graph once patched (after an undo, every later patch did)."""
+    module.__class__ = cls
+    d = module.__dict__
+    d["_tilegemm_retyped"] = None
+    del d["_tilegemm_retyped"]
+    return cls
 
 
 def patch(model: torch.nn.Module, *, matmul: bool = False) -> Patch:
