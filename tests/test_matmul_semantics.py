@@ -883,3 +883,49 @@ def test_gpu_a_tensor_that_requires_grad_beside_another_kind_is_refused():
         tilegemm.matmul(a, b)
     with torch.no_grad():  # (nothing to record: run)
         torch.testing.assert_close(tilegemm.matmul(a, b), a @ torch.as_tensor(b, device="cuda"))
+
+
+def test_a_trace_records_the_operator_not_a_constant(monkeypatch):
+    """torch.jit.trace of a function calling tilegemm.matmul (or gemm) recorded the product as a
+    constant: the trace gave the traced inputs' product for any others, with no warning. Under a
+    trace the product goes through tilegemm's operator, which the trace records (a kept plan does
+    not serve the traced call: a stand-in under its key), with none of the tracer's warnings of the
+    checks; what the operator cannot express is refused."""
+    import warnings
+
+    from tilegemm import _cuda, dispatch
+    from tilegemm.errors import AutogradError
+
+    if not _cuda.has_gpu():  # (gemm on a machine without a GPU; refused or traced before a launch)
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
+    a, b = torch.randn(4, 3), torch.randn(3, 5)
+    dispatch.plain(a)
+    gemm_args = ("auto", None, 1.0, 0.0, None, None, None, "auto")
+    try:
+        dispatch._PLANS[dispatch.matmul_key(a, b, a.data_ptr(), b.data_ptr())] = _Served()
+        dispatch._PLANS[dispatch.gemm_key(a, b, a.data_ptr(), b.data_ptr(), *gemm_args)] = _Served()
+
+        def asks_the_plans(x, y):
+            assert dispatch.fast_matmul(x, y) is None and dispatch.fast_gemm(x, y, *gemm_args) is None
+            return x
+
+        torch.jit.trace(asks_the_plans, (a, b), check_trace=False)  # (its check runs the function untraced)
+        dispatch.reset()  # (inside the operator no trace is on: a plan may serve its body)
+        for f, args in ((lambda x, y: tilegemm.matmul(x, y) * 2, (a, b)),
+                        (lambda x, y: tilegemm.matmul(x, y, out=torch.empty(2, 4, 5)) * 2,
+                         (torch.randn(2, 4, 3), torch.randn(3, 5))),
+                        (lambda x, y: tilegemm.gemm(x, y) * 2, (a, b))):
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always")
+                traced = torch.jit.trace(f, args, check_trace=False)
+            assert "tilegemm::matmul" in str(traced.graph), traced.graph
+            assert not [w for w in said if "tilegemm" in w.filename], [str(w.message)[:80] for w in said]  # (the
+            # tracer's "might not generalize" of each check the call made)
+            others = [torch.randn(t.shape) for t in args]
+            torch.testing.assert_close(traced(*others), torch.matmul(*others) * 2)
+    finally:
+        dispatch.reset()
+    with pytest.raises(AutogradError, match="kernel='naive' under torch.jit.trace"):
+        torch.jit.trace(lambda x, y: tilegemm.matmul(x, y, kernel="naive"), (a, b))
+    with pytest.raises(AutogradError, match="under torch.jit.trace only the plain product"):
+        torch.jit.trace(lambda x, y: tilegemm.gemm(x, y, alpha=2.0), (a, b))

@@ -253,6 +253,9 @@ def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
 
 def _matmul(a, b, kernel: str, out, devices):
     """matmul by the slow path: its checks, the plan made or found, the kernels run."""
+    if dispatch.traced(a, b) and devices is None:  # (before the slow path's checks, which read more of the tensors)
+        with dispatch.checked_in_trace():
+            return _by_operator(a, b, kernel, out, dispatch.wants_grad(a, b))
     dispatch.refuse_transformed("matmul", (a, "a"), (b, "b"), (out, "out"))
     if arrays.negated(a) or arrays.negated(b):
         return _of_values(a, b, kernel, out, devices)
@@ -281,17 +284,7 @@ def _matmul(a, b, kernel: str, out, devices):
         _refuse_grad_out(out)
     arrays.refuse_two_host_kinds(A, B, "matmul")
     if A.kind == "torch" and B.kind == "torch" and dispatch.plain(a) and dispatch.wants_grad(a, b):
-        if out is not None:
-            raise AutogradError("matmul: out= with tensors that require grad records no gradient (as torch.matmul: "
-                                "functions with out= don't support automatic differentiation)")
-        if A.dtype != B.dtype:
-            raise DTypeError(f"matmul: mixed dtypes a={A.dtype}, b={B.dtype}; cast one of them explicitly")
-        if kernel != "auto":
-            raise AutogradError(f"matmul: kernel={kernel!r} with tensors that require grad: the differentiable "
-                                "operator chooses its kernels (kernel='auto'); detach the inputs to name one")
-        from . import torchop
-
-        return torchop.matmul(a, b)  # differentiable: its backward runs tilegemm's GEMMs
+        return _by_operator(a, b, kernel, out, True)
     for x, X, other in ((a, A, B), (b, B, A)):  # a CUDA tensor that requires grad beside a CuPy or Numba array: the
         if X.kind == "torch" and dispatch.plain(x) and dispatch.wants_grad(x, x):  # product came back with no
             what = "a" if x is a else "b"  # grad_fn, x's gradient through it silently left out
@@ -316,6 +309,37 @@ def _matmul(a, b, kernel: str, out, devices):
         _cuda.warn_simulated(f"{p.m}×{p.k} @ {p.k}×{p.n}", p.kernel.name, p.m * p.n * p.k,
                              stacklevel=4)  # (warn_simulated, _matmul, matmul, the caller)
     return dispatch.execute_matmul(p.kernel, kernel == "auto", A, B, O, out, shape, dtype)
+
+
+def _by_operator(a, b, kernel: str, out, grad: bool):
+    """a @ b of two torch tensors through tilegemm's operator (torch.ops.tilegemm.matmul), which
+    autograd and torch.jit.trace see: differentiable (grad: a or b requires it), its backward on
+    tilegemm's GEMMs; and recorded in a trace as the operator, where a product the tracer did not
+    see was recorded as a constant (the trace gave the traced inputs' product for any others). The
+    operator's body, which no trace is on in, makes the product's checks."""
+    if out is not None and grad:
+        raise AutogradError("matmul: out= with tensors that require grad records no gradient (as torch.matmul: "
+                            "functions with out= don't support automatic differentiation)")
+    if a.dtype != b.dtype:
+        raise DTypeError(f"matmul: mixed dtypes a={str(a.dtype)[6:]}, b={str(b.dtype)[6:]}; cast one of them "
+                         "explicitly")
+    if kernel != "auto":
+        why = "with tensors that require grad: the differentiable" if grad else "under torch.jit.trace: the traced"
+        raise AutogradError(f"matmul: kernel={kernel!r} {why} operator chooses its kernels (kernel='auto'); "
+                            + ("detach the inputs to name one" if grad else "call it outside the trace to name one"))
+    from . import torchop
+
+    c = torchop.matmul(a, b)
+    if out is None:
+        return c
+    if not dispatch.plain(out):
+        raise DTypeError(f"matmul: out is a {type(out).__module__}.{type(out).__name__}; the operands are torch tensors")
+    if out.shape != c.shape:  # (under a trace each size is a tensor: said as ints)
+        raise ShapeError(f"matmul: out has shape {tuple(map(int, out.shape))}; the product needs "
+                         f"{tuple(map(int, c.shape))}")
+    if out.dtype != c.dtype or out.device != c.device:
+        raise DTypeError(f"matmul: out is {out.dtype} on {out.device}; the product is {c.dtype} on {c.device}")
+    return out.copy_(c)  # (in the trace: the operator, then the copy)
 
 
 def _refuse_grad_out(out) -> None:

@@ -66,13 +66,14 @@ def no_memory(x, p: int) -> bool:
 
 _PLAIN: tuple = (_NoTensor,)  # torch.Tensor and nn.Parameter once torch is in use (not subclasses)
 _empty = _empty_strided = _raw_stream = _current_device = _grad_enabled = _capturing = _strided = _fwad = None
-_transforms = _bump = None  # torch._C._are_functorch_transforms_active and _increment_version, once torch is in use
+_transforms = _bump = tracing = None  # torch._C._are_functorch_transforms_active, _increment_version and _is_tracing,
+# once torch is in use
 
 
 def _bind_torch() -> None:
     """The torch functions the hot path calls, bound once (torch is imported by the caller's tensors)."""
     global _PLAIN, _empty, _empty_strided, _raw_stream, _current_device, _grad_enabled, _capturing, _strided, _fwad
-    global _transforms, _bump
+    global _transforms, _bump, tracing
     if _empty_strided is not None:  # (the last bound, below)
         return
     import torch
@@ -82,6 +83,8 @@ def _bind_torch() -> None:
     _fwad = torch.autograd.forward_ad  # (its _current_level: -1 outside a dual level)
     _transforms = torch._C._are_functorch_transforms_active  # (functionalize's tensors have a data_ptr: 0)
     _bump = _version_bump(torch._C._increment_version)
+    tracing = torch._C._is_tracing  # (torch.jit.trace: a product the tracer does not see is recorded as a constant;
+    # inside an operator's body it reads False)
     _grad_enabled = torch.is_grad_enabled
     _strided = torch.strided
     # (a CPU build of torch has neither stream nor device queries; no plan exists there to ask them)
@@ -138,6 +141,25 @@ def matmul_key(a, b, pa: int, pb: int) -> tuple:
 def wants_grad(a, b) -> bool:
     """Would torch record a gradient for a product of a and b (tensors that require it, grad mode on)?"""
     return (a.requires_grad or b.requires_grad) and _grad_enabled()
+
+
+def traced(a, b) -> bool:
+    """Are a and b torch tensors (plain) under torch.jit.trace? Asked of a loaded torch only: a
+    NumPy product imports none."""
+    if getattr(sys.modules.get("torch"), "Tensor", None) is None:  # (none, or another thread's import under way)
+        return False
+    _bind_torch()
+    return type(a) in _PLAIN and type(b) in _PLAIN and tracing()
+
+
+@contextlib.contextmanager
+def checked_in_trace():
+    """A traced call's checks of shapes and dtypes, without the tracer's warning for each (that the
+    value "will be treated as a constant": the trace keeps them as it keeps the shapes; the
+    operator's body checks each call's own)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sys.modules["torch"].jit.TracerWarning)
+        yield
 
 
 def written(x) -> None:
@@ -205,8 +227,9 @@ def fast_matmul(a, b, out=None):
     negation (torch's neg bit) among the tensors has the same key as its memory, whose values are
     the negated ones: the slow path multiplies its values."""
     if (type(a) not in _PLAIN or type(b) not in _PLAIN or wants_grad(a, b) or a.is_neg() or b.is_neg()
-            or _fwad._current_level >= 0 or _transforms()):  # (a dual level, a torch.func transform: the slow
-        return None  # path's refuse_transformed asks whether a tangent or a wrapper is there)
+            or _fwad._current_level >= 0 or _transforms() or tracing()):  # (a dual level, a torch.func transform:
+        return None  # the slow path's refuse_transformed asks whether a tangent or a wrapper is there; a trace: the
+        # slow path records tilegemm's operator)
     try:
         pa, pb = a.data_ptr(), b.data_ptr()
         key = matmul_key(a, b, pa, pb)
@@ -427,7 +450,7 @@ def gemm_key(a, b, pa, pb, precision, out_dtype, alpha, beta, c, scale_a, scale_
 def fast_gemm(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel):
     """`gemm(...)` by its launch plan, or None (as fast_matmul's, for a lazy negation too)."""
     if (type(a) not in _PLAIN or type(b) not in _PLAIN or wants_grad(a, b) or a.is_neg() or b.is_neg()
-            or _fwad._current_level >= 0 or _transforms()):
+            or _fwad._current_level >= 0 or _transforms() or tracing()):
         return None
     try:
         pa, pb = a.data_ptr(), b.data_ptr()

@@ -75,6 +75,9 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     done = dispatch.fast_gemm(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel)
     if done is not None:
         return done
+    if dispatch.traced(a, b):  # (before the slow path's checks, which read more of the tensors)
+        with dispatch.checked_in_trace():
+            return _differentiable(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel)
     from .kernels import tensorcore as tc
 
     dispatch.refuse_transformed("gemm", (a, "a"), (b, "b"), (c, "c"), (scale_a, "scale_a"), (scale_b, "scale_b"))
@@ -277,22 +280,24 @@ def _batch(ta, tb) -> int | None:
 
 
 def _differentiable(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel):
-    """gemm on tensors that require grad: the plain product (precision auto, FP16/BF16/FP32 inputs
-    of one dtype, no alpha, beta, c, scales or output dtype) through tilegemm's differentiable
-    operator; anything else is refused rather than returned without its gradient."""
+    """gemm on tensors that require grad, or under torch.jit.trace: the plain product (precision
+    auto, FP16/BF16/FP32 inputs of one dtype, no alpha, beta, c, scales or output dtype) through
+    tilegemm's operator, which autograd and the tracer see; anything else is refused rather than
+    returned without its gradient, or recorded in the trace as a constant."""
     from .errors import AutogradError
 
+    on = "on tensors that require grad" if dispatch.wants_grad(a, b) else "under torch.jit.trace"
     _check_shapes(a, b)  # (gemm's own contract, before the operator's)
     _batch(a, b)
     if a.dtype != b.dtype or str(a.dtype) not in ("torch.float16", "torch.bfloat16", "torch.float32"):
-        raise DTypeError(f"gemm: on tensors that require grad, float16, bfloat16 or float32 operands of one dtype; "
+        raise DTypeError(f"gemm: {on}, float16, bfloat16 or float32 operands of one dtype; "
                          f"got {a.dtype} and {b.dtype}")
     plain = (precision == "auto" and out_dtype is None and alpha == 1.0 and beta == 0.0 and c is None
              and scale_a is None and scale_b is None and kernel == "auto")
     if not plain:
-        raise AutogradError("gemm: on tensors that require grad only the plain product is differentiable "
-                            "(precision auto, no alpha, beta, c, scales or out_dtype); detach the inputs, or "
-                            "use tilegemm.matmul")
+        raise AutogradError(f"gemm: {on} only the plain product is recorded (precision auto, no alpha, beta, c, "
+                            "scales or out_dtype): " + ("detach the inputs, or use tilegemm.matmul"
+                                                        if on[0] == "o" else "call it outside the trace"))
     from . import torchop
 
     return torchop.matmul(a, b)
