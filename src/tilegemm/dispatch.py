@@ -82,7 +82,8 @@ def _bind_torch() -> None:
     _PLAIN = (torch.Tensor, torch.nn.Parameter)
     _fwad = torch.autograd.forward_ad  # (its _current_level: -1 outside a dual level)
     _transforms = torch._C._are_functorch_transforms_active  # (functionalize's tensors have a data_ptr: 0)
-    _bump = _version_bump(torch._C._increment_version)
+    _bump = torch._C._increment_version  # (torch.autograd.graph.increment_version's own call; of a tuple: 0.16 µs on
+    # this CPU, where one tensor is iterated as a sequence, its rows each bumped: 2.8 µs)
     tracing = torch._C._is_tracing  # (torch.jit.trace: a product the tracer does not see is recorded as a constant;
     # inside an operator's body it reads False)
     _grad_enabled = torch.is_grad_enabled
@@ -93,21 +94,6 @@ def _bind_torch() -> None:
     _current_device = getattr(torch._C, "_cuda_getDevice", None)
     _capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
     _empty_strided = torch.empty_strided  # a call's output: 1–2.5 µs a call less than torch.empty(shape, ...) (perf-notes 74)
-
-
-def _version_bump(bump):
-    """torch._C._increment_version where it takes a tuple of tensors (torch 2.5 on: the call
-    torch.autograd.graph.increment_version makes; 0.16 µs on this CPU, where of one tensor it
-    would bump each of its rows, a tensor being a sequence), as an empty tuple shows without
-    touching a tensor; else (torch 2.4, pyproject's floor, whose binding takes one tensor and
-    refuses a tuple: the call raised after the kernels wrote) it, tensor by tensor, leaving
-    inference tensors alone as the tuple form does (they have no counter: 2.4 refuses to bump
-    one outside inference mode)."""
-    try:
-        bump(())
-        return bump
-    except (RuntimeError, TypeError):
-        return lambda tensors: [bump(t) for t in tensors if not t.is_inference()]
 
 
 def plain(x) -> bool:
