@@ -904,3 +904,77 @@ def test_a_trace_records_the_operator_not_a_constant(monkeypatch):
         torch.jit.trace(lambda x, y: tilegemm.matmul(x, y, kernel="naive"), (a, b))
     with pytest.raises(AutogradError, match="under torch.jit.trace only the plain product"):
         torch.jit.trace(lambda x, y: tilegemm.gemm(x, y, alpha=2.0), (a, b))
+
+
+def test_a_traced_call_refuses_what_the_call_refuses(monkeypatch):
+    """Under torch.jit.trace matmul and gemm went to tilegemm's operator before the call's own
+    checks, and the operator's body hands what tilegemm does not serve to torch: a dtype no kernel
+    takes, float16 on a machine without a GPU, an out that requires grad or overlaps an input, gemm
+    on a machine without a GPU (or triton) were traced (check_trace's untraced run then failed with
+    torch's TracingCheckError; without it the trace computed what the call refuses), and
+    devices= was recorded as a constant. Each is refused as the call refuses it, in the trace."""
+    import warnings
+
+    from tilegemm import _cuda, multigpu
+    from tilegemm.errors import AutogradError, DeviceError, LayoutError
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # (gemm: a GPU, or none and its refusal)
+    monkeypatch.setattr(multigpu, "device_ids", lambda devices: [0])  # (a stand-in GPU: the trace's refusal
+    monkeypatch.setattr(multigpu, "matmul", lambda A, B, mnk, ids, kernel, out, local: A.obj @ B.obj)  # comes first)
+    a, b = torch.randn(4, 3), torch.randn(3, 5)
+    i = lambda *s: torch.ones(s, dtype=torch.int64)  # noqa: E731
+    cases = [((i(4, 3), i(3, 5)), {}, DTypeError, "no kernel supports dtype int64"),
+             ((a, b), dict(out=torch.zeros(4, 5, requires_grad=True)), AutogradError, "out requires grad"),
+             ((a, b), dict(out=torch.zeros(4, 5)[:, :1].expand(4, 5)), LayoutError, "share memory"),
+             ((a, b), dict(devices=[0]), AutogradError, "devices= under torch.jit.trace")]
+    if not _cuda.has_gpu():
+        cases.append(((a.half(), b.half()), {}, DTypeError, "float16 runs on a CUDA GPU"))
+    for (x, y), kw, error, says in cases:
+        for check in (True, False):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", torch.jit.TracerWarning)
+                with pytest.raises(error, match=says):
+                    torch.jit.trace(lambda p, q: tilegemm.matmul(p, q, **kw), (x, y), check_trace=check)
+    sq = torch.randn(4, 4)
+    with pytest.raises(LayoutError, match="out shares memory with a"):
+        torch.jit.trace(lambda p: tilegemm.matmul(p, p, out=p), (sq,))
+    if not _cuda.has_gpu():
+        for check in (True, False):
+            with pytest.raises(DeviceError, match="gemm: needs a CUDA GPU"):
+                torch.jit.trace(lambda p, q: tilegemm.gemm(p, q), (a, b), check_trace=check)
+    w = torch.randn(4, 3, requires_grad=True)  # (and what it serves passes check_trace, whose trace again runs
+    traced = torch.jit.trace(lambda p, q: tilegemm.matmul(p, q.t().t()), (w, b))  # under no_grad: the fast path
+    torch.testing.assert_close(traced(a, b), a @ b)  # reads no traced size, which names its value in the graph)
+
+
+def test_a_traced_call_leaves_other_threads_warnings_alone(monkeypatch):
+    """A traced call's checks raised none of the tracer's warnings by warnings.catch_warnings,
+    whose filters are the process's: while one thread traced a product, a TracerWarning in another
+    thread (its own trace that will not generalize) was dropped, and the two threads' saved filters
+    could be restored crosswise. The tracer is paused for the checks instead (its state is the
+    thread's own)."""
+    import threading
+    import warnings
+
+    from tilegemm import torchop
+
+    inside, go, said = threading.Event(), threading.Event(), []
+    op = torchop.matmul
+
+    def held(*args):  # (the traced call's work, the other thread meanwhile)
+        inside.set()
+        go.wait(30)
+        return op(*args)
+
+    monkeypatch.setattr(torchop, "matmul", held)
+    tracer = threading.Thread(target=lambda: torch.jit.trace(lambda x, y: tilegemm.matmul(x, y),
+                                                             (torch.randn(4, 3), torch.randn(3, 5))))
+    tracer.start()
+    try:
+        assert inside.wait(30)
+        with warnings.catch_warnings(record=True) as said:
+            warnings.warn("a trace that will not generalize", torch.jit.TracerWarning)
+    finally:
+        go.set()
+        tracer.join(30)
+    assert [str(w.message) for w in said] == ["a trace that will not generalize"]

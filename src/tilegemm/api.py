@@ -253,9 +253,11 @@ def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
 
 def _matmul(a, b, kernel: str, out, devices):
     """matmul by the slow path: its checks, the plan made or found, the kernels run."""
-    if dispatch.traced(a, b) and devices is None:  # (before the slow path's checks, which read more of the tensors)
-        with dispatch.checked_in_trace():
-            return _by_operator(a, b, kernel, out, dispatch.wants_grad(a, b))
+    if dispatch.traced(a, b):  # (the call's checks with the tracer paused, then tilegemm's operator)
+        if devices is not None:  # (the GPUs' products, which the tracer does not see, were recorded as a constant)
+            raise AutogradError("matmul: devices= under torch.jit.trace records the product as a constant; call it "
+                                "outside the trace")
+        return _by_operator(a, b, kernel, out, dispatch.wants_grad(a, b))
     dispatch.refuse_transformed("matmul", (a, "a"), (b, "b"), (out, "out"))
     if arrays.negated(a) or arrays.negated(b):
         return _of_values(a, b, kernel, out, devices)
@@ -316,7 +318,9 @@ def _by_operator(a, b, kernel: str, out, grad: bool):
     autograd and torch.jit.trace see: differentiable (grad: a or b requires it), its backward on
     tilegemm's GEMMs; and recorded in a trace as the operator, where a product the tracer did not
     see was recorded as a constant (the trace gave the traced inputs' product for any others). The
-    operator's body, which no trace is on in, makes the product's checks."""
+    operator's body, which no trace is on in, makes the product's checks; a traced call (not grad)
+    first makes the call's own, whose refusals (a dtype or device no kernel serves, an out that
+    requires grad or overlaps an input) the body would hand to torch."""
     if out is not None and grad:
         raise AutogradError("matmul: out= with tensors that require grad records no gradient (as torch.matmul: "
                             "functions with out= don't support automatic differentiation)")
@@ -327,19 +331,19 @@ def _by_operator(a, b, kernel: str, out, grad: bool):
         why = "with tensors that require grad: the differentiable" if grad else "under torch.jit.trace: the traced"
         raise AutogradError(f"matmul: kernel={kernel!r} {why} operator chooses its kernels (kernel='auto'); "
                             + ("detach the inputs to name one" if grad else "call it outside the trace to name one"))
+    if not grad:  # (traced: the call's checks, which read sizes, with the tracer paused)
+        with dispatch.checked_in_trace():
+            p = plan(a, b)
+            if out is not None:
+                from . import nd
+
+                _refuse_grad_out(out)
+                A, B = arrays.describe(a, "a"), arrays.describe(b, "b")
+                _check_out(out, A, nd.result_shape(A.shape, B.shape)[3], p.dtype, (a, b))
     from . import torchop
 
     c = torchop.matmul(a, b)
-    if out is None:
-        return c
-    if not dispatch.plain(out):
-        raise DTypeError(f"matmul: out is a {type(out).__module__}.{type(out).__name__}; the operands are torch tensors")
-    if out.shape != c.shape:  # (under a trace each size is a tensor: said as ints)
-        raise ShapeError(f"matmul: out has shape {tuple(map(int, out.shape))}; the product needs "
-                         f"{tuple(map(int, c.shape))}")
-    if out.dtype != c.dtype or out.device != c.device:
-        raise DTypeError(f"matmul: out is {out.dtype} on {out.device}; the product is {c.dtype} on {c.device}")
-    return out.copy_(c)  # (in the trace: the operator, then the copy)
+    return c if out is None else out.copy_(c)  # (in the trace: the operator, then the copy)
 
 
 def _refuse_grad_out(out) -> None:

@@ -140,12 +140,18 @@ def traced(a, b) -> bool:
 
 @contextlib.contextmanager
 def checked_in_trace():
-    """A traced call's checks of shapes and dtypes, without the tracer's warning for each (that the
-    value "will be treated as a constant": the trace keeps them as it keeps the shapes; the
-    operator's body checks each call's own)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", sys.modules["torch"].jit.TracerWarning)
+    """A traced call's checks of shapes and dtypes, with the tracer paused: they read sizes as
+    ints and record nothing, and raise none of the tracer's warnings (that the value "will be
+    treated as a constant": the trace keeps them as it keeps the shapes; the operator's body checks
+    each call's own). The tracer's state is the thread's own; warnings' filters, which
+    catch_warnings changed here, are the process's (another thread's warnings were dropped)."""
+    torch = sys.modules["torch"]
+    state = torch._C._get_tracing_state()
+    torch._C._set_tracing_state(None)
+    try:
         yield
+    finally:
+        torch._C._set_tracing_state(state)
 
 
 def written(x) -> None:

@@ -15,6 +15,7 @@ inputs mean "ieee", never TF32 behind the caller's back.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 import struct
@@ -75,22 +76,21 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     done = dispatch.fast_gemm(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel)
     if done is not None:
         return done
-    if dispatch.traced(a, b):  # (before the slow path's checks, which read more of the tensors)
-        with dispatch.checked_in_trace():
-            return _differentiable(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel)
     from .kernels import tensorcore as tc
 
     dispatch.refuse_transformed("gemm", (a, "a"), (b, "b"), (c, "c"), (scale_a, "scale_a"), (scale_b, "scale_b"))
     loaded = sys.modules.get("torch")  # (a torch tensor means torch is loaded)
     tensor = getattr(loaded, "Tensor", None)  # (None while another thread's `import torch` is under way)
-    for x, what in ((a, "a"), (b, "b"), (c, "c"), (scale_a, "scale_a"), (scale_b, "scale_b")):
-        arrays.refuse_masked(x, what)
-        if tensor is not None and isinstance(x, tensor):
-            if x.is_nested or x.layout is not loaded.strided or x.device.type not in ("cuda", "cpu"):
-                arrays.describe(x, what)  # a sparse, nested or meta tensor: its LayoutError or DeviceError (a CUDA
-                # or interpreted one skips describe below)
-            arrays.refuse_memoryless(x, what)  # (a ZeroTensor, a freed storage: describe's words, which a CUDA one
-            # skips)
+    traced = dispatch.traced(a, b)  # (these checks read sizes: under a trace, with the tracer paused)
+    with dispatch.checked_in_trace() if traced else contextlib.nullcontext():
+        for x, what in ((a, "a"), (b, "b"), (c, "c"), (scale_a, "scale_a"), (scale_b, "scale_b")):
+            arrays.refuse_masked(x, what)
+            if tensor is not None and isinstance(x, tensor):
+                if x.is_nested or x.layout is not loaded.strided or x.device.type not in ("cuda", "cpu"):
+                    arrays.describe(x, what)  # a sparse, nested or meta tensor: its LayoutError or DeviceError (a
+                    # CUDA or interpreted one skips describe below)
+                arrays.refuse_memoryless(x, what)  # (a ZeroTensor, a freed storage: describe's words, which a CUDA
+                # one skips)
     if not isinstance(precision, str) or precision not in PRECISION_NAMES:  # (an array's `in`: ambiguous truth)
         raise DTypeError(f"gemm: precision must be one of {', '.join(PRECISION_NAMES)}; got {precision!r}")
     if not isinstance(kernel, str) or (kernel != "auto" and kernel not in tc.RUNGS):
@@ -110,7 +110,8 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     if not torch.cuda.is_available() and not interp:
         raise DeviceError("gemm: needs a CUDA GPU (or, to learn and test on a CPU, Triton's interpreter: "
                           "TRITON_INTERPRET=1, FP16 and FP32)")
-    if dispatch.plain(a) and dispatch.plain(b) and dispatch.wants_grad(a, b):
+    if dispatch.plain(a) and dispatch.plain(b) and (dispatch.wants_grad(a, b) or traced):  # (a trace after the
+        # checks above: their refusals, a machine without a GPU's among them, are the call's own)
         return _differentiable(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel)
     _refuse_grad(a, b, c, torch)
     _check_kinds_and_c(a, b, c, scale_a, scale_b)
@@ -287,11 +288,12 @@ def _differentiable(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b
     from .errors import AutogradError
 
     on = "on tensors that require grad" if dispatch.wants_grad(a, b) else "under torch.jit.trace"
-    _check_shapes(a, b)  # (gemm's own contract, before the operator's)
-    _batch(a, b)
-    if a.dtype != b.dtype or str(a.dtype) not in ("torch.float16", "torch.bfloat16", "torch.float32"):
-        raise DTypeError(f"gemm: {on}, float16, bfloat16 or float32 operands of one dtype; "
-                         f"got {a.dtype} and {b.dtype}")
+    with dispatch.checked_in_trace() if dispatch.tracing() else contextlib.nullcontext():  # (they read sizes)
+        _check_shapes(a, b)  # (gemm's own contract, before the operator's)
+        _batch(a, b)
+        if a.dtype != b.dtype or str(a.dtype) not in ("torch.float16", "torch.bfloat16", "torch.float32"):
+            raise DTypeError(f"gemm: {on}, float16, bfloat16 or float32 operands of one dtype; "
+                             f"got {a.dtype} and {b.dtype}")
     plain = (precision == "auto" and out_dtype is None and alpha == 1.0 and beta == 0.0 and c is None
              and scale_a is None and scale_b is None and kernel == "auto")
     if not plain:
