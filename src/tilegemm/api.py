@@ -287,9 +287,9 @@ def _matmul(a, b, kernel: str, out, devices):
     arrays.refuse_two_host_kinds(A, B, "matmul")
     if A.kind == "torch" and B.kind == "torch" and dispatch.plain(a) and dispatch.wants_grad(a, b):
         return _by_operator(a, b, kernel, out, True)
-    for x, X, other in ((a, A, B), (b, B, A)):  # a CUDA tensor that requires grad beside a CuPy or Numba array: the
-        if X.kind == "torch" and dispatch.plain(x) and dispatch.wants_grad(x, x):  # product came back with no
-            what = "a" if x is a else "b"  # grad_fn, x's gradient through it silently left out
+    for x, X, other, what in ((a, A, B, "a"), (b, B, A, "b")):  # a CUDA tensor that requires grad beside a CuPy or
+        if X.kind == "torch" and dispatch.plain(x) and dispatch.wants_grad(x, x):  # Numba array: the product came back
+            # with no grad_fn, x's gradient through it silently left out
             raise AutogradError(f"matmul: {what} requires grad, and a product with a {other.kind} array records no "
                                 f"gradient; pass {what}.detach(), or call under torch.no_grad()")
     if len(A.shape) != 2 or len(B.shape) != 2:

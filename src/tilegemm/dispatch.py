@@ -143,8 +143,8 @@ def checked_in_trace():
     """A traced call's checks of shapes and dtypes, with the tracer paused: they read sizes as
     ints and record nothing, and raise none of the tracer's warnings (that the value "will be
     treated as a constant": the trace keeps them as it keeps the shapes; the operator's body checks
-    each call's own). The tracer's state is the thread's own; warnings' filters, which
-    catch_warnings changed here, are the process's (another thread's warnings were dropped)."""
+    each call's own). The tracer's state is the thread's own, where a warnings filter would be the
+    process's (another thread's warnings dropped meanwhile)."""
     torch = sys.modules["torch"]
     state = torch._C._get_tracing_state()
     torch._C._set_tracing_state(None)
@@ -1053,8 +1053,6 @@ def _allocate(A: Operand, shape, dtype: str):
 def _device_memory() -> tuple[int, int]:
     """(free, total) bytes of the current device, as the driver counts them: torch's reader where
     torch is loaded (it does not create a Numba context), else Numba's. One reader for every check."""
-    import sys
-
     torch = sys.modules.get("torch")
     try:
         if torch is not None and torch.cuda.is_available():
