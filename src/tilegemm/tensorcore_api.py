@@ -287,7 +287,8 @@ def _differentiable(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b
     returned without its gradient, or recorded in the trace as a constant."""
     from .errors import AutogradError
 
-    on = "on tensors that require grad" if dispatch.wants_grad(a, b) else "under torch.jit.trace"
+    grad = dispatch.wants_grad(a, b)
+    on = "on tensors that require grad" if grad else "under torch.jit.trace"
     with dispatch.checked_in_trace() if dispatch.tracing() else contextlib.nullcontext():  # (they read sizes)
         _check_shapes(a, b)  # (gemm's own contract, before the operator's)
         _batch(a, b)
@@ -298,8 +299,8 @@ def _differentiable(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b
              and scale_a is None and scale_b is None and kernel == "auto")
     if not plain:
         raise AutogradError(f"gemm: {on} only the plain product is recorded (precision auto, no alpha, beta, c, "
-                            "scales or out_dtype): " + ("detach the inputs, or use tilegemm.matmul"
-                                                        if on[0] == "o" else "call it outside the trace"))
+                            "scales or out_dtype): " + ("detach the inputs, or use tilegemm.matmul" if grad
+                                                        else "call it outside the trace"))
     from . import torchop
 
     return torchop.matmul(a, b)
