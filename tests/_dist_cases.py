@@ -430,8 +430,8 @@ def check_dtensor_gradients():
 def check_dtensor_arguments_disagree():
     """The DTensor API's arguments that differ between ranks (a grid one rank names and the other
     not, grids that differ, one that does not hold the mesh or is not two integers on one rank,
-    panels, placements): refused on every rank together, naming the rank, before any block moves;
-    a 3-D mesh in words.
+    panels, placements, operands that do not multiply or lie on two meshes): refused on every rank
+    together, naming the rank, before any block moves; a 3-D mesh in words.
     A rank that refused alone left the others waiting out the group's timeout; ranks that took
     different routes met in all-gathers of different lengths (rank 0 read the other's shapes as
     "float16", rank 1 died)."""
@@ -458,8 +458,17 @@ def check_dtensor_arguments_disagree():
     odd = DTensor.from_local(b if mine else split(b, world, 0)[rank], mesh, [Replicate()] if mine else [Shard(0)],
                              shape=b.shape, stride=b.stride())
     refused(lambda: D.matmul(A, odd), f"rank {last}: B is Replicate()", "rank 0's Shard(dim=0)")
-    # a 1 × world mesh: the mesh is the grid
+    # A and B that do not multiply, or that lie on two meshes, on one rank alone (its global shape is
+    # what from_local is told); on every rank
+    narrow = DTensor.from_local(a[:, :3] if mine else a, mesh, [Replicate()])
+    refused(lambda: D.matmul(narrow, Br), f"rank {last}: A 6×3 and B 4×5 do not multiply")
+    flat = DTensor.from_local(a.flatten() if mine else a, mesh, [Replicate()])
+    refused(lambda: D.matmul(flat, Br), f"rank {last}: A 1-D and B 4×5 do not multiply")
+    refused(lambda: D.matmul(Br, Br), "rank 0: A 4×5 and B 4×5 do not multiply", f"rank {last}: A 4×5")
     mesh2 = init_device_mesh("cpu", (1, world))
+    B2r = distribute_tensor(b, mesh2, [Replicate(), Replicate()])
+    refused(lambda: D.matmul(A, B2r if mine else Br), f"rank {last}: A and B are on different device meshes")
+    # a 1 × world mesh: the mesh is the grid
     A2, B2 = (distribute_tensor(x, mesh2, [Shard(0), Shard(1)]) for x in (a, b))
     refused(lambda: D.matmul(A2, B2, grid=(world, 1) if mine else None), f"rank {last} was called with grid {world}×1")
     mesh3 = init_device_mesh("cpu", (1, 1, world))  # (mesh_team's coordinates raised ValueError: unpacking three)

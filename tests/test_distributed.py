@@ -526,7 +526,8 @@ def test_dtensor_gradients_match_dtensors_own(tmp_path):
 
 def test_dtensor_arguments_that_differ_between_ranks_are_refused_together(tmp_path):
     """tilegemm.distributed.matmul with a grid, panel or placement that differs between the ranks
-    (or a grid only one rank cannot use): one DistributedError on every rank, naming the rank; one
+    (or a grid only one rank cannot use, or A and B that do not multiply or lie on two meshes on one
+    rank): one DistributedError on every rank, naming the rank; one
     rank refused alone and the other waited out the timeout, or the ranks' all-gathers differed
     in length (garbage shapes read as float16, a rank that died)."""
     _spawned("dtensor arguments disagree", tmp_path)

@@ -55,27 +55,41 @@ def _placements(x) -> list[int]:
             for p in x.placements]
 
 
+def _shape_text(dims: int, rows: int, cols: int) -> str:
+    return f"{rows}×{cols}" if dims == 2 else f"{dims}-D"
+
+
 def _agree(a, b, grid, panel, who: Team) -> tuple[int, int] | None:
     """The grid every rank runs (the one named, else the cost model's choice where the product needs
     one, of place 0: None for a 1-D mesh's replicated B), once one all-gather has shown that every
-    rank was called with the same grid, panel, placements and shapes. The routes below differ in
-    their collectives (a redistribution, the blocks' moves, the engines' own metadata of other
-    lengths): a rank that refused alone, or took another route, left the others waiting in a
-    collective it never entered, or met them in all-gathers of different lengths. Every rank
-    refuses together instead, naming the rank."""
+    rank was called with A and B that multiply on one mesh, and with the same grid, panel,
+    placements and shapes. The routes below differ in their collectives (a redistribution, the
+    blocks' moves, the engines' own metadata of other lengths): a rank that refused alone, or took
+    another route, left the others waiting in a collective it never entered, or met them in
+    all-gathers of different lengths. Every rank refuses together instead, naming the rank."""
     from torch.distributed.tensor import Replicate
 
     from ._core import NOT_A_GRID, _grid_ints, _panel_code
 
     mesh = a.device_mesh
-    m, n, k = a.shape[0], b.shape[1], a.shape[1]
+    nd = mesh.ndim
+    dims = lambda x: [x.dim(), *(x.shape[:2] if x.dim() == 2 else (0, 0))]  # noqa: E731
+    bad = 1 if b.device_mesh != mesh else 0 if a.dim() == b.dim() == 2 and a.shape[1] == b.shape[0] else 2
+    m, n, k = (a.shape[0], b.shape[1], a.shape[1]) if not bad else (0, 0, 0)
     named = _grid_ints(grid) if grid is not None else (0, 0)
     chosen = (0, 0)
-    if grid is None and mesh.ndim == 1 and tuple(b.placements) != (Replicate(),):
+    if not bad and grid is None and nd == 1 and tuple(b.placements) != (Replicate(),):
         chosen = _chosen_grid(m, n, k, mesh.size(), a.dtype, mesh.device_type == "cuda")
-    pa, pb = _placements(a), _placements(b)
-    meta = gather_meta([int(grid is not None), *named, *chosen, *_panel_code(panel), m, n, k, *pa, *pb], who)
-    nd = mesh.ndim
+    pa, pb = _placements(a), _placements(b) if not bad else [-3] * nd  # (B on another mesh: of its length)
+    meta = gather_meta([int(grid is not None), *named, *chosen, *_panel_code(panel), m, n, k, *pa, *pb,
+                        bad, *dims(a), *dims(b)], who)
+    at = 11 + 2 * nd  # bad, then A's and B's dimensions and sizes
+    refusing = [x for x in meta if x[at]]
+    if refusing:
+        said = [f"rank {x[G]}: " + ("A and B are on different device meshes" if x[at] == 1 else
+                                     f"A {_shape_text(*x[at + 1:at + 4])} and B {_shape_text(*x[at + 4:at + 7])} "
+                                     "do not multiply (2-D, A's columns = B's rows)") for x in refusing]
+        raise DistributedError("; ".join(said[:6]) + (f" (and {len(said) - 6} more)" if len(said) > 6 else ""))
     grid_text = lambda x: ("no grid" if not x[1] else  # noqa: E731
                            "a grid that is not two integers" if x[2] == NOT_A_GRID else f"grid {x[2]}×{x[3]}")
     panel_text = lambda x: ("default", str(x[6]), "(not an integer)")[x[7]]  # noqa: E731  (_core._panel_text's)
@@ -119,16 +133,12 @@ def matmul(a, b, *, grid: tuple[int, int] | None = None, panel: int | None = Non
         raise TypeError("tilegemm.distributed.matmul takes two DTensors; for plain local shards use "
                         "matmul_1d or summa")
     mesh = a.device_mesh
-    if b.device_mesh != mesh:
-        raise DistributedError("A and B are on different device meshes")
-    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
-        raise DistributedError(f"A {tuple(a.shape)} and B {tuple(b.shape)} do not multiply (2-D, A's columns = B's rows)")
-    m, n, k = a.shape[0], b.shape[1], a.shape[1]
     if mesh.ndim not in (1, 2):  # (before mesh_team, which places ranks on one or two mesh dimensions)
         raise DistributedError(f"a {mesh.ndim}-D device mesh: 1-D (rows) or 2-D (SUMMA) meshes only")
     who = mesh_team(mesh)
     asked = grid
-    grid = _agree(a, b, grid, panel, who)
+    grid = _agree(a, b, grid, panel, who)  # (also refuses, on every rank, A and B that do not multiply)
+    m, n, k = a.shape[0], b.shape[1], a.shape[1]
     if asked is not None:
         from ._core import NOT_A_GRID
 
