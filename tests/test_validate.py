@@ -100,10 +100,14 @@ def test_tolerance_table_gives_reasons():
     assert validate.TOLERANCES["float64"].rel_fro < validate.TOLERANCES["float32"].rel_fro
 
 
-def test_random_operands_are_never_zero_and_fresh():
-    a1, _ = validate.random_operands(16, 16, 16)
-    a2, _ = validate.random_operands(16, 16, 16)
-    assert np.count_nonzero(a1) == a1.size and not np.array_equal(a1, a2)
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "int8", "uint8"])
+def test_random_operands_are_never_zero_and_fresh(dtype):
+    """Of every dtype: integer ones were uniform [-1, 1) values cast, all 0 or -1."""
+    a1, b1 = validate.random_operands(16, 16, 16, dtype)
+    a2, _ = validate.random_operands(16, 16, 16, dtype)
+    assert a1.dtype == b1.dtype == np.dtype(dtype)
+    assert np.count_nonzero(a1) == a1.size and np.count_nonzero(b1) == b1.size and not np.array_equal(a1, a2)
+    assert len(np.unique(a1)) >= (3 if dtype == "uint8" else 6)
 
 
 def test_fp16_subnormal_output_rounding_passes():

@@ -187,8 +187,14 @@ def poison(x) -> None:
 
 
 def random_operands(m: int, n: int, k: int, dtype="float32", seed: int | None = None):
-    """Fresh inputs in [-1, 1): never zeros (they hide unwritten outputs and bad indexing)."""
+    """Fresh inputs in [-1, 1) (integer dtypes: ±1 … ±3, unsigned 1 … 3): never zeros (they hide
+    unwritten outputs and bad indexing). Uniform values cast to an integer dtype were all 0 or -1."""
     rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind in "iu":
+        signed = np.dtype(dtype).kind == "i"
+        draw = lambda shape: (rng.integers(1, 4, size=shape)  # noqa: E731
+                              * (rng.choice([-1, 1], size=shape) if signed else 1)).astype(dtype)
+        return draw((m, k)), draw((k, n))
     a = rng.uniform(-1.0, 1.0, size=(m, k)).astype(dtype)
     b = rng.uniform(-1.0, 1.0, size=(k, n)).astype(dtype)
     return a, b
