@@ -389,6 +389,20 @@ def test_masked_arrays_are_refused_not_multiplied_with_their_masked_values():
     assert np.array_equal(tilegemm.matmul(a.filled(0), b), np.ma.dot(a, b).filled(np.nan))  # what it suggests
 
 
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+def test_a_masked_array_beside_an_ndarray_subclass_is_refused(tmp_path):
+    """Beside an ndarray subclass (np.matrix, np.memmap) the product goes through np.asarray of
+    both operands, which dropped a masked array's mask: its masked values were multiplied in."""
+    a = np.ma.masked_array(np.array([[1.0, 1e9], [1.0, 1.0]]), mask=[[0, 1], [0, 0]])
+    mm = np.memmap(tmp_path / "b.bin", dtype=np.float64, mode="w+", shape=(2, 2))
+    mm[...] = np.eye(2)
+    for other in (np.asmatrix(np.eye(2)), mm):
+        with pytest.raises(tilegemm.MaskedArrayError, match="a: a NumPy masked array"):
+            tilegemm.matmul(a, other)
+        with pytest.raises(tilegemm.MaskedArrayError, match="b: a NumPy masked array"):
+            tilegemm.matmul(other, a)
+
+
 @pytest.mark.skipif(not tilegemm._cuda.SIMULATOR, reason="the simulator's switch: a machine without a GPU")
 @pytest.mark.parametrize("first", ["import numba", "tilegemm.kernels()"])
 def test_the_simulator_runs_whatever_imported_numba_first(first):
