@@ -23,6 +23,26 @@ def test_linear_gradcheck(xshape, bias):
     assert torch.autograd.gradcheck(lambda *t: torch.ops.tilegemm.linear(*t), (x, w, b) if bias else (x, w))
 
 
+@pytest.mark.parametrize("wshape,bshape", [((6, 8), (1, 6)), ((6, 8), (5, 6)), ((6, 8), ()), ((8,), None)])
+def test_linear_gradcheck_for_the_weights_and_biases_torch_takes(wshape, bshape):
+    """nn.functional.linear takes a bias that broadcasts against its output ((1, N), (M, N)) and a
+    1-D weight (x @ w, which the operator hands to torch): the backward gave such a bias an (N,)
+    gradient, which autograd refused, and read a 1-D weight as (N, K); the fake gave its output an N."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(5, 8, dtype=torch.float64, generator=g, requires_grad=True)
+    w = torch.randn(*wshape, dtype=torch.float64, generator=g, requires_grad=True)
+    args = (x, w) if bshape is None else (x, w, torch.randn(bshape, dtype=torch.float64, generator=g,
+                                                             requires_grad=True))
+    assert torch.autograd.gradcheck(lambda *t: torch.ops.tilegemm.linear(*t), args)
+    assert torchop._linear_fake(*args).shape == torch.nn.functional.linear(*args).shape
+    layer = torch.nn.Linear(8, 6).double()  # a patched layer whose bias is kept as a row
+    layer.bias = torch.nn.Parameter(torch.randn(1, 6, dtype=torch.float64, generator=g))
+    want = torch.autograd.grad(layer(x).square().sum(), (x, layer.weight, layer.bias))
+    with tilegemm.patch(layer):
+        got = torch.autograd.grad(layer(x).square().sum(), (x, layer.weight, layer.bias))
+    assert all(torch.allclose(a, b) for a, b in zip(got, want))
+
+
 @pytest.mark.parametrize("sa,sb", [((5, 4), (4, 3)), ((3, 5, 4), (4, 2)), ((2, 1, 3, 4), (5, 4, 2)), ((4,), (4, 3)),
                                    ((3, 5, 4), (4,)), ((4,), (4,))])
 def test_matmul_gradcheck(sa, sb):

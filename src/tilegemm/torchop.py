@@ -214,25 +214,27 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] =
 
 @linear.register_fake
 def _linear_fake(x, weight, bias=None, counter=0):
-    return x.new_empty((*x.shape[:-1], weight.shape[0]))
+    return x.new_empty((*x.shape[:-1], *weight.shape[:-1]))  # (a 1-D weight: x @ w, no N)
 
 
 def _linear_setup(ctx, inputs, output):
     x, weight, bias, _ = inputs
     ctx.save_for_backward(x, weight)
-    ctx.has_bias = bias is not None
+    ctx.bias_shape = None if bias is None else bias.shape  # (any shape nn.functional.linear broadcasts: (1, N) too)
 
 
 def _linear_backward(ctx, grad):
     x, weight = ctx.saved_tensors
-    g = _rows(grad)
+    vector = weight.dim() == 1  # (x @ w, which the forward hands to torch: w as a (1, K) weight, grad as N = 1)
+    w, g = (weight.unsqueeze(0), grad.reshape(-1, 1)) if vector else (weight, _rows(grad))
     gx = gw = gb = None
     if ctx.needs_input_grad[0]:  # (conj: as _matmul_backward's, for a complex layer, which torch runs)
-        gx = matmul(g, weight.conj()).reshape(x.shape)
+        gx = matmul(g, w.conj()).reshape(x.shape)
     if ctx.needs_input_grad[1]:
-        gw = matmul(g.t(), _rows(x).conj())
-    if ctx.has_bias and ctx.needs_input_grad[2]:
-        gb = g.sum(0)
+        gw = matmul(g.t(), _rows(x).conj()).reshape(weight.shape)
+    if ctx.bias_shape is not None and ctx.needs_input_grad[2]:  # (a bias of another shape than (N,), which the
+        # output's rows broadcast: (1, N), (M, N); g.sum(0) was refused by autograd as its gradient's shape)
+        gb = g.sum(0) if len(ctx.bias_shape) == 1 else grad.sum_to_size(ctx.bias_shape)
     return gx, gw, gb, None
 
 
