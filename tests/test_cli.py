@@ -44,6 +44,10 @@ def test_bench_of_cpu_kernels_alone_keeps_every_size_and_real_times(capsys):
     code, out = run(capsys, "bench", "--sizes", "96", "--kernels", "cpu", "--quiet", "--budget", "0.02",
                     "--warmup", "0")
     assert code == 0 and "dropped" not in out and "SIMULATOR" not in out and "float32, the CPU" in out
+    # its times are the host clock's: the footnote said "device events ... L2 flushed" and named an e2e column
+    # of matmul() that a CPU-only run never fills
+    note = next(line for line in out.splitlines() if line.startswith("Times:"))
+    assert "host clock" in note and "device events" not in note and "e2e" not in note, note
 
 
 def test_model_bench_refuses_a_model_whose_weights_do_not_fit(capsys, monkeypatch):

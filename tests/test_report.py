@@ -136,6 +136,14 @@ def test_update_readme(tmp_path):
     assert "old text" not in text and text.startswith("# x\n\nbefore\n") and text.endswith("after\n")
     assert "(results/h200/report/report.md)" in text and "GPU tiled-32" in text
     assert not report.update_readme(readme, doc, tmp_path / "results" / "h200" / "report")  # idempotent
+    assert "Simulator run" not in text
+    sim = synthetic_doc()  # a simulator's run: its section says so, as its report.md does
+    for r in sim["records"]:
+        r["simulated"] = r["backend"] == "simt"
+    sim["environment"].update(gpu=None, simulator=True)
+    assert report.update_readme(readme, sim, tmp_path / "report")
+    text = readme.read_text()
+    assert "Measured on Numba CUDA simulator" in text and "Simulator run" in text and "say nothing about GPU" in text
     bad = tmp_path / "BAD.md"
     bad.write_text("no markers")
     with pytest.raises(ValueError, match="markers"):

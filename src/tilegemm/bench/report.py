@@ -530,9 +530,11 @@ def readme_section(doc: dict, report_dir, readme_dir) -> str:
     rows = [[lbl, dt, size_label(r["m"], r["n"], r["k"]), _f(r["median_ms"], 4), _f(r["tflops"], 3),
              _pct(pct_of_cublas(r, cub))] for (lbl, dt), r in best.items()]
     gpu = gpu_name(doc) or ("Numba CUDA simulator" if (doc.get("environment") or {}).get("simulator") else "no GPU")
+    sim = ["> **Simulator run.** Numba CUDA kernels ran in Numba's CUDA simulator (Python threads): their "
+           "times say nothing about GPU speed.", ""] if any(r.get("simulated") for r in recs) else []
     return "\n".join([
         f"Measured on {gpu}, {(doc.get('environment') or {}).get('date', '')} (generated from the results file; "
-        f"full report: [{rel}/report.md]({rel}/report.md)).", "",
+        f"full report: [{rel}/report.md]({rel}/report.md)).", "", *sim,
         _md_table(["kernel", "dtype", "largest size", "median ms", "TFLOP/s", "% of cuBLAS"], rows), "",
         f"![TFLOP/s vs size]({rel}/{PLOTS[0]})"])
 
