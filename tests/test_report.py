@@ -380,6 +380,10 @@ def _edited(tmp_path, name, edit):
     (lambda d: d["records"][0].update(median_ms="fast"), "median_ms must be a positive time"),
     (lambda d: d["records"][0].update(median_ms=-1.0), "median_ms must be a positive time"),  # was "11 FASTER"
     (lambda d: d["records"][0].update(m="4096"), "m must be a whole number"),
+    # compare said "could not convert string to float: 'abc'", naming neither file nor record
+    (lambda d: d["records"][0]["time"].update(samples_ms="abc"), "record 0 (cpu_naive): time.samples_ms must be"),
+    (lambda d: d["records"][0]["time"].update(samples_ms=[1.0, None]), "time.samples_ms must be a list of positive"),
+    (lambda d: d["records"][0].update(time="x"), "time must be an object or null"),
 ])
 def test_a_results_file_of_wrong_types_is_one_line(edit, says, tmp_path, capsys):
     path = _edited(tmp_path, "bad.json", edit)

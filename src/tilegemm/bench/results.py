@@ -339,6 +339,13 @@ def _record_problem(r: dict) -> str | None:
     t = r.get("median_ms")
     if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0):
         return f"median_ms must be a positive time in milliseconds or null; got {t!r}"
+    tm = r.get("time")
+    if tm is not None and not isinstance(tm, dict):
+        return f"time must be an object or null; got a {type(tm).__name__}"
+    samples = (tm or {}).get("samples_ms")
+    if samples is not None and (not isinstance(samples, list) or not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0 for x in samples)):
+        return f"time.samples_ms must be a list of positive times in milliseconds; got {str(samples)[:60]}"
     return None
 
 
