@@ -240,6 +240,18 @@ def test_a_table_of_many_kernels_has_a_row_per_kernel():
     assert "│ 128 " in text(3) or "128 │" in text(3)  # few kernels: a row per size, as before
 
 
+def test_explain_of_a_size_past_memory_says_so(capsys):
+    """explain makes (never fills) the operands: one past NumPy's limits read "Maximum allowed
+    dimension exceeded", not naming the size or why explain allocates."""
+    if __import__("tilegemm")._cuda.has_gpu():
+        pytest.skip("the CPU's memory")
+    for size in ("99999999999999999999", "100000000"):
+        assert cli.main(["explain", "--sizes", size]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and f"--sizes {size}x{size}x{size}" in err, err
+        assert "cannot be allocated here" in err and "ask for a smaller size" in err, err
+
+
 def test_a_size_past_memory_is_one_line(capsys):
     """NumPy's MemoryError for an allocation past the machine's memory came out as a traceback."""
     assert cli.main(["bench", "--sizes", "999999999999x1x1", "--kernels", "cpu_blas"]) == 2

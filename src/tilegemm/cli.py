@@ -229,15 +229,21 @@ def _explained_operands(m: int, n: int, k: int, dtype: str, layout: str):
     """Uninitialised A (M×K) and B (K×N) of `dtype`; a 't' in layout stores that operand
     transposed (A as K×M, B as N×K: nn.Linear's weight) and passes its .T."""
     shapes = ((k, m) if layout[0] == "t" else (m, k), (n, k) if layout[1] == "t" else (k, n))
-    if _cuda.has_gpu() or dtype == "bfloat16":  # (NumPy has no bfloat16: a torch CPU tensor, refused as matmul would)
-        import torch
+    try:
+        if _cuda.has_gpu() or dtype == "bfloat16":  # (NumPy has no bfloat16: a torch CPU tensor, refused as matmul would)
+            import torch
 
-        dev = "cuda" if _cuda.has_gpu() else "cpu"
-        xs = [torch.empty(s, dtype=getattr(torch, dtype), device=dev) for s in shapes]
-    else:
-        import numpy as np
+            dev = "cuda" if _cuda.has_gpu() else "cpu"
+            xs = [torch.empty(s, dtype=getattr(torch, dtype), device=dev) for s in shapes]
+        else:
+            import numpy as np
 
-        xs = [np.empty(s, dtype=dtype) for s in shapes]
+            xs = [np.empty(s, dtype=dtype) for s in shapes]
+    except (MemoryError, ValueError, RuntimeError, OverflowError) as e:  # (NumPy: "Maximum allowed dimension
+        # exceeded" or "Unable to allocate"; torch: an allocator's RuntimeError)
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ValueError(f"--sizes {m}x{n}x{k}: explain makes the {dtype} operands matmul would get (never "
+                         f"filled), and they cannot be allocated here ({first}); ask for a smaller size") from None
     return tuple(x.T if t == "t" else x for x, t in zip(xs, layout))
 
 
