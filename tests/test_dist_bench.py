@@ -82,6 +82,22 @@ def test_dist_bench_mistakes_get_one_line(argv, says, capsys):
     assert says in err and len(err.splitlines()) == 1 and "Traceback" not in err
 
 
+def test_cpu_sizes_past_the_hosts_memory_are_refused_before_any_rank_starts(capsys, monkeypatch):
+    """--sizes 100000 on CPUs: each rank printed torch's "DefaultCPUAllocator: can't allocate
+    memory" and was killed (exit -9), or took the host's memory from everything else."""
+    from tilegemm import arrays
+
+    if torch.cuda.is_available():
+        pytest.skip("checks the CPU run")
+    monkeypatch.setattr(arrays, "available_host_bytes", lambda: 10**9)
+    for modes, says in (("1d", "take 1.2 GB over the ranks, and 1.0 GB are free here"),
+                        ("one-gpu,1d", "and as much again for one process's whole product")):
+        assert cli.main(["dist-bench", "--sizes", "160,10000", "--modes", modes]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("tilegemm dist-bench: --sizes 10000: float32 A, B and C of N = 10000") and says in err, err
+        assert len(err.splitlines()) == 1
+
+
 def test_every_mode_not_run_says_why_and_nothing_to_run_is_refused(capfd):
     """A mode this run cannot measure gets one line saying why (fused-ag-mm's table was empty,
     with no word); where no mode asked for can run, one line and exit 2, before any process starts."""

@@ -883,6 +883,15 @@ def _config(args, under_torchrun: bool) -> tuple[dict | None, int, str | None]:
         world, backend = (2 if args.gpus is None else args.gpus), "gloo"
         if world < 2:
             return None, 0, f"--gpus {world}: at least 2 processes"
+    if backend == "gloo":  # (the ranks on this host's memory: past it they were killed halfway, or took the host down)
+        from .. import arrays
+
+        n, free = max(sizes), arrays.available_host_bytes()
+        need = 3 * n * n * 4 * (2 if "one-gpu" in modes else 1)  # float32 A, B and C over the ranks; one process's
+        if free is not None and need > free:  # whole product beside them
+            return None, 0, (f"--sizes {n}: float32 A, B and C of N = {n} take {3 * n * n * 4 / 1e9:.1f} GB over the "
+                             "ranks" + (" and as much again for one process's whole product" if "one-gpu" in modes
+                                        else "") + f", and {free / 1e9:.1f} GB are free here; ask for a smaller N")
     skipped = _not_run(modes, backend, under_torchrun)
     if not modes or all(m in skipped for m in modes):
         return None, 0, "nothing to run: " + ("--modes names no mode" if not modes else
