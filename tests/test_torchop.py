@@ -43,6 +43,18 @@ def test_linear_gradcheck_for_the_weights_and_biases_torch_takes(wshape, bshape)
     assert all(torch.allclose(a, b) for a, b in zip(got, want))
 
 
+@pytest.mark.parametrize("bshape", [(1, 6), (6,), ()])
+def test_linear_of_a_1d_x_takes_the_biases_torch_takes(bshape):
+    """nn.functional.linear of a 1-D x adds the bias to its one row: a (1, N) bias is taken, and
+    the output is still (N,). The operator added it in place to the (N,) output
+    (RuntimeError: the broadcast shape is (1, N)), and the backward summed grad, (N,), to (1, N)."""
+    g = torch.Generator().manual_seed(4)
+    x, w, b = (torch.randn(s, dtype=torch.float64, generator=g, requires_grad=True) for s in ((8,), (6, 8), bshape))
+    assert torch.ops.tilegemm.linear(x, w, b).shape == torchop._linear_fake(x, w, b).shape \
+        == torch.nn.functional.linear(x, w, b).shape
+    assert torch.autograd.gradcheck(lambda *t: torch.ops.tilegemm.linear(*t), (x, w, b))
+
+
 @pytest.mark.parametrize("sa,sb", [((5, 4), (4, 3)), ((3, 5, 4), (4, 2)), ((2, 1, 3, 4), (5, 4, 2)), ((4,), (4, 3)),
                                    ((3, 5, 4), (4,)), ((4,), (4,))])
 def test_matmul_gradcheck(sa, sb):

@@ -387,14 +387,13 @@ def _on_devices(a, b, devices, kernel: str, out):
 
 def _numpy_subclass(a, b):
     """The operand, of an ndarray subclass, whose __array_wrap__ np.matmul gives its result to (the
-    highest __array_priority__; masked arrays are refused elsewhere), or None. A subclass with its
-    own __array_ufunc__ (units, lazy arrays) takes np.matmul over itself: refused, not imitated.
-    A masked array is refused here (its masked values would be multiplied in): beside a subclass,
-    the other operand reaches the product through np.asarray, which drops its mask."""
+    highest __array_priority__), or None. A subclass with its own __array_ufunc__ (units, lazy
+    arrays) takes np.matmul over itself: refused, not imitated. A masked array is refused first
+    (its masked values would be multiplied in): beside a subclass, the other operand reaches the
+    product through np.asarray, which drops its mask."""
     for x, what in ((a, "a"), (b, "b")):
         arrays.refuse_masked(x, what)
-    subs = [x for x in (a, b) if isinstance(x, np.ndarray) and type(x) is not np.ndarray
-            and not isinstance(x, np.ma.MaskedArray)]
+    subs = [x for x in (a, b) if isinstance(x, np.ndarray) and type(x) is not np.ndarray]
     for x in subs:
         if type(x).__array_ufunc__ is not np.ndarray.__array_ufunc__:
             raise DTypeError(f"matmul: {type(x).__module__}.{type(x).__name__} overrides __array_ufunc__, so "

@@ -98,8 +98,9 @@ def _linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
         counts["tilegemm"] += 1
         return y
     if (not served(x, weight) or (bias is not None and bias.dtype is not weight.dtype)  # (torch's error for a
-            or x.dim() == 0 or weight.dim() != 2):  # bias of another dtype, added it would promote; for a 0-D x;
-        y = torch.nn.functional.linear(x, weight, bias)  # a 1-D weight's x @ w, whose result has no N)
+            or x.dim() == 0 or weight.dim() != 2  # bias of another dtype, added it would promote; for a 0-D x; a
+            or (x.dim() == 1 and bias is not None and bias.dim() > 1)):  # 1-D weight's x @ w, whose result has no
+        y = torch.nn.functional.linear(x, weight, bias)  # N; a 1-D x's (1, N) bias, added to its one row)
         counts["torch"] += 1
         return y
     y = _linear_on_tilegemm(x, weight, bias)
@@ -232,9 +233,14 @@ def _linear_backward(ctx, grad):
         gx = matmul(g, w.conj()).reshape(x.shape)
     if ctx.needs_input_grad[1]:
         gw = matmul(g.t(), _rows(x).conj()).reshape(weight.shape)
-    if ctx.bias_shape is not None and ctx.needs_input_grad[2]:  # (a bias of another shape than (N,), which the
-        # output's rows broadcast: (1, N), (M, N); g.sum(0) was refused by autograd as its gradient's shape)
-        gb = g.sum(0) if len(ctx.bias_shape) == 1 else grad.sum_to_size(ctx.bias_shape)
+    if ctx.bias_shape is not None and ctx.needs_input_grad[2]:
+        shape = ctx.bias_shape
+        if len(shape) == 1:
+            gb = g.sum(0)
+        else:  # (any other shape nn.functional.linear broadcasts: (1, N), (M, N), 0-D, whose gradient autograd
+            # wants in that shape; a 1-D x's output is its one row, to which torch adds a (1, N) bias: grad has
+            # a dimension fewer than it)
+            gb = grad.reshape((1,) * max(0, len(shape) - grad.dim()) + tuple(grad.shape)).sum_to_size(shape)
     return gx, gw, gb, None
 
 

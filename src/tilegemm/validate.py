@@ -188,7 +188,7 @@ def poison(x) -> None:
 
 def random_operands(m: int, n: int, k: int, dtype="float32", seed: int | None = None):
     """Fresh inputs in [-1, 1) (integer dtypes: ±1 … ±3, unsigned 1 … 3): never zeros (they hide
-    unwritten outputs and bad indexing). Uniform values cast to an integer dtype were all 0 or -1."""
+    unwritten outputs and bad indexing): uniform values cast to an integer dtype would all be 0 or -1."""
     rng = np.random.default_rng(seed)
     if np.dtype(dtype).kind in "iu":
         signed = np.dtype(dtype).kind == "i"
