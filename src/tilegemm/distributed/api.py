@@ -59,14 +59,23 @@ def _shape_text(dims: int, rows: int, cols: int) -> str:
     return f"{rows}×{cols}" if dims == 2 else f"{dims}-D"
 
 
+# _agree's metadata of a rank, after its global rank (G): whether a grid was named and the grid, the cost
+# model's grid, the panel (_panel_code), the product's shape, why A and B cannot be multiplied (NOT_ONE_MESH,
+# NOT_A_PRODUCT; 0: they can), A's and B's dimensions and first two sizes; then A's and B's placements, a
+# mesh dimension each (_placements)
+ASKED, GRID_R, GRID_C, CHOSEN_R, CHOSEN_C, PANEL, PANEL_SET, M, N, K, BAD = range(1, 12)
+A_DIMS, B_DIMS, PLACED_AT = 12, 15, 18  # (A's and B's three values each)
+NOT_ONE_MESH, NOT_A_PRODUCT = 1, 2
+
+
 def _agree(a, b, grid, panel, who: Team) -> tuple[int, int] | None:
     """The grid every rank runs (the one named, else the cost model's choice where the product needs
     one, of place 0: None for a 1-D mesh's replicated B), once one all-gather has shown that every
     rank was called with A and B that multiply on one mesh, and with the same grid, panel,
     placements and shapes. The routes below differ in their collectives (a redistribution, the
     blocks' moves, the engines' own metadata of other lengths): a rank that refused alone, or took
-    another route, left the others waiting in a collective it never entered, or met them in
-    all-gathers of different lengths. Every rank refuses together instead, naming the rank."""
+    another route, would leave the others waiting in a collective it never entered, or meet them
+    in all-gathers of different lengths. Every rank refuses together instead, naming the rank."""
     from torch.distributed.tensor import Replicate
 
     from ._core import NOT_A_GRID, _grid_ints, _panel_code
@@ -74,37 +83,37 @@ def _agree(a, b, grid, panel, who: Team) -> tuple[int, int] | None:
     mesh = a.device_mesh
     nd = mesh.ndim
     dims = lambda x: [x.dim(), *(x.shape[:2] if x.dim() == 2 else (0, 0))]  # noqa: E731
-    bad = 1 if b.device_mesh != mesh else 0 if a.dim() == b.dim() == 2 and a.shape[1] == b.shape[0] else 2
+    bad = (NOT_ONE_MESH if b.device_mesh != mesh else
+           0 if a.dim() == b.dim() == 2 and a.shape[1] == b.shape[0] else NOT_A_PRODUCT)
     m, n, k = (a.shape[0], b.shape[1], a.shape[1]) if not bad else (0, 0, 0)
     named = _grid_ints(grid) if grid is not None else (0, 0)
     chosen = (0, 0)
     if not bad and grid is None and nd == 1 and tuple(b.placements) != (Replicate(),):
         chosen = _chosen_grid(m, n, k, mesh.size(), a.dtype, mesh.device_type == "cuda")
-    pa, pb = _placements(a), _placements(b) if not bad else [-3] * nd  # (B on another mesh: of its length)
-    meta = gather_meta([int(grid is not None), *named, *chosen, *_panel_code(panel), m, n, k, *pa, *pb,
-                        bad, *dims(a), *dims(b)], who)
-    at = 11 + 2 * nd  # bad, then A's and B's dimensions and sizes
-    refusing = [x for x in meta if x[at]]
+    pa, pb = _placements(a), _placements(b) if not bad else [-3] * nd  # (B on another mesh: of A's mesh's length)
+    meta = gather_meta([int(grid is not None), *named, *chosen, *_panel_code(panel), m, n, k, bad, *dims(a), *dims(b),
+                        *pa, *pb], who)
+    refusing = [x for x in meta if x[BAD]]
     if refusing:
-        said = [f"rank {x[G]}: " + ("A and B are on different device meshes" if x[at] == 1 else
-                                     f"A {_shape_text(*x[at + 1:at + 4])} and B {_shape_text(*x[at + 4:at + 7])} "
-                                     "do not multiply (2-D, A's columns = B's rows)") for x in refusing]
+        shapes = lambda x: f"A {_shape_text(*x[A_DIMS:A_DIMS + 3])} and B {_shape_text(*x[B_DIMS:B_DIMS + 3])}"  # noqa: E731
+        said = [f"rank {x[G]}: " + ("A and B are on different device meshes" if x[BAD] == NOT_ONE_MESH else
+                                     shapes(x) + " do not multiply (2-D, A's columns = B's rows)") for x in refusing]
         raise DistributedError("; ".join(said[:6]) + (f" (and {len(said) - 6} more)" if len(said) > 6 else ""))
-    grid_text = lambda x: ("no grid" if not x[1] else  # noqa: E731
-                           "a grid that is not two integers" if x[2] == NOT_A_GRID else f"grid {x[2]}×{x[3]}")
-    panel_text = lambda x: ("default", str(x[6]), "(not an integer)")[x[7]]  # noqa: E731  (_core._panel_text's)
+    grid_text = lambda x: ("no grid" if not x[ASKED] else "a grid that is not two integers"  # noqa: E731
+                           if x[GRID_R] == NOT_A_GRID else f"grid {x[GRID_R]}×{x[GRID_C]}")
+    panel_text = lambda x: ("default", str(x[PANEL]), "(not an integer)")[x[PANEL_SET]]  # noqa: E731
     placed = lambda codes: ", ".join(f"Shard(dim={c})" if c >= 0 else _PLACED[c] for c in codes)  # noqa: E731
     first, errs = meta[0], []
     for x in meta[1:]:
         r, r0 = x[G], first[G]
-        if x[1:4] != first[1:4]:
+        if x[ASKED:GRID_C + 1] != first[ASKED:GRID_C + 1]:
             errs.append(f"rank {r} was called with {grid_text(x)}, rank {r0} with {grid_text(first)}")
-        if x[6:8] != first[6:8]:
+        if x[PANEL:PANEL_SET + 1] != first[PANEL:PANEL_SET + 1]:
             errs.append(f"rank {r} was called with panel {panel_text(x)}, rank {r0} with panel {panel_text(first)}")
-        if x[8:11] != first[8:11]:
-            errs.append(f"rank {r}: A is {x[8]}×{x[10]} and B {x[10]}×{x[9]}, rank {r0}'s {first[8]}×{first[10]} "
-                        f"and {first[10]}×{first[9]}")
-        for which, at in (("A", 11), ("B", 11 + nd)):
+        if x[M:K + 1] != first[M:K + 1]:
+            errs.append(f"rank {r}: A is {x[M]}×{x[K]} and B {x[K]}×{x[N]}, rank {r0}'s {first[M]}×{first[K]} "
+                        f"and {first[K]}×{first[N]}")
+        for which, at in (("A", PLACED_AT), ("B", PLACED_AT + nd)):
             if x[at:at + nd] != first[at:at + nd]:
                 errs.append(f"rank {r}: {which} is {placed(x[at:at + nd])}, rank {r0}'s {placed(first[at:at + nd])}")
     if errs:
@@ -112,7 +121,8 @@ def _agree(a, b, grid, panel, who: Team) -> tuple[int, int] | None:
                                + (f" (and {len(errs) - 6} more)" if len(errs) > 6 else ""))
     if grid is not None:
         return named
-    return tuple(first[4:6]) if first[4:6] != [0, 0] else None
+    chosen = first[CHOSEN_R:CHOSEN_C + 1]
+    return tuple(chosen) if chosen != [0, 0] else None
 
 
 def matmul(a, b, *, grid: tuple[int, int] | None = None, panel: int | None = None):
