@@ -254,7 +254,7 @@ def matmul(a, b, *, kernel: str = "auto", out=None, devices=None):
 def _matmul(a, b, kernel: str, out, devices):
     """matmul by the slow path: its checks, the plan made or found, the kernels run."""
     if dispatch.traced(a, b):  # (the call's checks with the tracer paused, then tilegemm's operator)
-        if devices is not None:  # (the GPUs' products, which the tracer does not see, were recorded as a constant)
+        if devices is not None:  # (the GPUs' products, which the tracer does not see, would be recorded as a constant)
             raise AutogradError("matmul: devices= under torch.jit.trace records the product as a constant; call it "
                                 "outside the trace")
         return _by_operator(a, b, kernel, out, dispatch.wants_grad(a, b))
@@ -288,8 +288,8 @@ def _matmul(a, b, kernel: str, out, devices):
     if A.kind == "torch" and B.kind == "torch" and dispatch.plain(a) and dispatch.wants_grad(a, b):
         return _by_operator(a, b, kernel, out, True)
     for x, X, other, what in ((a, A, B, "a"), (b, B, A, "b")):  # a CUDA tensor that requires grad beside a CuPy or
-        if X.kind == "torch" and dispatch.plain(x) and dispatch.wants_grad(x, x):  # Numba array: the product came back
-            # with no grad_fn, x's gradient through it silently left out
+        if X.kind == "torch" and dispatch.plain(x) and dispatch.wants_grad(x, x):  # Numba array: the product would come
+            # back with no grad_fn, x's gradient through it silently left out
             raise AutogradError(f"matmul: {what} requires grad, and a product with a {other.kind} array records no "
                                 f"gradient; pass {what}.detach(), or call under torch.no_grad()")
     if len(A.shape) != 2 or len(B.shape) != 2:

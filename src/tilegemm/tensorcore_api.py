@@ -182,8 +182,8 @@ def _refuse_grad(a, b, c, torch) -> None:
     """What gemm records no gradient of, refused while grad mode is on (plain a and b that require
     grad went to the operator): a c that requires grad (of any class), which gemm writes in place,
     and an a or b that requires grad beside one that is not a plain tensor (a subclass of the
-    user's, another kind), whose product the kernels ran and returned with no grad_fn, the
-    operand's gradient through it silently left out."""
+    user's, another kind), whose product the kernels would run and return with no grad_fn,
+    the operand's gradient through it silently left out."""
     if not torch.is_grad_enabled():
         return
     from .errors import AutogradError

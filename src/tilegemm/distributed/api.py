@@ -161,7 +161,7 @@ def matmul(a, b, *, grid: tuple[int, int] | None = None, panel: int | None = Non
         a1 = a if tuple(a.placements) == (Shard(0),) else a.redistribute(mesh, [Shard(0)])
         if asked is None and tuple(b.placements) == (Replicate(),):
             # B's gradient on a rank, A_r^T dC_r, is its part of the sum over the ranks: Partial(),
-            # as DTensor's own product gives it (declared Replicate(), each rank kept its own part)
+            # as DTensor's own product gives it (declared Replicate(), each rank would keep its own part)
             c = matmul_1d(a1.to_local(), b.to_local(grad_placements=[Partial()]), group=who, b_sharded=False,
                           panel=panel)
         else:
