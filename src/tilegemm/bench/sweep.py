@@ -240,6 +240,8 @@ class Sweep:
 
     def run(self) -> list[dict]:
         do_cublas = self.s.cublas and cublas_available()
+        for shape in self.shapes:  # (all of them before any work: one too large is said at once)
+            _check_host_memory(shape, self.s.dtype)
         for shape in self.shapes:
             m, n, k = shape
             a, b = validate.random_operands(m, n, k, self.s.dtype, seed=self.s.seed)
@@ -285,6 +287,24 @@ class Sweep:
                             r["e2e_time"] = e2e["time"]
         _add_relative(self.records)
         return self.records
+
+
+def _check_host_memory(shape, dtype: str) -> None:
+    """A shape whose operands (drawn in float64, then cast), float64 reference and result do not fit
+    in the host's available memory: OutOfHostMemory, naming it. Where the kernel allows
+    overcommit, NumPy's allocation of them succeeds, and filling it takes the machine's memory from
+    every process until the kernel kills one."""
+    from ..arrays import available_host_bytes, dims
+    from ..errors import OutOfHostMemory
+
+    m, n, k = shape
+    per = 8 + np.dtype(dtype).itemsize
+    need = (m * k + k * n + m * n) * per
+    free = available_host_bytes()
+    if free is not None and need > free:
+        raise OutOfHostMemory(f"{dims(shape)} in {dtype} needs about {need / 2**30:.1f} GiB of host memory "
+                              f"(its operands, float64 reference and result), {free / 2**30:.1f} GiB available; "
+                              "ask for a smaller size")
 
 
 def _reference(a, b) -> np.ndarray:
