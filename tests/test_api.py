@@ -418,7 +418,8 @@ def test_the_simulator_runs_whatever_imported_numba_first(first):
             "print(tilegemm.matmul(np.ones((5, 7), np.float32), np.ones((7, 3), np.float32), kernel='naive')[0, 0], "
             "numba.config.DISABLE_JIT)")  # (the switch leaves what the caller set in numba's configuration)
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    run = subprocess.run([sys.executable, "-c", code], env=dict(env, PYTHONPATH=src), capture_output=True, text=True,
+    path = src + os.pathsep + os.environ.get("PYTHONPATH", "")  # (then the caller's: a GPU machine's numpy wheel)
+    run = subprocess.run([sys.executable, "-c", code], env=dict(env, PYTHONPATH=path), capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 0 and run.stdout.strip() == "7.0 True", run.stderr[-2000:]
 

@@ -61,7 +61,8 @@ def test_dist_bench_on_cpu(tmp_path, capsys):
 def test_dist_bench_under_torchrun(tmp_path):
     """As on several hosts: torchrun starts the processes, the module runs in each."""
     path = tmp_path / "scaleout.json"
-    env = dict(os.environ, PYTHONPATH=SRC, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1",
+               CUDA_VISIBLE_DEVICES="")
     run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                           "-m", "tilegemm.bench.distributed", "--runs", "1", "--reps", "3", "--sizes", "72",
                           "--json", str(path)], env=env, capture_output=True, text=True, timeout=300)

@@ -28,7 +28,9 @@ def _commands() -> set[str]:
 
 
 def _run(args, cwd, timeout=900, **extra_env):
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src"), TILEGEMM_CACHE_DIR=str(cwd), **extra_env)
+    path = os.path.join(ROOT, "src") + os.pathsep + os.environ.get("PYTHONPATH", "")  # (src, then the caller's path: a
+    # GPU machine's numpy wheel, which numba-cuda needs)
+    env = dict(os.environ, PYTHONPATH=path, TILEGEMM_CACHE_DIR=str(cwd), **extra_env)
     return subprocess.run([sys.executable, "-m", "tilegemm.cli", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
 

@@ -222,7 +222,8 @@ def test_gemm_matches_float64():
     import sys
 
     here = os.path.dirname(os.path.abspath(__file__))
-    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(here), "src"), TILEGEMM_AUTOTUNE="0")
+    src = os.path.join(os.path.dirname(here), "src")
+    env = dict(os.environ, PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""), TILEGEMM_AUTOTUNE="0")
     if not _cuda.has_gpu():
         env["TRITON_INTERPRET"] = "1"
     examples = 600 if PROFILE == "ci" else max(600, EXAMPLES * 3 // 10)

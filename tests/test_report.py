@@ -309,8 +309,9 @@ def test_a_measurement_names_the_code_it_ran(tmp_path):
     copy = tmp_path / "tilegemm"
     shutil.copytree(src, copy, ignore=shutil.ignore_patterns("__pycache__"))
     probe = "from tilegemm.bench import results; print(results.code_revision())"
+    path = f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"  # (the copy first)
     run = lambda: subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,  # noqa: E731
-                                 env={**os.environ, "PYTHONPATH": str(tmp_path)}, check=True).stdout
+                                 env={**os.environ, "PYTHONPATH": path}, check=True).stdout
     there = eval(run())  # noqa: S307  (a dict's repr, from our own child)
     assert there == {"source": mine["source"]}  # the same files, no git: the same hash, no commit
     (copy / "api.py").write_text((copy / "api.py").read_text() + "\n# an edit\n")

@@ -119,8 +119,9 @@ def test_kernels_to_check_are_the_gpu_kernels():
 
 def _child(kernel, *args, **env):
     cmd = sanitize.child_command(kernel, *args)
+    path = SRC + os.pathsep + os.environ.get("PYTHONPATH", "")  # (then the caller's: a GPU machine's numpy wheel)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, PYTHONPATH=SRC, TILEGEMM_AUTOTUNE="0", **env))
+                          env=dict(os.environ, PYTHONPATH=path, TILEGEMM_AUTOTUNE="0", **env))
     return proc, sanitize._child_report(proc.stdout)
 
 
@@ -210,7 +211,7 @@ def test_sweep_through_a_stand_in_sanitizer(tmp_path, monkeypatch):
     exe.write_text(f"#!{sys.executable}\n" + FAKE)
     exe.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("PYTHONPATH", SRC)
+    monkeypatch.setenv("PYTHONPATH", SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
     kernels = sanitize.kernels_to_check(["smem_tiled_32", "broken_nosync"])
     records = sanitize.sweep(kernels, ("memcheck", "racecheck"), jobs=2)
     assert [(r["kernel"], r["tool"]) for r in records] == [
