@@ -97,10 +97,12 @@ def _linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
     if y is not None:
         counts["tilegemm"] += 1
         return y
-    if (not served(x, weight) or (bias is not None and bias.dtype is not weight.dtype)  # (torch's error for a
-            or x.dim() == 0 or weight.dim() != 2  # bias of another dtype, added it would promote; for a 0-D x; a
-            or (x.dim() == 1 and bias is not None and bias.dim() > 1)):  # 1-D weight's x @ w, whose result has no
-        y = torch.nn.functional.linear(x, weight, bias)  # N; a 1-D x's (1, N) bias, added to its one row)
+    # torch runs what tilegemm does not serve; a bias of another dtype (torch's error, or the promotion its
+    # addition makes); a 0-D x; a 1-D weight (x @ w, whose result has no N); a 1-D x with a bias of more
+    # dimensions ((1, N), added to its one row: the result is still (N,))
+    if (not served(x, weight) or (bias is not None and bias.dtype is not weight.dtype) or x.dim() == 0
+            or weight.dim() != 2 or (x.dim() == 1 and bias is not None and bias.dim() > 1)):
+        y = torch.nn.functional.linear(x, weight, bias)
         counts["torch"] += 1
         return y
     y = _linear_on_tilegemm(x, weight, bias)
