@@ -76,6 +76,7 @@ def test_dist_bench_under_torchrun(tmp_path):
     (["--sizes", "12x"], "--sizes '12x': comma-separated integers"),
     (["--gpus", "1"], "at least 2"),
     (["--gpus", "0"], "--gpus 0: "),  # (it ran on 2 processes)
+    (["--gpus", "100000"], "--gpus 100000: "),  # (it started them all, each with torch loaded)
 ])
 def test_dist_bench_mistakes_get_one_line(argv, says, capsys):
     assert cli.main(["dist-bench", *argv]) == 2

@@ -61,6 +61,8 @@ from ..sampling import paired_ratio
 from . import results
 
 GPU_SIZES = (8192, 16384, 32768, 65536)
+RANK_BYTES = 300 * 2**20  # a CPU rank's memory before its products, about (torch and tilegemm.distributed loaded:
+# 0.24 GB resident on a CPU build of torch)
 CPU_SIZES = (96, 160)
 MODES = ("one-gpu", "host-split", "1d", "summa", "dtensor", "dtensor-rs", "fused-ag-mm")
 NUMPY_SIZES = (16384, 32768)  # host-split/numpy: NumPy FP16 in and out (NumPy has no BF16)
@@ -887,6 +889,9 @@ def _config(args, under_torchrun: bool) -> tuple[dict | None, int, str | None]:
         from .. import arrays
 
         n, free = max(sizes), arrays.available_host_bytes()
+        if free is not None and world * RANK_BYTES > free:
+            return None, 0, (f"--gpus {world}: {world} processes with torch loaded take about "
+                             f"{world * RANK_BYTES / 1e9:.0f} GB, and {free / 1e9:.1f} GB are free here; ask for fewer")
         need = 3 * n * n * 4 * (2 if "one-gpu" in modes else 1)  # float32 A, B and C over the ranks; one process's
         if free is not None and need > free:  # whole product beside them
             return None, 0, (f"--sizes {n}: float32 A, B and C of N = {n} take {3 * n * n * 4 / 1e9:.1f} GB over the "
