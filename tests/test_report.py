@@ -515,3 +515,17 @@ def test_ladder_page_says_no_cublas_rather_than_zero_percent():
                            env=dict(gpu=dict(name="NVIDIA H200"), simulator=False))
     page = ladder.render(doc, [])
     assert "Measured at 4096³" in page and "0.0% of cuBLAS" not in page and "no cuBLAS time in this run" in page
+
+
+def test_ladder_page_calls_a_rung_slower_only_outside_the_spread():
+    """docs/ladder.md called k12 'slower' than k11 at 0.999× (the same kernel runs at 4096³, both
+    ±0.5%) and pointed at 'the notes', which the page does not have."""
+    from tilegemm.bench import ladder
+
+    def rec(ms, spread):
+        return {"median_ms": ms, "time": {"median_ms": ms, "spread_ms": spread}}
+
+    assert ladder._change_note(1.02, rec(1.0, 0.005), rec(1.02, 0.005)) == ""
+    assert "no change" in ladder._change_note(0.999, rec(3.751, 0.0188), rec(3.747, 0.0187))
+    assert "slower" in ladder._change_note(0.98, rec(4.123, 0.0206), rec(4.055, 0.0203))
+    assert "see the notes" not in ladder._change_note(0.2, rec(88.0, 0.44), rec(17.6, 0.088))

@@ -31,6 +31,25 @@ def _widths(d: dict | None) -> str:
     return ", ".join(f"{v}×{k}B" for k, v in sorted(d.items(), key=lambda x: int(x[0])))
 
 
+def _rel_spread(rec: dict) -> float:
+    """A record's ± as a fraction of its median (the bench's spread: half the IQR or the 0.5% floor)."""
+    t = rec.get("time") or {}
+    med = rec.get("median_ms") or t.get("median_ms")
+    if t.get("spread_ms") is not None and med:
+        return t["spread_ms"] / med
+    return t.get("reproducibility_floor") or 0.005
+
+
+def _change_note(ratio: float, rec: dict, prev: dict) -> str:
+    """What a ratio against the rung before says: nothing where faster, 'slower' only where the two
+    times' ± intervals do not overlap (k12 at 4096³ runs k11's own kernel: 0.999 is no change)."""
+    if ratio >= 1:
+        return ""
+    if 1 - ratio <= _rel_spread(rec) + _rel_spread(prev):
+        return " (within the two times' spread: no change)"
+    return " (slower: the docstring below says why)"
+
+
 def _resource_rows(resources: list[dict], name: str) -> list[dict]:
     return [r for r in resources if r.get("kernel") == name]
 
@@ -46,12 +65,20 @@ def resource_table_md(resources: list[dict], kernels) -> list[str]:
                 continue
             spill = (r.get("spill_store_bytes") or 0) + (r.get("spill_load_bytes") or 0) \
                 if "spill_store_bytes" in r else r.get("local_bytes", "—")
+            if not r.get("threads"):  # a record from before the kernel's module said its block size
+                from .sass import occupancy, threads_per_block
+
+                t = threads_per_block(k)
+                t = t[0] if isinstance(t, (list, tuple)) and len(set(t)) == 1 else t
+                if isinstance(t, int):
+                    r = {**r, "threads": t, **occupancy(t, r.get("registers"), r.get("shared_bytes"))}
             occ = r.get("occupancy")
             occ_s = f"{100 * occ:.0f}%" if isinstance(occ, (int, float)) else "—"
+            blocks = "—" if r.get("blocks_per_sm") is None else r["blocks_per_sm"]
             lines.append(
-                f"| {k.rung} | {k.name} | {str(r.get('function', ''))[:28]} | {r.get('threads', '—')} | "
+                f"| {k.rung} | {k.name} | {str(r.get('function', ''))[:28]} | {r.get('threads') or '—'} | "
                 f"{r.get('registers', '—')} | {spill} | {r.get('LDL', 0)}/{r.get('STL', 0)} | "
-                f"{r.get('shared_bytes', '—')} | {r.get('blocks_per_sm', '—')} | {occ_s} | "
+                f"{r.get('shared_bytes', '—')} | {blocks} | {occ_s} | "
                 f"{r.get('FFMA', 0) + r.get('DFMA', 0)} | {_widths(r.get('LDS'))} | {_widths(r.get('LDG'))} |")
     return lines
 
@@ -104,7 +131,7 @@ def render(doc: dict, resources: list[dict], also=(), by: str = "`tilegemm ladde
             p = rec.get((prev.name, *ref)) if prev else None
             if p and p.get("tflops"):
                 ratio = r["tflops"] / p["tflops"]
-                line += f"; ×{ratio:.2f} against `{prev.name}`" + (" (slower: see the notes)" if ratio < 1 else "")
+                line += f"; ×{ratio:.2f} against `{prev.name}`" + _change_note(ratio, r, p)
             out.append(line + ".")
         elif r and r.get("ok") is False:
             out.append(f"**WRONG at {_label(*ref)}**: {r.get('check', '').splitlines()[0] if r.get('check') else ''}")

@@ -13,8 +13,13 @@ Changes against k08: the shared tiles come in two buffers and the step is reorde
 
 Buffer t % 2 is written again at step t+2, after every warp has passed step t+1's barrier and
 so has finished computing step t: no second barrier needed. k08 instead waits for its loads
-right away (store to shared needs them) and crosses two barriers per step, so each SM's warps
-stall on DRAM latency every step unless other blocks fill in (it runs 2 blocks per SM at most).
+right away (store to shared needs them) and crosses two barriers per step, so the expectation was
+that each SM's warps stall on DRAM latency every step unless other blocks fill in (it runs 2
+blocks per SM at most). Measured, it did not pay (docs/ladder.md has the figures): after k08's
+16-byte loads the loads were no longer what the warps waited on, so the prefetch only adds
+register staging and index arithmetic, and the second buffer doubles shared memory with no change
+in occupancy (docs/perf-notes.md, "SIMT ladder in Numba, FP32"). The rung stays because every CUDA
+ladder takes this step; the measurement shows when it does not help.
 
 Attacks: exposed global-memory latency and barrier stalls, not bytes. Traffic and intensity are
 k08's:

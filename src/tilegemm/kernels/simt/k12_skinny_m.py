@@ -200,6 +200,12 @@ def traffic(m, n, k, s):
     return (k * n * ceil_div(m, rm) + m * k * ceil_div(n, BNS) + writes) * float(s)
 
 
+def threads_for(kernel) -> int:
+    """Block size of the compiled kernels, for the resource table (it showed None): BNS threads,
+    one column of C each."""
+    return BNS
+
+
 def jit_kernels(dt) -> list:
     """The Numba dispatchers this rung compiles for dtype dt (the SASS and resource tables read them)."""
     return [kernel_for[16](dt), kernel_for[4](dt)]
