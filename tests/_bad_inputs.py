@@ -219,10 +219,6 @@ CASES = [
          lambda: _under_vmap(), "AutogradError", "torch.func transform's tensor"),
     Case("kinds", "a forward-mode AD dual tensor (tilegemm carries no tangent)", lambda: _dual(), "AutogradError",
          "dual tensor"),
-    Case("kinds", "3-D Numba device arrays where torch has no GPU (the simulator's)", None, "DeviceError",
-         "torch sees no GPU", env={}, cpu_only=True,
-         code="import numpy as np, tilegemm; from tilegemm._cuda import cuda; tilegemm.matmul(cuda.to_device("
-              "np.ones((2, 3, 4), np.float32)), cuda.to_device(np.ones((4, 5), np.float32)))"),
     Case("kinds", "Fortran order and negative strides", lambda: _mm(np.asfortranarray(_f32(*_A)), _f32(5, 4)[::-1].T),
          like=_np),
     Case("kinds", "a NumPy array with a torch CPU tensor", lambda: _mm(_f32(*_A), __import__("torch").from_numpy(

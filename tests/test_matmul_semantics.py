@@ -438,6 +438,37 @@ def test_fill_zero_zeroes_a_numba_device_array():
     arrays.fill_zero(cuda.device_array((0, 4), dtype=np.float32))  # nothing to fill: no copy
 
 
+@pytest.mark.skipif(not __import__("tilegemm")._cuda.SIMULATOR, reason="the simulator's device arrays")
+def test_simulated_numba_arrays_beyond_two_dimensions_multiply_as_numpy_does():
+    """1-D and N-D Numba device arrays in the simulator (a laptop's lab): np.matmul's shapes and
+    values, a device array back, out= written (a strided view too), the inputs unchanged. They were
+    refused (DeviceError: they ran as torch CUDA tensors, and torch has no GPU there)."""
+    import warnings
+
+    from tilegemm._cuda import cuda
+
+    rng = np.random.default_rng(5)
+    cases = [((3, 4), (4,)), ((4,), (4, 5)), ((4,), (4,)), ((2, 3, 4), (4, 5)), ((2, 1, 3, 4), (5, 4, 2)),
+             ((3, 4), (2, 4, 5)), ((2, 3, 0), (0, 5)), ((0, 3, 4), (4, 5))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (Numba's occupancy warnings)
+        for sa, sb in cases:
+            a, b = (rng.uniform(-1, 1, s).astype(np.float32) for s in (sa, sb))
+            da, db = cuda.to_device(a), cuda.to_device(b)
+            got = tilegemm.matmul(da, db)
+            want = np.matmul(a, b)
+            assert type(got).__name__ == "FakeCUDAArray" and got.shape == np.shape(want), (sa, sb)
+            assert np.allclose(got.copy_to_host(), want, atol=1e-5), (sa, sb)
+            assert np.array_equal(da.copy_to_host(), a) and np.array_equal(db.copy_to_host(), b)
+        a, b = rng.uniform(-1, 1, (2, 3, 4)).astype(np.float32), rng.uniform(-1, 1, (4,)).astype(np.float32)
+        wide = cuda.to_device(np.full((2, 6), 7, np.float32))
+        out = wide[:, ::2]  # a strided view of the (2, 3) result
+        assert tilegemm.matmul(cuda.to_device(a), cuda.to_device(b), out=out) is out
+        host = wide.copy_to_host()
+        assert np.allclose(host[:, ::2], a @ b, atol=1e-5) and (host[:, 1::2] == 7).all()
+        assert "simulated launches" in tilegemm.explain(cuda.to_device(a), cuda.to_device(b))
+
+
 @pytest.mark.parametrize("kernel", ["auto", "cpu_naive"])
 def test_a_numpy_scalar_out_is_refused_not_left_unwritten(kernel):
     """np.matmul refuses a NumPy scalar as out= (TypeError); taken for a 0-D array it was a copy that

@@ -72,7 +72,8 @@ def plan(a, b, kernel: str = "auto") -> Plan:
     form = f"a batch of {int(np.prod(batch))} products" if batch else "a 1-D operand promoted"
     p.reasons.insert(0, f"not 2-D: {form}, run by tilegemm.nd as one launch where it can; the kernel is the one a "
                         f"{m or 1}×{k} @ {k}×{n or 1} product gets")
-    if batch and not A.on_host and kernel == "auto" and p.dtype in ("float16", "bfloat16", "float32"):
+    if (batch and not A.on_host and kernel == "auto" and p.dtype in ("float16", "bfloat16", "float32")
+            and not nd._simulated_arrays(A, B)):
         p.reasons.insert(1, "on a GPU a batch runs as that 2-D product only where it folds into rows (a 2-D b, a's "
                             "batch contiguous); any other as one batched tilegemm.gemm launch on the tensor cores' "
                             "rungs (float32: precision='ieee', exact)")

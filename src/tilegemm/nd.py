@@ -12,7 +12,8 @@ On top of the 2-D product (`api.matmul`), a batch runs as one launch where it ca
 - FP16/BF16 (the tensor cores) and FP32 on a GPU: one batched `gemm` launch (FP32 exactly,
   `precision="ieee"`: the batched SIMT rungs do not exist), the operands broadcast to the common
   batch (a 2-D B, or one of batch 1, is passed as such: stride 0, no copy);
-- anything else (FP64 on a GPU, a kernel asked for by name): one 2-D product per batch entry.
+- anything else (FP64 on a GPU, a kernel asked for by name, and Numba's simulated device arrays
+  on a machine without a GPU): one 2-D product per batch entry.
 Where the one call of the first two routes had a launch plan and read the caller's torch CUDA
 tensors in place, a repeated call like it goes by that plan (`dispatch.remember_view`), without
 coming here.
@@ -68,11 +69,15 @@ def matmul(a, b, A: arrays.Operand, B: arrays.Operand, kernel: str, out, plan_2d
         _check_out(out, A, shape, A.dtype, (a, b))
     if _on_host_blas(A, kernel, p):
         return _host(A, B, out, shape)
-    _need_torch(A, B, kernel)
     from . import _cuda
 
+    if _simulated_arrays(A, B):
+        run = _simulated
+    else:
+        _need_torch(A, B, kernel)
+        run = _torch
     if not _cuda.SIMULATOR or p.kernel.backend == "cpu" or _cuda.SIMULATED_SAID.get():
-        return _torch(a, b, A, B, kernel, out, batch, m, n, shape, p, matmul_2d)
+        return run(a, b, A, B, kernel, out, batch, m, n, shape, p, matmul_2d)
     # the simulator: its warning is for the whole product (a batch run as one product per entry would
     # warn per entry, or never where each entry is small and the batch large), said once, at the caller
     mnk = int(np.prod(batch)) * (1 if m is None else m) * (1 if n is None else n) * A.shape[-1]
@@ -81,7 +86,7 @@ def matmul(a, b, A: arrays.Operand, B: arrays.Operand, kernel: str, out, plan_2d
                              stacklevel=5)  # (warn_simulated, here, api._matmul, api.matmul, the caller)
     said = _cuda.SIMULATED_SAID.set(True)  # (its 2-D products do not warn again, each for its part)
     try:
-        return _torch(a, b, A, B, kernel, out, batch, m, n, shape, p, matmul_2d)
+        return run(a, b, A, B, kernel, out, batch, m, n, shape, p, matmul_2d)
     finally:
         _cuda.SIMULATED_SAID.reset(said)
 
@@ -93,6 +98,10 @@ def describe(A: arrays.Operand, B: arrays.Operand, kernel: str, p) -> tuple[str,
     batch, m, n, shape, _, _ = inner(A, B)
     if _on_host_blas(A, kernel, p):
         return "one numpy.matmul: the CPU's BLAS, batched and broadcast by NumPy", None
+    if _simulated_arrays(A, B):
+        k = A.shape[-1]
+        return (f"{int(np.prod(batch))} simulated launches, one 2-D product {m or 1}×{k} @ {k}×{n or 1} per batch "
+                "entry (Numba's simulated device arrays: torch, which batches the other kinds, has no GPU here)"), None
     _need_torch(A, B, kernel)
     import torch
 
@@ -146,9 +155,41 @@ def _need_torch(A: arrays.Operand, B: arrays.Operand, kernel: str = "auto") -> N
                          "(pip install 'tilegemm[gpu]'), or 2-D operands")
     import torch
 
-    if not torch.cuda.is_available():  # (Numba's simulated device arrays: torch here has no GPU to view them on)
+    if not torch.cuda.is_available():  # (a CPU build of torch beside a GPU's arrays: it has no GPU to view them on)
         raise DeviceError(f"matmul: {len(A.shape)}-D and {len(B.shape)}-D {A.kind} operands run as torch CUDA "
                           "tensors, and torch sees no GPU here; pass 2-D operands (or NumPy arrays)")
+
+
+def _simulated_arrays(A: arrays.Operand, B: arrays.Operand) -> bool:
+    """Are both operands device arrays of Numba's CUDA simulator (no GPU: its device memory is the
+    host's)?"""
+    from . import _cuda
+
+    return A.kind == B.kind == "numba" and _cuda.SIMULATOR
+
+
+def _simulated(a, b, A, B, kernel, out, batch, m, n, shape, p, matmul_2d):
+    """The product of Numba's simulated device arrays: one simulated 2-D product per batch entry, as
+    the lab's kernels run there, gathered into a device array of the result (or into out). The
+    simulator's arrays hold their memory as NumPy arrays (`_ary`), which are read and written as
+    such; torch, which batches the other kinds, has no GPU here to view them on."""
+    from . import _cuda
+
+    ha = a._ary[None, :] if m is None else a._ary  # (k,) -> (1, k)
+    hb = b._ary[:, None] if n is None else b._ary  # (k,) -> (k, 1)
+    mm, k, nn_ = ha.shape[-2], ha.shape[-1], hb.shape[-1]
+    c = np.zeros((*batch, mm, nn_), dtype=ha.dtype)  # (K = 0: an empty sum)
+    if k and c.size:
+        ab, bb = np.broadcast_to(ha, (*batch, mm, k)), np.broadcast_to(hb, (*batch, k, nn_))
+        to_device = _cuda.cuda.to_device
+        for i in np.ndindex(*batch):
+            c[i] = matmul_2d(to_device(np.ascontiguousarray(ab[i])), to_device(np.ascontiguousarray(bb[i])),
+                             kernel=kernel).copy_to_host()
+    c = c.reshape(shape)  # the promoted dimensions dropped
+    if out is not None:
+        out._ary[...] = c
+        return out
+    return _cuda.cuda.to_device(c)
 
 
 def _views(A: arrays.Operand, B: arrays.Operand, m, n):
