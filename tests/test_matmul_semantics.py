@@ -492,6 +492,24 @@ def test_a_subclass_0d_result_is_wrapped_as_numpy_wraps_it(tmp_path):
         assert type(got) is type(want) and got == want == 12, kernel
 
 
+def test_a_subclass_with_numpy_1s_array_wrap_is_wrapped_as_numpy_wraps_it():
+    """An __array_wrap__(self, obj, context=None) of NumPy 1's signature: np.matmul calls it with
+    two arguments and a DeprecationWarning, where matmul raised TypeError (four arguments given)."""
+
+    class Old(np.ndarray):
+        def __array_wrap__(self, obj, context=None):
+            return obj.view(Old)
+
+    a, b = np.ones((2, 3), np.float32).view(Old), np.full((3, 2), 2, np.float32)
+    for x, y in ((a, b), (np.ones(3, np.float32).view(Old), np.ones(3, np.float32))):
+        with pytest.warns(DeprecationWarning, match="must accept context and return_scalar") as seen:
+            want = np.matmul(x, y)
+        with pytest.warns(DeprecationWarning, match="must accept context and return_scalar") as got_seen:
+            got = tilegemm.matmul(x, y)
+        assert type(got) is type(want) is Old and np.array_equal(got, want)
+        assert got_seen[0].filename == __file__ and seen[0].filename == __file__  # (at the caller's line)
+
+
 def test_the_simulators_warning_is_for_the_whole_nd_product(monkeypatch):
     """A batch run as one 2-D product per entry warned per entry (the entry's work, at a line of
     tilegemm.nd), or never where each entry is small and the batch large: the warning is said once,

@@ -13,7 +13,7 @@ caller's kind.
 from __future__ import annotations
 
 import importlib
-
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -271,7 +271,12 @@ def _matmul(a, b, kernel: str, out, devices):
                    np.asarray(b) if isinstance(b, np.ndarray) else b, kernel=kernel)
         if not isinstance(c, (np.ndarray, np.generic)):
             return c
-        return sub.__array_wrap__(np.asarray(c), None, np.ndim(c) == 0)  # (0-D: return_scalar, as np.matmul says)
+        try:
+            return sub.__array_wrap__(np.asarray(c), None, np.ndim(c) == 0)  # (0-D: return_scalar, as np.matmul says)
+        except TypeError:  # a wrap of NumPy 1's signature (obj, context), which np.matmul still calls so, and warns
+            warnings.warn("__array_wrap__ must accept context and return_scalar arguments (positionally) in the future. "
+                          "(Deprecated NumPy 2.0)", DeprecationWarning, stacklevel=3)
+            return sub.__array_wrap__(np.asarray(c), None)
     if isinstance(out, np.ndarray) and not out.dtype.isnative and isinstance(a, np.ndarray):  # the kernels
         # write this machine's byte order: the product, checked against out, then cast into it (as np.matmul's
         # out= does). out is checked first, as any out is: a wrong one costs no product (minutes in the simulator)
