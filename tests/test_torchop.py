@@ -913,6 +913,21 @@ def test_served_says_which_products_tilegemm_runs():
     assert not served(a32.to("meta"), a32.to("meta")) and not served(a32, a32.to("meta"))
 
 
+def test_patch_refuses_what_is_no_model_and_a_matmul_that_is_no_flag():
+    """patch(None) and patch(model, matmul="no"): one TypeError each, the model untouched ("no" is
+    truthy: it patched torch.matmul inside the model)."""
+    m = torch.nn.Sequential(torch.nn.Linear(8, 4))
+    with pytest.raises(TypeError, match="expected a torch.nn.Module; got builtins.NoneType"):
+        tilegemm.patch(None)
+    for bad in ("no", 2, None, 0.0):
+        with pytest.raises(TypeError, match="matmul is True or False"):
+            tilegemm.patch(m, matmul=bad)
+        assert type(m[0]) is torch.nn.Linear
+    for ok in (True, False, 1, 0):
+        tilegemm.patch(m, matmul=ok).undo()
+        assert type(m[0]) is torch.nn.Linear
+
+
 def test_a_patch_that_fails_halfway_gives_back_what_it_patched():
     """A layer class whose subclass cannot be made (its __init_subclass__ wants an argument) after
     other layers: the layers before it stayed patched, with no Patch to undo them."""

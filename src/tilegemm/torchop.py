@@ -556,4 +556,6 @@ def patch(model: torch.nn.Module, *, matmul: bool = False) -> Patch:
     cannot compile a patched layer's forward: script the model unpatched."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"patch: expected a torch.nn.Module; got {type(model).__module__}.{type(model).__name__}")
+    if type(matmul) is not bool and not (type(matmul) is int and matmul in (0, 1)):  # ("no" is truthy: it patched)
+        raise TypeError(f"patch: matmul is True or False; got {matmul!r}")
     return Patch(model, matmul)
