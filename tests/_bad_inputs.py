@@ -142,6 +142,14 @@ def _neg_view(*shape):
     return torch.complex(torch.zeros(shape), torch.arange(float(np.prod(shape))).reshape(shape)).conj().imag
 
 
+def _inference(*shape):
+    """A torch tensor made under torch.inference_mode (an inference tensor)."""
+    import torch
+
+    with torch.inference_mode():
+        return torch.zeros(shape)
+
+
 def _read_only():
     out = np.empty((3, 5), np.float32)
     out.flags.writeable = False
@@ -258,6 +266,9 @@ CASES = [
          lambda: _mm(_f32(4), _f32(4, seed=1), out=np.float32(7)), "DTypeError", "out is a NumPy scalar"),
     Case("out", "out not contiguous (every other column of a wider array)",
          lambda: _mm(_f32(*_A), _f32(*_B), out=np.zeros((3, 10), np.float32)[:, ::2]), like=_np),
+    Case("out", "out an inference tensor (made under torch.inference_mode), written outside it (torch refuses the "
+         "same)", lambda: _mm(_torch_t(3, 4), _torch_t(4, 5), out=_inference(3, 5)), "AutogradError",
+         "inference tensor"),
     # ---- autograd
     Case("autograd", "a torch tensor that requires grad", lambda: _mm(_torch_t(3, 4, grad=True), _torch_t(4, 5)),
          like=_grad_fn),

@@ -267,6 +267,62 @@ def test_gpu_a_lazy_negation_is_multiplied_by_its_values(dtype):
         tilegemm.gemm(a, b, c=neg(out), beta=1.0, precision="ieee" if dt == torch.float32 else "auto")
 
 
+def _inference_cases(dev, dt):
+    """Whether matmul's out and gemm's c, inference tensors, are written outside inference mode
+    (refused: AutogradError) and inside it (written, as torch writes them), on `dev`; each time
+    after the same call with a normal tensor (on a GPU: a plan for its key, which an inference
+    tensor's key equals)."""
+    from tilegemm.errors import AutogradError
+
+    torch.manual_seed(0)
+    a, b = torch.randn(96, 64, device=dev, dtype=dt), torch.randn(64, 80, device=dev, dtype=dt)
+    want = (a.double() @ b.double()).to(dt)
+    prec = "ieee" if dt == torch.float32 else "auto"
+    calls = {"matmul out": lambda o: tilegemm.matmul(a, b, out=o),
+             "gemm c": lambda o: tilegemm.gemm(a, b, c=o, beta=0.5, precision=prec)}
+    for name, call in calls.items():
+        if name == "gemm c" and dev == "cpu":
+            continue  # (gemm needs a GPU: the interpreter's tests hold its checks)
+        for _ in range(2):
+            call(torch.zeros(96, 80, device=dev, dtype=dt))  # (a plan for this key on a GPU)
+        with torch.inference_mode():
+            frozen = torch.zeros(96, 80, device=dev, dtype=dt)
+        with pytest.raises(AutogradError, match="inference tensor"):
+            call(frozen)
+        assert not frozen.any(), name  # (untouched)
+        with torch.inference_mode():
+            for _ in range(2):
+                frozen.zero_()
+                got = call(frozen)
+                assert got is frozen or got.data_ptr() == frozen.data_ptr(), name
+                torch.testing.assert_close(frozen.double(), want.double(), rtol=2e-2, atol=5e-2)
+        normal = torch.zeros(96, 80, device=dev, dtype=dt)  # (a normal tensor, written inside inference mode too)
+        call(normal)
+        with torch.inference_mode():
+            normal.zero_()
+            call(normal)
+        torch.testing.assert_close(normal.double(), want.double(), rtol=2e-2, atol=5e-2)
+
+
+def test_an_inference_tensor_out_is_written_only_in_inference_mode():
+    """torch refuses an in-place write into an inference tensor (made under torch.inference_mode)
+    outside inference mode, out= of its own products too; tilegemm did write one (its kernels are
+    not torch's in-place ops, which ask). Now refused in words outside, written inside, as torch's."""
+    with torch.inference_mode():
+        frozen = torch.zeros(3, 5)
+    with pytest.raises(RuntimeError, match="inference tensor"):
+        torch.matmul(torch.ones(3, 4), torch.ones(4, 5), out=frozen)
+    _inference_cases("cpu", torch.float32)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_gpu_an_inference_tensor_out_or_c_is_written_only_in_inference_mode(dtype):
+    """As on the host, for matmul's out and gemm's c, by the slow path and by a plan made for a
+    normal tensor of the same key."""
+    _inference_cases("cuda", getattr(torch, dtype))
+
+
 def _transformed_calls(dev):
     """(name, call) for matmul and gemm under each torch.func transform and on a dual tensor."""
     import torch.autograd.forward_ad as fwad
@@ -839,9 +895,9 @@ def test_an_out_or_c_written_in_place_moves_its_version_counter(monkeypatch):
         _saved_then_written(planned_gemm)
     finally:
         dispatch.reset()
-    with torch.inference_mode():  # (an inference tensor has no counter: written, and left alone)
-        o = torch.empty(4, 5)
-    torch.testing.assert_close(tilegemm.matmul(a, b, out=o), a @ b)
+    with torch.inference_mode():  # (an inference tensor has no counter: written in inference mode, and left alone;
+        o = torch.empty(4, 5)  # outside it refused, as torch refuses: test_an_inference_tensor_out_...)
+        torch.testing.assert_close(tilegemm.matmul(a, b, out=o), a @ b)
 
 
 def test_devices_refuses_an_out_that_requires_grad(monkeypatch):

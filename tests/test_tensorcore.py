@@ -346,6 +346,17 @@ NEGATED = textwrap.dedent(r"""
             out[f"{dt} c"] = "accepted"
         except Exception as e:
             out[f"{dt} c"] = [type(e).__name__, str(e)]
+        with torch.inference_mode():
+            frozen = torch.zeros(48, 40).to(dt)
+        try:
+            tilegemm.gemm(a, b, precision=prec, c=frozen, beta=1.0)
+            out[f"{dt} inference c"] = "accepted"
+        except Exception as e:
+            out[f"{dt} inference c"] = [type(e).__name__, str(e)]
+        with torch.inference_mode():
+            got = tilegemm.gemm(a, b, precision=prec, c=frozen, beta=1.0)
+        out[f"{dt} inference c inside"] = [got.data_ptr() == frozen.data_ptr(),
+                                           (frozen.double() - a.double() @ b.double()).abs().max().item()]
     print("RESULTS" + json.dumps(out))
 """)
 
@@ -354,12 +365,18 @@ def test_interpreter_gemm_multiplies_a_lazy_negations_values():
     """A lazy negation (torch's neg bit: torch._neg_view(t), z.conj().imag) is a view whose memory
     holds the negated values, and the kernels read memory: gemm multiplies its values (a, b, both,
     a batch), and refuses one as c, which it writes (LayoutError). Under the interpreter torch CPU
-    tensors go to the kernels as CUDA tensors do on a GPU (its test: test_matmul_semantics)."""
+    tensors go to the kernels as CUDA tensors do on a GPU (its test: test_matmul_semantics). A c
+    that is an inference tensor is refused outside inference mode (AutogradError, as torch refuses
+    the in-place write) and written inside it."""
     got = _interpreted(NEGATED, 300)
     for dt in ("torch.float16", "torch.float32"):
+        tol = 0.05 if dt == "torch.float16" else 1e-4
         for what in ("a", "b", "both", "batch"):
-            assert got[f"{dt} {what}"] < (0.05 if dt == "torch.float16" else 1e-4), (dt, what, got)
+            assert got[f"{dt} {what}"] < tol, (dt, what, got)
         assert got[f"{dt} c"][0] == "LayoutError" and "lazy negation" in got[f"{dt} c"][1], got
+        assert got[f"{dt} inference c"][0] == "AutogradError", got
+        assert "inference tensor" in got[f"{dt} inference c"][1], got
+        assert got[f"{dt} inference c inside"][0] and got[f"{dt} inference c inside"][1] < tol, got
 
 
 def test_interpreter_splitk_edge_cases(interpreter_results):

@@ -213,6 +213,7 @@ def _check_out(out, A: Operand, shape, dtype: str, inputs) -> Operand:
                           "broadcast view, stride 0, or strides shorter than the dimensions inside them); the "
                           "results would overwrite each other")
     arrays.refuse_negated(out, "matmul: out")
+    arrays.refuse_inference(out, "matmul: out")
     _refuse_overlap(out, inputs)
     return O
 

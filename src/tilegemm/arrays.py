@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _cuda
-from .errors import DeviceError, DTypeError, LayoutError, MaskedArrayError, OutOfHostMemory
+from .errors import AutogradError, DeviceError, DTypeError, LayoutError, MaskedArrayError, OutOfHostMemory
 
 HOST = "cpu"
 
@@ -279,6 +279,20 @@ def refuse_negated(x, what: str) -> None:
     if negated(x):
         raise LayoutError(f"{what} is a lazy negation view (torch's neg bit: its memory holds the negated values), "
                           f"and the result is written into its memory; pass a plain tensor")
+
+
+def refuse_inference(x, what: str) -> None:
+    """A torch inference tensor (made under torch.inference_mode) written outside inference mode:
+    torch refuses that in-place write (the tensor keeps no version counter for autograd to check),
+    and so does tilegemm, which would write it where torch does not see."""
+    is_inference = getattr(x, "is_inference", None)  # (a torch tensor's)
+    if is_inference is not None and is_inference():
+        import torch
+
+        if not torch.is_inference_mode_enabled():
+            raise AutogradError(f"{what} is an inference tensor (made under torch.inference_mode), which torch lets no "
+                                "one write in place outside inference mode; call under torch.inference_mode(), or "
+                                "pass a normal tensor (made outside it, or its .clone() there)")
 
 
 def host_layout(op: Operand) -> np.ndarray | None:

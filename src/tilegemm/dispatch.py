@@ -66,14 +66,14 @@ def no_memory(x, p: int) -> bool:
 
 _PLAIN: tuple = (_NoTensor,)  # torch.Tensor and nn.Parameter once torch is in use (not subclasses)
 _empty = _empty_strided = _raw_stream = _current_device = _grad_enabled = _capturing = _strided = _fwad = None
-_transforms = _bump = tracing = None  # torch._C._are_functorch_transforms_active, _increment_version and _is_tracing,
-# once torch is in use
+_transforms = _bump = tracing = _inference_mode = None  # torch._C._are_functorch_transforms_active,
+# _increment_version, _is_tracing and torch.is_inference_mode_enabled, once torch is in use
 
 
 def _bind_torch() -> None:
     """The torch functions the hot path calls, bound once (torch is imported by the caller's tensors)."""
     global _PLAIN, _empty, _empty_strided, _raw_stream, _current_device, _grad_enabled, _capturing, _strided, _fwad
-    global _transforms, _bump, tracing
+    global _transforms, _bump, tracing, _inference_mode
     if _empty_strided is not None:  # (the last bound, below)
         return
     import torch
@@ -87,6 +87,7 @@ def _bind_torch() -> None:
     tracing = torch._C._is_tracing  # (torch.jit.trace: a product the tracer does not see is recorded as a constant;
     # inside an operator's body it reads False)
     _grad_enabled = torch.is_grad_enabled
+    _inference_mode = torch.is_inference_mode_enabled
     _strided = torch.strided
     # (a CPU build of torch has neither stream nor device queries; no plan exists there to ask them)
     _empty = torch.empty
@@ -232,7 +233,8 @@ def fast_matmul(a, b, out=None):
     if out is None:
         plan = _PLANS.get(key)
         return None if plan is None else plan.run(pa, pb, None, 0, 0)
-    if type(out) not in _PLAIN or out.requires_grad or out.is_neg():
+    if (type(out) not in _PLAIN or out.requires_grad or out.is_neg()
+            or (out.is_inference() and not _inference_mode())):  # (written outside inference mode: refused)
         return None
     try:
         pc = out.data_ptr()
@@ -453,9 +455,10 @@ def fast_gemm(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kern
     if (pa < LOW_ADDRESS and no_memory(a, pa)) or (pb < LOW_ADDRESS and no_memory(b, pb)):  # (as fast_matmul's)
         return None
     if plan is None or (c is not None and (c.requires_grad or ((pc := c.data_ptr()) < LOW_ADDRESS and no_memory(c, pc))
-                                           or plan.overlaps(pa, pb, pc))):  # (a c over
+                                           or plan.overlaps(pa, pb, pc)
+                                           or (c.is_inference() and not _inference_mode()))):  # (a c over
         return None  # a or b: the slow path's LayoutError; the plan was made for a c apart, and would write over
-        # its inputs; a c that requires grad: its AutogradError)
+        # its inputs; a c that requires grad, or an inference tensor outside inference mode: its AutogradError)
     psa = psb = 0  # a scale tensor the slow path refuses, whatever the key says (it has neither requires_grad nor
     # addresses): one that requires grad (_check_scale's AutogradError), one with no memory, or one c's memory covers
     # (C would overwrite it while the kernels read it: _check_kinds_and_c's LayoutError). Inline, c's address

@@ -253,6 +253,7 @@ def _check_kinds_and_c(a, b, c, scale_a=None, scale_b=None) -> None:
     if c is None:
         return
     arrays.refuse_negated(c, "gemm: c")
+    arrays.refuse_inference(c, "gemm: c")
     for x, what in ((a, "a"), (b, "b"), (scale_a, "scale_a"), (scale_b, "scale_b")):
         if arrays.overlaps(c, x):  # (None or a float scale: no memory, no overlap)
             raise LayoutError(f"gemm: c shares memory with {what}; C would overwrite {what} while the product reads it")
