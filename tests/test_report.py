@@ -395,6 +395,18 @@ def test_a_results_file_of_wrong_types_is_one_line(edit, says, tmp_path, capsys)
         assert rc == 2 and says in _one_line(err), (argv, err)
 
 
+def test_a_results_file_with_no_records_draws_no_page(tmp_path, capsys):
+    """report drew empty tables and plots and said "no GPU" of an H200's run; ladder a table whose
+    header and rows disagreed. Both refuse in one line; results still summarises it (0 records)."""
+    path = _edited(tmp_path, "empty.json", lambda d: d.update(records=[]))
+    for argv in (["report", path, "--out", str(tmp_path / "rep")], ["ladder", path, "--out", str(tmp_path / "l.md")]):
+        rc, _, err = _main(capsys, *argv)
+        assert rc == 2 and "no records, nothing to draw from" in _one_line(err), (argv, err)
+    assert not (tmp_path / "rep").exists() and not (tmp_path / "l.md").exists()
+    rc, out, _ = _main(capsys, "results", path)
+    assert rc == 0 and "0 records" in out
+
+
 def test_merge_parts_of_the_wrong_shape_are_one_line(tmp_path, capsys):
     (tmp_path / "list.json").write_text("[1, 2]")
     (tmp_path / "env.json").write_text(json.dumps({"schema": "tilegemm.model/1", "environment": "x"}))

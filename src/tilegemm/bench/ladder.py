@@ -216,7 +216,7 @@ def _measured_on_a_gpu(doc: dict, path) -> None:
 
 
 def _cli_ladder(args) -> int:
-    doc = load(args.results)
+    doc = load(args.results, measured=True)
     _measured_on_a_gpu(doc, args.results)
     doc["_path"] = args.results
     res = load_resources(args.resources) if args.resources else []

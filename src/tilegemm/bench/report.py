@@ -571,7 +571,7 @@ def add_cli(subparsers) -> None:
 
 
 def cli_report(args) -> int:
-    doc = load(args.results)
+    doc = load(args.results, measured=True)
     out = Path(args.out) if args.out else Path(args.results).parent / "report"
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out}: a file, not a folder (the report is a folder of Markdown and plots)")

@@ -281,8 +281,10 @@ def save(doc: dict, path) -> Path:
     return write_json(path, dumps(doc))
 
 
-def load(path) -> dict:
-    """Read a results document; a clear ResultsError for anything that is not schema 1."""
+def load(path, *, measured: bool = False) -> dict:
+    """Read a results document; a clear ResultsError for anything that is not schema 1, or, for a
+    page drawn from its times (measured), that holds no records (its tables and plots would be
+    empty, and say "no GPU" of a GPU's run)."""
     p = Path(path)
     try:
         doc = read_json(p, "results file")
@@ -298,6 +300,8 @@ def load(path) -> dict:
     problem = shape_problem(doc)
     if problem:
         raise ResultsError(f"{p}: {problem}")
+    if measured and not doc["records"]:
+        raise ResultsError(f"{p}: no records, nothing to draw from (a run that measured nothing: see its log)")
     for i, r in enumerate(doc["records"]):
         missing = [k for k in REQUIRED_KEYS if k not in r]
         if missing:
