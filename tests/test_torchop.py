@@ -193,6 +193,47 @@ def test_compile_traces_the_operators_without_a_graph_break():
         assert m.up.weight.grad is not None
 
 
+class _Bmm(torch.nn.Module):
+    def forward(self, a, b):
+        return torch.bmm(a, b) @ b.transpose(-1, -2)
+
+
+def test_a_dynamic_batch_dimension_stays_dynamic_through_the_matmul_operator():
+    """The matmul operator's fake broadcasts the batch dimensions by torch's rules, which keep a
+    symbolic size: NumPy's made it an int, so torch.export refused a dynamic batch dimension and
+    torch.compile compiled a patched model again for each batch size."""
+    from torch.export import Dim
+
+    m, a, b = _Bmm(), torch.randn(2, 5, 8), torch.randn(2, 8, 3)
+    batch = Dim("batch", min=2, max=64)
+    with tilegemm.patch(m, matmul=True):
+        ep = torch.export.export(m, (a, b), dynamic_shapes=({0: batch}, {0: batch}))
+    assert any(n.target is torch.ops.tilegemm.matmul.default for n in ep.graph.nodes)
+    a3, b3 = torch.randn(3, 5, 8), torch.randn(3, 8, 3)
+    torch.testing.assert_close(ep.module()(a3, b3), m(a3, b3))
+    torch._dynamo.reset()
+    compiled = torch.compile(m, backend="eager", dynamic=True)
+    frames = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    with tilegemm.patch(m, matmul=True) as p:
+        for n in (2, 3, 4, 5):
+            torch.testing.assert_close(compiled(torch.randn(n, 5, 8), torch.randn(n, 8, 3)).shape, (n, 5, 8))
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - frames == 1 and p.counts["tilegemm"] == 8
+    with pytest.raises(tilegemm.ShapeError, match="do not broadcast"):
+        torchop._matmul_fake(torch.empty(2, 5, 8, device="meta"), torch.empty(3, 8, 3, device="meta"))
+
+
+def test_scripting_a_patched_layer_is_refused_in_words():
+    """torch.jit.script of a patched model: one TypeError that says why and what to do (it was
+    TorchScript's "try blocks aren't supported", pointing into tilegemm); after undo it scripts."""
+    m = _Tiny()
+    with tilegemm.patch(m):
+        with pytest.raises(TypeError, match="script the model after undo"):
+            torch.jit.script(m)
+        assert type(m.up) is not torch.nn.Linear  # still patched: the refusal changed nothing
+    x = torch.randn(3, 8)
+    torch.testing.assert_close(torch.jit.script(m)(x), m(x))
+
+
 def test_patch_leaves_a_forward_set_on_a_layer_as_it_is():
     """A hook library (accelerate) replaces a layer's forward on the instance: patch keeps it (the
     layer runs on torch, uncounted), and undo does not remove it."""
@@ -415,6 +456,24 @@ def test_nested_tensors_run_on_torch():
                 with tilegemm.patch(lin) as p:
                     got = lin(x)
             assert all(torch.equal(g, w) for g, w in zip(got.unbind(), want.unbind())) and p.counts["tilegemm"] == 0
+
+
+@pytest.mark.parametrize("matmul", [False, True])
+def test_a_sparse_activation_is_differentiated_by_torch(matmul):
+    """A sparse activation runs on torch, and so does its gradient: the operator's backward took the
+    activation's rows (RuntimeError: reshape is not implemented for sparse tensors)."""
+    torch.manual_seed(0)
+    m = torch.nn.Linear(6, 3).double()
+    x = torch.randn(4, 6, dtype=torch.float64).relu().to_sparse().requires_grad_()
+    want = m(x)
+    want_grads = torch.autograd.grad(want.sum(), (x, m.weight, m.bias))
+    with tilegemm.patch(m, matmul=matmul) as p:
+        got = m(x)
+        got_grads = torch.autograd.grad(got.sum(), (x, m.weight, m.bias))
+    torch.testing.assert_close(got, want)
+    for g, w in zip(got_grads, want_grads):
+        torch.testing.assert_close(g.to_dense(), w.to_dense())
+    assert p.counts == {"tilegemm": 0, "torch": 1}
 
 
 def test_a_bias_of_another_dtype_is_torchs_error():

@@ -43,6 +43,7 @@ _LIVE = weakref.WeakKeyDictionary()  # model → how many of its patches are on 
 
 
 _HOST = frozenset((torch.float32, torch.float64))
+_STRIDED = torch.strided
 _fast_linear = dispatch.fast_linear
 _CUDA = frozenset((torch.float16, torch.bfloat16, torch.float32, torch.float64))
 _AUTOCAST_FROM = frozenset((torch.float32, torch.float16, torch.bfloat16))  # what autocast casts
@@ -171,10 +172,20 @@ def matmul(a: torch.Tensor, b: torch.Tensor, counter: int = 0) -> torch.Tensor:
 
 @matmul.register_fake
 def _matmul_fake(a, b, counter=0):
+    """The result's shape from the operands' (symbolic under torch.compile and torch.export): matmul's
+    errors for 0-D operands and inner dimensions, the batch dimensions broadcast by torch, which keeps
+    a symbolic size symbolic (NumPy's broadcast_shapes made it an int: compiled again for each batch
+    size, and an export with a dynamic batch dimension refused)."""
     from .nd import result_shape
 
-    *_, shape = result_shape(tuple(a.shape), tuple(b.shape))
-    return a.new_empty(shape)
+    sa, sb = tuple(a.shape), tuple(b.shape)
+    *_, shape = result_shape(sa[-2:], sb[-2:])
+    try:
+        batch = torch.broadcast_shapes(sa[:-2], sb[:-2])
+    except RuntimeError:
+        result_shape(sa, sb)  # (its ShapeError for batch dimensions that do not broadcast)
+        raise
+    return a.new_empty((*batch, *shape))
 
 
 def _matmul_setup(ctx, inputs, output):
@@ -260,8 +271,9 @@ def _needs_operator(*tensors) -> bool:
     wants = False
     for t in tensors:  # (one pass; the class first: a subclass, DTensor's or a jagged nested tensor's, has no rule
         if t is None:  # for the operator and goes to torch, which records its gradient; so does an fx Proxy, whose
-            continue  # requires_grad would be a Proxy that symbolic_trace cannot branch on)
-        if type(t) not in _PLAIN or t.is_nested:
+            continue  # requires_grad would be a Proxy that symbolic_trace cannot branch on; and a sparse or MKL-DNN
+            # tensor, which the operator's forward hands to torch and whose rows its backward cannot take)
+        if type(t) not in _PLAIN or t.is_nested or t.layout is not _STRIDED:
             return False
         wants = wants or t.requires_grad
     return wants
@@ -406,6 +418,18 @@ def _reduce_unpatched(self, protocol):
     return (copyreg._reconstructor, (ours._tilegemm_base, object, None), *rv[2:])
 
 
+def _refuse_script(self):
+    """torch.jit.script asks each module for this before it compiles it: a patched layer's forward
+    is Python that TorchScript cannot compile (it said "try blocks aren't supported", pointing into
+    tilegemm), so it is refused here, in words. A layer whose patch is off (undone under a class made
+    on top of it) is scripted as it is."""
+    if not self._tilegemm_on:
+        return self
+    raise TypeError(f"torch.jit.script: {type(self).__name__} layer patched by tilegemm.patch: a patched layer's "
+                    "forward is no TorchScript; script the model after undo(), or use torch.jit.trace or "
+                    "torch.compile, which run it patched")
+
+
 _MAKERS = (copyreg.__newobj__, copyreg.__newobj_ex__, copyreg._reconstructor)  # object's own reductions, whose
 # first argument is the object's class
 
@@ -480,6 +504,7 @@ class Patch:
                     if cls is None:
                         cls = type(base.__name__, (base,), dict(
                             forward=_forward_in_mode if matmul_too else _forward, __reduce_ex__=_reduce_unpatched,
+                            __prepare_scriptable__=_refuse_script,
                             __module__=base.__module__, _tilegemm_base=base, _tilegemm_tag=self._tag,
                             _tilegemm_by_name=_by_name(base)))
                         kept[(base, matmul_too)] = cls
@@ -553,7 +578,7 @@ def patch(model: torch.nn.Module, *, matmul: bool = False) -> Patch:
     whose recomputation runs in the backward, outside the forward, would recompute on torch and
     find other saved tensors than the forward's (torch's CheckpointError); there, use
     use_reentrant=True or leave matmul off (the layers are patched either way). torch.jit.script
-    cannot compile a patched layer's forward: script the model unpatched."""
+    cannot compile a patched layer's forward (TypeError, saying so): script the model unpatched."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"patch: expected a torch.nn.Module; got {type(model).__module__}.{type(model).__name__}")
     if type(matmul) is not bool and not (type(matmul) is int and matmul in (0, 1)):  # ("no" is truthy: it patched)
