@@ -498,12 +498,70 @@ def check_dtensors_given_to_the_engines():
     assert torch.equal(D.matmul_1d(A.to_local(), B.to_local()), split(a @ b, world, 0)[rank])
 
 
+
+def check_grids_on_a_group_of_all_its_ranks():
+    """SUMMA on a 1 × P or P × 1 grid of a group other than the default one (summa(group=), or a 1-D
+    sub-mesh's DTensor product whose grid the cost model chose): the grid row or column is the whole
+    group, so nothing is split and every C is exact. Both were refused as a group gloo cannot split
+    (split_group: "No device associated with the default pg"), the DTensor product with no grid named."""
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    from tilegemm.distributed.costmodel import choose, shipped
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    group = dist.new_group(list(range(world)))
+    a, b = operands(5, 7, 3, dtype=torch.float64)
+    for pr, pc in ((1, world), (world, 1)):
+        i, j = divmod(rank, pc)
+        c = D.summa(split(split(a, pr, 0)[i], pc, 1)[j].contiguous(), split(split(b, pr, 0)[i], pc, 1)[j].contiguous(),
+                    (pr, pc), group=group)
+        assert torch.equal(c, split(split(a @ b, pr, 0)[i], pc, 1)[j]), (pr, pc)
+    # a 1-D mesh on a group other than the default one (as a 2-D mesh's sub-mesh is), the grid the cost model's
+    mesh = DeviceMesh.from_group(group, "cpu")
+    assert mesh.get_group(0) is group
+    a, b = operands(1, 8, 1, seed=17, dtype=torch.float64)
+    assert tuple(choose(1, 8, 1, world, shipped(8), 8)["grid"]) == (1, world)  # (what matmul will run)
+    for grid in (None, (1, world)):
+        c = D.matmul(distribute_tensor(a, mesh, [Shard(0)]), distribute_tensor(b, mesh, [Shard(0)]), grid=grid)
+        assert torch.equal(c.full_tensor(), a @ b), grid
+
+
+def check_dtensor_mistakes_on_one_rank():
+    """A plain tensor beside a DTensor on one rank alone, or a DTensor of another dtype on one rank
+    alone: refused on every rank together, naming the rank, before any block moves. The plain tensor's
+    TypeError was raised on that rank alone (the other waited out the group's timeout in the arguments'
+    all-gather); the other dtype reached DTensor's redistribution, where gloo aborted a process."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Shard, distribute_tensor
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    last, mine = world - 1, rank == world - 1
+    mesh = init_device_mesh("cpu", (world,))
+    a, b = operands(6, 5, 4, dtype=torch.float64)
+    A, B = distribute_tensor(a, mesh, [Shard(0)]), distribute_tensor(b, mesh, [Shard(0)])
+    for x, y in ((A, B.to_local() if mine else B), (A.to_local() if mine else A, B)):
+        try:
+            D.matmul(x, y)
+        except TypeError as e:
+            assert f"rank {last}: A or B is not a DTensor" in str(e) and "rank 0" not in str(e), str(e)
+        else:
+            raise AssertionError("a plain tensor on one rank was taken")
+    A1 = distribute_tensor(a, mesh, [Shard(1)])  # (redistributed to rows first)
+    if mine:
+        A1 = DTensor.from_local(A1.to_local().float(), mesh, [Shard(1)], shape=a.shape, stride=a.stride())
+    refused(lambda: D.matmul(A1, B), f"rank {last}: A is float32, rank 0's float64")
+    assert torch.equal(D.matmul(A, B).full_tensor(), a @ b)  # and the group is whole after them
+
+
 SPAWNED = {"strided blocks": check_strided_blocks, "engines disagree": check_engines_disagree,
            "16-bit on CPUs": check_16bit_on_cpus, "grid and panel out of range": check_grid_and_panel_out_of_range,
            "review mistakes": check_review_mistakes, "dual and negated blocks": check_dual_and_negated_blocks,
            "dtensor gradients": check_dtensor_gradients,
            "dtensor arguments disagree": check_dtensor_arguments_disagree,
-           "dtensors given to the engines": check_dtensors_given_to_the_engines}
+           "dtensors given to the engines": check_dtensors_given_to_the_engines,
+           "grids on a group of all its ranks": check_grids_on_a_group_of_all_its_ranks,
+           "dtensor mistakes on one rank": check_dtensor_mistakes_on_one_rank}
 
 
 def blocks_of(m, world, rank):

@@ -539,25 +539,42 @@ def test_dtensors_given_to_the_engines_are_refused_in_words(tmp_path):
     _spawned("dtensors given to the engines", tmp_path)
 
 
+def test_one_by_p_and_p_by_one_grids_on_a_group_split_nothing(tmp_path):
+    """SUMMA 1 × P and P × 1 on a group other than the default one, and a 1-D sub-mesh's DTensor
+    product on the grid the cost model chose (1 × P): exact. The grid row or column is the whole
+    group, yet it was split, which gloo cannot do: a DistributedError with no grid named."""
+    _spawned("grids on a group of all its ranks", tmp_path)
+
+
+def test_dtensor_mistakes_on_one_rank_are_refused_together(tmp_path):
+    """A plain tensor, or a DTensor of another dtype, on one rank alone: refused on every rank,
+    naming it (the other rank waited out the timeout, or gloo aborted a process in DTensor's
+    redistribution)."""
+    _spawned("dtensor mistakes on one rank", tmp_path)
+
+
 def test_grid_groups_split_a_group_by_its_own_ranks(monkeypatch):
     """SUMMA on a group other than the default one (summa(group=), a 1-D sub-mesh of a DTensor)
     splits it with torch's split_group, whose split_ranks are ranks in that group, not global
-    ranks: global ranks 2 and 3 of a group {2, 3} are its 0 and 1. (The global ranks were passed:
+    ranks: global ranks 2 … 5 of a group {2, 3, 4, 5} are its 0 … 3. (The global ranks were passed:
     on NCCL each rank split by a group that was not its own, or by ranks the group does not have.
     gloo cannot split a group, so the call is watched here, in this process.)"""
     import types
 
     from tilegemm.distributed import _core
 
-    parent = types.SimpleNamespace(group_name="a group of global ranks 2, 3")
+    parent = types.SimpleNamespace(group_name="a group of global ranks 2 … 5")
     asked = []
     monkeypatch.setattr(_core, "_GROUPS", {})
     monkeypatch.setattr(_core, "_same_world", lambda: None)
     monkeypatch.setattr(_core.dist, "get_rank", lambda group=None: 3)
-    monkeypatch.setattr(_core.dist, "get_group_rank", lambda group, rank: {2: 0, 3: 1}[rank])
+    monkeypatch.setattr(_core.dist, "get_group_rank", lambda group, rank: {2: 0, 3: 1, 4: 2, 5: 3}[rank])
+    monkeypatch.setattr(_core.dist, "get_world_size", lambda group=None: 4)  # (the group of global ranks 2 … 5)
     monkeypatch.setattr(_core.dist, "split_group", lambda parent_pg, split_ranks: asked.append(split_ranks) or "split")
-    assert _core._split(parent, [[2, 3]]) == "split" and asked == [[[0, 1]]]
-    assert _core._split(parent, [[2], [3]]) is None  # (a group of one: no group, nothing split)
+    assert _core._split(parent, [[2, 3], [4, 5]]) == "split" and asked == [[[0, 1], [2, 3]]]
+    assert _core._split(parent, [[2], [3], [4], [5]]) is None  # (a group of one: no group, nothing split)
+    # every rank of the group in one grid row or column (1 × P, P × 1): the group itself, nothing split
+    assert _core._split(parent, [[2, 3, 4, 5]]) is parent and len(asked) == 1
 
 
 @pytest.mark.parametrize("grid", [(1, 2), (2, 1), (2, 2)])

@@ -37,7 +37,7 @@ Before any data moves, every rank shares its blocks' shapes, dtype, device and t
 was called with (one all-gather of a few integers) and all of them check the whole layout: a shard
 or an argument that disagrees is refused on every rank with an error naming that rank (no rank
 waits on a collective the others skipped); matmul first shares its grid, panel and the DTensors'
-placements and shapes the same way, so that every rank takes the same route. A collective that
+placements, shapes and dtypes the same way, so that every rank takes the same route. A collective that
 fails later raises DistributedError on every surviving rank under gloo; under NCCL, PyTorch's
 watchdog ends the processes when the group's timeout passes. A partial C is never returned.
 """

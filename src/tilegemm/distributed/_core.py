@@ -397,6 +397,10 @@ def _split(parent, lists: list[list[int]]):
     mine = next((lst for lst in lists if dist.get_rank() in lst), None)
     if mine is None or len(mine) == 1:
         return None
+    if parent is not None and parent is not dist.group.WORLD and len(mine) == dist.get_world_size(parent):
+        # every rank of the group in one grid row or column (a 1 × P or P × 1 grid): the group itself, nothing
+        # split (gloo, or a group bound to no device, cannot split one: such grids were refused on it)
+        return parent
     _same_world()
     name = getattr(parent, "group_name", "") if parent is not None else ""
     key = (name, tuple(tuple(x) for x in lists))

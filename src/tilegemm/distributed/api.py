@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from ._core import DistributedError, G, Team, blocks, gather_meta, matmul_1d, mesh_team, relayout, summa
@@ -61,11 +63,26 @@ def _shape_text(dims: int, rows: int, cols: int) -> str:
 
 # _agree's metadata of a rank, after its global rank (G): whether a grid was named and the grid, the cost
 # model's grid, the panel (_panel_code), the product's shape, why A and B cannot be multiplied (NOT_ONE_MESH,
-# NOT_A_PRODUCT; 0: they can), A's and B's dimensions and first two sizes; then A's and B's placements, a
-# mesh dimension each (_placements)
+# NOT_A_PRODUCT, NOT_DTENSORS; 0: they can), A's and B's dimensions and first two sizes, A's and B's dtypes
+# (_dtype_code); then A's and B's placements, a mesh dimension each (_placements)
 ASKED, GRID_R, GRID_C, CHOSEN_R, CHOSEN_C, PANEL, PANEL_SET, M, N, K, BAD = range(1, 12)
-A_DIMS, B_DIMS, PLACED_AT = 12, 15, 18  # (A's and B's three values each)
-NOT_ONE_MESH, NOT_A_PRODUCT = 1, 2
+A_DIMS, B_DIMS, DTYPES, PLACED_AT = 12, 15, 18, 20  # (A's and B's three values each; A's and B's dtypes)
+NOT_ONE_MESH, NOT_A_PRODUCT, NOT_DTENSORS = 1, 2, 3
+
+
+@functools.cache
+def _dtype_names() -> list[str]:
+    return sorted({str(v) for v in vars(torch).values() if isinstance(v, torch.dtype)})
+
+
+def _dtype_code(x) -> int:
+    """x's dtype as an integer every rank reads alike (the same torch on every rank)."""
+    names = _dtype_names()
+    return names.index(str(x.dtype)) if isinstance(x, torch.Tensor) and str(x.dtype) in names else -1
+
+
+def _dtype_text(code: int) -> str:
+    return _dtype_names()[code].removeprefix("torch.") if code >= 0 else "a dtype torch does not name"
 
 
 def _agree(a, b, grid, panel, who: Team) -> tuple[int, int] | None:
@@ -76,29 +93,36 @@ def _agree(a, b, grid, panel, who: Team) -> tuple[int, int] | None:
     blocks' moves, the engines' own metadata of other lengths): a rank that refused alone, or took
     another route, would leave the others waiting in a collective it never entered, or meet them
     in all-gathers of different lengths. Every rank refuses together instead, naming the rank."""
-    from torch.distributed.tensor import Replicate
+    from torch.distributed.tensor import DTensor, Replicate
 
     from ._core import NOT_A_GRID, _grid_ints, _panel_code
 
-    mesh = a.device_mesh
+    both = isinstance(a, DTensor) and isinstance(b, DTensor)
+    mesh = (a if isinstance(a, DTensor) else b).device_mesh
     nd = mesh.ndim
-    dims = lambda x: [x.dim(), *(x.shape[:2] if x.dim() == 2 else (0, 0))]  # noqa: E731
-    bad = (NOT_ONE_MESH if b.device_mesh != mesh else
+    dims = lambda x: ([x.dim(), *(x.shape[:2] if x.dim() == 2 else (0, 0))]  # noqa: E731
+                      if isinstance(x, torch.Tensor) else [-1, 0, 0])
+    bad = (NOT_DTENSORS if not both else NOT_ONE_MESH if b.device_mesh != mesh else
            0 if a.dim() == b.dim() == 2 and a.shape[1] == b.shape[0] else NOT_A_PRODUCT)
     m, n, k = (a.shape[0], b.shape[1], a.shape[1]) if not bad else (0, 0, 0)
     named = _grid_ints(grid) if grid is not None else (0, 0)
     chosen = (0, 0)
     if not bad and grid is None and nd == 1 and tuple(b.placements) != (Replicate(),):
         chosen = _chosen_grid(m, n, k, mesh.size(), a.dtype, mesh.device_type == "cuda")
-    pa, pb = _placements(a), _placements(b) if not bad else [-3] * nd  # (B on another mesh: of A's mesh's length)
+    # (a plain tensor, or B on another mesh: of A's mesh's length)
+    pa = _placements(a) if isinstance(a, DTensor) else [-3] * nd
+    pb = _placements(b) if not bad else [-3] * nd
     meta = gather_meta([int(grid is not None), *named, *chosen, *_panel_code(panel), m, n, k, bad, *dims(a), *dims(b),
-                        *pa, *pb], who)
+                        _dtype_code(a), _dtype_code(b), *pa, *pb], who)
     refusing = [x for x in meta if x[BAD]]
     if refusing:
         shapes = lambda x: f"A {_shape_text(*x[A_DIMS:A_DIMS + 3])} and B {_shape_text(*x[B_DIMS:B_DIMS + 3])}"  # noqa: E731
         said = [f"rank {x[G]}: " + ("A and B are on different device meshes" if x[BAD] == NOT_ONE_MESH else
+                                     "A or B is not a DTensor (tilegemm.distributed.matmul takes two DTensors; for "
+                                     "plain local shards use matmul_1d or summa)" if x[BAD] == NOT_DTENSORS else
                                      shapes(x) + " do not multiply (2-D, A's columns = B's rows)") for x in refusing]
-        raise DistributedError("; ".join(said[:6]) + (f" (and {len(said) - 6} more)" if len(said) > 6 else ""))
+        text = "; ".join(said[:6]) + (f" (and {len(said) - 6} more)" if len(said) > 6 else "")
+        raise (TypeError if all(x[BAD] == NOT_DTENSORS for x in refusing) else DistributedError)(text)
     grid_text = lambda x: ("no grid" if not x[ASKED] else "a grid that is not two integers"  # noqa: E731
                            if x[GRID_R] == NOT_A_GRID else f"grid {x[GRID_R]}×{x[GRID_C]}")
     panel_text = lambda x: ("default", str(x[PANEL]), "(not an integer)")[x[PANEL_SET]]  # noqa: E731
@@ -113,6 +137,9 @@ def _agree(a, b, grid, panel, who: Team) -> tuple[int, int] | None:
         if x[M:K + 1] != first[M:K + 1]:
             errs.append(f"rank {r}: A is {x[M]}×{x[K]} and B {x[K]}×{x[N]}, rank {r0}'s {first[M]}×{first[K]} "
                         f"and {first[K]}×{first[N]}")
+        for which, at in (("A", DTYPES), ("B", DTYPES + 1)):  # (DTensor's redistribution of them aborted a rank)
+            if x[at] != first[at]:
+                errs.append(f"rank {r}: {which} is {_dtype_text(x[at])}, rank {r0}'s {_dtype_text(first[at])}")
         for which, at in (("A", PLACED_AT), ("B", PLACED_AT + nd)):
             if x[at:at + nd] != first[at:at + nd]:
                 errs.append(f"rank {r}: {which} is {placed(x[at:at + nd])}, rank {r0}'s {placed(first[at:at + nd])}")
@@ -139,10 +166,12 @@ def matmul(a, b, *, grid: tuple[int, int] | None = None, panel: int | None = Non
     Placements other than those are redistributed first (DTensor's collectives)."""
     from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
 
-    if not isinstance(a, DTensor) or not isinstance(b, DTensor):
+    if not isinstance(a, DTensor) and not isinstance(b, DTensor):
         raise TypeError("tilegemm.distributed.matmul takes two DTensors; for plain local shards use "
                         "matmul_1d or summa")
-    mesh = a.device_mesh
+    # (one DTensor and one plain tensor: refused in _agree, on every rank of the DTensor's mesh together, not on
+    # this rank alone while the others wait in its all-gather)
+    mesh = (a if isinstance(a, DTensor) else b).device_mesh
     if mesh.ndim not in (1, 2):  # (before mesh_team, which places ranks on one or two mesh dimensions)
         raise DistributedError(f"a {mesh.ndim}-D device mesh: 1-D (rows) or 2-D (SUMMA) meshes only")
     who = mesh_team(mesh)
