@@ -1176,3 +1176,117 @@ def test_a_negative_candidate_count_is_a_config_error(monkeypatch):
         monkeypatch.setenv("TILEGEMM_TUNE_BUDGET_S", value)
         with pytest.raises(ConfigError, match="use a finite number above 0"):
             tuner.budget_s()
+
+
+@pytest.mark.parametrize("shape", [(64, 8, 4096), (1024, 4, 8192), (3000, 1, 777)])
+def test_a_split_k_winner_where_no_tile_fits_n_is_what_the_next_call_gets(shape, monkeypatch):
+    """N ≤ 8 (a MoE router's x @ W_gate): no t04 tile fits N, so the tuner times t04's default;
+    adapt refused that same tile for that same shape, and the tuned decision in the user's cache was
+    passed over for the database's (or the heuristic's, memoised never: chosen again every call)."""
+    from tilegemm import tuning
+    from tilegemm.tuning import tuner
+
+    p = _on_cuda(monkeypatch, *shape)
+    first = space.candidates(space.T04, p)[0]
+    assert space.adapt(space.T04, p, first) == first
+    won = dict(config=first, ms=0.01, score_ms=0.01, m=p.m, n=p.n, k=p.k)
+    monkeypatch.setattr(tuner, "_tuned", lambda rungs, q: ([(space.T04, won)], {}))
+    tuner.tune(p)
+    cache.reset()
+    d = tuning.choose(p)
+    assert d.rung == space.T04 and d.config == first and "your tuning cache" in d.source, d
+
+
+@pytest.mark.parametrize("var, value", [("TILEGEMM_TUNE_BUDGET_S", "abc"), ("TILEGEMM_TUNE_MAX_CANDIDATES", "x")])
+def test_a_tuning_setting_that_is_not_understood_is_said_not_taken_as_nothing_tuned(var, value, capsys, monkeypatch):
+    """Each rung's tuning caught the ConfigError as its own failure: `tilegemm tune` said 'no
+    configuration ran' for every shape, exit 0, and TILEGEMM_AUTOTUNE=1 silently tuned nothing."""
+    from tilegemm import cli
+    from tilegemm.errors import ConfigError
+    from tilegemm.tuning import command, tuner
+
+    monkeypatch.setenv(var, value)
+    with pytest.raises(ConfigError, match=var):
+        tuner.tune(_on_cuda(monkeypatch, 4096, 4096, 4096))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(command, "device_facts", lambda: dict(gpu="NVIDIA H200", tuner=cache.TUNER_VERSION))
+    monkeypatch.setattr(command, "problem", lambda *a: pytest.fail("tuned with a setting it does not understand"))
+    assert cli.main(["tune", "--sizes", "64", "--dtypes", "bf16", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert var in err and len(err.strip().splitlines()) == 1, err
+    assert cli.main(["tune", "--sizes", "64", "--dtypes", ",", "--quiet"]) == 2  # (was 'tuned 0 of 0', exit 0)
+    assert "names none" in capsys.readouterr().err
+
+
+def test_tune_from_cache_ships_decisions_only(tmp_path, capsys, monkeypatch):
+    """A hand-edited cache's 'auto|…' entry that is not a decision (no rung or configuration, no
+    bucket) was copied into the database, which then warned in every process that loaded it."""
+    from tilegemm import cli
+    from tilegemm.tuning import command
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(command, "device_facts", lambda: dict(gpu="NVIDIA H200", tuner=cache.TUNER_VERSION))
+    good = "bf16|bfloat16|bfloat16|nn|nobeta|4096x4096x4096"
+    v = cache.TUNER_VERSION
+    monkeypatch.setattr(cache, "_user", lambda: {
+        f"auto|NVIDIA H200|{good}|{v}": dict(rung="tc_persistent", config={"BM": 128}, ms=0.1),
+        f"auto|NVIDIA H200|bf16|bfloat16|bfloat16|nn|nobeta|2048x2048x2048|{v}": dict(ms=0.1),
+        f"auto|NVIDIA H200|handedited|{v}": dict(rung="tc_persistent", config={})})
+    db = tmp_path / "db.json"
+    assert cli.main(["tune", "--from-cache", "--db", str(db)]) == 0
+    assert list(json.loads(db.read_text())["entries"]) == [good]
+
+
+def test_a_write_that_fails_leaves_no_temporary_file(tmp_path):
+    os.makedirs(tmp_path / "tuning.json")  # (a folder where the file goes: os.replace fails)
+    for _ in range(3):
+        with pytest.raises(OSError):
+            cache.write_json(str(tmp_path / "tuning.json"), {"k": 1}, replace=True)
+    assert os.listdir(tmp_path) == ["tuning.json"]
+
+
+def test_two_processes_writing_k11s_cache_at_once_lose_nothing(tmp_path):
+    """k11's autotune.json was read, updated and written back without the tuning cache's lock:
+    three writers of 100 winners each kept about half of them."""
+    code = textwrap.dedent("""
+        import sys, time
+        from tilegemm.kernels.simt import k11_autotuned as k11
+        who, start = sys.argv[1], float(sys.argv[2])
+        while time.time() < start:
+            pass
+        for i in range(100):
+            k11._write_cache(f"{who}-{i}", {"winner": {}})
+    """)
+    import time
+
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               TILEGEMM_CACHE_DIR=str(tmp_path / "shared"))
+    start = str(time.time() + 5)  # (after every interpreter's imports: the writes overlap)
+    procs = [subprocess.Popen([sys.executable, "-c", code, who, start], env=env) for who in "abc"]
+    assert all(p.wait(timeout=120) == 0 for p in procs)
+    data = json.load(open(tmp_path / "shared" / "autotune.json"))
+    assert {f"{w}-{i}" for w in "abc" for i in range(100)} <= set(data)
+
+
+@pytest.mark.parametrize("entry", [dict(ms=1.0), dict(ms="fast", config={}), dict(ms=1.0, config="x")])
+def test_a_rung_tuning_of_a_hand_edited_cache_is_tuned_again_not_a_crash(entry, monkeypatch):
+    """TILEGEMM_AUTOTUNE=1 with a rung's cached tuning that has no configuration (or an 'ms' that is
+    no number): a KeyError or TypeError in the tuner, on every call of its bucket."""
+    from tilegemm import tuning
+    from tilegemm.tuning import tuner
+
+    p = _on_cuda(monkeypatch, 4096, 4096, 4096)
+    os.makedirs(cache.cache_dir(), exist_ok=True)
+    with open(cache.cache_path(), "w") as f:
+        json.dump({cache.tune_key(r, p): entry for r in tuning.usable_rungs(p)}, f)
+    cache.reset()
+    monkeypatch.setattr(tuner, "trial_problem", lambda q: (_ for _ in ()).throw(RuntimeError("tuned again")))
+    monkeypatch.setenv("TILEGEMM_AUTOTUNE", "1")
+    with pytest.warns(RuntimeWarning, match="ignoring entry"):
+        d = tuning.choose(p)
+    assert "shipped database" in d.source, d  # (each rung tuned again, here in vain: the database's)
+
+
+def test_a_cache_folder_from_the_home_folder_is_there_not_a_folder_named_tilde(monkeypatch):
+    monkeypatch.setenv("TILEGEMM_CACHE_DIR", "~/tilegemm-cache")  # (quoted: no shell expanded it)
+    assert cache.cache_dir() == os.path.join(os.path.expanduser("~"), "tilegemm-cache")

@@ -82,9 +82,11 @@ def local_world_size(default: int) -> int:
 
 
 def cache_dir() -> str:
-    """TILEGEMM_CACHE_DIR, else ~/.cache/tilegemm (XDG_CACHE_HOME's tilegemm where that is set)."""
+    """TILEGEMM_CACHE_DIR, else ~/.cache/tilegemm (XDG_CACHE_HOME's tilegemm where that is set); a
+    leading ~ is the home folder (a quoted "~/x", which no shell expands, made a folder named ~ in
+    the current one)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.environ.get("TILEGEMM_CACHE_DIR") or os.path.join(base, "tilegemm")
+    return os.path.expanduser(os.environ.get("TILEGEMM_CACHE_DIR") or os.path.join(base, "tilegemm"))
 
 
 def read_cache(path: str, what: str) -> dict:

@@ -107,8 +107,8 @@ def decision_key(p, gpu: str) -> str:
 # ---- the user's cache ------------------------------------------------------------------------------
 
 
-def _read(path: str) -> dict:
-    return env.read_cache(path, "the tuning cache")
+def _read(path: str, what: str = "the tuning cache") -> dict:
+    return env.read_cache(path, what)
 
 
 def _user() -> dict:
@@ -139,18 +139,25 @@ def _file_lock(path: str):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def write_json(path: str, update: dict, replace: bool = False) -> dict:
+def write_json(path: str, update: dict, replace: bool = False, what: str = "the tuning cache") -> dict:
     """Merge `update` into the JSON object at path (or replace it), atomically and under the lock;
-    returns what is now in the file."""
+    returns what is now in the file. A write that fails leaves no temporary file behind."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with _file_lock(path):
-        data = {} if replace else _read(path)
+        data = {} if replace else _read(path, what)
         data.update(update)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tuning.", suffix=".json")
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would make a shipped database unreadable to others
-        os.replace(tmp, path)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(data, f, indent=1, sort_keys=True)
+            os.chmod(tmp, 0o644)  # mkstemp's 0600 would make a shipped database unreadable to others
+            os.replace(tmp, path)
+        except BaseException:  # (path a folder, a full disk, an interrupt: each tuning left a .tuning.*.json)
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
     return data
 
 

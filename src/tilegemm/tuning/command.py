@@ -162,6 +162,9 @@ def run(args) -> int:
     if bad:
         print(f"tilegemm tune: unknown dtype {', '.join(bad)}; choose from {', '.join(DTYPES)}", file=sys.stderr)
         return 2
+    if not dtypes and not args.from_cache:  # (--dtypes "": it tuned 0 of 0 pairs, exit 0)
+        print(f"tilegemm tune: --dtypes {args.dtypes!r} names none; choose from {', '.join(DTYPES)}", file=sys.stderr)
+        return 2
     layouts = [x.strip() for x in (args.layouts or "").split(",") if x.strip()]
     if any(x not in ("n", "t") for x in layouts):
         print(f"tilegemm tune: unknown layout {', '.join(x for x in layouts if x not in ('n', 't'))}; B's layouts "
@@ -171,6 +174,8 @@ def run(args) -> int:
         os.environ["TILEGEMM_TUNE_BUDGET_S"] = str(args.budget_s)
     if args.max_candidates:
         os.environ["TILEGEMM_TUNE_MAX_CANDIDATES"] = str(args.max_candidates)
+    if not args.from_cache:  # settings that are not understood: one line now, not each shape's failure
+        tuner.budget_s(), tuner.max_candidates()
     facts = device_facts()
     out_paths = [x for x in (args.db, db_path(facts["gpu"]) if args.ship else None) if x]  # (both "also")
     if args.from_cache and not out_paths:
@@ -184,10 +189,15 @@ def run(args) -> int:
         simt = tune_simt(con)
         dtypes = [d for d in dtypes if d != "fp32"]
     if args.from_cache:
+        from .. import shipped
+
         prefix = f"auto|{facts['gpu']}|"
         for key, e in cache._user().items():
-            if key.startswith(prefix) and key.endswith("|" + cache.TUNER_VERSION) and isinstance(e, dict):
-                entries[key[len(prefix):].rsplit("|", 1)[0]] = e
+            if key.startswith(prefix) and key.endswith("|" + cache.TUNER_VERSION):
+                entry_key = key[len(prefix):].rsplit("|", 1)[0]
+                if shipped.is_entry(entry_key, e):  # (a hand-edited cache's entry that is not a decision: it was
+                    # shipped, and every process warned that the database holds entries that are not decisions)
+                    entries[entry_key] = e
         con.print(f"{len(entries)} decisions for {facts['gpu']} in {cache.cache_path()}")
     else:
         from ..bench.shapes import load_shapes

@@ -439,7 +439,8 @@ def _t04_tma(p: P.Problem) -> bool:
 
 def _t04_adapt(p: P.Problem, c: dict) -> dict | None:
     base = dict(_tile(c), SPLIT=int(c["SPLIT"]))
-    if not _t04_fits(p, base):
+    if not _t04_fits(p, base) and base != _t04_default(p):  # (the default: what the tuner times where no tile
+        # fits p, N ≤ 8 for one; its winner there was refused, and p took the database's or the heuristic's)
         return None
     forms = _t04_mma_variants(p, base)
     same = [v for v in forms if bool(v.get("SWAP")) == bool(c.get("SWAP"))] or forms

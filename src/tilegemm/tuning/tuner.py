@@ -19,6 +19,7 @@ Nothing here runs unless asked: `tilegemm tune`, or a call with TILEGEMM_AUTOTUN
 from __future__ import annotations
 
 import time
+import warnings
 
 import torch
 
@@ -117,6 +118,14 @@ def tune_rung(rung: str, p: P.Problem, candidates=None, variant: str = "") -> di
     from the user's cache, else tuned now over `candidates` (default: the rung's search space)."""
     key = cache.tune_key(rung, p, variant)
     hit = None if cache.forced(key) else cache.cached_entry(key)
+    if hit is not None and not _rung_entry(hit):  # (a hand-edited cache: it was a KeyError or TypeError in
+        # tune, on every call of the bucket under TILEGEMM_AUTOTUNE=1)
+        if key not in cache._WARNED:
+            cache._WARNED.add(key)
+            warnings.warn(f"tilegemm: ignoring entry {key!r} of the tuning cache {cache.cache_path()} (not a "
+                          "rung's tuning: a 'config' object and an 'ms' number); it is tuned again",
+                          RuntimeWarning, stacklevel=2)
+        hit = None
     if hit is not None:
         return hit
     cache.retuned(key)
@@ -178,6 +187,16 @@ def tune_rung(rung: str, p: P.Problem, candidates=None, variant: str = "") -> di
                            fastest=[(round(ms, 5), c) for ms, c in timings[:6]],
                            single_pass=[(round(ms, 5), c) for ms, c in first[:SETTLE]]))
     return entry
+
+
+def _rung_entry(e: dict) -> bool:
+    """Is e a rung's tuning as tune_rung keeps it: a configuration, and its times numbers (ms None:
+    nothing ran)?"""
+    def number(x) -> bool:
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
+
+    return (isinstance(e.get("config"), dict) and (e.get("ms") is None or number(e["ms"]))
+            and number(e.get("score_ms", 0)) and number(e.get("launches", 1)))
 
 
 def _score(entry: dict) -> float:
@@ -246,6 +265,8 @@ def tune(p: P.Problem) -> Decision | None:
     """Tune every rung that can run p and return the fastest (None when nothing could be timed)."""
     from ..kernels.tensorcore import t03_tma_persistent as t03
 
+    budget_s(), max_candidates()  # a setting that is not understood is the caller's ConfigError: each rung's
+    # tuning below is best effort, and took it as its own failure ("no configuration ran", nothing tuned)
     hopper = P.capability(p.a.device) >= (9, 0)
     tma = hopper and not t03.usable(p)
     if space.splitk_applicable(p):

@@ -27,7 +27,6 @@ BK against barriers per FMA, loop overhead in the inner loop (Numba leaves the l
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import warnings
@@ -84,17 +83,15 @@ def _read_cache() -> dict:
 
 
 def _write_cache(key: str, entry: dict) -> None:
-    """Keep a search's winner in the cache file; a folder that cannot take it (TILEGEMM_CACHE_DIR
-    somewhere unwritable) is a warning, and the winner is still used by the call that searched."""
-    data = _read_cache()
-    data[key] = entry
+    """Keep a search's winner in the cache file, merged into what is there under the tuning cache's
+    lock (two processes searching at once lose nothing: each wrote back what it had read before the
+    other's write); a folder that cannot take it (TILEGEMM_CACHE_DIR somewhere unwritable) is a
+    warning, and the winner is still used by the call that searched."""
+    from ...tuning.cache import write_json
+
     path = cache_path()
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=1)
-        os.replace(tmp, path)
+        write_json(path, {key: entry}, what="k11's tuning cache")
     except OSError as e:
         warnings.warn(f"tilegemm: the autotune cache {path} cannot be written ({e.strerror or e}); the search's "
                       "winner is not kept for the next process (TILEGEMM_CACHE_DIR names the folder)")
