@@ -151,7 +151,8 @@ def test_autotune_search_cache_and_modes(monkeypatch, tmp_path):
     k11._chosen.clear()
     monkeypatch.delenv("TILEGEMM_AUTOTUNE")
     monkeypatch.setenv("TILEGEMM_CACHE_DIR", str(tmp_path / "empty"))
-    assert k11.current_config() == k10.DEFAULT  # nothing cached or shipped for the simulator, and no search
+    # nothing cached and no search: the shipped database's winner for this GPU (none for the simulator) or k10's
+    assert k11.current_config() == (k11.shipped_config("float32") or k10.DEFAULT)
     monkeypatch.setenv("TILEGEMM_CACHE_DIR", str(tmp_path / "cache"))
     k11._chosen.clear()
     a, b = integer_operands(70, 72, 12, seed=9)  # launch with the cached (64-tile) winner

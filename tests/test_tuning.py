@@ -557,7 +557,7 @@ def test_a_bucket_whose_decisions_weigh_waves_is_remembered_per_shape():
     calls = []
 
     def chosen(by_waves):
-        def _choose(p, want):
+        def _choose(p, want, tune=True):
             calls.append((p.m, p.n))
             return tuning.Decision(space.T03, dict(space.cfg(64, 64, 64, 4, 4), C_TMA=True), "db", by_waves=by_waves)
         return _choose
@@ -607,7 +607,7 @@ def test_explain_gives_the_waves_of_a_tile_timed_at_another_shape():
         split = dict(space.cfg(192, 128, 64, 8, 3), SPLIT=2)  # t04's SPLIT slices K; t05's slices C's store
         assert "tile in 2 K slices was timed" in space.waves_note(q, space.T04, split, d.shape)
         assert "K slices" not in space.waves_note(q, space.T05, dict(fitted, SPLIT=2), d.shape)
-        with mock.patch.object(tuning, "choose", lambda p, kernel: d):
+        with mock.patch.object(tuning, "choose", lambda p, kernel, tune=True: d):
             rung, lines = dispatch.explain_problem(p)
         assert rung == space.T05 and lines[-1] == said
 
@@ -1290,3 +1290,25 @@ def test_a_rung_tuning_of_a_hand_edited_cache_is_tuned_again_not_a_crash(entry, 
 def test_a_cache_folder_from_the_home_folder_is_there_not_a_folder_named_tilde(monkeypatch):
     monkeypatch.setenv("TILEGEMM_CACHE_DIR", "~/tilegemm-cache")  # (quoted: no shell expanded it)
     assert cache.cache_dir() == os.path.join(os.path.expanduser("~"), "tilegemm-cache")
+
+
+@pytest.mark.parametrize("kernel", ["auto", space.T03])
+def test_explain_under_autotune_times_nothing_and_the_call_still_tunes(kernel, monkeypatch):
+    """explain "runs nothing" (README), yet under TILEGEMM_AUTOTUNE=1 it tuned the bucket (tens of
+    seconds a rung on a GPU, on operands never filled, written to the user's cache). It says what
+    the first call will do instead, and keeps nothing: the call that runs the shape still tunes it."""
+    from tilegemm import dispatch, tuning
+    from tilegemm.tuning import tuner
+
+    p = _on_cuda(monkeypatch, 4096, 4096, 4096)
+    cache.reset()
+    monkeypatch.setenv("TILEGEMM_AUTOTUNE", "1")
+    timed, cfg = [], space.candidates(space.T03, p)[0]
+    monkeypatch.setattr(tuner, "tune", lambda q: timed.append("tune") or cache.Decision(space.T03, cfg, "x"))
+    monkeypatch.setattr(tuner, "tune_rung", lambda r, q: timed.append(r) or dict(config=cfg, ms=0.1))
+    rung, said = dispatch.explain_problem(p, kernel)
+    assert not timed and "the first call tunes this bucket" in said[1], said
+    assert dispatch.explain_problem(p, kernel)[1] == said and not timed  # (again: nothing kept, nothing timed)
+    d = tuning.choose(p, kernel)
+    assert timed and d.source == "tuned now (TILEGEMM_AUTOTUNE=1)", (timed, d)
+    assert "tuned now" in dispatch.explain_problem(p, kernel)[1][1]  # (the call's decision, now this process's)

@@ -807,7 +807,7 @@ def explain_problem(p, kernel: str = "auto") -> tuple[str, list[str]]:
     from . import tuning
     from .tuning import space
 
-    d = tuning.choose(p, kernel)
+    d = tuning.choose(p, kernel, tune=False)  # (nothing timed, under TILEGEMM_AUTOTUNE=1 too)
     cfg = ", ".join(f"{k}={v}" for k, v in d.config.items())
     waves = space.waves_note(p, d.rung, d.config, d.shape)  # a tile timed at another shape: its waves there and here
     return d.rung, [f"tensor-core rung {d.rung}: {cfg}", f"configuration from {d.source}", *([waves] if waves else [])]

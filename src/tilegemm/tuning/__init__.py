@@ -231,8 +231,10 @@ def _from_user(p, want: str | None) -> Decision | None:
     return None
 
 
-def choose(p, kernel: str = "auto") -> Decision:
-    """The rung and configuration p runs with (kernel: "auto", or a tensor-core rung's name)."""
+def choose(p, kernel: str = "auto", *, tune: bool = True) -> Decision:
+    """The rung and configuration p runs with (kernel: "auto", or a tensor-core rung's name).
+    tune=False (explain): nothing is timed; where TILEGEMM_AUTOTUNE=1 would tune p's bucket now,
+    the decision it would start from is said, and not kept (the call that runs p tunes it)."""
     from . import space
 
     bucket = _memo_key(p, kernel)
@@ -244,7 +246,9 @@ def choose(p, kernel: str = "auto") -> Decision:
         cfg = space.adapt(hit.rung, p, hit.config)  # the bucket's decision, fitted to this shape
         if cfg is not None:
             return dataclasses.replace(hit, config=cfg)
-    d = _choose(p, None if kernel == "auto" else kernel)
+    d = _choose(p, None if kernel == "auto" else kernel, tune)
+    if d.tunes_later:
+        return d
     if d.by_waves:
         _MEMO.setdefault(bucket, _BY_WAVES)
     _MEMO[shape if _MEMO.get(bucket) is _BY_WAVES else bucket] = d
@@ -280,7 +284,7 @@ def remember(p, kernel: str, d: Decision) -> None:
     _MEMO[_memo_key(p, kernel)] = dataclasses.replace(d, by_waves=False)
 
 
-def _choose(p, want: str | None) -> Decision:
+def _choose(p, want: str | None, tune: bool = True) -> Decision:
     from . import space
 
     if want is not None and want not in tc.RUNGS:
@@ -289,13 +293,18 @@ def _choose(p, want: str | None) -> Decision:
         instead = (space.T03 if want == space.T05 and usable(space.T03, p) else
                    space.T04 if want == space.T06 else space.T02)
         why = tc.rung_module(want).usable(p) if want in (space.T03, space.T05, space.T06) else "not here"
-        d = _choose(p, instead)
+        d = _choose(p, instead, tune)
         return Decision(instead, d.config, f"{want} cannot run this problem ({why}); {instead} runs it: {d.source}",
-                        d.ms, by_waves=d.by_waves)
+                        d.ms, by_waves=d.by_waves, tunes_later=d.tunes_later)
     d = _from_user(p, want)
     if d is not None:
         return d
     if autotune_on_call() and p.a.device.type == "cuda":
+        if not tune:  # (explain: what the database or the heuristic says, and that the first call tunes instead)
+            d = _from_database(p, want) or (Decision(want, space.default(want, p), f"{want}'s default configuration")
+                                            if want else heuristic(p))
+            return dataclasses.replace(d, source=f"TILEGEMM_AUTOTUNE=1: the first call tunes this bucket (explain "
+                                       f"times nothing); until then {d.source}", tunes_later=True)
         from . import tuner
 
         if want:

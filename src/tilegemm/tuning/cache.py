@@ -61,6 +61,7 @@ class Decision:
     ms: float | None = None
     shape: tuple | None = None  # where it was timed: a tuning at another shape of its bucket, an entry's shape
     by_waves: bool = False  # chosen by the waves of p's own M and N (tuning.pick): not its bucket's for every shape
+    tunes_later: bool = False  # explain's, under TILEGEMM_AUTOTUNE=1: the call that runs p tunes it (not kept)
 
 
 def autotune_on_call() -> bool:
