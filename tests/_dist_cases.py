@@ -554,6 +554,25 @@ def check_dtensor_mistakes_on_one_rank():
     assert torch.equal(D.matmul(A, B).full_tensor(), a @ b)  # and the group is whole after them
 
 
+def check_a_block_that_is_no_tensor_on_one_rank():
+    """matmul_1d (B sharded or replicated) and summa given a NumPy array or a list on one rank alone:
+    every rank refuses together, naming that rank and argument (its AttributeError was raised on
+    that rank alone, and the others waited out the group's timeout in the metadata all-gather)."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    last, mine = world - 1, rank == world - 1
+    a, b = operands(6, 5, 4, dtype=torch.float64)
+    a_r, b_r = split(a, world, 0)[rank].contiguous(), split(b, world, 0)[rank].contiguous()
+    for which, calls in (("A", (lambda x: D.matmul_1d(x, b_r), lambda x: D.matmul_1d(x, b, b_sharded=False),
+                                lambda x: D.summa(x, b_r, (world, 1)))),
+                         ("B", (lambda x: D.matmul_1d(a_r, x), lambda x: D.matmul_1d(a_r, x, b_sharded=False),
+                                lambda x: D.summa(a_r, x, (world, 1))))):
+        for i, call in enumerate(calls):
+            mine_x = (a_r if which == "A" else b_r if i != 1 else b)
+            for other in (mine_x.numpy(), mine_x.tolist()):
+                refused(lambda: call(other if mine else mine_x), f"rank {last}: {which} is not a torch tensor")
+    assert torch.equal(D.matmul_1d(a_r, b_r), split(a @ b, world, 0)[rank])  # and the group is whole after them
+
+
 SPAWNED = {"strided blocks": check_strided_blocks, "engines disagree": check_engines_disagree,
            "16-bit on CPUs": check_16bit_on_cpus, "grid and panel out of range": check_grid_and_panel_out_of_range,
            "review mistakes": check_review_mistakes, "dual and negated blocks": check_dual_and_negated_blocks,
@@ -561,7 +580,8 @@ SPAWNED = {"strided blocks": check_strided_blocks, "engines disagree": check_eng
            "dtensor arguments disagree": check_dtensor_arguments_disagree,
            "dtensors given to the engines": check_dtensors_given_to_the_engines,
            "grids on a group of all its ranks": check_grids_on_a_group_of_all_its_ranks,
-           "dtensor mistakes on one rank": check_dtensor_mistakes_on_one_rank}
+           "dtensor mistakes on one rank": check_dtensor_mistakes_on_one_rank,
+           "a block that is no tensor on one rank": check_a_block_that_is_no_tensor_on_one_rank}
 
 
 def blocks_of(m, world, rank):

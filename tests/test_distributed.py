@@ -553,6 +553,12 @@ def test_dtensor_mistakes_on_one_rank_are_refused_together(tmp_path):
     _spawned("dtensor mistakes on one rank", tmp_path)
 
 
+def test_a_block_that_is_no_tensor_on_one_rank_is_refused_on_every_rank(tmp_path):
+    """A NumPy array or a list given to matmul_1d or summa on one rank alone: every rank refuses,
+    naming it (that rank's AttributeError left the others in the metadata all-gather)."""
+    _spawned("a block that is no tensor on one rank", tmp_path)
+
+
 def test_grid_groups_split_a_group_by_its_own_ranks(monkeypatch):
     """SUMMA on a group other than the default one (summa(group=), a 1-D sub-mesh of a DTensor)
     splits it with torch's split_group, whose split_ranks are ranks in that group, not global
@@ -747,6 +753,10 @@ def test_torchruns_local_world_size_is_read_by_envs_rule(monkeypatch):
     (lambda hw: costmodel.predict(4096, 4096, 4096, "ab", hw), "DistributedError", "grid 'ab'"),
     (lambda hw: costmodel.predict(4096, 4096, 4.0, (2, 2), hw), "ShapeError", "k = 4.0"),
     (lambda hw: costmodel.predict(4096, 4096, 4096, (2, 2), hw, itemsize=0), "DTypeError", "itemsize = 0"),
+    # a panel that is no width (it gave a prediction with "panel": -5)
+    *[(lambda hw, v=v: costmodel.predict(4096, 4096, 4096, (4, 1), hw, panel=v), "DistributedError", f"panel = {v!r}")
+      for v in (-5, 0, 2.5, True)],
+    (lambda hw: costmodel.predict(4096, 4096, 4096, (2, 2), hw, max_panel=0), "DistributedError", "max_panel = 0"),
 ])
 def test_the_cost_models_inputs_are_said_in_words(call, error, says):
     """predict and choose are public: a count of GPUs, a grid or a size that is no product's is a

@@ -252,12 +252,35 @@ def _has_symm_mem() -> bool:
     return hasattr(symm, "empty") and hasattr(symm, "rendezvous")
 
 
+NOT_A_TENSOR = -2  # the dtype code of an argument that is no torch tensor (_blocks' stand-in)
+
+
 def _code(t: torch.Tensor) -> int:
+    if getattr(t, "_tilegemm_not_a_tensor", False):
+        return NOT_A_TENSOR
     return _DTYPES.index(t.dtype) if t.dtype in _DTYPES else -1
 
 
 def _describe(dt_code: int) -> str:
     return str(_DTYPES[dt_code]).removeprefix("torch.") if dt_code >= 0 else "an unsupported dtype"
+
+
+class _NotATensor(torch.Tensor):
+    """The stand-in of an argument that is no torch tensor (a NumPy array, a list): an empty 1-D
+    tensor whose dtype code says so, so that its rank shares its metadata like the others and
+    every rank refuses it together (its AttributeError was raised on that rank alone, and the
+    others waited out the group's timeout in the all-gather)."""
+
+    _tilegemm_not_a_tensor = True
+
+
+def _blocks(a, b) -> tuple[torch.Tensor, torch.Tensor]:
+    """a and b, each that is no torch tensor replaced by a stand-in on the other's device."""
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a, b
+    on = next((x.device for x in (a, b) if isinstance(x, torch.Tensor)), "cpu")
+    stand_in = lambda x: x if isinstance(x, torch.Tensor) else torch.empty(0, device=on).as_subclass(_NotATensor)  # noqa: E731
+    return stand_in(a), stand_in(b)
 
 
 def _ranks(rs: list[int]) -> str:
@@ -309,16 +332,20 @@ def _common_errors(meta: list[list[int]]) -> list[str]:
     for rs in _by(meta, lambda m: 0, lambda m: m[TRANSPORT] < 0).values():
         errs.append(f"{_ranks(rs)} asked for a transport that is not one of {', '.join(TRANSPORTS)} (the argument, "
                     "or TILEGEMM_DIST_TRANSPORT)")
+    first = next((m for m in meta if m[DA] >= 0), meta[0])  # (the dtypes compared: the first rank's A of one)
     for m in meta:
         r = m[G]
-        if m[AR] < 0 or m[BR] < 0:
+        if (m[AR] < 0 or m[BR] < 0) and NOT_A_TENSOR not in (m[DA], m[DB]):
             errs.append(f"rank {r}: its blocks are not 2-D")
         for which, code in (("A", m[DA]), ("B", m[DB])):
-            if code < 0:
+            if code == NOT_A_TENSOR:
+                errs.append(f"rank {r}: {which} is not a torch tensor (the products take each rank's blocks as torch "
+                            "tensors: torch.as_tensor(x))")
+            elif code < 0:
                 errs.append(f"rank {r}: {which} is of a dtype this product does not take (float16, bfloat16, "
                             "float32, float64)")
-            elif code != meta[0][DA]:
-                errs.append(f"rank {r}: {which} is {_describe(code)}, rank {meta[0][G]}'s A is {_describe(meta[0][DA])}")
+            elif code != first[DA] and first[DA] >= 0:
+                errs.append(f"rank {r}: {which} is {_describe(code)}, rank {first[G]}'s A is {_describe(first[DA])}")
         if m[ALGO] != meta[0][ALGO]:  # (their other arguments mean different things: not compared)
             errs.append(f"rank {r} called {ALGOS[m[ALGO]]}, rank {meta[0][G]} {ALGOS[meta[0][ALGO]]}")
             continue
@@ -529,6 +556,7 @@ def layout(a: torch.Tensor, b: torch.Tensor, grid: tuple[int, int], group=None, 
     transport the steps' bands and column panels. group: a process group (places in its rank
     order) or a Team."""
     want, bad = _asked(transport)
+    a, b = _blocks(a, b)
     who = team(group)
     pr, pc = _grid_ints(grid)
     keys = _SUMMA_KEYS.get(_summa_key(who, (pr, pc), a.device, a.dtype), ()) if a.is_cuda else ()
@@ -773,6 +801,7 @@ def layout_1d(a: torch.Tensor, b: torch.Tensor, group=None, panel: int | None = 
     for SMs, and a rank's GEMM can wait for its peer's). Not checked across the ranks: ranks that
     force different orders issue the same collectives in the same order, at different speeds."""
     want, bad = _asked(transport)
+    a, b = _blocks(a, b)
     who = team(group)
     if len(who.stages) != 1:
         raise DistributedError("the 1-D algorithm runs on one group (a 1-D mesh), not on a 2-D mesh's rows and columns")
@@ -1497,7 +1526,7 @@ def matmul_1d(a: torch.Tensor, b: torch.Tensor, group=None, b_sharded: bool = Tr
     # disagree on b_sharded, panel or transport are refused on every rank, not left in each other's
     # collectives (the panel and transport mean nothing to a replicated B, but must still agree)
     want, bad = _asked(transport)  # a wrong name is refused either way
-    meta = gather_meta(_describe_meta(a, b, (0, 0), panel, want, algo=REPLICATED_1D), team(group))
+    meta = gather_meta(_describe_meta(*_blocks(a, b), (0, 0), panel, want, algo=REPLICATED_1D), team(group))
     if bad is not None:
         raise bad  # (the others refuse it, naming this rank)
     errs = _common_errors(meta)

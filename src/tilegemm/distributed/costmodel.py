@@ -148,6 +148,10 @@ def predict(m: int, n: int, k: int, grid: tuple[int, int], hw: Hardware, itemsiz
     collective issued beside the GEMM before it (True) or after it (False); None: whichever the
     model predicts faster (the result's `ahead` says which)."""
     _check(m, n, k, itemsize, grid=grid)
+    for v, what in ((panel, "panel"), (max_panel, "max_panel")):
+        if v is not None and not _whole(v, 1):  # (-5, 2.5, True or 0 gave a prediction with that panel)
+            raise DistributedError(f"costmodel: {what} = {v!r}: a panel is a whole number of columns above 0 (None: "
+                                   "the model's fastest)")
     if peer and grid[1] > 1:
         return _predict_peer_summa(m, n, k, grid, hw, itemsize, panel)
     if peer:
