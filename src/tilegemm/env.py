@@ -15,7 +15,7 @@ default), and its cache files (a corrupt one is ignored with a warning, then rew
                                   CLI, which must report errors, so never itself an error)
 
 Read where they are used, with the same rule:
-    TILEGEMM_DIST_TRANSPORT       the 1-D distributed product's transport: auto (default), peer or nccl
+    TILEGEMM_DIST_TRANSPORT       the distributed products' transport (1-D and SUMMA): auto (default), peer or nccl
     TILEGEMM_DIST_GRAPHS          0: the peer transport's products queued call by call, not graphed; 1 (default)
     TILEGEMM_DIST_BARRIER_S       seconds before the peer transport's device barrier traps (default 600)
     TILEGEMM_PTXAS, TILEGEMM_NVDISASM   the CUDA tools `tilegemm resources` runs (else found in the CUDA

@@ -833,7 +833,7 @@ def add_cli(subparsers) -> None:
     p.add_argument("--shapes", default="library", help="a named shape set, held-out[:SEED] (30 shapes drawn afresh: "
                    "today's date is the seed unless one is given), a JSON file or a list (default: library)")
     p.add_argument("--dtypes", default=",".join(DTYPES), help=f"comma-separated, of {', '.join(DTYPES)}")
-    p.add_argument("--modes", default="eager,device", help="eager, device or both")
+    p.add_argument("--modes", default="eager,device", help="comma-separated, of eager, device (default: both, eager,device)")
     p.add_argument("--runs", type=positive_int, default=3, help="passes over the set; each figure is their median")
     p.add_argument("--budget", type=positive_float, default=0.3, help="seconds of sampling per shape, dtype and mode")
     p.add_argument("--no-host", action="store_true", help="skip host µs per call")
