@@ -606,6 +606,22 @@ def test_trace_records_the_operator_not_a_constant():
         torch.testing.assert_close(traced(x2), m(x2), rtol=1e-5, atol=1e-6)
 
 
+def test_trace_of_bmm_under_matmul_mode_warns_nothing():
+    """torch.jit.trace of a model patched with matmul=True: bmm's batch rule compared traced sizes
+    ("Converting a tensor to a Python boolean might cause the trace to be incorrect"), a warning
+    from inside tilegemm that the unpatched trace does not give."""
+    import warnings
+
+    torch.manual_seed(0)
+    m, a, b = _Bmm(), torch.randn(2, 5, 8), torch.randn(2, 8, 3)
+    with tilegemm.patch(m, matmul=True), warnings.catch_warnings():
+        warnings.simplefilter("error", torch.jit.TracerWarning)
+        traced = torch.jit.trace(m, (a, b))
+    assert "tilegemm::matmul" in str(traced.inlined_graph)
+    a2, b2 = torch.randn(2, 5, 8), torch.randn(2, 8, 3)
+    torch.testing.assert_close(traced(a2, b2), m(a2, b2), rtol=1e-5, atol=1e-6)
+
+
 def test_subclasses_and_function_transforms_run_on_torch():
     """A tensor subclass (DTensor, a quantised weight) has rules of its own, and torch.func's
     wrapped tensors no memory of their own: both go to torch, counted."""

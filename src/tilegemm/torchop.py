@@ -306,6 +306,15 @@ def _cast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 # ---- patch(model) -----------------------------------------------------------------------------------
 
 
+def _batches_differ(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Do 3-D a and b differ in batch (bmm's rule, which does not broadcast)? Under torch.jit.trace
+    the sizes are read with the tracer paused (a traced size compared was its TracerWarning)."""
+    if _compiling() or not _tracing():  # (compiling first: dynamo breaks its graph at the tracer's query)
+        return a.shape[0] != b.shape[0]
+    with dispatch.checked_in_trace():
+        return a.shape[0] != b.shape[0]
+
+
 class _MatmulMode(torch.overrides.TorchFunctionMode):
     """Inside a patched model's forward: torch.matmul, torch.bmm and `@` on tensors through tilegemm,
     counted in the patch's counts."""
@@ -321,7 +330,7 @@ class _MatmulMode(torch.overrides.TorchFunctionMode):
         kwargs = kwargs or {}
         if func in self.FUNCS and len(args) == 2 and not kwargs and all(isinstance(x, torch.Tensor) for x in args):
             a, b = args
-            if func in self.BMM and (a.dim() != 3 or b.dim() != 3 or a.shape[0] != b.shape[0]):
+            if func in self.BMM and (a.dim() != 3 or b.dim() != 3 or _batches_differ(a, b)):
                 return func(*args)  # torch's own error for bmm's shape rule (no broadcasting)
             if _any_autocast():
                 a, b = _autocast(a.device, a, b)
