@@ -261,3 +261,18 @@ def test_a_long_fp32_sum_is_judged_at_its_length():
     chk = validate.check(c, a, b, kernel="cpu_naive")
     assert chk.n_bad == 0 and chk.rel_err > 1e-5 and chk.ok, str(chk)
     assert not validate.check(validate.reference(a, b) * (1 + 2e-4), a, b).ok
+
+
+@pytest.mark.parametrize("tiny", [1e-20, 1e-22, 1e-30])
+def test_a_product_that_underflows_correctly_rounded_passes(tiny):
+    """A product of tiny operands lands in the output's subnormal range, or below it: NumPy's own
+    product, correctly rounded (2e-40 → a subnormal 1 spacing away; 2e-60 → 0), was WRONG in FP32
+    ("rel. Frobenius error 1", 4 of 4 elements outside the bound): the bound was all relative.
+    Off by more than the spacing there is still wrong."""
+    a = np.full((2, 2), tiny, np.float32)
+    b = np.full((2, 2), tiny, np.float32)
+    c = a @ b
+    assert validate.check(c, a, b).ok, str(validate.check(c, a, b))
+    spacing = np.finfo(np.float32).smallest_subnormal
+    assert not validate.check(c + 8 * spacing, a, b).ok
+    assert not validate.check(c * 2 + 8 * spacing, a, b).ok

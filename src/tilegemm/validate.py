@@ -10,6 +10,9 @@ Two tests, both must pass:
 2. Relative Frobenius error ‖c − ref‖ / ‖ref‖ below the dtype's tolerance (the headline number),
    or, with a full FP32 or FP64 accumulator, below 2·sqrt(K)·u where that is larger (long sums:
    FP32 from K ≈ 7000).
+Both carry the absolute terms of underflow: K products each rounded in the accumulation's subnormal
+range (up to half its smallest spacing) and the output in its own (one spacing), so that a product
+of tiny operands, correctly rounded to a subnormal or to 0, passes.
 NaN and Inf never pass where the reference is finite. Outputs are poisoned with NaN before a
 checked run (`poison`) so that an element no thread wrote shows up as NaN.
 """
@@ -31,31 +34,38 @@ class Tolerance:
     u_out: float  # rounding of the stored output
     why: str
     eta_out: float = 0.0  # absolute rounding of the output where it is subnormal (spacing there)
+    eta_acc: float = 0.0  # absolute rounding of each product where it underflows in the accumulation's format
 
 
 # Unit roundoffs: 2^-53 (FP64), 2^-24 (FP32), 2^-11 (FP16, TF32 inputs), 2^-8 (BF16), 2^-4 (E4M3).
 TOLERANCES: dict[str, Tolerance] = {
     "float64": Tolerance(1e-12, 2.0**-53, 0, 2.0**-53,
-                         "FP64 accumulation: errors near 1e-16·sqrt(K); 1e-12 leaves room for K up to 1e6"),
+                         "FP64 accumulation: errors near 1e-16·sqrt(K); 1e-12 leaves room for K up to 1e6",
+                         eta_out=2.0**-1074, eta_acc=2.0**-1075),
     "float32": Tolerance(1e-5, 2.0**-24, 0, 2.0**-24,
-                         "FP32 accumulation: random-sign errors grow like sqrt(K)·6e-8, about 4e-6 at K = 4096"),
+                         "FP32 accumulation: random-sign errors grow like sqrt(K)·6e-8, about 4e-6 at K = 4096",
+                         eta_out=2.0**-149, eta_acc=2.0**-150),
     # Tensor cores read FP32 operands as TF32 by dropping the low 13 bits (truncation, not
     # rounding: up to 2^-10 relative per input; seen at K = 1 on the H200).
     "tf32": Tolerance(5e-3, 2.0**-24, 2.0**-10, 2.0**-24,
-                      "inputs cut to TF32's 10-bit mantissa (up to 2^-10 each, truncated); not IEEE FP32: ≈1e-3 expected"),
+                      "inputs cut to TF32's 10-bit mantissa (up to 2^-10 each, truncated); not IEEE FP32: ≈1e-3 expected",
+                      eta_out=2.0**-149, eta_acc=2.0**-150),
     # Half-precision outputs: one unit in the last place (2u), since a kernel's conversion is not
     # always correctly rounded (one element in 131072 was 1 ulp off on the H200 at K = 1).
     "float16": Tolerance(2e-3, 2.0**-24, 0, 2.0**-10,
                          "FP16 inputs are exact, FP32 accumulation, FP16 output within 1 ulp (2^-10 ≈ 9.8e-4; "
-                         "below 2^-14 the spacing is a fixed 2^-24)", eta_out=2.0**-24),
+                         "below 2^-14 the spacing is a fixed 2^-24)", eta_out=2.0**-24, eta_acc=2.0**-150),
     "bfloat16": Tolerance(1e-2, 2.0**-24, 0, 2.0**-7,
-                          "BF16 inputs are exact, FP32 accumulation, BF16 output within 1 ulp (2^-7 ≈ 7.8e-3)"),
+                          "BF16 inputs are exact, FP32 accumulation, BF16 output within 1 ulp (2^-7 ≈ 7.8e-3)",
+                          eta_out=2.0**-133, eta_acc=2.0**-150),
     # Hopper's FP8 tensor cores do not accumulate in full FP32: about 14 mantissa bits are kept
     # (DeepSeek-V3 technical report, section 3.3.2), so u_acc = 2^-13 here; cuBLAS shows the same.
     "float8_e4m3fn": Tolerance(1e-2, 2.0**-13, 0, 2.0**-8,
-                               "FP8 inputs (after scaling) are exact; Hopper FP8 MMA accumulates with ~14 bits; BF16 output"),
+                               "FP8 inputs (after scaling) are exact; Hopper FP8 MMA accumulates with ~14 bits; BF16 output",
+                               eta_out=2.0**-133, eta_acc=2.0**-150),
     "float8_e5m2": Tolerance(1e-2, 2.0**-13, 0, 2.0**-8,
-                             "FP8 inputs (after scaling) are exact; Hopper FP8 MMA accumulates with ~14 bits; BF16 output"),
+                             "FP8 inputs (after scaling) are exact; Hopper FP8 MMA accumulates with ~14 bits; BF16 output",
+                             eta_out=2.0**-133, eta_acc=2.0**-150),
 }
 
 
@@ -67,7 +77,7 @@ def tolerance_for(dtype: str, out_dtype: str | None = None) -> Tolerance:
     if out_dtype and out_dtype != dtype and out_dtype in TOLERANCES:
         o = TOLERANCES[out_dtype]
         tol = Tolerance(max(tol.rel_fro, o.rel_fro), tol.u_acc, tol.u_in, o.u_out, f"{tol.why}; output {out_dtype}",
-                        o.eta_out)
+                        o.eta_out, tol.eta_acc)
     return tol
 
 
@@ -130,7 +140,10 @@ def check(c, a, b, *, dtype: str | None = None, kernel: str = "?", ref: np.ndarr
     with np.errstate(invalid="ignore", over="ignore"):
         absprod = np.abs(a64) @ np.abs(b64)
         gamma = _growth(k) * tol.u_acc / max(1.0 - k * tol.u_acc, 0.5) + 2 * tol.u_in + tol.u_in**2
-        bound = gamma * absprod + tol.u_out * np.abs(ref) + tol.eta_out + np.finfo(np.float64).tiny
+        # underflow: each of the K products may lose up to eta_acc, the output its format's spacing there
+        # (a product of tiny operands, correctly rounded to 0 or a subnormal, is not wrong)
+        eta = k * tol.eta_acc + tol.eta_out
+        bound = gamma * absprod + tol.u_out * np.abs(ref) + eta + np.finfo(np.float64).tiny
         err = np.abs(c64 - ref)
         finite_ref = np.isfinite(ref)
         bad = np.where(finite_ref, ~(err <= bound), ~_same_nonfinite(c64, ref))
@@ -153,6 +166,8 @@ def check(c, a, b, *, dtype: str | None = None, kernel: str = "?", ref: np.ndarr
     # Not FP8's: its 1% is set from what Hopper's ~14-bit accumulation measured, not from a model.
     rel_fro = max(tol.rel_fro, 2.0 * np.sqrt(max(k, 1)) * tol.u_acc) if tol.u_acc <= 2.0**-24 else tol.rel_fro
     rel_tol = rel_fro * max(1.0, float(scale / (ref_norm * np.sqrt(max(k, 1))))) if ref_norm > 0 else rel_fro
+    floor = float(np.sqrt(m * n)) * eta  # the underflow terms, absolute: ‖C − ref‖ may be that much whatever ‖ref‖
+    rel_tol += floor / ref_norm if ref_norm > 0 else floor
     n_bad = int(bad.sum())
     idx = np.argwhere(bad)[:max_report]
     first = [(int(i), int(j), float(ref[i, j]), float(c64[i, j])) for i, j in idx]

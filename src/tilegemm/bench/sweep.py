@@ -44,7 +44,7 @@ class Settings:
 
     def harness(self) -> dict:
         return dict(warmup_s=self.warmup_s, budget_s=self.budget_s, target_rse=self.target_rse,
-                    max_reps=self.max_reps, l2_flush=self.flush and not self.simulated,
+                    max_reps=self.max_reps, l2_flush=self.flush and _cuda.has_gpu(),  # (Sweep flushes on a GPU only)
                     cpu_naive_budget_s=self.cpu_naive_budget_s, seed=self.seed, dtype=self.dtype,
                     simulated=self.simulated)
 
