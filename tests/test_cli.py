@@ -342,3 +342,36 @@ def test_counters_says_which_field_a_value_does_not_fit(capsys):
     assert cli.main(["counters", "--kernels", "unrolled:BM=abc"]) == 2
     err = capsys.readouterr().err
     assert "BM=abc: unrolled's BM is a whole number" in err and len(err.strip().splitlines()) == 1
+
+
+def test_two_outputs_named_one_file_are_refused_before_the_work(capsys, tmp_path):
+    """`bench --json X --table X` wrote the results, then replaced them with the printed table, and
+    said "results written to X" (exit 0): a file `results X` then refused as not JSON."""
+    path = tmp_path / "out"
+    code = cli.main(["bench", "--kernels", "cpu_blas", "--sizes", "8", "--quiet", "--no-e2e", "--budget", "0.02",
+                     "--json", str(path), "--table", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "--json and --table both name" in err and len(err.strip().splitlines()) == 1
+    assert not path.exists()
+
+
+def test_an_output_to_a_redirected_stdout_keeps_its_place_among_the_lines_printed(tmp_path):
+    """`bench --json /dev/stdout > out.txt` wrote the JSON through a second opening of the file, at
+    an offset of its own: the line printed next ("results written to /dev/stdout") landed on the
+    JSON's first line; `results X --csv /dev/stdout > out.txt` and `ladder X --out /dev/stdout`
+    truncated what was printed before. Each is written through the process's stdout, in order."""
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "out.txt"
+    code = ("print('before'); from tilegemm.bench.results import write_json, save_csv, SCHEMA; "
+            "write_json('/dev/stdout', '{\"a\": 1}\\n'); print('between'); "
+            "save_csv(dict(schema=SCHEMA, records=[]), '/dev/stdout'); print('after')")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(cli.__file__) + "/..",
+                                                       os.environ.get("PYTHONPATH", "")]))
+    with open(out, "w") as f:
+        subprocess.run([sys.executable, "-c", code], stdout=f, check=True, timeout=120, env=env)
+    lines = out.read_text().splitlines()
+    assert lines[:3] == ["before", '{"a": 1}', "between"] and lines[3].startswith("kernel,label,") \
+        and lines[4:] == ["after"], lines

@@ -365,3 +365,27 @@ def test_the_control_compiles_to_t05s_prologue_and_dispatch():
     assert "barrier.sync \t1;" in ptx and "setmaxnreg" in ptx
     want = _ws_control.expected()
     assert int(want[0]) == 0 and int(want[1024]) == 1024 and int(want[1024 + 32]) == 0 and len(want) == 4 * 2048
+
+
+def test_a_json_path_ending_md_is_refused_before_the_work(monkeypatch, tmp_path, capsys):
+    """The Markdown table is written beside the JSON as its .md: `--json report.md` wrote the
+    JSON, then replaced it with the table (said "wrote report.md" twice, exit 0): the run's records lost."""
+    ran = []
+    monkeypatch.setattr(sanitize, "available", lambda: True)
+    monkeypatch.setattr(sanitize, "sweep", lambda *a, **kw: ran.append(1) or [])
+    path = tmp_path / "report.md"
+    assert cli.main(["sanitize", "--kernels", "naive", "--tools", "memcheck", "--json", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "would replace it" in err, err
+    assert not ran and not path.exists()
+    assert cli.main(["sanitize", "--kernels", "naive", "--tools", "memcheck", "--json", str(tmp_path / "r.json")]) == 0
+    assert json.loads((tmp_path / "r.json").read_text())["schema"] == sanitize.SCHEMA
+    assert (tmp_path / "r.md").read_text().startswith("# compute-sanitizer")
+
+
+@pytest.mark.parametrize("kernels", [",", "", " , "])
+def test_kernels_naming_none_is_said_so(kernels, capsys):
+    """`--kernels ,` was every kernel, CPU ones included: "not a GPU kernel: cpu_blas, cpu_naive"."""
+    assert cli.main(["sanitize", "--kernels", kernels]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--kernels names no kernel" in err and "cpu_" not in err, err

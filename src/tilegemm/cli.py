@@ -360,11 +360,18 @@ def main(argv=None) -> int:
         inputs = {os.path.realpath(f) for k, v in vars(args).items()  # (files the command reads, named by options;
                   if k not in OUTPUTS  # a list: --merge PART…)
                   for f in (v if isinstance(v, list) else [v]) if isinstance(f, str) and os.path.isfile(f)}
+        written: dict[str, str] = {}  # realpath -> the option that writes it (two outputs to one file: the
+        # second write would replace the first, bench's --table its --json)
         for what in OUTPUTS:  # an output that cannot be written is said before the work, not after it
             if getattr(args, what, None) and not (what == "out" and args.command == "report"):
-                if os.path.realpath(getattr(args, what)) in inputs:
+                real = os.path.realpath(getattr(args, what))
+                if real in inputs:
                     raise ValueError(f"--{what} {getattr(args, what)} is also what this command reads; "
                                      "write the output elsewhere")
+                if real in written and not real.startswith(("/dev/", "/proc/")):  # (a stream takes both)
+                    raise ValueError(f"--{written[real]} and --{what} both name {getattr(args, what)}: the second "
+                                     "would replace the first; give each its own file")
+                written[real] = what
                 check_writable(getattr(args, what))
         return args.func(args) or 0
     except USER_ERRORS as e:

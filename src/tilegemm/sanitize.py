@@ -620,7 +620,10 @@ def cli_sanitize(args) -> int:
     bad = [t for t in tools if t not in TOOLS]
     if bad or not tools:
         raise ValueError(f"unknown tool {', '.join(bad) or '(none)'}; choose from {', '.join(TOOLS)}")
-    kernels = kernels_to_check([n for n in args.kernels.split(",") if n] if args.kernels else None)
+    names = [n.strip() for n in args.kernels.split(",") if n.strip()] if args.kernels is not None else None
+    if names == []:  # (kernels_to_check([]) would take every kernel, and name the CPU ones as not GPU kernels)
+        raise ValueError("--kernels names no kernel: give name,name,… of `tilegemm kernels` (default: every GPU kernel)")
+    kernels = kernels_to_check(names)
     precisions = [x for x in (args.precisions or "").split(",") if x] or None
     if precisions and not set(precisions) <= set(TC_PRECISIONS):
         raise ValueError(f"unknown precision in {args.precisions!r}; choose from {', '.join(TC_PRECISIONS)}")
@@ -631,6 +634,14 @@ def cli_sanitize(args) -> int:
     if config is not None and not (isinstance(config, dict) and config):
         raise ValueError("--config must be a JSON object of the rung's parameters, e.g. '{\"BM\": 128, ...}'")
     _one_tensorcore(kernels, config)
+    if args.json:  # the Markdown goes beside it (save): said before the work, as the JSON's own path is (cli.main)
+        md = Path(args.json).with_suffix(".md")
+        if os.path.realpath(md) == os.path.realpath(args.json):
+            raise ValueError(f"--json {args.json}: the Markdown table is written beside the JSON as {md.name}, "
+                             "which would replace it; name the JSON file .json")
+        from .bench.results import check_writable
+
+        check_writable(md)
     if not available():
         print("tilegemm sanitize: needs an NVIDIA GPU and compute-sanitizer on the PATH", file=sys.stderr)
         return 2

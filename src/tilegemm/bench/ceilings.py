@@ -286,13 +286,12 @@ def cache_path(gpu_name: str) -> Path:
 
 def save(doc: dict, path=None) -> list[Path]:
     """Write to the per-GPU cache, and to `path` too when given."""
-    from .results import _clean
+    from .results import _clean, write_json
 
     text = json.dumps(_clean(doc), indent=1, allow_nan=False, ensure_ascii=False) + "\n"
     paths = [cache_path(doc["gpu"])] + ([Path(path)] if path else [])
     for p in paths:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text, encoding="utf-8")
+        write_json(p, text)  # (its folder made; whole or not at all; /dev/stdout written through)
     return paths
 
 

@@ -304,9 +304,9 @@ def _cli(args) -> int:
     shape = parse_shape(args.size)
     doc = collect([t.strip() for t in args.kernels.split(",") if t.strip()], shape)
     if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=1)
+        from .results import write_json
+
+        write_json(args.json, json.dumps(doc, indent=1) + "\n")  # (its folder made; /dev/stdout written through)
     print("\n".join(table_md(doc)))
     bad = [r for r in doc["records"] if "error" in r]
     for r in bad:

@@ -224,7 +224,7 @@ def _cli_ladder(args) -> int:
     folder = out.parent
     if not folder.is_dir():  # checked before rendering, so that nothing is half done
         raise FileNotFoundError(f"no folder {folder}/ to write {out} in")
-    out.write_text(render(doc, res))
+    write_json(out, render(doc, res))  # (whole or not at all; /dev/stdout written through, in order with the prints)
     print(f"wrote {out}")
     return 0
 

@@ -210,6 +210,14 @@ def write_json(path, text: str) -> Path:
     p = Path(path)
     if _stream(p):  # /dev/stdout, a pipe: appended to, never replaced by a rename (which, run as root, would put
         # a file where /dev/null was) nor truncated (which would wipe what a redirected stdout already holds)
+        std = _std_stream(p)
+        if std is not None:  # this process's own stdout (stderr): through it, in order with what it prints (a
+            # second opening of a redirected stdout has an offset of its own: the next line printed, "results
+            # written to /dev/stdout", landed on the JSON's first line)
+            std.flush()
+            std.write(text)
+            std.flush()
+            return p
         with open(p, "a", encoding="utf-8") as f:
             f.write(text)
         return p
@@ -219,6 +227,18 @@ def write_json(path, text: str) -> Path:
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, target)
     return p
+
+
+def _std_stream(p: Path):
+    """sys.stdout or sys.stderr where p is the file it writes to (/dev/stdout, or the file it is redirected to), else None."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            mine, there = os.fstat(stream.fileno()), os.stat(p)
+        except (OSError, ValueError, AttributeError):  # (io.UnsupportedOperation is an OSError and a ValueError)
+            continue
+        if (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino):
+            return stream
+    return None
 
 
 def _stream(p: Path) -> bool:
@@ -375,14 +395,14 @@ def save_csv(doc: dict, path) -> Path:
     cols: list[str] = []
     for row in rows:
         cols += [c for c in row if c not in cols]
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    with open(p, "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=cols or list(CSV_FIRST))
-        w.writeheader()
-        for row in rows:
-            w.writerow({c: "" if row.get(c) is None else row.get(c) for c in cols})
-    return p
+    import io
+
+    f = io.StringIO(newline="")
+    w = csv.DictWriter(f, fieldnames=cols or list(CSV_FIRST))
+    w.writeheader()
+    for row in rows:
+        w.writerow({c: "" if row.get(c) is None else row.get(c) for c in cols})
+    return write_json(path, f.getvalue())  # (any text: whole or not at all, a stream written through, as JSON is)
 
 
 # ---- CLI ----------------------------------------------------------------------------------------
