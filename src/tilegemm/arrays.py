@@ -342,12 +342,17 @@ def dims(shape) -> str:
 
 def check_host_memory(shape, dtype: str, what: str = "matmul: the result") -> None:
     need = nbytes(shape, dtype)
-    if need < LARGE_HOST_BYTES:
-        return
+    if need >= LARGE_HOST_BYTES:
+        refuse_past_host_memory(need, f"{what} ({dims(shape)} {dtype}) needs")
+
+
+def refuse_past_host_memory(need: int, what: str, why: str = "", advice: str = "") -> None:
+    """OutOfHostMemory where `need` bytes exceed the host's available memory ("{what} X GiB of host
+    memory{why}, Y GiB available{advice}")."""
     free = available_host_bytes()
     if free is not None and need > free:
-        raise OutOfHostMemory(f"{what} ({dims(shape)} {dtype}) needs {need / 2**30:.1f} GiB of host "
-                              f"memory, {free / 2**30:.1f} GiB available")
+        raise OutOfHostMemory(f"{what} {need / 2**30:.1f} GiB of host memory{why}, {free / 2**30:.1f} GiB "
+                              f"available{advice}")
 
 
 def host_empty(shape, dtype: str) -> np.ndarray:

@@ -294,17 +294,12 @@ def _check_host_memory(shape, dtype: str) -> None:
     in the host's available memory: OutOfHostMemory, naming it. Where the kernel allows
     overcommit, NumPy's allocation of them succeeds, and filling it takes the machine's memory from
     every process until the kernel kills one."""
-    from ..arrays import available_host_bytes, dims
-    from ..errors import OutOfHostMemory
+    from ..arrays import dims, refuse_past_host_memory
 
     m, n, k = shape
-    per = 8 + np.dtype(dtype).itemsize
-    need = (m * k + k * n + m * n) * per
-    free = available_host_bytes()
-    if free is not None and need > free:
-        raise OutOfHostMemory(f"{dims(shape)} in {dtype} needs about {need / 2**30:.1f} GiB of host memory "
-                              f"(its operands, float64 reference and result), {free / 2**30:.1f} GiB available; "
-                              "ask for a smaller size")
+    need = (m * k + k * n + m * n) * (8 + np.dtype(dtype).itemsize)
+    refuse_past_host_memory(need, f"{dims(shape)} in {dtype} needs about",
+                            " (its operands, float64 reference and result)", "; ask for a smaller size")
 
 
 def _reference(a, b) -> np.ndarray:

@@ -256,7 +256,7 @@ NOT_A_TENSOR = -2  # the dtype code of an argument that is no torch tensor (_blo
 
 
 def _code(t: torch.Tensor) -> int:
-    if getattr(t, "_tilegemm_not_a_tensor", False):
+    if type(t) is _NotATensor:
         return NOT_A_TENSOR
     return _DTYPES.index(t.dtype) if t.dtype in _DTYPES else -1
 
@@ -270,8 +270,6 @@ class _NotATensor(torch.Tensor):
     tensor whose dtype code says so, so that its rank shares its metadata like the others and
     every rank refuses it together (its AttributeError was raised on that rank alone, and the
     others waited out the group's timeout in the all-gather)."""
-
-    _tilegemm_not_a_tensor = True
 
 
 def _blocks(a, b) -> tuple[torch.Tensor, torch.Tensor]:
