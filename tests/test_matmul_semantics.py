@@ -140,6 +140,26 @@ def test_the_other_byte_order_goes_to_the_gpu_in_this_machines(dtype, monkeypatc
     assert torch.equal(got, torch.from_numpy(np.ascontiguousarray(x[:, ::-1])))
 
 
+@pytest.mark.parametrize("kernel", ["auto", "cpu_naive", "cpu_blas"])
+@pytest.mark.parametrize("sa,sb", [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,))])
+def test_a_field_of_a_structured_array_is_read_as_np_matmul_reads_it(sa, sb, kernel, monkeypatch):
+    """A field of a structured array has strides that are not a whole number of its elements (5
+    bytes for float32 beside a uint8): the 1-D and N-D products' torch views (tilegemm.nd), the
+    GPU's copy (arrays.to_torch_cuda) and explain's stand-in went to torch.from_numpy as it was, and
+    torch's raw 'strides not a multiple of the element byte size' came out. (.cuda() stood in for.)"""
+    from tilegemm import arrays
+
+    rec = np.zeros(sa, dtype=[("x", "f4"), ("flag", "u1")])
+    rec["x"], b = _operands(sa, sb, "float32", seed=5)
+    a = rec["x"]
+    assert a.strides[-1] == 5
+    want = np.matmul(a, b)
+    np.testing.assert_allclose(tilegemm.matmul(a, b, kernel=kernel), want, rtol=1e-5, atol=1e-6)
+    assert "×" in tilegemm.explain(a, b, kernel)
+    monkeypatch.setattr(torch.Tensor, "cuda", lambda self: self)
+    assert torch.equal(arrays.to_torch_cuda(arrays.describe(a, "a")), torch.from_numpy(np.ascontiguousarray(a)))
+
+
 def test_a_numpy_scalar_is_0d_and_a_dtype_served_only_on_a_gpu_is_a_type_error():
     with pytest.raises(ShapeError, match="at least one dimension"):
         tilegemm.matmul(np.float32(2.0), np.ones(3, np.float32))

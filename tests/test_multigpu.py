@@ -294,6 +294,32 @@ def test_numpy_out_with_negative_strides_is_written():
     _close(out, _ref(a, b), 1e-5)
 
 
+def test_host_operands_torch_cannot_view_are_copied_for_it():
+    """The host operands' torch views (torch.from_numpy): the other byte order and a field of a
+    structured array (strides of part of an element) raised torch's raw ValueError; now a copy in
+    this machine's order, as matmul without devices= reads them."""
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    rec = np.zeros((3, 4), dtype=[("x", "f4"), ("flag", "u1")])
+    rec["x"] = x
+    for y in (x.astype(">f4"), rec["x"], x[:, ::-1].astype(">f4")):
+        got = multigpu._torch_view(tilegemm.arrays.describe(y, "a"))
+        assert np.array_equal(got.numpy(), y)
+    assert multigpu._torch_views(x) and not multigpu._torch_views(x.astype(">f4"))
+
+
+@gpu
+def test_host_operands_and_out_torch_cannot_view():
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((300, 200)).astype(np.float32)
+    b = rng.standard_normal((200, 100)).astype(np.float32)
+    rec = np.zeros((200, 100), dtype=[("x", "f4"), ("flag", "u1")])
+    rec["x"] = b
+    _close(tilegemm.matmul(a.astype(">f4"), rec["x"], devices="all"), _ref(a, b), 1e-5)
+    out = np.zeros((300, 100), ">f4")
+    assert tilegemm.matmul(a, b, devices="all", out=out) is out
+    _close(out.astype(np.float32), _ref(a, b), 1e-5)
+
+
 @gpu
 def test_broadcast_operand_and_parameters_under_no_grad():
     b = torch.randn(1, 3000, device="cuda").to(torch.bfloat16).expand(2048, 3000)  # rows of stride 0

@@ -239,7 +239,8 @@ def host_view(op: Operand, torch_ok: bool = False) -> np.ndarray:
     """The operand as a NumPy array to read (host kinds only; no copy where possible): one in the
     other byte order (big-endian data read from a file) is copied to this machine's, which the
     kernels and torch take. torch_ok: the array goes to torch.from_numpy, which takes no negative
-    strides (and warns on read-only arrays), so such a view is copied."""
+    strides nor strides that are not a whole number of elements (a field of a structured array),
+    and warns on read-only arrays, so such a view is copied."""
     if op.kind == "numpy":
         if not op.obj.dtype.isnative:
             return op.obj.astype(op.obj.dtype.newbyteorder("="))
@@ -257,8 +258,9 @@ def host_view(op: Operand, torch_ok: bool = False) -> np.ndarray:
 
 
 def _torch_refuses(x: np.ndarray) -> bool:
-    """Would torch.from_numpy refuse x (negative strides) or warn (read-only)? host_view copies it."""
-    return any(s < 0 for s in x.strides) or not x.flags.writeable
+    """Would torch.from_numpy refuse x (negative strides, or strides not a multiple of its itemsize: a
+    field of a structured array) or warn (read-only)? host_view copies it."""
+    return any(s < 0 or s % x.itemsize for s in x.strides) or not x.flags.writeable
 
 
 def negated(x) -> bool:

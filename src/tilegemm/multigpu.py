@@ -352,9 +352,11 @@ def matmul(A, B, mnk: tuple[int, int, int], ids: list[int], kernel: str, out, lo
     ta = _torch_view(A)
     tb = _torch_view(B)
     if out is not None:
-        tc = _torch_view(arrays.describe(out, "out"))
-        if A.kind == "numpy" and min(out.strides, default=0) < 0:  # torch cannot view it: C goes through a copy
+        copied = A.kind == "numpy" and not _torch_views(out)
+        if copied:  # torch cannot view it: C goes through a copy
             tc = torch.from_numpy(arrays.host_empty((m, n), A.dtype))
+        else:
+            tc = _torch_view(arrays.describe(out, "out"))
     elif host:
         arrays.check_host_memory((m, n), A.dtype)
         c_np = arrays.host_empty((m, n), A.dtype) if A.kind == "numpy" else None
@@ -374,7 +376,7 @@ def matmul(A, B, mnk: tuple[int, int, int], ids: list[int], kernel: str, out, lo
             if work is not tc:
                 tc.copy_(work)
     if out is not None:
-        if A.kind == "numpy" and min(out.strides, default=0) < 0:
+        if copied:
             np.copyto(out, tc.numpy())
         return out
     if host:
@@ -382,9 +384,16 @@ def matmul(A, B, mnk: tuple[int, int, int], ids: list[int], kernel: str, out, lo
     return arrays.to_kind(tc, A) if A.kind != "torch" else tc
 
 
+def _torch_views(x) -> bool:
+    """Can torch.from_numpy view NumPy array x: this machine's byte order, strides neither negative
+    nor a fraction of an element (a field of a structured array)?"""
+    return x.dtype.isnative and all(s >= 0 and s % x.itemsize == 0 for s in x.strides)
+
+
 def _torch_view(op):
-    """The operand as a torch tensor, no copy: NumPy through torch.from_numpy (a copy only for
-    negative strides, which torch cannot view), CUDA arrays through their interface."""
+    """The operand as a torch tensor, no copy: NumPy through torch.from_numpy (a copy only where
+    torch cannot view it: the other byte order, negative strides or strides of part of an element),
+    CUDA arrays through their interface."""
     import warnings
 
     import numpy as np
@@ -393,7 +402,7 @@ def _torch_view(op):
     if op.kind == "torch":
         return op.obj.detach()  # the workers' threads have their own grad mode; no gradient is recorded here
     if op.kind == "numpy":
-        x = op.obj if min(op.obj.strides, default=0) >= 0 else np.ascontiguousarray(op.obj)
+        x = op.obj if _torch_views(op.obj) else np.ascontiguousarray(arrays.host_view(op))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a read-only array: we only read it
             return torch.from_numpy(x)
