@@ -1103,3 +1103,17 @@ def test_a_traced_call_leaves_other_threads_warnings_alone(monkeypatch):
         go.set()
         tracer.join(30)
     assert [str(w.message) for w in said] == ["a trace that will not generalize"]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.complex64])
+def test_a_dtype_refused_without_grad_is_refused_with_it(dtype):
+    """tilegemm.matmul of CPU tensors of a dtype no host kernel serves raised DTypeError, but the
+    same tensors requiring grad went through the differentiable operator, whose body hands what
+    tilegemm does not serve to torch (for a patched model's layers), and came back computed by
+    torch. Whether an input requires grad no longer changes the answer."""
+    a, b = torch.ones(4, 4, dtype=dtype), torch.ones(4, 4, dtype=dtype)
+    with pytest.raises(DTypeError) as plain:
+        tilegemm.matmul(a, b)
+    with pytest.raises(DTypeError) as grad:
+        tilegemm.matmul(a.requires_grad_(), b)
+    assert str(grad.value) == str(plain.value)
