@@ -331,6 +331,17 @@ CASES = [
     Case("gemm", "gemm with a scale past float32's range (torch.full raised RuntimeError on a GPU)",
          lambda: _gemm(_f32(*_A), _f32(*_B), precision="fp8", scale_b=1e39), "DTypeError",
          "scale_b = 1e+39 is past float32's range"),
+    Case("gemm", "gemm with a scale a NumPy float64 array past float32's range (torch.full raised RuntimeError on a GPU)",
+         lambda: _gemm(_f32(*_A), _f32(*_B), precision="fp8", scale_a=np.array([1e39])), "DTypeError",
+         "scale_a = 1e+39 is past float32's range"),
+    Case("gemm", "gemm with a scale a float64 torch tensor below float32's smallest subnormal (it became 0)",
+         lambda: _gemm(_f32(*_A), _f32(*_B), precision="fp8", scale_b=__import__("torch").tensor(1e-50,
+                                                                                    dtype=__import__("torch").float64)),
+         "DTypeError", "scale_b = 1e-50 is nonzero but smaller in magnitude than float32's smallest subnormal"),
+    *([Case("gemm", "gemm with alpha a NumPy longdouble past a float64's range (float() made it inf)",
+            lambda: _gemm(_f32(*_A), _f32(*_B), alpha=np.longdouble("1e4000")), "DTypeError",
+            "alpha = 1e+4000 is past a float64's range")]
+      if np.finfo(np.longdouble).maxexp > 1024 else []),  # (a longdouble wider than a float64: x86's 80 bits)
     Case("gemm", "gemm with the precision a NumPy array of names (its `in` raised ValueError)",
          lambda: _gemm(_f32(*_A), _f32(*_B), precision=np.array(["ieee", "fp16"])), "DTypeError",
          "precision must be one of"),

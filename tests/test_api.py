@@ -373,6 +373,21 @@ def test_fp8_quantise_of_an_empty_operand_has_a_unit_scale():
     assert q.shape == (0, 8) and q.dtype == torch.float8_e4m3fn and float(s) == 1.0
 
 
+def test_fp8_quantise_keeps_a_tiny_operand():
+    """gemm(precision="fp8") maps amax to the e4m3 maximum; a floor of amax at 1e-12 quantised an
+    operand of values near 1e-18 (well inside float32's normal range) to zeros, and the product
+    with it to 0. Its scale now only stays at least float32's smallest normal (an all-zero one)."""
+    torch = pytest.importorskip("torch")
+    from tilegemm import tensorcore_api
+
+    x = torch.tensor([[1e-18, -3e-18], [2e-19, 0.0]])
+    q, s = tensorcore_api._convert(x, "fp8", None, "a")
+    back = q.float() * s
+    assert torch.allclose(back, x, rtol=2.0 ** -4, atol=0), back  # e4m3's rounding: 3 mantissa bits
+    q, s = tensorcore_api._convert(torch.zeros(2, 2), "fp8", None, "a")
+    assert float(s) > 0 and not (q.float() * s).any()
+
+
 def test_masked_arrays_are_refused_not_multiplied_with_their_masked_values():
     """np.ma.dot leaves masked values out; multiplying them in would be silently different, so a
     masked array (either operand, or out=) is a typed error that names the alternatives."""

@@ -219,6 +219,10 @@ def _check_scale(s, what, torch) -> None:
         raise DTypeError(f"gemm: {what} is of {s.dtype}; a scale is a real number")
     if size != 1:
         raise ShapeError(f"gemm: {what} has {size} elements; scales are per tensor (one element)")
+    if s.dtype.itemsize > 4 and (isinstance(s, np.ndarray) or (isinstance(s, torch.Tensor) and s.device.type == "cpu")):
+        _check_fp32(s.item(), what)  # a host float64's value, read without a sync: past float32's range a NumPy one
+        # raised torch.full's RuntimeError and a tensor became inf, below its smallest subnormal 0 (a CUDA tensor's
+        # value is not read here)
     if isinstance(s, torch.Tensor) and s.requires_grad and torch.is_grad_enabled():
         from .errors import AutogradError
 
@@ -233,6 +237,8 @@ def _check_fp32(v, what) -> None:
         f = float(v)
     except OverflowError:
         raise DTypeError(f"gemm: {what} = {v} is past a float64's range") from None
+    if math.isinf(f) and isinstance(v, np.floating) and np.isfinite(v):  # (a longdouble: float() gives inf, silently)
+        raise DTypeError(f"gemm: {what} = {v!s} is past a float64's range")
     if f != 0 and math.isfinite(f):
         try:
             zero = struct.unpack("<f", struct.pack("<f", f))[0] == 0
@@ -333,9 +339,10 @@ def _convert(t, precision, scale, what):
             s = P.scale_tensor(scale, t.device)
         elif t.numel() == 0:  # nothing to quantise (amax of no elements is undefined)
             s = P.scale_tensor(1.0, t.device)
-        else:  # quantise: per-tensor scale so that amax maps to the e4m3 maximum
-            amax = t.detach().abs().amax().float().clamp(min=1e-12)
-            s = (amax / torch.finfo(torch.float8_e4m3fn).max).reshape(1)
+        else:  # quantise: per-tensor scale so that amax maps to the e4m3 maximum (at least float32's smallest
+            # normal, for an all-zero operand: a floor of amax at 1e-12 flushed operands below ~1e-15 to 0)
+            amax = t.detach().abs().amax().float()
+            s = (amax / torch.finfo(torch.float8_e4m3fn).max).clamp(min=torch.finfo(torch.float32).tiny).reshape(1)
         return (t.float() / s).to(torch.float8_e4m3fn), s
     if scale is not None:
         raise DTypeError(f"gemm: scale_{what} is for precision='fp8' only")
