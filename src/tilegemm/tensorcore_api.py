@@ -9,8 +9,9 @@
 Precisions: "fp16", "bf16" (FP32 accumulation), "tf32" (FP32 inputs rounded to TF32 inside the
 tensor cores: about 1e-3 relative error, NOT IEEE FP32), "ieee" (exact FP32 arithmetic, no tensor
 cores, slow), "fp8" (float8_e4m3fn / float8_e5m2 inputs; other inputs are quantised with a
-per-tensor scale amax/finfo.max). "auto" takes the precision the inputs' dtype implies, and FP32
-inputs mean "ieee", never TF32 behind the caller's back.
+per-tensor scale, their finite amax / finfo.max, a NaN or ±Inf element to NaN). "auto" takes the
+precision the inputs' dtype implies, and FP32 inputs mean "ieee", never TF32 behind the caller's
+back.
 """
 
 from __future__ import annotations
@@ -339,11 +340,14 @@ def _convert(t, precision, scale, what):
             s = P.scale_tensor(scale, t.device)
         elif t.numel() == 0:  # nothing to quantise (amax of no elements is undefined)
             s = P.scale_tensor(1.0, t.device)
-        else:  # quantise: per-tensor scale so that amax maps to the e4m3 maximum (at least float32's smallest
-            # normal, for an all-zero operand: a floor of amax at 1e-12 flushed operands below ~1e-15 to 0)
-            amax = t.detach().abs().amax().float()
+        else:  # quantise: per-tensor scale so that the finite amax maps to the e4m3 maximum (at least float32's
+            # smallest normal, for an all-zero operand: a floor of amax at 1e-12 flushed operands below ~1e-15 to 0;
+            # one NaN or Inf made the scale NaN or Inf, and every element 0 or NaN, not only its own row's products)
+            amax = t.detach().abs().nan_to_num(nan=0.0, posinf=0.0).amax().float()
             s = (amax / torch.finfo(torch.float8_e4m3fn).max).clamp(min=torch.finfo(torch.float32).tiny).reshape(1)
-        return (t.float() / s).to(torch.float8_e4m3fn), s
+        q = t.float() / s  # (e4m3 has no Inf, and torch's cast saturates one to ±448: a product with it would be
+        # finite; NaN, which e4m3 has, keeps it not)
+        return q.where(t.isfinite(), float("nan")).to(torch.float8_e4m3fn), s
     if scale is not None:
         raise DTypeError(f"gemm: scale_{what} is for precision='fp8' only")
     want = {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32, "ieee": torch.float32}[precision]
