@@ -77,6 +77,13 @@ class _Sub(np.ndarray):
     """A NumPy subclass, as a user's own."""
 
 
+def _TorchSub():
+    """A subclass of torch.Tensor, as a user's own (made when a case runs: torch is imported late)."""
+    import torch
+
+    return type("Tagged", (torch.Tensor,), {})
+
+
 class _OwnUfunc(np.ndarray):
     """A subclass that takes NumPy's ufuncs over itself, as a units library's does."""
 
@@ -215,6 +222,9 @@ CASES = [
     Case("kinds", "a subclass with its own __array_ufunc__, with out=",
          lambda: _mm(_f32(*_A).view(_OwnUfunc), _f32(*_B), out=np.zeros((3, 5), np.float32), kernel="cpu_naive"),
          "DTypeError", "overrides __array_ufunc__"),
+    Case("kinds", "a CPU tensor of the user's subclass of torch.Tensor (said to be no torch tensor)",
+         lambda: _mm(_torch_t(3, 4).as_subclass(_TorchSub()), _torch_t(4, 5)), "DTypeError",
+         "a CPU tensor of a subclass of torch.Tensor"),
     Case("kinds", "a torch sparse tensor", lambda: _mm(_torch_t(3, 4).to_sparse(), _torch_t(4, 5)), "LayoutError",
          "layout torch.sparse_coo"),
     Case("kinds", "a lazily negated torch tensor (x.conj().imag: its memory holds x.imag)",

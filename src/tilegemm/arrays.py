@@ -78,6 +78,12 @@ def describe(x, what: str) -> Operand:
         kind = "numba" if arr is x else "cai"
         contiguous = bool(arr.is_c_contiguous()) if hasattr(arr, "is_c_contiguous") else True
         return Operand(x, kind, tuple(arr.shape), np.dtype(arr.dtype).name, _numba_device(arr), contiguous)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):  # (a subclass of another module: its __torch_function__
+        # may say what its values are; torch.matmul asks it, tilegemm's kernels would read its memory)
+        raise DTypeError(f"{what}: a CPU tensor of a subclass of torch.Tensor, {type(x).__module__}."
+                         f"{type(x).__name__}; tilegemm reads plain ones on the host: pass "
+                         f"{what}.as_subclass(torch.Tensor), or use torch.matmul")
     raise DTypeError(
         f"{what}: expected a NumPy array, a torch tensor, a CuPy array, a Numba device array or an "
         f"object with __cuda_array_interface__; got {type(x).__module__}.{type(x).__name__}"
