@@ -73,6 +73,16 @@ def test_bench_shows_wrong_for_the_broken_kernel(capsys):
     assert code == 0  # a teaching kernel being wrong is the lesson, not a failure
 
 
+def test_bench_runs_a_size_named_twice_once(capsys, tmp_path):
+    """The table has one row a size: a size run twice showed the second run's times alone, and the
+    JSON held both under one key, the e2e time of the second on both."""
+    path = tmp_path / "r.json"
+    code, out = run(capsys, "bench", "--sizes", "8,4,8x8x8", "--kernels", "cpu_blas", "--quiet", "--budget", "0.01",
+                    "--warmup", "0", "--no-cublas", "--no-e2e", "--json", str(path))
+    assert code == 0 and "Named more than once, run once: 8 " in out
+    assert [(r["m"], r["n"], r["k"]) for r in json.loads(path.read_text())["records"]] == [(8, 8, 8), (4, 4, 4)]
+
+
 def test_bench_skips_cpu_naive_beyond_budget(capsys):
     code, out = run(capsys, "bench", "--sizes", "48", "--kernels", "cpu_naive", "--cpu-naive-budget", "1e-9",
                     "--quiet", "--no-e2e")

@@ -100,13 +100,26 @@ def test_file_commands_on_the_committed_results(args, tmp_path):
     (["race", "--size", "-5"], "must be a positive integer"),
     (["model-bench", "--runs", "0"], "must be a positive integer"),
     (["model-bench", "--models", "nosuch"], "unknown model 'nosuch' (choose from llama3-8b, llama3-70b-slice, tiny)"),
+    (["model-bench", "--models", ","], "--models ',' names no model"),  # (it said "unknown model ''" twice)
+    (["model-bench", "--modes", ","], "--modes ',' names no mode"),
+    (["report", LADDER, "--readme", "nosuch.md", "--out", "rep"], "--readme nosuch.md: no such file"),  # ([Errno 2])
+    (["report", LADDER, "--readme", "binary.json", "--out", "rep"], "--readme binary.json: not a README (not UTF-8"),
+    (["ladder", LADDER, "--resources", "emptylist.json", "--out", "l.md"], "a resource table with no rows"),  # (exit 0,
+    # the page without the table)
 ])
 def test_mistakes_are_one_line(args, says, tmp_path):
     (tmp_path / "notjson.json").write_text("{ not json")
     (tmp_path / "binary.json").write_bytes(bytes(range(256)))
+    (tmp_path / "emptylist.json").write_text("[]")
     run = _run(args, tmp_path, timeout=300)
     assert run.returncode == 2, (run.stdout[-1000:], run.stderr[-2000:])
     assert says in _one_line(run)
+
+
+def test_dist_bench_under_a_bad_world_size_is_one_line_naming_it(tmp_path):
+    """torchrun's WORLD_SIZE, when it is no number: it said "invalid literal for int() with base 10: 'x'"."""
+    run = _run(["dist-bench", "--sizes", "8", "--modes", "1d"], tmp_path, timeout=120, WORLD_SIZE="x", RANK="0")
+    assert run.returncode == 2 and "WORLD_SIZE='x': torchrun's process count, a whole number" in _one_line(run)
 
 
 @pytest.mark.skipif(_cuda.has_gpu(), reason="a machine without a GPU")

@@ -58,6 +58,11 @@ def cmd_bench(args) -> int:
     if all(why.values()):
         raise ValueError("nothing to run: " + "; ".join(f"{name}: {w}" for name, w in why.items()))
     shapes = _shapes(args)
+    twice = [s for s in dict.fromkeys(shapes) if shapes.count(s) > 1]
+    if twice:  # (the table has one row a size: a second run of one hid the first's times, both in the JSON)
+        con.print(f"[yellow]Named more than once, run once: {', '.join(table.size_label(*s) for s in twice)} (to time "
+                  "a kernel twice, name it twice in --kernels).[/]")
+        shapes = list(dict.fromkeys(shapes))
     simulated = [k for k in kernels if k.backend == "simt" and not why[k.name]]
     if not _cuda.has_gpu() and simulated:
         big = [s for s in shapes if max(s) > _cuda.SIM_MAX_SIDE]

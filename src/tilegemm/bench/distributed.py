@@ -875,6 +875,8 @@ def _config(args, under_torchrun: bool) -> tuple[dict | None, int, str | None]:
     if not sizes or min(sizes) < 1:
         return None, 0, "--sizes: positive integers"
     if under_torchrun:
+        if not os.environ["WORLD_SIZE"].strip().isdigit():  # (int() said "invalid literal ... 'x'", naming no variable)
+            return None, 0, f"WORLD_SIZE={os.environ['WORLD_SIZE']!r}: torchrun's process count, a whole number"
         world, backend = int(os.environ["WORLD_SIZE"]), ("nccl" if gpus else "gloo")
     elif gpus:
         world, backend = (gpus if args.gpus is None else args.gpus), "nccl"  # (0 is a number asked for, not "all")

@@ -199,6 +199,9 @@ def load_resources(path) -> list[dict]:
     else (a results document, say), so that render() never meets a row that is not a dict."""
     p = Path(path)
     rows = read_json(p, "resources file")
+    if rows == []:  # (the page came out as without --resources, the table asked for silently left out)
+        raise ValueError(f"{p}: a resource table with no rows; run `tilegemm resources --json` on a GPU, or drop "
+                         "--resources")
     if not isinstance(rows, list) or not all(isinstance(r, dict) and "kernel" in r for r in rows):
         raise ValueError(f"{p}: not a resource table (expected a JSON list of rows with a 'kernel' each, "
                          "as `tilegemm resources --json` writes it)")

@@ -598,11 +598,17 @@ def cli_model_bench(args) -> int:
               file=sys.stderr)
         return 2
     gpu = torch.cuda.is_available()
-    models = (args.models or ("llama3-8b,llama3-70b-slice" if gpu else "tiny")).split(",")
+    models = [m.strip() for m in (args.models or ("llama3-8b,llama3-70b-slice" if gpu else "tiny")).split(",")
+              if m.strip()]  # ('tiny,' or ',': an empty name, said as "unknown model ''" once for each comma)
     if args.no_timing and args.modes:
         print("tilegemm model-bench: --no-timing runs no mode: drop --modes", file=sys.stderr)
         return 2
-    modes = [] if args.no_timing else (args.modes or ("eager,graph" if gpu else "eager")).split(",")
+    modes = [] if args.no_timing else [m.strip() for m in (args.modes or ("eager,graph" if gpu else "eager")).split(",")
+                                       if m.strip()]
+    if not models or not (modes or args.no_timing):
+        what = "model" if not models else "mode"
+        print(f"tilegemm model-bench: --{what}s {getattr(args, what + 's')!r} names no {what}", file=sys.stderr)
+        return 2
     specs = {"llama3-8b": (LLAMA3_8B, None), "llama3-70b-slice": (LLAMA3_70B, args.slice_layers), "tiny": (TINY, None)}
     said = [f"unknown model {m!r} (choose from {', '.join(specs)})" for m in models if m not in specs]
     said += [f"unknown mode {m!r} (eager, graph)" for m in modes if m not in ("eager", "graph")]

@@ -541,7 +541,14 @@ def readme_section(doc: dict, report_dir, readme_dir) -> str:
 
 def _readme_markers(p: Path) -> tuple[str, int, int]:
     """The README's text and where its results section's markers are, or a ValueError."""
-    text = p.read_text(encoding="utf-8")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:  # (said as "[Errno 2] No such file or directory: 'README.md'", not naming --readme)
+        raise FileNotFoundError(f"--readme {p}: no such file") from None
+    except IsADirectoryError:
+        raise IsADirectoryError(f"--readme {p}: a folder, not a README") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"--readme {p}: not a README (not UTF-8 text)") from None
     i, j = text.find(RESULTS_BEGIN), text.find(RESULTS_END)
     if i < 0 or j < 0 or j < i:
         raise ValueError(f"{p}: needs the markers {RESULTS_BEGIN} … {RESULTS_END} (in that order) around the "
