@@ -1110,8 +1110,16 @@ def test_a_dtype_refused_without_grad_is_refused_with_it(dtype):
     """tilegemm.matmul of CPU tensors of a dtype no host kernel serves raised DTypeError, but the
     same tensors requiring grad went through the differentiable operator, whose body hands what
     tilegemm does not serve to torch (for a patched model's layers), and came back computed by
-    torch. Whether an input requires grad no longer changes the answer."""
+    torch. Whether an input requires grad no longer changes the answer. (With a GPU, host 16-bit
+    operands are multiplied there: then both are, and agree.)"""
+    from tilegemm import _cuda
+
     a, b = torch.ones(4, 4, dtype=dtype), torch.ones(4, 4, dtype=dtype)
+    if _cuda.has_gpu() and not dtype.is_complex:
+        want = tilegemm.matmul(a, b)
+        got = tilegemm.matmul(a.requires_grad_(), b)
+        assert got.requires_grad and torch.equal(got.detach(), want)
+        return
     with pytest.raises(DTypeError) as plain:
         tilegemm.matmul(a, b)
     with pytest.raises(DTypeError) as grad:

@@ -349,8 +349,10 @@ def _by_operator(a, b, kernel: str, out, grad: bool):
                 _check_out(out, A, nd.result_shape(A.shape, B.shape)[3], p.dtype, (a, b))
     from . import torchop
 
-    if grad and not torchop.served(a, b):  # (the operator's body hands what tilegemm does not serve to torch: a
-        plan(a, b)  # patched model's layers want that, a call of tilegemm.matmul its refusal, as without grad)
+    if grad:  # (the operator's body hands what tilegemm does not serve to torch: a patched model's layers want
+        with dispatch.checked_in_trace():  # that, a call of tilegemm.matmul its refusal, as without grad; asked with
+            if not torchop.served(a, b):  # the tracer paused: a size read in a trace names its value there, which
+                plan(a, b)  # check_trace's run, under no_grad, does not)
     c = torchop.matmul(a, b)
     return c if out is None else out.copy_(c)  # (in the trace: the operator, then the copy)
 
