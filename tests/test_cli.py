@@ -180,6 +180,62 @@ def test_every_command_reads_a_number_the_same_way(argv, says, capsys):
     assert exit_.value.code == 2 and says in err and len(err.splitlines()) == 1, err
 
 
+@pytest.mark.parametrize("argv, env, says", [
+    (["tune", "--dtypes", "nosuch", "--sizes", "8"], {}, "tilegemm tune: unknown dtype nosuch; choose from"),
+    (["tune", "--dtypes", ",", "--sizes", "8"], {}, "tilegemm tune: --dtypes ',' names none"),
+    (["tune", "--layouts", "x", "--sizes", "8"], {}, "tilegemm tune: unknown layout x"),
+    (["tune", "--shapes", "nosuch"], {}, "tilegemm tune: unknown shape set 'nosuch'"),
+    (["tune"], {}, "tilegemm tune: no shapes: give --shapes"),
+    (["tune", "--from-cache"], {}, "--from-cache writes a database from your tuning cache: name it"),
+    (["tune", "--sizes", "8"], {"TILEGEMM_TUNE_BUDGET_S": "x"}, "TILEGEMM_TUNE_BUDGET_S='x': use a finite number"),
+    (["tune", "--sizes", "8"], {"TILEGEMM_TUNE_MAX_CANDIDATES": "-1"}, "TILEGEMM_TUNE_MAX_CANDIDATES='-1'"),
+    (["library", "--shapes", "nosuch"], {}, "tilegemm library: unknown shape set 'nosuch'"),
+    (["library", "--shapes", "0"], {}, "shape '0': every dimension must be ≥ 1"),
+    (["library", "--dtypes", "nosuch"], {}, "tilegemm library: unknown dtype nosuch"),
+    (["library", "--modes", "x"], {}, "tilegemm library: unknown mode x"),
+])
+def test_arguments_are_checked_before_the_gpu(argv, env, says, capsys, monkeypatch, tmp_path):
+    """A mistake in tune's or library's arguments (or tune's environment) is named on any machine:
+    on a CPU each said only that it needs a CUDA GPU, hiding the mistake until one was found."""
+    if argv[0] == "tune":  # (tune imports its tuner, which needs both, before it reads its arguments)
+        pytest.importorskip("torch"), pytest.importorskip("triton")
+    monkeypatch.setenv("TILEGEMM_CACHE_DIR", str(tmp_path))  # (--from-cache: no user's cache read)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert cli.main(argv) == 2
+    out = capsys.readouterr()
+    err = out.err.strip()
+    assert says in err and len(err.splitlines()) == 1 and "GPU" not in err and not out.out, err
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["library", "--dtypes", "bf16"], "tilegemm library: --merge joins measured parts; --dtypes measures: give one or "
+                                      "the other"),
+    (["library", "--runs", "1", "--no-decode"], "--runs, --no-decode measure: give one or the other"),
+    (["library", "--shapes", "llm"], "--shapes measures"),
+    (["library", "--no-first"], "--no-first measures"),
+    (["model-bench", "--models", "tiny"], "tilegemm model-bench: --merge joins measured parts; --models measures"),
+    (["model-bench", "--modes", "eager"], "--modes measures"),
+    (["model-bench", "--slice-layers", "2"], "--slice-layers measures"),
+])
+def test_merge_refuses_an_option_that_measures(argv, says, capsys, tmp_path):
+    """--merge joins parts and measures nothing: a measuring option given with it was ignored
+    (exit 0, the merged file written as if it had not been given)."""
+    out = tmp_path / "m.json"
+    assert cli.main([*argv, "--merge", str(tmp_path / "p.json"), "--json", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and len(err.splitlines()) == 1 and not out.exists(), err
+
+
+@pytest.mark.parametrize("command", ["library", "model-bench"])
+def test_merge_of_a_folder_names_it(command, capsys, tmp_path):
+    """It said "[Errno 21] Is a directory: '…'", which names no argument."""
+    (tmp_path / "adir").mkdir()
+    assert cli.main([command, "--merge", str(tmp_path / "adir"), "--json", str(tmp_path / "m.json")]) == 2
+    assert capsys.readouterr().err.strip() == (f"tilegemm {command} --merge: {tmp_path / 'adir'}: a folder, not a "
+                                               f"{command} results file")
+
+
 def test_no_tool_imports_the_cli():
     """Data flows one way: the CLI imports the tools, never the other way round (the tools took
     their argparse types from the CLI)."""

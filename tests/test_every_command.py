@@ -18,7 +18,8 @@ LADDER = os.path.join(ROOT, "results", "h200", "ladder.json")
 
 RUNS_ON_CPU = {"bench", "race", "info", "kernels", "explain", "traffic", "resources", "model-bench", "dist-bench"}
 # one line saying so, exit 2
-NEEDS_A_GPU = {"ceilings": "GPU", "library": "GPU", "tune": "GPU", "sanitize": "GPU", "counters": "GPU"}
+NEEDS_A_GPU = {"ceilings": "GPU", "library": "GPU", "sanitize": "GPU", "counters": "GPU",
+               "tune": "no shapes"}  # (its defaults name no shapes: that mistake, said first, on any machine)
 NEEDS_A_FILE = {"report", "compare", "results", "ladder"}  # one line naming what is missing, exit 2
 
 
@@ -56,7 +57,7 @@ def test_defaults(command, tmp_path):
     else:
         assert run.returncode == 2, (run.stdout[-2000:], run.stderr[-3000:])
         err = _one_line(run)
-        assert ("GPU" in err) if command in NEEDS_A_GPU else ("required" in err), err
+        assert (NEEDS_A_GPU[command] in err) if command in NEEDS_A_GPU else ("required" in err), err
 
 
 @pytest.mark.parametrize("command", sorted(_commands()))
@@ -106,11 +107,19 @@ def test_file_commands_on_the_committed_results(args, tmp_path):
     (["report", LADDER, "--readme", "binary.json", "--out", "rep"], "--readme binary.json: not a README (not UTF-8"),
     (["ladder", LADDER, "--resources", "emptylist.json", "--out", "l.md"], "a resource table with no rows"),  # (exit 0,
     # the page without the table)
+    # the arguments before the GPU (each said "needs a CUDA GPU" on a CPU) and --merge's (a measuring option given with
+    # it was ignored, exit 0; a folder was "[Errno 21] Is a directory")
+    (["tune", "--dtypes", "nosuch", "--sizes", "8"], "tilegemm tune: unknown dtype nosuch"),
+    (["library", "--shapes", "nosuch"], "tilegemm library: unknown shape set 'nosuch'"),
+    (["library", "--merge", "notjson.json", "--dtypes", "bf16", "--json", "m.json"], "--dtypes measures"),
+    (["model-bench", "--merge", "notjson.json", "--models", "tiny", "--json", "m.json"], "--models measures"),
+    (["library", "--merge", "adir", "--json", "m.json"], "--merge: adir: a folder, not a library results file"),
 ])
 def test_mistakes_are_one_line(args, says, tmp_path):
     (tmp_path / "notjson.json").write_text("{ not json")
     (tmp_path / "binary.json").write_bytes(bytes(range(256)))
     (tmp_path / "emptylist.json").write_text("[]")
+    (tmp_path / "adir").mkdir()
     run = _run(args, tmp_path, timeout=300)
     assert run.returncode == 2, (run.stdout[-1000:], run.stderr[-2000:])
     assert says in _one_line(run)

@@ -44,6 +44,8 @@ from ..argtypes import positive_float, positive_int
 from .shapes import held_out, held_out_seed, resolve
 
 DTYPES = ("bf16", "fp16", "tf32", "fp8", "fp32")
+MEASURING = ("shapes", "dtypes", "modes", "runs", "budget", "no_host", "no_first", "no_decode", "decode_dtypes")  # the
+# options of a timed run, which --merge (no timing) refuses rather than ignores
 ONCE = ("decode", "host_us", "first_call")  # measured by one part of a document (merge), not per dtype
 ERRORS = {"decode": "read_error", "host_us": "host_us_error", "first_call": "first_call_error"}  # where each says why not
 FP32_MAX_FLOPS = 2**40  # the SIMT path's products above this many FLOPs take too long to time (~30 ms each)
@@ -846,13 +848,15 @@ def add_cli(subparsers) -> None:
     p.add_argument("--replace", action="store_true", help="with --merge: what a later part measured (a dtype, decode, "
                    "host µs, first calls) replaces an earlier part's, which keeps the rest with its date")
     p.add_argument("--json", help="write the results here")
-    p.set_defaults(func=cli_library)
+    p.set_defaults(func=cli_library, measuring={dest: p.get_default(dest) for dest in MEASURING})
 
 
 def cli_library(args) -> int:
     from . import results
 
     if args.merge:
+        if results.measuring_given("library", args):
+            return 2
         return results.merge_files("library", args.merge, args.json, lambda docs: merge(docs, replace=args.replace))
     if args.replace:
         print("tilegemm library: --replace goes with --merge", file=sys.stderr)
@@ -866,6 +870,11 @@ def cli_library(args) -> int:
     if bad:
         print(f"tilegemm library: unknown {'; '.join(bad)}", file=sys.stderr)
         return 2
+    try:  # (the arguments, then the GPU: a wrong --shapes said only "none is visible here" on a CPU)
+        which, shapes = resolve(args.shapes)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"tilegemm library: {e}", file=sys.stderr)
+        return 2
     try:
         import torch
     except ImportError:
@@ -874,11 +883,6 @@ def cli_library(args) -> int:
     if not torch.cuda.is_available():
         print("tilegemm library: times the library against cuBLAS on a CUDA GPU; none is visible here",
               file=sys.stderr)
-        return 2
-    try:
-        which, shapes = resolve(args.shapes)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"tilegemm library: {e}", file=sys.stderr)
         return 2
     if held_out_seed(which) is not None:
         print(f"shapes: {which}, {len(shapes)} drawn afresh (the same shapes again: --shapes {which})")

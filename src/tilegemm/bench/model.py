@@ -55,6 +55,8 @@ TINY = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_ke
             vocab_size=256, max_position_embeddings=512)
 GPU_PLAN = dict(prefill=[(1, 2048), (4, 512), (1, 8192)], decode=[1, 8, 64], prompt=128, new=128)
 CPU_PLAN = dict(prefill=[(1, 32), (2, 16)], decode=[1, 2], prompt=8, new=4)
+MEASURING = ("models", "modes", "runs", "slice_layers")  # the options of a timed run, which --merge (no timing)
+# refuses rather than ignores (--no-timing: refused with it in its own words)
 
 
 def weight_bytes(spec: dict, layers: int | None, itemsize: int) -> int:
@@ -535,7 +537,7 @@ def add_cli(subparsers) -> None:
     p.add_argument("--merge", nargs="+", metavar="PART", help="no timing: join runs over different models into "
                    "--json (CPU is fine)")
     p.add_argument("--json", help="write the results here")
-    p.set_defaults(func=cli_model_bench)
+    p.set_defaults(func=cli_model_bench, measuring={dest: p.get_default(dest) for dest in MEASURING})
 
 
 def merge(docs: list[dict]) -> dict:
@@ -589,6 +591,8 @@ def cli_model_bench(args) -> int:
         print("tilegemm model-bench: --merge joins results and runs nothing: drop --no-timing", file=sys.stderr)
         return 2
     if args.merge:
+        if results.measuring_given("model-bench", args):
+            return 2
         return results.merge_files("model-bench", args.merge, args.json, merge)
     try:
         import torch

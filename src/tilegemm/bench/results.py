@@ -437,6 +437,18 @@ def cli_results(args) -> int:
     return 0
 
 
+def measuring_given(command: str, args) -> bool:
+    """`--merge` joins measured parts and measures nothing: an option that measures, given with it
+    (its value not the parser's default, which the command's add_cli keeps in args.measuring), is
+    said in one line on stderr (True) rather than ignored, the merge exiting 0 without it."""
+    given = [f"--{dest.replace('_', '-')}" for dest, default in getattr(args, "measuring", {}).items()
+             if getattr(args, dest) != default]
+    if given:
+        print(f"tilegemm {command}: --merge joins measured parts; {', '.join(given)} measure"
+              f"{'s' if len(given) == 1 else ''}: give one or the other", file=sys.stderr)
+    return bool(given)
+
+
 def merge_files(command: str, paths: list[str], out: str | None, merge) -> int:
     """`command --merge PART… --json OUT`: the parts' documents joined by `merge` (no timing, CPU
     is fine) and written to out; a bad part or a refused join is one line on stderr, exit 2."""
@@ -445,11 +457,10 @@ def merge_files(command: str, paths: list[str], out: str | None, merge) -> int:
         return 2
     docs = []
     for path in paths:
-        try:
-            with open(path) as f:
-                docs.append(json.load(f))
+        try:  # (read_json names the part and what is wrong: a folder said "[Errno 21] Is a directory")
+            docs.append(read_json(path, f"{command} results file"))
         except (OSError, ValueError) as e:
-            print(f"tilegemm {command} --merge: {path}: {e}", file=sys.stderr)
+            print(f"tilegemm {command} --merge: {e}", file=sys.stderr)
             return 2
         problem = shape_problem(docs[-1]) if isinstance(docs[-1], dict) else None  # (a part that is no object:
         if problem:  # merge names it, as a call of merge from Python gets it)

@@ -149,14 +149,12 @@ def run(args) -> int:
         return _derive(args, con)
     try:
         import torch
+
+        from . import cache, tuner
     except ImportError:
         print("tilegemm tune: needs torch and triton (pip install 'tilegemm[gpu]')", file=sys.stderr)
         return 2
-    if not torch.cuda.is_available():
-        print("tilegemm tune: needs a CUDA GPU (tuning times kernels on it); none is visible here", file=sys.stderr)
-        return 2
-    from . import cache, tuner
-
+    # the arguments first, then the GPU: a mistake in them said only "needs a CUDA GPU" on a CPU
     dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     bad = [d for d in dtypes if d not in DTYPES]
     if bad:
@@ -176,11 +174,29 @@ def run(args) -> int:
         os.environ["TILEGEMM_TUNE_MAX_CANDIDATES"] = str(args.max_candidates)
     if not args.from_cache:  # settings that are not understood: one line now, not each shape's failure
         tuner.budget_s(), tuner.max_candidates()
-    facts = device_facts()
-    out_paths = [x for x in (args.db, db_path(facts["gpu"]) if args.ship else None) if x]  # (both "also")
-    if args.from_cache and not out_paths:
+    if args.from_cache and not (args.db or args.ship):
         raise ValueError("--from-cache writes a database from your tuning cache: name it (--db PATH, or --ship for "
                          "the package's)")
+    if args.db and os.path.exists(args.db):
+        read_db(args.db)  # (whether it is a database; whether it is this GPU's, once the GPU is known, below)
+    shapes = []
+    if not args.from_cache:
+        from ..bench.shapes import load_shapes
+
+        try:
+            shapes = load_shapes(args.shapes) if args.shapes else []
+        except (ValueError, FileNotFoundError) as e:
+            print(f"tilegemm tune: {e}", file=sys.stderr)
+            return 2
+        shapes += args.sizes or []
+        if not shapes and dtypes:
+            print("tilegemm tune: no shapes: give --shapes NAME|FILE or --sizes MxNxK,…", file=sys.stderr)
+            return 2
+    if not torch.cuda.is_available():
+        print("tilegemm tune: needs a CUDA GPU (tuning times kernels on it); none is visible here", file=sys.stderr)
+        return 2
+    facts = device_facts()
+    out_paths = [x for x in (args.db, db_path(facts["gpu"]) if args.ship else None) if x]  # (both "also")
     for path in out_paths:
         if os.path.exists(path):
             read_db(path, facts["gpu"])  # a wrong --db is said now, not after the tuning it would have held
@@ -200,17 +216,6 @@ def run(args) -> int:
                     entries[entry_key] = e
         con.print(f"{len(entries)} decisions for {facts['gpu']} in {cache.cache_path()}")
     else:
-        from ..bench.shapes import load_shapes
-
-        try:
-            shapes = load_shapes(args.shapes) if args.shapes else []
-        except (ValueError, FileNotFoundError) as e:
-            print(f"tilegemm tune: {e}", file=sys.stderr)
-            return 2
-        shapes += args.sizes or []
-        if not shapes and dtypes:
-            print("tilegemm tune: no shapes: give --shapes NAME|FILE or --sizes MxNxK,…", file=sys.stderr)
-            return 2
         layouts = layouts or [""]
         jobs = [(d, s, lay) for s in shapes for d in dtypes for lay in layouts]  # shape by shape: a run cut short
         # has tuned every dtype of the shapes it reached
