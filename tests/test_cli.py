@@ -187,6 +187,9 @@ def test_every_command_reads_a_number_the_same_way(argv, says, capsys):
     (["tune", "--shapes", "nosuch"], {}, "tilegemm tune: unknown shape set 'nosuch'"),
     (["tune"], {}, "tilegemm tune: no shapes: give --shapes"),
     (["tune", "--from-cache"], {}, "--from-cache writes a database from your tuning cache: name it"),
+    (["tune", "--from-cache", "--ship", "--sizes", "64", "--dtypes", "bf16"], {},
+     "tilegemm tune: --from-cache writes a database from your tuning cache, timing nothing; --sizes, --dtypes measure: "
+     "give one or the other"),  # (they were ignored: every decision in the cache shipped, exit 0)
     (["tune", "--sizes", "8"], {"TILEGEMM_TUNE_BUDGET_S": "x"}, "TILEGEMM_TUNE_BUDGET_S='x': use a finite number"),
     (["tune", "--sizes", "8"], {"TILEGEMM_TUNE_MAX_CANDIDATES": "-1"}, "TILEGEMM_TUNE_MAX_CANDIDATES='-1'"),
     (["library", "--shapes", "nosuch"], {}, "tilegemm library: unknown shape set 'nosuch'"),

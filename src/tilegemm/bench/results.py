@@ -437,15 +437,16 @@ def cli_results(args) -> int:
     return 0
 
 
-def measuring_given(command: str, args) -> bool:
-    """`--merge` joins measured parts and measures nothing: an option that measures, given with it
-    (its value not the parser's default, which the command's add_cli keeps in args.measuring), is
-    said in one line on stderr (True) rather than ignored, the merge exiting 0 without it."""
+def measuring_given(command: str, args, flag: str = "--merge joins measured parts") -> bool:
+    """`--merge` joins measured parts and measures nothing (as tune's `--from-cache`): an option that
+    measures, given with it (its value not the parser's default, which the command's add_cli keeps
+    in args.measuring), is said in one line on stderr (True) rather than ignored, the command
+    exiting 0 without it."""
     given = [f"--{dest.replace('_', '-')}" for dest, default in getattr(args, "measuring", {}).items()
              if getattr(args, dest) != default]
     if given:
-        print(f"tilegemm {command}: --merge joins measured parts; {', '.join(given)} measure"
-              f"{'s' if len(given) == 1 else ''}: give one or the other", file=sys.stderr)
+        print(f"tilegemm {command}: {flag}; {', '.join(given)} measure{'s' if len(given) == 1 else ''}: give one or "
+              "the other", file=sys.stderr)
     return bool(given)
 
 

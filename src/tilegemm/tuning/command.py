@@ -23,6 +23,8 @@ import time
 from ..argtypes import positive_float, positive_int, sizes
 
 DTYPES = ("bf16", "fp16", "fp8", "tf32", "fp32")  # fp32: the SIMT ladder's autotuned rung (k11), once per GPU
+MEASURING = ("shapes", "sizes", "dtypes", "layouts", "budget_s", "max_candidates")  # what a tuning run times, which
+# --from-cache (no timing: every decision in the cache) refuses rather than ignores
 _IN = {"bf16": "bfloat16", "fp16": "float16", "tf32": "float32", "fp8": "float8_e4m3fn"}
 _OUT = {"bf16": "bfloat16", "fp16": "float16", "tf32": "float32", "fp8": "bfloat16"}
 
@@ -147,6 +149,12 @@ def run(args) -> int:
     con = Console(stderr=False, width=None if sys.stdout.isatty() else 160)
     if args.derive:
         return _derive(args, con)
+    if args.from_cache:
+        from ..bench import results
+
+        if results.measuring_given("tune", args, "--from-cache writes a database from your tuning cache, timing "
+                                                 "nothing"):
+            return 2
     try:
         import torch
 
@@ -335,4 +343,4 @@ def add_cli(sub) -> None:
     t.add_argument("--gpu", help="the GPU a --derive is for, as torch names it")
     t.add_argument("--log", help="write what was tuned (JSON)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
-    t.set_defaults(func=run)
+    t.set_defaults(func=run, measuring={dest: t.get_default(dest) for dest in MEASURING})
