@@ -350,7 +350,10 @@ CASES = [
          "DTypeError", "scale_b = 1e-50 is nonzero but smaller in magnitude than float32's smallest subnormal"),
     *([Case("gemm", "gemm with alpha a NumPy longdouble past a float64's range (float() made it inf)",
             lambda: _gemm(_f32(*_A), _f32(*_B), alpha=np.longdouble("1e4000")), "DTypeError",
-            "alpha = 1e+4000 is past a float64's range")]
+            "alpha = 1e+4000 is past a float64's range"),
+       Case("gemm", "gemm with beta a NumPy longdouble below a float64's smallest subnormal (float() made it 0)",
+            lambda: _gemm(_f32(*_A), _f32(*_B), beta=np.longdouble("1e-4000"), c=_f32(3, 5)), "DTypeError",
+            "beta = 1e-4000 is nonzero but smaller in magnitude")]
       if np.finfo(np.longdouble).maxexp > 1024 else []),  # (a longdouble wider than a float64: x86's 80 bits)
     Case("gemm", "gemm with the precision a NumPy array of names (its `in` raised ValueError)",
          lambda: _gemm(_f32(*_A), _f32(*_B), precision=np.array(["ieee", "fp16"])), "DTypeError",

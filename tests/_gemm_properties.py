@@ -51,9 +51,11 @@ def _fp8_as_gemm_sees_it(x: torch.Tensor) -> torch.Tensor:
     (e4m3 keeps 3 mantissa bits: the rounding alone moves a product by up to ~6%)."""
     if x.numel() == 0:
         return x
-    s = (x.abs().nan_to_num(nan=0.0, posinf=0.0).amax().float() / torch.finfo(torch.float8_e4m3fn).max).clamp(
+    xf = x.float()
+    s = (xf.abs().nan_to_num(nan=0.0, posinf=0.0).amax() / torch.finfo(torch.float8_e4m3fn).max).clamp(
         min=torch.finfo(torch.float32).tiny)
-    return (x.float() / s).to(torch.float8_e4m3fn).float() * s
+    nan = float("nan")
+    return (xf / s).nan_to_num(nan=nan, posinf=nan, neginf=nan).to(torch.float8_e4m3fn).float() * s
 
 
 def _case(m, n, k, batch, bcast, prec, la, lb, beta, alpha, out32, rung, numpy_in, seed):

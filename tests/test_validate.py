@@ -144,9 +144,9 @@ def test_a_mismatch_prints_the_digits_that_tell_the_values_apart_and_no_warning(
     ("float8_e5m2", None, 16384), ("float32", "float16", 64), ("float32", "bfloat16", 4096)])
 def test_an_element_is_judged_by_the_documented_bound(dtype, out_dtype, k, cancels):
     """One element off by 0.9 of the bound the module's docstring gives passes, by 1.1 of it fails:
-    γ = max(min(K, 16·sqrt(K)), K·ρ)·u_acc / max(1 − K·u_acc, 1/2) + 2·u_in + u_in², bound =
+    γ = max(min(K, 16·sqrt(K)), K·ρ/2)·u_acc / max(1 − K·u_acc, 1/2) + 2·u_in + u_in², bound =
     γ·(|A||B|) + u_out·|ref| + eta_out, ρ = |ref| / |A||B|. All ones: every element is K, ρ = 1,
-    the worst case K; cancelling: the element's column of B alternates ±1, its ref is 0, ρ = 0, the
+    K/2 where that is above 16·sqrt(K); cancelling: the element's column of B alternates ±1, its ref is 0, ρ = 0, the
     probabilistic 16·sqrt(K). FP8's accumulator is not a full FP32 one: ρ is not counted. (One element
     in 4096 keeps the Frobenius test out of it.)"""
     a, b = np.ones((64, k)), np.ones((k, 64))
@@ -155,7 +155,7 @@ def test_an_element_is_judged_by_the_documented_bound(dtype, out_dtype, k, cance
     tol = validate.tolerance_for(dtype, out_dtype)
     u = tol.u_acc
     full = u <= 2.0**-24  # (FP8's ~14-bit accumulator: ρ not counted)
-    growth = min(k, 16 * np.sqrt(k)) if cancels or not full else k
+    growth = min(k, 16 * np.sqrt(k)) if cancels or not full else max(min(k, 16 * np.sqrt(k)), k / 2)
     gamma = growth * u / max(1 - k * u, 0.5) + 2 * tol.u_in + tol.u_in**2
     ref = 0.0 if cancels else k
     bound = gamma * k + tol.u_out * ref + tol.eta_out
@@ -178,6 +178,12 @@ def test_a_correct_sum_of_one_sign_passes_and_a_missing_term_does_not():
         assert validate.check(c, a, b, dtype="float32").ok, k
         c[1, 1] = np.cumsum(terms[:-k // 64], dtype=np.float32)[-1]  # K/64 products short
         assert not validate.check(c, a, b, dtype="float32").ok, k
+    rng = np.random.default_rng(1)  # one sign, not constant: a tile of 32 products left out of K = 4096 (0.8%)
+    a, b = rng.random((4, 4096), dtype=np.float32), rng.random((4096, 4), dtype=np.float32)
+    c = a @ b
+    assert validate.check(c, a, b, dtype="float32").ok
+    c[2, 3] -= a[2, 64:96] @ b[64:96, 3]
+    assert not validate.check(c, a, b, dtype="float32").ok
 
 
 def test_an_output_dtype_brings_its_rounding_and_tolerance():

@@ -12,6 +12,7 @@ caller's kind.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import warnings
 from dataclasses import dataclass, field
@@ -350,9 +351,11 @@ def _by_operator(a, b, kernel: str, out, grad: bool):
     from . import torchop
 
     if grad:  # (the operator's body hands what tilegemm does not serve to torch: a patched model's layers want
-        with dispatch.checked_in_trace():  # that, a call of tilegemm.matmul its refusal, as without grad; asked with
-            if not torchop.served(a, b):  # the tracer paused: a size read in a trace names its value there, which
-                plan(a, b)  # check_trace's run, under no_grad, does not)
+        # that, a call of tilegemm.matmul its refusal, as without grad; in a trace asked with the tracer paused: a
+        # size read there names its value in the graph, which check_trace's run, under no_grad, does not)
+        with dispatch.checked_in_trace() if dispatch.tracing() else contextlib.nullcontext():
+            if not torchop.served(a, b):
+                plan(a, b)
     c = torchop.matmul(a, b)
     return c if out is None else out.copy_(c)  # (in the trace: the operator, then the copy)
 

@@ -81,9 +81,9 @@ def describe(x, what: str) -> Operand:
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(x, torch.Tensor):  # (a subclass of another module: its __torch_function__
         # may say what its values are; torch.matmul asks it, tilegemm's kernels would read its memory)
-        raise DTypeError(f"{what}: a CPU tensor of a subclass of torch.Tensor, {type(x).__module__}."
-                         f"{type(x).__name__}; tilegemm reads plain ones on the host: pass "
-                         f"{what}.as_subclass(torch.Tensor), or use torch.matmul")
+        raise DTypeError(f"{what}: a {x.device.type.upper() if x.device.type == 'cpu' else x.device.type} tensor "
+                         f"of a subclass of torch.Tensor, {type(x).__module__}.{type(x).__name__}; tilegemm reads "
+                         f"plain ones on the host: pass {what}.as_subclass(torch.Tensor), or use torch.matmul")
     raise DTypeError(
         f"{what}: expected a NumPy array, a torch tensor, a CuPy array, a Numba device array or an "
         f"object with __cuda_array_interface__; got {type(x).__module__}.{type(x).__name__}"

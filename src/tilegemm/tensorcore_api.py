@@ -238,8 +238,10 @@ def _check_fp32(v, what) -> None:
         f = float(v)
     except OverflowError:
         raise DTypeError(f"gemm: {what} = {v} is past a float64's range") from None
-    if math.isinf(f) and isinstance(v, np.floating) and np.isfinite(v):  # (a longdouble: float() gives inf, silently)
-        raise DTypeError(f"gemm: {what} = {v!s} is past a float64's range")
+    if isinstance(v, np.floating) and (math.isinf(f) and np.isfinite(v) or f == 0 and v != 0):  # (a longdouble:
+        # float() gives inf or 0, silently)
+        raise DTypeError(f"gemm: {what} = {v!s} is " + ("past a float64's range" if f else "nonzero but smaller in "
+                         "magnitude than float32's smallest subnormal, 1.4e-45 (the kernels scale in FP32: it would be 0)"))
     if f != 0 and math.isfinite(f):
         try:
             zero = struct.unpack("<f", struct.pack("<f", f))[0] == 0
@@ -336,6 +338,7 @@ def _convert(t, precision, scale, what):
     if precision == "fp8":
         if t.dtype in P.FP8_DTYPES:
             return t, P.scale_tensor(1.0 if scale is None else scale, t.device)
+        tf = t.detach().float()  # (a float64 element past float32's range is Inf from here on)
         if scale is not None:
             s = P.scale_tensor(scale, t.device)
         elif t.numel() == 0:  # nothing to quantise (amax of no elements is undefined)
@@ -343,11 +346,11 @@ def _convert(t, precision, scale, what):
         else:  # quantise: per-tensor scale so that the finite amax maps to the e4m3 maximum (at least float32's
             # smallest normal, for an all-zero operand: a floor of amax at 1e-12 flushed operands below ~1e-15 to 0;
             # one NaN or Inf made the scale NaN or Inf, and every element 0 or NaN, not only its own row's products)
-            amax = t.detach().abs().nan_to_num(nan=0.0, posinf=0.0).amax().float()
+            amax = tf.abs().nan_to_num_(nan=0.0, posinf=0.0).amax()
             s = (amax / torch.finfo(torch.float8_e4m3fn).max).clamp(min=torch.finfo(torch.float32).tiny).reshape(1)
-        q = t.float() / s  # (e4m3 has no Inf, and torch's cast saturates one to ±448: a product with it would be
+        nan = float("nan")  # (e4m3 has no Inf, and torch's cast saturates one to ±448: a product with it would be
         # finite; NaN, which e4m3 has, keeps it not)
-        return q.where(t.isfinite(), float("nan")).to(torch.float8_e4m3fn), s
+        return (tf / s).nan_to_num_(nan=nan, posinf=nan, neginf=nan).to(torch.float8_e4m3fn), s
     if scale is not None:
         raise DTypeError(f"gemm: scale_{what} is for precision='fp8' only")
     want = {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32, "ieee": torch.float32}[precision]

@@ -875,7 +875,8 @@ def _config(args, under_torchrun: bool) -> tuple[dict | None, int, str | None]:
     if not sizes or min(sizes) < 1:
         return None, 0, "--sizes: positive integers"
     if under_torchrun:
-        if not os.environ["WORLD_SIZE"].strip().isdigit():  # (int() said "invalid literal ... 'x'", naming no variable)
+        if not os.environ["WORLD_SIZE"].strip().isdecimal():  # (int() said "invalid literal ... 'x'", naming no
+            # variable; isdigit() took '²', which int() refuses)
             return None, 0, f"WORLD_SIZE={os.environ['WORLD_SIZE']!r}: torchrun's process count, a whole number"
         world, backend = int(os.environ["WORLD_SIZE"]), ("nccl" if gpus else "gloo")
     elif gpus:

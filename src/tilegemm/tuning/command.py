@@ -197,7 +197,7 @@ def run(args) -> int:
             print(f"tilegemm tune: {e}", file=sys.stderr)
             return 2
         shapes += args.sizes or []
-        if not shapes and dtypes:
+        if not shapes and [d for d in dtypes if d != "fp32"]:  # (fp32 alone: k11's tuning, once per GPU, no shapes)
             print("tilegemm tune: no shapes: give --shapes NAME|FILE or --sizes MxNxK,…", file=sys.stderr)
             return 2
     if not torch.cuda.is_available():
