@@ -341,7 +341,8 @@ CASES = [
     Case("gemm", "gemm with a scale past float32's range (torch.full raised RuntimeError on a GPU)",
          lambda: _gemm(_f32(*_A), _f32(*_B), precision="fp8", scale_b=1e39), "DTypeError",
          "scale_b = 1e+39 is past float32's range"),
-    Case("gemm", "gemm with a scale a NumPy float64 array past float32's range (torch.full raised RuntimeError on a GPU)",
+    Case("gemm", "gemm with a scale a NumPy float64 array past float32's range (torch.full raised RuntimeError on a "
+         "GPU)",
          lambda: _gemm(_f32(*_A), _f32(*_B), precision="fp8", scale_a=np.array([1e39])), "DTypeError",
          "scale_a = 1e+39 is past float32's range"),
     Case("gemm", "gemm with a scale a float64 torch tensor below float32's smallest subnormal (it became 0)",

@@ -388,8 +388,8 @@ def test_fp8_quantise_keeps_a_tiny_operand():
     assert float(s) > 0 and not (q.float() * s).any()
 
 
-@pytest.mark.parametrize("bad, dtype", [(float("nan"), "float32"), (float("inf"), "float32"), (-float("inf"), "float32"),
-                                        (1e39, "float64"), (-1e39, "float64")])
+@pytest.mark.parametrize("bad, dtype", [(float("nan"), "float32"), (float("inf"), "float32"),
+                                        (-float("inf"), "float32"), (1e39, "float64"), (-1e39, "float64")])
 def test_fp8_quantise_of_an_operand_with_a_nan_or_inf_keeps_the_others(bad, dtype):
     """One NaN or Inf in an operand gemm quantises to FP8 made its amax, and so its scale, NaN or
     Inf: every element became NaN or 0, and every product with it NaN, where only the products

@@ -220,7 +220,8 @@ def _check_scale(s, what, torch) -> None:
         raise DTypeError(f"gemm: {what} is of {s.dtype}; a scale is a real number")
     if size != 1:
         raise ShapeError(f"gemm: {what} has {size} elements; scales are per tensor (one element)")
-    if s.dtype.itemsize > 4 and (isinstance(s, np.ndarray) or (isinstance(s, torch.Tensor) and s.device.type == "cpu")):
+    host = isinstance(s, np.ndarray) or (isinstance(s, torch.Tensor) and s.device.type == "cpu")  # (not CuPy's)
+    if s.dtype.itemsize > 4 and host:
         _check_fp32(s.item(), what)  # a host float64's value, read without a sync: past float32's range a NumPy one
         # raised torch.full's RuntimeError and a tensor became inf, below its smallest subnormal 0 (a CUDA tensor's
         # value is not read here)
@@ -240,8 +241,9 @@ def _check_fp32(v, what) -> None:
         raise DTypeError(f"gemm: {what} = {v} is past a float64's range") from None
     if isinstance(v, np.floating) and (math.isinf(f) and np.isfinite(v) or f == 0 and v != 0):  # (a longdouble:
         # float() gives inf or 0, silently)
-        raise DTypeError(f"gemm: {what} = {v!s} is " + ("past a float64's range" if f else "nonzero but smaller in "
-                         "magnitude than float32's smallest subnormal, 1.4e-45 (the kernels scale in FP32: it would be 0)"))
+        raise DTypeError(f"gemm: {what} = {v!s} is " + ("past a float64's range" if f else
+                                                         "nonzero but smaller in magnitude than float32's smallest "
+                                                         "subnormal, 1.4e-45 (the kernels scale in FP32: it would be 0)"))
     if f != 0 and math.isfinite(f):
         try:
             zero = struct.unpack("<f", struct.pack("<f", f))[0] == 0
