@@ -87,7 +87,7 @@ def test_bench_runs_a_size_named_twice_once(capsys, tmp_path):
 def test_bench_skips_cpu_naive_beyond_budget(capsys):
     code, out = run(capsys, "bench", "--sizes", "48", "--kernels", "cpu_naive", "--cpu-naive-budget", "1e-9",
                     "--quiet", "--no-e2e")
-    assert "skipped: predicted" in out
+    assert code == 0 and "skipped: predicted" in out
 
 
 @pytest.mark.skipif(__import__("tilegemm")._cuda.has_gpu(), reason="the simulator, on a machine without a GPU")

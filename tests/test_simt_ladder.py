@@ -122,9 +122,9 @@ def test_warptile_config_checks():
     from tilegemm.kernels.simt.k10_warptile import Config
 
     Config().check()
-    for bad in (Config(96, 128, 8, 64, 32), Config(128, 128, 6, 64, 32), Config(128, 128, 8, 48, 32),
-                Config(unroll=3)):
-        with pytest.raises(ValueError):
+    for bad, why in ((Config(96, 128, 8, 64, 32), "multiples of WM"), (Config(128, 128, 6, 64, 32), "whole float4s"),
+                     (Config(128, 128, 8, 48, 32), "WM must be a multiple of 32"), (Config(unroll=3), "unroll must")):
+        with pytest.raises(ValueError, match=why):  # (each its own rule: another rule's error proves nothing of it)
             bad.check()
 
 
@@ -512,7 +512,7 @@ def test_unrolled_source_is_straight_line():
         assert len(fmas) == cfg.BK * tm * tn
         assert src.count("lds4(") == cfg.BK * (tm // 4 + tn // 4)
     assert cli.kernel_source("unrolled") == k14.source(k14.DEFAULT)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="multiples of WM"):
         k14.source(k14.Config(96, 128, 8, 64, 32))  # k10's tiling rules
 
 
