@@ -289,6 +289,36 @@ def test_explain_says_what_and_why():
     assert all(f"  - {r}" in text for r in p.reasons)
 
 
+@pytest.mark.parametrize("kernel", ["cpu_naive", GPU_KERNEL])
+def test_explain_refuses_a_named_kernel_where_matmul_does_for_tensors_that_require_grad(kernel):
+    """matmul refuses a kernel named for tensors that require grad (its operator chooses); explain
+    and plan named that kernel as the one that runs."""
+    a, b = (torch.from_numpy(x) for x in ops())
+    a.requires_grad_(True)
+    for call in (tilegemm.matmul, tilegemm.explain, tilegemm.plan):
+        with pytest.raises(tilegemm.AutogradError, match=f"kernel='{kernel}' with tensors that require grad"):
+            call(a, b, kernel=kernel)
+    with torch.no_grad():  # (no gradient wanted: the kernel runs, and is explained)
+        assert tilegemm.explain(a, b, kernel=kernel).startswith(f"6×4 @ 4×5, float32: {kernel} (")
+    assert tilegemm.explain(a, b).startswith("6×4 @ 4×5, float32: ")
+
+
+@pytest.mark.parametrize("m, n, k, says", [(3, 2, 0, "K = 0, an empty sum: the result is zeros, no kernel runs"),
+                                           (0, 2, 3, "nothing to multiply (M or N is 0)")])
+def test_explain_says_no_kernel_runs_for_an_empty_product(m, n, k, says, monkeypatch):
+    """A 2-D product with M, N or K of 0 runs no kernel (matmul makes the result); explain named the
+    kernel as running it (of an N-D one it said no kernel runs)."""
+    import dataclasses
+
+    from tilegemm import registry
+
+    kern = registry.get(GPU_KERNEL)
+    monkeypatch.setitem(registry._REGISTRY, GPU_KERNEL, dataclasses.replace(kern, launch=None))  # (a launch: TypeError)
+    a, b = np.ones((m, k), np.float32), np.ones((k, n), np.float32)
+    assert tilegemm.explain(a, b, kernel=GPU_KERNEL).splitlines()[-1].startswith(f"  - {says}")
+    assert np.array_equal(tilegemm.matmul(a, b, kernel=GPU_KERNEL), np.zeros((m, n), np.float32))
+
+
 @pytest.mark.parametrize("a, b, kernel, says, product", [
     ((2, 3, 4), (4, 5), "auto", "one numpy.matmul: the CPU's BLAS", None),
     ((2, 3, 4), (4, 5), "smem_tiled_32", "A's batch folds into its rows without a copy: one 6×4 @ 4×5 product",

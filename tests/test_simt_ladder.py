@@ -159,6 +159,65 @@ def test_autotune_search_cache_and_modes(monkeypatch, tmp_path):
     assert np.array_equal(run("autotuned", a, b), a.astype(np.float64) @ b.astype(np.float64))
 
 
+@pytest.mark.parametrize("kernel", ["autotuned", "skinny_m"])  # (k12 runs k11 above 128 rows)
+def test_explain_refuses_the_autotune_setting_matmul_refuses(kernel, monkeypatch):
+    """TILEGEMM_AUTOTUNE=maybe: matmul on k11 raised ConfigError, and explain, which never read it,
+    explained the product as usual."""
+    import tilegemm
+    from tilegemm.errors import ConfigError
+
+    monkeypatch.setenv("TILEGEMM_AUTOTUNE", "maybe")
+    a, b = np.ones((200, 8), np.float32), np.ones((8, 4), np.float32)
+    for call in (tilegemm.explain, tilegemm.matmul):
+        with pytest.raises(ConfigError, match="TILEGEMM_AUTOTUNE='maybe'"):
+            call(a, b, kernel=kernel)
+
+
+def test_explain_names_k11s_configuration_and_its_source_and_pins_nothing(monkeypatch):
+    """explain on k11 said nothing of its configuration; it names the one the launch then takes,
+    and where it comes from (the cache here), without choosing it for the process."""
+    import json
+    import os
+
+    import tilegemm
+    from tilegemm.kernels.simt import k10_warptile as k10
+    from tilegemm.kernels.simt import k11_autotuned as k11
+
+    winner = k10.Config(64, 64, 16, 32, 32, min_blocks=0)
+    os.makedirs(os.path.dirname(k11.cache_path()), exist_ok=True)
+    with open(k11.cache_path(), "w") as f:
+        json.dump({k11.cache_key("float32"): {"winner": dict(vars(winner))}}, f)
+    a, b = integer_operands(8, 12, 16, seed=2)
+    said = tilegemm.explain(a, b, kernel="autotuned")
+    assert f"k11's configuration {winner}: the tuning cache" in said and not k11._chosen
+    used = []
+    real = k10.launch_config
+    monkeypatch.setattr(k10, "launch_config", lambda cfg, *args: (used.append(cfg), real(cfg, *args))[1])
+    assert np.array_equal(tilegemm.matmul(a, b, kernel="autotuned"), a @ b) and used == [winner]
+    assert "chosen earlier in this process" in tilegemm.explain(a, b, kernel="autotuned")
+    monkeypatch.setenv("TILEGEMM_AUTOTUNE", "maybe")  # (a launch reads no setting once it has chosen: nor does explain)
+    assert str(winner) in tilegemm.explain(a, b, kernel="autotuned")
+
+
+def test_k11_asked_without_a_search_pins_nothing_a_launch_would_search_for(monkeypatch):
+    """current_config(tune=False) (traffic, resource tables) pinned the shipped winner for the
+    process under TILEGEMM_AUTOTUNE=1 on a GPU with nothing cached: the first launch then never
+    searched."""
+    from tilegemm.kernels.simt import k10_warptile as k10
+    from tilegemm.kernels.simt import k11_autotuned as k11
+
+    shipped, found = k10.Config(64, 64, 8, 32, 32), k10.Config(64, 128, 8, 32, 64, min_blocks=0)
+    monkeypatch.setattr(_cuda, "has_gpu", lambda: True)
+    monkeypatch.setattr(k11, "shipped_config", lambda dtype="float32": shipped)
+    monkeypatch.setattr(k11, "gpu_name", lambda: "a GPU")  # (its cache: empty)
+    searched = []
+    monkeypatch.setattr(k11, "autotune", lambda *a, **kw: searched.append(kw) or {"winner": dict(vars(found))})
+    monkeypatch.setenv("TILEGEMM_AUTOTUNE", "1")
+    assert k11.current_config(tune=False) == shipped and not searched and not k11._chosen
+    assert k11.choice()[0] is None  # (explain: a search at the first launch)
+    assert k11.current_config() == found and len(searched) == 1
+
+
 # ---------------------------------------------------------------------------------------------
 # the SASS tool
 
@@ -1200,6 +1259,32 @@ def test_explain_names_k17s_tile_split_and_form():
     assert "one-element loads (rows off 16 bytes)" in says(777, 1234, 4321)
     assert "on copies in 16-byte rows (2047×2048 and 2048×" in says(2047, 2049, 2048)
     assert "k12's one-column kernel" in says(16, 4096, 4096)
+
+
+@pytest.mark.parametrize("kernel, scalar", [("splitk_unrolled", "one-element loads (rows off 16 bytes)"),
+                                            ("autotuned", "k07's scalar kernel")])
+def test_explain_weighs_a_device_operands_own_alignment_as_the_launch_does(kernel, scalar, monkeypatch):
+    """A device operand read in place at an address off 16 bytes runs one element at a time (k17's
+    one-element form, k07 under k11); explain judged 16-byte rows by the shape alone, and named
+    the 16-byte form."""
+    import tilegemm
+    from tilegemm.kernels.simt import k07_smem_transposed as k07
+    from tilegemm.kernels.simt import k17_splitk_unrolled as k17
+
+    ran = []  # what ran: k17's plan, 16-byte accesses or not; k07's scalar kernel
+    real17, real07 = k17.launch_plan, k07.launch
+    monkeypatch.setattr(k17, "launch_plan", lambda *a, **kw: (ran.append(("k17", a[3].vector)), real17(*a, **kw))[1])
+    monkeypatch.setattr(k07, "launch", lambda *a, **kw: (ran.append(("k07", False)), real07(*a, **kw))[1])
+    cuda = _cuda.cuda
+    a, b = integer_operands(20, 8, 8, seed=4)
+    off = cuda.to_device(np.concatenate([np.zeros(1, np.float32), a.ravel()]))[1:].reshape(a.shape)  # 4 bytes off
+    db = cuda.to_device(b)
+    for da, one_element in ((off, True), (cuda.to_device(a), False)):
+        said = tilegemm.explain(da, db, kernel=kernel).splitlines()[-1]
+        ran.clear()
+        assert np.array_equal(tilegemm.matmul(da, db, kernel=kernel).copy_to_host(), a @ b)
+        assert (scalar in said) == one_element, said
+        assert ran == ([("k17", not one_element)] if kernel == "splitk_unrolled" else [("k07", False)] * one_element)
 
 
 def test_explain_names_k17s_form_of_x_at_w_transposed(monkeypatch):

@@ -62,6 +62,10 @@ def plan(a, b, kernel: str = "auto") -> Plan:
     as tilegemm.nd asks it (m, n, k are that product's; nd says the product asked for)."""
     A, B = arrays.describe(a, "a"), arrays.describe(b, "b")
     arrays.refuse_two_host_kinds(A, B, "matmul")
+    if kernel != "auto" and A.kind == "torch" and B.kind == "torch":  # (matmul hands these to its operator)
+        grad = dispatch.plain(a) and dispatch.wants_grad(a, b)
+        if grad or dispatch.traced(a, b):
+            _refuse_named(kernel, grad)
     if len(A.shape) == 2 and len(B.shape) == 2:
         return _plan(A, B, kernel)
     from . import nd
@@ -150,7 +154,11 @@ def explain(a, b, kernel: str = "auto") -> str:
         if product is not None:
             lines += [f"    {line}" for line in explain(*product, kernel).splitlines()]
         return "\n".join(lines)
-    if p.kernel.backend == "tensorcore" and p.kernel.runnable()[0] and min(p.m, p.n, p.k) > 0:
+    if not (p.m and p.n and p.k):  # (matmul makes the result before any kernel, as nd says of its own)
+        lines.append("  - " + ("K = 0, an empty sum: the result is zeros, no kernel runs" if p.m and p.n else
+                               "nothing to multiply (M or N is 0): the empty result is made, no kernel runs"))
+        return "\n".join(lines)
+    if p.kernel.backend == "tensorcore" and p.kernel.runnable()[0]:
         import torch
 
         from .kernels.tensorcore import _problem as P
@@ -165,15 +173,20 @@ def explain(a, b, kernel: str = "auto") -> str:
                            "the tensor cores; tilegemm.tuning chooses the rung per shape)" if kernel == "auto" else
                         f"asked for {p.kernel.name}; this shape runs on {rung} (the configuration's source says why)")
         lines += [f"  - {x}" for x in said]
-    elif p.kernel.backend == "simt" and min(p.m, p.n, p.k) > 0:
+    elif p.kernel.backend == "simt":
         module = importlib.import_module(p.kernel.module)
         itemsize = np.dtype(p.dtype).itemsize
-        if p.kernel.reads_wt and dispatch.transposed_contiguous(arrays.describe(b, "b")):  # x @ W.t(), in place
+        A, B = arrays.describe(a, "a"), arrays.describe(b, "b")
+        if p.kernel.reads_wt and dispatch.transposed_contiguous(B):  # x @ W.t(), in place
             lines.append(f"  - {module.describe_linear(p.m, p.n, p.k, itemsize)}")
         elif getattr(module, "describe", None) is not None:  # the FP32 auto rung: which of its forms, by its wave model
             from .kernels.simt import k10_warptile as k10
 
-            lines.append(f"  - {module.describe(p.m, p.n, p.k, itemsize, k10.vector_shape_ok(p.k, p.n, itemsize))}")
+            # (16-byte rows as the launch finds them: a CUDA operand is read in place, at its own address; a host
+            # or strided one is copied, contiguous and aligned)
+            vector = k10.vector_shape_ok(p.k, p.n, itemsize) and all(
+                X.on_host or not X.contiguous or k10.aligned16(X.obj) for X in (A, B))
+            lines.append(f"  - {module.describe(p.m, p.n, p.k, itemsize, vector)}")
     return "\n".join(lines)
 
 
@@ -335,10 +348,7 @@ def _by_operator(a, b, kernel: str, out, grad: bool):
     if a.dtype != b.dtype:
         raise DTypeError(f"matmul: mixed dtypes a={str(a.dtype)[6:]}, b={str(b.dtype)[6:]}; cast one of them "
                          "explicitly")
-    if kernel != "auto":
-        why = "with tensors that require grad: the differentiable" if grad else "under torch.jit.trace: the traced"
-        raise AutogradError(f"matmul: kernel={kernel!r} {why} operator chooses its kernels (kernel='auto'); "
-                            + ("detach the inputs to name one" if grad else "call it outside the trace to name one"))
+    _refuse_named(kernel, grad)
     if not grad:  # (traced: the call's checks, which read sizes, with the tracer paused)
         with dispatch.checked_in_trace():
             p = plan(a, b)
@@ -358,6 +368,15 @@ def _by_operator(a, b, kernel: str, out, grad: bool):
                 plan(a, b)
     c = torchop.matmul(a, b)
     return c if out is None else out.copy_(c)  # (in the trace: the operator, then the copy)
+
+
+def _refuse_named(kernel, grad: bool) -> None:
+    """A kernel named for a product that tilegemm's operator runs (grad: the tensors require it;
+    else under torch.jit.trace), which chooses its own kernels: refused, by matmul and plan alike."""
+    if kernel != "auto":
+        why = "with tensors that require grad: the differentiable" if grad else "under torch.jit.trace: the traced"
+        raise AutogradError(f"matmul: kernel={kernel!r} {why} operator chooses its kernels (kernel='auto'); "
+                            + ("detach the inputs to name one" if grad else "call it outside the trace to name one"))
 
 
 def _refuse_grad_out(out) -> None:

@@ -209,24 +209,52 @@ def shipped_config(dtype="float32") -> Config | None:
     return _winner(((db or {}).get("simt") or {}).get(f"{np.dtype(dtype).name}|{VERSION}"))
 
 
+def choice(dtype="float32") -> tuple[Config | None, str]:
+    """The configuration the next launch takes and where it comes from, per TILEGEMM_AUTOTUNE
+    (read as a launch reads it: a value it refuses is refused here), nothing searched or pinned;
+    None where that launch searches first (`tilegemm.explain`)."""
+    name = np.dtype(dtype).name
+    if name in _chosen:
+        return _chosen[name], "chosen earlier in this process"
+    mode = env.autotune()
+    cfg = None if mode == "force" else cached_config(name)
+    if cfg is not None:
+        return cfg, f"the tuning cache {cache_path()}"
+    if mode != "off" and _cuda.has_gpu():
+        budget = env.number("TILEGEMM_AUTOTUNE_BUDGET_S", 60.0)
+        return None, f"a search at the first launch (TILEGEMM_AUTOTUNE={mode}, {budget:g} s at most)"
+    cfg = shipped_config(name)
+    if cfg is not None:
+        return cfg, "the winner shipped for this GPU"
+    return k10.DEFAULT, "k10's default (no cached or shipped winner)"
+
+
 def current_config(dtype="float32", *, tune: bool = True) -> Config:
-    """The configuration launches use, per TILEGEMM_AUTOTUNE (see the module docstring)."""
+    """The configuration launches use, per TILEGEMM_AUTOTUNE (see the module docstring). tune=False
+    (resource tables, traffic): the same without a search, pinned only where no launch would search."""
     name = np.dtype(dtype).name
     if name in _chosen:
         return _chosen[name]
-    mode = env.autotune()
-    search = mode != "off"
-    cfg = None if mode == "force" else cached_config(name)
-    if cfg is None and search and tune and _cuda.has_gpu():
-        budget = env.number("TILEGEMM_AUTOTUNE_BUDGET_S", 60.0)
-        res = autotune(name, budget_s=budget, force=True)
-        cfg = Config(**res["winner"]) if res.get("winner") else None
-    cfg = cfg or shipped_config(name)
-    if cfg is None and not tune:  # asked without permission to search (resource tables, traffic): don't pin
-        return k10.DEFAULT
-    cfg = cfg or k10.DEFAULT
+    cfg, _ = choice(name)
+    if cfg is None:  # a search is due
+        if not tune:  # asked without permission to search: don't pin (the first launch searches)
+            return shipped_config(name) or k10.DEFAULT
+        res = autotune(name, budget_s=env.number("TILEGEMM_AUTOTUNE_BUDGET_S", 60.0), force=True)
+        cfg = (Config(**res["winner"]) if res.get("winner") else None) or shipped_config(name) or k10.DEFAULT
+    elif cfg is k10.DEFAULT and not tune:  # (a winner cached later, by another process, is still taken)
+        return cfg
     _chosen[name] = cfg
     return cfg
+
+
+def describe(m: int, n: int, k: int, itemsize: int, vector: bool) -> str:
+    """What k11 runs for this product (`tilegemm.explain`): its configuration and where that comes from."""
+    cfg, source = choice("float32")
+    if cfg is None:
+        return f"k11's configuration: {source}"
+    if not vector:  # (launch_config's: the configuration is chosen, then k07 runs)
+        return "k07's scalar kernel: rows not 16-byte vectors (k11's configuration is unused)"
+    return f"k11's configuration {cfg}: {source}"
 
 
 def launch(a, b, c, stream=None):

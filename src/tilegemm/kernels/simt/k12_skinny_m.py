@@ -214,6 +214,7 @@ def jit_kernels(dt) -> list:
 def describe(m: int, n: int, k: int, itemsize: int, vector: bool) -> str:
     """What k12 runs for this product (`tilegemm.explain`)."""
     if m > SKINNY_MAX:
-        return f"k11's tiles (M > {SKINNY_MAX}: k12's kernel is for few rows)"
+        return (f"k11's tiles (M > {SKINNY_MAX}: k12's kernel is for few rows): "
+                + k11.describe(m, n, k, itemsize, vector))
     rm, splits, _ = plan(m, n, k)
     return f"k12's one-column kernel: {rm} rows a block, " + (f"K split {splits} ways" if splits > 1 else "K unsplit")

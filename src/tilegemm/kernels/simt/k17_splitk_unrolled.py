@@ -487,6 +487,8 @@ def describe(m: int, n: int, k: int, itemsize: int, vector: bool) -> str:
     r = route(m, n, k, itemsize)
     if r is None:
         return k16.describe(m, n, k, itemsize, vector)
+    if r.form == "vector" and not vector:  # (launch's: rows off 16 bytes at their addresses, one element at a time)
+        r = Route(_one_element(m, n, k, sm_count()), "scalar")
     p = r.plan
     own = p.splits == 1 and r.form != "scalar"  # (one-element forms run on the split kernel: launch_plan)
     what = {K15_TILE: "k15's kernel", K16_TILE: "k16's kernel"}.get(p.tile, "k17's kernel") if own else "k17's kernel"
