@@ -191,6 +191,8 @@ def test_every_command_reads_a_number_the_same_way(argv, says, capsys):
     (["tune", "--from-cache", "--ship", "--sizes", "64", "--dtypes", "bf16"], {},
      "tilegemm tune: --from-cache writes a database from your tuning cache, timing nothing; --sizes, --dtypes measure: "
      "give one or the other"),  # (they were ignored: every decision in the cache shipped, exit 0)
+    (["tune", "--derive", "cache.json", "--gpu", "NVIDIA H200", "--db", "db.json", "--sizes", "64"], {},
+     "tilegemm tune: --derive writes a database from a cache file's rung tunings, timing nothing; --sizes measures"),
     (["tune", "--sizes", "8"], {"TILEGEMM_TUNE_BUDGET_S": "x"}, "TILEGEMM_TUNE_BUDGET_S='x': use a finite number"),
     (["tune", "--sizes", "8"], {"TILEGEMM_TUNE_MAX_CANDIDATES": "-1"}, "TILEGEMM_TUNE_MAX_CANDIDATES='-1'"),
     (["tune", "--dtypes", "fp32", "--ship"], {}, "tilegemm tune: needs a CUDA GPU"),  # (k11's tuning needs no shapes:

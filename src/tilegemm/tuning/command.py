@@ -147,14 +147,15 @@ def run(args) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     con = Console(stderr=False, width=None if sys.stdout.isatty() else 160)
-    if args.derive:
-        return _derive(args, con)
-    if args.from_cache:
+    if args.derive or args.from_cache:
         from ..bench import results
 
-        if results.measuring_given("tune", args, "--from-cache writes a database from your tuning cache, timing "
-                                                 "nothing"):
+        said = ("--derive writes a database from a cache file's rung tunings, timing nothing" if args.derive else
+                "--from-cache writes a database from your tuning cache, timing nothing")
+        if results.measuring_given("tune", args, said):
             return 2
+    if args.derive:
+        return _derive(args, con)
     try:
         import torch
 
