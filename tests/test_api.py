@@ -281,6 +281,23 @@ def test_kernels_lists_the_ladder():
     assert rows["cpu_blas"]["runs_here"]
 
 
+def test_a_tensor_core_rung_without_a_gpu_says_where_gemm_runs_it(monkeypatch):
+    """Without a GPU the listing said only that the rungs need one, where under TRITON_INTERPRET=1
+    tilegemm.gemm(kernel=...) runs each of them on the CPU (FP16, FP32): a learner's way in."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    from tilegemm import registry
+    from tilegemm.kernels.tensorcore import triton_status
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    kern = registry.get("tc_tiled")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert triton_status(kern) == (False, "needs a CUDA GPU")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    ok, why = triton_status(kern)
+    assert not ok and "tilegemm.gemm(kernel=...) runs it here, FP16 and FP32, under TRITON_INTERPRET=1" in why
+
+
 def test_explain_says_what_and_why():
     a, b = ops()
     text = tilegemm.explain(a, b)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 
 from ...registry import Kernel, lazy, register
 
@@ -71,8 +72,11 @@ def triton_status(kernel) -> tuple[bool, str]:
         return False, IMPORT_ERROR
     import torch
 
-    if not torch.cuda.is_available():
-        return False, "needs a CUDA GPU"
+    if not torch.cuda.is_available():  # (matmul's kernels: tilegemm.gemm(kernel=...) runs the rungs on the CPU under
+        # Triton's interpreter, which the listing says where it is on)
+        interpreter = os.environ.get("TRITON_INTERPRET") == "1"
+        return False, "needs a CUDA GPU" + ("; tilegemm.gemm(kernel=...) runs it here, FP16 and FP32, under "
+                                            "TRITON_INTERPRET=1" if interpreter else "")
     if kernel.requires == "sm_90" and torch.cuda.get_device_capability() < (9, 0):
         return False, "needs a Hopper GPU (sm_90)"
     if "gluon" in kernel.tags and not gluon_ready():
