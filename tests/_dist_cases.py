@@ -573,6 +573,37 @@ def check_a_block_that_is_no_tensor_on_one_rank():
     assert torch.equal(D.matmul_1d(a_r, b_r), split(a @ b, world, 0)[rank])  # and the group is whole after them
 
 
+def check_local_world_size_on_one_rank():
+    """LOCAL_WORLD_SIZE that is not a number on one rank alone: its ConfigError was raised on that
+    rank alone, reading the metadata (matmul_1d, summa) or choosing the grid (distributed.matmul),
+    and the other waited out the group's timeout in the all-gather. Every rank refuses together."""
+    import os
+
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    last, mine = world - 1, rank == world - 1
+    a, b = operands(6, 5, 4, dtype=torch.float64)
+    a_r, b_r = split(a, world, 0)[rank].contiguous(), split(b, world, 0)[rank].contiguous()
+    mesh = init_device_mesh("cpu", (world,))
+    A, B = distribute_tensor(a, mesh, [Shard(0)]), distribute_tensor(b, mesh, [Shard(0)])
+    was = os.environ.get("LOCAL_WORLD_SIZE")
+    if mine:
+        os.environ["LOCAL_WORLD_SIZE"] = "two"
+    try:
+        says = f"rank {last}: LOCAL_WORLD_SIZE is not a whole number above 0"
+        for call in (lambda: D.matmul_1d(a_r, b_r), lambda: D.matmul_1d(a_r, b, b_sharded=False),
+                     lambda: D.summa(a_r, b_r, (world, 1)), lambda: D.matmul(A, B)):
+            refused(call, says)
+    finally:
+        if was is None:
+            os.environ.pop("LOCAL_WORLD_SIZE", None)
+        else:
+            os.environ["LOCAL_WORLD_SIZE"] = was
+    assert torch.equal(D.matmul(A, B).full_tensor(), a @ b)  # and the group is whole after them
+
+
 SPAWNED = {"strided blocks": check_strided_blocks, "engines disagree": check_engines_disagree,
            "16-bit on CPUs": check_16bit_on_cpus, "grid and panel out of range": check_grid_and_panel_out_of_range,
            "review mistakes": check_review_mistakes, "dual and negated blocks": check_dual_and_negated_blocks,
@@ -581,7 +612,8 @@ SPAWNED = {"strided blocks": check_strided_blocks, "engines disagree": check_eng
            "dtensors given to the engines": check_dtensors_given_to_the_engines,
            "grids on a group of all its ranks": check_grids_on_a_group_of_all_its_ranks,
            "dtensor mistakes on one rank": check_dtensor_mistakes_on_one_rank,
-           "a block that is no tensor on one rank": check_a_block_that_is_no_tensor_on_one_rank}
+           "a block that is no tensor on one rank": check_a_block_that_is_no_tensor_on_one_rank,
+           "LOCAL_WORLD_SIZE on one rank": check_local_world_size_on_one_rank}
 
 
 def blocks_of(m, world, rank):

@@ -559,6 +559,12 @@ def test_a_block_that_is_no_tensor_on_one_rank_is_refused_on_every_rank(tmp_path
     _spawned("a block that is no tensor on one rank", tmp_path)
 
 
+def test_a_bad_local_world_size_on_one_rank_is_refused_on_every_rank(tmp_path):
+    """LOCAL_WORLD_SIZE that is not a number on one rank alone: that rank's ConfigError left the other
+    waiting in the metadata all-gather; every rank refuses now, naming it."""
+    _spawned("LOCAL_WORLD_SIZE on one rank", tmp_path)
+
+
 def test_grid_groups_split_a_group_by_its_own_ranks(monkeypatch):
     """SUMMA on a group other than the default one (summa(group=), a 1-D sub-mesh of a DTensor)
     splits it with torch's split_group, whose split_ranks are ranks in that group, not global
@@ -730,16 +736,19 @@ def test_the_distributed_variables_follow_envs_rule(monkeypatch):
 def test_torchruns_local_world_size_is_read_by_envs_rule(monkeypatch):
     """LOCAL_WORLD_SIZE (GPUs a host: the cost model's links, the grid a DTensor product chooses)
     not a whole number is a ConfigError naming it (it raised int()'s ValueError); unset or empty
-    is the default."""
+    is the default. A DTensor product's grid is chosen as if it were unset: the products refuse
+    it in their shared metadata, on every rank together (test_a_bad_local_world_size_on_one_rank…)."""
+    from tilegemm import env
     from tilegemm.distributed import api, costmodel
     from tilegemm.errors import ConfigError
 
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    unset = api._chosen_grid(4096, 4096, 4096, 4, torch.bfloat16)
     for value in ("abc", "2.5", "-1"):
         monkeypatch.setenv("LOCAL_WORLD_SIZE", value)
         with pytest.raises(ConfigError, match=f"LOCAL_WORLD_SIZE='{value}'"):
             costmodel.shipped_hardware()
-        with pytest.raises(ConfigError, match=f"LOCAL_WORLD_SIZE='{value}'"):
-            api._chosen_grid(4096, 4096, 4096, 4, torch.bfloat16)
+        assert api._chosen_grid(4096, 4096, 4096, 4, torch.bfloat16) == unset and env.local_world_size(0, bad=-1) == -1
     for value, per_host in (("", 8), ("4", 4)):
         monkeypatch.setenv("LOCAL_WORLD_SIZE", value)
         assert costmodel.shipped_hardware().gpus_per_host == per_host

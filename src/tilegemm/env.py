@@ -76,9 +76,17 @@ def number(name: str, default: float, *, integer: bool = False, positive: bool =
     return v
 
 
-def local_world_size(default: int) -> int:
-    """torchrun's LOCAL_WORLD_SIZE (processes, one a GPU, on this host); `default` where unset."""
-    return int(number("LOCAL_WORLD_SIZE", default, integer=True))
+def local_world_size(default: int, *, bad: int | None = None) -> int:
+    """torchrun's LOCAL_WORLD_SIZE (processes, one a GPU, on this host); `default` where unset.
+    bad: returned for a value that is not a whole number above 0, where ConfigError is raised
+    otherwise (the distributed products share it, and every rank refuses together: one rank
+    raising alone left the others waiting in their all-gather)."""
+    try:
+        return int(number("LOCAL_WORLD_SIZE", default, integer=True))
+    except ConfigError:
+        if bad is None:
+            raise
+        return bad
 
 
 def cache_dir() -> str:

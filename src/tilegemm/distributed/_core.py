@@ -159,7 +159,7 @@ def _describe_meta(a: torch.Tensor, b: torch.Tensor, grid=(0, 0), panel: int | N
     else:
         grad = int(torch.is_grad_enabled() and (a.requires_grad or b.requires_grad))
     return [_code(a), _code(b), int(a.is_cuda), *shape(a), *shape(b), *_grid_ints(grid), width,
-            env.local_world_size(0), int(free), int(a.is_cuda and _has_symm_mem()),
+            env.local_world_size(0, bad=-1), int(free), int(a.is_cuda and _has_symm_mem()),
             TRANSPORTS.index(transport) if transport is not None else -1, _host_id(), held >> 20, algo,
             int(_code(a) < 0 or _local_product_runs(a.dtype, a.device)), given, grad, int(_dtensor(a) or _dtensor(b))]
 
@@ -327,6 +327,9 @@ def _common_errors(meta: list[list[int]]) -> list[str]:
     for rs in _by(meta, lambda m: 0, lambda m: m[DT]).values():
         errs.append(f"{_ranks(rs)}: A or B is a DTensor: matmul_1d and summa take each rank's local blocks "
                     "(x.to_local()); tilegemm.distributed.matmul takes DTensors")
+    for rs in _by(meta, lambda m: 0, lambda m: m[LOCAL] < 0).values():
+        errs.append(f"{_ranks(rs)}: LOCAL_WORLD_SIZE is not a whole number above 0 (torchrun's processes on this "
+                    "host: set it as torchrun does, or unset it)")
     for rs in _by(meta, lambda m: 0, lambda m: m[TRANSPORT] < 0).values():
         errs.append(f"{_ranks(rs)} asked for a transport that is not one of {', '.join(TRANSPORTS)} (the argument, "
                     "or TILEGEMM_DIST_TRANSPORT)")

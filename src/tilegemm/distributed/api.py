@@ -17,7 +17,7 @@ def _chosen_grid(m: int, n: int, k: int, p: int, dtype, cuda: bool = False) -> t
     # the shipped H200 rates and 8 GPUs a host on every rank, whatever its GPU: all ranks must
     # choose the same grid (layout's metadata check refuses, on every rank, ranks that did not);
     # on GPUs of one host the 1-D engine's panels take the copy engines (layout_1d's peer transport)
-    one_host = env.local_world_size(0) >= p
+    one_host = env.local_world_size(0, bad=0) >= p  # (not a number: refused on every rank in the blocks' metadata)
     peer = cuda and one_host and _transport(None) != "nccl" and _has_symm_mem()
     return tuple(choose(m, n, k, p, shipped(8), dtype.itemsize, peer=peer)["grid"])
 
