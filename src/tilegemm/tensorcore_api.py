@@ -99,6 +99,8 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     for v, what in ((alpha, "alpha"), (beta, "beta")):
         if isinstance(v, bool) or not isinstance(v, numbers.Real):
             raise DTypeError(f"gemm: {what} must be a real number; got {type(v).__name__} {v!r}")
+        if what == "beta" and c is None and v != 0:  # (the mistake itself, before its range: beta = 1e39 with no c
+            raise ShapeError(f"gemm: beta = {beta} scales c, and no c was given")  # was said as past FP32's range)
         _check_fp32(v, what)
     if not tc.load():
         raise DeviceError(f"gemm: needs triton and torch ({tc.IMPORT_ERROR})")
