@@ -304,7 +304,7 @@ def test_host_operands_torch_cannot_view_are_copied_for_it():
     for y in (x.astype(">f4"), rec["x"], x[:, ::-1].astype(">f4")):
         got = multigpu._torch_view(tilegemm.arrays.describe(y, "a"))
         assert np.array_equal(got.numpy(), y)
-    assert multigpu._torch_views(x) and not multigpu._torch_views(x.astype(">f4"))
+    assert tilegemm.arrays.torch_views(x) and not tilegemm.arrays.torch_views(x.astype(">f4"))
 
 
 @gpu

@@ -263,10 +263,15 @@ def host_view(op: Operand, torch_ok: bool = False) -> np.ndarray:
     raise DeviceError(f"{op.kind} array on {op.device} is not a host array")
 
 
+def torch_views(x: np.ndarray) -> bool:
+    """Can torch.from_numpy view NumPy array x as it lies: this machine's byte order, strides neither
+    negative nor part of an element (a field of a structured array)? (A read-only one it views, warning.)"""
+    return x.dtype.isnative and all(s >= 0 and s % x.itemsize == 0 for s in x.strides)
+
+
 def _torch_refuses(x: np.ndarray) -> bool:
-    """Would torch.from_numpy refuse x (negative strides, or strides not a multiple of its itemsize: a
-    field of a structured array) or warn (read-only)? host_view copies it."""
-    return any(s < 0 or s % x.itemsize for s in x.strides) or not x.flags.writeable
+    """Would torch.from_numpy refuse x (torch_views) or warn (read-only)? host_view copies it."""
+    return not torch_views(x) or not x.flags.writeable
 
 
 def negated(x) -> bool:

@@ -352,7 +352,7 @@ def matmul(A, B, mnk: tuple[int, int, int], ids: list[int], kernel: str, out, lo
     ta = _torch_view(A)
     tb = _torch_view(B)
     if out is not None:
-        copied = A.kind == "numpy" and not _torch_views(out)
+        copied = A.kind == "numpy" and not arrays.torch_views(out)
         if copied:  # torch cannot view it: C goes through a copy
             tc = torch.from_numpy(arrays.host_empty((m, n), A.dtype))
         else:
@@ -384,12 +384,6 @@ def matmul(A, B, mnk: tuple[int, int, int], ids: list[int], kernel: str, out, lo
     return arrays.to_kind(tc, A) if A.kind != "torch" else tc
 
 
-def _torch_views(x) -> bool:
-    """Can torch.from_numpy view NumPy array x: this machine's byte order, strides neither negative
-    nor a fraction of an element (a field of a structured array)?"""
-    return x.dtype.isnative and all(s >= 0 and s % x.itemsize == 0 for s in x.strides)
-
-
 def _torch_view(op):
     """The operand as a torch tensor, no copy: NumPy through torch.from_numpy (a copy only where
     torch cannot view it: the other byte order, negative strides or strides of part of an element),
@@ -402,7 +396,7 @@ def _torch_view(op):
     if op.kind == "torch":
         return op.obj.detach()  # the workers' threads have their own grad mode; no gradient is recorded here
     if op.kind == "numpy":
-        x = op.obj if _torch_views(op.obj) else np.ascontiguousarray(arrays.host_view(op))
+        x = op.obj if arrays.torch_views(op.obj) else np.ascontiguousarray(arrays.host_view(op))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a read-only array: we only read it
             return torch.from_numpy(x)
