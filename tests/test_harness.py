@@ -285,6 +285,11 @@ def test_results_load_rejects_other_versions(tmp_path):
     p.write_text(json.dumps({"schema": "tilegemm.results/0", "records": []}))
     with pytest.raises(results.ResultsError, match="reads 'tilegemm.results/1'"):
         results.load(p)
+    for schema, command in results.OTHER_KINDS.items():  # another command's results: which, not 'an old version'
+        p.write_text(json.dumps({"schema": schema, "records": []}))
+        with pytest.raises(results.ResultsError, match=f"the results of `tilegemm {command}`") as e:
+            results.load(p)
+        assert "version" not in str(e.value)
     p.write_text(json.dumps({"records": []}))
     with pytest.raises(results.ResultsError, match="no 'schema'"):
         results.load(p)

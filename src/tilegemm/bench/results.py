@@ -30,6 +30,9 @@ from pathlib import Path
 from ..errors import TileGemmError
 
 SCHEMA = "tilegemm.results/1"
+# results of the other commands, which a user may hand to report, compare, results or ladder
+OTHER_KINDS = {"tilegemm.library/1": "library", "tilegemm.model/1": "model-bench", "tilegemm.scaleout/1": "dist-bench",
+               "tilegemm.sanitizer/1": "sanitize", "tilegemm.ceilings/1": "ceilings"}
 REQUIRED_KEYS = ("kernel", "backend", "m", "n", "k", "dtype", "ok")
 LIBRARIES = ("numpy", "numba", "numba-cuda", "torch", "triton", "matplotlib", "nvidia-ml-py")
 # CSV columns first in this order; any other scalar record key follows, sorted.
@@ -312,6 +315,10 @@ def load(path, *, measured: bool = False) -> dict:
         raise ResultsError(str(e)) from None
     if not isinstance(doc, dict) or "schema" not in doc:
         raise ResultsError(f"{p}: not a tilegemm results document (no 'schema' field; expected {SCHEMA!r})")
+    if doc["schema"] in OTHER_KINDS:
+        raise ResultsError(f"{p}: the results of `tilegemm {OTHER_KINDS[doc['schema']]}` (schema {doc['schema']!r}); "
+                           f"this command reads bench's and the ladder's ({SCHEMA!r}), and scripts/update_docs.py "
+                           "draws the pages of every kind")
     if doc["schema"] != SCHEMA:
         raise ResultsError(f"{p}: schema {doc['schema']!r}, but this tilegemm reads {SCHEMA!r}; "
                            "re-run the benchmark or use the tilegemm version that wrote it")
