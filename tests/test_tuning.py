@@ -816,6 +816,51 @@ def test_tune_from_cache_writes_every_database_named_and_refuses_to_write_none(t
         assert list(json.loads(path.read_text())["entries"]) == [key], path
 
 
+def test_a_database_is_ranked_at_a_slow_hosts_launch_floor(tmp_path, monkeypatch):
+    """`tune --ship` (or --db) ranks as if each launch cost the host timer.SHIP_FLOOR_MS: a
+    two-launch split-K 8 µs faster on the device won on a host of 11.5 µs a launch and lost a
+    slower host's caller a launch (H100 TF32 128×1024×8192: 0.78× cuBLAS). The user's cache alone
+    ranks at the measured floor; a cached rung tuning or verdict made at a lower floor than the
+    database's is made again, not shipped."""
+    import torch
+
+    from tilegemm import cli
+    from tilegemm.kernels.tensorcore import _problem as P
+    from tilegemm.tuning import command, timer, tuner
+
+    monkeypatch.setattr(timer, "_FLOOR", [0.0115])
+    monkeypatch.setattr(timer, "_AT_LEAST", [0.0])
+    two, one = {"SPLIT": 4}, {"SPLIT": 4, "FUSED": True}
+    counts = {id(two): 2, id(one): 1}
+    timings = [(0.022, two), (0.030, one)]
+    assert tuner._ranked(timings, counts, timer.launch_floor_ms())[0][1] is two  # 23 µs against 30
+    floors = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(command, "device_facts", lambda: dict(gpu="NVIDIA H200", tuner=cache.TUNER_VERSION))
+    monkeypatch.setattr(command, "problem", lambda *a: None)
+    def tune(p):  # the floor it ranks at; then a failure, which the command reports and goes on from
+        floors.append(timer.launch_floor_ms())
+        raise RuntimeError("not tuned here")
+
+    monkeypatch.setattr(tuner, "tune", tune)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    assert cli.main(["tune", "--sizes", "128x1024x8192", "--dtypes", "tf32", "--quiet"]) == 0
+    assert floors == [0.0115]  # the user's cache: this host's floor
+    assert cli.main(["tune", "--sizes", "128x1024x8192", "--dtypes", "tf32", "--quiet",
+                     "--db", str(tmp_path / "db.json")]) == 0
+    assert floors[1:] == [timer.SHIP_FLOOR_MS] and timer.floor_minimum() == timer.SHIP_FLOOR_MS
+    assert tuner._ranked(timings, counts, timer.launch_floor_ms())[0][1] is one  # 40 µs against 30
+    hits = {"cached": dict(config=two, ms=0.022, launches=2, score_ms=0.023, floor_ms=0.0115)}
+    monkeypatch.setattr(cache, "cached_entry", lambda key: hits["cached"])
+    monkeypatch.setattr(cache, "tune_key", lambda *a: "k")
+    monkeypatch.setattr(tuner, "trial_problem", lambda q: (_ for _ in ()).throw(LookupError("tuned again")))
+    p = P.Problem(torch.empty(128, 8192), torch.empty(8192, 1024), torch.empty(128, 1024), "tf32")
+    with pytest.raises(LookupError, match="tuned again"):  # the cached tuning ranked at 11.5 µs is not used
+        tuner.tune_rung(space.T04, p)
+    hits["cached"] = dict(hits["cached"], floor_ms=timer.SHIP_FLOOR_MS)
+    assert tuner.tune_rung(space.T04, p) is hits["cached"]  # one ranked at the database's floor is
+
+
 def test_k11_cache_entries_that_are_not_configurations_and_folders_that_take_no_file_are_warnings(
         tmp_path, monkeypatch):
     """The autotune cache's rule (tilegemm.env): what cannot be read is ignored with a warning; a

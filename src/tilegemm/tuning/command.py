@@ -9,7 +9,9 @@
 Each shape and dtype is tuned once per class and bucket (`tilegemm.tuning.tuner.tune`); the
 winner goes to the user's cache, and with --ship (or --db PATH) to the database file of this GPU
 that the package ships (`tilegemm/data/tuning/<gpu>.json`), which every call without a cached
-entry reads. B is row-major except for FP8 (column-major, as torch._scaled_mm wants it);
+entry reads. A database's tuning ranks candidates as if each launch cost the host at least
+`timer.SHIP_FLOOR_MS` (a slow host's), where the user's cache alone ranks at this host's measured
+cost: the database serves other hosts. B is row-major except for FP8 (column-major, as torch._scaled_mm wants it);
 --layouts adds others. Needs a CUDA GPU with torch and Triton.
 """
 
@@ -159,7 +161,7 @@ def run(args) -> int:
     try:
         import torch
 
-        from . import cache, tuner
+        from . import cache, timer, tuner
     except ImportError:
         print("tilegemm tune: needs torch and triton (pip install 'tilegemm[gpu]')", file=sys.stderr)
         return 2
@@ -209,6 +211,8 @@ def run(args) -> int:
     for path in out_paths:
         if os.path.exists(path):
             read_db(path, facts["gpu"])  # a wrong --db is said now, not after the tuning it would have held
+    if out_paths and not args.from_cache:  # a database serves slower hosts than this one: rank at their floor
+        timer.floor_at_least(timer.SHIP_FLOOR_MS)
     entries, log, simt = {}, [], {}
     if "fp32" in dtypes and not args.from_cache:
         simt = tune_simt(con)

@@ -30,13 +30,30 @@ SETTLE_MIN = 20  # samples of each candidate, at least, in settle's eager re-tim
 
 
 _FLOOR: list = []  # launch_floor_ms, once measured
+SHIP_FLOOR_MS = 0.020  # a launch's host time that a shipped database's ranking assumes at least: the slowest
+# host seen on the lent H100s and H200s (torch.mm at 64³ BF16, 20.1 µs a call; 11 to 12 on a fast one). A
+# database serves hosts slower than the one that tuned it, where a two-launch pick that won by a few µs on a
+# fast host loses one launch's floor (H100 TF32 128×1024×8192: 0.78× cuBLAS, docs/perf-notes.md, 143)
+_AT_LEAST: list = [0.0]  # floor_at_least's
+
+
+def floor_at_least(ms: float) -> None:
+    """Rank by a launch floor of at least ms from now on in this process (`tilegemm tune` writing
+    a database: SHIP_FLOOR_MS)."""
+    _AT_LEAST[0] = ms
+
+
+def floor_minimum() -> float:
+    """What floor_at_least set (0: none): a cached ranking made at a lower floor is made again."""
+    return _AT_LEAST[0]
 
 
 def launch_floor_ms() -> float:
     """What the host takes to issue one launch, in ms: torch.mm's time per call on 64×64 BF16,
     called back to back (the median of 7 batches of 200 calls, after a warm-up), measured once per
     process. Back-to-back calls of a product cannot run faster than their launches are issued, so
-    the tuner ranks candidates by max(device time, launches × this) (tuner.eager_score)."""
+    the tuner ranks candidates by max(device time, launches × this) (tuner.eager_score). At least
+    what floor_at_least set (a database's tuning)."""
     if not _FLOOR:
         import time
 
@@ -51,7 +68,7 @@ def launch_floor_ms() -> float:
             if i:  # the first batch warms up
                 per.append((time.perf_counter() - t0) / 200 * 1e3)
         _FLOOR.append(statistics.median(per))
-    return _FLOOR[0]
+    return max(_FLOOR[0], _AT_LEAST[0])
 
 
 def _flush_buffer() -> torch.Tensor:

@@ -126,6 +126,8 @@ def tune_rung(rung: str, p: P.Problem, candidates=None, variant: str = "") -> di
                           "rung's tuning: a 'config' object and an 'ms' number); it is tuned again",
                           RuntimeWarning, stacklevel=2)
         hit = None
+    if hit is not None and hit.get("floor_ms", 0.0) < timer.floor_minimum():
+        hit = None  # ranked at a lower launch floor than a database's tuning assumes (timer.SHIP_FLOOR_MS)
     if hit is not None:
         return hit
     cache.retuned(key)
@@ -239,7 +241,8 @@ def _settled(p: P.Problem, tuned: list[tuple[str, dict]]) -> tuple[str, dict]:
     configs = {r: e["config"] for r, e in tuned}
     hit = None if cache.forced(key) else cache.cached_entry(key)
     if hit is not None and hit.get("configs") == configs and isinstance(hit.get("winner"), str) \
-            and hit["winner"] in configs:  # (a hand-edited winner may be a list: unhashable)
+            and hit["winner"] in configs and hit.get("floor_ms", 0.0) >= timer.floor_minimum():  # (a hand-edited
+        # winner may be a list: unhashable; a verdict at a lower launch floor than a database's tuning's is redone)
         return next((r, e) for r, e in tuned if r == hit["winner"])
     cache.retuned(key)
     trial = trial_problem(p)
@@ -255,7 +258,7 @@ def _settled(p: P.Problem, tuned: list[tuple[str, dict]]) -> tuple[str, dict]:
     times = {r: t for (r, _), t in zip(tuned, ms)}
     tuning_log.append(dict(key=key, settled=times, **({"why": why} if why else {})))
     if not why:
-        cache.store_entry(key, dict(winner=tuned[i][0], ms=times, configs=configs,
+        cache.store_entry(key, dict(winner=tuned[i][0], ms=times, configs=configs, floor_ms=round(floor, 5),
                                     when=time.strftime("%Y-%m-%dT%H:%M:%S")))
     rung, entry = tuned[i]
     return rung, dict(entry, ms=ms[i], score_ms=scores[i])
