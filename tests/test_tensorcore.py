@@ -277,6 +277,44 @@ def test_interpreter_gemv_form(interpreter_results):
     assert {r["shape"][0] for r in mine} == {1, 2, 3, 4}
 
 
+SCALES_SCRIPT = textwrap.dedent(r"""
+    import json
+    import numpy as np, torch, triton, triton.language as tl
+    from tilegemm.kernels.tensorcore._jit import scale_acc
+
+    @triton.jit
+    def scaled(x_ptr, o_ptr, sa_ptr, sb_ptr, BM: tl.constexpr, BN: tl.constexpr):
+        r = tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :]
+        acc = scale_acc(tl.load(x_ptr + r), x_ptr, sa_ptr, sb_ptr, BM, BN, BN, 1, 1.0, 0.0, 0, 0, BM, BN, False, True)
+        tl.store(o_ptr + r, acc)
+
+    rng = np.random.default_rng(0)
+    acc = torch.from_numpy((rng.uniform(1e3, 3e3, (16, 16)) * rng.choice([-1, 1], (16, 16))).astype(np.float32))
+    out = []
+    for sa, sb in [(3e-20, 3e-20), (1e-21, 1e-20), (2e-19, 4e-21), (1e-30, 1e30), (0.25, 4.0), (1.5e-3, 7.0)]:
+        t_sa, t_sb = torch.tensor([sa]), torch.tensor([sb])
+        o = torch.empty_like(acc)
+        scaled[(1,)](acc, o, t_sa, t_sb, 16, 16)
+        want = acc.double() * t_sa.double() * t_sb.double()
+        out.append({"scales": [sa, sb], "rel": ((o.double() - want).abs() / want.abs()).max().item(),
+                    "as_one_product": torch.equal(o, acc * (t_sa * t_sb))})
+    print("RESULTS" + json.dumps(out))
+""")
+
+
+def test_fp8_scales_outside_fp32_range_scale_one_at_a_time():
+    """The epilogue's scale_a·scale_b: where that product is not a normal FP32 number (3e-20² is a
+    subnormal of a few bits) the accumulator is scaled by one, then the other, and a result in
+    FP32's normal range is right to two roundings (it was off by up to 3e-5 relative, and 0 where the
+    product underflows); elsewhere it is the one product, as before. Under Triton's interpreter, on
+    the helper every scaled rung's epilogue calls."""
+    got = {tuple(r["scales"]): r for r in _interpreted(SCALES_SCRIPT, 300)}
+    for scales in [(3e-20, 3e-20), (1e-21, 1e-20), (2e-19, 4e-21)]:
+        assert got[scales]["rel"] <= 2.5e-7 and not got[scales]["as_one_product"], got[scales]
+    for scales in [(1e-30, 1e30), (0.25, 4.0), (1.5e-3, 7.0)]:
+        assert got[scales]["as_one_product"] and got[scales]["rel"] <= 1.2e-7, got[scales]
+
+
 GEMM_REFUSALS = textwrap.dedent(r"""
     import json
     import numpy as np, torch, tilegemm
@@ -842,6 +880,35 @@ def test_gpu_every_dtype_layout_shape(kernel, precision, layout, shape):
     chk = validate.check(c.double().cpu().numpy(), a64.cpu().numpy(), b64.cpu().numpy(), dtype=TOL[precision],
                          kernel=kernel, out_dtype="bfloat16" if precision == "fp8" else None)
     assert chk.ok, str(chk)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", ALL_TC + ("tc_warp_specialized",))
+def test_gpu_fp8_tiny_scales(kernel):
+    """Per-tensor scales whose product FP32 rounds to 0 (1e-22 · 5e-24): every FP8 rung's epilogue
+    scales by one, then the other, and a product in FP32's normal range comes out right (it was 0).
+    Operands of one sign in [224, 448], K ≥ 512, so that every element of C is a normal number."""
+    from tilegemm import tuning
+    from tilegemm.kernels.tensorcore import _problem as P
+    from tilegemm.tensorcore_api import gemm
+
+    ran = 0
+    for m, n, k in ((1, 200, 512), (130, 264, 512), (64, 128, 8192)):
+        a, b = _gpu_operands(m, n, k, "tf32", "n", "t")
+        a8, b8 = ((x.abs() * 224 + 224).to(torch.float8_e4m3fn) for x in (a, b))
+        assert b8.stride(0) == 1  # B column-major, as t05's FP8 form takes it
+        sa, sb = (P.scale_tensor(v, a.device) for v in (1e-22, 5e-24))
+        assert (sa * sb).item() == 0.0
+        if not tuning.usable(kernel, P.Problem(a8, b8, torch.empty(m, n, device="cuda"), "fp8", scale_a=sa,
+                                               scale_b=sb)):
+            continue
+        c = gemm(a8, b8, precision="fp8", kernel=kernel, scale_a=sa, scale_b=sb, out_dtype="float32")
+        a64, b64 = a8.double() * sa.double(), b8.double() * sb.double()
+        chk = validate.check(c.double().cpu().numpy(), a64.cpu().numpy(), b64.cpu().numpy(), dtype="float8_e4m3fn",
+                             out_dtype="float32", kernel=kernel)
+        assert chk.ok and c.min().item() >= torch.finfo(torch.float32).tiny, f"{kernel} {m}x{n}x{k}: {chk}"
+        ran += 1
+    assert ran, f"{kernel} ran no FP8 shape"
 
 
 @pytest.mark.gpu

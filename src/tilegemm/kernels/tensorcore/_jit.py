@@ -82,11 +82,23 @@ def mainloop_ptr(a_ptr, b_ptr, M, N, K, sam, sak, sbk, sbn, off_m, off_n,
 
 
 @triton.jit
+def scale_factors(sa, sb):
+    """Two factors whose product, applied to the accumulator one after the other, is sa·sb: the one
+    product (and 1) where it is a normal FP32 number, else sa and sb. Two small scales' product
+    underflows (1e-20 · 1e-20 is a subnormal with a few bits, 1e-23 · 1e-23 is 0) where the
+    accumulator times one scale, then the other, is an ordinary number; two large ones' overflows."""
+    s = sa * sb
+    normal = (tl.abs(s) >= 1.1754943508222875e-38) & (tl.abs(s) <= 3.4028234663852886e38)
+    return tl.where(normal, s, sa), tl.where(normal, 1.0, sb)
+
+
+@triton.jit
 def scale_acc(acc, i_ptr, sa_ptr, sb_ptr, M, N, sim, sin_, alpha, beta, off_m, off_n,
               BM: tl.constexpr, BN: tl.constexpr, HAS_BETA: tl.constexpr, HAS_SCALE: tl.constexpr):
     """alpha·scale_a·scale_b·acc (+ beta·C_in), in FP32."""
     if HAS_SCALE:
-        acc = acc * (tl.load(sa_ptr) * tl.load(sb_ptr))
+        first, second = scale_factors(tl.load(sa_ptr), tl.load(sb_ptr))
+        acc = acc * first * second
     acc = acc * alpha
     if HAS_BETA:
         offs_m = off_m + tl.arange(0, BM)

@@ -43,7 +43,7 @@ import triton.language as tl
 from ...registry import ceil_div
 from . import _problem as P
 from . import t03_tma_persistent as t03
-from ._jit import grouped_tile, load_tile, mma_a, scale_acc, store_ptr
+from ._jit import grouped_tile, load_tile, mma_a, scale_acc, scale_factors, store_ptr
 
 NAME = "tc_splitk"
 REDUCE_BLOCK = 1024
@@ -221,7 +221,8 @@ def splitk_reduce_kernel(w_ptr, c_ptr, i_ptr, sa_ptr, sb_ptr, M, N, SPLIT,
         acc += tl.load(w, mask=mask, other=0.0)
         w += mn
     if HAS_SCALE:
-        acc = acc * (tl.load(sa_ptr) * tl.load(sb_ptr))
+        first, second = scale_factors(tl.load(sa_ptr), tl.load(sb_ptr))
+        acc = acc * first * second
     acc = acc * alpha
     row = e // N
     col = e % N

@@ -231,6 +231,15 @@ def _epilogue(acc, c_desc, c_smem, row, col, SWAP: gl.constexpr):
 
 
 @gluon.jit
+def _scale_factors(sa, sb):
+    """_jit.scale_factors in Gluon (a Gluon kernel calls Gluon functions): sa·sb and 1 where that
+    product is a normal FP32 number, else sa and sb, applied one after the other."""
+    s = sa * sb
+    normal = (gl.abs(s) >= 1.1754943508222875e-38) & (gl.abs(s) <= 3.4028234663852886e38)
+    return gl.where(normal, s, sa), gl.where(normal, 1.0, sb)
+
+
+@gluon.jit
 def _consumer(a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr, sa_ptr,
               sb_ptr, M, N, K, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr,
               B_T: gl.constexpr, SWAP: gl.constexpr, HAS_SCALE: gl.constexpr, HAS_BIAS: gl.constexpr,
@@ -306,9 +315,10 @@ def _consumer(a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, e
             acc = warpgroup_mma_wait(0, deps=(acc, ))
         mbarrier.arrive(empty.index(prev), count=1)
         if HAS_SCALE:
-            acc = acc * (gl.load(sa_ptr) * gl.load(sb_ptr))
+            first, second = _scale_factors(gl.load(sa_ptr), gl.load(sb_ptr))
+            acc = acc * first * second
             if WIDE:
-                acc2 = acc2 * (gl.load(sa_ptr) * gl.load(sb_ptr))
+                acc2 = acc2 * first * second
         if HAS_BIAS:  # the tile's columns of the bias row: along the MMA's columns, or swapped its rows
             if SWAP:
                 cols = pid_n * BN + ROW0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, acc_layout))
