@@ -315,6 +315,34 @@ def test_no_plan_for_aliased_operands():
     assert dispatch._build(P.Problem(x, y, x, "fp16"), [], (False, False)) is None
 
 
+def test_a_plan_with_scales_of_its_own_serves_only_the_stream_it_was_built_on(monkeypatch):
+    """FP8 gemm without scales (or with float ones) gets scales the API made (torch.full: a fill
+    kernel on the first call's stream), which the plan keeps and frees with itself. A call on
+    another stream is ordered with neither the fill nor the free (PLAN_MAX, reset, a rebuilt key:
+    the memory goes back to the first stream's pool), so it read the scale before it was written,
+    or after another tensor took its memory: such a plan is bound to its stream, as t04's are."""
+    torch = pytest.importorskip("torch")
+    from tilegemm.kernels.tensorcore import _problem as P
+
+    stream = [77]
+    dispatch._bind_torch()
+    monkeypatch.setattr(dispatch, "_current_device", lambda: None)
+    monkeypatch.setattr(dispatch, "_raw_stream", lambda i: stream[0])
+    monkeypatch.setattr(dispatch, "_capturing", lambda: False)
+    monkeypatch.setattr(dispatch, "_empty_strided", lambda shape, strides, dtype, device:
+                        torch.empty_strided(shape, strides, dtype=dtype))
+    a = torch.empty(16, 32, dtype=torch.float8_e4m3fn)
+    b = torch.empty(32, 16, dtype=torch.float8_e4m3fn)
+    c = torch.empty(16, 16, dtype=torch.bfloat16)
+    p = P.Problem(a, b, c, "fp8", scale_a=torch.ones(1), scale_b=torch.ones(1))
+    own = dispatch._build(p, [], (True, True))
+    assert own is not None and own.stream == 77
+    assert own.run(1, 2, None, 0, 0) is not None
+    stream[0] = 78
+    assert own.run(1, 2, None, 0, 0) is None  # the scales were filled (and are freed) on stream 77
+    theirs = dispatch._build(p, [], (False, False))  # the caller's scale tensors: the caller orders them
+    assert theirs.stream is None and theirs.run(1, 2, None, 0, 0) is not None
+
 
 def test_a_planned_gemm_still_refuses_a_c_over_its_inputs(monkeypatch):
     """gemm(a, b, c=c) keeps a plan for c's shape, strides and alignment; gemm(a, b, c=a) with

@@ -182,6 +182,21 @@ def test_no_call_tunes_unless_asked(monkeypatch):
     assert d.rung == space.T04 and "default" in d.source
 
 
+def test_the_decision_memo_is_bounded(monkeypatch):
+    """choose keeps a decision per class, bucket and K (and per M and N where waves weigh): a
+    process that multiplies many shapes (a decode loop's attention, whose K grows by one a step)
+    kept one per shape, without bound. Past MEMO_MAX the memo is emptied, as the plans are."""
+    from tilegemm import tuning
+
+    monkeypatch.setattr(tuning, "MEMO_MAX", 64, raising=False)
+    tuning._MEMO.clear()
+    for k in range(256, 456):
+        d = tuning.choose(_problem(64, 64, k))
+        assert d.rung in tuning.usable_rungs(_problem(64, 64, k))
+    assert len(tuning._MEMO) <= 64 + 1
+    tuning._MEMO.clear()
+
+
 def test_gemv_form_is_offered_for_decode_never_assumed():
     """t06 (the GEMV form) can run M ≤ 4 and is among the rungs the tuner times there, but nothing
     untuned picks it; asked for by name past M = 4, t04 runs, saying why. Its candidates start

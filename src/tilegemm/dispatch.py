@@ -653,7 +653,11 @@ def _build(p, calls, own_scales) -> LaunchPlan | None:
     operands = [t for t in (p.a, p.b, p.c, p.scale_a, p.scale_b) if t is not None]
     if len({id(t) for t in operands}) < len(operands):  # matmul(x, x), gemm(a, b, c=a): a plan binds operands
         return None  # by identity, and would read (or write) one slot for two operands on every later call
-    slots, bound = _slots(p), any(c.stream_bound for c in calls)
+    # scales the plan keeps (own_scales) were filled by a kernel on this call's stream, and are freed on that stream
+    # when the plan is dropped (PLAN_MAX, reset, a rebuilt key): a launch on another stream is ordered with neither
+    # (it could read them before the fill, or after the memory went to another tensor), so such a plan is bound to
+    # its stream, as t04's counters bind theirs
+    slots, bound = _slots(p), any(c.stream_bound for c in calls) or any(own_scales)
     scratch = []
     for t in _scratch(calls):
         if t.storage_offset():  # a plan allocates each scratch buffer afresh and passes its start

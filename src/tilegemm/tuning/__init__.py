@@ -26,6 +26,8 @@ from .cache import Decision, autotune_on_call
 __all__ = ["Decision", "choose", "usable_rungs", "autotune_on_call"]
 
 _MEMO: dict = {}  # _memo_key(p) [+ (M, N) where marked _BY_WAVES] -> Decision, this process
+MEMO_MAX = 4096  # decisions kept (a new one past this empties the memo, as dispatch.PLAN_MAX does the plans): the
+# key holds K, and M and N for a bucket weighed by waves, so a process of many shapes would keep one per shape
 cache.ON_RESET.append(_MEMO.clear)
 cache.ON_RESET.append(dispatch.reset)  # plans hold decisions: registered here, where decisions come from
 
@@ -249,6 +251,8 @@ def choose(p, kernel: str = "auto", *, tune: bool = True) -> Decision:
     d = _choose(p, None if kernel == "auto" else kernel, tune)
     if d.tunes_later:
         return d
+    if len(_MEMO) >= MEMO_MAX:
+        _MEMO.clear()
     if d.by_waves:
         _MEMO.setdefault(bucket, _BY_WAVES)
     _MEMO[shape if _MEMO.get(bucket) is _BY_WAVES else bucket] = d
@@ -281,6 +285,8 @@ def _memo_key(p, kernel: str) -> tuple:
 def remember(p, kernel: str, d: Decision) -> None:
     """What ran p (a fallback, when the chosen rung failed here) is what p's bucket gets from now on
     in this process, whatever each shape's waves."""
+    if len(_MEMO) >= MEMO_MAX:
+        _MEMO.clear()
     _MEMO[_memo_key(p, kernel)] = dataclasses.replace(d, by_waves=False)
 
 
