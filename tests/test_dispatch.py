@@ -160,8 +160,9 @@ def test_triton_versions_the_launcher_knows():
 
 def test_launch_plan_passes_slots_and_refuses_what_it_cannot_serve(monkeypatch):
     """A plan passes (A, B, C, C, scale_a, scale_b, scratch…) to its launches, with the scales it
-    made itself where the caller gave none; it refuses another current device, and a stream-bound
-    plan refuses another stream."""
+    made itself where the caller gave none; a stream-bound plan refuses another stream. Called with
+    another GPU current (operands on cuda:1, no set_device), it launches with its own current and
+    sets the caller's back: it refused, and the slow path built the plan again on every call."""
     torch = pytest.importorskip("torch")
 
     seen = []
@@ -190,8 +191,17 @@ def test_launch_plan_passes_slots_and_refuses_what_it_cannot_serve(monkeypatch):
     assert len(addresses) == 7 and addresses[6] not in addresses[:6]  # the stream's arena
     bound = dispatch.LaunchPlan([Fake()], (4, 4), torch.float32, Dev(0), stream=78)
     assert bound.run(1, 2, None, 0, 0) is None  # made on stream 78, called on 77
-    monkeypatch.setattr(dispatch, "_current_device", lambda: 1)
-    assert plan.run(1, 2, None, 0, 0) is None
+    current, switched = [1], []
+
+    def set_device(i):
+        switched.append(i)
+        current[0] = i
+
+    monkeypatch.setattr(dispatch, "_current_device", lambda: current[0])
+    monkeypatch.setattr(dispatch, "_set_device", set_device)
+    before = len(seen)
+    assert plan.run(1, 2, None, 0, 0) is not None  # its GPU 0 made current for the launch, GPU 1 again after
+    assert switched == [0, 1] and len(seen) == before + 2
 
 
 def test_plans_on_one_stream_share_its_scratch_arena(monkeypatch):

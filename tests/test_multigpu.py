@@ -222,6 +222,34 @@ def test_home_elsewhere_and_only_other_gpus():
 
 
 @gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+def test_a_plan_serves_operands_on_a_gpu_that_is_not_current(monkeypatch):
+    """A model moved to cuda:1 with cuda:0 current: each repeated call is served by its plan, with
+    cuda:1 current for the launch and cuda:0 again after (it was refused, and the slow path built
+    the plan again on every call); matmul, gemm and an FP8 gemm with scales of its own."""
+    from tilegemm import dispatch
+
+    torch.cuda.set_device(0)
+    g = torch.Generator(device="cuda:1").manual_seed(3)
+    a = torch.randn(256, 512, device="cuda:1", generator=g).to(torch.bfloat16)
+    b = torch.randn(512, 384, device="cuda:1", generator=g).to(torch.bfloat16)
+    a8, b8 = a.to(torch.float8_e4m3fn), b.t().contiguous().t().to(torch.float8_e4m3fn)
+    calls = {"matmul": lambda: tilegemm.matmul(a, b), "gemm": lambda: tilegemm.gemm(a, b, alpha=0.5),
+             "fp8": lambda: tilegemm.gemm(a8, b8)}
+    for what, call in calls.items():
+        first = call()
+        built = []
+        real = dispatch._build
+        monkeypatch.setattr(dispatch, "_build", lambda *x, **y: built.append(1) or real(*x, **y))
+        for _ in range(3):
+            again = call()
+            assert again.device == a.device and torch.equal(again, first), what
+        monkeypatch.setattr(dispatch, "_build", real)
+        assert not built and torch.cuda.current_device() == 0, what
+    _close(calls["matmul"](), _ref(a, b), 2e-2)
+
+
+@gpu
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 3, reason="needs 3 GPUs")
 def test_chain_of_gpus_hands_b_on_and_a_failure_ends_it(monkeypatch):
     """Three or more GPUs: B leaves the home once and goes down the chain of the others (a ragged

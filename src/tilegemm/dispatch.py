@@ -65,15 +65,16 @@ def no_memory(x, p: int) -> bool:
 
 
 _PLAIN: tuple = (_NoTensor,)  # torch.Tensor and nn.Parameter once torch is in use (not subclasses)
-_empty = _empty_strided = _raw_stream = _current_device = _grad_enabled = _capturing = _strided = _fwad = None
+_empty = _empty_strided = _raw_stream = _current_device = _set_device = _grad_enabled = _capturing = None
+_strided = _fwad = None
 _transforms = _bump = tracing = _inference_mode = None  # torch._C._are_functorch_transforms_active,
 # _increment_version, _is_tracing and torch.is_inference_mode_enabled, once torch is in use
 
 
 def _bind_torch() -> None:
     """The torch functions the hot path calls, bound once (torch is imported by the caller's tensors)."""
-    global _PLAIN, _empty, _empty_strided, _raw_stream, _current_device, _grad_enabled, _capturing, _strided, _fwad
-    global _transforms, _bump, tracing, _inference_mode
+    global _PLAIN, _empty, _empty_strided, _raw_stream, _current_device, _set_device, _grad_enabled, _capturing
+    global _strided, _fwad, _transforms, _bump, tracing, _inference_mode
     if _empty_strided is not None:  # (the last bound, below)
         return
     import torch
@@ -93,6 +94,7 @@ def _bind_torch() -> None:
     _empty = torch.empty
     _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     _current_device = getattr(torch._C, "_cuda_getDevice", None)
+    _set_device = getattr(torch._C, "_cuda_setDevice", None)
     _capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
     _empty_strided = torch.empty_strided  # a call's output: 1–2.5 µs a call less than torch.empty(shape, ...) (perf-notes 74)
 
@@ -565,11 +567,17 @@ class LaunchPlan:
 
     def run(self, pa: int, pb: int, c, psa: int, psb: int, view=None, pi: int = 0):
         """Launch for operands at pa, pb (and c, or a new output: of this plan's shape, or of
-        view's (shape, strides), a ViewPlan's; C_in at pi where it is not c: a bias row); None
-        where this plan cannot serve the call (another current device, or another stream for a
-        stream-bound plan)."""
-        if _current_device() != self.index:
-            return None
+        view's (shape, strides), a ViewPlan's; C_in at pi where it is not c: a bias row), with
+        the plan's GPU current; None where this plan cannot serve the call (another stream for a
+        stream-bound plan, a graph's capture for one that holds memory of its own)."""
+        here = _current_device()
+        if here != self.index:  # operands on another GPU than the current one (a model moved to cuda:1, no
+            # set_device): launched with theirs current, as the slow path does, which built this plan on every call
+            _set_device(self.index)
+            try:
+                return self.run(pa, pb, c, psa, psb, view, pi)
+            finally:
+                _set_device(here)
         stream = _raw_stream(self.index)
         capturing = False
         if not self.direct:  # (a stream-bound plan, scratch, or scales of its own)
