@@ -298,6 +298,8 @@ def test_a_capture_takes_no_plan_that_holds_memory_of_its_own(monkeypatch):
 
 
 def test_call_keys_tell_layouts_and_alignment_apart():
+    """Shapes, strides, dtypes, each operand's 16-byte alignment (Triton compiles for it) and its
+    128-byte alignment (t03's PAD copies rows that are 16- but not 128-byte aligned)."""
     torch = pytest.importorskip("torch")
     a = torch.empty(64, 32)
     b = torch.empty(32, 48)
@@ -306,6 +308,11 @@ def test_call_keys_tell_layouts_and_alignment_apart():
     assert k != dispatch.matmul_key(a.half(), b.half(), 0, 0)  # dtypes
     assert k != dispatch.matmul_key(a, b, 0, 4)  # B 16-byte aligned or not
     assert dispatch.matmul_key(a, b, 4, 0) != dispatch.matmul_key(a, b, 0, 4)  # which operand is off: two kernels
+    for key in (lambda pa, pb: dispatch.matmul_key(a, b, pa, pb), lambda pa, pb: dispatch.linear_key(a, b.t(), pa, pb),
+                lambda pa, pb: dispatch.gemm_key(a, b, pa, pb, "tf32", None, 1.0, 0.0, None, None, None, "auto"),
+                lambda pa, pb: dispatch.gemm_key(a, b, pa, pb, "tf32", None, 1.0, 1.0, b[:, :], None, None, "auto")):
+        assert key(0, 0) != key(64, 0) and key(0, 0) != key(0, 64)  # rows 128-byte aligned or not: t03's PAD copy
+        assert key(0, 0) == key(256, 128) and key(64, 16) == key(64 + 1024, 16 + 512)  # (which else do not decide)
     g = dispatch.gemm_key(a, b, 0, 0, "tf32", None, 1.0, 0.0, None, None, None, "auto")  # the common call's short cut
     assert g == k + ("tf32", None, 1.0, 0.0, float, float, None, None, None, "auto")  # (alpha's and beta's classes)
     assert g != dispatch.gemm_key(a, b, 0, 0, "tf32", None, 1.0, 0.0, None, 2.0, None, "auto")

@@ -120,11 +120,17 @@ def reset() -> None:
 # ---- the hot path -----------------------------------------------------------------------------------
 
 
+ALIGNS = 127  # an operand's address bits that decide its launches: Triton compiles a pointer it sees 16-byte
+# aligned as such, and t03's PAD copies an operand whose rows are 16- but not 128-byte aligned (a plan made for
+# a view 64 bytes in copied every aligned operand after it, and one made for an aligned operand left a view's
+# rows across two L2 lines each)
+
+
 def matmul_key(a, b, pa: int, pb: int) -> tuple:
-    """What decides matmul's launches but the addresses; each operand's own 16-byte alignment
-    (Triton compiles a pointer it sees aligned as such) and its own device."""
-    return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.get_device(), b.get_device(), pa & 15,
-            pb & 15)
+    """What decides matmul's launches but the addresses; each operand's own alignment (ALIGNS)
+    and its own device."""
+    return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.get_device(), b.get_device(), pa & ALIGNS,
+            pb & ALIGNS)
 
 
 def wants_grad(a, b) -> bool:
@@ -255,7 +261,7 @@ def linear_key(x, w, px: int, pw: int) -> tuple:
     """The call key of a patched linear layer's product x @ wᵀ (torchop): x of any rank whose
     leading dimensions fold into rows, w the layer's (N, K) weight as it is stored."""
     return ("linear", x.shape, w.shape, x.stride(), w.stride(), x.dtype, w.dtype, x.get_device(), w.get_device(),
-            px & 15, pw & 15)
+            px & ALIGNS, pw & ALIGNS)
 
 
 class ViewPlan:
@@ -429,8 +435,9 @@ def gemm_key(a, b, pa, pb, precision, out_dtype, alpha, beta, c, scale_a, scale_
     beta's classes are in it: True equals 1.0, and gemm refuses a bool where a plan made for 1.0
     would take it."""
     if c is None and scale_a is None and scale_b is None:  # the common call: no key of c or the scales to make
-        return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.get_device(), b.get_device(), pa & 15,
-                pb & 15, precision, out_dtype, alpha, beta, alpha.__class__, beta.__class__, None, None, None, kernel)
+        return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.get_device(), b.get_device(),
+                pa & ALIGNS, pb & ALIGNS, precision, out_dtype, alpha, beta, alpha.__class__, beta.__class__, None,
+                None, None, kernel)
     if c is None:
         ck = None
     elif type(c) in _PLAIN:
@@ -438,9 +445,9 @@ def gemm_key(a, b, pa, pb, precision, out_dtype, alpha, beta, c, scale_a, scale_
         # refused by gemm, finds no plan)
     else:
         return None
-    return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.get_device(), b.get_device(), pa & 15,
-            pb & 15, precision, out_dtype, alpha, beta, alpha.__class__, beta.__class__, ck, _scale_key(scale_a),
-            _scale_key(scale_b), kernel)
+    return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.get_device(), b.get_device(),
+            pa & ALIGNS, pb & ALIGNS, precision, out_dtype, alpha, beta, alpha.__class__, beta.__class__, ck,
+            _scale_key(scale_a), _scale_key(scale_b), kernel)
 
 
 def fast_gemm(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel):
