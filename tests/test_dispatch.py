@@ -193,15 +193,28 @@ def test_launch_plan_passes_slots_and_refuses_what_it_cannot_serve(monkeypatch):
     assert bound.run(1, 2, None, 0, 0) is None  # made on stream 78, called on 77
     current, switched = [1], []
 
-    def set_device(i):
-        switched.append(i)
-        current[0] = i
+    def exchange(how):
+        def to(i):
+            switched.append((how, i))
+            current[0], was = i, current[0]
+            return was
+        return to
 
     monkeypatch.setattr(dispatch, "_current_device", lambda: current[0])
-    monkeypatch.setattr(dispatch, "_set_device", set_device)
+    monkeypatch.setattr(dispatch, "_exchange_device", exchange("exchange"))
+    monkeypatch.setattr(dispatch, "_maybe_exchange_device", exchange("maybe"))
     before = len(seen)
     assert plan.run(1, 2, None, 0, 0) is not None  # its GPU 0 made current for the launch, GPU 1 again after
-    assert switched == [0, 1] and len(seen) == before + 2
+    # (back as torch.cuda.device goes back: no context made on a GPU that has none)
+    assert switched == [("exchange", 0), ("maybe", 1)] and len(seen) == before + 2 and current == [1]
+
+    def fail(addresses, stream):
+        raise RuntimeError("launch failed")
+
+    broken = dispatch.LaunchPlan([fail], (4, 4), torch.float32, Dev(0))
+    with pytest.raises(RuntimeError, match="launch failed"):
+        broken.run(1, 2, None, 0, 0)
+    assert current == [1] and switched[-1] == ("maybe", 1)  # the caller's GPU current again after a failure
 
 
 def test_plans_on_one_stream_share_its_scratch_arena(monkeypatch):

@@ -249,6 +249,32 @@ def test_a_plan_serves_operands_on_a_gpu_that_is_not_current(monkeypatch):
     _close(calls["matmul"](), _ref(a, b), 2e-2)
 
 
+NO_CONTEXT_SCRIPT = r"""
+import torch, tilegemm
+a = torch.randn(256, 512, device="cuda:1").to(torch.bfloat16)
+b = torch.randn(512, 384, device="cuda:1").to(torch.bfloat16)
+for _ in range(3):  # the first by the slow path, the others by the plan
+    c = tilegemm.matmul(a, b)
+torch.cuda.synchronize(1)
+print("CONTEXT", torch._C._cuda_hasPrimaryContext(0), torch.cuda.current_device())
+"""
+
+
+@gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+def test_a_plan_on_another_gpu_makes_no_context_on_the_current_one():
+    """A process that uses cuda:1 alone (a model moved there, cuda:0 never touched) has no CUDA
+    context on GPU 0, as torch keeps it (its device guards go back without making one): the plan's
+    launch goes back to GPU 0 the same way, where cudaSetDevice(0) made a context there (hundreds of
+    MB of GPU 0's memory, in every process of a host that runs one a GPU this way)."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", NO_CONTEXT_SCRIPT], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "CONTEXT False 0" in run.stdout, run.stdout[-500:]
+
+
 @gpu
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 3, reason="needs 3 GPUs")
 def test_chain_of_gpus_hands_b_on_and_a_failure_ends_it(monkeypatch):

@@ -832,7 +832,7 @@ def test_tune_from_cache_writes_every_database_named_and_refuses_to_write_none(t
 
 
 def test_a_database_is_ranked_at_a_slow_hosts_launch_floor(tmp_path, monkeypatch):
-    """`tune --ship` (or --db) ranks as if each launch cost the host timer.SHIP_FLOOR_MS: a
+    """`tune --ship` (or --db) ranks as if each launch cost the host cache.SHIP_FLOOR_MS: a
     two-launch split-K 8 µs faster on the device won on a host of 11.5 µs a launch and lost a
     slower host's caller a launch (H100 TF32 128×1024×8192: 0.78× cuBLAS). The user's cache alone
     ranks at the measured floor; a cached rung tuning or verdict made at a lower floor than the
@@ -863,7 +863,7 @@ def test_a_database_is_ranked_at_a_slow_hosts_launch_floor(tmp_path, monkeypatch
     assert floors == [0.0115]  # the user's cache: this host's floor
     assert cli.main(["tune", "--sizes", "128x1024x8192", "--dtypes", "tf32", "--quiet",
                      "--db", str(tmp_path / "db.json")]) == 0
-    assert floors[1:] == [timer.SHIP_FLOOR_MS] and timer.floor_minimum() == timer.SHIP_FLOOR_MS
+    assert floors[1:] == [cache.SHIP_FLOOR_MS] and timer.floor_minimum() == cache.SHIP_FLOOR_MS
     assert tuner._ranked(timings, counts, timer.launch_floor_ms())[0][1] is one  # 40 µs against 30
     hits = {"cached": dict(config=two, ms=0.022, launches=2, score_ms=0.023, floor_ms=0.0115)}
     monkeypatch.setattr(cache, "cached_entry", lambda key: hits["cached"])
@@ -872,8 +872,23 @@ def test_a_database_is_ranked_at_a_slow_hosts_launch_floor(tmp_path, monkeypatch
     p = P.Problem(torch.empty(128, 8192), torch.empty(8192, 1024), torch.empty(128, 1024), "tf32")
     with pytest.raises(LookupError, match="tuned again"):  # the cached tuning ranked at 11.5 µs is not used
         tuner.tune_rung(space.T04, p)
-    hits["cached"] = dict(hits["cached"], floor_ms=timer.SHIP_FLOOR_MS)
+    hits["cached"] = dict(hits["cached"], floor_ms=cache.SHIP_FLOOR_MS)
     assert tuner.tune_rung(space.T04, p) is hits["cached"]  # one ranked at the database's floor is
+
+
+def test_a_derived_database_is_ranked_at_a_slow_hosts_launch_floor():
+    """`tune --derive` writes a database too: from rung tunings scored at the cache's host's floor
+    (11.5 µs), it took the two-launch split-K that `tune --db` no longer ships (its 22 µs against
+    one launch's 30 is 40 µs at cache.SHIP_FLOOR_MS a launch)."""
+    from tilegemm.tuning import command
+
+    cls, v, gpu = "tf32|float32|float32|nn|nobeta", cache.TUNER_VERSION, "NVIDIA H100 80GB HBM3"
+    shape = dict(m=128, n=1024, k=8192)
+    cached = {f"{space.T04}|{gpu}|{cls}|128x1024x8192||{v}": dict(config={"SPLIT": 4}, ms=0.022, launches=2,
+                                                                   score_ms=0.023, floor_ms=0.0115, **shape),
+              f"{space.T02}|{gpu}|{cls}|128x1024x8192||{v}": dict(config={"BM": 128}, ms=0.030, launches=1,
+                                                                   score_ms=0.030, floor_ms=0.0115, **shape)}
+    assert command.derive(cached, gpu)[f"{cls}|128x1024x8192"]["rung"] == space.T02
 
 
 def test_k11_cache_entries_that_are_not_configurations_and_folders_that_take_no_file_are_warnings(

@@ -65,16 +65,16 @@ def no_memory(x, p: int) -> bool:
 
 
 _PLAIN: tuple = (_NoTensor,)  # torch.Tensor and nn.Parameter once torch is in use (not subclasses)
-_empty = _empty_strided = _raw_stream = _current_device = _set_device = _grad_enabled = _capturing = None
-_strided = _fwad = None
+_empty = _empty_strided = _raw_stream = _current_device = _exchange_device = _maybe_exchange_device = None
+_grad_enabled = _capturing = _strided = _fwad = None
 _transforms = _bump = tracing = _inference_mode = None  # torch._C._are_functorch_transforms_active,
 # _increment_version, _is_tracing and torch.is_inference_mode_enabled, once torch is in use
 
 
 def _bind_torch() -> None:
     """The torch functions the hot path calls, bound once (torch is imported by the caller's tensors)."""
-    global _PLAIN, _empty, _empty_strided, _raw_stream, _current_device, _set_device, _grad_enabled, _capturing
-    global _strided, _fwad, _transforms, _bump, tracing, _inference_mode
+    global _PLAIN, _empty, _empty_strided, _raw_stream, _current_device, _exchange_device, _maybe_exchange_device
+    global _grad_enabled, _capturing, _strided, _fwad, _transforms, _bump, tracing, _inference_mode
     if _empty_strided is not None:  # (the last bound, below)
         return
     import torch
@@ -94,7 +94,9 @@ def _bind_torch() -> None:
     _empty = torch.empty
     _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     _current_device = getattr(torch._C, "_cuda_getDevice", None)
-    _set_device = getattr(torch._C, "_cuda_setDevice", None)
+    # torch.cuda.device's own pair: the way back makes no CUDA context on a GPU that has none (cudaSetDevice would)
+    _exchange_device = getattr(torch._C, "_cuda_exchangeDevice", None)
+    _maybe_exchange_device = getattr(torch._C, "_cuda_maybeExchangeDevice", None)
     _capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
     _empty_strided = torch.empty_strided  # a call's output: 1–2.5 µs a call less than torch.empty(shape, ...) (perf-notes 74)
 
@@ -541,12 +543,13 @@ class LaunchPlan:
     realigning copy's 16.9 MB at 100×12345×678: 41 µs a call down to 31, docs/perf-notes.md, 55).
     A call made while a CUDA graph is captured gets buffers of its own, from the graph's pool (the
     graph keeps them alive; an arena may be replaced by a larger one under a graph still using
-    it), and so does a call past ARENA_MAX_BYTES. A stream-bound plan (t04's tile counters) serves
-    the stream it was built on only. Under a capture, a plan that holds memory of its own beyond
-    scratch (a stream-bound plan's counters, a plan's own scales) serves no call: the graph would
-    share the stream's counters with eager calls and every other graph captured there, and read
-    the scales at an address freed once the plan is dropped (dispatch.reset, the PLAN_MAX bound, a
-    rebuilt key); the slow path gives the graph counters and scales of its own pool."""
+    it), and so does a call past ARENA_MAX_BYTES. A stream-bound plan (t04's tile counters, or
+    scales of its own, filled and freed on that stream) serves the stream it was built on only.
+    Under a capture, a plan that holds memory of its own beyond scratch (a stream-bound plan's
+    counters, a plan's own scales) serves no call: the graph would share the stream's counters
+    with eager calls and every other graph captured there, and read the scales at an address
+    freed once the plan is dropped (dispatch.reset, the PLAN_MAX bound, a rebuilt key); the slow
+    path gives the graph counters and scales of its own pool."""
 
     __slots__ = ("launches", "lock", "out_shape", "out_strides", "out_dtype", "device", "index", "scratch", "stream",
                  "scales", "keep", "offsets", "need", "spans", "direct", "holds")
@@ -579,12 +582,14 @@ class LaunchPlan:
         stream-bound plan, a graph's capture for one that holds memory of its own)."""
         here = _current_device()
         if here != self.index:  # operands on another GPU than the current one (a model moved to cuda:1, no
-            # set_device): launched with theirs current, as the slow path does, which built this plan on every call
-            _set_device(self.index)
+            # set_device): launched with theirs current, as the slow path does, which built this plan on every call.
+            # Back as torch.cuda.device goes back: a caller's GPU that has no context yet (a process on cuda:1
+            # alone) gets none, where cudaSetDevice would make one (hundreds of MB on GPU 0, in every such process)
+            _exchange_device(self.index)
             try:
                 return self.run(pa, pb, c, psa, psb, view, pi)
             finally:
-                _set_device(here)
+                _maybe_exchange_device(here)
         stream = _raw_stream(self.index)
         capturing = False
         if not self.direct:  # (a stream-bound plan, scratch, or scales of its own)

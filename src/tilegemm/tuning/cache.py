@@ -45,6 +45,12 @@ TUNER_VERSION = "v18"  # v2: graphs for short products; v3: SWAP/REG_A; v4: FLAT
 # 111). The version is
 # in every key, so a bump drops every cached decision, not only those at the shapes that changed
 
+SHIP_FLOOR_MS = 0.020  # a launch's host time that a shipped database's ranking assumes at least: the slowest
+# host seen on the lent H100s and H200s (torch.mm at 64³ BF16, 20.1 µs a call; 11 to 12 on a fast one). A
+# database serves hosts slower than the one that tuned it, where a two-launch pick that won by a few µs on a
+# fast host loses one launch's floor (H100 TF32 128×1024×8192: 0.78× cuBLAS, docs/perf-notes.md, 143).
+# Here, not in timer (which imports torch): `tune --derive` ranks by it too, on a machine without either
+
 _LOCK = threading.Lock()
 _USER: dict | None = None  # the user's cache, read once per process (and after each write)
 _MEMO: dict = {}  # key -> entry resolved in this process

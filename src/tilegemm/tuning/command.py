@@ -9,9 +9,10 @@
 Each shape and dtype is tuned once per class and bucket (`tilegemm.tuning.tuner.tune`); the
 winner goes to the user's cache, and with --ship (or --db PATH) to the database file of this GPU
 that the package ships (`tilegemm/data/tuning/<gpu>.json`), which every call without a cached
-entry reads. A database's tuning ranks candidates as if each launch cost the host at least
-`timer.SHIP_FLOOR_MS` (a slow host's), where the user's cache alone ranks at this host's measured
-cost: the database serves other hosts. B is row-major except for FP8 (column-major, as torch._scaled_mm wants it);
+entry reads. A database's tuning (and --derive's choice) ranks candidates as if each launch cost
+the host at least `cache.SHIP_FLOOR_MS` (a slow host's), where the user's cache alone ranks at this
+host's measured cost: the database serves other hosts (--from-cache copies the cache's decisions as
+they were ranked). B is row-major except for FP8 (column-major, as torch._scaled_mm wants it);
 --layouts adds others. Needs a CUDA GPU with torch and Triton.
 """
 
@@ -92,8 +93,8 @@ _ORDER = ("tc_tma_persistent", "tc_persistent", "tc_splitk", "tc_warp_specialize
 def derive(cached: dict, gpu: str) -> dict:
     """Database entries decided from a cache's rung tunings, by the rule `tuner.tune` applies to
     them: the t03/t05 verdict where one was re-timed (and still names the configurations it
-    compared), else the lowest eager score, then tuned median (the tuner's order on a tie). No GPU
-    needed."""
+    compared), else the lowest eager score at cache.SHIP_FLOOR_MS's launch floor at least, then tuned
+    median (the tuner's order on a tie). No GPU needed."""
     from .. import shipped
     from . import cache
 
@@ -112,7 +113,8 @@ def derive(cached: dict, gpu: str) -> dict:
             if (isinstance(e.get("configs"), dict) and isinstance(e.get("ms"), dict)
                     and isinstance(e.get("winner"), str) and number(e["ms"].get(e["winner"]))):
                 verdicts[where] = e
-        elif number(e.get("ms")) and number(e.get("score_ms", 0)) and isinstance(e.get("config"), dict):
+        elif (number(e.get("ms")) and number(e.get("score_ms", 0)) and number(e.get("launches", 1))
+              and isinstance(e.get("config"), dict)):
             rungs.setdefault(where, {})[parts[0]] = e
     out = {}
     for (cls, bucket), tuned in rungs.items():
@@ -121,7 +123,7 @@ def derive(cached: dict, gpu: str) -> dict:
             rung = v["winner"]
             ms = v["ms"][rung]
         else:
-            rung = min(tuned, key=lambda r: (tuned[r].get("score_ms", tuned[r]["ms"]), tuned[r]["ms"],
+            rung = min(tuned, key=lambda r: (_shipped_score(tuned[r]), tuned[r]["ms"],
                                              _ORDER.index(r) if r in _ORDER else 9))
             ms = tuned[rung]["ms"]
         e = tuned[rung]
@@ -130,6 +132,14 @@ def derive(cached: dict, gpu: str) -> dict:
         if shipped.is_entry(f"{cls}|{bucket}", entry):  # (a key of a hand-edited file may name no bucket)
             out[f"{cls}|{bucket}"] = entry
     return out
+
+
+def _shipped_score(e: dict) -> float:
+    """A rung tuning's eager score at a database's launch floor at least (`tune --db` ranks so): a
+    cache tuned on a fast host scored a two-launch split-K at that host's floor."""
+    from . import cache
+
+    return max(e.get("score_ms", e["ms"]), e.get("launches", 1) * cache.SHIP_FLOOR_MS)
 
 
 def device_facts() -> dict:
@@ -212,7 +222,7 @@ def run(args) -> int:
         if os.path.exists(path):
             read_db(path, facts["gpu"])  # a wrong --db is said now, not after the tuning it would have held
     if out_paths and not args.from_cache:  # a database serves slower hosts than this one: rank at their floor
-        timer.floor_at_least(timer.SHIP_FLOOR_MS)
+        timer.floor_at_least(cache.SHIP_FLOOR_MS)
     entries, log, simt = {}, [], {}
     if "fp32" in dtypes and not args.from_cache:
         simt = tune_simt(con)

@@ -30,16 +30,12 @@ SETTLE_MIN = 20  # samples of each candidate, at least, in settle's eager re-tim
 
 
 _FLOOR: list = []  # launch_floor_ms, once measured
-SHIP_FLOOR_MS = 0.020  # a launch's host time that a shipped database's ranking assumes at least: the slowest
-# host seen on the lent H100s and H200s (torch.mm at 64³ BF16, 20.1 µs a call; 11 to 12 on a fast one). A
-# database serves hosts slower than the one that tuned it, where a two-launch pick that won by a few µs on a
-# fast host loses one launch's floor (H100 TF32 128×1024×8192: 0.78× cuBLAS, docs/perf-notes.md, 143)
 _AT_LEAST: list = [0.0]  # floor_at_least's
 
 
 def floor_at_least(ms: float) -> None:
     """Rank by a launch floor of at least ms from now on in this process (`tilegemm tune` writing
-    a database: SHIP_FLOOR_MS)."""
+    a database: cache.SHIP_FLOOR_MS)."""
     _AT_LEAST[0] = ms
 
 

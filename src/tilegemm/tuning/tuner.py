@@ -127,7 +127,7 @@ def tune_rung(rung: str, p: P.Problem, candidates=None, variant: str = "") -> di
                           RuntimeWarning, stacklevel=2)
         hit = None
     if hit is not None and hit.get("floor_ms", 0.0) < timer.floor_minimum():
-        hit = None  # ranked at a lower launch floor than a database's tuning assumes (timer.SHIP_FLOOR_MS)
+        hit = None  # ranked at a lower launch floor than a database's tuning assumes (cache.SHIP_FLOOR_MS)
     if hit is not None:
         return hit
     cache.retuned(key)
