@@ -95,8 +95,9 @@ def _bind_torch() -> None:
     _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     _current_device = getattr(torch._C, "_cuda_getDevice", None)
     # torch.cuda.device's own pair: the way back makes no CUDA context on a GPU that has none (cudaSetDevice would)
-    _exchange_device = getattr(torch._C, "_cuda_exchangeDevice", None)
-    _maybe_exchange_device = getattr(torch._C, "_cuda_maybeExchangeDevice", None)
+    # (torch._C's _cuda_exchangeDevice and _cuda_maybeExchangeDevice in a CUDA build)
+    _exchange_device = torch.cuda._exchange_device
+    _maybe_exchange_device = torch.cuda._maybe_exchange_device
     _capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
     _empty_strided = torch.empty_strided  # a call's output: 1–2.5 µs a call less than torch.empty(shape, ...) (perf-notes 74)
 
