@@ -85,3 +85,22 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                    ran=dict(cases.RAN), failed=dict(cases.FAILED), exitstatus=int(exitstatus))
         with open(path, "w") as f:
             json.dump(doc, f, indent=1, default=str)
+
+
+@pytest.fixture
+def moved():
+    """moved(x): a copy of contiguous x at a new address whose address mod 128 is x's (a call key
+    holds it, dispatch.ALIGNS), so that a plan made for x serves the copy. torch's CPU allocator
+    aligns to 64 bytes only, where a clone on a GPU starts 512-byte aligned as x did."""
+    def move(x):
+        import torch
+
+        pad = 256 // x.element_size()
+        buf = torch.empty(x.numel() + pad, dtype=x.dtype, device=x.device)
+        shift = (x.data_ptr() - buf.data_ptr()) % 128 // x.element_size()
+        y = buf[shift:shift + x.numel()].view(x.shape)
+        y.copy_(x)
+        assert y.data_ptr() != x.data_ptr() and (y.data_ptr() - x.data_ptr()) % 128 == 0
+        return y
+
+    return move

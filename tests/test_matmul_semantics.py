@@ -170,7 +170,7 @@ def test_a_numpy_scalar_is_0d_and_a_dtype_served_only_on_a_gpu_is_a_type_error()
             tilegemm.matmul(a, a.T)
 
 
-def test_nd_call_keeps_its_inner_calls_plan_under_its_own_key():
+def test_nd_call_keeps_its_inner_calls_plan_under_its_own_key(moved):
     """After an N-D (or 1-D) matmul of torch CUDA tensors ran as one planned call on views of its
     operands, `dispatch.remember_view` keeps that plan under the call's own key with the result's
     shape, so the next such call skips nd's work: only where the inner operands start where the
@@ -208,7 +208,7 @@ def test_nd_call_keeps_its_inner_calls_plan_under_its_own_key():
             dispatch.remember_view(a, b, inner, torch.empty(shape, dtype=torch.float64))  # another dtype: no link
             assert dispatch.fast_matmul(a, b) is None
             dispatch.remember_view(a, b, inner, torch.empty(shape))
-            a2, b2 = a.clone(), b.clone()
+            a2, b2 = moved(a), moved(b)
             got = dispatch.fast_matmul(a2, b2)  # new addresses, the same key
             if linked:
                 assert got.shape == shape and got.is_contiguous()

@@ -880,7 +880,7 @@ def test_patch_reads_a_parametrized_weight():
     assert p.counts == {"tilegemm": 1, "torch": 0}
 
 
-def test_linear_plan_is_the_rows_plan_with_the_layer_shape():
+def test_linear_plan_is_the_rows_plan_with_the_layer_shape(moved):
     """remember_linear keeps the 2-D call's plan for x @ wᵀ only where x's rows are a view of x;
     fast_linear then runs that plan at x's and w's addresses into an output of x's leading shape
     (a stand-in plan here: CPU tensors have none of their own). With a bias: kept under the bias's
@@ -912,7 +912,7 @@ def test_linear_plan_is_the_rows_plan_with_the_layer_shape():
             if viewed:
                 assert fake.calls == [(x.data_ptr(), w.data_ptr(), (*x.shape[:-1], 6), y.stride(), 0)]
                 assert y.shape == (*x.shape[:-1], 6) and y.is_contiguous()
-                assert dispatch.fast_linear(x.clone(), w.clone()) is not None  # new addresses, the same key
+                assert dispatch.fast_linear(moved(x), moved(w)) is not None  # new addresses, the same key
                 yb = dispatch.fast_linear(x, w, bias)  # the product (zeros, by the stand-in), then the bias
                 assert yb.shape == y.shape and torch.equal(yb, bias.expand_as(yb))
                 assert dispatch.fast_linear(x, w, bias.double()) is None  # another bias key: not kept
