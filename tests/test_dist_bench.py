@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -40,7 +41,10 @@ def _check_doc(doc: dict, sizes: list[int]) -> None:
         assert mine["1d"]["panel"] >= 1 and mine["summa 1x2"]["panel"] >= 1  # the widths the engines ran with
         assert "panel" not in mine["dtensor"]
     table = render(doc)
-    assert "CPU processes (gloo; not a GPU's times" in table and "| 1d |" in table and "summa 1x2" in table
+    assert "CPU processes (gloo; not a GPU's times" in table and "summa 1x2" in table
+    for n in sizes:  # the panel width each engine ran, in its row (a --panel past K runs all of K at once)
+        mine = {r["variant"]: r for r in recs if r["n"] == n}
+        assert f"| {n} | 1d, panel {mine['1d']['panel']} |" in table and f"| {n} | dtensor |" in table
     assert "products alone (timed in turn with the product)" in table and doc["harness"]["products_alone"]
 
 
@@ -67,7 +71,7 @@ def test_dist_bench_under_torchrun(tmp_path):
                           "-m", "tilegemm.bench.distributed", "--runs", "1", "--reps", "3", "--sizes", "72",
                           "--json", str(path)], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "| 72 | 1d | 2 |" in run.stdout
+    assert re.search(r"\| 72 \| 1d, panel \d+ \| 2 \|", run.stdout)
     _check_doc(json.loads(path.read_text()), [72])
 
 
@@ -108,7 +112,7 @@ def test_every_mode_not_run_says_why_and_nothing_to_run_is_refused(capfd):
     assert cli.main(["dist-bench", "--runs", "1", "--reps", "1", "--sizes", "16",
                      "--modes", "1d,fused-ag-mm,host-split"]) == 0
     out = capfd.readouterr().out
-    assert "| 16 | 1d | 2 |" in out
+    assert re.search(r"\| 16 \| 1d, panel \d+ \| 2 \|", out)
     assert out.count("fused-ag-mm: not run (") == 1 and out.count("host split: not run (") == 1
     for modes, says in (("fused-ag-mm", "fused-ag-mm: not run (torch.ops.symm_mem.fused_all_gather_matmul runs on "
                                         "GPUs over NCCL"),

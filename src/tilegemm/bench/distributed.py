@@ -612,7 +612,9 @@ def render(doc: dict) -> str:
         if "error" in r:
             lines.append(f"| {n} | {r['variant']} | {r['gpus']} | — | — | — | — | — | {r['error'][:90]} |")
             continue
-        lines.append(f"| {n} | {r['variant']} | {r['gpus']} | {f(r['ms'], '.3f')} | {f(r['tflops'], '.3g')} | "
+        mode = r["variant"] + (f", panel {r['panel']}" if r.get("panel") else "")  # (the width the engine ran: a
+        # --panel past K runs all of K at once)
+        lines.append(f"| {n} | {mode} | {r['gpus']} | {f(r['ms'], '.3f')} | {f(r['tflops'], '.3g')} | "
                      f"{f(r.get('speedup'), '.2f')} | {f(r.get('efficiency'), '.3f')} | {f(r.get('comm_share'), '.3f')} | "
                      + " / ".join(f"{x:.3f}" for x in r.get("ms_runs", [])) + " |")
     splits = [r for r in doc.get("records", []) if r["variant"] == "host-split"]
