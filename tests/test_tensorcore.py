@@ -304,7 +304,7 @@ SCALES_SCRIPT = textwrap.dedent(r"""
 
 def test_fp8_scales_outside_fp32_range_scale_one_at_a_time():
     """The epilogue's scale_a·scale_b: where that product is not a normal FP32 number (3e-20² is a
-    subnormal of a few bits) the accumulator is scaled by one, then the other, and a result in
+    subnormal of 20 bits, not 24) the accumulator is scaled by one, then the other, and a result in
     FP32's normal range is right to two roundings (it was off by up to 3e-5 relative, and 0 where the
     product underflows); elsewhere it is the one product, as before. Under Triton's interpreter, on
     the helper every scaled rung's epilogue calls."""

@@ -85,7 +85,7 @@ def mainloop_ptr(a_ptr, b_ptr, M, N, K, sam, sak, sbk, sbn, off_m, off_n,
 def scale_factors(sa, sb):
     """Two factors whose product, applied to the accumulator one after the other, is sa·sb: the one
     product (and 1) where it is a normal FP32 number, else sa and sb. Two small scales' product
-    underflows (1e-20 · 1e-20 is a subnormal with a few bits, 1e-23 · 1e-23 is 0) where the
+    underflows (1e-20 · 1e-20 is a subnormal of 17 bits, not 24; 1e-23 · 1e-23 is 0) where the
     accumulator times one scale, then the other, is an ordinary number; two large ones' overflows."""
     s = sa * sb
     normal = (tl.abs(s) >= 1.1754943508222875e-38) & (tl.abs(s) <= 3.4028234663852886e38)
