@@ -327,7 +327,9 @@ def test_call_keys_tell_layouts_and_alignment_apart():
         assert key(0, 0) != key(64, 0) and key(0, 0) != key(0, 64)  # rows 128-byte aligned or not: t03's PAD copy
         assert key(0, 0) == key(256, 128) and key(64, 16) == key(64 + 1024, 16 + 512)  # (which else do not decide)
     g = dispatch.gemm_key(a, b, 0, 0, "tf32", None, 1.0, 0.0, None, None, None, "auto")  # the common call's short cut
-    assert g == k + ("tf32", None, 1.0, 0.0, float, float, None, None, None, "auto")  # (alpha's and beta's classes)
+    assert g == k + ("tf32", None, 1.0, 0.0, float, float, None, None, None, "auto", True)  # (alpha's and beta's
+    # classes; fast_accum)
+    assert g != dispatch.gemm_key(a, b, 0, 0, "tf32", None, 1.0, 0.0, None, None, None, "auto", False)
     assert g != dispatch.gemm_key(a, b, 0, 0, "tf32", None, 1.0, 0.0, None, 2.0, None, "auto")
     assert g != dispatch.gemm_key(a, b, 0, 0, "tf32", None, 1.0, 0.0, torch.empty(64, 48), None, None, "auto")
     assert k == dispatch.matmul_key(torch.empty(64, 32), torch.empty(32, 48), 0, 0)

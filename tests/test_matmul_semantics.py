@@ -659,6 +659,57 @@ def test_a_bool_alpha_or_scale_finds_no_plan_made_for_one():
         dispatch.reset()
 
 
+def test_fast_accum_is_a_bool_and_in_the_key():
+    """fast_accum=1 equals True and hashes as it, so a kept plan made for True would take it; gemm
+    refuses anything but a bool in one typed line, as torch._scaled_mm's use_fast_accum takes one,
+    and a plan made with fast accumulation never serves a call without it. A stand-in plan under the
+    default call's key shows which path ran."""
+    from tilegemm import dispatch
+    from tilegemm.errors import DTypeError
+
+    a, b = torch.randn(4, 3), torch.randn(3, 5)
+    dispatch.plain(a)
+    args = dict(precision="fp8", out_dtype=None, alpha=1.0, beta=0.0, c=None, scale_a=None, scale_b=None,
+                kernel="auto")
+    try:
+        dispatch._PLANS[dispatch.gemm_key(a, b, a.data_ptr(), b.data_ptr(), **args)] = _Served()
+        assert dispatch.fast_gemm(a, b, *args.values(), False) is None  # (no plan under its key)
+        for wrong in (1, 0, "no", None, np.bool_(True)):
+            assert dispatch.fast_gemm(a, b, *args.values(), wrong) is None
+            with pytest.raises(DTypeError, match="fast_accum must be True or False"):
+                tilegemm.gemm(a, b, precision="fp8", fast_accum=wrong)
+    finally:
+        dispatch.reset()
+
+
+def test_fp8_promotes_its_partial_sums_only_without_fast_accum():
+    """The K span after which an FP8 MMA's partial sum joins the FP32 accumulator: 128 (at most the
+    k-step) with fast_accum=False, never with fast accumulation or for another precision; every FP8
+    rung's launch carries it to its kernel (compiled for sm_90 on a GPU, where tl.dot and Gluon's
+    warpgroup_mma take it as max_num_imprecise_acc)."""
+    from tilegemm.kernels import tensorcore as tc
+    from tilegemm.kernels.tensorcore import _problem as P
+    from tilegemm.tuning import space as S
+
+    a = torch.zeros(256, 512).to(torch.float8_e4m3fn)
+    b = torch.zeros(256, 512).to(torch.float8_e4m3fn).t()
+    c = torch.empty(256, 256, dtype=torch.bfloat16)
+    one = torch.ones(1)
+    fast, promoted = (P.Problem(a, b, c, "fp8", scale_a=one, scale_b=one, fast_accum=f) for f in (True, False))
+    assert (fast.promote(256), promoted.promote(256), promoted.promote(64)) == (0, P.PROMOTE_K, 64) == (0, 128, 64)
+    assert P.Problem(a.half(), b.half(), c.half(), "fp16", fast_accum=False).promote(64) == 0
+    for rung in ("tc_tiled", S.T02, S.T03, S.T04, S.T05):
+        for p, want in ((fast, 0), (promoted, 128)):
+            cfg = S.candidates(rung, p)[0]
+            for call in tc.rung_module(rung).launches(p, cfg):
+                names = list(getattr(call.fn, "arg_names", ()))
+                if "PROMOTE" in names:
+                    assert call.args[names.index("PROMOTE")] == min(want, cfg["BK"]), (rung, cfg)
+                    break
+            else:
+                raise AssertionError(f"{rung}: no launch takes PROMOTE")
+
+
 def test_a_scale_that_requires_grad_or_lies_in_c_finds_no_plan(monkeypatch):
     """A scale tensor's key has its dtype, device, size and alignment, not requires_grad nor its
     address: a kept gemm plan made for a plain scale apart from c took one that requires grad (the

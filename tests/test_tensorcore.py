@@ -883,6 +883,43 @@ def test_gpu_every_dtype_layout_shape(kernel, precision, layout, shape):
 
 
 @pytest.mark.gpu
+def test_gpu_fp8_accumulation_fast_as_cublas_fast_and_promoted_as_its_default():
+    """One-signed FP8 operands in [224, 448] at K = 8192, where the MMA's narrow accumulator drops
+    the small addends of a long sum: with fast_accum (the default) every FP8 rung's error is
+    torch._scaled_mm(use_fast_accum=True)'s (15.6% on the H100), where split-K's shorter sums lose
+    less; with fast_accum=False each is within 2× of _scaled_mm's default mode (0.010%). A plan
+    kept for one mode never serves the other."""
+    from tilegemm import tuning
+    from tilegemm.kernels.tensorcore import _problem as P
+    from tilegemm.tensorcore_api import gemm
+
+    g = torch.Generator(device="cuda").manual_seed(1)
+    a = (torch.rand(256, 8192, device="cuda", generator=g) * 224 + 224).to(torch.float8_e4m3fn)
+    b = (torch.rand(512, 8192, device="cuda", generator=g) * 224 + 224).to(torch.float8_e4m3fn).t()
+    ref = a.double() @ b.double()
+    one = torch.ones((), device="cuda")
+
+    def rel(c):
+        return ((c.double() - ref).norm() / ref.norm()).item()
+
+    cublas = {fast: rel(torch._scaled_mm(a, b, one, one, out_dtype=torch.float32, use_fast_accum=fast))
+              for fast in (True, False)}
+    assert cublas[True] > 100 * cublas[False]  # (the case tells the modes apart)
+    for kernel in ("auto", "tc_tiled", "tc_persistent", "tc_tma_persistent", "tc_splitk", "tc_warp_specialized"):
+        if kernel != "auto" and not tuning.usable(kernel, P.Problem(a, b, torch.empty(256, 512, device="cuda"), "fp8",
+                                                                    scale_a=one, scale_b=one)):
+            continue
+        for _ in range(2):  # the second call of each mode through its plan
+            got = {fast: rel(gemm(a, b, kernel=kernel, scale_a=1.0, scale_b=1.0, out_dtype="float32",
+                                  fast_accum=fast)) for fast in (True, False)}
+            assert got[False] <= 2 * cublas[False], (kernel, got, cublas)
+            if kernel != "tc_splitk":
+                assert abs(got[True] - cublas[True]) <= 0.1 * cublas[True], (kernel, got, cublas)
+            else:
+                assert 10 * got[False] < got[True] <= cublas[True], (kernel, got, cublas)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("kernel", [k for k in ALL_TC if k != "tc_gemv"] + ["tc_warp_specialized"])  # (t06: no FP8)
 def test_gpu_fp8_tiny_scales(kernel):
     """Per-tensor scales whose product FP32 rounds to 0 (1e-22 · 5e-24): every FP8 rung's epilogue

@@ -433,14 +433,15 @@ def _scale_key(s):
     return ("other", id(s))  # never planned (tensorcore_api.gemm plans only tensor or float scales)
 
 
-def gemm_key(a, b, pa, pb, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel) -> tuple | None:
+def gemm_key(a, b, pa, pb, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel,
+             fast_accum=True) -> tuple | None:
     """The call key of a gemm on torch CUDA tensors, or None where no plan can serve it. alpha's and
     beta's classes are in it: True equals 1.0, and gemm refuses a bool where a plan made for 1.0
     would take it."""
     if c is None and scale_a is None and scale_b is None:  # the common call: no key of c or the scales to make
         return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.get_device(), b.get_device(),
                 pa & ALIGNS, pb & ALIGNS, precision, out_dtype, alpha, beta, alpha.__class__, beta.__class__, None,
-                None, None, kernel)
+                None, None, kernel, fast_accum)
     if c is None:
         ck = None
     elif type(c) in _PLAIN:
@@ -450,17 +451,18 @@ def gemm_key(a, b, pa, pb, precision, out_dtype, alpha, beta, c, scale_a, scale_
         return None
     return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.get_device(), b.get_device(),
             pa & ALIGNS, pb & ALIGNS, precision, out_dtype, alpha, beta, alpha.__class__, beta.__class__, ck,
-            _scale_key(scale_a), _scale_key(scale_b), kernel)
+            _scale_key(scale_a), _scale_key(scale_b), kernel, fast_accum)
 
 
-def fast_gemm(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel):
-    """`gemm(...)` by its launch plan, or None (as fast_matmul's, for a lazy negation too)."""
+def fast_gemm(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel, fast_accum=True):
+    """`gemm(...)` by its launch plan, or None (as fast_matmul's, for a lazy negation too; for a
+    fast_accum not a bool, which gemm refuses: 1 equals True)."""
     if (type(a) not in _PLAIN or type(b) not in _PLAIN or wants_grad(a, b) or a.is_neg() or b.is_neg()
-            or _fwad._current_level >= 0 or _transforms() or tracing()):
+            or fast_accum.__class__ is not bool or _fwad._current_level >= 0 or _transforms() or tracing()):
         return None
     try:
         pa, pb = a.data_ptr(), b.data_ptr()
-        key = gemm_key(a, b, pa, pb, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel)
+        key = gemm_key(a, b, pa, pb, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel, fast_accum)
         plan = _PLANS.get(key) if key is not None else None
     except (RuntimeError, TypeError):  # no storage (sparse), or an argument that is no key (a list): the slow
         return None  # path says which

@@ -58,7 +58,7 @@ def interpreted() -> bool:
 
 
 def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, beta: float = 0.0, c=None,
-         scale_a=None, scale_b=None, kernel: str = "auto"):
+         scale_a=None, scale_b=None, kernel: str = "auto", fast_accum: bool = True):
     """C = alpha·(scale_a·A) @ (scale_b·B) + beta·C on the tensor cores (Triton).
 
     a: (M, K) or (batch, M, K); b: (K, N) or (batch, K, N); a 2-D operand broadcasts over the batch.
@@ -68,13 +68,19 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     dtype; default: the input dtype for fp16/bf16, bfloat16 for fp8, float32 for tf32/ieee.
     c: existing output (beta ≠ 0 reads it); written in place and returned, in the caller's kind.
     scale_a, scale_b: per-tensor scales (float or one-element tensor), FP8 only.
+    fast_accum: FP8 only (other precisions accumulate in FP32 anyway). True: the tensor cores'
+    own accumulation, of fewer bits than FP32, as torch._scaled_mm(use_fast_accum=True) does: a
+    long sum of one-signed products loses its small terms (the error of cuBLAS's fast mode, to the
+    digit). False: the MMA's partial sum joins an FP32 accumulator every 128 of K, as
+    torch._scaled_mm's default does, with its error; Triton's form of it makes large products
+    slower, to over twice the time (docs/perf-notes.md, 145, has both sides' figures).
     kernel: "auto" (the rung and configuration tilegemm.tuning gives the shape: see
     `tilegemm.explain`) or "tc_tiled", "tc_persistent", "tc_tma_persistent", "tc_splitk",
     "tc_warp_specialized", "tc_gemv" (M ≤ 4; past it t04 runs).
     A repeated call with the same shapes, strides, dtypes and arguments on torch CUDA tensors is
     served by its launch plan (tilegemm.dispatch): one allocation and one driver call per kernel.
     """
-    done = dispatch.fast_gemm(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel)
+    done = dispatch.fast_gemm(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel, fast_accum)
     if done is not None:
         return done
     from .kernels import tensorcore as tc
@@ -96,6 +102,9 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
         raise DTypeError(f"gemm: precision must be one of {', '.join(PRECISION_NAMES)}; got {precision!r}")
     if not isinstance(kernel, str) or (kernel != "auto" and kernel not in tc.RUNGS):
         raise DTypeError(f"gemm: kernel must be 'auto' or one of {', '.join(tc.RUNGS)}; got {kernel!r}")
+    if fast_accum.__class__ is not bool:  # (as torch._scaled_mm's use_fast_accum: a number or string is a mistake)
+        raise DTypeError(f"gemm: fast_accum must be True or False; got {type(fast_accum).__name__} "
+                         f"{fast_accum!r}"[:200])
     for v, what in ((alpha, "alpha"), (beta, "beta")):
         if isinstance(v, bool) or not isinstance(v, numbers.Real):
             raise DTypeError(f"gemm: {what} must be a real number; got {type(v).__name__} {v!r}")
@@ -170,12 +179,12 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     if xa.shape[-1] == 0:  # empty sum
         tc_out.mul_(beta) if beta != 0 else tc_out.zero_()
         return _back(tc_out, A, c, O)
-    p = P.Problem(xa, xb, tc_out, prec, float(alpha), float(beta), tc_out if beta != 0 else None, sa, sb)
+    p = P.Problem(xa, xb, tc_out, prec, float(alpha), float(beta), tc_out if beta != 0 else None, sa, sb, fast_accum)
     own = (_own_scale(scale_a, sa), _own_scale(scale_b, sb))
     planned = (not interp and xa is a and xb is b and dispatch.plain(a) and dispatch.plain(b) and None not in own
                and (c is None or (tc_out is c and dispatch.plain(c))))
     key = dispatch.gemm_key(a, b, a.data_ptr(), b.data_ptr(), precision, out_dtype, alpha, beta, c, scale_a,
-                            scale_b, kernel) if planned else None
+                            scale_b, kernel, fast_accum) if planned else None
     with dispatch.on_device(xa.device):
         dispatch.run_problem(p, kernel, key, own_scales=own)
     return _back(tc_out, A, c, O)

@@ -31,6 +31,17 @@ def mma_a(x, REG_A: tl.constexpr):
 
 
 @triton.jit
+def dot(a, b, acc, PRECISION: tl.constexpr, PROMOTE: tl.constexpr):
+    """acc + a @ b; PROMOTE > 0 (FP8): the MMA's partial sum joins acc in FP32 every PROMOTE of K
+    (`_problem.Problem.promote`), else the MMA accumulates into acc itself."""
+    if PROMOTE > 0:
+        acc = tl.dot(a, b, acc, input_precision=PRECISION, max_num_imprecise_acc=PROMOTE)
+    else:
+        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+    return acc
+
+
+@triton.jit
 def load_tile(desc, bid, off_r, off_c, R: tl.constexpr, CC: tl.constexpr, TRANS: tl.constexpr,
                BATCHED: tl.constexpr):
     """An R×CC tile at (off_r, off_c) through TMA descriptor desc (of batch bid where BATCHED);
@@ -52,7 +63,7 @@ def load_tile(desc, bid, off_r, off_c, R: tl.constexpr, CC: tl.constexpr, TRANS:
 @triton.jit
 def mainloop_ptr(a_ptr, b_ptr, M, N, K, sam, sak, sbk, sbn, off_m, off_n,
                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PRECISION: tl.constexpr,
-                 WIDE: tl.constexpr = False):
+                 WIDE: tl.constexpr = False, PROMOTE: tl.constexpr = 0):
     """acc[BM, BN] = A[off_m:+BM, :] @ B[:, off_n:+BN] with masked loads (zeros past the edges).
     WIDE: K's offsets and steps 64-bit too (off_m and off_n come 64-bit from the caller)."""
     offs_m = off_m + tl.arange(0, BM)
@@ -75,7 +86,7 @@ def mainloop_ptr(a_ptr, b_ptr, M, N, K, sam, sak, sbk, sbn, off_m, off_n,
         k_left = K - kt * BK
         a = tl.load(a_ptrs, mask=mask_m & (offs_k[None, :] < k_left), other=0.0)
         b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & mask_n, other=0.0)
-        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        acc = dot(a, b, acc, PRECISION, PROMOTE)
         a_ptrs += step_a
         b_ptrs += step_b
     return acc

@@ -29,6 +29,11 @@ PRECISIONS = {
     "fp8": (None, "ieee"),  # float8_e4m3fn or float8_e5m2
 }
 FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
+# Hopper's FP8 MMA sums into an accumulator of fewer bits than FP32 (as cuBLAS's fast accumulation):
+# at K = 8192 a product of one-signed operands was 15.6% off on the H100, where adding the partial sum
+# to an FP32 accumulator every 128 of K (fast_accum=False) gave 0.010%, cuBLAS's default mode's error
+# (docs/perf-notes.md, 145)
+PROMOTE_K = 128
 
 
 def precision_of(dtype: torch.dtype) -> str:
@@ -58,6 +63,7 @@ class Problem:
     c_in: torch.Tensor | None = None  # read when beta != 0 (may be c itself)
     scale_a: torch.Tensor | None = None  # one-element float32 tensors (FP8)
     scale_b: torch.Tensor | None = None
+    fast_accum: bool = True  # FP8: the tensor cores' own accumulation (see promote)
     m: int = field(init=False)
     n: int = field(init=False)
     k: int = field(init=False)
@@ -107,6 +113,12 @@ class Problem:
     @property
     def dot_precision(self) -> str:
         return PRECISIONS[self.precision][1]
+
+    def promote(self, bk: int) -> int:
+        """The K span after which an FP8 MMA's partial sum is added to an FP32 accumulator (tl.dot's
+        max_num_imprecise_acc), at most the k-step bk; 0: never (16-bit and TF32 MMAs accumulate in
+        FP32 anyway; FP8 with fast_accum keeps the tensor cores' own sum)."""
+        return 0 if self.precision != "fp8" or self.fast_accum else min(PROMOTE_K, bk)
 
     def bstride(self, x) -> int:
         """Batch stride, 0 for a 2-D operand (broadcast) or a batch of one."""

@@ -35,7 +35,7 @@ def tiled_kernel(a_ptr, b_ptr, c_ptr, i_ptr, sa_ptr, sb_ptr, M, N, K,
                  sab, sam, sak, sbb, sbk, sbn, scb, scm, scn, sib, sim, sin_, alpha, beta,
                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                  PRECISION: tl.constexpr, HAS_BETA: tl.constexpr, HAS_SCALE: tl.constexpr,
-                 WIDE: tl.constexpr = False):
+                 WIDE: tl.constexpr = False, PROMOTE: tl.constexpr = 0):
     pid = tl.program_id(0)
     bid = tl.program_id(1).to(tl.int64)
     pid_m, pid_n = grouped_tile(pid, tl.cdiv(M, BM), tl.cdiv(N, BN), GROUP_M)
@@ -45,7 +45,7 @@ def tiled_kernel(a_ptr, b_ptr, c_ptr, i_ptr, sa_ptr, sb_ptr, M, N, K,
         off_m = off_m.to(tl.int64)
         off_n = off_n.to(tl.int64)
     acc = mainloop_ptr(a_ptr + bid * sab, b_ptr + bid * sbb, M, N, K, sam, sak, sbk, sbn, off_m, off_n,
-                       BM, BN, BK, PRECISION, WIDE)
+                       BM, BN, BK, PRECISION, WIDE, PROMOTE)
     acc = scale_acc(acc, i_ptr + bid * sib, sa_ptr, sb_ptr, M, N, sim, sin_, alpha, beta, off_m, off_n,
                     BM, BN, HAS_BETA, HAS_SCALE)
     store_ptr(acc, c_ptr + bid * scb, M, N, scm, scn, off_m, off_n, BM, BN)
@@ -60,7 +60,7 @@ def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
             p.bstride(p.c), *p.mat_strides(p.c), p.bstride(c_in), *p.mat_strides(c_in),
             float(p.alpha), float(p.beta),
             cfg["BM"], cfg["BN"], cfg["BK"], cfg["GROUP_M"], p.dot_precision, p.has_beta, p.scale_a is not None,
-            p.too_large]
+            p.too_large, p.promote(cfg["BK"])]
     return [P.KernelCall(tiled_kernel, grid, args, dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"]))]
 
 

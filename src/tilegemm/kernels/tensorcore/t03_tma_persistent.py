@@ -55,7 +55,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ...registry import ceil_div
 from . import _problem as P
-from ._jit import grouped_tile, load_tile, mma_a, scale_acc, store_ptr
+from ._jit import dot, grouped_tile, load_tile, mma_a, scale_acc, store_ptr
 
 NAME = "tc_tma_persistent"
 
@@ -68,7 +68,7 @@ def tma_persistent_kernel(a_desc, b_desc, c_desc, c_ptr, i_ptr, sa_ptr, sb_ptr, 
                           A_T: tl.constexpr, B_T: tl.constexpr, A_3D: tl.constexpr, B_3D: tl.constexpr,
                           C_TMA: tl.constexpr, HAS_BETA: tl.constexpr, HAS_SCALE: tl.constexpr,
                           WS: tl.constexpr, SWAP: tl.constexpr = False, REG_A: tl.constexpr = False,
-                          FLAT: tl.constexpr = False, WIDE: tl.constexpr = False):
+                          FLAT: tl.constexpr = False, WIDE: tl.constexpr = False, PROMOTE: tl.constexpr = 0):
     start = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BM)
     num_pid_n = tl.cdiv(N, BN)
@@ -88,9 +88,9 @@ def tma_persistent_kernel(a_desc, b_desc, c_desc, c_ptr, i_ptr, sa_ptr, sb_ptr, 
             a = load_tile(a_desc, bid, off_m, off_k, BM, BK, A_T, A_3D)
             b = load_tile(b_desc, bid, off_k, off_n, BK, BN, B_T, B_3D)
             if SWAP:
-                acc = tl.dot(mma_a(b.T, REG_A), a.T, acc, input_precision=PRECISION)
+                acc = dot(mma_a(b.T, REG_A), a.T, acc, PRECISION, PROMOTE)
             else:
-                acc = tl.dot(mma_a(a, REG_A), b, acc, input_precision=PRECISION)
+                acc = dot(mma_a(a, REG_A), b, acc, PRECISION, PROMOTE)
         if SWAP:
             acc = acc.T
         b64 = bid.to(tl.int64)
@@ -320,6 +320,7 @@ def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
         beta=float(p.beta), BM=BM, BN=BN, BK=BK, GROUP_M=cfg["GROUP_M"], NUM_SMS=sms, PRECISION=p.dot_precision,
         A_T=a_t, B_T=b_t, A_3D=a.dim() == 3, B_3D=b.dim() == 3, C_TMA=c_tma, HAS_BETA=p.has_beta,
         HAS_SCALE=p.scale_a is not None, WS=bool(cfg.get("WS")), FLAT=bool(cfg.get("FLAT")), WIDE=p.too_large,
+        PROMOTE=p.promote(BK),
         **P.mma_form(cfg))
     scratch = tuple(t for call in copies for t in call.scratch)
     return copies + [P.KernelCall(tma_persistent_kernel, (min(sms, tiles),), args,

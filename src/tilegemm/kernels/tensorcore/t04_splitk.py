@@ -43,7 +43,7 @@ import triton.language as tl
 from ...registry import ceil_div
 from . import _problem as P
 from . import t03_tma_persistent as t03
-from ._jit import grouped_tile, load_tile, mma_a, scale_acc, scale_factors, store_ptr
+from ._jit import dot, grouped_tile, load_tile, mma_a, scale_acc, scale_factors, store_ptr
 
 NAME = "tc_splitk"
 REDUCE_BLOCK = 1024
@@ -53,7 +53,7 @@ REDUCE_BLOCK = 1024
 def _slice_partial(a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, sbn,
                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                    PRECISION: tl.constexpr, SWAP: tl.constexpr, REG_A: tl.constexpr, WIDE: tl.constexpr,
-                   TMA: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr):
+                   TMA: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr, PROMOTE: tl.constexpr):
     """This program's slice of K for its tile: the FP32 partial sum, with the tile's rows and
     columns, their mask and the tile's origin (64-bit with WIDE, as every offset made from them).
     TMA: a_ptr and b_ptr are TMA descriptors of one matrix each (stored transposed where A_T,
@@ -76,9 +76,9 @@ def _slice_partial(a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, 
             a = load_tile(a_ptr, 0, off_m, k0, BM, BK, A_T, False)
             b = load_tile(b_ptr, 0, k0, off_n, BK, BN, B_T, False)
             if SWAP:
-                acc = tl.dot(mma_a(b.T, REG_A), a.T, acc, input_precision=PRECISION)
+                acc = dot(mma_a(b.T, REG_A), a.T, acc, PRECISION, PROMOTE)
             else:
-                acc = tl.dot(mma_a(a, REG_A), b, acc, input_precision=PRECISION)
+                acc = dot(mma_a(a, REG_A), b, acc, PRECISION, PROMOTE)
     if WIDE:  # an operand spans past 2^31 elements
         off_m = off_m.to(tl.int64)
         off_n = off_n.to(tl.int64)
@@ -103,9 +103,9 @@ def _slice_partial(a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, 
             a = tl.load(a_ptrs, mask=mask_m & (kk[None, :] < k_hi), other=0.0)
             b = tl.load(b_ptrs, mask=(kk[:, None] < k_hi) & mask_n, other=0.0)
             if SWAP:
-                acc = tl.dot(mma_a(b.T, REG_A), a.T, acc, input_precision=PRECISION)
+                acc = dot(mma_a(b.T, REG_A), a.T, acc, PRECISION, PROMOTE)
             else:
-                acc = tl.dot(mma_a(a, REG_A), b, acc, input_precision=PRECISION)
+                acc = dot(mma_a(a, REG_A), b, acc, PRECISION, PROMOTE)
             a_ptrs += step_a
             b_ptrs += step_b
     if SWAP:
@@ -119,10 +119,10 @@ def splitk_partial_kernel(a_ptr, b_ptr, w_ptr, M, N, K, K_PER_SPLIT, SPLIT,
                           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                           PRECISION: tl.constexpr, SWAP: tl.constexpr = False, REG_A: tl.constexpr = False,
                           WIDE: tl.constexpr = False, TMA: tl.constexpr = False, A_T: tl.constexpr = False,
-                          B_T: tl.constexpr = False):
+                          B_T: tl.constexpr = False, PROMOTE: tl.constexpr = 0):
     acc, offs_m, offs_n, mask, _, _ = _slice_partial(a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk,
                                                      sbn, BM, BN, BK, GROUP_M, PRECISION, SWAP, REG_A, WIDE, TMA,
-                                                     A_T, B_T)
+                                                     A_T, B_T, PROMOTE)
     s = tl.program_id(1)
     bid = tl.program_id(2).to(tl.int64)
     tl.store(w_ptr + ((bid * SPLIT + s) * M + offs_m[:, None]) * N + offs_n[None, :], acc, mask=mask)
@@ -162,7 +162,7 @@ def splitk_fused_kernel(a_ptr, b_ptr, w_ptr, cnt_ptr, c_ptr, i_ptr, sa_ptr, sb_p
                         PRECISION: tl.constexpr, HAS_BETA: tl.constexpr, HAS_SCALE: tl.constexpr,
                         SWAP: tl.constexpr = False, REG_A: tl.constexpr = False, WIDE: tl.constexpr = False,
                         TMA: tl.constexpr = False, A_T: tl.constexpr = False, B_T: tl.constexpr = False,
-                        RED: tl.constexpr = 1, SUM_STAGES: tl.constexpr = 0):
+                        RED: tl.constexpr = 1, SUM_STAGES: tl.constexpr = 0, PROMOTE: tl.constexpr = 0):
     """splitk_partial_kernel, and the last slice of a tile to finish sums the tile: one launch.
 
     Each program stores its FP32 partial, then takes a ticket from the tile's counter (an atomic
@@ -177,7 +177,7 @@ def splitk_fused_kernel(a_ptr, b_ptr, w_ptr, cnt_ptr, c_ptr, i_ptr, sa_ptr, sb_p
     chain and 4.0 pipelined (docs/perf-notes.md, 124)."""
     acc, offs_m, offs_n, mask, off_m, off_n = _slice_partial(
         a_ptr, b_ptr, M, N, K, K_PER_SPLIT, sab, sam, sak, sbb, sbk, sbn, BM, BN, BK, GROUP_M, PRECISION, SWAP, REG_A,
-        WIDE, TMA, A_T, B_T)
+        WIDE, TMA, A_T, B_T, PROMOTE)
     s = tl.program_id(1)
     bid = tl.program_id(2).to(tl.int64)
     tile_w = w_ptr + (bid * SPLIT * M + offs_m[:, None]) * N + offs_n[None, :]
@@ -312,7 +312,7 @@ def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
     grid = (ceil_div(p.m, BM) * ceil_div(p.n, BN), split, p.batch)
     wide = p.too_large or split * p.m * p.n > P.INT32_MAX  # the partials' offsets past 2^31 too
     tile = dict(BM=BM, BN=BN, BK=BK, GROUP_M=cfg["GROUP_M"], PRECISION=p.dot_precision, WIDE=wide, **tma,
-                **P.mma_form(cfg))
+                PROMOTE=p.promote(BK), **P.mma_form(cfg))
     c_in, sa, sb = P.epilogue_args(p)
     epilogue = dict(HAS_BETA=p.has_beta, HAS_SCALE=p.scale_a is not None)
     kps = k_per_split(p.k, BK, split)

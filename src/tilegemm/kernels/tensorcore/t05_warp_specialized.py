@@ -157,8 +157,19 @@ def _swapped_a(b_bufs, s, ROW0: gl.constexpr, ROWS: gl.constexpr, reg_a: gl.cons
 
 
 @gluon.jit
+def _mma(a, b, acc, use_acc, PROMOTE: gl.constexpr):
+    """An asynchronous wgmma of acc + a @ b (acc's old value ignored where not use_acc); PROMOTE > 0
+    (FP8): the MMA's partial sum joins acc in FP32 every PROMOTE of K (`_problem.Problem.promote`)."""
+    if PROMOTE > 0:
+        acc = warpgroup_mma(a, b, acc, use_acc=use_acc, is_async=True, max_num_imprecise_acc=PROMOTE)
+    else:
+        acc = warpgroup_mma(a, b, acc, use_acc=use_acc, is_async=True)
+    return acc
+
+
+@gluon.jit
 def _k_step(acc, a_bufs, b_bufs, ready, empty, i, kk, prev, reg_a: gl.constexpr, B_T: gl.constexpr,
-            SWAP: gl.constexpr, ROW0: gl.constexpr):
+            SWAP: gl.constexpr, ROW0: gl.constexpr, PROMOTE: gl.constexpr):
     """The consumer's k-step kk, its i-th over all its tiles: wait for stage i % STAGES, issue its
     wgmma (acc's ROWS rows of the MMA from ROW0), and once the previous step's wgmma has retired
     free that step's stage (prev). Returns (acc, this step's stage)."""
@@ -167,13 +178,12 @@ def _k_step(acc, a_bufs, b_bufs, ready, empty, i, kk, prev, reg_a: gl.constexpr,
     s = i % STAGES
     mbarrier.wait(ready.index(s), (i // STAGES) & 1)
     if SWAP:
-        acc = warpgroup_mma(_swapped_a(b_bufs, s, ROW0, ROWS, reg_a), a_bufs.index(s).permute((1, 0)), acc,
-                            use_acc=kk > 0, is_async=True)
+        acc = _mma(_swapped_a(b_bufs, s, ROW0, ROWS, reg_a), a_bufs.index(s).permute((1, 0)), acc, kk > 0, PROMOTE)
     else:
         b = b_bufs.index(s)
         if B_T:
             b = b.permute((1, 0))
-        acc = warpgroup_mma(_a_rows(a_bufs, s, STAGES, ROW0, ROWS), b, acc, use_acc=kk > 0, is_async=True)
+        acc = _mma(_a_rows(a_bufs, s, STAGES, ROW0, ROWS), b, acc, kk > 0, PROMOTE)
     # one group in flight: the previous k-step's wgmma has retired, so its stage (and, swapped, its
     # register operand) is free
     acc = warpgroup_mma_wait(1, deps=(acc, ))
@@ -183,7 +193,7 @@ def _k_step(acc, a_bufs, b_bufs, ready, empty, i, kk, prev, reg_a: gl.constexpr,
 
 @gluon.jit
 def _k_step_wide(acc, acc2, a_bufs, b_bufs, n2_bufs, ready, empty, i, kk, prev, reg_a: gl.constexpr,
-                 B_T: gl.constexpr, SWAP: gl.constexpr, ROW0: gl.constexpr):
+                 B_T: gl.constexpr, SWAP: gl.constexpr, ROW0: gl.constexpr, PROMOTE: gl.constexpr):
     """_k_step for a tile whose MMA N side arrives in two boxes (WIDE: B's columns, or swapped A's
     rows): two wgmmas on one stage, one a box, on the same A operand (swapped: the same registers);
     both of this step stay in flight, the previous step's two have retired when its stage is
@@ -194,8 +204,8 @@ def _k_step_wide(acc, acc2, a_bufs, b_bufs, n2_bufs, ready, empty, i, kk, prev, 
     mbarrier.wait(ready.index(s), (i // STAGES) & 1)
     if SWAP:
         x = _swapped_a(b_bufs, s, ROW0, ROWS, reg_a)
-        acc = warpgroup_mma(x, a_bufs.index(s).permute((1, 0)), acc, use_acc=kk > 0, is_async=True)
-        acc2 = warpgroup_mma(x, n2_bufs.index(s).permute((1, 0)), acc2, use_acc=kk > 0, is_async=True)
+        acc = _mma(x, a_bufs.index(s).permute((1, 0)), acc, kk > 0, PROMOTE)
+        acc2 = _mma(x, n2_bufs.index(s).permute((1, 0)), acc2, kk > 0, PROMOTE)
     else:
         a = _a_rows(a_bufs, s, STAGES, ROW0, ROWS)
         b = b_bufs.index(s)
@@ -203,8 +213,8 @@ def _k_step_wide(acc, acc2, a_bufs, b_bufs, n2_bufs, ready, empty, i, kk, prev, 
         if B_T:
             b = b.permute((1, 0))
             b2 = b2.permute((1, 0))
-        acc = warpgroup_mma(a, b, acc, use_acc=kk > 0, is_async=True)
-        acc2 = warpgroup_mma(a, b2, acc2, use_acc=kk > 0, is_async=True)
+        acc = _mma(a, b, acc, kk > 0, PROMOTE)
+        acc2 = _mma(a, b2, acc2, kk > 0, PROMOTE)
     acc, acc2 = warpgroup_mma_wait(2, deps=(acc, acc2))
     mbarrier.arrive(empty.index(prev), count=1, pred=kk > 0)
     return acc, acc2, s
@@ -243,7 +253,8 @@ def _scale_factors(sa, sb):
 def _consumer(a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr, sa_ptr,
               sb_ptr, M, N, K, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr,
               B_T: gl.constexpr, SWAP: gl.constexpr, HAS_SCALE: gl.constexpr, HAS_BIAS: gl.constexpr,
-              ROWS: gl.constexpr, ROW0: gl.constexpr, WARPS: gl.constexpr, A_PIECES: gl.constexpr, WIDE: gl.constexpr):
+              ROWS: gl.constexpr, ROW0: gl.constexpr, WARPS: gl.constexpr, A_PIECES: gl.constexpr, WIDE: gl.constexpr,
+              PROMOTE: gl.constexpr):
     """Rows ROW0 … ROW0+ROWS-1 of every tile of the MMA (C's rows, or with SWAP C's columns: the
     MMA computes C^T = B^T·A^T), on WARPS warps (ROWS = 16·WARPS). HAS_BIAS: C's row of N at
     i_ptr added to every row (a linear layer's bias). WIDE: the MMA's N side (B's columns, or
@@ -282,32 +293,32 @@ def _consumer(a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, e
             if WIDE:
                 for kk in range(0, n_k - 1, 2):
                     acc, acc2, prev = _k_step_wide(acc, acc2, a_bufs, b_bufs, n2_bufs, ready, empty, i, kk, prev,
-                                                   reg_a, B_T, SWAP, ROW0)
+                                                   reg_a, B_T, SWAP, ROW0, PROMOTE)
                     acc, acc2, prev = _k_step_wide(acc, acc2, a_bufs, b_bufs, n2_bufs, ready, empty, i + 1, kk + 1,
-                                                   prev, reg_a, B_T, SWAP, ROW0)
+                                                   prev, reg_a, B_T, SWAP, ROW0, PROMOTE)
                     i += 2
                 if n_k % 2 == 1:
                     acc, acc2, prev = _k_step_wide(acc, acc2, a_bufs, b_bufs, n2_bufs, ready, empty, i, n_k - 1,
-                                                   prev, reg_a, B_T, SWAP, ROW0)
+                                                   prev, reg_a, B_T, SWAP, ROW0, PROMOTE)
                     i += 1
             else:
                 for kk in range(0, n_k - 1, 2):
-                    acc, prev = _k_step(acc, a_bufs, b_bufs, ready, empty, i, kk, prev, reg_a, B_T, SWAP, ROW0)
+                    acc, prev = _k_step(acc, a_bufs, b_bufs, ready, empty, i, kk, prev, reg_a, B_T, SWAP, ROW0, PROMOTE)
                     acc, prev = _k_step(acc, a_bufs, b_bufs, ready, empty, i + 1, kk + 1, prev, reg_a, B_T, SWAP,
-                                        ROW0)
+                                        ROW0, PROMOTE)
                     i += 2
                 if n_k % 2 == 1:
                     acc, prev = _k_step(acc, a_bufs, b_bufs, ready, empty, i, n_k - 1, prev, reg_a, B_T, SWAP,
-                                        ROW0)
+                                        ROW0, PROMOTE)
                     i += 1
         elif WIDE:
             for kk in range(n_k):
                 acc, acc2, prev = _k_step_wide(acc, acc2, a_bufs, b_bufs, n2_bufs, ready, empty, i, kk, prev, reg_a,
-                                               B_T, SWAP, ROW0)
+                                               B_T, SWAP, ROW0, PROMOTE)
                 i += 1
         else:
             for kk in range(n_k):
-                acc, prev = _k_step(acc, a_bufs, b_bufs, ready, empty, i, kk, prev, reg_a, B_T, SWAP, ROW0)
+                acc, prev = _k_step(acc, a_bufs, b_bufs, ready, empty, i, kk, prev, reg_a, B_T, SWAP, ROW0, PROMOTE)
                 i += 1
         if WIDE:
             acc, acc2 = warpgroup_mma_wait(0, deps=(acc, acc2))
@@ -347,7 +358,7 @@ def _consumer(a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, e
 def ws_kernel(a_desc, b_desc, n2_desc, c_desc, i_ptr, sa_ptr, sb_ptr, M, N, K, GROUP_M: gl.constexpr,
               NUM_SMS: gl.constexpr, STAGES: gl.constexpr, B_T: gl.constexpr, SWAP: gl.constexpr,
               HAS_SCALE: gl.constexpr, HAS_BIAS: gl.constexpr, CONSUMERS: gl.constexpr, A_PIECES: gl.constexpr,
-              WIDE: gl.constexpr, num_warps: gl.constexpr):
+              WIDE: gl.constexpr, PROMOTE: gl.constexpr, num_warps: gl.constexpr):
     """CONSUMERS = 1: one consumer partition of num_warps warps over the whole tile; 2 or 3:
     as many partitions of num_warps warps, each over its share of the MMA's rows, each freeing
     stages on its own. A's tile arrives in A_PIECES boxes of a_desc's rows (3 for the 192-row
@@ -377,7 +388,7 @@ def ws_kernel(a_desc, b_desc, n2_desc, c_desc, i_ptr, sa_ptr, sb_ptr, M, N, K, G
         gl.warp_specialize([
             (_consumer, (a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr,
                          sa_ptr, sb_ptr, M, N, K, BM, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS,
-                         0, num_warps, A_PIECES, WIDE)),
+                         0, num_warps, A_PIECES, WIDE, PROMOTE)),
             (_producer, (a_desc, b_desc, n2_desc, a_bufs, b_bufs, n2_bufs, ready, empty, M, N, K, BM, BN, GROUP_M,
                          NUM_SMS, B_T, SWAP, A_PIECES, WIDE)),
         ], [1], [24])
@@ -385,10 +396,10 @@ def ws_kernel(a_desc, b_desc, n2_desc, c_desc, i_ptr, sa_ptr, sb_ptr, M, N, K, G
         gl.warp_specialize([
             (_consumer, (a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr,
                          sa_ptr, sb_ptr, M, N, K, BM, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS,
-                         0, num_warps, A_PIECES, WIDE)),
+                         0, num_warps, A_PIECES, WIDE, PROMOTE)),
             (_consumer, (a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr,
                          sa_ptr, sb_ptr, M, N, K, BM, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS,
-                         ROWS, num_warps, A_PIECES, WIDE)),
+                         ROWS, num_warps, A_PIECES, WIDE, PROMOTE)),
             (_producer, (a_desc, b_desc, n2_desc, a_bufs, b_bufs, n2_bufs, ready, empty, M, N, K, BM, BN, GROUP_M,
                          NUM_SMS, B_T, SWAP, A_PIECES, WIDE)),
         ], [num_warps, 1], [240, 24])
@@ -396,13 +407,13 @@ def ws_kernel(a_desc, b_desc, n2_desc, c_desc, i_ptr, sa_ptr, sb_ptr, M, N, K, G
         gl.warp_specialize([
             (_consumer, (a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr,
                          sa_ptr, sb_ptr, M, N, K, BM, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS,
-                         0, num_warps, A_PIECES, WIDE)),
+                         0, num_warps, A_PIECES, WIDE, PROMOTE)),
             (_consumer, (a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr,
                          sa_ptr, sb_ptr, M, N, K, BM, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS,
-                         ROWS, num_warps, A_PIECES, WIDE)),
+                         ROWS, num_warps, A_PIECES, WIDE, PROMOTE)),
             (_consumer, (a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, empty, c_bufs, i_ptr,
                          sa_ptr, sb_ptr, M, N, K, BM, BN, GROUP_M, NUM_SMS, B_T, SWAP, HAS_SCALE, HAS_BIAS, ROWS,
-                         2 * ROWS, num_warps, A_PIECES, WIDE)),
+                         2 * ROWS, num_warps, A_PIECES, WIDE, PROMOTE)),
             (_producer, (a_desc, b_desc, n2_desc, a_bufs, b_bufs, n2_bufs, ready, empty, M, N, K, BM, BN, GROUP_M,
                          NUM_SMS, B_T, SWAP, A_PIECES, WIDE)),
         ], [num_warps, num_warps, 1], [160, 160, 24])
@@ -525,7 +536,7 @@ def _args(p: P.Problem, cfg: dict, num_sms: int | None = None, a=None, b=None):
     else:
         descs = [desc(a, [bm // pieces, bk]), b_desc(n0), b_desc(n1) if n1 else None]
     args = descs + [desc(c, epilogue_box(cfg)), i, sa, sb, p.m, p.n, p.k, cfg["GROUP_M"], sms, cfg["STAGES"], b_t,
-                    swap, p.scale_a is not None, p.has_beta, consumers, pieces, bool(n1)]
+                    swap, p.scale_a is not None, p.has_beta, consumers, pieces, bool(n1), p.promote(bk)]
     return (sms, ), args
 
 
