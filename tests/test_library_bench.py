@@ -3,6 +3,7 @@ offline database derivation, and one clear line (no traceback) where a GPU is ne
 
 from __future__ import annotations
 
+import inspect
 import json
 
 import pytest
@@ -41,6 +42,20 @@ def test_summary_and_report_of_both_clocks():
     assert "(one sample each, host clock" in text
     doc["harness"]["host_order"] = library.HOST_ORDER
     assert f"median of 15, {library.HOST_ORDER}):" in library.render(doc)
+
+
+def test_the_report_names_the_fp8_references_accumulation():
+    """FP8 is timed against torch._scaled_mm with fast accumulation, as gemm's default computes;
+    records from before name the bare torch._scaled_mm, its default mode, and the report says so."""
+    fp8 = dict(dtype="fp8", m=64, n=64, k=64, mode="eager", ours_ms=1.0, ref_ms=1.0, ratio=1.0)
+    doc = _doc()
+    doc["records"] = [dict(fp8, reference=library.FP8_REFERENCE)]
+    assert "torch._scaled_mm for FP8, with fast accumulation, as gemm's default)" in library.render(doc)
+    doc["records"] = [dict(fp8, reference="torch._scaled_mm")]
+    assert "torch._scaled_mm for FP8, in its default mode: FP32 promotion" in library.render(doc)
+    doc["records"] = [dict(fp8, reference="torch._scaled_mm"), dict(fp8, reference=library.FP8_REFERENCE)]
+    assert "each record naming its mode" in library.render(doc)
+    assert "use_fast_accum=True" in inspect.getsource(library._reference_call)
 
 
 def test_shapes_left_out_of_the_means_are_counted_in_the_table():

@@ -58,6 +58,10 @@ ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "tf32": 4, "fp32": 4}
 READ_BYTES = 2 << 30  # what the read-bandwidth measurement sums
 HOLD_US = 200
 EAGER_SAMPLE_US = 400.0  # a sample of eager calls lasts about this long
+# FP8's reference accumulates as gemm does by default (fast_accum): the tensor cores' own sum, to the same error;
+# its default mode (FP32 promotion) took the same time on the H100, where Triton's took up to twice as long
+# (docs/perf-notes.md, 145). Records before 2026-12-06 were against that default mode: "torch._scaled_mm"
+FP8_REFERENCE = "torch._scaled_mm, fast accumulation"
 
 
 def _library_call(dtype, a, b, sa, sb):
@@ -76,7 +80,7 @@ def _reference_call(dtype, a, b, sa, sb):
     import torch
 
     if dtype == "fp8":
-        return lambda: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+        return lambda: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16, use_fast_accum=True)
     return lambda: torch.matmul(a, b)
 
 
@@ -265,7 +269,7 @@ def host_us(reps: int = 15, calls: int = 400) -> list[dict]:
                  "tf32": [("gemm", _library_call(dtype, a, b, sa, sb))]}[dtype]
         ref = _reference_call(dtype, a, b, sa, sb)
         c = torch.empty(64, 64, device="cuda", dtype=a.dtype if dtype != "fp8" else torch.bfloat16)
-        ref_name = "torch._scaled_mm" if dtype == "fp8" else "torch.mm"
+        ref_name = FP8_REFERENCE if dtype == "fp8" else "torch.mm"
         for path, fn in paths:
             fns = [fn, ref] + ([lambda: torch.mm(a, b, out=c)] if dtype != "fp8" else [])
             ours_us, ref_us, *ref_out = per_call(*fns)
@@ -468,7 +472,7 @@ def records(per: dict, modes) -> list[dict]:
             out.append(dict(base, ours_ms=statistics.median(t["ours_ms"] for t in timed),
                             ref_ms=statistics.median(t["ref_ms"] for t in timed), ratio=statistics.median(ratios),
                             runs=[dict(ours_ms=t["ours_ms"], ref_ms=t["ref_ms"], ratio=x) for t, x in zip(timed, ratios)],
-                            reference="torch._scaled_mm" if dtype == "fp8" else "cuBLAS (torch.matmul"
+                            reference=FP8_REFERENCE if dtype == "fp8" else "cuBLAS (torch.matmul"
                             + (", TF32)" if dtype == "tf32" else (", TF32 off)" if dtype == "fp32" else ")")),
                             first_call_s=recs[0].get("first_call_s")))
     return out
@@ -704,6 +708,20 @@ def _flush_words(harness: dict) -> str:
     return f"{mode}, zeroed (dirty lines, whose write-back a memory-bound call pays)"
 
 
+def _fp8_reference_words(doc: dict) -> str:
+    """The FP8 reference, in words: torch._scaled_mm with fast accumulation (FP8_REFERENCE, as
+    gemm's default), or in older records its default mode (FP32 promotion)."""
+    refs = {r.get("reference", "torch._scaled_mm") for r in doc.get("records", []) if r.get("dtype") == "fp8"}
+    if not refs:
+        return "torch._scaled_mm for FP8"
+    if refs == {FP8_REFERENCE}:
+        return "torch._scaled_mm for FP8, with fast accumulation, as gemm's default"
+    if refs == {"torch._scaled_mm"}:
+        return ("torch._scaled_mm for FP8, in its default mode: FP32 promotion, where gemm's FP8 accumulates as its "
+                "fast mode, docs/perf-notes.md, 145")
+    return "torch._scaled_mm for FP8, each record naming its mode"
+
+
 def render(doc: dict, full: bool = True) -> str:
     """Markdown of a `library` results document: per dtype, the geometric mean and worst shape of
     both clocks side by side; host µs per call beside torch's; first calls; with full, the decode
@@ -723,7 +741,8 @@ def render(doc: dict, full: bool = True) -> str:
         else (f" on the `{which}` set" if which != "library" else "")
     out = [f"`tilegemm library`{on} on {gpu} ({when}): ratio = reference time / ours (> 1: ours "
            f"faster), each figure the median of {h.get('runs', '?')} runs, the reference (cuBLAS through torch; "
-           "torch._scaled_mm for FP8) timed in the same runs, interleaved. *Eager*: back-to-back calls through "
+           f"{_fp8_reference_words(doc)}) timed in the same runs, interleaved. *Eager*: back-to-back calls "
+           "through "
            "`tilegemm.matmul`/`gemm`, what a user gets. *Device*: the kernels alone (a hold kernel hides the "
            f"host). L2 flushed before each sample: {_flush_words(h)}.", "",
            "| dtype | shapes | eager: geometric mean | eager: worst (shape) | device: geometric mean | device: worst (shape) |",
