@@ -698,6 +698,10 @@ def test_fp8_promotes_its_partial_sums_only_without_fast_accum():
     fast, promoted = (P.Problem(a, b, c, "fp8", scale_a=one, scale_b=one, fast_accum=f) for f in (True, False))
     assert (fast.promote(256), promoted.promote(256), promoted.promote(64)) == (0, P.PROMOTE_K, 64) == (0, 128, 64)
     assert P.Problem(a.half(), b.half(), c.half(), "fp16", fast_accum=False).promote(64) == 0
+    from tilegemm.tuning import cache, tuner
+
+    assert tuner.trial_problem(promoted).promote(256) == 128  # (tuning times and checks the kernel that runs)
+    assert cache.tune_key(S.T03, promoted) != cache.tune_key(S.T03, fast)
     for rung in ("tc_tiled", S.T02, S.T03, S.T04, S.T05):
         for p, want in ((fast, 0), (promoted, 128)):
             cfg = S.candidates(rung, p)[0]

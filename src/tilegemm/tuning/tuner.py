@@ -18,6 +18,7 @@ Nothing here runs unless asked: `tilegemm tune`, or a call with TILEGEMM_AUTOTUN
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
 
@@ -57,7 +58,7 @@ def _ranked(timings: list, counts: dict, floor_ms: float) -> list:
 
 def trial_problem(p: P.Problem) -> P.Problem:
     """p with a scratch output, for tuning: C (and C_in, which may be C itself) stays untouched."""
-    return P.Problem(p.a, p.b, torch.empty_like(p.c), p.precision, p.alpha, p.beta, p.c_in, p.scale_a, p.scale_b)
+    return dataclasses.replace(p, c=torch.empty_like(p.c))  # (every other field kept: fast_accum's PROMOTE too)
 
 
 class _Probe:

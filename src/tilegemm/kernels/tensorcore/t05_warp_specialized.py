@@ -159,7 +159,10 @@ def _swapped_a(b_bufs, s, ROW0: gl.constexpr, ROWS: gl.constexpr, reg_a: gl.cons
 @gluon.jit
 def _mma(a, b, acc, use_acc, PROMOTE: gl.constexpr):
     """An asynchronous wgmma of acc + a @ b (acc's old value ignored where not use_acc); PROMOTE > 0
-    (FP8): the MMA's partial sum joins acc in FP32 every PROMOTE of K (`_problem.Problem.promote`)."""
+    (FP8): the MMA's partial sum joins acc in FP32 every PROMOTE of K (`_problem.Problem.promote`),
+    added to acc whatever use_acc says (the partial sum starts at 0), so acc must hold zeros at a
+    tile's first k-step, as `_consumer`'s gl.zeros makes it. ptxas then waits for each wgmma before
+    the add (a full WARPGROUP.DEPBAR where the fast form keeps one k-step in flight: perf-notes 145)."""
     if PROMOTE > 0:
         acc = warpgroup_mma(a, b, acc, use_acc=use_acc, is_async=True, max_num_imprecise_acc=PROMOTE)
     else:
