@@ -711,7 +711,8 @@ def _flush_words(harness: dict) -> str:
 def _fp8_reference_words(doc: dict) -> str:
     """The FP8 reference, in words: torch._scaled_mm with fast accumulation (FP8_REFERENCE, as
     gemm's default), or in older records its default mode (FP32 promotion)."""
-    refs = {r.get("reference", "torch._scaled_mm") for r in doc.get("records", []) if r.get("dtype") == "fp8"}
+    refs = {r["reference"] for r in doc.get("records", []) if r.get("dtype") == "fp8" and r.get("reference")}  # (a
+    # shape the reference refused has none)
     if not refs:
         return "torch._scaled_mm for FP8"
     if refs == {FP8_REFERENCE}:
