@@ -9,7 +9,8 @@
 Precisions: "fp16", "bf16" (FP32 accumulation), "tf32" (FP32 inputs rounded to TF32 inside the
 tensor cores: about 1e-3 relative error, NOT IEEE FP32), "ieee" (exact FP32 arithmetic, no tensor
 cores, slow), "fp8" (float8_e4m3fn / float8_e5m2 inputs; other inputs are quantised with a
-per-tensor scale, their finite amax / finfo.max, a NaN or ±Inf element to NaN). "auto" takes the
+per-tensor scale, their finite amax / finfo.max, a NaN or ±Inf element to NaN; the tensor cores'
+fast accumulation unless fast_accum=False, see `gemm`). "auto" takes the
 precision the inputs' dtype implies, and FP32 inputs mean "ieee", never TF32 behind the caller's
 back.
 """

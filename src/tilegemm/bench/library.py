@@ -59,7 +59,7 @@ READ_BYTES = 2 << 30  # what the read-bandwidth measurement sums
 HOLD_US = 200
 EAGER_SAMPLE_US = 400.0  # a sample of eager calls lasts about this long
 # FP8's reference accumulates as gemm does by default (fast_accum): the tensor cores' own sum, to the same error;
-# its default mode (FP32 promotion) took the same time on the H100, where Triton's took up to twice as long
+# its default mode (FP32 promotion) took 0.95-1.08x its time on the H100, where Triton's took up to 2.7x
 # (docs/perf-notes.md, 145). Records before 2026-12-06 were against that default mode: "torch._scaled_mm"
 FP8_REFERENCE = "torch._scaled_mm, fast accumulation"
 

@@ -1,5 +1,6 @@
-"""Triton device helpers the rungs share: tile order, the MMA's register operand, a TMA tile load, a
-masked main loop, the epilogue's scaling and a masked store. Device code only; the host side is `_problem`."""
+"""Triton device helpers the rungs share: tile order, the MMA's register operand, the MMA itself (with
+FP8's promotion to FP32 where asked), a TMA tile load, a masked main loop, the epilogue's scaling and
+a masked store. Device code only; the host side is `_problem`."""
 
 import triton
 import triton.language as tl

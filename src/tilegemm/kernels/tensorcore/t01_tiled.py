@@ -2,7 +2,9 @@
 
 Against the SIMT ladder: the inner product of a tile is one `tl.dot`, which Triton lowers to the
 tensor cores (wgmma on sm_90 when BM ≥ 64, mma.sync below), with FP32 accumulation for FP16,
-BF16, TF32 and FP8 inputs. Triton stages the A and B slices in shared memory and software-
+BF16 and TF32 inputs; FP8's wgmma sums into a narrower accumulator unless PROMOTE (gemm's
+fast_accum=False) has its partial sums added into FP32 every PROMOTE of K (`_jit.dot`, which every
+rung's MMA goes through; t05's twin is `_mma`). Triton stages the A and B slices in shared memory and software-
 pipelines the K loop over `num_stages` buffers. Programs are numbered in GROUP_M-row groups of
 tiles (walking down a group's columns first), so programs running together share A rows and B
 columns in L2 instead of streaming all of B once per row of tiles.
