@@ -279,7 +279,7 @@ def _memo_key(p, kernel: str) -> tuple:
     realign = space.T03 in rungs and tc.rung_module(space.T03).needs_realign(p)
     off = _rows_off_16((p.m, p.n, p.k), p.layout(), p.a.element_size()) if realign else None
     return (cache.problem_class(p), cache.bucket(p), kernel, str(p.a.device), rungs, realign, off, p.bias_row,
-            space.t05_waves(p), p.k, cache.promoted(p))
+            space.t05_waves(p), p.k, p.promoted)
 
 
 def remember(p, kernel: str, d: Decision) -> None:

@@ -100,23 +100,17 @@ def bucket(p) -> str:
     return shape_bucket(p)
 
 
-def promoted(p) -> bool:
-    """FP8 with fast_accum=False: its kernels add the MMA's partial sums in FP32 (slower, and timed
-    apart: a tuning of one mode is not the other's)."""
-    return p.precision == "fp8" and not p.fast_accum
-
-
 def tune_key(rung: str, p, variant: str = "") -> str:
-    """A rung's own tuning of p's class and bucket on this GPU (a promoted FP8 one as a variant,
-    which `derive` leaves out of a database)."""
+    """A rung's own tuning of p's class and bucket on this GPU (a promoted FP8 one, slower and timed
+    apart, as a variant, which `derive` leaves out of a database)."""
     from ..kernels.tensorcore._problem import gpu_name
 
-    variant = "+".join(v for v in (variant, "promoted" if promoted(p) else "") if v)
+    variant = "+".join(v for v in (variant, "promoted" if p.promoted else "") if v)
     return "|".join([rung, gpu_name(p.a.device), problem_class(p), bucket(p), variant, TUNER_VERSION])
 
 
 def decision_key(p, gpu: str) -> str:
-    return "|".join(["auto", gpu, problem_class(p), bucket(p), TUNER_VERSION]) + ("|promoted" if promoted(p) else "")
+    return "|".join(["auto", gpu, problem_class(p), bucket(p), TUNER_VERSION]) + ("|promoted" if p.promoted else "")
 
 
 # ---- the user's cache ------------------------------------------------------------------------------

@@ -114,11 +114,16 @@ class Problem:
     def dot_precision(self) -> str:
         return PRECISIONS[self.precision][1]
 
+    @property
+    def promoted(self) -> bool:
+        """FP8 without fast_accum: the MMA's partial sums are added into FP32 (see promote)."""
+        return self.precision == "fp8" and not self.fast_accum
+
     def promote(self, bk: int) -> int:
         """The K span after which an FP8 MMA's partial sum is added to an FP32 accumulator (tl.dot's
         max_num_imprecise_acc), at most the k-step bk; 0: never (16-bit and TF32 MMAs accumulate in
         FP32 anyway; FP8 with fast_accum keeps the tensor cores' own sum)."""
-        return 0 if self.precision != "fp8" or self.fast_accum else min(PROMOTE_K, bk)
+        return min(PROMOTE_K, bk) if self.promoted else 0
 
     def bstride(self, x) -> int:
         """Batch stride, 0 for a 2-D operand (broadcast) or a batch of one."""
