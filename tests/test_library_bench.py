@@ -3,7 +3,6 @@ offline database derivation, and one clear line (no traceback) where a GPU is ne
 
 from __future__ import annotations
 
-import inspect
 import json
 
 import pytest
@@ -55,7 +54,28 @@ def test_the_report_names_the_fp8_references_accumulation():
     assert "torch._scaled_mm for FP8, in its default mode: FP32 promotion" in library.render(doc)
     doc["records"] = [dict(fp8, reference="torch._scaled_mm"), dict(fp8, reference=library.FP8_REFERENCE)]
     assert "each record naming its mode" in library.render(doc)
-    assert "use_fast_accum=True" in inspect.getsource(library._reference_call)
+    doc["records"] = [dict(fp8, reference=library.FP8_REFERENCE),
+                      dict(fp8, dtype="fp8-promoted", reference=library.FP8_PROMOTED_REFERENCE)]
+    text = library.render(doc)
+    assert "for fp8-promoted, `gemm(..., fast_accum=False)`, torch._scaled_mm in its default mode" in text
+    assert "| fp8-promoted | 1 (1 of them the median of fewer runs) | 1.000 |" in text
+
+
+def test_fp8_and_fp8_promoted_call_ours_and_the_reference_in_the_same_accumulation(monkeypatch):
+    """fp8: gemm's default (fast_accum) against _scaled_mm's fast accumulation; fp8-promoted:
+    gemm(..., fast_accum=False) against _scaled_mm's default mode, both adding partial sums in FP32."""
+    import torch
+
+    import tilegemm
+
+    seen = []
+    monkeypatch.setattr(torch, "_scaled_mm", lambda *a, **kw: seen.append(("ref", kw["use_fast_accum"])), raising=False)
+    monkeypatch.setattr(tilegemm, "gemm", lambda *a, **kw: seen.append(("ours", kw["fast_accum"])))
+    for dtype in library.FP8:
+        library._reference_call(dtype, 1, 2, 3, 4)()
+        library._library_call(dtype, 1, 2, 3, 4)()
+    assert seen == [("ref", True), ("ours", True), ("ref", False), ("ours", False)]
+    assert set(library.FP8) <= set(library.DTYPES)
 
 
 def test_shapes_left_out_of_the_means_are_counted_in_the_table():
@@ -434,5 +454,5 @@ def test_library_cli_names_an_unknown_dtype_mode_or_decode_dtype_before_needing_
     assert "unknown decode dtype fp16 (of bf16, fp32)" in capsys.readouterr().err
     assert cli.main(["library", "--dtypes", "int8", "--modes", "warm"]) == 2
     err = capsys.readouterr().err
-    assert "unknown dtype int8 (of bf16, fp16, tf32, fp8, fp32); mode warm (of eager, device)" in err
+    assert "unknown dtype int8 (of bf16, fp16, tf32, fp8, fp8-promoted, fp32); mode warm (of eager, device)" in err
     assert err.count("\n") == 1

@@ -341,6 +341,53 @@ def test_fp16_takes_bf16_entries_where_it_has_none():
     assert cache.sibling_class("fp8|float8_e4m3fn|bfloat16|nt|nobeta") is None
 
 
+def _fp8(m, n, k, fast_accum=True):
+    a = torch.empty(m, k, dtype=torch.float8_e4m3fn)
+    b = torch.empty(n, k, dtype=torch.float8_e4m3fn).t()
+    one = torch.ones(1)
+    return P.Problem(a, b, torch.empty(m, n, dtype=torch.bfloat16), "fp8", scale_a=one, scale_b=one,
+                     fast_accum=fast_accum)
+
+
+def test_promoted_fp8_is_a_class_of_its_own_and_takes_the_fast_class_only_where_it_has_nothing():
+    """gemm(..., fast_accum=False) waits at each promotion for the MMAs in flight: the fast class's
+    128×256 tile ran it 2.2× slower than its own tuning's 192×128 at 8192³ on the H100. Its class
+    (keys, database entries, `tune --dtypes fp8-promoted`) is its own; a database with none of its
+    entries gives it the fast class's, and says so."""
+    from tilegemm import tuning
+    from tilegemm.tuning import command
+
+    fast, promoted = _fp8(8192, 8192, 8192), _fp8(8192, 8192, 8192, fast_accum=False)
+    assert cache.problem_class(fast) == "fp8|float8_e4m3fn|bfloat16|nt|nobeta"
+    assert cache.problem_class(promoted) == "fp8-promoted|float8_e4m3fn|bfloat16|nt|nobeta"
+    assert cache.fast_class(cache.problem_class(promoted)) == cache.problem_class(fast)
+    assert cache.fast_class(cache.problem_class(fast)) is None
+    assert cache.tune_key(space.T03, promoted) != cache.tune_key(space.T03, fast)
+    assert cache.decision_key(promoted, "H") != cache.decision_key(fast, "H")
+    wide = dict(space.cfg(128, 256, 128, 8, 3), C_TMA=True)
+    tall = dict(space.cfg(256, 128, 128, 8, 3), C_TMA=True)
+    cls_f, cls_p = cache.problem_class(fast), cache.problem_class(promoted)
+    db = {"entries": {f"{cls_f}|8192x8192x8192": dict(rung=space.T03, config=wide, ms=0.7, shape=[8192] * 3)}}
+    d = tuning.pick(db, "db", promoted)  # none of its own: the fast class's, said
+    assert (d.config["BM"], d.config["BN"]) == (128, 256)
+    assert "of FP8 with fast accumulation (no promoted entry fits)" in d.source, d.source
+    db["entries"][f"{cls_p}|4096x4096x4096"] = dict(rung=space.T03, config=tall, ms=0.13, shape=[4096] * 3)
+    d = tuning.pick(db, "db", promoted)  # its own class's nearest bucket beats the fast class's exact one
+    assert (d.config["BM"], d.config["BN"]) == (256, 128) and "nearest tuned bucket 4096x4096x4096" in d.source
+    assert "fast accumulation" not in d.source
+    d = tuning.pick(db, "db", fast)  # and the fast class never takes a promoted entry
+    assert (d.config["BM"], d.config["BN"]) == (128, 256) and d.source == "db, exact bucket"
+    assert tuning.pick({"entries": {f"{cls_p}|4096x4096x4096": db["entries"][f"{cls_p}|4096x4096x4096"]}},
+                       "db", fast) is None
+    assert tuning._memo_key(promoted, "auto") != tuning._memo_key(fast, "auto")
+    # a promoted rung tuning in a cache goes into a derived database under its own class
+    v, gpu = cache.TUNER_VERSION, "NVIDIA H100 80GB HBM3"
+    cached = {f"{space.T03}|{gpu}|{cls_p}|8192x8192x8192||{v}": dict(config=tall, ms=0.85, launches=1, score_ms=0.85,
+                                                                    floor_ms=0.0115, m=8192, n=8192, k=8192)}
+    assert command.derive(cached, gpu)[f"{cls_p}|8192x8192x8192"]["config"] == tall
+    assert "fp8-promoted" in command.DTYPES
+
+
 def test_database_pick_exact_nearest_sibling_and_layout():
     """A problem takes its class's exact bucket, else the nearest tuned bucket whose configuration
     fits it, BF16's entries for FP16 where they are nearer, and the same dtypes in another layout

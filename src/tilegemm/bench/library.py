@@ -43,7 +43,8 @@ import time
 from ..argtypes import positive_float, positive_int
 from .shapes import held_out, held_out_seed, resolve
 
-DTYPES = ("bf16", "fp16", "tf32", "fp8", "fp32")
+DTYPES = ("bf16", "fp16", "tf32", "fp8", "fp8-promoted", "fp32")  # fp8-promoted: gemm(..., fast_accum=False)
+FP8 = ("fp8", "fp8-promoted")
 MEASURING = ("shapes", "dtypes", "modes", "runs", "budget", "no_host", "no_first", "no_decode", "decode_dtypes")  # the
 # options of a timed run, which --merge (no timing) refuses rather than ignores
 ONCE = ("decode", "host_us", "first_call")  # measured by one part of a document (merge), not per dtype
@@ -62,14 +63,15 @@ EAGER_SAMPLE_US = 400.0  # a sample of eager calls lasts about this long
 # its default mode (FP32 promotion) took 0.95-1.08x its time on the H100, where Triton's took up to 2.7x
 # (docs/perf-notes.md, 145). Records before 2026-12-06 were against that default mode: "torch._scaled_mm"
 FP8_REFERENCE = "torch._scaled_mm, fast accumulation"
+FP8_PROMOTED_REFERENCE = "torch._scaled_mm, default mode (FP32 promotion)"  # fp8-promoted's: both promote
 
 
 def _library_call(dtype, a, b, sa, sb):
     """Ours, through the public API."""
     import tilegemm
 
-    if dtype == "fp8":
-        return lambda: tilegemm.gemm(a, b, scale_a=sa, scale_b=sb)
+    if dtype in FP8:
+        return lambda: tilegemm.gemm(a, b, scale_a=sa, scale_b=sb, fast_accum=dtype == "fp8")
     if dtype == "tf32":
         return lambda: tilegemm.gemm(a, b, precision="tf32")
     return lambda: tilegemm.matmul(a, b)
@@ -79,8 +81,9 @@ def _reference_call(dtype, a, b, sa, sb):
     """cuBLAS through torch (TF32 on for tf32, off for fp32: the caller sets it), or _scaled_mm."""
     import torch
 
-    if dtype == "fp8":
-        return lambda: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16, use_fast_accum=True)
+    if dtype in FP8:
+        return lambda: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16,
+                                        use_fast_accum=dtype == "fp8")
     return lambda: torch.matmul(a, b)
 
 
@@ -118,8 +121,8 @@ def _check(dtype, a, b, sa, sb, got) -> str:
     a64 = (take(a, 0, rows).double() * scale).cpu().numpy()
     b64 = take(b, 1, cols).double().cpu().numpy()
     c = got[rows][:, cols].double().cpu().numpy()
-    tol = {"bf16": "bfloat16", "fp16": "float16", "tf32": "tf32", "fp32": "float32", "fp8": "float8_e4m3fn"}[dtype]
-    out = {"bf16": "bfloat16", "fp16": "float16", "fp8": "bfloat16"}.get(dtype, "float32")
+    tol = "float8_e4m3fn" if dtype in FP8 else {"bf16": "bfloat16", "fp16": "float16", "tf32": "tf32", "fp32": "float32"}[dtype]
+    out = "bfloat16" if dtype in FP8 else {"bf16": "bfloat16", "fp16": "float16"}.get(dtype, "float32")
     chk = validate.check(c, a64, b64, dtype=tol, out_dtype=out)
     return "" if chk.ok else str(chk).splitlines()[0][:300]
 
@@ -472,7 +475,8 @@ def records(per: dict, modes) -> list[dict]:
             out.append(dict(base, ours_ms=statistics.median(t["ours_ms"] for t in timed),
                             ref_ms=statistics.median(t["ref_ms"] for t in timed), ratio=statistics.median(ratios),
                             runs=[dict(ours_ms=t["ours_ms"], ref_ms=t["ref_ms"], ratio=x) for t, x in zip(timed, ratios)],
-                            reference=FP8_REFERENCE if dtype == "fp8" else "cuBLAS (torch.matmul"
+                            reference=FP8_REFERENCE if dtype == "fp8" else FP8_PROMOTED_REFERENCE
+                            if dtype == "fp8-promoted" else "cuBLAS (torch.matmul"
                             + (", TF32)" if dtype == "tf32" else (", TF32 off)" if dtype == "fp32" else ")")),
                             first_call_s=recs[0].get("first_call_s")))
     return out
@@ -710,17 +714,21 @@ def _flush_words(harness: dict) -> str:
 
 def _fp8_reference_words(doc: dict) -> str:
     """The FP8 reference, in words: torch._scaled_mm with fast accumulation (FP8_REFERENCE, as
-    gemm's default), or in older records its default mode (FP32 promotion)."""
+    gemm's default), or in older records its default mode (FP32 promotion); fp8-promoted's, its
+    default mode (FP8_PROMOTED_REFERENCE)."""
     refs = {r["reference"] for r in doc.get("records", []) if r.get("dtype") == "fp8" and r.get("reference")}  # (a
     # shape the reference refused has none)
+    promoted = any(r.get("dtype") == "fp8-promoted" for r in doc.get("records", []))
+    also = ("; for fp8-promoted, `gemm(..., fast_accum=False)`, torch._scaled_mm in its default mode: both add the "
+            "MMA's partial sums into FP32") if promoted else ""
     if not refs:
-        return "torch._scaled_mm for FP8"
+        return "torch._scaled_mm for FP8" + also
     if refs == {FP8_REFERENCE}:
-        return "torch._scaled_mm for FP8, with fast accumulation, as gemm's default"
+        return "torch._scaled_mm for FP8, with fast accumulation, as gemm's default" + also
     if refs == {"torch._scaled_mm"}:
         return ("torch._scaled_mm for FP8, in its default mode: FP32 promotion, where gemm's FP8 accumulates as its "
-                "fast mode, docs/perf-notes.md, 145")
-    return "torch._scaled_mm for FP8, each record naming its mode"
+                "fast mode, docs/perf-notes.md, 145" + also)
+    return "torch._scaled_mm for FP8, each record naming its mode" + also
 
 
 def render(doc: dict, full: bool = True) -> str:
@@ -796,7 +804,7 @@ def render(doc: dict, full: bool = True) -> str:
             shape = f"{r['m']}×{r['n']}×{r['k']}"
             if "ratio" not in r:
                 ours = f"{r['ours_ms']:.4f}" if "ours_ms" in r else "—"
-                ref = "torch._scaled_mm" if r["dtype"] == "fp8" else "the reference"
+                ref = "torch._scaled_mm" if r["dtype"] in FP8 else "the reference"
                 why = f"{ref} refused it: {r['ref_error']}"[:100] if "ours_ms" in r else str(r.get("error", ""))[:80]
                 out.append(f"| {r['dtype']} | {shape} | {r['mode']} | {ours} | — | — | {why} |")
                 continue

@@ -112,7 +112,8 @@ def _fitting(db: dict, phrase: str, p, want: str | None):
     """(distance, exact bucket?, Decision) for each entry of `db` whose configuration fits p
     (`space.adapt`), nearest bucket first (exact first): among its class's entries, for FP16 BF16's
     (and back), and the same dtypes in another layout, that layout counted a step of M farther
-    (`cache.LAYOUT_STEP`; on a tie one's own class first, then the sibling's); another bucket's
+    (`cache.LAYOUT_STEP`; on a tie one's own class first, then the sibling's); for promoted FP8,
+    the fast class's after every one of its own (`cache.FAST_STEP`); another bucket's
     t05 tile fitted to its waves (`space.t05_wave_fitted`), where t05 runs p, only if it fits p's
     (`space.t05_fits_waves`); past decode, a split-K tile only where p's K is near the one it was
     timed at (`space.t04_fits_k`)."""
@@ -126,12 +127,17 @@ def _fitting(db: dict, phrase: str, p, want: str | None):
     if sibling:  # FP16 and BF16 share configurations (same width, same MMA rate): the sibling's nearer
         # bucket beats one's own farther one (docs/perf-notes.md, 35)
         found += [(cache.distance(tb, b), tb, dict(e, sibling=sibling)) for tb, e in cache.nearest(entries, sibling, b)]
-    for other in cache.other_layouts(cls):  # adapt refits the MMA form; a far bucket of one's own layout
-        # (a decode tile for a prefill shape) is worse evidence than the same bucket in another. Not
-        # t06's: its tile is a layout's own (B K-major reads 16 bytes a row of W; N-major, 2.4-7×
-        # slower on the H200, session 15)
-        found += [(cache.distance(tb, b) + cache.LAYOUT_STEP, tb, dict(e, sibling=other))
-                  for tb, e in cache.nearest(entries, other, b) if e.get("rung") != space.T06]
+    fast = cache.fast_class(cls)
+    for own, step in ((cls, 0.0),) + (((fast, cache.FAST_STEP),) if fast else ()):  # (promoted FP8: the fast
+        # class's entries after all of its own, cache.FAST_STEP)
+        if own != cls:
+            found += [(cache.distance(tb, b) + step, tb, dict(e, sibling=own)) for tb, e in cache.nearest(entries, own, b)]
+        for other in cache.other_layouts(own):  # adapt refits the MMA form; a far bucket of one's own layout
+            # (a decode tile for a prefill shape) is worse evidence than the same bucket in another. Not
+            # t06's: its tile is a layout's own (B K-major reads 16 bytes a row of W; N-major, 2.4-7×
+            # slower on the H200, session 15)
+            found += [(cache.distance(tb, b) + step + cache.LAYOUT_STEP, tb, dict(e, sibling=other))
+                      for tb, e in cache.nearest(entries, other, b) if e.get("rung") != space.T06]
     found.sort(key=lambda t: t[0])  # stable: own class, sibling, other layouts on a tie
     for dist, tuned_bucket, entry in found:
         rung, note, timed_here = entry.get("rung"), "", True
@@ -179,7 +185,9 @@ def _fitting(db: dict, phrase: str, p, want: str | None):
             f"nearest tuned bucket {tuned_bucket}" + (f" (tuned at {arrays.dims(shape)})" if shape else "")
         if entry.get("sibling"):
             theirs, mine = entry["sibling"].split("|"), cls.split("|")
+            lay = f" in layout {theirs[3]}" if theirs[3] != mine[3] else ""
             where += (f", of layout {theirs[3]} (the nearest usable entry)" if theirs[:3] == mine[:3] else
+                      f", of FP8 with fast accumulation{lay} (no promoted entry fits)" if mine[0] == cache.PROMOTED else
                       f", of {theirs[0]} (same width; the nearest usable entry)")
         timed_at = shape if timed_here else None
         yield dist, tuned_bucket == b, Decision(rung, cfg, f"{phrase}, {where}{note}",
@@ -279,7 +287,7 @@ def _memo_key(p, kernel: str) -> tuple:
     realign = space.T03 in rungs and tc.rung_module(space.T03).needs_realign(p)
     off = _rows_off_16((p.m, p.n, p.k), p.layout(), p.a.element_size()) if realign else None
     return (cache.problem_class(p), cache.bucket(p), kernel, str(p.a.device), rungs, realign, off, p.bias_row,
-            space.t05_waves(p), p.k, p.promoted)
+            space.t05_waves(p), p.k)
 
 
 def remember(p, kernel: str, d: Decision) -> None:

@@ -87,11 +87,17 @@ def cache_path() -> str:
 # ---- keys ------------------------------------------------------------------------------------------
 
 
+PROMOTED = "fp8-promoted"  # the precision word of FP8 classes without fast accumulation (`Problem.promoted`)
+
+
 def problem_class(p) -> str:
+    """'precision|A dtype|C dtype|layout|beta'. FP8 that promotes its partial sums into FP32 is a
+    class of its own (PROMOTED): each promotion waits for the MMAs in flight, and the fast class's
+    tiles ran it up to 2.2x slower than its own tuning's (docs/perf-notes.md, 146)."""
     dt = lambda t: str(t.dtype).removeprefix("torch.")  # noqa: E731
     # a bias row (a linear layer's) is the nobeta class's: N elements read once, where a C_in is M·N
     beta = "beta" if p.has_beta and not p.bias_row else "nobeta"
-    return "|".join([p.precision, dt(p.a), dt(p.c), p.layout(), beta])
+    return "|".join([PROMOTED if p.promoted else p.precision, dt(p.a), dt(p.c), p.layout(), beta])
 
 
 def bucket(p) -> str:
@@ -101,16 +107,14 @@ def bucket(p) -> str:
 
 
 def tune_key(rung: str, p, variant: str = "") -> str:
-    """A rung's own tuning of p's class and bucket on this GPU (a promoted FP8 one, slower and timed
-    apart, as a variant, which `derive` leaves out of a database)."""
+    """A rung's own tuning of p's class and bucket on this GPU."""
     from ..kernels.tensorcore._problem import gpu_name
 
-    variant = "+".join(v for v in (variant, "promoted" if p.promoted else "") if v)
     return "|".join([rung, gpu_name(p.a.device), problem_class(p), bucket(p), variant, TUNER_VERSION])
 
 
 def decision_key(p, gpu: str) -> str:
-    return "|".join(["auto", gpu, problem_class(p), bucket(p), TUNER_VERSION]) + ("|promoted" if p.promoted else "")
+    return "|".join(["auto", gpu, problem_class(p), bucket(p), TUNER_VERSION])
 
 
 # ---- the user's cache ------------------------------------------------------------------------------
@@ -261,6 +265,10 @@ LAYOUT_STEP = 2.0  # another layout's entry counts as one step of M farther (a d
 # buckets must not stand in for prefill (docs/perf-notes.md, 42)
 
 
+FAST_STEP = 100.0  # a promoted FP8 problem takes the fast class's entry only where none of its own class
+# fits (a database tuned before promoted entries, or none near): farther than any two buckets are apart
+
+
 WAVE_WINDOW = 2.0  # pick weighs every entry this far (`distance`) beyond the nearest that fits ...
 WAVE_GAIN = 0.8  # ... and takes one whose waves cost at most this fraction of the nearest's (space.wave_cost)
 WAVE_MIN_SIDE = 256  # ... where M and N both exceed this. A guard from one miss: BF16 138×8192×28672, which
@@ -288,6 +296,13 @@ def sibling_class(cls: str) -> str | None:
     parts = cls.split("|")
     other = _SIBLINGS.get("|".join(parts[:3]))
     return "|".join([other, *parts[3:]]) if other else None
+
+
+def fast_class(cls: str) -> str | None:
+    """The FP8 class with fast accumulation, for a promoted one (whose configurations run, if slower,
+    where it has none of its own); None for the others."""
+    parts = cls.split("|")
+    return "|".join(["fp8", *parts[1:]]) if parts[0] == PROMOTED else None
 
 
 def other_layouts(cls: str) -> list[str]:

@@ -2,6 +2,7 @@
 
     tilegemm tune --shapes tuning --dtypes bf16,fp8,tf32        # into your tuning cache
     tilegemm tune --sizes 4096x14336x4096 --dtypes fp16          # one shape
+    tilegemm tune --sizes 8192 --dtypes fp8-promoted             # gemm(..., fast_accum=False)'s FP8
     tilegemm tune --shapes tuning --ship                         # this GPU's shipped database
     tilegemm tune --from-cache --ship                            # the database from your cache, no timing
     tilegemm tune --derive CACHE.json --gpu "NVIDIA H200" --db F  # the same, offline, from a cache file
@@ -25,11 +26,12 @@ import time
 
 from ..argtypes import positive_float, positive_int, sizes
 
-DTYPES = ("bf16", "fp16", "fp8", "tf32", "fp32")  # fp32: the SIMT ladder's autotuned rung (k11), once per GPU
+DTYPES = ("bf16", "fp16", "fp8", "fp8-promoted", "tf32", "fp32")  # fp8-promoted: gemm(..., fast_accum=False)'s
+# class (cache.PROMOTED); fp32: the SIMT ladder's autotuned rung (k11), once per GPU
 MEASURING = ("shapes", "sizes", "dtypes", "layouts", "budget_s", "max_candidates")  # what a tuning run times, which
 # --from-cache (no timing: every decision in the cache) refuses rather than ignores
-_IN = {"bf16": "bfloat16", "fp16": "float16", "tf32": "float32", "fp8": "float8_e4m3fn"}
-_OUT = {"bf16": "bfloat16", "fp16": "float16", "tf32": "float32", "fp8": "bfloat16"}
+_IN = {"bf16": "bfloat16", "fp16": "float16", "tf32": "float32", "fp8": "float8_e4m3fn", "fp8-promoted": "float8_e4m3fn"}
+_OUT = {"bf16": "bfloat16", "fp16": "float16", "tf32": "float32", "fp8": "bfloat16", "fp8-promoted": "bfloat16"}
 
 
 def problem(dtype: str, m: int, n: int, k: int, b_layout: str = ""):
@@ -41,12 +43,13 @@ def problem(dtype: str, m: int, n: int, k: int, b_layout: str = ""):
 
     dev = torch.device("cuda")
     a = (torch.rand(m, k, device=dev) * 2 - 1).to(getattr(torch, _IN[dtype]))
-    b_t = b_layout == "t" or (not b_layout and dtype == "fp8")
+    fp8 = dtype in ("fp8", "fp8-promoted")
+    b_t = b_layout == "t" or (not b_layout and fp8)
     b = (torch.rand(n, k, device=dev) * 2 - 1).to(getattr(torch, _IN[dtype])).t() if b_t else \
         (torch.rand(k, n, device=dev) * 2 - 1).to(getattr(torch, _IN[dtype]))
     c = torch.empty(m, n, device=dev, dtype=getattr(torch, _OUT[dtype]))
-    scale = torch.ones(1, device=dev) if dtype == "fp8" else None
-    return P.Problem(a, b, c, "tf32" if dtype == "tf32" else dtype, scale_a=scale, scale_b=scale)
+    scale = torch.ones(1, device=dev) if fp8 else None
+    return P.Problem(a, b, c, "fp8" if fp8 else dtype, scale_a=scale, scale_b=scale, fast_accum=dtype != "fp8-promoted")
 
 
 def db_path(gpu: str) -> str:
