@@ -1526,6 +1526,58 @@ def test_warp_specialized_swapped_wgmma_stays_pipelined():
     assert depbar.count("0x0") == hgmma, (hgmma, depbar)
 
 
+def test_warp_specialized_promoted_fp8_overlaps_its_promotion(tmp_path):
+    """FP8 without fast accumulation. Promoted by the MMA's own max_num_imprecise_acc, the adds read
+    a wgmma's registers in flight and ptxas serialises every wgmma of the kernel (C7514, and a wait
+    it injects, C7517): 8192³ took 1.83 ms on 128×256 where cuBLAS's promoted mode took 0.75
+    (H100). OVERLAP adds each k-step's partial sum while the next one's wgmma runs: no such
+    warning, no spills at 64×128 a warpgroup with one or two partitions, and the k-loop's waits leave
+    a group in flight (WARPGROUP.DEPBAR.LE gsb0, 0x1). The space offers it only where it fits, and a
+    configuration asking for it elsewhere is refused, or (adapt) runs without it."""
+    import re
+
+    from tilegemm.bench.sass import _tool
+    from tilegemm.kernels.tensorcore import _problem as C
+    from tilegemm.kernels.tensorcore import t05_warp_specialized as t05
+    from tilegemm.tuning import space as S
+
+    bins = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+    ptxas = next((p for p in (bins / "ptxas-blackwell", bins / "ptxas") if p.exists()), None)
+    nvdisasm = _tool("nvdisasm")
+    assert ptxas and nvdisasm, "Triton's wheel ships ptxas and nvdisasm (triton/backends/nvidia/bin)"
+
+    def built(cfg):
+        k = t05.compile_for_sm90(cfg, torch.float8_e4m3fn, b_t=True, fast_accum=False)
+        src = tmp_path / "k.ptx"
+        src.write_text(k.asm["ptx"])
+        log = subprocess.run([str(ptxas), "-arch=sm_90a", "-v", str(src), "-o", str(src.with_suffix(".cubin"))],
+                             capture_output=True, text=True).stderr
+        cubin = tmp_path / "k.cubin"
+        cubin.write_bytes(k.asm["cubin"])
+        sass = subprocess.run([nvdisasm, "-c", str(cubin)], capture_output=True, text=True, check=True).stdout
+        return log, re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x\d)", sass)
+
+    for cfg in (S.t05_cfg(128, 128, 128, 6, 1, 1), S.t05_cfg(128, 128, 128, 5, 1, 2)):
+        log, waits = built(dict(cfg, OVERLAP=True))
+        assert " 0 bytes spill stores" in log and "C7514" not in log and "C7517" not in log, (cfg, log[-600:])
+        assert waits.count("0x1") >= 2, (cfg, waits)
+        log, _ = built(cfg)  # the implicit form, for contrast: a wait injected, or every wgmma serialised
+        assert "C7517" in log or "C7514" in log, log[-600:]
+    a = torch.empty(4096, 4096, dtype=torch.float8_e4m3fn)
+    b = torch.empty(4096, 4096, dtype=torch.float8_e4m3fn).t()
+    fast, promoted = (C.Problem(a, b, torch.empty(4096, 4096, dtype=torch.bfloat16), "fp8", scale_a=torch.ones(1),
+                                scale_b=torch.ones(1), fast_accum=f) for f in (True, False))
+    over = [c for c in S.candidates(S.T05, promoted) if c.get("OVERLAP")]
+    assert over and all(c["BN"] <= 128 and c["CONSUMERS"] <= 2 and c["BK"] == 128 for c in over)
+    assert not any(c.get("OVERLAP") for c in S.candidates(S.T05, fast))
+    ov = dict(S.t05_cfg(128, 128, 128, 5, 1, 2), OVERLAP=True)
+    assert t05._args(promoted, ov, num_sms=132)[1][-1] == -128  # PROMOTE = -BK: overlapped
+    assert "OVERLAP" not in S.adapt(S.T05, fast, ov) and S.adapt(S.T05, promoted, ov) == ov
+    for p, cfg in ((fast, ov), (promoted, dict(S.t05_cfg(128, 192, 128, 4, 1, 2), OVERLAP=True))):
+        with pytest.raises(ValueError, match="OVERLAP is for FP8 without fast accumulation"):
+            t05._args(p, cfg, num_sms=132)
+
+
 def _gemv_problem(m, n, k, dtype, w_t=True, offset=0):
     """A t06 problem on CPU tensors (nothing runs): B = Wᵀ (K-major) or row-major; offset elements
     into B's storage (an unaligned B)."""
@@ -1817,14 +1869,17 @@ def test_gpu_tf32_192_row_entry_on_other_forms(monkeypatch, tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("lb", ["n", "t"])
-@pytest.mark.parametrize("precision", ["fp16", "bf16", "tf32", "fp8"])
+@pytest.mark.parametrize("precision", ["fp16", "bf16", "tf32", "fp8", "fp8-promoted"])
 def test_gpu_warp_specialized_every_config(precision, lb):
     """Each t05 candidate, forced, on edge tiles and a partial last k-step (300×520×200), an even
     number of k-steps (300×520×256), one partial k-step (130×264×24), and more tiles than SMs
     (2100×2056×520: programs take a second tile, the ring's phases run on across tiles), with a
-    16-bit and an FP32 C; FP8 with scales (B column-major only), TF32 plain (B column-major) and
-    swapped (B row-major; the swapped loop takes k-steps in pairs), and the swapped form forced
-    onto two partitions (correct, not a candidate)."""
+    16-bit and an FP32 C; FP8 with scales (B column-major only), and without fast accumulation,
+    whose candidates include OVERLAP forms (two k-steps a trip, an odd count's last apart), TF32
+    plain (B column-major) and swapped (B row-major; the swapped loop takes k-steps in pairs), and
+    the swapped form forced onto two partitions (correct, not a candidate)."""
+    promoted = precision == "fp8-promoted"
+    precision = "fp8" if promoted else precision
     from tilegemm import dispatch
     from tilegemm.kernels.tensorcore import _problem as C
     from tilegemm.kernels.tensorcore import t05_warp_specialized as t05
@@ -1843,7 +1898,8 @@ def test_gpu_warp_specialized_every_config(precision, lb):
         outs = {"fp8": (torch.bfloat16, torch.float32), "tf32": (torch.float16, torch.bfloat16, torch.float32)}
         for out in outs.get(precision, (a.dtype, torch.float32)):
             c = torch.empty(m, n, dtype=out, device="cuda")
-            p = C.Problem(a, b, c, precision, scale_a=sa, scale_b=sb)
+            p = C.Problem(a, b, c, precision, scale_a=sa, scale_b=sb, fast_accum=not promoted)
+            assert promoted == any(cfg.get("OVERLAP") for cfg in S.candidates(S.T05, p))
             if precision == "fp8" and lb == "n":
                 assert "column-major" in t05.usable(p)
                 used = dispatch.run_problem(p, S.T05)

@@ -9,7 +9,8 @@ BK, GROUP_M, warps, stages) and options:
   REG_A (the MMA's A operand from registers), KMAJOR (a K-major copy first);
 - t03/t05: PAD ("a", "b", "ab": those operands first copied to rows 128 bytes apart);
 - t04: SPLIT (K slices), FUSED (the reduction in the same launch), TMA (tiles loaded by TMA), SWAP, REG_A;
-- t05: STAGES, SPLIT (C's epilogue slices), CONSUMERS (consumer partitions), SWAP;
+- t05: STAGES, SPLIT (C's epilogue slices), CONSUMERS (consumer partitions), SWAP, OVERLAP (FP8
+  without fast accumulation: the promotion overlapped with the next k-step's wgmma);
 - t06: BN (columns of C a program), BK (K a step), warps and stages only.
 Which MMA forms a layout allows is `_problem.reg_a`/`swap_form`'s rule; every width keeps BK·s of
 128 bytes, the TMA swizzle's row, where the rung's pipeline allows.
@@ -631,12 +632,28 @@ def _t05_candidates(p: P.Problem) -> list[dict]:
         c = t05_cfg(bm, bn, bk * 2 // ins, stages, split, consumers, swap=swap)
         if t05_smem_bytes(c, ins, outs) <= SMEM_BUDGET and _t05_sliced(c)[1] % split == 0:
             out.append(c)
+    if p.promoted:
+        more = [c for c in [t05_cfg(128, 128, 128, 5, 1, 2)] if t05_smem_bytes(c, ins, outs) <= SMEM_BUDGET]
+        out = [dict(c, OVERLAP=True) for c in out + more if t05_overlaps(p, c)] + out
     return _padded(p, out)
+
+
+def t05_overlaps(p: P.Problem, c: dict) -> bool:
+    """Can t05 run p with c's promotion overlapped (OVERLAP)? FP8 without fast accumulation whose
+    k-step is the span promoted (BK ≤ PROMOTE_K), one box of N, and at most 64×128 of C a consumer
+    warpgroup: acc and two partial sums are 3 × 64 registers a thread there, within the 240 that one
+    or two consumer partitions get; t05's three get 160-168, and its 192×128 spilled 1.6 KB (CPU
+    compile for sm_90, ptxas). 64×128 a warpgroup ran promoted 8192³ in 0.764 ms where the
+    implicit promotion's best tile took 0.873 (H100; docs/perf-notes.md, 147)."""
+    return (p.promoted and not c.get("SWAP") and p.promote(c["BK"]) == c["BK"] and c["CONSUMERS"] <= 2
+            and c["BN"] <= 128 and c["BN"] & (c["BN"] - 1) == 0)
 
 
 def _t05_adapt(p: P.Problem, c: dict) -> dict | None:
     if bool(c.get("SWAP")) != P.swapped_tf32(p):
         return None
+    if c.get("OVERLAP") and not t05_overlaps(p, c):
+        c = {k: v for k, v in c.items() if k != "OVERLAP"}  # (the same tile, its promotion not overlapped)
     return c if t05_smem_bytes(c, p.a.element_size(), p.c.element_size()) <= SMEM_BUDGET else None
 
 

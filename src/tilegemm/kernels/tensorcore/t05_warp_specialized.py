@@ -43,6 +43,14 @@ FP32 as TF32. 8- and 32-bit wgmma read shared-memory operands only K-major, so:
   runs two k-steps a trip with two sets of operand registers, so that a wgmma in flight never has
   its registers overwritten, and it is one 8-warp partition, on which ptxas keeps the wgmma
   pipelined (SWAP_CONFIGS says why not two).
+FP8 without fast accumulation adds the MMA's partial sum into FP32 every k-step (BK = 128 of K,
+`_problem.Problem.promote`). Through wgmma's own max_num_imprecise_acc the adds read registers of
+a wgmma in flight, and ptxas serialises every wgmma of the kernel; with OVERLAP (a tile of at most
+64×128 a warpgroup, on one or two partitions) each k-step sums its BK afresh into one of two
+partial tiles while the previous step's partial, retired by the wait that frees its stage, is added
+(k-steps two a trip, so each partial keeps its registers). It costs BM·BN FP32 adds a k-step and
+two more register tiles (3 × 64 registers a thread: within the 240 of one or two partitions, not
+the 160-168 of three), and no global traffic.
 Alpha and beta are not in this rung (t03 serves those calls), but for a bias row: C_in one row of N
 broadcast over C's rows with beta 1 (a linear layer's bias, `_problem.Problem.bias_row`), which the
 epilogue loads (BN elements a tile) and adds to the accumulator before C is stored.
@@ -195,6 +203,29 @@ def _k_step(acc, a_bufs, b_bufs, ready, empty, i, kk, prev, reg_a: gl.constexpr,
 
 
 @gluon.jit
+def _k_step_promoted(acc, part, done, a_bufs, b_bufs, ready, empty, i, kk, prev, B_T: gl.constexpr,
+                     ROW0: gl.constexpr):
+    """_k_step for promoted FP8 with its promotion overlapped (OVERLAP; the k-step is the span
+    promoted): this step's wgmma sums its BK of K afresh into `done`'s registers (whose sum was
+    added into acc a step ago), and once the previous step's wgmma (`part`) has retired, its sum
+    is added into acc in FP32 while this one runs. Three register tiles a thread (acc and two
+    partial sums) where the implicit form's wait takes the MMA out of flight. Returns (acc, this
+    step's partial sum, in flight, the previous one's, added, this step's stage)."""
+    STAGES: gl.constexpr = b_bufs.type.shape[0]
+    ROWS: gl.constexpr = acc.type.shape[0]
+    s = i % STAGES
+    mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+    b = b_bufs.index(s)
+    if B_T:
+        b = b.permute((1, 0))
+    nxt = warpgroup_mma(_a_rows(a_bufs, s, STAGES, ROW0, ROWS), b, done, use_acc=False, is_async=True)
+    nxt, part = warpgroup_mma_wait(1, deps=(nxt, part))  # (nxt still in flight: its registers not read here)
+    acc = acc + part
+    mbarrier.arrive(empty.index(prev), count=1, pred=kk > 0)
+    return acc, nxt, part, s
+
+
+@gluon.jit
 def _k_step_wide(acc, acc2, a_bufs, b_bufs, n2_bufs, ready, empty, i, kk, prev, reg_a: gl.constexpr,
                  B_T: gl.constexpr, SWAP: gl.constexpr, ROW0: gl.constexpr, PROMOTE: gl.constexpr):
     """_k_step for a tile whose MMA N side arrives in two boxes (WIDE: B's columns, or swapped A's
@@ -319,6 +350,26 @@ def _consumer(a_desc, b_desc, n2_desc, c_desc, a_bufs, b_bufs, n2_bufs, ready, e
                 acc, acc2, prev = _k_step_wide(acc, acc2, a_bufs, b_bufs, n2_bufs, ready, empty, i, kk, prev, reg_a,
                                                B_T, SWAP, ROW0, PROMOTE)
                 i += 1
+        elif PROMOTE < 0:  # promoted every k-step, overlapped (OVERLAP: _k_step_promoted). Two k-steps a
+            # trip, so that each partial sum keeps its registers: in a one-step loop the two swap roles,
+            # and the copy of the one in flight made ptxas wait for it (C7517)
+            x = gl.zeros((ROWS, N0), gl.float32, acc_layout)  # (a retired sum of nothing, for the first add)
+            y = gl.zeros((ROWS, N0), gl.float32, acc_layout)
+            for kk in range(0, n_k - 1, 2):
+                acc, y, x, prev = _k_step_promoted(acc, x, y, a_bufs, b_bufs, ready, empty, i, kk, prev, B_T, ROW0)
+                acc, x, y, prev = _k_step_promoted(acc, y, x, a_bufs, b_bufs, ready, empty, i + 1, kk + 1, prev, B_T,
+                                                   ROW0)
+                i += 2
+            if n_k % 2 == 1:  # (each branch adds its own last sum: a merge of the two would copy one in
+                # flight, and ptxas then serialises every wgmma of the kernel, C7514)
+                acc, y, x, prev = _k_step_promoted(acc, x, y, a_bufs, b_bufs, ready, empty, i, n_k - 1, prev, B_T,
+                                                   ROW0)
+                i += 1
+                y = warpgroup_mma_wait(0, deps=(y, ))
+                acc = acc + y
+            else:
+                x = warpgroup_mma_wait(0, deps=(x, ))
+                acc = acc + x
         else:
             for kk in range(n_k):
                 acc, prev = _k_step(acc, a_bufs, b_bufs, ready, empty, i, kk, prev, reg_a, B_T, SWAP, ROW0, PROMOTE)
@@ -538,8 +589,14 @@ def _args(p: P.Problem, cfg: dict, num_sms: int | None = None, a=None, b=None):
         descs = [desc(a, [n0, bk]), b_desc(bn), desc(a, [n1, bk]) if n1 else None]
     else:
         descs = [desc(a, [bm // pieces, bk]), b_desc(n0), b_desc(n1) if n1 else None]
+    promote = p.promote(bk)
+    if cfg.get("OVERLAP"):  # the promotion overlapped with the next k-step's wgmma: PROMOTE = -BK in the kernel
+        if promote != bk or swap or n1:
+            raise ValueError(f"t05: configuration {cfg}: OVERLAP is for FP8 without fast accumulation, BK ≤ "
+                             f"{P.PROMOTE_K} (the span promoted) and one box of N")
+        promote = -bk
     args = descs + [desc(c, epilogue_box(cfg)), i, sa, sb, p.m, p.n, p.k, cfg["GROUP_M"], sms, cfg["STAGES"], b_t,
-                    swap, p.scale_a is not None, p.has_beta, consumers, pieces, bool(n1), p.promote(bk)]
+                    swap, p.scale_a is not None, p.has_beta, consumers, pieces, bool(n1), promote]
     return (sms, ), args
 
 
@@ -562,7 +619,8 @@ def traffic(m, n, k, s, bm=128, bn=256):
     return t03.traffic(m, n, k, s, bm, bn)
 
 
-def compile_for_sm90(cfg: dict, dtype=torch.bfloat16, out_dtype=None, b_t: bool = False, bias: bool = False):
+def compile_for_sm90(cfg: dict, dtype=torch.bfloat16, out_dtype=None, b_t: bool = False, bias: bool = False,
+                     fast_accum: bool = True):
     """Compile ws_kernel for sm_90 without a GPU (Triton's bundled ptxas): the CompiledKernel, whose
     .asm["ptx"] shows the partitions (setmaxnreg), the wgmma shape and the barriers. FP8 inputs get
     per-tensor scales; FP32 inputs are TF32; bias: with a bias row in the epilogue."""
@@ -578,7 +636,7 @@ def compile_for_sm90(cfg: dict, dtype=torch.bfloat16, out_dtype=None, b_t: bool 
     scale = torch.ones(1) if dtype in P.FP8_DTYPES else None
     row = torch.empty(bn, dtype=c.dtype).expand(bm, bn) if bias else None
     p = P.Problem(a, b, c, "tf32" if dtype == torch.float32 else P.precision_of(dtype), beta=1.0 if bias else 0.0,
-                  c_in=row, scale_a=scale, scale_b=scale)
+                  c_in=row, scale_a=scale, scale_b=scale, fast_accum=fast_accum)
     _, args = _args(p, cfg, num_sms=132)
     names = ws_kernel.arg_names
     first_const = names.index("GROUP_M")
