@@ -76,7 +76,7 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     torch._scaled_mm's default does, with its error, and slower: each promotion waits for the
     MMAs in flight. It has configurations of its own ("fp8-promoted" in the tuning database:
     `tilegemm tune --dtypes fp8-promoted`), where a database has them, else FP8's (which ran it at
-    up to 2.2x its own tuning's time; docs/perf-notes.md, 145 and 146, have the figures).
+    up to 2.2x its own tuning's time; docs/perf-notes.md, 145-147, have the figures).
     kernel: "auto" (the rung and configuration tilegemm.tuning gives the shape: see
     `tilegemm.explain`) or "tc_tiled", "tc_persistent", "tc_tma_persistent", "tc_splitk",
     "tc_warp_specialized", "tc_gemv" (M ≤ 4; past it t04 runs).
