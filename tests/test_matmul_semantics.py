@@ -639,6 +639,40 @@ class _Served:
         return False
 
 
+def test_an_out_or_c_that_requires_grad_is_served_by_its_plan_under_no_grad():
+    """matmul's out= and gemm's c= that require grad: refused with grad mode on (the slow path's
+    AutogradError), written under no_grad, as torch writes them. The fast paths refused them in
+    both modes, so under no_grad every such call took the slow path and built its plan again. A
+    stand-in plan under the call's key shows which path ran."""
+    from tilegemm import dispatch
+    from tilegemm.errors import AutogradError
+
+    a, b = torch.randn(4, 3), torch.randn(3, 5)
+    dispatch.plain(a)
+    out = torch.empty(4, 5, requires_grad=True)
+    served = []
+
+    class Serves(_Served):
+        def run(self, *args):
+            served.append(args)
+            return out
+
+    args = dict(precision="auto", out_dtype=None, alpha=1.0, beta=1.0, scale_a=None, scale_b=None, kernel="auto")
+    try:
+        dispatch._PLANS[dispatch.matmul_key(a, b, a.data_ptr(), b.data_ptr()) + dispatch.out_key(out)] = Serves()
+        dispatch._PLANS[dispatch.gemm_key(a, b, a.data_ptr(), b.data_ptr(), c=out, **args)] = Serves()
+        with pytest.raises(AutogradError, match="out requires grad"):
+            tilegemm.matmul(a, b, out=out)
+        assert dispatch.fast_gemm(a, b, c=out, **args) is None  # (the slow path's AutogradError, on a GPU)
+        assert not served
+        with torch.no_grad():
+            assert tilegemm.matmul(a, b, out=out) is out
+            assert tilegemm.gemm(a, b, c=out, beta=1.0) is out
+        assert len(served) == 2
+    finally:
+        dispatch.reset()
+
+
 def test_a_bool_alpha_or_scale_finds_no_plan_made_for_one():
     """True equals 1.0 and hashes as 1, so a kept gemm plan made for alpha (or a scale) 1.0 took a
     call with True, which gemm refuses. A stand-in plan under the 1.0 call's key shows which path ran."""

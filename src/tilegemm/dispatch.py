@@ -244,9 +244,10 @@ def fast_matmul(a, b, out=None):
     if out is None:
         plan = _PLANS.get(key)
         return None if plan is None else plan.run(pa, pb, None, 0, 0)
-    if (type(out) not in _PLAIN or out.requires_grad or out.is_neg()
-            or (out.is_inference() and not _inference_mode())):  # (written outside inference mode: refused)
-        return None
+    if (type(out) not in _PLAIN or (out.requires_grad and _grad_enabled()) or out.is_neg()
+            or (out.is_inference() and not _inference_mode())):  # (an out that requires grad is the slow path's
+        return None  # AutogradError with grad mode on, and written as any out under no_grad; one written outside
+        # inference mode: refused)
     try:
         pc = out.data_ptr()
         key += out_key(out)
@@ -468,11 +469,13 @@ def fast_gemm(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kern
         return None  # path says which
     if (pa < LOW_ADDRESS and no_memory(a, pa)) or (pb < LOW_ADDRESS and no_memory(b, pb)):  # (as fast_matmul's)
         return None
-    if plan is None or (c is not None and (c.requires_grad or ((pc := c.data_ptr()) < LOW_ADDRESS and no_memory(c, pc))
+    if plan is None or (c is not None and ((c.requires_grad and _grad_enabled())
+                                           or ((pc := c.data_ptr()) < LOW_ADDRESS and no_memory(c, pc))
                                            or plan.overlaps(pa, pb, pc)
                                            or (c.is_inference() and not _inference_mode()))):  # (a c over
         return None  # a or b: the slow path's LayoutError; the plan was made for a c apart, and would write over
-        # its inputs; a c that requires grad, or an inference tensor outside inference mode: its AutogradError)
+        # its inputs; a c that requires grad with grad mode on, or an inference tensor outside inference mode: its
+        # AutogradError. Under no_grad a c that requires grad is written as any c, by the plan too)
     psa = psb = 0  # a scale tensor the slow path refuses, whatever the key says (it has neither requires_grad nor
     # addresses): one that requires grad (_check_scale's AutogradError), one with no memory, or one c's memory covers
     # (C would overwrite it while the kernels read it: _check_kinds_and_c's LayoutError). Inline, c's address
