@@ -59,6 +59,9 @@ def test_the_report_names_the_fp8_references_accumulation():
     text = library.render(doc)
     assert "for fp8-promoted, `gemm(..., fast_accum=False)`, torch._scaled_mm in its default mode" in text
     assert "| fp8-promoted | 1 (1 of them the median of fewer runs) | 1.000 |" in text
+    doc["records"] = doc["records"][1:]  # fp8-promoted alone: no word of FP8's own reference
+    text = library.render(doc)
+    assert "for FP8, with" not in text and "(cuBLAS through torch; for fp8-promoted, `gemm(..., fast_accum=False)`" in text
 
 
 def test_fp8_and_fp8_promoted_call_ours_and_the_reference_in_the_same_accumulation(monkeypatch):

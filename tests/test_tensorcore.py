@@ -887,8 +887,9 @@ def test_gpu_fp8_accumulation_fast_as_cublas_fast_and_promoted_as_its_default():
     """One-signed FP8 operands in [224, 448] at K = 8192, where the MMA's narrow accumulator drops
     the small addends of a long sum: with fast_accum (the default) every FP8 rung's error is
     torch._scaled_mm(use_fast_accum=True)'s (15.6% on the H100), where split-K's shorter sums lose
-    less; with fast_accum=False each is within 2× of _scaled_mm's default mode (0.010%). A plan
-    kept for one mode never serves the other."""
+    less; with fast_accum=False each is within 2× of _scaled_mm's default mode (0.010%), t05's
+    OVERLAP forms too (equal to it to the digit on the H100). A plan kept for one mode never serves
+    the other."""
     from tilegemm import tuning
     from tilegemm.kernels.tensorcore import _problem as P
     from tilegemm.tensorcore_api import gemm
@@ -917,6 +918,18 @@ def test_gpu_fp8_accumulation_fast_as_cublas_fast_and_promoted_as_its_default():
                 assert abs(got[True] - cublas[True]) <= 0.1 * cublas[True], (kernel, got, cublas)
             else:
                 assert 10 * got[False] < got[True] <= cublas[True], (kernel, got, cublas)
+    from tilegemm import dispatch
+    from tilegemm.tuning import space as S
+
+    s = P.scale_tensor(1.0, a.device)  # t05's OVERLAP forms (the promotion beside the next k-step's wgmma), forced
+    p = P.Problem(a, b, torch.empty(256, 512, device="cuda"), "fp8", scale_a=s, scale_b=s, fast_accum=False)
+    if tuning.usable(S.T05, p):
+        over = [c for c in S.candidates(S.T05, p) if c.get("OVERLAP")]
+        assert over
+        for cfg in over:
+            p.c.fill_(float("nan"))
+            dispatch.run_problem(p, S.T05, config=cfg)
+            assert rel(p.c) <= 2 * cublas[False], (cfg, rel(p.c), cublas)
 
 
 @pytest.mark.gpu

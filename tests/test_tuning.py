@@ -388,6 +388,16 @@ def test_promoted_fp8_is_a_class_of_its_own_and_takes_the_fast_class_only_where_
     assert "fp8-promoted" in command.DTYPES
 
 
+def test_the_waves_note_names_the_promoted_class_to_tune():
+    """explain's advice tunes the shape's own class: `--dtypes fp8-promoted` for gemm(...,
+    fast_accum=False), whose decisions `--dtypes fp8` never writes."""
+    for fast_accum, word in ((True, "--dtypes fp8 "), (False, "--dtypes fp8-promoted ")):
+        p = _fp8(640, 256, 4096, fast_accum=fast_accum)
+        sms = P.num_sms(p.a.device)
+        note = space.waves_note(p, space.T03, dict(BM=128, BN=256), (128 * sms, 256, 4096))
+        assert note and word in note, note
+
+
 def test_database_pick_exact_nearest_sibling_and_layout():
     """A problem takes its class's exact bucket, else the nearest tuned bucket whose configuration
     fits it, BF16's entries for FP16 where they are nearer, and the same dtypes in another layout

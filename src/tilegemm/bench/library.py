@@ -722,7 +722,7 @@ def _fp8_reference_words(doc: dict) -> str:
     also = ("; for fp8-promoted, `gemm(..., fast_accum=False)`, torch._scaled_mm in its default mode: both add the "
             "MMA's partial sums into FP32") if promoted else ""
     if not refs:
-        return "torch._scaled_mm for FP8" + also
+        return also[2:] if promoted else "torch._scaled_mm for FP8"
     if refs == {FP8_REFERENCE}:
         return "torch._scaled_mm for FP8, with fast accumulation, as gemm's default" + also
     if refs == {"torch._scaled_mm"}:

@@ -92,8 +92,9 @@ PROMOTED = "fp8-promoted"  # the precision word of FP8 classes without fast accu
 
 def problem_class(p) -> str:
     """'precision|A dtype|C dtype|layout|beta'. FP8 that promotes its partial sums into FP32 is a
-    class of its own (PROMOTED): each promotion waits for the MMAs in flight, and the fast class's
-    tiles ran it up to 2.2x slower than its own tuning's (docs/perf-notes.md, 146)."""
+    class of its own (PROMOTED): its promotion holds a second register tile (two with t05's
+    OVERLAP) and, but in that form, waits for the MMAs in flight; the fast class's tiles ran it up
+    to 2.2x slower than its own tuning's (docs/perf-notes.md, 146-147)."""
     dt = lambda t: str(t.dtype).removeprefix("torch.")  # noqa: E731
     # a bias row (a linear layer's) is the nobeta class's: N elements read once, where a C_in is M·N
     beta = "beta" if p.has_beta and not p.bias_row else "nobeta"
@@ -265,8 +266,9 @@ LAYOUT_STEP = 2.0  # another layout's entry counts as one step of M farther (a d
 # buckets must not stand in for prefill (docs/perf-notes.md, 42)
 
 
-FAST_STEP = 100.0  # a promoted FP8 problem takes the fast class's entry only where none of its own class
+FAST_STEP = 1000.0  # a promoted FP8 problem takes the fast class's entry only where none of its own class
 # fits (a database tuned before promoted entries, or none near): farther than any two buckets are apart
+# (`distance` of 64-bit sides and batch is at most 2·64 + 64 + 64 + 2·64 + 8 = 392)
 
 
 WAVE_WINDOW = 2.0  # pick weighs every entry this far (`distance`) beyond the nearest that fits ...

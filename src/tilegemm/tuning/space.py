@@ -585,7 +585,8 @@ def waves_note(p: P.Problem, rung: str, c: dict, timed_at: tuple | None) -> str 
     if f1 < f0 - 0.25:
         lay = "" if p.layout()[1] == "n" else " --layouts t"
         said += (f", the waves {f1:.0%} full against {f0:.0%} there: `tilegemm tune --sizes {p.m}x{p.n}x{p.k} "
-                 f"--dtypes {p.precision}{lay}` times tiles at this shape's own waves")
+                 f"--dtypes {'fp8-promoted' if p.promoted else p.precision}{lay}` times tiles at this shape's own "
+                 "waves")
     return said
 
 
