@@ -123,7 +123,8 @@ def tensorcore_summary(doc: dict) -> str:
     """Per dtype: geometric-mean ratio to cuBLAS / torch._scaled_mm, the ratio at ≥ 8192³, the worst
     shape; the GPU's clocks under load; every shape with the rung that ran it."""
     recs = [r for r in doc["records"] if r.get("ratio") and r.get("ok")]
-    ref = {"fp8": "torch._scaled_mm", "tf32": "cuBLAS TF32"}
+    ref = {"fp8": doc.get("fp8_reference") or "torch._scaled_mm, default mode (FP32 promotion; ours: fast "
+           "accumulation, docs/perf-notes.md, 145)", "tf32": "cuBLAS TF32"}
     runs = doc.get("runs", 1)
     when = doc.get("date", "?") if runs == 1 else f"{runs} runs, the first {doc.get('date', '?')}"
     again = doc.get("respliced")

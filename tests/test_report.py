@@ -217,6 +217,32 @@ def test_tensorcore_bench_merges_runs_into_per_shape_medians(tmp_path):
     assert bf["ratio"] == 1.00 and bf["ms"] == 1.0 and bf["runs_ratio"] == [1.10, 0.90, 1.00]
     assert f8["ratio"] == 0.9 and f8["runs_ratio"] == [0.9, 1.1]  # the run that failed is left out
     assert bench.main(["--merge", str(tmp_path / "missing.json"), "--out", str(out)]) == 2
+    # FP8's yardstick: _scaled_mm with fast accumulation, as ours; runs of two modes are no one measurement,
+    # and a document names its mode in the report (one from before the field, the default mode)
+    seen = []
+
+    class Torch:
+        bfloat16 = "bf16"
+
+        @staticmethod
+        def _scaled_mm(*a, **kw):
+            seen.append(kw.get("use_fast_accum"))
+
+    bench.library_call("fp8", 1, 2, 3, 4, Torch)()
+    assert seen == [True]
+    json.dump(dict(docs[0], fp8_reference="torch._scaled_mm, fast accumulation"), open(files[0], "w"))
+    assert bench.main(["--merge", *files, "--out", str(out)]) == 2
+    import sys as _sys
+
+    _sys.path.insert(0, str(pathlib.Path(__file__).parent.parent / "scripts"))
+    try:
+        import update_docs
+    finally:
+        _sys.path.pop(0)
+    for doc, words in ((docs[1], "torch._scaled_mm, default mode (FP32 promotion"),
+                       (dict(docs[1], fp8_reference="torch._scaled_mm, fast accumulation"),
+                        "| torch._scaled_mm, fast accumulation |")):
+        assert words in update_docs.tensorcore_summary(dict(doc, records=[rec("fp8", 1.1)]))
 
 
 def _main(capsys, *argv):

@@ -5,7 +5,9 @@
 For bf16, fp16, tf32 and fp8-e4m3 over square and LLM shapes: check each result first (sampled
 rows × columns against a float64 product of the same inputs), then time our kernel (tuned, with
 the tuning cache written beside the JSON) and the library in the same run on the same inputs:
-torch.matmul (cuBLAS; TF32 with allow_tf32) or torch._scaled_mm for FP8 with per-tensor scales.
+torch.matmul (cuBLAS; TF32 with allow_tf32) or torch._scaled_mm for FP8 with per-tensor scales and
+fast accumulation, as our FP8 accumulates by default (the JSON's "fp8_reference"; runs before
+2026-12-06 timed its default mode, FP32 promotion: docs/perf-notes.md, 145).
 Two timings per side, both for ours and the library, the same way, and always interleaved
 (tilegemm.bench.timing.interleave: batches of ours and the library's alternate, ABBA, so that the
 GPU's drift under its power cap falls on both alike; docs/perf-notes.md, 22):
@@ -76,7 +78,11 @@ def main(argv=None) -> int:
         except (OSError, ValueError) as e:
             print(f"tensorcore_bench --merge: {e}", file=sys.stderr)
             return 2
-        merged = merge(docs)
+        try:
+            merged = merge(docs)
+        except ValueError as e:
+            print(f"tensorcore_bench --merge: {e}", file=sys.stderr)
+            return 2
         with open(args.out, "w") as f:
             json.dump(merged, f, indent=1)
         table(merged)
@@ -109,6 +115,7 @@ def main(argv=None) -> int:
 
     from tilegemm import dispatch, validate
     from tilegemm.bench import clocks
+    from tilegemm.bench.library import FP8_REFERENCE
     from tilegemm.bench.timing import L2Flush
     from tilegemm.kernels.tensorcore import _problem as C
     from tilegemm.tuning import cache
@@ -119,7 +126,7 @@ def main(argv=None) -> int:
                   versions=dict(torch=torch.__version__, triton=triton.__version__, python=sys.version.split()[0],
                                 cuda=torch.version.cuda),
                   cache=cache.cache_path(), warm_start=args.cache_from or None, warm_keys=len(warm),
-                  records=[], fallbacks={}, clocks={"idle_before": clocks.read()})
+                  records=[], fallbacks={}, clocks={"idle_before": clocks.read()}, fp8_reference=FP8_REFERENCE)
     torch.manual_seed(0)
     flush = L2Flush(framework="torch")  # on torch's stream, ordered with the hold kernel and the calls
     result["timing"] = dict(order="ours and the library interleaved, ABBA batches of 5", flush=flush.mode,
@@ -191,10 +198,10 @@ def out_dtype(dtype, torch):
 
 
 def library_call(dtype, a, b, sa, sb, torch):
-    """The yardstick's call: torch._scaled_mm for FP8 (per-tensor scales, BF16 out), else
-    torch.matmul (cuBLAS; the caller sets allow_tf32 for TF32)."""
+    """The yardstick's call: torch._scaled_mm for FP8 (per-tensor scales, BF16 out, fast
+    accumulation: bench.library.FP8_REFERENCE), else torch.matmul (cuBLAS; the caller sets allow_tf32 for TF32)."""
     if dtype == "fp8":
-        return lambda: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+        return lambda: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16, use_fast_accum=True)
     return lambda: torch.matmul(a, b)
 
 
@@ -314,6 +321,9 @@ def merge(docs: list[dict]) -> dict:
     """One result from several runs: the first run's header, and per shape (dtype, M, N, K) the
     record whose ratio is the median of the runs' (the lower middle of an even count), with every
     run's ratio under "runs_ratio"; a shape missing or failed in some run takes the runs it ran in."""
+    if len({d.get("fp8_reference") for d in docs}) > 1:
+        raise ValueError("the runs timed FP8 against torch._scaled_mm in different modes (fp8_reference): "
+                         "their ratios are not one measurement")
     out = dict(docs[0], records=[], runs=len(docs), dates=[d.get("date") for d in docs])
     for rec in docs[0]["records"]:
         key = (rec["dtype"], rec["m"], rec["n"], rec["k"])
