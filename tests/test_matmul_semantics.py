@@ -673,6 +673,21 @@ def test_an_out_or_c_that_requires_grad_is_served_by_its_plan_under_no_grad():
         dispatch.reset()
 
 
+def test_a_nan_alpha_or_beta_is_not_planned():
+    """A NaN equals nothing, so a plan kept under a key holding it is found again only for the very
+    same float object: a NaN made anew each call built and kept another plan each call, until
+    PLAN_MAX emptied every plan of the process. Such a call runs unplanned, and says why
+    (dispatch.STATS["not_planned"])."""
+    from tilegemm import dispatch
+    from tilegemm.kernels.tensorcore import _problem as P
+
+    a, b, c = torch.randn(4, 3), torch.randn(3, 5), torch.empty(4, 5)
+    nan = float("nan")
+    assert dispatch._plannable(P.Problem(a, b, c, "tf32", nan, 0.0)) == "alpha or beta is NaN"
+    assert dispatch._plannable(P.Problem(a, b, c, "tf32", 1.0, nan, c)) == "alpha or beta is NaN"
+    assert dispatch._plannable(P.Problem(a, b, c, "tf32", 1.0, 0.0)) == "not on a GPU (interpreter)"
+
+
 def test_a_bool_alpha_or_scale_finds_no_plan_made_for_one():
     """True equals 1.0 and hashes as 1, so a kept gemm plan made for alpha (or a scale) 1.0 took a
     call with True, which gemm refuses. A stand-in plan under the 1.0 call's key shows which path ran."""

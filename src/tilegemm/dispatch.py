@@ -657,6 +657,9 @@ def _not_planned(why: str) -> None:
 
 def _plannable(p) -> str:
     """'' where p's launches can be kept as a plan, else why not."""
+    if p.alpha != p.alpha or p.beta != p.beta:  # NaN: equal to nothing, so its key finds its plan only for the very
+        # same float object; a NaN made anew each call kept another plan each call, until PLAN_MAX emptied them all
+        return "alpha or beta is NaN"
     if not enabled():
         return "TILEGEMM_FAST_LAUNCH=0"
     if p.c.device.type != "cuda":
