@@ -388,6 +388,37 @@ def test_promoted_fp8_is_a_class_of_its_own_and_takes_the_fast_class_only_where_
     assert "fp8-promoted" in command.DTYPES
 
 
+def test_a_gpu_without_promoted_entries_borrows_those_of_the_gpu_most_like_it(monkeypatch):
+    """FP8 without fast accumulation on a GPU whose database has none of its entries (the H200's,
+    tuned before the class): the promoted entries of the same-capability GPU with the nearest SM
+    count come before FP8's own, which ran it up to 2.2x slower on the H100; the source says whose.
+    Other problems, and a GPU with promoted entries of its own, read its database alone."""
+    from tilegemm import tuning
+
+    wide = dict(space.cfg(128, 256, 128, 8, 3), C_TMA=True)
+    tall = dict(space.cfg(256, 128, 128, 8, 3), C_TMA=True)
+    fast, promoted = _fp8(8192, 8192, 8192), _fp8(8192, 8192, 8192, fast_accum=False)
+    cls_f, cls_p = cache.problem_class(fast), cache.problem_class(promoted)
+    entry = lambda c: dict(rung=space.T03, config=c, ms=1.0, shape=[8192] * 3)  # noqa: E731
+    dbs = {"nvidia-h200": dict(gpu="NVIDIA H200", capability=[9, 0], sms=132,
+                               entries={f"{cls_f}|8192x8192x8192": entry(wide)}),
+           "nvidia-h100-80gb-hbm3": dict(gpu="NVIDIA H100 80GB HBM3", capability=[9, 0], sms=132,
+                                         entries={f"{cls_p}|4096x4096x4096": entry(tall)}),
+           "nvidia-a100": dict(gpu="NVIDIA A100", capability=[8, 0], sms=108, entries={})}
+    monkeypatch.setattr(shipped, "_DBS", dbs)
+    monkeypatch.setattr(shipped, "_HOLDS", {})
+    db, phrase = tuning.database("NVIDIA H200", (9, 0), 132, promoted=True)
+    d = tuning.pick(db, phrase, promoted)
+    assert (d.config["BM"], d.config["BN"]) == (256, 128), d
+    assert "for FP8 without fast accumulation the shipped database for NVIDIA H100 80GB HBM3 (NVIDIA H200's has no " \
+           "fp8-promoted entries" in d.source, d.source
+    assert tuning.pick(db, phrase, fast).config["BN"] == 256  # FP8's own entry, from the H200's database
+    assert tuning.database("NVIDIA H200", (9, 0), 132) == (dbs["nvidia-h200"], "the shipped database for NVIDIA H200")
+    assert tuning.database("NVIDIA H100 80GB HBM3", (9, 0), 132, promoted=True)[0] is dbs["nvidia-h100-80gb-hbm3"]
+    assert tuning.database("NVIDIA A100", (8, 0), 108, promoted=True)[0] is dbs["nvidia-a100"]  # none alike lends
+    assert dbs["nvidia-h200"]["entries"] == {f"{cls_f}|8192x8192x8192": entry(wide)}  # (the GPU's own, untouched)
+
+
 def test_the_waves_note_names_the_promoted_class_to_tune():
     """explain's advice tunes the shape's own class: `--dtypes fp8-promoted` for gemm(...,
     fast_accum=False), whose decisions `--dtypes fp8` never writes."""

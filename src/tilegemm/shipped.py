@@ -80,22 +80,40 @@ def is_entry(key: str, e) -> bool:
 def forget() -> None:
     global _DBS
     _DBS = None
+    _HOLDS.clear()
 
 
-def database_for(gpu: str, capability: tuple, sms: int) -> tuple[dict | None, str]:
+def database_for(gpu: str, capability: tuple, sms: int, having: str = "") -> tuple[dict | None, str]:
     """The database of this GPU, or of the known GPU most like it (same compute capability,
-    nearest SM count), with a phrase saying which; (None, why) when none fits."""
+    nearest SM count), with a phrase saying which; (None, why) when none fits. having: only
+    databases with an entry of that class (a key beginning 'having|')."""
     dbs = databases()
+    if having:
+        dbs = {k: d for k, d in dbs.items() if holds(d, having)}
     mine = dbs.get(slug(gpu))
     if mine is not None:
         return mine, f"the shipped database for {gpu}"
     alike = [d for d in dbs.values() if tuple(d.get("capability", ())) == tuple(capability)]
     if not alike:
-        return None, f"no shipped database for {gpu} or another sm_{capability[0]}{capability[1]} GPU"
+        return None, (f"no shipped database for {gpu} or another sm_{capability[0]}{capability[1]} GPU"
+                      + (f" with {having} entries" if having else ""))
     best = min(alike, key=lambda d: (abs(int(d.get("sms", 0)) - sms), -_common_prefix(d.get("gpu", ""), gpu),
                                      d.get("gpu", "")))  # (the name last: never the folder's listing order)
-    return best, (f"the shipped database for {best.get('gpu')} ({gpu} is not in the database; that GPU has the "
-                  f"same compute capability and the nearest SM count, {best.get('sms')})")
+    mine = f"{gpu}'s has no {having} entries" if having and slug(gpu) in databases() else \
+        f"{gpu} is not in the database"
+    return best, (f"the shipped database for {best.get('gpu')} ({mine}; that GPU has the same compute capability "
+                  f"and the nearest SM count, {best.get('sms')})")
+
+
+_HOLDS: dict = {}  # (id of a database, class word) -> (the database, whether it has an entry of that class)
+
+
+def holds(db: dict, word: str) -> bool:
+    """Has db an entry whose key begins 'word|' (a class's precision word, as cache.PROMOTED)?"""
+    got = _HOLDS.get((id(db), word))
+    if got is None or got[0] is not db:  # (the id of a database read again: forget)
+        got = _HOLDS[id(db), word] = (db, any(k.startswith(word + "|") for k in db.get("entries", {})))
+    return got[1]
 
 
 def _common_prefix(a: str, b: str) -> int:

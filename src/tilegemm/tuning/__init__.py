@@ -71,8 +71,30 @@ def _from_database(p, want: str | None) -> Decision | None:
     if p.a.device.type != "cuda":
         return None
     sms, cc, gpu = P.device_facts(p.a.device)
-    db, phrase = cache.database_for(gpu, cc, sms)
+    db, phrase = database(gpu, cc, sms, p.promoted)
     return None if db is None else pick(db, phrase, p, want)
+
+
+_LENT: dict = {}  # (ids of a GPU's database and of the one lending) -> (the two, the two as one database)
+
+
+def database(gpu: str, capability: tuple, sms: int, promoted: bool = False) -> tuple[dict | None, str]:
+    """The shipped database a problem on this GPU reads, and a phrase saying which
+    (`cache.database_for`). For FP8 without fast accumulation (promoted) on a GPU whose database
+    has no entry of its class: that database with the promoted entries of the GPU most like it that
+    has some (same compute capability, nearest SM count), before FP8's own entries, which ran it
+    up to 2.2x slower than its own tuning's on the H100 (docs/perf-notes.md, 146)."""
+    db, phrase = cache.database_for(gpu, capability, sms)
+    if db is None or not promoted or cache.holds(db, cache.PROMOTED):
+        return db, phrase
+    lent, said = cache.database_for(gpu, capability, sms, having=cache.PROMOTED)
+    if lent is None:
+        return db, phrase
+    got = _LENT.get((id(db), id(lent)))
+    if got is None or got[0] is not db or got[1] is not lent:  # (ids of databases read again: shipped.forget)
+        got = _LENT[id(db), id(lent)] = (db, lent, dict(db, entries={**db.get("entries", {}), **{
+            k: e for k, e in lent.get("entries", {}).items() if k.startswith(cache.PROMOTED + "|")}}))
+    return got[2], f"{phrase}, and for FP8 without fast accumulation {said}"
 
 
 def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:

@@ -243,7 +243,7 @@ def reset() -> None:
 
 # ---- the shipped database --------------------------------------------------------------------------
 
-databases, database_for, slug = shipped.databases, shipped.database_for, shipped.slug
+databases, database_for, slug, holds = shipped.databases, shipped.database_for, shipped.slug, shipped.holds
 
 
 def _dims(b: str) -> tuple[float, ...]:
