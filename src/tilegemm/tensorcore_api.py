@@ -74,9 +74,11 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     long sum of one-signed products loses its small terms (the error of cuBLAS's fast mode, to the
     digit). False: the MMA's partial sum joins an FP32 accumulator every 128 of K, as
     torch._scaled_mm's default does, with its error, and slower: the promotion's adds, and but in
-    t05's OVERLAP form a wait for the MMAs in flight at each. It has configurations of its own ("fp8-promoted" in the tuning database:
-    `tilegemm tune --dtypes fp8-promoted`), where a database has them, else FP8's (which ran it at
-    up to 2.2x its own tuning's time; docs/perf-notes.md, 145-147, have the figures).
+    t05's OVERLAP form a wait for the MMAs in flight at each. It has configurations of its own
+    ("fp8-promoted" in the tuning database: `tilegemm tune --dtypes fp8-promoted`), from this
+    GPU's database or, where it has none, that of the GPU most like it (same compute capability),
+    else FP8's (which ran it at up to 2.2x its own tuning's time; docs/perf-notes.md, 145-147,
+    have the figures).
     kernel: "auto" (the rung and configuration tilegemm.tuning gives the shape: see
     `tilegemm.explain`) or "tc_tiled", "tc_persistent", "tc_tma_persistent", "tc_splitk",
     "tc_warp_specialized", "tc_gemv" (M ≤ 4; past it t04 runs).
