@@ -121,7 +121,8 @@ def _check(dtype, a, b, sa, sb, got) -> str:
     a64 = (take(a, 0, rows).double() * scale).cpu().numpy()
     b64 = take(b, 1, cols).double().cpu().numpy()
     c = got[rows][:, cols].double().cpu().numpy()
-    tol = "float8_e4m3fn" if dtype in FP8 else {"bf16": "bfloat16", "fp16": "float16", "tf32": "tf32", "fp32": "float32"}[dtype]
+    tol = "float8_e4m3fn" if dtype in FP8 else \
+        {"bf16": "bfloat16", "fp16": "float16", "tf32": "tf32", "fp32": "float32"}[dtype]
     out = "bfloat16" if dtype in FP8 else {"bf16": "bfloat16", "fp16": "float16"}.get(dtype, "float32")
     chk = validate.check(c, a64, b64, dtype=tol, out_dtype=out)
     return "" if chk.ok else str(chk).splitlines()[0][:300]

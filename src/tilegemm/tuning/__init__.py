@@ -153,7 +153,8 @@ def _fitting(db: dict, phrase: str, p, want: str | None):
     for own, step in ((cls, 0.0),) + (((fast, cache.FAST_STEP),) if fast else ()):  # (promoted FP8: the fast
         # class's entries after all of its own, cache.FAST_STEP)
         if own != cls:
-            found += [(cache.distance(tb, b) + step, tb, dict(e, sibling=own)) for tb, e in cache.nearest(entries, own, b)]
+            found += [(cache.distance(tb, b) + step, tb, dict(e, sibling=own))
+                      for tb, e in cache.nearest(entries, own, b)]
         for other in cache.other_layouts(own):  # adapt refits the MMA form; a far bucket of one's own layout
             # (a decode tile for a prefill shape) is worse evidence than the same bucket in another. Not
             # t06's: its tile is a layout's own (B K-major reads 16 bytes a row of W; N-major, 2.4-7×

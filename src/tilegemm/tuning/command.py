@@ -30,7 +30,8 @@ DTYPES = ("bf16", "fp16", "fp8", "fp8-promoted", "tf32", "fp32")  # fp8-promoted
 # class (cache.PROMOTED); fp32: the SIMT ladder's autotuned rung (k11), once per GPU
 MEASURING = ("shapes", "sizes", "dtypes", "layouts", "budget_s", "max_candidates")  # what a tuning run times, which
 # --from-cache (no timing: every decision in the cache) refuses rather than ignores
-_IN = {"bf16": "bfloat16", "fp16": "float16", "tf32": "float32", "fp8": "float8_e4m3fn", "fp8-promoted": "float8_e4m3fn"}
+_IN = {"bf16": "bfloat16", "fp16": "float16", "tf32": "float32", "fp8": "float8_e4m3fn",
+       "fp8-promoted": "float8_e4m3fn"}
 _OUT = {"bf16": "bfloat16", "fp16": "float16", "tf32": "float32", "fp8": "bfloat16", "fp8-promoted": "bfloat16"}
 
 
