@@ -406,7 +406,6 @@ def test_a_gpu_without_promoted_entries_borrows_those_of_the_gpu_most_like_it(mo
                                          entries={f"{cls_p}|4096x4096x4096": entry(tall)}),
            "nvidia-a100": dict(gpu="NVIDIA A100", capability=[8, 0], sms=108, entries={})}
     monkeypatch.setattr(shipped, "_DBS", dbs)
-    monkeypatch.setattr(shipped, "_HOLDS", {})
     db, phrase = tuning.database("NVIDIA H200", (9, 0), 132, promoted=True)
     d = tuning.pick(db, phrase, promoted)
     assert (d.config["BM"], d.config["BN"]) == (256, 128), d

@@ -80,7 +80,6 @@ def is_entry(key: str, e) -> bool:
 def forget() -> None:
     global _DBS
     _DBS = None
-    _HOLDS.clear()
 
 
 def database_for(gpu: str, capability: tuple, sms: int, having: str = "") -> tuple[dict | None, str]:
@@ -105,15 +104,9 @@ def database_for(gpu: str, capability: tuple, sms: int, having: str = "") -> tup
                   f"and the nearest SM count, {best.get('sms')})")
 
 
-_HOLDS: dict = {}  # (id of a database, class word) -> (the database, whether it has an entry of that class)
-
-
 def holds(db: dict, word: str) -> bool:
     """Has db an entry whose key begins 'word|' (a class's precision word, as cache.PROMOTED)?"""
-    got = _HOLDS.get((id(db), word))
-    if got is None or got[0] is not db:  # (the id of a database read again: forget)
-        got = _HOLDS[id(db), word] = (db, any(k.startswith(word + "|") for k in db.get("entries", {})))
-    return got[1]
+    return any(k.startswith(word + "|") for k in db.get("entries", {}))
 
 
 def _common_prefix(a: str, b: str) -> int:

@@ -75,9 +75,6 @@ def _from_database(p, want: str | None) -> Decision | None:
     return None if db is None else pick(db, phrase, p, want)
 
 
-_LENT: dict = {}  # (ids of a GPU's database and of the one lending) -> (the two, the two as one database)
-
-
 def database(gpu: str, capability: tuple, sms: int, promoted: bool = False) -> tuple[dict | None, str]:
     """The shipped database a problem on this GPU reads, and a phrase saying which
     (`cache.database_for`). For FP8 without fast accumulation (promoted) on a GPU whose database
@@ -90,11 +87,9 @@ def database(gpu: str, capability: tuple, sms: int, promoted: bool = False) -> t
     lent, said = cache.database_for(gpu, capability, sms, having=cache.PROMOTED)
     if lent is None:
         return db, phrase
-    got = _LENT.get((id(db), id(lent)))
-    if got is None or got[0] is not db or got[1] is not lent:  # (ids of databases read again: shipped.forget)
-        got = _LENT[id(db), id(lent)] = (db, lent, dict(db, entries={**db.get("entries", {}), **{
-            k: e for k, e in lent.get("entries", {}).items() if k.startswith(cache.PROMOTED + "|")}}))
-    return got[2], f"{phrase}, and for FP8 without fast accumulation {said}"
+    borrowed = {k: e for k, e in lent.get("entries", {}).items() if k.startswith(cache.PROMOTED + "|")}
+    return dict(db, entries={**db.get("entries", {}), **borrowed}), \
+        f"{phrase}, and for FP8 without fast accumulation {said}"  # (once a decision: the tuner's memo keeps it)
 
 
 def pick(db: dict, phrase: str, p, want: str | None = None) -> Decision | None:

@@ -640,14 +640,15 @@ def _t05_candidates(p: P.Problem) -> list[dict]:
 
 
 def t05_overlaps(p: P.Problem, c: dict) -> bool:
-    """Can t05 run p with c's promotion overlapped (OVERLAP)? FP8 without fast accumulation whose
-    k-step is the span promoted (BK ≤ PROMOTE_K), one box of N, and at most 64×128 of C a consumer
-    warpgroup: acc and two partial sums are 3 × 64 registers a thread there, within the 240 that one
-    or two consumer partitions get; t05's three get 160-168, and its 192×128 spilled 1.6 KB (CPU
-    compile for sm_90, ptxas). 64×128 a warpgroup ran promoted 8192³ in 0.764 ms where the
-    implicit promotion's best tile took 0.873 (H100; docs/perf-notes.md, 147)."""
-    return (p.promoted and not c.get("SWAP") and p.promote(c["BK"]) == c["BK"] and c["CONSUMERS"] <= 2
-            and c["BN"] <= 128 and c["BN"] & (c["BN"] - 1) == 0)
+    """Does t05 run p with c's promotion overlapped (OVERLAP)? Where it can (`t05.can_overlap`: FP8
+    without fast accumulation, BK the span promoted, one box of N) and at most 64×128 of C a
+    consumer warpgroup: acc and two partial sums are 3 × 64 registers a thread there, within the
+    240 that one or two consumer partitions get; t05's three get 160-168, and its 192×128 spilled
+    1.6 KB (CPU compile for sm_90, ptxas). 64×128 a warpgroup ran promoted 8192³ in 0.764 ms where
+    the implicit promotion's best tile took 0.873 (H100; docs/perf-notes.md, 147)."""
+    from ..kernels import tensorcore as tc  # (t05 is Gluon's: imported where it runs)
+
+    return p.promoted and c["CONSUMERS"] <= 2 and c["BN"] <= 128 and tc.rung_module(T05).can_overlap(p, c)
 
 
 def _t05_adapt(p: P.Problem, c: dict) -> dict | None:

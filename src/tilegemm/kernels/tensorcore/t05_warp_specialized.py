@@ -591,13 +591,20 @@ def _args(p: P.Problem, cfg: dict, num_sms: int | None = None, a=None, b=None):
         descs = [desc(a, [bm // pieces, bk]), b_desc(n0), b_desc(n1) if n1 else None]
     promote = p.promote(bk)
     if cfg.get("OVERLAP"):  # the promotion overlapped with the next k-step's wgmma: PROMOTE = -BK in the kernel
-        if promote != bk or swap or n1:
+        if not can_overlap(p, cfg):
             raise ValueError(f"t05: configuration {cfg}: OVERLAP is for FP8 without fast accumulation, BK ≤ "
                              f"{P.PROMOTE_K} (the span promoted) and one box of N")
         promote = -bk
     args = descs + [desc(c, epilogue_box(cfg)), i, sa, sb, p.m, p.n, p.k, cfg["GROUP_M"], sms, cfg["STAGES"], b_t,
                     swap, p.scale_a is not None, p.has_beta, consumers, pieces, bool(n1), promote]
     return (sms, ), args
+
+
+def can_overlap(p: P.Problem, cfg: dict) -> bool:
+    """Can cfg's tile run p with its promotion overlapped (OVERLAP: `_k_step_promoted`)? FP8
+    without fast accumulation whose k-step is the span promoted, unswapped, the N side one box."""
+    return p.promote(cfg["BK"]) == cfg["BK"] and not cfg.get("SWAP") and cfg["BN"] & (cfg["BN"] - 1) == 0  # (n_boxes'
+    # one box: unswapped, the N side is BN)
 
 
 def _warps(cfg: dict) -> int:
