@@ -368,6 +368,66 @@ def test_interpreter_gemm_refuses_in_one_typed_line_and_takes_empty_batches():
     assert got["batch 1 @ batch 3"] == ["shape", [3, 5, 3]]
 
 
+ZERO_ALPHA = textwrap.dedent(r"""
+    import json
+    import numpy as np, torch, tilegemm
+    torch.manual_seed(0)
+    out = {}
+    for dt, prec in ((torch.float16, "auto"), (torch.float32, "ieee"), (torch.float32, "tf32")):
+        a, b = torch.randn(48, 32).to(dt), torch.randn(32, 40).to(dt)
+        a[3, 5], b[7, 9] = float("nan"), float("inf")  # (every row of A @ B through row 3 or column 9: NaN)
+        for alpha in (0.0, -0.0, 0):
+            for beta in (0.0, 0.5):
+                c = torch.randn(48, 40).to(dt if prec == "auto" else torch.float32)
+                c[0, 0] = -0.0
+                want = torch.addmm(c.float(), a.float(), b.float(), alpha=alpha, beta=beta)
+                got = tilegemm.gemm(a, b, precision=prec, alpha=alpha, beta=beta, c=c.clone() if beta else None)
+                host = tilegemm.gemm(a.numpy(), b.numpy(), precision=prec, alpha=alpha, beta=beta,
+                                     c=c.clone().numpy() if beta else None)
+                out[f"{dt} {prec} {alpha!r} {beta}"] = [
+                    bool(torch.equal(got.float(), want.to(got.dtype).float())),
+                    bool(torch.equal(torch.signbit(got.float()), torch.signbit(want.to(got.dtype).float()))),
+                    bool(np.array_equal(host, got.numpy())), bool(torch.isnan(got).any())]
+    print("RESULTS" + json.dumps(out))
+""")
+
+
+def test_interpreter_gemm_at_alpha_zero_computes_no_product():
+    """alpha = 0 (0.0, -0.0 or the int 0) computes no product, as torch.addmm and BLAS: C = beta·C
+    (zeros at beta 0), to the bit and the sign of each zero, with a NaN in A and an inf in B that
+    A @ B would spread over rows and columns; host arrays as torch tensors. gemm multiplied A @ B
+    by alpha: NaN where torch gives beta·C, and -0 where it gives +0."""
+    got = _interpreted(ZERO_ALPHA, 300)
+    assert len(got) == 18
+    for what, (equal, signs, host, nan) in got.items():
+        assert equal and signs and host and not nan, (what, got[what])
+
+
+@pytest.mark.gpu
+def test_gpu_gemm_at_alpha_zero_computes_no_product():
+    """On the GPU, repeated (as a plan would serve it) and between calls of alpha 1 that do have
+    plans: alpha = ±0 gives beta·C (zeros at beta 0) to the bit, with a NaN in A and an inf in B,
+    as torch.addmm does; each precision's alpha-1 call still gives its product."""
+    a, b = torch.randn(256, 128, device="cuda"), torch.randn(128, 192, device="cuda")
+    a[3, 5], b[7, 9] = float("nan"), float("inf")
+    c = torch.randn(256, 192, device="cuda")
+    for precision, dt in (("auto", torch.bfloat16), ("auto", torch.float16), ("tf32", torch.float32),
+                          ("ieee", torch.float32)):
+        x, y = a.to(dt), b.to(dt)
+        odt = dt if precision == "auto" else torch.float32
+        for alpha in (1.0, 0.0, -0.0, 1.0, 0.0, -0.0):
+            for beta in (0.0, 0.5):
+                want = torch.addmm(c.to(odt), x.to(odt), y.to(odt), alpha=alpha, beta=beta)
+                got = tilegemm.gemm(x, y, precision=precision, alpha=alpha, beta=beta,
+                                    c=c.to(odt).clone() if beta else None)
+                if alpha == 0:
+                    assert torch.equal(got, want) and torch.equal(torch.signbit(got), torch.signbit(want)), \
+                        (precision, dt, alpha, beta)
+                    assert torch.equal(got, (beta * c.to(odt)) if beta else torch.zeros_like(got))
+                else:  # the product's NaN rows and inf columns, where torch has them
+                    assert torch.equal(torch.isnan(got), torch.isnan(want)), (precision, dt, alpha, beta)
+
+
 NEGATED = textwrap.dedent(r"""
     import json
     import torch, tilegemm
