@@ -406,25 +406,30 @@ def test_interpreter_gemm_at_alpha_zero_computes_no_product():
 @pytest.mark.gpu
 def test_gpu_gemm_at_alpha_zero_computes_no_product():
     """On the GPU, repeated (as a plan would serve it) and between calls of alpha 1 that do have
-    plans: alpha = ±0 gives beta·C (zeros at beta 0) to the bit, with a NaN in A and an inf in B,
-    as torch.addmm does; each precision's alpha-1 call still gives its product."""
+    plans: alpha = ±0 gives beta·C (zeros at beta 0) to the bit and the sign of each zero, with a
+    NaN in A and an inf in B, as torch.addmm on the host (BLAS) does. (On CUDA, torch.addmm at
+    alpha 0 and beta 0.5 gave a bfloat16 result unlike that: cuBLAS's, not the reference here.)
+    Each precision's alpha-1 call still gives its product's NaN rows and inf columns."""
     a, b = torch.randn(256, 128, device="cuda"), torch.randn(128, 192, device="cuda")
     a[3, 5], b[7, 9] = float("nan"), float("inf")
     c = torch.randn(256, 192, device="cuda")
+    c[0, 0] = -0.0
     for precision, dt in (("auto", torch.bfloat16), ("auto", torch.float16), ("tf32", torch.float32),
                           ("ieee", torch.float32)):
         x, y = a.to(dt), b.to(dt)
         odt = dt if precision == "auto" else torch.float32
         for alpha in (1.0, 0.0, -0.0, 1.0, 0.0, -0.0):
             for beta in (0.0, 0.5):
-                want = torch.addmm(c.to(odt), x.to(odt), y.to(odt), alpha=alpha, beta=beta)
                 got = tilegemm.gemm(x, y, precision=precision, alpha=alpha, beta=beta,
                                     c=c.to(odt).clone() if beta else None)
                 if alpha == 0:
+                    want = torch.addmm(c.to(odt).float().cpu(), x.float().cpu(), y.float().cpu(), alpha=alpha,
+                                       beta=beta).to(odt)
+                    got = got.cpu()
                     assert torch.equal(got, want) and torch.equal(torch.signbit(got), torch.signbit(want)), \
                         (precision, dt, alpha, beta)
-                    assert torch.equal(got, (beta * c.to(odt)) if beta else torch.zeros_like(got))
-                else:  # the product's NaN rows and inf columns, where torch has them
+                else:
+                    want = torch.addmm(c.to(odt), x.to(odt), y.to(odt), alpha=alpha, beta=beta)
                     assert torch.equal(torch.isnan(got), torch.isnan(want)), (precision, dt, alpha, beta)
 
 
