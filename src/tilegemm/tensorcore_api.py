@@ -68,8 +68,8 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     precision: see the module docstring. out_dtype: "float16", "bfloat16", "float32" or a torch
     dtype; default: the input dtype for fp16/bf16, bfloat16 for fp8, float32 for tf32/ieee.
     c: existing output (beta ≠ 0 reads it); written in place and returned, in the caller's kind.
-    alpha = 0 (either sign) computes no product, as torch.addmm and BLAS: C = beta·C (zeros with
-    beta 0), whatever A and B hold (a NaN or inf in them does not reach C).
+    alpha = 0 (either sign) computes no product, as BLAS (and torch.addmm on the CPU): C = beta·C
+    (zeros with beta 0), whatever A and B hold (a NaN or inf in them does not reach C).
     scale_a, scale_b: per-tensor scales (float or one-element tensor), FP8 only.
     fast_accum: FP8 only (other precisions accumulate in FP32 anyway). True: the tensor cores'
     own accumulation, of fewer bits than FP32, as torch._scaled_mm(use_fast_accum=True) does: a
@@ -183,8 +183,8 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
             tc_out, O = torch.empty(shape, dtype=odt, device=xa.device), None
     if 0 in shape:
         return _back(tc_out, A, c, O)
-    if xa.shape[-1] == 0 or alpha == 0:  # an empty sum; or alpha 0, where A @ B is not computed, as torch.addmm and
-        # BLAS compute it not: a NaN or inf in A or B does not reach C, and -0.0 gives what 0.0 gives
+    if xa.shape[-1] == 0 or alpha == 0:  # an empty sum; or alpha 0, where BLAS (and torch.addmm on the CPU) leave
+        # A @ B uncomputed: a NaN or inf in A or B does not reach C, and -0.0 gives what 0.0 gives
         tc_out.mul_(beta) if beta != 0 else tc_out.zero_()
         return _back(tc_out, A, c, O)
     p = P.Problem(xa, xb, tc_out, prec, float(alpha), float(beta), tc_out if beta != 0 else None, sa, sb, fast_accum)
