@@ -1191,3 +1191,30 @@ def test_a_patched_matmul_served_by_its_plan_asks_nothing_more(monkeypatch):
         assert torchop._matmul(a, b, counts) is done and counts == {"tilegemm": 1, "torch": 0}
     finally:
         dispatch.reset()
+
+
+def test_multihead_attention_products_run_on_torch_uncounted():
+    """nn.MultiheadAttention computes its projections through nn.functional.linear (training) or
+    one fused operator (inference), never its out_proj layer's forward: a patch routes none of
+    them, with or without matmul=True, and counts only what it routes (the model's own nn.Linear
+    here), as the README and Patch say; the output is torch's."""
+    torch.manual_seed(0)
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.attn = torch.nn.Linear(16, 32), torch.nn.MultiheadAttention(32, 4, batch_first=True)
+
+        def forward(self, x):
+            h = self.lin(x)
+            return self.attn(h, h, h, need_weights=False)[0]
+
+    model, x = Model(), torch.randn(2, 5, 16)
+    for train in (False, True):
+        model.train(train)
+        want = model(x)
+        for mm in (False, True):
+            with tilegemm.patch(model, matmul=mm) as p:
+                got = model(x)
+            assert p.counts == {"tilegemm": 1, "torch": 0}, (train, mm, p.counts)
+            assert torch.allclose(got, want, atol=1e-5), (train, mm)

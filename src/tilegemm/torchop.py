@@ -474,7 +474,9 @@ class Patch:
     made meanwhile (deepcopy, pickle) are of the model as it was, but for such a layer, whose
     class is its maker's to copy. Linear layers with a forward of their own (in their class, or set
     on them by a hook library) run as they are, on torch, and are not counted; so does a LazyLinear
-    before its first call, which makes it a Linear. A model patched
+    before its first call, which makes it a Linear, and so do the products a model makes through
+    nn.functional.linear, baddbmm or scaled_dot_product_attention (nn.MultiheadAttention's
+    projections and attention, which never call their out_proj layer's forward). A model patched
     again after undo gets the same classes back, so a compiled model is compiled once for them
     (and a layer left under a class made on top of a patched one, a parametrization's, runs on
     tilegemm again with them, counted in the new patch's counts).
