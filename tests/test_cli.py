@@ -228,6 +228,11 @@ def test_arguments_are_checked_before_the_gpu(argv, env, says, capsys, monkeypat
     (["model-bench", "--models", "tiny"], "tilegemm model-bench: --merge joins measured parts; --models measures"),
     (["model-bench", "--modes", "eager"], "--modes measures"),
     (["model-bench", "--slice-layers", "2"], "--slice-layers measures"),
+    (["library", "--runs", "3"], "--runs measures"),  # at its default: named, so refused (it was taken silently)
+    (["library", "--runs=3", "--budget", "0.3"], "--runs, --budget measure"),
+    (["library", "--run", "3"], "--runs measures"),  # (argparse's unambiguous prefix of --runs)
+    (["library", "--dtypes", "bf16,fp16,tf32,fp8,fp8-promoted,fp32"], "--dtypes measures"),
+    (["model-bench", "--runs", "3"], "--runs measures"),
 ])
 def test_merge_refuses_an_option_that_measures(argv, says, capsys, tmp_path):
     """--merge joins parts and measures nothing: a measuring option given with it was ignored

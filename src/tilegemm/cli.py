@@ -340,6 +340,25 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _named_options(parser: argparse.ArgumentParser, command: str, argv: list[str]) -> frozenset:
+    """The dests of the options of `command` that its command line names, as argparse takes them
+    (a whole option string, --opt=value, or an unambiguous prefix of a long option), whatever
+    their values: --merge refuses a measuring option given at its default value too (ignored, it
+    was taken silently)."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    options = {o: a.dest for a in sub._actions for o in a.option_strings}
+    named = set()
+    for token in argv:
+        if token == "--":
+            break
+        if token.startswith("--"):
+            name = token.split("=", 1)[0]
+            dests = {options[name]} if name in options else {d for o, d in options.items() if o.startswith(name)}
+            if len(dests) == 1:
+                named |= dests
+    return frozenset(named)
+
+
 def main(argv=None) -> int:
     import warnings
 
@@ -378,6 +397,7 @@ def main(argv=None) -> int:
                                      "would replace the first; give each its own file")
                 written[real] = what
                 check_writable(getattr(args, what))
+        args.named_options = _named_options(parser, args.command, sys.argv[1:] if argv is None else argv)
         return args.func(args) or 0
     except USER_ERRORS as e:
         if env.debug():

@@ -446,11 +446,12 @@ def cli_results(args) -> int:
 
 def measuring_given(command: str, args, flag: str = "--merge joins measured parts") -> bool:
     """`--merge` joins measured parts and measures nothing (as tune's `--from-cache`): an option that
-    measures, given with it (its value not the parser's default, which the command's add_cli keeps
-    in args.measuring), is said in one line on stderr (True) rather than ignored, the command
-    exiting 0 without it."""
+    measures, given with it (named on the command line, which the CLI keeps in args.named_options,
+    or its value not the parser's default, which the command's add_cli keeps in args.measuring), is
+    said in one line on stderr (True) rather than ignored, the command exiting 0 without it."""
+    named = getattr(args, "named_options", ())
     given = [f"--{dest.replace('_', '-')}" for dest, default in getattr(args, "measuring", {}).items()
-             if getattr(args, dest) != default]
+             if dest in named or getattr(args, dest) != default]
     if given:
         print(f"tilegemm {command}: {flag}; {', '.join(given)} measure{'s' if len(given) == 1 else ''}: give one or "
               "the other", file=sys.stderr)
