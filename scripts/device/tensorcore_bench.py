@@ -73,14 +73,9 @@ def main(argv=None) -> int:
     ap.add_argument("--merge", nargs="+", metavar="RUN", help="no timing: these runs' per-shape medians into --out")
     args = ap.parse_args(argv)
     if args.merge:
-        try:
-            docs = [json.load(open(path)) for path in args.merge]
+        try:  # (a part that cannot be read, or runs that are not one measurement: merge's ValueError)
+            merged = merge([json.load(open(path)) for path in args.merge])
         except (OSError, ValueError) as e:
-            print(f"tensorcore_bench --merge: {e}", file=sys.stderr)
-            return 2
-        try:
-            merged = merge(docs)
-        except ValueError as e:
             print(f"tensorcore_bench --merge: {e}", file=sys.stderr)
             return 2
         with open(args.out, "w") as f:

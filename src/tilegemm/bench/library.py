@@ -720,10 +720,11 @@ def _fp8_reference_words(doc: dict) -> str:
     refs = {r["reference"] for r in doc.get("records", []) if r.get("dtype") == "fp8" and r.get("reference")}  # (a
     # shape the reference refused has none)
     promoted = any(r.get("dtype") == "fp8-promoted" for r in doc.get("records", []))
-    also = ("; for fp8-promoted, `gemm(..., fast_accum=False)`, torch._scaled_mm in its default mode: both add the "
-            "MMA's partial sums into FP32") if promoted else ""
+    words = ("for fp8-promoted, `gemm(..., fast_accum=False)`, torch._scaled_mm in its default mode: both add the "
+             "MMA's partial sums into FP32")
+    also = "; " + words if promoted else ""
     if not refs:
-        return also[2:] if promoted else "torch._scaled_mm for FP8"
+        return words if promoted else "torch._scaled_mm for FP8"
     if refs == {FP8_REFERENCE}:
         return "torch._scaled_mm for FP8, with fast accumulation, as gemm's default" + also
     if refs == {"torch._scaled_mm"}:

@@ -633,8 +633,9 @@ def _t05_candidates(p: P.Problem) -> list[dict]:
         c = t05_cfg(bm, bn, bk * 2 // ins, stages, split, consumers, swap=swap)
         if t05_smem_bytes(c, ins, outs) <= SMEM_BUDGET and _t05_sliced(c)[1] % split == 0:
             out.append(c)
-    if p.promoted:
-        more = [c for c in [t05_cfg(128, 128, 128, 5, 1, 2)] if t05_smem_bytes(c, ins, outs) <= SMEM_BUDGET]
+    if p.promoted:  # OVERLAP forms first; 128×128 on two partitions of 4 warps is one of them only
+        two = t05_cfg(128, 128, 128, 5, 1, 2)
+        more = [two] if t05_smem_bytes(two, ins, outs) <= SMEM_BUDGET else []
         out = [dict(c, OVERLAP=True) for c in out + more if t05_overlaps(p, c)] + out
     return _padded(p, out)
 
