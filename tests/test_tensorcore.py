@@ -1028,6 +1028,29 @@ def test_gpu_fp8_tiny_scales(kernel):
 
 
 @pytest.mark.gpu
+def test_gpu_fp8_float64_cuda_scales_are_read():
+    """A float64 scale on the GPU is read as a host one is: past float32's range refused (it
+    became inf, and C with it), below its smallest subnormal refused (0), and one in range gives
+    the product that its float32 value gives."""
+    from tilegemm.errors import DTypeError
+    from tilegemm.tensorcore_api import gemm
+
+    a, b = _gpu_operands(64, 128, 256, "tf32", "n", "t")
+    for v, words in ((1e39, "past float32's range"), (-1e39, "past float32's range"),
+                     (1e-50, "smaller in magnitude than float32's smallest subnormal")):
+        s = torch.tensor([v], dtype=torch.float64, device="cuda")
+        with pytest.raises(DTypeError, match=words):
+            gemm(a, b, precision="fp8", scale_b=s)
+        assert s.item() == v  # (the caller's scale untouched)
+    s64 = torch.tensor([0.5], dtype=torch.float64, device="cuda")
+    got = gemm(a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn), precision="fp8", scale_a=s64, scale_b=s64,
+               out_dtype="float32")
+    want = gemm(a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn), precision="fp8", scale_a=0.5, scale_b=0.5,
+                out_dtype="float32")
+    assert torch.equal(got, want)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("precision", ["fp16", "bf16", "tf32", "fp8"])
 @pytest.mark.parametrize("out_dtype", ["float32", "bfloat16"])
 def test_gpu_batched_broadcast_alpha_beta(precision, out_dtype):

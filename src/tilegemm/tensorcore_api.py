@@ -239,11 +239,10 @@ def _check_scale(s, what, torch) -> None:
         raise DTypeError(f"gemm: {what} is of {s.dtype}; a scale is a real number")
     if size != 1:
         raise ShapeError(f"gemm: {what} has {size} elements; scales are per tensor (one element)")
-    host = isinstance(s, np.ndarray) or (isinstance(s, torch.Tensor) and s.device.type == "cpu")  # (not CuPy's)
-    if s.dtype.itemsize > 4 and host:
-        _check_fp32(s.item(), what)  # a host float64's value, read without a sync: past float32's range a NumPy one
-        # raised torch.full's RuntimeError and a tensor became inf, below its smallest subnormal 0 (a CUDA tensor's
-        # value is not read here)
+    if s.dtype.itemsize > 4:  # a float64 (or int64) scale: its value is read, as FP32 is what the kernels scale
+        # by (past float32's range a NumPy one raised torch.full's RuntimeError and a tensor became inf, below its
+        # smallest subnormal 0). On a GPU that read is a sync, which a float32 scale, torch._scaled_mm's, never costs
+        _check_fp32(s.item(), what)
     if isinstance(s, torch.Tensor) and s.requires_grad and torch.is_grad_enabled():
         from .errors import AutogradError
 
