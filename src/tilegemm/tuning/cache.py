@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from .. import env, shipped
 
-TUNER_VERSION = "v18"  # v2: graphs for short products; v3: SWAP/REG_A; v4: FLAT; v5: settle; v6: t05 swapped TF32;
+TUNER_VERSION = "v19"  # v2: graphs for short products; v3: SWAP/REG_A; v4: FLAT; v5: settle; v6: t05 swapped TF32;
 # v7: FP32 decode tiles; v8: settle interleaves single samples (the decisions' own keys, "auto|…", came
 # after v8 without changing how any rung is timed); v9: ranked by eager_score (launches count); v10: no
 # graph replays (L2 flushed before every sample, whatever the product's size); v11: buckets a quarter
@@ -42,7 +42,8 @@ TUNER_VERSION = "v18"  # v2: graphs for short products; v3: SWAP/REG_A; v4: FLAT
 # v14: the same at 16 < M ≤ 64 (note 87); v15: FP8 decode tiles with 32 and 64 KB stages of B (note
 # 89); v16: a 5-stage 128×128×64 tile for 16-bit operands at 64 < M ≤ 256 (note 90); v17: FP8
 # decode's 16×64×512 tile with 4 stages (note 100); v18: t06's 32-column tiles for a row-major B (note
-# 111). The version is
+# 111); v19: t05's OVERLAP forms among promoted FP8's candidates (note 147: a v18 decision of the class never
+# saw them). The version is
 # in every key, so a bump drops every cached decision, not only those at the shapes that changed
 
 SHIP_FLOOR_MS = 0.020  # a launch's host time that a shipped database's ranking assumes at least: the slowest
