@@ -25,14 +25,14 @@ import sys
 import time
 
 from ..argtypes import positive_float, positive_int, sizes
+from .cache import PROMOTED
 
-DTYPES = ("bf16", "fp16", "fp8", "fp8-promoted", "tf32", "fp32")  # fp8-promoted: gemm(..., fast_accum=False)'s
-# class (cache.PROMOTED); fp32: the SIMT ladder's autotuned rung (k11), once per GPU
+DTYPES = ("bf16", "fp16", "fp8", PROMOTED, "tf32", "fp32")  # PROMOTED ("fp8-promoted"): gemm(..., fast_accum=False)'s
+# class; fp32: the SIMT ladder's autotuned rung (k11), once per GPU
 MEASURING = ("shapes", "sizes", "dtypes", "layouts", "budget_s", "max_candidates")  # what a tuning run times, which
 # --from-cache (no timing: every decision in the cache) refuses rather than ignores
-_IN = {"bf16": "bfloat16", "fp16": "float16", "tf32": "float32", "fp8": "float8_e4m3fn",
-       "fp8-promoted": "float8_e4m3fn"}
-_OUT = {"bf16": "bfloat16", "fp16": "float16", "tf32": "float32", "fp8": "bfloat16", "fp8-promoted": "bfloat16"}
+_IN = {"bf16": "bfloat16", "fp16": "float16", "tf32": "float32", "fp8": "float8_e4m3fn", PROMOTED: "float8_e4m3fn"}
+_OUT = {"bf16": "bfloat16", "fp16": "float16", "tf32": "float32", "fp8": "bfloat16", PROMOTED: "bfloat16"}
 
 
 def problem(dtype: str, m: int, n: int, k: int, b_layout: str = ""):
@@ -44,13 +44,13 @@ def problem(dtype: str, m: int, n: int, k: int, b_layout: str = ""):
 
     dev = torch.device("cuda")
     a = (torch.rand(m, k, device=dev) * 2 - 1).to(getattr(torch, _IN[dtype]))
-    fp8 = dtype in ("fp8", "fp8-promoted")
+    fp8 = dtype in ("fp8", PROMOTED)
     b_t = b_layout == "t" or (not b_layout and fp8)
     b = (torch.rand(n, k, device=dev) * 2 - 1).to(getattr(torch, _IN[dtype])).t() if b_t else \
         (torch.rand(k, n, device=dev) * 2 - 1).to(getattr(torch, _IN[dtype]))
     c = torch.empty(m, n, device=dev, dtype=getattr(torch, _OUT[dtype]))
     scale = torch.ones(1, device=dev) if fp8 else None
-    return P.Problem(a, b, c, "fp8" if fp8 else dtype, scale_a=scale, scale_b=scale, fast_accum=dtype != "fp8-promoted")
+    return P.Problem(a, b, c, "fp8" if fp8 else dtype, scale_a=scale, scale_b=scale, fast_accum=dtype != PROMOTED)
 
 
 def db_path(gpu: str) -> str:
