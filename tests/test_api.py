@@ -416,7 +416,7 @@ def test_fp8_quantise_of_an_empty_operand_has_a_unit_scale():
     torch = pytest.importorskip("torch")
     from tilegemm import tensorcore_api
 
-    q, s = tensorcore_api._convert(torch.zeros(0, 8), "fp8", None, "a")
+    q, s, _ = tensorcore_api._convert(torch.zeros(0, 8), "fp8", None, "a")
     assert q.shape == (0, 8) and q.dtype == torch.float8_e4m3fn and float(s) == 1.0
 
 
@@ -428,10 +428,10 @@ def test_fp8_quantise_keeps_a_tiny_operand():
     from tilegemm import tensorcore_api
 
     x = torch.tensor([[1e-18, -3e-18], [2e-19, 0.0]])
-    q, s = tensorcore_api._convert(x, "fp8", None, "a")
+    q, s, _ = tensorcore_api._convert(x, "fp8", None, "a")
     back = q.float() * s
     assert torch.allclose(back, x, rtol=2.0 ** -4, atol=0), back  # e4m3's rounding: 3 mantissa bits
-    q, s = tensorcore_api._convert(torch.zeros(2, 2), "fp8", None, "a")
+    q, s, _ = tensorcore_api._convert(torch.zeros(2, 2), "fp8", None, "a")
     assert float(s) > 0 and not (q.float() * s).any()
 
 
@@ -447,7 +447,7 @@ def test_fp8_quantise_of_an_operand_with_a_nan_or_inf_keeps_the_others(bad, dtyp
     from tilegemm import tensorcore_api
 
     x = torch.tensor([[1.0, -2.0], [bad, 0.5]], dtype=getattr(torch, dtype))
-    q, s = tensorcore_api._convert(x, "fp8", None, "a")
+    q, s, _ = tensorcore_api._convert(x, "fp8", None, "a")
     back = q.float() * s
     assert torch.isfinite(s).all() and float(s) > 0
     assert torch.equal(back[0], x[0].float()) and back[1, 1] == 0.5 and back[1, 0].isnan()

@@ -463,6 +463,14 @@ def _cases(torch):
                 ref, 2e-2))
     out.append(("gemm fp8 unaligned", fp8(300, 520, 1000), lambda a, b: tilegemm.gemm(a, b, scale_a=0.5, scale_b=2.0),
                 ref, 2e-2))
+    # FP8 quantised by gemm each call (_convert's kernels in the plan, ahead of the GEMM's): a 2-D operand a BF16
+    # weight's transpose, a decode shape (t04's stream-bound plan), FP32 with the caller's scales (a tensor, a float)
+    q8 = lambda a, b: tilegemm.gemm(a, b, precision="fp8")  # noqa: E731
+    out.append(("gemm fp8 quantised bf16 x@W.T", mk(torch.bfloat16, 256, 512, 1024, bt=True), q8, ref, 8e-2))
+    out.append(("gemm fp8 quantised bf16 decode", mk(torch.bfloat16, 16, 4096, 4096), q8, ref, 8e-2))
+    s64 = torch.full((1,), 1 / 256, device=dev)
+    out.append(("gemm fp8 quantised fp32 scales", mk(torch.float32, 130, 264, 72),
+                lambda a, b: tilegemm.gemm(a, b, precision="fp8", scale_a=s64, scale_b=1 / 128), ref, 8e-2))
     out.append(("gemm fp16 batched", lambda: (torch.rand(3, 100, 64, device=dev).half(), torch.rand(64, 80, device=dev).half()),
                 lambda a, b: tilegemm.gemm(a, b), lambda a, b: a.double() @ b.double(), 3e-3))
     return out
@@ -491,6 +499,64 @@ def test_gpu_plans_compute_what_the_slow_path_computes():
             r = ref(x, y)
             err = float((got.double() - r).norm() / r.norm())
             assert err < tol, (name, err)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m, n, k", [(64, 64, 64), (16, 4096, 4096), (300, 520, 1000), (2048, 2048, 1024)])
+@pytest.mark.parametrize("b_layout", ["(N, K) transposed", "(K, N)"])
+@pytest.mark.parametrize("conversion", ["fp8 from bfloat16", "bf16 from float32", "fp16 from float64"])
+def test_gpu_a_converting_gemm_is_planned_and_exact(m, n, k, b_layout, conversion, monkeypatch):
+    """gemm(a, b, precision=...) on operands of another dtype converts both on every call
+    (_convert's kernels: FP8 quantisation, two an operand; a cast, one). Its plan replays the
+    conversion ahead of the GEMM, with the converted operands (and the scales) in its scratch: from
+    the second call no slow call; C bit for bit what gemm gives on the operands converted by hand
+    (_convert.fp8, their scales passed; torch's cast), and what Triton's own launcher gives
+    (TILEGEMM_FAST_LAUNCH=0, no plans); new contents at the same addresses (3x, a NaN) give their
+    own product, so nothing of an earlier call's conversion is kept. A CUDA graph captured of the
+    call replays the conversion of what a holds at the replay. B as a weight's transpose, and
+    row-major (where a rung may copy it K-major on the host's call: after the conversion ran)."""
+    torch = pytest.importorskip("torch")
+    import tilegemm
+    from tilegemm.kernels.tensorcore import _convert as conv
+
+    precision, dtype = conversion.split(" from ")
+    g = torch.Generator(device="cuda").manual_seed(3)
+    a = torch.randn(m, k, device="cuda", generator=g).to(getattr(torch, dtype))
+    b = torch.randn(n, k, device="cuda", generator=g).to(getattr(torch, dtype))
+    b = b.t() if b_layout.endswith("transposed") else b.reshape(k, n)
+    call = lambda: tilegemm.gemm(a, b, precision=precision)  # noqa: E731
+
+    def by_hand():
+        if precision == "fp8":
+            (qa, sa), (qb, sb) = conv.fp8(a), conv.fp8(b)
+            return tilegemm.gemm(qa, qb, scale_a=sa, scale_b=sb)
+        want = {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+        return tilegemm.gemm(a.to(want), b.to(want))
+
+    def same(x, y):  # bit for bit (torch.equal has NaN unequal to itself)
+        return x.dtype == y.dtype and torch.equal(x.view(torch.int16), y.view(torch.int16))
+
+    first = call()
+    slow = dispatch.STATS["slow_calls"]
+    for change in (None, lambda: a.mul_(3), lambda: a.view(-1)[5].fill_(float("nan"))):
+        if change:
+            change()
+        got = call()
+        assert dispatch.STATS["slow_calls"] == slow, "a repeated converting call took the slow path"
+        assert same(got, by_hand()), change
+        with monkeypatch.context() as mp:
+            mp.setenv("TILEGEMM_FAST_LAUNCH", "0")
+            mp.setattr(dispatch, "_PLANS", {})
+            slow = dispatch.STATS["slow_calls"]
+            assert same(got, call()) and dispatch.STATS["slow_calls"] == slow + 1
+            assert not dispatch._PLANS
+        slow = dispatch.STATS["slow_calls"]
+    assert got[0].isnan().all() and not got[1:].isnan().any() and not same(first, got)
+    a.copy_(torch.randn(m, k, device="cuda", generator=g))
+    graph, out = _captured(torch, call)
+    a.copy_(torch.randn(m, k, device="cuda", generator=g))
+    graph.replay()
+    assert same(out, by_hand())
 
 
 @pytest.mark.gpu

@@ -10,6 +10,7 @@ those two run here; the rest needs a GPU (`pytest -m gpu`).
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -1025,6 +1026,111 @@ def test_gpu_fp8_tiny_scales(kernel):
         assert chk.ok and c.min().item() >= torch.finfo(torch.float32).tiny, f"{kernel} {m}x{n}x{k}: {chk}"
         ran += 1
     assert ran, f"{kernel} ran no FP8 shape"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32", "float64"])
+def test_gpu_fp8_quantiser_matches_the_torch_rule_bit_for_bit(dtype):
+    """gemm's FP8 quantisation of a dense CUDA operand (_convert.fp8: two kernels) gives the bytes
+    and the scale that the rule in torch's operations gives on the same GPU: s = max(amax · fp32(1/448),
+    tiny) (torch's CUDA division by a number), x / s rounded to nearest even; NaN (0x7F) where x / s
+    is not finite, and past 464 0x7F with x's sign, as torch 2.11's cast gives (where another torch
+    saturates there, the reference is made so). Row-major, column-major, 3-D and offset operands;
+    sizes under one block, odd, and past 1024 programs' first step; the caller's scale (1e-3: values
+    past 464) and a scale of 1 with fixed values at e4m3's edges and ties; NaN of either sign, ±Inf,
+    -0, FP32 subnormals (s = tiny), float64 past float32's range; an all-zero operand. The kernel
+    path is checked to be the one gemm takes (_convert gives its calls) and its result compared to the rule's."""
+    from tilegemm import tensorcore_api as api
+    from tilegemm.kernels.tensorcore import _convert as conv, launch_calls
+
+    dt = getattr(torch, dtype)
+    g = torch.Generator(device="cuda").manual_seed(7)
+    def rule(form, scale):  # the torch rule, on the GPU, with torch 2.11's NaN past 464 made explicit
+        dense, conv.dense = conv.dense, lambda t: False
+        try:
+            qr, sr, todo = api._convert(form, "fp8", scale, "a")
+            assert todo == ()
+        finally:
+            conv.dense = dense
+        r = form.float() / sr
+        over = r.isfinite() & (r.abs() > conv.OVER)
+        qr = qr.view(torch.uint8).clone()
+        qr[over & (r < 0)] = 0xFF
+        qr[over & (r >= 0)] = 0x7F
+        return qr, sr
+
+    edges = [448.0, -448.0, 464.0, -464.0, math.nextafter(464.0, math.inf), -470.0, 2.0 ** -10, 3 * 2.0 ** -10,
+             2.0 ** -6 - 2.0 ** -10, float("nan"), -float("nan"), float("inf"), -float("inf"), -0.0, 1e-6, 7.5e-4]
+    if dtype == "float64":
+        edges += [1e39, -1e300, float(np.nextafter(np.float64(np.finfo(np.float32).max), np.inf))]
+    cases = []
+    for shape in [(1, 1), (3, 5), (37, 53), (2, 129, 65), (1100, 4096)]:
+        x = (torch.randn(shape, device="cuda", generator=g) * 3).to(dt)
+        y = x.clone()
+        y.view(-1)[:min(len(edges), y.numel())] = torch.tensor(edges[:y.numel()], dtype=torch.float64).to(dt)
+        cases += [(x, None), (x, torch.tensor([1e-3], device="cuda")), (y, 1.0), (y, None)]
+    tiny = (torch.randn(40, 24, device="cuda", generator=g) * 1e-39).to(dt)  # (bf16/fp16: zeros, s = tiny too)
+    cases += [(tiny, None), (torch.zeros(64, 64, device="cuda", dtype=dt), None)]
+    for x, scale in cases:
+        forms = [x] + ([x.transpose(-1, -2).contiguous().transpose(-1, -2)] if x.dim() >= 2 else [])
+        forms += [x.view(-1)[1:]] if x.numel() > 1 else []  # (an offset start: data_ptr past the storage's)
+        for form in forms:
+            assert conv.dense(form)
+            q, s, todo = api._convert(form, "fp8", scale, "a")
+            assert [c.fn for c in todo] == ([conv.quantise] if scale is not None else
+                                            [conv.partial_amax, conv.quantise]), "not the kernel path"
+            launch_calls(todo)
+            qr, sr = rule(form, scale)
+            assert q.is_cuda and q.dtype == torch.float8_e4m3fn and q.stride() == form.stride()
+            assert torch.equal(s.view(torch.int32), sr.view(torch.int32)), (form.shape, scale, s, sr)
+            diff = (q.view(torch.uint8) != qr).nonzero()
+            assert not len(diff), (form.shape, form.stride(), scale, diff[:5].tolist(),
+                                   [(form[tuple(i)].item(), hex(q.view(torch.uint8)[tuple(i)].item()),
+                                     hex(qr[tuple(i)].item())) for i in diff[:5].tolist()])
+    q, s = conv.fp8(torch.zeros(64, 64, device="cuda", dtype=dt))
+    assert s.item() == torch.finfo(torch.float32).tiny and not q.float().any()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("src, dst", [("float32", "bfloat16"), ("float32", "float16"), ("float64", "bfloat16"),
+                                      ("float64", "float16"), ("float64", "float32"), ("float16", "bfloat16"),
+                                      ("bfloat16", "float16"), ("float16", "float32"), ("bfloat16", "float32")])
+def test_gpu_the_cast_kernel_matches_torchs_cast_bit_for_bit(src, dst):
+    """gemm's cast of a dense CUDA operand to the precision's dtype (_convert.cast_calls: one
+    kernel, kept in a launch plan) gives torch's `.to()`, bit for bit (NaN as NaN: its payload is
+    no value), laid out as the input: random values over a wide range, ties at the target's
+    rounding, values past its range (to ±Inf), subnormals of both, ±0, ±Inf, NaN; row-major,
+    column-major, 3-D and offset operands. gemm takes this path for such an operand."""
+    from tilegemm import tensorcore_api as api
+    from tilegemm.kernels.tensorcore import _convert as conv, launch_calls
+
+    s_dt, d_dt = getattr(torch, src), getattr(torch, dst)
+    g = torch.Generator(device="cuda").manual_seed(11)
+    fin = torch.finfo(d_dt)
+    edges = [0.0, -0.0, float("inf"), -float("inf"), float("nan"), fin.max, -fin.max, fin.tiny, fin.tiny / 4,
+             fin.max * 1.01, 1 + fin.eps / 2, 1 + 1.5 * fin.eps, -(1 + fin.eps / 2), 65504.0, 65520.0, 3.0e38,
+             torch.finfo(s_dt).tiny, torch.finfo(s_dt).max]
+    precision = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "ieee"}[d_dt]
+    for shape in [(1, 1), (3, 5), (37, 53), (2, 129, 65), (1100, 4096)]:
+        x = torch.randn(shape, device="cuda", generator=g, dtype=torch.float64)
+        x = (x * torch.exp2(torch.randint(-30, 30, shape, device="cuda", generator=g).double())).to(s_dt)
+        e = torch.tensor(edges, dtype=torch.float64).to(s_dt)
+        x.view(-1)[:min(len(e), x.numel())] = e[:x.numel()].to("cuda")
+        forms = [x] + ([x.transpose(-1, -2).contiguous().transpose(-1, -2)] if x.dim() >= 2 else [])
+        forms += [x.view(-1)[1:]] if x.numel() > 1 else []
+        for form in forms:
+            y, scale, todo = api._convert(form, precision, None, "a")
+            assert scale is None and [c.fn for c in todo] == [conv.cast], "not the kernel path"
+            launch_calls(todo)
+            want = form.to(d_dt)
+            assert y.dtype == d_dt and y.stride() == form.stride()
+            nan = want.isnan()
+            assert torch.equal(y.isnan(), nan), (form.shape, src, dst)
+            bits = {2: torch.int16, 4: torch.int32}[y.element_size()]
+            diff = ((y.view(bits) != want.view(bits)) & ~nan).nonzero()
+            assert not len(diff), (form.shape, form.stride(), diff[:5].tolist(),
+                                   [(form[tuple(i)].item(), y[tuple(i)].item(), want[tuple(i)].item())
+                                    for i in diff[:5].tolist()])
 
 
 @pytest.mark.gpu

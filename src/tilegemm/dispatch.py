@@ -672,21 +672,27 @@ def _plannable(p) -> str:
 
 
 def _slots(p) -> list:
-    return [p.a, p.b, p.c, p.c_in if p.has_beta else None, p.scale_a, p.scale_b]
+    """A plan's operand slots for p: the caller's A and B (a converted operand's source), C, C_in, and the
+    scales that are not made by p's prologue (those are its scratch)."""
+    made = [t for call in p.prologue for t in call.scratch]
+    scales = [None if any(s is t for t in made) else s for s in (p.scale_a, p.scale_b)]
+    a, b = (x if src is None else src for x, src in zip((p.a, p.b), p.sources))
+    return [a, b, p.c, p.c_in if p.has_beta else None, *scales]
 
 
 def _build(p, calls, own_scales) -> LaunchPlan | None:
     """The launch plan of `calls` for problem p (compiling them), or None where a call cannot be
     launched directly. own_scales: which of p's scales the API made (not the caller's tensors):
     the plan keeps those, at fixed addresses."""
-    operands = [t for t in (p.a, p.b, p.c, p.scale_a, p.scale_b) if t is not None]
+    slots = _slots(p)
+    operands = [t for i, t in enumerate(slots) if t is not None and i != 3]
     if len({id(t) for t in operands}) < len(operands):  # matmul(x, x), gemm(a, b, c=a): a plan binds operands
         return None  # by identity, and would read (or write) one slot for two operands on every later call
     # scales the plan keeps (own_scales) were filled by a kernel on this call's stream, and are freed on that stream
     # when the plan is dropped (PLAN_MAX, reset, a rebuilt key): a launch on another stream is ordered with neither
     # (it could read them before the fill, or after the memory went to another tensor), so such a plan is bound to
     # its stream, as t04's counters bind theirs
-    slots, bound = _slots(p), any(c.stream_bound for c in calls) or any(own_scales)
+    bound = any(c.stream_bound for c in calls) or any(own_scales)
     scratch = []
     for t in _scratch(calls):
         if t.storage_offset():  # a plan allocates each scratch buffer afresh and passes its start
@@ -704,7 +710,7 @@ def _build(p, calls, own_scales) -> LaunchPlan | None:
         launches.append(one)
     stream = _raw_stream(p.c.device.index) if bound else None
     scales = tuple(s if own else None for s, own in zip((p.scale_a, p.scale_b), own_scales))
-    return LaunchPlan(launches, p.c.shape, p.c.dtype, p.c.device, scratch, stream, scales, spans_of(p.a, p.b, p.c))
+    return LaunchPlan(launches, p.c.shape, p.c.dtype, p.c.device, scratch, stream, scales, spans_of(*slots[:3]))
 
 
 def _scratch(calls) -> list:
@@ -716,23 +722,25 @@ def _scratch(calls) -> list:
 
 
 def _addresses(p, calls) -> tuple:
+    """The slots' addresses for the launches of a plan just built (C_in: C's where it is not read)."""
+    a, b, c, c_in, sa, sb = _slots(p)
     ptr = lambda t: 0 if t is None else t.data_ptr()  # noqa: E731
-    pc = p.c.data_ptr()
-    return (p.a.data_ptr(), p.b.data_ptr(), pc, ptr(p.c_in) if p.has_beta else pc, ptr(p.scale_a), ptr(p.scale_b),
+    return (a.data_ptr(), b.data_ptr(), c.data_ptr(), ptr(c if c_in is None else c_in), ptr(sa), ptr(sb),
             *(t.data_ptr() for t in _scratch(calls)))
 
 
 def _launch(p, decision, key, own_scales) -> None:
     from .kernels import tensorcore as tc
 
-    calls = tc.rung_module(decision.rung).launches(p, decision.config)
+    calls = [*p.prologue, *tc.rung_module(decision.rung).launches(p, decision.config)]
     why = _plannable(p) if key is not None else "no call key"
     plan = _build(p, calls, own_scales) if not why else None
     if plan is None:
         _not_planned(why or f"{decision.rung}: an aliased operand, or a launch the launcher cannot replay")
-        tc.launch_calls(calls)
+        tc.launch_calls(calls[len(p.prologue):])  # (the prologue ran: run_problem)
         return
-    plan.launch_now(_addresses(p, calls), _raw_stream(p.c.device.index))
+    plan.launch_now(_addresses(p, calls), _raw_stream(p.c.device.index))  # (the prologue again, on its first call
+    # only: the same bytes)
     _remember(key, plan)
 
 
@@ -770,6 +778,11 @@ def run_problem(p, kernel: str = "auto", key=None, own_scales=(False, False), co
 
     _bind_torch()
     STATS["slow_calls"] += 1
+    if p.prologue:  # before anything reads the converted operands: a tuning now (TILEGEMM_AUTOTUNE=1) times and checks
+        # on them, and a rung's launches() may copy one on the host's call (t03's K-major copy)
+        from .kernels import tensorcore as tc
+
+        tc.launch_calls(p.prologue)
     if config is not None:
         if kernel == "auto":
             raise ValueError("run_problem: a forced configuration needs a rung's name")

@@ -12,7 +12,9 @@ cores, slow), "fp8" (float8_e4m3fn / float8_e5m2 inputs; other inputs are quanti
 per-tensor scale, their finite amax / finfo.max, a NaN or ±Inf element to NaN; the tensor cores'
 fast accumulation unless fast_accum=False, see `gemm`). "auto" takes the
 precision the inputs' dtype implies, and FP32 inputs mean "ieee", never TF32 behind the caller's
-back.
+back. Inputs of another dtype are converted on every call (FP32 at "bf16": a cast, as torch's
+`.to()`; at "fp8": the quantisation above); a dense CUDA operand's conversion is a Triton kernel
+(`kernels.tensorcore._convert`) that a repeated call's launch plan runs ahead of the GEMM's.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
+import os
 import struct
 import sys
 
@@ -85,7 +88,9 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     `tilegemm.explain`) or "tc_tiled", "tc_persistent", "tc_tma_persistent", "tc_splitk",
     "tc_warp_specialized", "tc_gemv" (M ≤ 4; past it t04 runs).
     A repeated call with the same shapes, strides, dtypes and arguments on torch CUDA tensors is
-    served by its launch plan (tilegemm.dispatch): one allocation and one driver call per kernel.
+    served by its launch plan (tilegemm.dispatch): one allocation and one driver call per kernel,
+    the kernels of a dense operand's conversion to the precision's dtype included (their results
+    in the plan's scratch, which the stream's arena keeps between calls).
     """
     done = dispatch.fast_gemm(a, b, precision, out_dtype, alpha, beta, c, scale_a, scale_b, kernel, fast_accum)
     if done is not None:
@@ -154,8 +159,8 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     if interp and prec not in ("fp16", "ieee", "tf32"):
         raise DTypeError(f"gemm: precision {prec} needs a GPU: Triton's interpreter computes BF16 and FP8 dots "
                          "wrongly without an error (FP16 and FP32 run under it)")
-    xa, sa = _convert(ta, prec, scale_a, "a")
-    xb, sb = _convert(tb, prec, scale_b, "b")
+    xa, sa, ka = _convert(ta, prec, scale_a, "a")
+    xb, sb, kb = _convert(tb, prec, scale_b, "b")
     if xa.dtype != xb.dtype:
         raise DTypeError(f"gemm: mixed FP8 formats {xa.dtype}, {xb.dtype}; use one")
     odt = _out_dtype(out_dtype, prec, xa.dtype)
@@ -187,10 +192,12 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
         # A @ B uncomputed: a NaN or inf in A or B does not reach C, and -0.0 gives what 0.0 gives
         tc_out.mul_(beta) if beta != 0 else tc_out.zero_()
         return _back(tc_out, A, c, O)
-    p = P.Problem(xa, xb, tc_out, prec, float(alpha), float(beta), tc_out if beta != 0 else None, sa, sb, fast_accum)
-    own = (_own_scale(scale_a, sa), _own_scale(scale_b, sb))
-    planned = (not interp and xa is a and xb is b and dispatch.plain(a) and dispatch.plain(b) and None not in own
-               and (c is None or (tc_out is c and dispatch.plain(c))))
+    p = P.Problem(xa, xb, tc_out, prec, float(alpha), float(beta), tc_out if beta != 0 else None, sa, sb, fast_accum,
+                  sources=(ta if ka else None, tb if kb else None), prologue=(*ka, *kb))
+    own = (False if ka and scale_a is None else _own_scale(scale_a, sa),  # (one the quantiser makes: scratch)
+           False if kb and scale_b is None else _own_scale(scale_b, sb))
+    planned = (not interp and (xa if not ka else ta) is a and (xb if not kb else tb) is b and dispatch.plain(a)
+               and dispatch.plain(b) and None not in own and (c is None or (tc_out is c and dispatch.plain(c))))
     key = dispatch.gemm_key(a, b, a.data_ptr(), b.data_ptr(), precision, out_dtype, alpha, beta, c, scale_a,
                             scale_b, kernel, fast_accum) if planned else None
     with dispatch.on_device(xa.device):
@@ -348,7 +355,9 @@ def _own_scale(given, used):
 
 
 def _convert(t, precision, scale, what):
-    """Inputs in the precision's dtype, and the scale tensor (FP8 only)."""
+    """t in the precision's dtype, the scale tensor (FP8 only), and the KernelCalls that fill both,
+    not yet launched (a dense CUDA operand's cast or FP8 quantisation: `kernels.tensorcore._convert`;
+    the GEMM's launches follow them, in its launch plan too), else () with both made already."""
     import torch
 
     from .kernels.tensorcore import _problem as P
@@ -357,10 +366,14 @@ def _convert(t, precision, scale, what):
         raise DTypeError(f"gemm: {what} is {t.dtype}; the tensor cores multiply real numbers")
     if precision == "fp8":
         if t.dtype in P.FP8_DTYPES:
-            return t, P.scale_tensor(1.0 if scale is None else scale, t.device)
+            return t, P.scale_tensor(1.0 if scale is None else scale, t.device), ()
+        given = None if scale is None else P.scale_tensor(scale, t.device)
+        conv = _kernels_for(t, torch)
+        if conv:  # the same rule in two kernels, not nine
+            return conv.fp8_calls(t, given)
         tf = t.detach().float()  # (a float64 element past float32's range is Inf from here on)
-        if scale is not None:
-            s = P.scale_tensor(scale, t.device)
+        if given is not None:
+            s = given
         elif t.numel() == 0:  # nothing to quantise (amax of no elements is undefined)
             s = P.scale_tensor(1.0, t.device)
         else:  # quantise: per-tensor scale so that the finite amax maps to the e4m3 maximum (at least float32's
@@ -370,13 +383,31 @@ def _convert(t, precision, scale, what):
             s = (amax / torch.finfo(torch.float8_e4m3fn).max).clamp(min=torch.finfo(torch.float32).tiny).reshape(1)
         nan = float("nan")  # (e4m3 has no Inf, and torch's cast saturates one to ±448: a product with it would be
         # finite; NaN, which e4m3 has, keeps it not)
-        return (tf / s).nan_to_num_(nan=nan, posinf=nan, neginf=nan).to(torch.float8_e4m3fn), s
+        return (tf / s).nan_to_num_(nan=nan, posinf=nan, neginf=nan).to(torch.float8_e4m3fn), s, ()
     if scale is not None:
         raise DTypeError(f"gemm: scale_{what} is for precision='fp8' only")
     want = {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32, "ieee": torch.float32}[precision]
     if t.dtype in P.FP8_DTYPES:
         raise DTypeError(f"gemm: {what} is {t.dtype}; use precision='fp8'")
-    return (t if t.dtype == want else t.to(want)), None
+    if t.dtype == want:
+        return t, None, ()
+    conv = _kernels_for(t, torch)
+    if conv:  # one kernel, which a launch plan keeps ahead of the GEMM's
+        y, calls = conv.cast_calls(t, want)
+        return y, None, calls
+    return t.to(want), None, ()
+
+
+def _kernels_for(t, torch):
+    """The conversion kernels' module (kernels.tensorcore._convert) where they take t: a dense CUDA
+    operand of a float dtype, of at least one element, not under Triton's interpreter (its e4m3 cast
+    mis-rounds); else None (torch's operations convert it)."""
+    if not (t.is_cuda and t.numel() and t.dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+            and os.environ.get("TRITON_INTERPRET") != "1"):
+        return None
+    from .kernels.tensorcore import _convert as conv
+
+    return conv if conv.dense(t) else None
 
 
 def _out_dtype(out_dtype, precision, in_dtype):

@@ -64,6 +64,11 @@ class Problem:
     scale_a: torch.Tensor | None = None  # one-element float32 tensors (FP8)
     scale_b: torch.Tensor | None = None
     fast_accum: bool = True  # FP8: the tensor cores' own accumulation (see promote)
+    # where gemm converts an operand (a cast, FP8 quantisation: kernels.tensorcore._convert), the caller's tensors a
+    # and b were made from (None: the operand itself) and the conversion's KernelCalls, launched before the rung's
+    # (their scratch holds a, b and the scales they make): a launch plan reads the caller's tensors and replays them
+    sources: tuple = (None, None)
+    prologue: tuple = ()
     m: int = field(init=False)
     n: int = field(init=False)
     k: int = field(init=False)
