@@ -459,3 +459,19 @@ def test_library_cli_names_an_unknown_dtype_mode_or_decode_dtype_before_needing_
     err = capsys.readouterr().err
     assert "unknown dtype int8 (of bf16, fp16, tf32, fp8, fp8-promoted, fp32); mode warm (of eager, device)" in err
     assert err.count("\n") == 1
+
+
+def test_the_host_table_times_a_quantised_fp8_call_against_torchs_recipe():
+    """The host µs table's BF16 forms end with gemm(x, Wᵀ, precision="fp8") (gemm quantises both
+    operands each call) against the same in torch's operations: amax / 448 scales, e4m3 casts,
+    torch._scaled_mm. The reference computes the product (to e4m3's rounding, run here on the
+    CPU), and FP32 has no such form."""
+    torch = pytest.importorskip("torch")
+    forms = library._forms("bf16", device="cpu")
+    path, form, shape, ref_name, _, ref = forms[-1]
+    assert (path, form, ref_name) == ("tilegemm.gemm", "FP8 quantised by gemm", library.TORCH_FP8)
+    assert not any("FP8" in f[1] for f in library._forms("fp32", device="cpu"))
+    g = torch.Generator().manual_seed(0)
+    x, w = ((torch.rand(64, 64, generator=g) * 2 - 1).bfloat16() for _ in range(2))
+    got, want = library._torch_fp8(x, w.t()), x.double() @ w.t().double()
+    assert got.dtype == torch.bfloat16 and float((got.double() - want).norm() / want.norm()) < 0.08

@@ -299,7 +299,8 @@ FORM_DTYPES = ("bf16", "fp32")  # the tensor cores' path and the SIMT path
 def _forms(dtype: str, device: str = "cuda") -> list[tuple]:
     """The other forms a model calls at 64-wide operands, each (our path, form, shape in words,
     reference's name, ours, reference): batched (3-D @ 3-D), an N-D activation @ a weight, x @ Wᵀ (the weight
-    as nn.Linear holds it), and a patched nn.Linear against the same layer unpatched."""
+    as nn.Linear holds it), a patched nn.Linear against the same layer unpatched, and for BF16 x @ Wᵀ in FP8
+    quantised by gemm each call against the same in torch's operations (_torch_fp8)."""
     import copy
 
     import torch
@@ -319,7 +320,22 @@ def _forms(dtype: str, device: str = "cuda") -> list[tuple]:
             (mm, "x @ Wᵀ", "64×64 @ (64×64)ᵀ", "torch.matmul", lambda: tilegemm.matmul(x, w.t()),
              lambda: torch.matmul(x, w.t())),
             ("tilegemm.patch", "nn.Linear, patched", "64×64 → 64, with bias", "nn.Linear", lambda: patched(x),
-             lambda: plain(x))]
+             lambda: plain(x))] + ([
+            ("tilegemm.gemm", "FP8 quantised by gemm", "64×64 @ (64×64)ᵀ, precision='fp8'", TORCH_FP8,
+             lambda: tilegemm.gemm(x, w.t(), precision="fp8"), lambda: _torch_fp8(x, w.t()))] if dtype == "bf16" else [])
+
+
+TORCH_FP8 = "torch: amax / 448 scales, e4m3 casts, torch._scaled_mm"
+
+
+def _torch_fp8(a, b):
+    """A @ B in FP8 as a torch user writes it: per-tensor scales amax / 448, the operands divided
+    and cast to e4m3, torch._scaled_mm with fast accumulation (B column-major, as it takes it)."""
+    import torch
+
+    sa, sb = a.abs().amax().float() / 448, b.abs().amax().float() / 448
+    qa, qb = (a / sa).to(torch.float8_e4m3fn), (b / sb).to(torch.float8_e4m3fn)
+    return torch._scaled_mm(qa, qb, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16, use_fast_accum=True)
 
 
 _FIRST_CALL = r"""
