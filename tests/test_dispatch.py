@@ -463,14 +463,14 @@ def _cases(torch):
                 ref, 2e-2))
     out.append(("gemm fp8 unaligned", fp8(300, 520, 1000), lambda a, b: tilegemm.gemm(a, b, scale_a=0.5, scale_b=2.0),
                 ref, 2e-2))
-    # FP8 quantised by gemm each call (_convert's kernels in the plan, ahead of the GEMM's): a 2-D operand a BF16
-    # weight's transpose, a decode shape (t04's stream-bound plan), FP32 with the caller's scales (a tensor, a float)
+    # FP8 quantised by gemm each call (_convert's kernels in the plan, ahead of the GEMM's): B a BF16 weight's
+    # transpose, a decode shape (t04's stream-bound plan), FP32 with the caller's scales (a tensor, a float)
     q8 = lambda a, b: tilegemm.gemm(a, b, precision="fp8")  # noqa: E731
     out.append(("gemm fp8 quantised bf16 x@W.T", mk(torch.bfloat16, 256, 512, 1024, bt=True), q8, ref, 8e-2))
     out.append(("gemm fp8 quantised bf16 decode", mk(torch.bfloat16, 16, 4096, 4096), q8, ref, 8e-2))
-    s64 = torch.full((1,), 1 / 256, device=dev)
+    given = torch.full((1,), 1 / 256, device=dev)
     out.append(("gemm fp8 quantised fp32 scales", mk(torch.float32, 130, 264, 72),
-                lambda a, b: tilegemm.gemm(a, b, precision="fp8", scale_a=s64, scale_b=1 / 128), ref, 8e-2))
+                lambda a, b: tilegemm.gemm(a, b, precision="fp8", scale_a=given, scale_b=1 / 128), ref, 8e-2))
     out.append(("gemm fp16 batched", lambda: (torch.rand(3, 100, 64, device=dev).half(), torch.rand(64, 80, device=dev).half()),
                 lambda a, b: tilegemm.gemm(a, b), lambda a, b: a.double() @ b.double(), 3e-3))
     return out
