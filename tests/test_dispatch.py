@@ -536,7 +536,8 @@ def test_gpu_a_converting_gemm_is_planned_and_exact(m, n, k, b_layout, conversio
     def same(x, y):  # bit for bit (torch.equal has NaN unequal to itself)
         return x.dtype == y.dtype and torch.equal(x.view(torch.int16), y.view(torch.int16))
 
-    first = call()
+    first = call()  # (the slow path's: the conversion launched ahead of the rung's, the new plan's launches after it)
+    assert same(first, by_hand())
     slow = dispatch.STATS["slow_calls"]
     for change in (None, lambda: a.mul_(3), lambda: a.view(-1)[5].fill_(float("nan"))):
         if change:

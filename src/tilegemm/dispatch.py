@@ -628,9 +628,10 @@ class LaunchPlan:
         ea, eb, ec = self.spans
         return (pc < pa + ea and pa < pc + ec) or (pc < pb + eb and pb < pc + ec)
 
-    def launch_now(self, addresses: tuple, stream: int) -> None:
+    def launch_now(self, addresses: tuple, stream: int, skip: int = 0) -> None:
+        """The launches (but the first `skip`: a prologue the call has run) for the slots at addresses."""
         with self.lock:
-            for launch in self.launches:
+            for launch in self.launches[skip:] if skip else self.launches:
                 launch(addresses, stream)
 
 
@@ -739,8 +740,7 @@ def _launch(p, decision, key, own_scales) -> None:
         _not_planned(why or f"{decision.rung}: an aliased operand, or a launch the launcher cannot replay")
         tc.launch_calls(calls[len(p.prologue):])  # (the prologue ran: run_problem)
         return
-    plan.launch_now(_addresses(p, calls), _raw_stream(p.c.device.index))  # (the prologue again, on its first call
-    # only: the same bytes)
+    plan.launch_now(_addresses(p, calls), _raw_stream(p.c.device.index), skip=len(p.prologue))  # (it ran: run_problem)
     _remember(key, plan)
 
 
