@@ -561,6 +561,39 @@ def test_gpu_a_converting_gemm_is_planned_and_exact(m, n, k, b_layout, conversio
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("call", ["matmul bf16", "gemm bf16", "gemm tf32", "gemm fp8 from bf16"])
+def test_gpu_a_product_of_an_operand_with_itself_is_planned(call, monkeypatch):
+    """matmul(x, x) and gemm(x, x) keep a launch plan: the API gives B a view of its own (a plan
+    binds its operand slots by identity). From the second call no slow call, and C bit for bit
+    what Triton's own launcher gives (TILEGEMM_FAST_LAUNCH=0, no plans); the same plan serves
+    (x, y), (y, y) and (y, x) of the key with their own values. (FP32 matmul's SIMT plans bind
+    by address, and a product of x with itself stays on the slow path there.)"""
+    torch = pytest.importorskip("torch")
+    import tilegemm
+
+    fn = {"matmul bf16": tilegemm.matmul, "gemm bf16": tilegemm.gemm,
+          "gemm tf32": lambda a, b: tilegemm.gemm(a, b, precision="tf32"),
+          "gemm fp8 from bf16": lambda a, b: tilegemm.gemm(a, b, precision="fp8")}[call]
+    g = torch.Generator(device="cuda").manual_seed(5)
+    x, y = (torch.randn(384, 384, device="cuda", generator=g).to(torch.float32 if "tf32" in call else torch.bfloat16)
+            for _ in range(2))
+
+    def unplanned(a, b):
+        with monkeypatch.context() as mp:
+            mp.setenv("TILEGEMM_FAST_LAUNCH", "0")
+            mp.setattr(dispatch, "_PLANS", {})
+            return fn(a, b)
+
+    first = fn(x, x)
+    for a, b in ((x, x), (x, y), (y, y), (y, x)):
+        slow = dispatch.STATS["slow_calls"]
+        got = fn(a, b)
+        assert dispatch.STATS["slow_calls"] == slow, f"{call}: a repeated call took the slow path"
+        assert torch.equal(got, unplanned(a, b)), (call, a is x, b is x)
+    assert torch.equal(first, fn(x, x))
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 def test_gpu_a_planned_out_still_refuses_its_own_input(dtype):
     """matmul(a, b, out=c) keeps a plan for c's shape, strides and alignment; an out with those

@@ -687,8 +687,9 @@ def _build(p, calls, own_scales) -> LaunchPlan | None:
     the plan keeps those, at fixed addresses."""
     slots = _slots(p)
     operands = [t for i, t in enumerate(slots) if t is not None and i != 3]
-    if len({id(t) for t in operands}) < len(operands):  # matmul(x, x), gemm(a, b, c=a): a plan binds operands
-        return None  # by identity, and would read (or write) one slot for two operands on every later call
+    if len({id(t) for t in operands}) < len(operands):  # one tensor in two slots (the APIs give matmul(x, x)'s and
+        return None  # gemm(x, x)'s B a view of its own): a plan binds operands by identity, and would read (or write)
+        # one slot for two operands on every later call
     # scales the plan keeps (own_scales) were filled by a kernel on this call's stream, and are freed on that stream
     # when the plan is dropped (PLAN_MAX, reset, a rebuilt key): a launch on another stream is ordered with neither
     # (it could read them before the fill, or after the memory went to another tensor), so such a plan is bound to
@@ -1141,6 +1142,8 @@ def _run_tensorcore(kernel: str, A: Operand, B: Operand, out, shape, dtype: str)
     copies = sum(arrays.nbytes(X.shape, dtype) for X in (A, B) if X.on_host)
     with memory_for(f"matmul: {arrays.dims(shape)} {dtype}", copies + arrays.nbytes(shape, dtype)):
         a, b = arrays.to_torch_cuda(A), arrays.to_torch_cuda(B)
+    if b is a:  # matmul(x, x): B a tensor of its own over x's memory (a plan binds its operand slots by identity)
+        b = a.view_as(a)
     tdtype = getattr(torch, dtype)
     planned = A.kind == "torch" and B.kind == "torch" and not A.on_host and kernel == "auto" and plannable_out(out)
     with on_device(a.device):

@@ -144,6 +144,8 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     with dispatch.memory_for("gemm: copying a and b to the GPU", sum(getattr(x, "nbytes", 0) for x in (a, b))):
         ta, A = _torch_in(a, "a", torch, interp)
         tb, _ = _torch_in(b, "b", torch, interp)
+    if tb is ta:  # gemm(x, x): B a tensor of its own over the same memory, as a launch plan binds its operand slots by
+        tb = ta.view_as(ta)  # identity; the plan then serves gemm(x, y) of the same key as well
     _check_shapes(ta, tb)
     if ta.device != tb.device:
         raise DeviceError(f"gemm: operands on different devices: {ta.device}, {tb.device}")
@@ -196,8 +198,9 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
                   sources=(ta if ka else None, tb if kb else None), prologue=(*ka, *kb))
     own = (False if ka and scale_a is None else _own_scale(scale_a, sa),  # (one the quantiser makes: scratch)
            False if kb and scale_b is None else _own_scale(scale_b, sb))
-    planned = (not interp and (xa if not ka else ta) is a and (xb if not kb else tb) is b and dispatch.plain(a)
-               and dispatch.plain(b) and None not in own and (c is None or (tc_out is c and dispatch.plain(c))))
+    planned = (not interp and (xa if not ka else ta) is a and (xb if not kb else tb) is (tb if b is a else b)
+               and dispatch.plain(a) and dispatch.plain(b) and None not in own
+               and (c is None or (tc_out is c and dispatch.plain(c))))
     key = dispatch.gemm_key(a, b, a.data_ptr(), b.data_ptr(), precision, out_dtype, alpha, beta, c, scale_a,
                             scale_b, kernel, fast_accum) if planned else None
     with dispatch.on_device(xa.device):
