@@ -453,6 +453,63 @@ def test_fp8_quantise_of_an_operand_with_a_nan_or_inf_keeps_the_others(bad, dtyp
     assert torch.equal(back[0], x[0].float()) and back[1, 1] == 0.5 and back[1, 0].isnan()
 
 
+_PAIRED = """
+import torch
+from tilegemm.kernels.tensorcore import _convert as conv, launch_calls
+g = torch.Generator().manual_seed(1)
+a = torch.randn(37, 70, generator=g) * 3
+b = (torch.randn(50, 70, generator=g) * 1e-3).t()  # (a weight's transpose: its own element count and scale)
+a.view(-1)[11] = float("nan")
+bits = lambda x: x.view(torch.uint8) if x.element_size() == 1 else x.view(torch.int16) if x.element_size() == 2 else x
+ya, ca = conv.cast_calls(a, torch.float16)
+yb, cb = conv.cast_calls(b, torch.float16)
+launch_calls(ca + cb)
+want = [bits(y).clone() for y in (ya, yb)]
+for y in (ya, yb):
+    y.zero_()
+calls = conv.paired(ca, cb)
+assert [c.fn for c in calls] == [conv.cast_pair], calls
+launch_calls(calls)
+assert all(torch.equal(w, bits(y)) for w, y in zip(want, (ya, yb)))
+for sa, sb, names in ((None, None, ["partial_amax_pair", "quantise_pair"]),
+                      (torch.full((1,), 0.25), None, ["partial_amax", "quantise_pair"]),
+                      (None, torch.full((1,), 2.0), ["partial_amax", "quantise_pair"]),
+                      (torch.full((1,), 0.5), torch.full((1,), 2.0), ["quantise_pair"])):
+    qa, s_a, ka = conv.fp8_calls(a, sa)
+    qb, s_b, kb = conv.fp8_calls(b, sb)
+    launch_calls(ka + kb)
+    want = [bits(x).clone() for x in (qa, s_a, qb, s_b)]
+    for x in (qa, qb):
+        bits(x).zero_()
+    for x, given in ((s_a, sa), (s_b, sb)):
+        if given is None:
+            x.zero_()
+    calls = conv.paired(ka, kb)
+    assert [c.fn.fn.__name__ for c in calls] == names, calls
+    launch_calls(calls)
+    assert all(torch.equal(w, bits(x)) for w, x in zip(want, (qa, s_a, qb, s_b))), (sa, sb)
+print("PAIRED OK")
+"""
+
+
+def test_the_pair_kernels_convert_both_operands_as_their_own_kernels_do():
+    """gemm converts both operands with one launch a kernel (_convert.paired: A's programs, then
+    B's). Under Triton's interpreter (a process of its own: it must be set before Triton loads), the
+    pair kernels give the bytes each operand's own kernels give: a cast to FP16, and FP8
+    quantisation with the scales made, or either or both the caller's (an amax with no partner then
+    runs alone, first); operands of different sizes, scales, layouts, and a NaN."""
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    import os
+    import subprocess
+    import sys
+
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    run = subprocess.run([sys.executable, "-c", _PAIRED], env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0 and "PAIRED OK" in run.stdout, run.stdout[-2000:] + run.stderr[-4000:]
+
+
 def test_masked_arrays_are_refused_not_multiplied_with_their_masked_values():
     """np.ma.dot leaves masked values out; multiplying them in would be silently different, so a
     masked array (either operand, or out=) is a typed error that names the alternatives."""

@@ -194,8 +194,13 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
         # A @ B uncomputed: a NaN or inf in A or B does not reach C, and -0.0 gives what 0.0 gives
         tc_out.mul_(beta) if beta != 0 else tc_out.zero_()
         return _back(tc_out, A, c, O)
+    prologue = (*ka, *kb)
+    if ka and kb:  # both converted: one launch a kernel for the two
+        from .kernels.tensorcore import _convert
+
+        prologue = _convert.paired(ka, kb)
     p = P.Problem(xa, xb, tc_out, prec, float(alpha), float(beta), tc_out if beta != 0 else None, sa, sb, fast_accum,
-                  sources=(ta if ka else None, tb if kb else None), prologue=(*ka, *kb))
+                  sources=(ta if ka else None, tb if kb else None), prologue=tuple(prologue))
     own = (False if ka and scale_a is None else _own_scale(scale_a, sa),  # (one the quantiser makes: scratch)
            False if kb and scale_b is None else _own_scale(scale_b, sb))
     planned = (not interp and (xa if not ka else ta) is a and (xb if not kb else tb) is (tb if b is a else b)

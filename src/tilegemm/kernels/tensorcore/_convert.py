@@ -25,6 +25,10 @@ and nine launches. Here:
   (program 0 also stores s), then writes its stretch in e4m3: R·(s_in + 1) bytes.
 So traffic ≈ R·(2·s_in + 1) bytes (BF16: 5 bytes an element against 47) in two launches, one
 with the caller's scale.
+
+gemm converts both operands with one launch a kernel (`paired`: the pair kernels run A's programs,
+then B's), so a call that quantises both takes two launches before the GEMM's, not four, and one
+that casts both takes one; each launch costs the host a few µs, which a small product's call feels.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import triton
 import triton.language as tl
 
 from . import launch_calls
-from ._problem import KernelCall, ordered
+from ._problem import KernelCall, named, ordered
 
 E4M3_MAX = 448.0
 INV_MAX = float(np.float32(1) / np.float32(E4M3_MAX))  # 1/448 in FP32, as torch's CUDA `amax / 448` takes it
@@ -45,10 +49,9 @@ MAX_PROGRAMS = 1024  # partial maxima at most: quantise's programs each fold the
 TINY = 1.1754943508222875e-38  # float32's smallest normal (torch.finfo(torch.float32).tiny)
 
 
-@triton.jit(do_not_specialize=["steps"])  # (n specialised: n % 16 == 0 lets the loads be 16-byte vectors)
-def cast(x_ptr, y_ptr, n, steps, BLOCK: tl.constexpr):
+@triton.jit
+def _cast_stretch(x_ptr, y_ptr, n, steps, pid, BLOCK: tl.constexpr):
     """y = x in y's dtype, elements [pid·steps·BLOCK, (pid+1)·steps·BLOCK)."""
-    pid = tl.program_id(0)
     first = pid.to(tl.int64) * steps * BLOCK
     for i in range(steps):
         offs = first + i * BLOCK + tl.arange(0, BLOCK)
@@ -59,10 +62,9 @@ def cast(x_ptr, y_ptr, n, steps, BLOCK: tl.constexpr):
         tl.store(y_ptr + offs, v.to(y_ptr.dtype.element_ty), mask=keep)
 
 
-@triton.jit(do_not_specialize=["steps"])
-def partial_amax(x_ptr, part_ptr, n, steps, BLOCK: tl.constexpr):
+@triton.jit
+def _amax_stretch(x_ptr, part_ptr, n, steps, pid, BLOCK: tl.constexpr):
     """part[pid] = the largest finite |x| (in FP32) of elements [pid·steps·BLOCK, (pid+1)·steps·BLOCK)."""
-    pid = tl.program_id(0)
     first = pid.to(tl.int64) * steps * BLOCK
     best = tl.zeros([BLOCK], dtype=tl.float32)
     for i in range(steps):
@@ -72,13 +74,13 @@ def partial_amax(x_ptr, part_ptr, n, steps, BLOCK: tl.constexpr):
     tl.store(part_ptr + pid, tl.max(best, axis=0))
 
 
-@triton.jit(do_not_specialize=["parts", "steps"])
-def quantise(x_ptr, q_ptr, s_ptr, part_ptr, parts, n, steps, INV_MAX: tl.constexpr, OVER: tl.constexpr,
-             TINY: tl.constexpr, GIVEN: tl.constexpr, PARTS: tl.constexpr, BLOCK: tl.constexpr):
-    """q = e4m3(x / s), its bytes made as uint8: where x / s is not finite 0x7F (NaN), and where it is finite but
-    past OVER the NaN torch's cast writes, 0x7F with x's sign (0xFF below -OVER); s from part's
-    maxima (stored by program 0), or the caller's at s_ptr (GIVEN)."""
-    pid = tl.program_id(0)
+@triton.jit
+def _quantise_stretch(x_ptr, q_ptr, s_ptr, part_ptr, parts, n, steps, pid, INV_MAX: tl.constexpr,
+                      OVER: tl.constexpr, TINY: tl.constexpr, GIVEN: tl.constexpr, PARTS: tl.constexpr,
+                      BLOCK: tl.constexpr):
+    """q = e4m3(x / s) over program pid's stretch, its bytes made as uint8: where x / s is not finite 0x7F
+    (NaN), and where it is finite but past OVER the NaN torch's cast writes, 0x7F with x's sign (0xFF
+    below -OVER); s from part's maxima (stored by program 0), or the caller's at s_ptr (GIVEN)."""
     if GIVEN:
         s = tl.load(s_ptr)
     else:
@@ -97,6 +99,56 @@ def quantise(x_ptr, q_ptr, s_ptr, part_ptr, parts, n, steps, INV_MAX: tl.constex
         nan = tl.where((r < 0) & (a < float("inf")), 0xFF, 0x7F).to(tl.uint8)  # (±Inf and NaN: 0x7F, nan_to_num's)
         b = tl.where(a <= OVER, b, nan)  # (a NaN r is not <= OVER)
         tl.store(q_ptr + offs, b.to(tl.float8e4nv, bitcast=True), mask=keep)
+
+
+# One operand's kernels, and the pair's (A's programs first, then B's: one launch where there were two).
+
+@triton.jit(do_not_specialize=["steps"])  # (n specialised: n % 16 == 0 lets the loads be 16-byte vectors)
+def cast(x_ptr, y_ptr, n, steps, BLOCK: tl.constexpr):
+    _cast_stretch(x_ptr, y_ptr, n, steps, tl.program_id(0), BLOCK)
+
+
+@triton.jit(do_not_specialize=["steps", "steps2", "first"])
+def cast_pair(x_ptr, y_ptr, n, steps, x2_ptr, y2_ptr, n2, steps2, first, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    if pid < first:
+        _cast_stretch(x_ptr, y_ptr, n, steps, pid, BLOCK)
+    else:
+        _cast_stretch(x2_ptr, y2_ptr, n2, steps2, pid - first, BLOCK)
+
+
+@triton.jit(do_not_specialize=["steps"])
+def partial_amax(x_ptr, part_ptr, n, steps, BLOCK: tl.constexpr):
+    _amax_stretch(x_ptr, part_ptr, n, steps, tl.program_id(0), BLOCK)
+
+
+@triton.jit(do_not_specialize=["steps", "steps2", "first"])
+def partial_amax_pair(x_ptr, part_ptr, n, steps, x2_ptr, part2_ptr, n2, steps2, first, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    if pid < first:
+        _amax_stretch(x_ptr, part_ptr, n, steps, pid, BLOCK)
+    else:
+        _amax_stretch(x2_ptr, part2_ptr, n2, steps2, pid - first, BLOCK)
+
+
+@triton.jit(do_not_specialize=["parts", "steps"])
+def quantise(x_ptr, q_ptr, s_ptr, part_ptr, parts, n, steps, INV_MAX: tl.constexpr, OVER: tl.constexpr,
+             TINY: tl.constexpr, GIVEN: tl.constexpr, PARTS: tl.constexpr, BLOCK: tl.constexpr):
+    _quantise_stretch(x_ptr, q_ptr, s_ptr, part_ptr, parts, n, steps, tl.program_id(0), INV_MAX, OVER, TINY, GIVEN,
+                      PARTS, BLOCK)
+
+
+@triton.jit(do_not_specialize=["parts", "steps", "parts2", "steps2", "first"])
+def quantise_pair(x_ptr, q_ptr, s_ptr, part_ptr, parts, n, steps, x2_ptr, q2_ptr, s2_ptr, part2_ptr, parts2, n2,
+                  steps2, first, INV_MAX: tl.constexpr, OVER: tl.constexpr, TINY: tl.constexpr,
+                  GIVEN: tl.constexpr, GIVEN2: tl.constexpr, PARTS: tl.constexpr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    if pid < first:
+        _quantise_stretch(x_ptr, q_ptr, s_ptr, part_ptr, parts, n, steps, pid, INV_MAX, OVER, TINY, GIVEN, PARTS,
+                          BLOCK)
+    else:
+        _quantise_stretch(x2_ptr, q2_ptr, s2_ptr, part2_ptr, parts2, n2, steps2, pid - first, INV_MAX, OVER, TINY,
+                          GIVEN2, PARTS, BLOCK)
 
 
 def dense(t: torch.Tensor) -> bool:
@@ -141,6 +193,33 @@ def fp8_calls(t: torch.Tensor, scale: torch.Tensor | None = None) -> tuple[torch
                    PARTS=MAX_PROGRAMS, BLOCK=BLOCK)
     out.append(KernelCall(quantise, grid, args, {}, (q,) if given else (q, s)))
     return q, s, out
+
+
+_PAIRS = {cast: (cast_pair, ("x_ptr", "y_ptr", "n", "steps")),
+          partial_amax: (partial_amax_pair, ("x_ptr", "part_ptr", "n", "steps")),
+          quantise: (quantise_pair, ("x_ptr", "q_ptr", "s_ptr", "part_ptr", "parts", "n", "steps"))}
+
+
+def paired(a: list, b: list) -> list:
+    """A's and B's conversion calls (cast_calls', fp8_calls'), each kernel both run as one launch of its
+    pair kernel (A's programs, then B's): a cast, or FP8's two kernels, one launch each where there were
+    two. A call with no match in the other list (the amax of an operand whose scale the other's caller
+    gave) goes first, before the quantise that reads it."""
+    pairs, alone, left = [], [], list(b)
+    for call in a:
+        i = next((i for i, c in enumerate(left) if c.fn is call.fn), None)
+        if i is None:
+            alone.append(call)
+            continue
+        twin = left.pop(i)
+        fn, own = _PAIRS[call.fn]
+        x, y = named(call), named(twin)
+        consts = {k: v for k, v in x.items() if k not in own}
+        if "GIVEN" in y:
+            consts["GIVEN2"] = y["GIVEN"]
+        args = ordered(fn, (*(x[k] for k in own), *(y[k] for k in own), call.grid[0]), **consts)
+        pairs.append(KernelCall(fn, (call.grid[0] + twin.grid[0],), args, call.options, call.scratch + twin.scratch))
+    return alone + left + pairs
 
 
 def fp8(t: torch.Tensor, scale: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
