@@ -457,37 +457,40 @@ _PAIRED = """
 import torch
 from tilegemm.kernels.tensorcore import _convert as conv, launch_calls
 g = torch.Generator().manual_seed(1)
-a = torch.randn(37, 70, generator=g) * 3
-b = (torch.randn(50, 70, generator=g) * 1e-3).t()  # (a weight's transpose: its own element count and scale)
-a.view(-1)[11] = float("nan")
 bits = lambda x: x.view(torch.uint8) if x.element_size() == 1 else x.view(torch.int16) if x.element_size() == 2 else x
-ya, ca = conv.cast_calls(a, torch.float16)
-yb, cb = conv.cast_calls(b, torch.float16)
-launch_calls(ca + cb)
-want = [bits(y).clone() for y in (ya, yb)]
-for y in (ya, yb):
-    y.zero_()
-calls = conv.paired(ca, cb)
-assert [c.fn for c in calls] == [conv.cast_pair], calls
-launch_calls(calls)
-assert all(torch.equal(w, bits(y)) for w, y in zip(want, (ya, yb)))
-for sa, sb, names in ((None, None, ["partial_amax_pair", "quantise_pair"]),
-                      (torch.full((1,), 0.25), None, ["partial_amax", "quantise_pair"]),
-                      (None, torch.full((1,), 2.0), ["partial_amax", "quantise_pair"]),
-                      (torch.full((1,), 0.5), torch.full((1,), 2.0), ["quantise_pair"])):
-    qa, s_a, ka = conv.fp8_calls(a, sa)
-    qb, s_b, kb = conv.fp8_calls(b, sb)
-    launch_calls(ka + kb)
-    want = [bits(x).clone() for x in (qa, s_a, qb, s_b)]
-    for x in (qa, qb):
-        bits(x).zero_()
-    for x, given in ((s_a, sa), (s_b, sb)):
-        if given is None:
-            x.zero_()
-    calls = conv.paired(ka, kb)
-    assert [c.fn.fn.__name__ for c in calls] == names, calls
+small = torch.randn(37, 70, generator=g) * 3, (torch.randn(50, 70, generator=g) * 1e-3).t()  # one program each
+small[0].view(-1)[11] = float("nan")
+large = torch.randn(3, 12283, generator=g), (torch.randn(300, 16387, generator=g) * 1e-2).t()  # 9 programs; 601 of
+large[1][-1, -1] = 1e3  # 2 steps each, B's largest element in its last program's second step
+assert [conv.stretches(x.numel()) for x in large] == [(9, 1), (601, 2)]
+for a, b in (small, large):
+    ya, ca = conv.cast_calls(a, torch.float16)
+    yb, cb = conv.cast_calls(b, torch.float16)
+    launch_calls(ca + cb)
+    want = [bits(y).clone() for y in (ya, yb)]
+    for y in (ya, yb):
+        y.zero_()
+    calls = conv.paired(ca, cb)
+    assert [c.fn for c in calls] == [conv.cast_pair], calls
     launch_calls(calls)
-    assert all(torch.equal(w, bits(x)) for w, x in zip(want, (qa, s_a, qb, s_b))), (sa, sb)
+    assert all(torch.equal(w, bits(y)) for w, y in zip(want, (ya, yb)))
+    for sa, sb, names in ((None, None, ["partial_amax_pair", "quantise_pair"]),
+                          (torch.full((1,), 0.25), None, ["partial_amax", "quantise_pair"]),
+                          (None, torch.full((1,), 2.0), ["partial_amax", "quantise_pair"]),
+                          (torch.full((1,), 0.5), torch.full((1,), 2.0), ["quantise_pair"])):
+        qa, s_a, ka = conv.fp8_calls(a, sa)
+        qb, s_b, kb = conv.fp8_calls(b, sb)
+        launch_calls(ka + kb)
+        want = [bits(x).clone() for x in (qa, s_a, qb, s_b)]
+        for x in (qa, qb):
+            bits(x).zero_()
+        for x, given in ((s_a, sa), (s_b, sb)):
+            if given is None:
+                x.zero_()
+        calls = conv.paired(ka, kb)
+        assert [c.fn.fn.__name__ for c in calls] == names, calls
+        launch_calls(calls)
+        assert all(torch.equal(w, bits(x)) for w, x in zip(want, (qa, s_a, qb, s_b))), (a.shape, sa, sb)
 print("PAIRED OK")
 """
 
@@ -497,7 +500,9 @@ def test_the_pair_kernels_convert_both_operands_as_their_own_kernels_do():
     B's). Under Triton's interpreter (a process of its own: it must be set before Triton loads), the
     pair kernels give the bytes each operand's own kernels give: a cast to FP16, and FP8
     quantisation with the scales made, or either or both the caller's (an amax with no partner then
-    runs alone, first); operands of different sizes, scales, layouts, and a NaN."""
+    runs alone, first); operands of one program each (a NaN in A) and of 9 and 601 programs of two
+    steps each (B's amax in its last program: the fold over every partial maximum, B's programs'
+    offset by A's)."""
     pytest.importorskip("torch")
     pytest.importorskip("triton")
     import os

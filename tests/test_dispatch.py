@@ -584,7 +584,10 @@ def test_gpu_a_product_of_an_operand_with_itself_is_planned(call, monkeypatch):
             mp.setattr(dispatch, "_PLANS", {})
             return fn(a, b)
 
+    monkeypatch.setattr(dispatch, "_PLANS", {})  # (no plan an earlier test built from two tensors serves the first call)
+    built = dispatch.STATS["plans_built"]
     first = fn(x, x)
+    assert dispatch.STATS["plans_built"] == built + 1, f"{call}: no plan built of (x, x)"
     for a, b in ((x, x), (x, y), (y, y), (y, x)):
         slow = dispatch.STATS["slow_calls"]
         got = fn(a, b)

@@ -1142,10 +1142,10 @@ def _run_tensorcore(kernel: str, A: Operand, B: Operand, out, shape, dtype: str)
     copies = sum(arrays.nbytes(X.shape, dtype) for X in (A, B) if X.on_host)
     with memory_for(f"matmul: {arrays.dims(shape)} {dtype}", copies + arrays.nbytes(shape, dtype)):
         a, b = arrays.to_torch_cuda(A), arrays.to_torch_cuda(B)
-    if b is a:  # matmul(x, x): B a tensor of its own over x's memory (a plan binds its operand slots by identity)
-        b = a.view_as(a)
     tdtype = getattr(torch, dtype)
     planned = A.kind == "torch" and B.kind == "torch" and not A.on_host and kernel == "auto" and plannable_out(out)
+    if b is a and planned and type(a) in _PLAIN:  # matmul(x, x): B a tensor of its own over x's memory and strides
+        b = a[...]  # (a plan binds its operand slots by identity)
     with on_device(a.device):
         if out is None or arrays.describe(out, "out").on_host:
             with memory_for(f"matmul: the {arrays.dims(shape)} {dtype} result", arrays.nbytes(shape, dtype)):

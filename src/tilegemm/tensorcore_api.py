@@ -144,8 +144,8 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     with dispatch.memory_for("gemm: copying a and b to the GPU", sum(getattr(x, "nbytes", 0) for x in (a, b))):
         ta, A = _torch_in(a, "a", torch, interp)
         tb, _ = _torch_in(b, "b", torch, interp)
-    if tb is ta:  # gemm(x, x): B a tensor of its own over the same memory, as a launch plan binds its operand slots by
-        tb = ta.view_as(ta)  # identity; the plan then serves gemm(x, y) of the same key as well
+    if tb is ta and not interp and dispatch.plain(a):  # gemm(x, x): B a tensor of its own over the same memory and
+        tb = ta[...]  # strides, as a launch plan binds its operand slots by identity (it then serves gemm(x, y) too)
     _check_shapes(ta, tb)
     if ta.device != tb.device:
         raise DeviceError(f"gemm: operands on different devices: {ta.device}, {tb.device}")
