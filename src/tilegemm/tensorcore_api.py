@@ -196,9 +196,9 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
         return _back(tc_out, A, c, O)
     prologue = (*ka, *kb)
     if ka and kb:  # both converted: one launch a kernel for the two
-        from .kernels.tensorcore import _convert
+        from .kernels.tensorcore._convert import paired
 
-        prologue = _convert.paired(ka, kb)
+        prologue = paired(ka, kb)
     p = P.Problem(xa, xb, tc_out, prec, float(alpha), float(beta), tc_out if beta != 0 else None, sa, sb, fast_accum,
                   sources=(ta if ka else None, tb if kb else None), prologue=tuple(prologue))
     own = (False if ka and scale_a is None else _own_scale(scale_a, sa),  # (one the quantiser makes: scratch)
