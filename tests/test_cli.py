@@ -265,6 +265,64 @@ def test_no_tool_imports_the_cli():
     assert not offenders
 
 
+def _shadowing_imports(tree) -> list:
+    """(function, name, line read, line imported) where a function imports a name that the module
+    binds at its top level too and reads it before that import: Python takes a name a function
+    binds anywhere as local to all of it, so the read raises UnboundLocalError."""
+    import ast
+
+    top = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            top.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            top.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Assign):
+            top.update(t.id for t in node.targets if isinstance(t, ast.Name))
+
+    def own(fn):  # the nodes of fn's own scope (not those of the functions and classes inside it)
+        todo = list(fn.body)
+        while todo:
+            node = todo.pop()
+            yield node
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                todo.extend(ast.iter_child_nodes(node))
+
+    out = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        nodes = list(own(fn))
+        imported = {}
+        for node in nodes:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for a in node.names:
+                    name = (a.asname or a.name).split(".")[0]
+                    imported[name] = min(imported.get(name, node.lineno), node.lineno)
+        declared = {n for node in nodes if isinstance(node, (ast.Global, ast.Nonlocal)) for n in node.names}
+        out += [(fn.name, node.id, node.lineno, imported[node.id]) for node in nodes
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in imported
+                and node.id in top and node.id not in declared and node.lineno < imported[node.id]]
+    return out
+
+
+def test_no_function_reads_a_name_before_its_own_import_of_it():
+    """A module imported by its own name inside gemm made that name local to the whole function, and
+    gemm's earlier call of the module's function of that name raised UnboundLocalError on every call
+    (the CPU tests saw it only through their subprocesses, 15 minutes in; pyflakes says nothing of
+    it). Every function of the package is read for the pattern; the check itself is tried on it."""
+    import ast
+    import pathlib
+
+    bad = ast.parse("def _convert(x):\n    return x\n\n\ndef gemm(a):\n    y = _convert(a)\n"
+                    "    if a:\n        from os import path as _convert\n    return y\n")
+    assert _shadowing_imports(bad) == [("gemm", "_convert", 6, 8)]
+    src = pathlib.Path(cli.__file__).parent
+    found = [(str(f.relative_to(src)), *hit) for f in sorted(src.rglob("*.py"))
+             for hit in _shadowing_imports(ast.parse(f.read_text()))]
+    assert not found
+
+
 def test_kernel_named_twice_is_timed_twice(capsys, tmp_path):
     from tilegemm.bench import report, results
 
