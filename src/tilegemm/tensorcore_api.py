@@ -144,8 +144,9 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     with dispatch.memory_for("gemm: copying a and b to the GPU", sum(getattr(x, "nbytes", 0) for x in (a, b))):
         ta, A = _torch_in(a, "a", torch, interp)
         tb, _ = _torch_in(b, "b", torch, interp)
+    b_in = b  # what the GEMM reads for b when no torch operation converts it
     if tb is ta and not interp and dispatch.plain(a):  # gemm(x, x): B a tensor of its own over the same memory and
-        tb = ta[...]  # strides, as a launch plan binds its operand slots by identity (it then serves gemm(x, y) too)
+        tb = b_in = ta[...]  # strides, as a launch plan binds its operand slots by identity (it then serves gemm(x, y))
     _check_shapes(ta, tb)
     if ta.device != tb.device:
         raise DeviceError(f"gemm: operands on different devices: {ta.device}, {tb.device}")
@@ -203,9 +204,8 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
                   sources=(ta if ka else None, tb if kb else None), prologue=tuple(prologue))
     own = (False if ka and scale_a is None else _own_scale(scale_a, sa),  # (one the quantiser makes: scratch)
            False if kb and scale_b is None else _own_scale(scale_b, sb))
-    planned = (not interp and (xa if not ka else ta) is a and (xb if not kb else tb) is (tb if b is a else b)
-               and dispatch.plain(a) and dispatch.plain(b) and None not in own
-               and (c is None or (tc_out is c and dispatch.plain(c))))
+    planned = (not interp and (xa if not ka else ta) is a and (xb if not kb else tb) is b_in and dispatch.plain(a)
+               and dispatch.plain(b) and None not in own and (c is None or (tc_out is c and dispatch.plain(c))))
     key = dispatch.gemm_key(a, b, a.data_ptr(), b.data_ptr(), precision, out_dtype, alpha, beta, c, scale_a,
                             scale_b, kernel, fast_accum) if planned else None
     with dispatch.on_device(xa.device):
