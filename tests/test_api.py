@@ -487,6 +487,9 @@ for a, b in (small, large):
         for x, given in ((s_a, sa), (s_b, sb)):
             if given is None:
                 x.zero_()
+        for c in ka + kb:  # the partial maxima too: the pair quantise must fold the pair amax's, not those above
+            if c.fn is conv.partial_amax:
+                c.scratch[0].fill_(1e30)
         calls = conv.paired(ka, kb)
         assert [c.fn.fn.__name__ for c in calls] == names, calls
         launch_calls(calls)
@@ -500,9 +503,9 @@ def test_the_pair_kernels_convert_both_operands_as_their_own_kernels_do():
     B's). Under Triton's interpreter (a process of its own: it must be set before Triton loads), the
     pair kernels give the bytes each operand's own kernels give: a cast to FP16, and FP8
     quantisation with the scales made, or either or both the caller's (an amax with no partner then
-    runs alone, first); operands of one program each (a NaN in A) and of 9 and 601 programs of two
-    steps each (B's amax in its last program: the fold over every partial maximum, B's programs'
-    offset by A's)."""
+    runs alone, first), every output and partial maximum reset between the two; operands of one
+    program each (a NaN in A) and of 9 and 601 programs of two steps each (B's amax in its last
+    program: the fold over every partial maximum, B's programs' offset by A's)."""
     pytest.importorskip("torch")
     pytest.importorskip("triton")
     import os
