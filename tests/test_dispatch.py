@@ -597,6 +597,56 @@ def test_gpu_a_product_of_an_operand_with_itself_is_planned(call, monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("case", ["fp16 from float32 and bfloat16", "fp8 from float32 and bfloat16",
+                                  "fp8, scale_a given", "fp8, scale_b given", "fp8, both scales given"])
+def test_gpu_unlike_conversions_of_the_two_operands_pair_exactly(case, monkeypatch):
+    """The pair kernels (_convert.paired) where gemm converts the operands unlike each other: from
+    two dtypes (one a transposed weight, of another size), and FP8 with the caller's scale for one
+    operand (its partner's amax then runs alone, first; the pair quantise takes GIVEN for one and
+    not the other) or for both (no amax). C bit for bit what gemm gives on the operands converted
+    one by one (_convert.fp8 with the same scales; torch's cast), on the first call, the planned
+    calls after it (no slow call), and Triton's own launcher (TILEGEMM_FAST_LAUNCH=0, no plans);
+    new contents of the operands and the scale tensors, at the same addresses, give their own product."""
+    torch = pytest.importorskip("torch")
+    import tilegemm
+    from tilegemm.kernels.tensorcore import _convert as conv
+
+    g = torch.Generator(device="cuda").manual_seed(7)
+    precision = case[:4].rstrip(" ,")
+    a = torch.randn(300, 1000, device="cuda", generator=g)
+    b = (torch.randn(520, 1000, device="cuda", generator=g) * 1e-2).to(torch.bfloat16).t()
+    if "from" not in case:
+        b = b.float()
+    sa = torch.full((1,), 0.05, device="cuda") if case.endswith(("a given", "both scales given")) else None
+    sb = torch.full((1,), 2e-4, device="cuda") if case.endswith(("b given", "both scales given")) else None
+    call = lambda: tilegemm.gemm(a, b, precision=precision, scale_a=sa, scale_b=sb)  # noqa: E731
+    changes = (None, None, lambda: a.mul_(3), lambda: b[7, 3].fill_(-0.08),  # (B's amax now, in range of sb)
+               lambda: [s.mul_(1.5) for s in (sa, sb) if s is not None])  # (a plan reads the caller's scale tensors)
+
+    def by_hand():
+        if precision == "fp8":
+            (qa, s_a), (qb, s_b) = conv.fp8(a, sa), conv.fp8(b, sb)
+            return tilegemm.gemm(qa, qb, scale_a=s_a, scale_b=s_b)
+        return tilegemm.gemm(a.half(), b.half())
+
+    def same(x, y):  # bit for bit (torch.equal has NaN unequal to itself)
+        return x.dtype == y.dtype and torch.equal(x.view(torch.int16), y.view(torch.int16))
+
+    monkeypatch.setattr(dispatch, "_PLANS", {})
+    for i, change in enumerate(changes):
+        if change:
+            change()
+        slow = dispatch.STATS["slow_calls"]
+        got = call()
+        assert dispatch.STATS["slow_calls"] == slow + (i == 0), f"{case}: a repeated call took the slow path"
+        assert same(got, by_hand()), (case, i)
+        with monkeypatch.context() as mp:
+            mp.setenv("TILEGEMM_FAST_LAUNCH", "0")
+            mp.setattr(dispatch, "_PLANS", {})
+            assert same(got, call()), (case, i)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 def test_gpu_a_planned_out_still_refuses_its_own_input(dtype):
     """matmul(a, b, out=c) keeps a plan for c's shape, strides and alignment; an out with those
