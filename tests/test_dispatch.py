@@ -533,31 +533,28 @@ def test_gpu_a_converting_gemm_is_planned_and_exact(m, n, k, b_layout, conversio
         want = {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
         return tilegemm.gemm(a.to(want), b.to(want))
 
-    def same(x, y):  # bit for bit (torch.equal has NaN unequal to itself)
-        return x.dtype == y.dtype and torch.equal(x.view(torch.int16), y.view(torch.int16))
-
     first = call()  # (the slow path's: the conversion launched ahead of the rung's, the new plan's launches after it)
-    assert same(first, by_hand())
+    assert _same_bits(first, by_hand())
     slow = dispatch.STATS["slow_calls"]
     for change in (None, lambda: a.mul_(3), lambda: a.view(-1)[5].fill_(float("nan"))):
         if change:
             change()
         got = call()
         assert dispatch.STATS["slow_calls"] == slow, "a repeated converting call took the slow path"
-        assert same(got, by_hand()), change
+        assert _same_bits(got, by_hand()), change
         with monkeypatch.context() as mp:
             mp.setenv("TILEGEMM_FAST_LAUNCH", "0")
             mp.setattr(dispatch, "_PLANS", {})
             slow = dispatch.STATS["slow_calls"]
-            assert same(got, call()) and dispatch.STATS["slow_calls"] == slow + 1
+            assert _same_bits(got, call()) and dispatch.STATS["slow_calls"] == slow + 1
             assert not dispatch._PLANS
         slow = dispatch.STATS["slow_calls"]
-    assert got[0].isnan().all() and not got[1:].isnan().any() and not same(first, got)
+    assert got[0].isnan().all() and not got[1:].isnan().any() and not _same_bits(first, got)
     a.copy_(torch.randn(m, k, device="cuda", generator=g))
     graph, out = _captured(torch, call)
     a.copy_(torch.randn(m, k, device="cuda", generator=g))
     graph.replay()
-    assert same(out, by_hand())
+    assert _same_bits(out, by_hand())
 
 
 @pytest.mark.gpu
@@ -629,9 +626,6 @@ def test_gpu_unlike_conversions_of_the_two_operands_pair_exactly(case, monkeypat
             return tilegemm.gemm(qa, qb, scale_a=s_a, scale_b=s_b)
         return tilegemm.gemm(a.half(), b.half())
 
-    def same(x, y):  # bit for bit (torch.equal has NaN unequal to itself)
-        return x.dtype == y.dtype and torch.equal(x.view(torch.int16), y.view(torch.int16))
-
     monkeypatch.setattr(dispatch, "_PLANS", {})
     for i, change in enumerate(changes):
         if change:
@@ -639,11 +633,11 @@ def test_gpu_unlike_conversions_of_the_two_operands_pair_exactly(case, monkeypat
         slow = dispatch.STATS["slow_calls"]
         got = call()
         assert dispatch.STATS["slow_calls"] == slow + (i == 0), f"{case}: a repeated call took the slow path"
-        assert same(got, by_hand()), (case, i)
+        assert _same_bits(got, by_hand()), (case, i)
         with monkeypatch.context() as mp:
             mp.setenv("TILEGEMM_FAST_LAUNCH", "0")
             mp.setattr(dispatch, "_PLANS", {})
-            assert same(got, call()), (case, i)
+            assert _same_bits(got, call()), (case, i)
 
 
 @pytest.mark.gpu
@@ -821,6 +815,13 @@ def test_gpu_plan_alpha_beta_c_and_scales_change_with_the_call():
         assert got is c
         want = alpha * r + beta * c0.double()
         assert float((c.double() - want).norm() / want.norm()) < 3e-3, (alpha, beta)
+
+
+def _same_bits(x, y) -> bool:
+    """x and y of one 16-bit dtype, bit for bit (torch.equal has NaN unequal to itself)."""
+    import torch
+
+    return x.dtype == y.dtype and torch.equal(x.view(torch.int16), y.view(torch.int16))
 
 
 def _captured(torch, call, warm: int = 1, on_side: bool = False):
