@@ -349,11 +349,13 @@ def test_no_plan_for_aliased_operands():
 
 
 def test_a_plan_with_scales_of_its_own_serves_only_the_stream_it_was_built_on(monkeypatch):
-    """FP8 gemm without scales (or with float ones) gets scales the API made (torch.full: a fill
-    kernel on the first call's stream), which the plan keeps and frees with itself. A call on
-    another stream is ordered with neither the fill nor the free (PLAN_MAX, reset, a rebuilt key:
-    the memory goes back to the first stream's pool), so it read the scale before it was written,
-    or after another tensor took its memory: such a plan is bound to its stream, as t04's are."""
+    """A scale tensor the API made for one call (FP8 gemm given a float scale past FIXED_SCALES_MAX
+    numbers: torch.full, a fill kernel on the first call's stream) is kept by the plan and freed
+    with it. A call on another stream is ordered with neither the fill nor the free (PLAN_MAX,
+    reset, a rebuilt key: the memory goes back to the first stream's pool), so it read the scale
+    before it was written, or after another tensor took its memory: such a plan is bound to its
+    stream, as t04's are. A fixed scale (P.fixed_scale: filled once, never freed) is no slot and
+    keeps nothing: a constant of the launches, as a persistent buffer is."""
     torch = pytest.importorskip("torch")
     from tilegemm.kernels.tensorcore import _problem as P
 
@@ -375,6 +377,83 @@ def test_a_plan_with_scales_of_its_own_serves_only_the_stream_it_was_built_on(mo
     assert own.run(1, 2, None, 0, 0) is None  # the scales were filled (and are freed) on stream 77
     theirs = dispatch._build(p, [], (False, False))  # the caller's scale tensors: the caller orders them
     assert theirs.stream is None and theirs.run(1, 2, None, 0, 0) is not None
+    fixed = P.Problem(a, b, c, "fp8", scale_a=torch.ones(1), scale_b=torch.ones(1))
+    monkeypatch.setattr(P, "_FIXED_IDS", {id(fixed.scale_a), id(fixed.scale_b)})  # (a CPU tensor is never fixed)
+    assert dispatch._slots(fixed)[4:] == [None, None]
+    made = dispatch._build(fixed, [], (True, True))
+    assert made.stream is None and made.keep == (None, None) and made.direct
+
+
+def test_a_key_keeps_each_streams_bound_plan_beside_the_first(monkeypatch):
+    """A stream-bound plan refuses another stream's call; the plan the slow path then builds there
+    is kept beside the key's first (`_store`: the key's held plan, or its view, keeps it in
+    `others`), so calls that alternate between the two streams are each served by their stream's
+    plan, where replacing the first rebuilt a plan at every switch. A view kept under its own key
+    (a linear layer's, an N-D matmul's) keeps the new plan the same way. An unbound plan replaces
+    what the key held, as before; past STREAMS_MAX streams, so does a bound one."""
+    torch = pytest.importorskip("torch")
+
+    seen = []
+
+    class Fake:
+        def __init__(self, name):
+            self.name = name
+
+        def __call__(self, addresses, stream):
+            seen.append((self.name, stream))
+
+    stream = [77]
+    dispatch._bind_torch()
+    dispatch.reset()
+    monkeypatch.setattr(dispatch, "_current_device", lambda: None)
+    monkeypatch.setattr(dispatch, "_raw_stream", lambda i: stream[0])
+    monkeypatch.setattr(dispatch, "_capturing", lambda: False)
+    monkeypatch.setattr(dispatch, "_empty_strided", lambda shape, strides, dtype, device:
+                        torch.empty_strided(shape, strides, dtype=dtype))
+    dev = torch.device("cpu")
+
+    def bound(name, on):
+        return dispatch.LaunchPlan([Fake(name)], (4, 4), torch.float32, dev, stream=on)
+
+    first, second = bound("first", 77), bound("second", 78)
+    dispatch._store("k", first)
+    stream[0] = 78
+    assert dispatch._PLANS["k"].run(1, 2, None, 0, 0) is None  # no plan for stream 78 yet: the slow path's
+    dispatch._store("k", second)
+    assert dispatch._PLANS["k"] is first and first.others == {78: second}
+    for s in (78, 77, 78, 77):
+        stream[0] = s
+        assert dispatch._PLANS["k"].run(1, 2, None, 0, 0).shape == (4, 4)
+    assert seen == [("second", 78), ("first", 77)] * 2
+    view = dispatch.ViewPlan(first, (2, 8))
+    dispatch._store("view", view)
+    dispatch._store("view", dispatch.ViewPlan(bound("third", 79), (2, 8)))  # a view of another stream's plan
+    assert dispatch._PLANS["view"] is view and set(first.others) == {78, 79}
+    stream[0] = 79
+    assert view.run(1, 2).shape == (2, 8) and seen[-1] == ("third", 79)
+    dispatch._store("view", dispatch.ViewPlan(bound("same stream", 77), (2, 8)))  # the key's own stream: replaced
+    assert dispatch._PLANS["view"] is not view
+    unbound = dispatch.LaunchPlan([Fake("unbound")], (4, 4), torch.float32, dev)
+    dispatch._store("k", unbound)
+    assert dispatch._PLANS["k"] is unbound
+    dispatch._store("many", bound("s0", 100))
+    for i in range(1, dispatch.STREAMS_MAX + 2):
+        dispatch._store("many", bound(f"s{i}", 100 + i))
+    kept = dispatch._PLANS["many"]
+    assert len(kept.others) == 0 and kept.stream == 100 + dispatch.STREAMS_MAX + 1  # the 9th stream's replaced all
+    dispatch.reset()
+
+
+def test_a_float_scales_key_is_its_bits():
+    """gemm's key holds a float scale's bits, as its fixed tensor does (`P.fixed_scale`): -0.0 (which
+    equals 0.0) gets a plan of its own, whose C has the other sign where C is zero; NaN (equal to
+    nothing) finds its plan, where each NaN call built and kept another until PLAN_MAX emptied them."""
+    torch = pytest.importorskip("torch")
+    a, b = torch.empty(64, 32), torch.empty(32, 48)
+    dispatch.plain(a)
+    key = lambda s: dispatch.gemm_key(a, b, 0, 0, "fp8", None, 1.0, 0.0, None, s, None, "auto")  # noqa: E731
+    assert key(0.0) != key(-0.0) and key(float("nan")) == key(float("nan")) and key(0.5) == key(0.5)
+    assert key(2) != key(2.5) and key(None) != key(1.0)
 
 
 def test_a_planned_gemm_still_refuses_a_c_over_its_inputs(monkeypatch):
@@ -704,6 +783,80 @@ def test_gpu_a_stream_bound_plan_keeps_its_scratch():
     for c, x in ((c1, a1), (c2, a2)):
         r = x.double() @ b.double()
         assert float((c.double() - r).norm() / r.norm()) < 1e-2
+
+
+@pytest.mark.gpu
+def test_gpu_calls_that_alternate_between_streams_build_each_streams_plan_once():
+    """Calls of one key alternating between the current stream and a side stream. t04's fused
+    split-K (16×1024×8192 BF16: a plan bound to its stream by the tile counters), by matmul and by a
+    patched nn.Linear with its bias (a view kept under the layer's key): one slow call on the side
+    stream, whose plan is kept beside the first, then none. FP8 gemm with no scales or float ones
+    (fixed scales: filled once, never freed) and FP8 quantised by gemm: a plan bound to a stream
+    only where its rung is t04's fused split-K, else one plan serving both streams with no slow
+    call. Every product is right, and (but split-K's, whose slices may sum in any order) each stream's
+    calls give the first call's bits."""
+    torch = pytest.importorskip("torch")
+    import tilegemm
+    from tilegemm.kernels.tensorcore import _problem as P
+
+    x = torch.rand(16, 8192, device="cuda").bfloat16()
+    w = torch.rand(8192, 1024, device="cuda").bfloat16()
+    assert "FUSED=True" in tilegemm.explain(x, w)
+    lin = torch.nn.Linear(8192, 1024, device="cuda", dtype=torch.bfloat16)
+    f8a = (torch.rand(256, 512, device="cuda") * 2 - 1).to(torch.float8_e4m3fn)
+    f8b = (torch.rand(256, 512, device="cuda") * 2 - 1).to(torch.float8_e4m3fn).t()
+    q = torch.randn(16, 4096, device="cuda").bfloat16(), torch.randn(4096, 4096, device="cuda").bfloat16()
+    f8 = f8a.double() @ f8b.double()
+    cases = [  # name, call, float64 reference, tolerance, is t04's (bound to its stream)
+        ("t04 matmul", lambda: tilegemm.matmul(x, w), x.double() @ w.double(), 1e-2, True),
+        ("t04 patched linear", lambda: lin(x), torch.nn.functional.linear(x.double(), lin.weight.double(),
+                                                                         lin.bias.double()), 1e-2, True),
+        ("fp8 no scales", lambda: tilegemm.gemm(f8a, f8b), f8, 2e-2, None),
+        ("fp8 float scales", lambda: tilegemm.gemm(f8a, f8b, scale_a=0.5, scale_b=-2.0), -f8, 2e-2, None),
+        ("fp8 quantised", lambda: tilegemm.gemm(*q, precision="fp8"), q[0].double() @ q[1].double(), 8e-2, None),
+    ]
+    side = torch.cuda.Stream()
+    main = torch.cuda.current_stream()
+    with tilegemm.patch(lin), torch.no_grad():
+        for name, call, ref, tol, t04 in cases:
+            dispatch.reset()
+            first = call()
+            call()  # (a linear's first call keeps the layer's view plan, its second finds it)
+            plans = [dispatch._bound(p) for p in dispatch._PLANS.values()]
+            fused = any("splitk_fused" in one.name for p in plans for one in p.launches)
+            bound = any(p.stream is not None for p in plans)
+            assert plans and bound == fused and (fused or not t04), f"{name}: bound {bound}, t04's fused {fused}"
+            if name.startswith("fp8") and "quantised" not in name:  # (gemm's scales: 1, or the floats given)
+                assert all(s is None for p in plans for s in p.keep), f"{name}: a plan keeps scales of its own"
+            side.wait_stream(main)
+            before = dispatch.STATS["slow_calls"]
+            got = []
+            for i in range(6):
+                with torch.cuda.stream(side if i % 2 == 0 else main):
+                    got.append(call())
+                if i == 1:  # the side stream's first call, and the current stream's
+                    slow_first = dispatch.STATS["slow_calls"] - before
+            torch.cuda.synchronize()
+            slow = dispatch.STATS["slow_calls"] - before
+            assert slow_first == slow == int(bound), f"{name}: {slow} slow calls over 6 alternating (bound: {bound})"
+            for c in [first, *got]:
+                err = float((c.double() - ref).norm() / ref.norm())
+                assert err < tol, f"{name}: error {err:.2e}"
+                assert fused or torch.equal(c, first), f"{name}: a stream's call gave another product"
+    assert P.fixed_scale(-0.0, x.device) is not P.fixed_scale(0.0, x.device)
+    assert P.fixed_scale(0.5, x.device) is P.fixed_scale(0.5, x.device)
+    # a plan with fixed scales holds nothing a graph must not take: it serves a capture too
+    scaled = lambda: tilegemm.gemm(f8a, f8b, scale_a=0.5, scale_b=-2.0)  # noqa: E731
+    scaled()
+    slow = dispatch.STATS["slow_calls"]
+    graph, out = _captured(torch, scaled)
+    assert dispatch.STATS["slow_calls"] == slow, "the capture of an FP8 call with float scales took the slow path"
+    f8a.copy_((torch.rand(256, 512, device="cuda") * 2 - 1).to(torch.float8_e4m3fn))
+    graph.replay()
+    torch.cuda.synchronize()
+    ref = -(f8a.double() @ f8b.double())
+    assert float((out.double() - ref).norm() / ref.norm()) < 2e-2
+    dispatch.reset()
 
 
 @pytest.mark.gpu

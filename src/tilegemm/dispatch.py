@@ -426,8 +426,10 @@ def spans_of(a, b, c) -> tuple[int, int, int]:
 
 
 def _scale_key(s):
-    if s is None or (isinstance(s, (int, float)) and s.__class__ is not bool):  # (True equals 1.0; gemm refuses it)
+    if s is None or (isinstance(s, int) and s.__class__ is not bool):  # (True equals 1.0; gemm refuses it)
         return s
+    if isinstance(s, float):  # its bits, as its tensor's (P.fixed_scale): -0.0 equals 0.0, a NaN equals nothing (a
+        return s.hex()  # plan made for each NaN call, until PLAN_MAX emptied them all)
     if type(s) in _PLAIN:
         return ("tensor", s.dtype, s.get_device(), s.numel(), s.data_ptr() & 15, s.is_neg())  # (gemm plans no
         # lazily negated scale: its key finds no plan)
@@ -555,10 +557,12 @@ class LaunchPlan:
     counters, a plan's own scales) serves no call: the graph would share the stream's counters
     with eager calls and every other graph captured there, and read the scales at an address
     freed once the plan is dropped (dispatch.reset, the PLAN_MAX bound, a rebuilt key); the slow
-    path gives the graph counters and scales of its own pool."""
+    path gives the graph counters and scales of its own pool. A key's calls on another stream get
+    a plan of their own, kept beside this one (`others`, `_store`), so calls that alternate between
+    streams build each stream's plan once (docs/perf-notes.md, 154)."""
 
     __slots__ = ("launches", "lock", "out_shape", "out_strides", "out_dtype", "device", "index", "scratch", "stream",
-                 "scales", "keep", "offsets", "need", "spans", "direct", "holds")
+                 "scales", "keep", "offsets", "need", "spans", "direct", "holds", "others")
 
     def __init__(self, launches: list, out_shape, out_dtype, device, scratch=(), stream=None, scales=(), spans=None):
         self.launches, self.out_shape, self.out_dtype = tuple(launches), tuple(out_shape), out_dtype
@@ -568,6 +572,7 @@ class LaunchPlan:
         self.device, self.index = device, device.index
         self.scratch = tuple(scratch)  # (numel, dtype) of each scratch buffer
         self.stream = stream  # the stream a stream-bound plan runs on, else None
+        self.others = {}  # a stream-bound plan's: another stream -> the key's plan built there (STREAMS_MAX)
         # scales the plan made itself (from a float, or 1 for FP8 without one): kept, at fixed addresses
         self.keep = tuple(scales)
         self.scales = tuple(0 if s is None else s.data_ptr() for s in scales) or (0, 0)
@@ -599,8 +604,9 @@ class LaunchPlan:
         stream = _raw_stream(self.index)
         capturing = False
         if not self.direct:  # (a stream-bound plan, scratch, or scales of its own)
-            if self.stream is not None and stream != self.stream:
-                return None
+            if self.stream is not None and stream != self.stream:  # (another stream's plan, where one was built)
+                other = self.others.get(stream)
+                return None if other is None else other.run(pa, pb, c, psa, psb, view, pi)
             capturing = _capturing()
             if capturing and self.holds:  # the slow path gives a graph's capture its own (the class says why)
                 return None
@@ -644,9 +650,37 @@ def _remember(key, plan: LaunchPlan) -> None:
 
 
 def _store(key, plan) -> None:
+    held = _PLANS.get(key)
+    if held is not None and _beside(held, plan):
+        return
     if len(_PLANS) >= PLAN_MAX:
         _PLANS.clear()
     _PLANS[key] = plan
+
+
+STREAMS_MAX = 8  # streams whose plans one key keeps (past it, a new stream's plan replaces them all)
+
+
+def _beside(held, plan) -> bool:
+    """Keep `plan`, stream-bound and built for a key whose `held` plan is bound to another stream
+    (the held plan refused the call), among held's `others`, where it serves its stream's calls
+    from then on; True where kept so. A held view (ViewPlan, AddBias) of the same key has the same
+    output: its launch plan keeps the new one's. Replacing held instead (as before) rebuilt the
+    plan at every switch of stream."""
+    if type(held) is not type(plan):
+        return False
+    old, new = _bound(held), _bound(plan)
+    if old.stream is None or new.stream is None or new.stream == old.stream or len(old.others) >= STREAMS_MAX:
+        return False
+    old.others[new.stream] = new
+    return True
+
+
+def _bound(plan) -> LaunchPlan:
+    """The launch plan a kept plan (LaunchPlan, ViewPlan, AddBias) runs."""
+    while type(plan) is not LaunchPlan:
+        plan = plan.plan
+    return plan
 
 
 def _not_planned(why: str) -> None:
@@ -674,9 +708,12 @@ def _plannable(p) -> str:
 
 def _slots(p) -> list:
     """A plan's operand slots for p: the caller's A and B (a converted operand's source), C, C_in, and the
-    scales that are not made by p's prologue (those are its scratch)."""
+    scales that are neither made by p's prologue (those are its scratch) nor fixed (P.fixed_scale: one
+    tensor for every call of the key, as a persistent buffer is, and for both scales where they are equal)."""
+    from .kernels.tensorcore import _problem as P
+
     made = [t for call in p.prologue for t in call.scratch]
-    scales = [None if any(s is t for t in made) else s for s in (p.scale_a, p.scale_b)]
+    scales = [None if any(s is t for t in made) or P.is_fixed(s) else s for s in (p.scale_a, p.scale_b)]
     a, b = (x if src is None else src for x, src in zip((p.a, p.b), p.sources))
     return [a, b, p.c, p.c_in if p.has_beta else None, *scales]
 
@@ -690,11 +727,15 @@ def _build(p, calls, own_scales) -> LaunchPlan | None:
     if len({id(t) for t in operands}) < len(operands):  # one tensor in two slots (the APIs give matmul(x, x)'s and
         return None  # gemm(x, x)'s B a view of its own): a plan binds operands by identity, and would read (or write)
         # one slot for two operands on every later call
-    # scales the plan keeps (own_scales) were filled by a kernel on this call's stream, and are freed on that stream
-    # when the plan is dropped (PLAN_MAX, reset, a rebuilt key): a launch on another stream is ordered with neither
-    # (it could read them before the fill, or after the memory went to another tensor), so such a plan is bound to
-    # its stream, as t04's counters bind theirs
-    bound = any(c.stream_bound for c in calls) or any(own_scales)
+    # scales the plan keeps: those the API made for this call (own_scales), but a fixed one (a constant of the
+    # launches, `_slots`). They were filled by a kernel on this call's stream, and are freed on that stream when the
+    # plan is dropped (PLAN_MAX, reset, a rebuilt key): a launch on another stream is ordered with neither (it could
+    # read them before the fill, or after the memory went to another tensor), so such a plan is bound to its
+    # stream, as t04's counters bind theirs
+    from .kernels.tensorcore import _problem as P
+
+    scales = tuple(s if own and not P.is_fixed(s) else None for s, own in zip((p.scale_a, p.scale_b), own_scales))
+    bound = any(c.stream_bound for c in calls) or any(s is not None for s in scales)
     scratch = []
     for t in _scratch(calls):
         if t.storage_offset():  # a plan allocates each scratch buffer afresh and passes its start
@@ -711,7 +752,6 @@ def _build(p, calls, own_scales) -> LaunchPlan | None:
             return None
         launches.append(one)
     stream = _raw_stream(p.c.device.index) if bound else None
-    scales = tuple(s if own else None for s, own in zip((p.scale_a, p.scale_b), own_scales))
     return LaunchPlan(launches, p.c.shape, p.c.dtype, p.c.device, scratch, stream, scales, spans_of(*slots[:3]))
 
 

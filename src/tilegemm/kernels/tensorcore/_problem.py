@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -149,13 +150,46 @@ class Problem:
 
 
 def scale_tensor(s, device) -> torch.Tensor:
-    """A per-tensor scale as a one-element float32 tensor on `device` (no host sync)."""
+    """A per-tensor scale as a one-element float32 tensor on `device`: a tensor's (no host sync), or
+    a number's `fixed_scale`."""
     if isinstance(s, torch.Tensor):
         if s.numel() != 1:
             raise ValueError(f"per-tensor scales only: got a scale with {s.numel()} elements")
         return s.reshape(1).to(device=device, dtype=torch.float32).resolve_neg()  # (the kernels read its memory)
-    return torch.full((1,), float(s.item() if hasattr(s, "item") else s), dtype=torch.float32, device=device)  # (an
-    # array's one element: float() of a 1-D NumPy array is deprecated)
+    return fixed_scale(float(s.item() if hasattr(s, "item") else s), device)  # (an array's one element: float() of
+    # a 1-D NumPy array is deprecated)
+
+
+FIXED_SCALES_MAX = 64  # numbers whose scale tensors a process keeps, over its devices (past it: made for a call)
+_FIXED: dict = {}  # (device, the number's bits) -> its one-element float32 tensor, never freed
+_FIXED_IDS: set = set()  # id() of each: `is_fixed`
+_FIXED_LOCK = threading.Lock()
+
+
+def fixed_scale(v: float, device) -> torch.Tensor:
+    """v as a one-element float32 tensor on `device`, made once a process per (device, v), its fill
+    waited for and its memory never freed: a launch plan keeps its address and serves every stream
+    and a graph's capture with it (a tensor made for one call is filled on that call's stream and
+    freed on it with the plan: a plan of one is bound to that stream, docs/perf-notes.md, 154).
+    Made for the call alone (as before) under a capture (its fill is the graph's, run only by a
+    replay), on the CPU, and past FIXED_SCALES_MAX numbers."""
+    key = (device, v.hex())  # (bits: -0.0 is not 0.0's tensor; every NaN is one)
+    t = _FIXED.get(key)
+    if t is not None:
+        return t
+    t = torch.full((1,), v, dtype=torch.float32, device=device)
+    if t.device.type != "cuda" or torch.cuda.is_current_stream_capturing() or len(_FIXED) >= FIXED_SCALES_MAX:
+        return t
+    torch.cuda.current_stream(t.device).synchronize()  # (once: then any stream may read it)
+    with _FIXED_LOCK:  # (two threads' first calls: one tensor kept, and is_fixed true of it alone)
+        t = _FIXED.setdefault(key, t)
+        _FIXED_IDS.add(id(t))
+    return t
+
+
+def is_fixed(t) -> bool:
+    """Is t a `fixed_scale` (filled before any launch reads it, and never freed)?"""
+    return id(t) in _FIXED_IDS
 
 
 # ---- device facts, cached ---------------------------------------------------------------------
