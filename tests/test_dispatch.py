@@ -389,8 +389,10 @@ def test_a_key_keeps_each_streams_bound_plan_beside_the_first(monkeypatch):
     is kept beside the key's first (`_store`: the key's held plan, or its view, keeps it in
     `others`), so calls that alternate between the two streams are each served by their stream's
     plan, where replacing the first rebuilt a plan at every switch. A view kept under its own key
-    (a linear layer's, an N-D matmul's) keeps the new plan the same way. An unbound plan replaces
-    what the key held, as before; past STREAMS_MAX streams, so does a bound one."""
+    (a linear layer's, an N-D matmul's) keeps the new plan the same way; one of another kind (an
+    AddBias where a ViewPlan was: another way of adding the bias) replaces it. A plan built again
+    on the held plan's own stream replaces it and keeps its others; an unbound plan replaces what
+    the key held, as before. Past STREAMS_MAX other streams, the oldest stream's plan goes."""
     torch = pytest.importorskip("torch")
 
     seen = []
@@ -431,29 +433,45 @@ def test_a_key_keeps_each_streams_bound_plan_beside_the_first(monkeypatch):
     assert dispatch._PLANS["view"] is view and set(first.others) == {78, 79}
     stream[0] = 79
     assert view.run(1, 2).shape == (2, 8) and seen[-1] == ("third", 79)
-    dispatch._store("view", dispatch.ViewPlan(bound("same stream", 77), (2, 8)))  # the key's own stream: replaced
-    assert dispatch._PLANS["view"] is not view
+    adds = dispatch.AddBias(dispatch.ViewPlan(bound("adds", 80), (2, 8)), True)
+    dispatch._store("view", adds)  # another kind of plan of the key: replaced, whatever its stream
+    assert dispatch._PLANS["view"] is adds and set(first.others) == {78, 79}
+    dispatch._store("view", view)
+    again = bound("again", 77)
+    dispatch._store("view", dispatch.ViewPlan(again, (2, 8)))  # the key's own stream again: replaced, others kept
+    assert dispatch._PLANS["view"].plan is again and again.others == first.others
+    stream[0] = 78
+    assert dispatch._PLANS["view"].run(1, 2).shape == (2, 8) and seen[-1] == ("second", 78)
     unbound = dispatch.LaunchPlan([Fake("unbound")], (4, 4), torch.float32, dev)
     dispatch._store("k", unbound)
     assert dispatch._PLANS["k"] is unbound
-    dispatch._store("many", bound("s0", 100))
+    many = bound("s0", 100)
+    dispatch._store("many", many)
     for i in range(1, dispatch.STREAMS_MAX + 2):
         dispatch._store("many", bound(f"s{i}", 100 + i))
-    kept = dispatch._PLANS["many"]
-    assert len(kept.others) == 0 and kept.stream == 100 + dispatch.STREAMS_MAX + 1  # the 9th stream's replaced all
-    dispatch.reset()
+    assert dispatch._PLANS["many"] is many and len(many.others) == dispatch.STREAMS_MAX
+    assert 101 not in many.others and 102 in many.others and 100 + dispatch.STREAMS_MAX + 1 in many.others  # (the
+    dispatch.reset()  # oldest other stream's plan went)
 
 
 def test_a_float_scales_key_is_its_bits():
     """gemm's key holds a float scale's bits, as its fixed tensor does (`P.fixed_scale`): -0.0 (which
     equals 0.0) gets a plan of its own, whose C has the other sign where C is zero; NaN (equal to
-    nothing) finds its plan, where each NaN call built and kept another until PLAN_MAX emptied them."""
+    nothing) finds its plan, where each NaN call built and kept another until PLAN_MAX emptied them.
+    Equal numbers made apart (another object, a NumPy float, an int) share one. On the CPU a number's
+    scale tensor is made for its call (no plan runs there to keep it)."""
     torch = pytest.importorskip("torch")
+    from tilegemm.kernels.tensorcore import _problem as P
+
     a, b = torch.empty(64, 32), torch.empty(32, 48)
     dispatch.plain(a)
     key = lambda s: dispatch.gemm_key(a, b, 0, 0, "fp8", None, 1.0, 0.0, None, s, None, "auto")  # noqa: E731
-    assert key(0.0) != key(-0.0) and key(float("nan")) == key(float("nan")) and key(0.5) == key(0.5)
-    assert key(2) != key(2.5) and key(None) != key(1.0)
+    assert key(0.0) != key(-0.0) and key(float("-0")) == key(-1 * 0.0)
+    assert key(float("nan")) == key(float("inf") - float("inf"))  # (two NaN objects)
+    assert key(float("0.5")) == key(0.25 * 2) == key(np.float64(0.5)) and key(2) == key(2.0) != key(2.5)
+    assert key(None) != key(1.0)
+    t = P.scale_tensor(0.5, torch.device("cpu"))
+    assert t.item() == 0.5 and not P.is_fixed(t) and P.scale_tensor(0.5, torch.device("cpu")) is not t
 
 
 def test_a_planned_gemm_still_refuses_a_c_over_its_inputs(monkeypatch):

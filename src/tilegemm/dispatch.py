@@ -36,7 +36,7 @@ from . import _cuda, arrays, env, launcher
 from .arrays import Operand
 from .errors import OutOfDeviceMemory, says_out_of_memory
 
-PLAN_MAX = 4096  # launch plans kept per process (a new one past this empties the table)
+PLAN_MAX = 4096  # call keys whose plans a process keeps (a new one past this empties the table)
 _PLANS: dict = {}  # call key -> LaunchPlan (or a ViewPlan of one)
 ARENA_MAX_BYTES = 256 << 20  # the streams' scratch arenas, all together (past it, a call allocates its own)
 _ARENAS: dict = {}  # (device index, raw stream) -> _Arena
@@ -428,8 +428,9 @@ def spans_of(a, b, c) -> tuple[int, int, int]:
 def _scale_key(s):
     if s is None or (isinstance(s, int) and s.__class__ is not bool):  # (True equals 1.0; gemm refuses it)
         return s
-    if isinstance(s, float):  # its bits, as its tensor's (P.fixed_scale): -0.0 equals 0.0, a NaN equals nothing (a
-        return s.hex()  # plan made for each NaN call, until PLAN_MAX emptied them all)
+    if isinstance(s, float):  # zero and NaN by their bits, as their tensors (P.fixed_scale): -0.0 equals 0.0, a NaN
+        return s if s == s and s != 0 else s.hex()  # equals nothing (a plan made for each NaN call, until PLAN_MAX
+        # emptied them all); any other float's value is its bits (float.hex: 0.3 µs a call)
     if type(s) in _PLAIN:
         return ("tensor", s.dtype, s.get_device(), s.numel(), s.data_ptr() & 15, s.is_neg())  # (gemm plans no
         # lazily negated scale: its key finds no plan)
@@ -552,13 +553,13 @@ class LaunchPlan:
     A call made while a CUDA graph is captured gets buffers of its own, from the graph's pool (the
     graph keeps them alive; an arena may be replaced by a larger one under a graph still using
     it), and so does a call past ARENA_MAX_BYTES. A stream-bound plan (t04's tile counters, or
-    scales of its own, filled and freed on that stream) serves the stream it was built on only.
-    Under a capture, a plan that holds memory of its own beyond scratch (a stream-bound plan's
+    scales made for its first call, filled and freed on that stream) serves the stream it was built
+    on; the key's plans for other streams are kept beside it (`others`, below). Under a capture, a plan that holds memory of its own beyond scratch (a stream-bound plan's
     counters, a plan's own scales) serves no call: the graph would share the stream's counters
     with eager calls and every other graph captured there, and read the scales at an address
     freed once the plan is dropped (dispatch.reset, the PLAN_MAX bound, a rebuilt key); the slow
     path gives the graph counters and scales of its own pool. A key's calls on another stream get
-    a plan of their own, kept beside this one (`others`, `_store`), so calls that alternate between
+    a plan of their own, kept beside this one (`others`, `_beside`), so calls that alternate between
     streams build each stream's plan once (docs/perf-notes.md, 154)."""
 
     __slots__ = ("launches", "lock", "out_shape", "out_strides", "out_dtype", "device", "index", "scratch", "stream",
@@ -573,7 +574,7 @@ class LaunchPlan:
         self.scratch = tuple(scratch)  # (numel, dtype) of each scratch buffer
         self.stream = stream  # the stream a stream-bound plan runs on, else None
         self.others = {}  # a stream-bound plan's: another stream -> the key's plan built there (STREAMS_MAX)
-        # scales the plan made itself (from a float, or 1 for FP8 without one): kept, at fixed addresses
+        # scales the API made for the plan's first call (not fixed ones, P.fixed_scale): kept, at fixed addresses
         self.keep = tuple(scales)
         self.scales = tuple(0 if s is None else s.data_ptr() for s in scales) or (0, 0)
         self.offsets, at = [], 0  # each scratch buffer's place in the arena
@@ -658,20 +659,27 @@ def _store(key, plan) -> None:
     _PLANS[key] = plan
 
 
-STREAMS_MAX = 8  # streams whose plans one key keeps (past it, a new stream's plan replaces them all)
+STREAMS_MAX = 32  # other streams' plans one key keeps beside its first (torch's pool: 32 streams a priority)
 
 
 def _beside(held, plan) -> bool:
     """Keep `plan`, stream-bound and built for a key whose `held` plan is bound to another stream
     (the held plan refused the call), among held's `others`, where it serves its stream's calls
-    from then on; True where kept so. A held view (ViewPlan, AddBias) of the same key has the same
-    output: its launch plan keeps the new one's. Replacing held instead (as before) rebuilt the
-    plan at every switch of stream."""
+    from then on (past STREAMS_MAX, the oldest goes); True where kept so. A held view (ViewPlan,
+    AddBias) of the same key has the same output: its launch plan keeps the new one's. Replacing
+    held instead (as before) rebuilt the plan at every switch of stream. A plan built again on
+    held's own stream (the slow path taken for another reason: a forward-AD level, a thread's race)
+    replaces it, and takes its others."""
     if type(held) is not type(plan):
         return False
     old, new = _bound(held), _bound(plan)
-    if old.stream is None or new.stream is None or new.stream == old.stream or len(old.others) >= STREAMS_MAX:
+    if old.stream is None or new.stream is None:
         return False
+    if new.stream == old.stream:
+        new.others.update(old.others)
+        return False
+    if new.stream not in old.others and len(old.others) >= STREAMS_MAX:
+        old.others.pop(next(iter(old.others)), None)
     old.others[new.stream] = new
     return True
 
@@ -721,7 +729,7 @@ def _slots(p) -> list:
 def _build(p, calls, own_scales) -> LaunchPlan | None:
     """The launch plan of `calls` for problem p (compiling them), or None where a call cannot be
     launched directly. own_scales: which of p's scales the API made (not the caller's tensors):
-    the plan keeps those, at fixed addresses."""
+    the plan keeps those made for this call, at fixed addresses (a fixed one is no slot, `_slots`)."""
     slots = _slots(p)
     operands = [t for i, t in enumerate(slots) if t is not None and i != 3]
     if len({id(t) for t in operands}) < len(operands):  # one tensor in two slots (the APIs give matmul(x, x)'s and
@@ -813,8 +821,8 @@ def run_problem(p, kernel: str = "auto", key=None, own_scales=(False, False), co
     """Run tensor-core problem p on the rung and configuration tilegemm.tuning chooses (kernel:
     "auto" or a rung's name; config: a configuration to force on that rung), keeping a launch plan
     under `key` where one can be kept (own_scales: which of p's scale tensors are the API's, not
-    the caller's: the plan keeps those). Returns the configuration, with "kernel" naming the rung
-    that ran and "source" where it came from."""
+    the caller's: the plan keeps those, but fixed ones, P.fixed_scale). Returns the configuration,
+    with "kernel" naming the rung that ran and "source" where it came from."""
     from . import tuning
 
     _bind_torch()

@@ -167,23 +167,35 @@ _FIXED_LOCK = threading.Lock()
 
 
 def fixed_scale(v: float, device) -> torch.Tensor:
-    """v as a one-element float32 tensor on `device`, made once a process per (device, v), its fill
-    waited for and its memory never freed: a launch plan keeps its address and serves every stream
-    and a graph's capture with it (a tensor made for one call is filled on that call's stream and
-    freed on it with the plan: a plan of one is bound to that stream, docs/perf-notes.md, 154).
-    Made for the call alone (as before) under a capture (its fill is the graph's, run only by a
-    replay), on the CPU, and past FIXED_SCALES_MAX numbers."""
+    """v as a one-element float32 tensor on `device`, made once a process per (device, v) and never
+    freed: a launch plan keeps its address and serves every stream and a graph's capture with it (a
+    tensor made for one call is filled on that call's stream and freed on it with the plan: a plan
+    of one is bound to that stream, docs/perf-notes.md, 154). Filled on a stream of its own, which
+    the host waits for (that fill alone, not the caller's queued work). Made for the call alone (as
+    before) under a capture (its fill is the graph's, run only by a replay), on the CPU, for a
+    tensor subclass (a fake tensor's mode), and past FIXED_SCALES_MAX numbers."""
     key = (device, v.hex())  # (bits: -0.0 is not 0.0's tensor; every NaN is one)
     t = _FIXED.get(key)
     if t is not None:
         return t
-    t = torch.full((1,), v, dtype=torch.float32, device=device)
-    if t.device.type != "cuda" or torch.cuda.is_current_stream_capturing() or len(_FIXED) >= FIXED_SCALES_MAX:
+    dev = torch.device(device)
+    if dev.type != "cuda" or len(_FIXED) >= FIXED_SCALES_MAX:
+        return torch.full((1,), v, dtype=torch.float32, device=device)
+    with torch.cuda.device(dev):
+        if torch.cuda.is_current_stream_capturing():  # (the capture's: its pool, filled by its replay)
+            return torch.full((1,), v, dtype=torch.float32, device=device)
+        own = torch.cuda.Stream()
+        with torch.cuda.stream(own):
+            t = torch.full((1,), v, dtype=torch.float32, device=device)
+        own.synchronize()
+    if type(t) is not torch.Tensor:
         return t
-    torch.cuda.current_stream(t.device).synchronize()  # (once: then any stream may read it)
-    with _FIXED_LOCK:  # (two threads' first calls: one tensor kept, and is_fixed true of it alone)
-        t = _FIXED.setdefault(key, t)
+    with _FIXED_LOCK:  # (two threads' first calls: one tensor kept; is_fixed true of it before it is found)
+        held = _FIXED.get(key)
+        if held is not None:
+            return held
         _FIXED_IDS.add(id(t))
+        _FIXED[key] = t
     return t
 
 
