@@ -360,12 +360,7 @@ def test_a_plan_with_scales_of_its_own_serves_only_the_stream_it_was_built_on(mo
     from tilegemm.kernels.tensorcore import _problem as P
 
     stream = [77]
-    dispatch._bind_torch()
-    monkeypatch.setattr(dispatch, "_current_device", lambda: None)
-    monkeypatch.setattr(dispatch, "_raw_stream", lambda i: stream[0])
-    monkeypatch.setattr(dispatch, "_capturing", lambda: False)
-    monkeypatch.setattr(dispatch, "_empty_strided", lambda shape, strides, dtype, device:
-                        torch.empty_strided(shape, strides, dtype=dtype))
+    _plans_on_the_cpu(monkeypatch, torch, stream)
     a = torch.empty(16, 32, dtype=torch.float8_e4m3fn)
     b = torch.empty(32, 16, dtype=torch.float8_e4m3fn)
     c = torch.empty(16, 16, dtype=torch.bfloat16)
@@ -382,6 +377,17 @@ def test_a_plan_with_scales_of_its_own_serves_only_the_stream_it_was_built_on(mo
     assert dispatch._slots(fixed)[4:] == [None, None]
     made = dispatch._build(fixed, [], (True, True))
     assert made.stream is None and made.keep == (None, None) and made.direct
+
+
+def _plans_on_the_cpu(monkeypatch, torch, stream: list) -> None:
+    """Launch plans run on the CPU with fake launches: no GPU current, stream[0] the current stream,
+    no capture, outputs made by torch on the CPU."""
+    dispatch._bind_torch()
+    monkeypatch.setattr(dispatch, "_current_device", lambda: None)
+    monkeypatch.setattr(dispatch, "_raw_stream", lambda i: stream[0])
+    monkeypatch.setattr(dispatch, "_capturing", lambda: False)
+    monkeypatch.setattr(dispatch, "_empty_strided", lambda shape, strides, dtype, device:
+                        torch.empty_strided(shape, strides, dtype=dtype))
 
 
 def test_a_key_keeps_each_streams_bound_plan_beside_the_first(monkeypatch):
@@ -405,13 +411,8 @@ def test_a_key_keeps_each_streams_bound_plan_beside_the_first(monkeypatch):
             seen.append((self.name, stream))
 
     stream = [77]
-    dispatch._bind_torch()
     dispatch.reset()
-    monkeypatch.setattr(dispatch, "_current_device", lambda: None)
-    monkeypatch.setattr(dispatch, "_raw_stream", lambda i: stream[0])
-    monkeypatch.setattr(dispatch, "_capturing", lambda: False)
-    monkeypatch.setattr(dispatch, "_empty_strided", lambda shape, strides, dtype, device:
-                        torch.empty_strided(shape, strides, dtype=dtype))
+    _plans_on_the_cpu(monkeypatch, torch, stream)
     dev = torch.device("cpu")
 
     def bound(name, on):
