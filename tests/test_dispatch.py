@@ -475,6 +475,67 @@ def test_a_float_scales_key_is_its_bits():
     assert t.item() == 0.5 and not P.is_fixed(t) and P.scale_tensor(0.5, torch.device("cpu")) is not t
 
 
+def test_a_numbers_fixed_scale_is_made_once_on_a_stream_of_its_own(monkeypatch):
+    """`P.fixed_scale` on a CUDA device (torch.cuda's stream calls stood in for): made once per
+    (device, the number's bits), filled on a new stream whose fill alone the host waits for (the
+    caller's current stream is never asked for, let alone synchronised), and kept (`is_fixed`).
+    Made for the call alone, and not kept, under a capture, past FIXED_SCALES_MAX numbers, and
+    where torch gives a tensor subclass (a fake tensor's mode)."""
+    torch = pytest.importorskip("torch")
+    import contextlib
+
+    from tilegemm.kernels.tensorcore import _problem as P
+
+    events, capturing, current = [], [False], [None]
+
+    class Stream:
+        def synchronize(self):
+            events.append(("wait", self))
+
+    @contextlib.contextmanager
+    def on(stream):
+        current[0], was = stream, current[0]
+        try:
+            yield
+        finally:
+            current[0] = was
+
+    real_full, kind = torch.full, [torch.Tensor]
+
+    def full(shape, v, dtype, device):
+        events.append(("fill", current[0]))
+        t = real_full(shape, v, dtype=dtype)
+        return t if kind[0] is torch.Tensor else torch.nn.Parameter(t, requires_grad=False)
+
+    monkeypatch.setattr(P, "_FIXED", {})
+    monkeypatch.setattr(P, "_FIXED_IDS", set())
+    monkeypatch.setattr(torch, "full", full)
+    monkeypatch.setattr(torch.cuda, "device", lambda d: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "Stream", Stream)
+    monkeypatch.setattr(torch.cuda, "stream", on)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing[0])
+    dev = torch.device("cuda", 0)
+    one = P.fixed_scale(1.0, dev)
+    (fill, own), (wait, waited) = events
+    assert fill == "fill" and isinstance(own, Stream) and (wait, waited) == ("wait", own)  # its own stream's fill
+    assert one.item() == 1.0 and P.is_fixed(one) and P.fixed_scale(1.0, dev) is one and len(events) == 2
+    assert P.scale_tensor(1, dev) is one and P.scale_tensor(np.float64(1.0), dev) is one  # (a number, any kind)
+    zero, negative = P.fixed_scale(0.0, dev), P.fixed_scale(-0.0, dev)
+    assert zero is not negative and bool(torch.signbit(negative)) and not bool(torch.signbit(zero))
+    assert P.fixed_scale(float("nan"), dev) is P.fixed_scale(float("inf") - float("inf"), dev)
+    capturing[0] = True
+    made = P.fixed_scale(3.0, dev)
+    assert events[-1] == ("fill", None) and not P.is_fixed(made)  # on the capture's stream, for the call
+    assert P.fixed_scale(1.0, dev) is one  # (a number kept before: the same tensor, under a capture too)
+    capturing[0] = False
+    kind[0] = torch.nn.Parameter
+    assert not P.is_fixed(P.fixed_scale(5.0, dev))
+    kind[0] = torch.Tensor
+    monkeypatch.setattr(P, "FIXED_SCALES_MAX", len(P._FIXED))
+    past = P.fixed_scale(6.0, dev)
+    assert not P.is_fixed(past) and P.fixed_scale(6.0, dev) is not past and P.fixed_scale(1.0, dev) is one
+
+
 def test_a_planned_gemm_still_refuses_a_c_over_its_inputs(monkeypatch):
     """gemm(a, b, c=c) keeps a plan for c's shape, strides and alignment; gemm(a, b, c=a) with
     those finds it, and ran it (C written over A as it was read) where the slow path's overlap
