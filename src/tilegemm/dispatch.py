@@ -428,9 +428,9 @@ def spans_of(a, b, c) -> tuple[int, int, int]:
 def _scale_key(s):
     if s is None or (isinstance(s, int) and s.__class__ is not bool):  # (True equals 1.0; gemm refuses it)
         return s
-    if isinstance(s, float):  # zero and NaN by their bits, as their tensors (P.fixed_scale): -0.0 equals 0.0, a NaN
-        return s if s == s and s != 0 else s.hex()  # equals nothing (a plan made for each NaN call, until PLAN_MAX
-        # emptied them all); any other float's value is its bits (float.hex: 0.3 µs a call)
+    if isinstance(s, float):  # zero and NaN by their bits, as their tensors are (P.fixed_scale): -0.0 equals 0.0, a
+        return s if s == s and s != 0 else s.hex()  # NaN equals nothing (a plan made for each NaN call, until
+        # PLAN_MAX emptied them all). Any other float's value gives its bits, and costs no float.hex (0.3 µs)
     if type(s) in _PLAIN:
         return ("tensor", s.dtype, s.get_device(), s.numel(), s.data_ptr() & 15, s.is_neg())  # (gemm plans no
         # lazily negated scale: its key finds no plan)
@@ -554,7 +554,7 @@ class LaunchPlan:
     graph keeps them alive; an arena may be replaced by a larger one under a graph still using
     it), and so does a call past ARENA_MAX_BYTES. A stream-bound plan (t04's tile counters, or
     scales made for its first call, filled and freed on that stream) serves the stream it was built
-    on; the key's plans for other streams are kept beside it (`others`, below). Under a capture, a plan that holds memory of its own beyond scratch (a stream-bound plan's
+    on. Under a capture, a plan that holds memory of its own beyond scratch (a stream-bound plan's
     counters, a plan's own scales) serves no call: the graph would share the stream's counters
     with eager calls and every other graph captured there, and read the scales at an address
     freed once the plan is dropped (dispatch.reset, the PLAN_MAX bound, a rebuilt key); the slow
