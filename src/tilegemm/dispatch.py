@@ -679,7 +679,7 @@ def _beside(held, plan) -> bool:
         new.others.update(old.others)
         return False
     if new.stream not in old.others and len(old.others) >= STREAMS_MAX:
-        old.others.pop(next(iter(old.others)), None)
+        old.others.pop(tuple(old.others)[0], None)  # (the keys taken at once: another thread may add one)
     old.others[new.stream] = new
     return True
 
