@@ -735,14 +735,12 @@ def _build(p, calls, own_scales) -> LaunchPlan | None:
     if len({id(t) for t in operands}) < len(operands):  # one tensor in two slots (the APIs give matmul(x, x)'s and
         return None  # gemm(x, x)'s B a view of its own): a plan binds operands by identity, and would read (or write)
         # one slot for two operands on every later call
-    # scales the plan keeps: those the API made for this call (own_scales), but a fixed one (a constant of the
-    # launches, `_slots`). They were filled by a kernel on this call's stream, and are freed on that stream when the
-    # plan is dropped (PLAN_MAX, reset, a rebuilt key): a launch on another stream is ordered with neither (it could
-    # read them before the fill, or after the memory went to another tensor), so such a plan is bound to its
-    # stream, as t04's counters bind theirs
-    from .kernels.tensorcore import _problem as P
-
-    scales = tuple(s if own and not P.is_fixed(s) else None for s, own in zip((p.scale_a, p.scale_b), own_scales))
+    # scales the plan keeps: those the API made for this call (own_scales) that are slots (not a fixed one: a
+    # constant of the launches, `_slots`). They were filled by a kernel on this call's stream, and are freed on that
+    # stream when the plan is dropped (PLAN_MAX, reset, a rebuilt key): a launch on another stream is ordered with
+    # neither (it could read them before the fill, or after the memory went to another tensor), so such a plan is
+    # bound to its stream, as t04's counters bind theirs
+    scales = tuple(s if own else None for s, own in zip(slots[4:6], own_scales))
     bound = any(c.stream_bound for c in calls) or any(s is not None for s in scales)
     scratch = []
     for t in _scratch(calls):

@@ -179,14 +179,15 @@ def fixed_scale(v: float, device) -> torch.Tensor:
     if t is not None:
         return t
     dev = torch.device(device)
+    fill = lambda: torch.full((1,), v, dtype=torch.float32, device=device)  # noqa: E731
     if dev.type != "cuda" or len(_FIXED) >= FIXED_SCALES_MAX:
-        return torch.full((1,), v, dtype=torch.float32, device=device)
+        return fill()
     with torch.cuda.device(dev):
         if torch.cuda.is_current_stream_capturing():  # (the capture's: its pool, filled by its replay)
-            return torch.full((1,), v, dtype=torch.float32, device=device)
+            return fill()
         own = torch.cuda.Stream()
         with torch.cuda.stream(own):
-            t = torch.full((1,), v, dtype=torch.float32, device=device)
+            t = fill()
         own.synchronize()
     if type(t) is not torch.Tensor:
         return t
