@@ -416,8 +416,37 @@ def test_fp8_quantise_of_an_empty_operand_has_a_unit_scale():
     torch = pytest.importorskip("torch")
     from tilegemm import tensorcore_api
 
-    q, s, _ = tensorcore_api._convert(torch.zeros(0, 8), "fp8", None, "a")
+    q, s, _ = tensorcore_api._convert(torch.zeros(0, 8), torch.float8_e4m3fn, None)
     assert q.shape == (0, 8) and q.dtype == torch.float8_e4m3fn and float(s) == 1.0
+
+
+def test_gemm_at_alpha_zero_converts_no_operand(monkeypatch):
+    """alpha = 0 computes no product (C = beta·C), so gemm converts neither operand to the
+    precision's dtype: a strided one's copy (or FP8 quantisation) was made first, work and memory
+    for a result that never reads it. The operands' refusals still come first; at alpha 1 both are
+    converted (the count sees them)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    from tilegemm import dispatch, tensorcore_api
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    converted, convert = [], tensorcore_api._convert
+    monkeypatch.setattr(tensorcore_api, "_convert", lambda t, *rest: converted.append(t.dtype) or convert(t, *rest))
+    monkeypatch.setattr(dispatch, "run_problem", lambda *args, **kwargs: None)
+    a, b = torch.randn(8, 6).T, torch.randn(8, 5).T.contiguous().T  # (both strided: a copy each at fp16)
+    c = torch.randn(6, 5, dtype=torch.float16)
+    want = c * 0.5
+    for alpha in (0.0, -0.0, 0):
+        got = tilegemm.gemm(a, b, precision="fp16", alpha=alpha, beta=0.5, c=c.clone())
+        assert torch.equal(got, want) and converted == []
+        assert not tilegemm.gemm(a, b, precision="fp16", alpha=alpha).any() and converted == []
+    with pytest.raises(tilegemm.DTypeError, match="scale_a is for precision='fp8' only"):
+        tilegemm.gemm(a, b, precision="fp16", alpha=0.0, scale_a=2.0)
+    with pytest.raises(tilegemm.DTypeError, match="the tensor cores multiply real numbers"):
+        tilegemm.gemm(a.to(torch.complex64), b, precision="fp16", alpha=0.0)
+    tilegemm.gemm(a, b, precision="fp16")
+    assert converted == [torch.float32, torch.float32]
 
 
 def test_fp8_quantise_keeps_a_tiny_operand():
@@ -428,10 +457,10 @@ def test_fp8_quantise_keeps_a_tiny_operand():
     from tilegemm import tensorcore_api
 
     x = torch.tensor([[1e-18, -3e-18], [2e-19, 0.0]])
-    q, s, _ = tensorcore_api._convert(x, "fp8", None, "a")
+    q, s, _ = tensorcore_api._convert(x, torch.float8_e4m3fn, None)
     back = q.float() * s
     assert torch.allclose(back, x, rtol=2.0 ** -4, atol=0), back  # e4m3's rounding: 3 mantissa bits
-    q, s, _ = tensorcore_api._convert(torch.zeros(2, 2), "fp8", None, "a")
+    q, s, _ = tensorcore_api._convert(torch.zeros(2, 2), torch.float8_e4m3fn, None)
     assert float(s) > 0 and not (q.float() * s).any()
 
 
@@ -447,7 +476,7 @@ def test_fp8_quantise_of_an_operand_with_a_nan_or_inf_keeps_the_others(bad, dtyp
     from tilegemm import tensorcore_api
 
     x = torch.tensor([[1.0, -2.0], [bad, 0.5]], dtype=getattr(torch, dtype))
-    q, s, _ = tensorcore_api._convert(x, "fp8", None, "a")
+    q, s, _ = tensorcore_api._convert(x, torch.float8_e4m3fn, None)
     back = q.float() * s
     assert torch.isfinite(s).all() and float(s) > 0
     assert torch.equal(back[0], x[0].float()) and back[1, 1] == 0.5 and back[1, 0].isnan()

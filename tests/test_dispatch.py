@@ -477,18 +477,27 @@ def test_a_float_scales_key_is_its_bits():
 
 def test_a_numbers_fixed_scale_is_made_once_on_a_stream_of_its_own(monkeypatch):
     """`P.fixed_scale` on a CUDA device (torch.cuda's stream calls stood in for): made once per
-    (device, the number's bits), filled on a new stream whose fill alone the host waits for (the
-    caller's current stream is never asked for, let alone synchronised), and kept (`is_fixed`).
-    Made for the call alone, and not kept, under a capture, past FIXED_SCALES_MAX numbers, and
-    where torch gives a tensor subclass (a fake tensor's mode)."""
+    (device, the number's bits), filled in a thread of its own (a pool the caller's thread
+    allocates to, torch.cuda.use_mem_pool's, never holds it) on a new stream whose fill alone
+    that thread waits for (the caller's current stream is never asked for, let alone
+    synchronised), and kept (`is_fixed`). Made for the call alone, in the caller's thread and not
+    kept, under a capture, under a dispatch mode (a fake tensor's), where torch gives a tensor
+    subclass; past FIXED_SCALES_MAX numbers, made apart on the call's stream. An error in the fill
+    is the caller's. Memory made apart on the caller's stream (P.made_apart's other form) is filled
+    there, not waited for; in the caller's thread where that stream is CUDA's per-thread default."""
     torch = pytest.importorskip("torch")
     import contextlib
+    import threading
+
+    from torch.utils._python_dispatch import TorchDispatchMode
 
     from tilegemm.kernels.tensorcore import _problem as P
 
-    events, capturing, current = [], [False], [None]
+    events, capturing, current, threads = [], [False], [None], []
 
     class Stream:
+        cuda_stream = 77
+
         def synchronize(self):
             events.append(("wait", self))
 
@@ -504,6 +513,9 @@ def test_a_numbers_fixed_scale_is_made_once_on_a_stream_of_its_own(monkeypatch):
 
     def full(shape, v, dtype, device):
         events.append(("fill", current[0]))
+        threads.append(threading.get_ident())
+        if v == 7.0:
+            raise torch.OutOfMemoryError("CUDA out of memory (a stand-in)")
         t = real_full(shape, v, dtype=dtype)
         return t if kind[0] is torch.Tensor else torch.nn.Parameter(t, requires_grad=False)
 
@@ -519,6 +531,7 @@ def test_a_numbers_fixed_scale_is_made_once_on_a_stream_of_its_own(monkeypatch):
     (fill, own), (wait, waited) = events
     assert fill == "fill" and isinstance(own, Stream) and (wait, waited) == ("wait", own)  # its own stream's fill
     assert one.item() == 1.0 and P.is_fixed(one) and P.fixed_scale(1.0, dev) is one and len(events) == 2
+    assert threads[-1] != threading.get_ident()  # (not the caller's thread: not its pool)
     assert P.scale_tensor(1, dev) is one and P.scale_tensor(np.float64(1.0), dev) is one  # (a number, any kind)
     zero, negative = P.fixed_scale(0.0, dev), P.fixed_scale(-0.0, dev)
     assert zero is not negative and bool(torch.signbit(negative)) and not bool(torch.signbit(zero))
@@ -526,14 +539,34 @@ def test_a_numbers_fixed_scale_is_made_once_on_a_stream_of_its_own(monkeypatch):
     capturing[0] = True
     made = P.fixed_scale(3.0, dev)
     assert events[-1] == ("fill", None) and not P.is_fixed(made)  # on the capture's stream, for the call
+    assert threads[-1] == threading.get_ident()
     assert P.fixed_scale(1.0, dev) is one  # (a number kept before: the same tensor, under a capture too)
     capturing[0] = False
     kind[0] = torch.nn.Parameter
     assert not P.is_fixed(P.fixed_scale(5.0, dev))
     kind[0] = torch.Tensor
+
+    class Passing(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with Passing():
+        moded = P.fixed_scale(4.0, dev)
+    assert not P.is_fixed(moded) and threads[-1] == threading.get_ident() and events[-1] == ("fill", None)
+    with pytest.raises(torch.OutOfMemoryError, match="a stand-in"):
+        P.fixed_scale(7.0, dev)
+    assert threads[-1] != threading.get_ident() and all(k[1] != (7.0).hex() for k in P._FIXED)
+    callers = Stream()  # an arena's or t04's counters: made apart, on the caller's stream, which is not waited for
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda d: callers)
+    made = P.made_apart(lambda: full((1,), 2.0, torch.float32, dev), dev, on_callers_stream=True)
+    assert made.item() == 2.0 and events[-1] == ("fill", callers) and threads[-1] != threading.get_ident()
     monkeypatch.setattr(P, "FIXED_SCALES_MAX", len(P._FIXED))
-    past = P.fixed_scale(6.0, dev)
-    assert not P.is_fixed(past) and P.fixed_scale(6.0, dev) is not past and P.fixed_scale(1.0, dev) is one
+    past = P.fixed_scale(6.0, dev)  # (the call's own, which its plan keeps: apart too, on the call's stream)
+    assert not P.is_fixed(past) and events[-1] == ("fill", callers) and threads[-1] != threading.get_ident()
+    assert P.fixed_scale(6.0, dev) is not past and P.fixed_scale(1.0, dev) is one
+    callers.cuda_stream = P.PER_THREAD_STREAM  # (cudaStreamPerThread: in another thread, another stream)
+    P.made_apart(lambda: full((1,), 2.0, torch.float32, dev), dev, on_callers_stream=True)
+    assert events[-1] == ("fill", None) and threads[-1] == threading.get_ident()  # (the caller's, as it stands)
 
 
 def test_a_planned_gemm_still_refuses_a_c_over_its_inputs(monkeypatch):
@@ -936,6 +969,53 @@ def test_gpu_calls_that_alternate_between_streams_build_each_streams_plan_once()
     torch.cuda.synchronize()
     ref = -(f8a.double() @ f8b.double())
     assert float((out.double() - ref).norm() / ref.norm()) < 2e-2
+    dispatch.reset()
+
+
+@pytest.mark.gpu
+def test_gpu_memory_tilegemm_keeps_is_never_in_the_callers_mem_pool():
+    """First calls inside torch.cuda.use_mem_pool, on a stream of their own, of what makes memory
+    tilegemm keeps for the process: an FP8 gemm with a number scale (its fixed tensor), a BF16
+    product with a realigning copy (100×12345×678: the stream's arena) and t04's fused split-K
+    (16×1024×8192: the stream's tile counters). Each is made outside the pool (P.made_apart), so
+    once the calls' results are freed the pool holds no block (its memory can go, or be given up
+    and mapped again without losing a scale or the counters' zeros); the products are the pool's,
+    and right, and later calls outside it, on the same stream, are right too."""
+    torch = pytest.importorskip("torch")
+    import tilegemm
+    from tilegemm.kernels.tensorcore import _problem as P
+    from tilegemm.kernels.tensorcore import t04_splitk
+
+    f8a = torch.randn(64, 128, device="cuda").to(torch.float8_e4m3fn)
+    f8b = torch.randn(96, 128, device="cuda").to(torch.float8_e4m3fn).T
+    v = 0.3125 + len(P._FIXED) / 1024  # (a number no earlier test kept)
+    ra, rb = torch.rand(100, 678, device="cuda").bfloat16(), torch.rand(678, 12345, device="cuda").bfloat16()
+    sa, sb = torch.rand(16, 8192, device="cuda").bfloat16(), torch.rand(8192, 1024, device="cuda").bfloat16()
+    assert "FUSED=True" in tilegemm.explain(sa, sb)
+    calls = [(lambda: tilegemm.gemm(f8a, f8b, scale_a=v), v * (f8a.double() @ f8b.double()), 2e-2),
+             (lambda: tilegemm.matmul(ra, rb), ra.double() @ rb.double(), 1e-2),
+             (lambda: tilegemm.matmul(sa, sb), sa.double() @ sb.double(), 1e-2)]
+    dispatch.reset()
+    side, pool = torch.cuda.Stream(), torch.cuda.MemPool()  # (torch hands out pooled streams: an earlier test's
+    t04_splitk._COUNTERS.pop((f8a.device, side.cuda_stream), None)  # counters there would be found, not made)
+    assert (f8a.device, v.hex()) not in P._FIXED and len(P._FIXED) < P.FIXED_SCALES_MAX
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        with torch.cuda.use_mem_pool(pool):  # (twice: the plan's first call uses a scratch buffer of its own,
+            got = [(call(), ref, tol) for call, ref, tol in calls for _ in range(2)]  # its second the arena)
+        got += [(call(), ref, tol) for call, ref, tol in calls]
+    torch.cuda.synchronize()
+    for c, ref, tol in got:
+        assert float((c.double() - ref).norm() / ref.norm()) < tol
+    kept = [P._FIXED[(f8a.device, v.hex())], dispatch._ARENAS[(f8a.device.index, side.cuda_stream)].buf,
+            t04_splitk._COUNTERS[(f8a.device, side.cuda_stream)]]
+    held = lambda: [blk for seg in pool.snapshot() for blk in seg["blocks"]  # noqa: E731
+                    if blk["state"] == "active_allocated"]
+    assert held(), "the results were not the pool's: the check below would prove nothing"
+    del got, c
+    torch.cuda.synchronize()
+    assert not held(), f"the pool still holds {held()} once the calls' results are freed"
+    assert all(t.is_cuda for t in kept)
     dispatch.reset()
 
 

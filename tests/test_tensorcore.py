@@ -1048,7 +1048,7 @@ def test_gpu_fp8_quantiser_matches_the_torch_rule_bit_for_bit(dtype):
     def rule(form, scale):  # the torch rule, on the GPU, with torch 2.11's NaN past 464 made explicit
         dense, conv.dense = conv.dense, lambda t: False
         try:
-            qr, sr, todo = api._convert(form, "fp8", scale, "a")
+            qr, sr, todo = api._convert(form, torch.float8_e4m3fn, scale)
             assert todo == ()
         finally:
             conv.dense = dense
@@ -1076,7 +1076,7 @@ def test_gpu_fp8_quantiser_matches_the_torch_rule_bit_for_bit(dtype):
         forms += [x.view(-1)[1:]] if x.numel() > 1 else []  # (an offset start: data_ptr past the storage's)
         for form in forms:
             assert conv.dense(form)
-            q, s, todo = api._convert(form, "fp8", scale, "a")
+            q, s, todo = api._convert(form, torch.float8_e4m3fn, scale)
             assert [c.fn for c in todo] == ([conv.quantise] if scale is not None else
                                             [conv.partial_amax, conv.quantise]), "not the kernel path"
             launch_calls(todo)
@@ -1110,7 +1110,6 @@ def test_gpu_the_cast_kernel_matches_torchs_cast_bit_for_bit(src, dst):
     edges = [0.0, -0.0, float("inf"), -float("inf"), float("nan"), fin.max, -fin.max, fin.tiny, fin.tiny / 4,
              fin.max * 1.01, 1 + fin.eps / 2, 1 + 1.5 * fin.eps, -(1 + fin.eps / 2), 65504.0, 65520.0, 3.0e38,
              torch.finfo(s_dt).tiny, torch.finfo(s_dt).max]
-    precision = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "ieee"}[d_dt]
     for shape in [(1, 1), (3, 5), (37, 53), (2, 129, 65), (1100, 4096)]:
         x = torch.randn(shape, device="cuda", generator=g, dtype=torch.float64)
         x = (x * torch.exp2(torch.randint(-30, 30, shape, device="cuda", generator=g).double())).to(s_dt)
@@ -1119,7 +1118,7 @@ def test_gpu_the_cast_kernel_matches_torchs_cast_bit_for_bit(src, dst):
         forms = [x] + ([x.transpose(-1, -2).contiguous().transpose(-1, -2)] if x.dim() >= 2 else [])
         forms += [x.view(-1)[1:]] if x.numel() > 1 else []
         for form in forms:
-            y, scale, todo = api._convert(form, precision, None, "a")
+            y, scale, todo = api._convert(form, d_dt, None)
             assert scale is None and [c.fn for c in todo] == [conv.cast], "not the kernel path"
             launch_calls(todo)
             want = form.to(d_dt)

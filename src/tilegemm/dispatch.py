@@ -520,8 +520,9 @@ class _Arena:
 
 def _arena(device, index: int, stream: int, need: int) -> _Arena | None:
     """Stream `stream`'s arena of at least `need` bytes (allocated on that stream, the current one:
-    torch's allocator hands a freed arena's memory back to that stream only), or None where it
-    would take the arenas past ARENA_MAX_BYTES."""
+    torch's allocator hands a freed arena's memory back to that stream only; by a thread of its
+    own, so never in a pool the caller's thread allocates to: P.made_apart), or None where it would
+    take the arenas past ARENA_MAX_BYTES."""
     key = (index, stream)
     got = _ARENAS.get(key)
     if got is not None and got.size >= need:
@@ -536,7 +537,10 @@ def _arena(device, index: int, stream: int, need: int) -> _Arena | None:
         size = -(-need // (1 << 20)) << 20  # whole MiB: a little room for the next plan
         if held + size > ARENA_MAX_BYTES:
             return None
-        _ARENAS[key] = got = _Arena(_empty(size, dtype=torch.uint8, device=device))
+        from .kernels.tensorcore import _problem as P
+
+        buf = P.made_apart(lambda: _empty(size, dtype=torch.uint8, device=device), device, on_callers_stream=True)
+        _ARENAS[key] = got = _Arena(buf)
     return got
 
 

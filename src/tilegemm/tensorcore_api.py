@@ -162,12 +162,11 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
     if interp and prec not in ("fp16", "ieee", "tf32"):
         raise DTypeError(f"gemm: precision {prec} needs a GPU: Triton's interpreter computes BF16 and FP8 dots "
                          "wrongly without an error (FP16 and FP32 run under it)")
-    xa, sa, ka = _convert(ta, prec, scale_a, "a")
-    xb, sb, kb = _convert(tb, prec, scale_b, "b")
-    if xa.dtype != xb.dtype:
-        raise DTypeError(f"gemm: mixed FP8 formats {xa.dtype}, {xb.dtype}; use one")
-    odt = _out_dtype(out_dtype, prec, xa.dtype)
-    m, n = xa.shape[-2], xb.shape[-1]
+    da, db = _converted_dtype(ta, prec, scale_a, "a"), _converted_dtype(tb, prec, scale_b, "b")
+    if da != db:
+        raise DTypeError(f"gemm: mixed FP8 formats {da}, {db}; use one")
+    odt = _out_dtype(out_dtype, prec, da)
+    m, n = ta.shape[-2], tb.shape[-1]
     shape = (m, n) if batch is None else (batch, m, n)
     if c is not None:
         if arrays.self_overlapping(c):  # the caller's c: a host c's device copy is contiguous
@@ -181,20 +180,23 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
         if tc_out.dtype != odt:
             raise DTypeError(f"gemm: c is {tc_out.dtype} but the result is {odt} "
                              f"({'out_dtype' if out_dtype is not None else 'the default for precision ' + repr(prec)})")
-        if tc_out.device != xa.device:
-            raise DeviceError(f"gemm: c is on {tc_out.device} but the operands are on {xa.device}")
+        if tc_out.device != ta.device:
+            raise DeviceError(f"gemm: c is on {tc_out.device} but the operands are on {ta.device}")
     elif beta != 0:
         raise ShapeError(f"gemm: beta = {beta} scales c, and no c was given")
     else:
         with dispatch.memory_for(f"gemm: the {arrays.dims(shape)} {odt} result",
                                  math.prod(shape) * odt.itemsize):
-            tc_out, O = torch.empty(shape, dtype=odt, device=xa.device), None
+            tc_out, O = torch.empty(shape, dtype=odt, device=ta.device), None
     if 0 in shape:
         return _back(tc_out, A, c, O)
-    if xa.shape[-1] == 0 or alpha == 0:  # an empty sum; or alpha 0, where BLAS (and torch.addmm on the CPU) leave
-        # A @ B uncomputed: a NaN or inf in A or B does not reach C, and -0.0 gives what 0.0 gives
+    if ta.shape[-1] == 0 or alpha == 0:  # an empty sum; or alpha 0, where BLAS (and torch.addmm on the CPU) leave
+        # A @ B uncomputed: a NaN or inf in A or B does not reach C, and -0.0 gives what 0.0 gives. Before the
+        # operands' conversion: a strided one's copy (or FP8 quantisation) would be work, and memory, for nothing
         tc_out.mul_(beta) if beta != 0 else tc_out.zero_()
         return _back(tc_out, A, c, O)
+    xa, sa, ka = _convert(ta, da, scale_a)
+    xb, sb, kb = _convert(tb, db, scale_b)
     prologue = (*ka, *kb)
     if ka and kb:  # both converted: one launch a kernel for the two
         from .kernels.tensorcore._convert import paired
@@ -362,10 +364,9 @@ def _own_scale(given, used):
     return False if getattr(given, "data_ptr", lambda: -1)() == used.data_ptr() else None
 
 
-def _convert(t, precision, scale, what):
-    """t in the precision's dtype, the scale tensor (FP8 only), and the KernelCalls that fill both,
-    not yet launched (a dense CUDA operand's cast or FP8 quantisation: `kernels.tensorcore._convert`;
-    the GEMM's launches follow them, in its launch plan too), else () with both made already."""
+def _converted_dtype(t, precision, scale, what):
+    """The dtype `_convert` gives t at this precision, nothing converted yet; what no conversion
+    gives (a complex operand, an FP8 one at another precision, a scale but for FP8) refused here."""
     import torch
 
     from .kernels.tensorcore import _problem as P
@@ -373,7 +374,25 @@ def _convert(t, precision, scale, what):
     if t.is_complex():  # (.to() and .float() would keep the real part, warning once a process)
         raise DTypeError(f"gemm: {what} is {t.dtype}; the tensor cores multiply real numbers")
     if precision == "fp8":
-        if t.dtype in P.FP8_DTYPES:
+        return t.dtype if t.dtype in P.FP8_DTYPES else torch.float8_e4m3fn
+    if scale is not None:
+        raise DTypeError(f"gemm: scale_{what} is for precision='fp8' only")
+    if t.dtype in P.FP8_DTYPES:
+        raise DTypeError(f"gemm: {what} is {t.dtype}; use precision='fp8'")
+    return {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32, "ieee": torch.float32}[precision]
+
+
+def _convert(t, want, scale):
+    """t in dtype want (`_converted_dtype`'s, which has checked it), the scale tensor (an FP8 want
+    only), and the KernelCalls that fill both, not yet launched (a dense CUDA operand's cast or FP8
+    quantisation: `kernels.tensorcore._convert`; the GEMM's launches follow them, in its launch plan
+    too), else () with both made already."""
+    import torch
+
+    from .kernels.tensorcore import _problem as P
+
+    if want in P.FP8_DTYPES:
+        if t.dtype == want:
             return t, P.scale_tensor(1.0 if scale is None else scale, t.device), ()
         given = None if scale is None else P.scale_tensor(scale, t.device)
         conv = _kernels_for(t, torch)
@@ -392,11 +411,6 @@ def _convert(t, precision, scale, what):
         nan = float("nan")  # (e4m3 has no Inf, and torch's cast saturates one to ±448: a product with it would be
         # finite; NaN, which e4m3 has, keeps it not)
         return (tf / s).nan_to_num_(nan=nan, posinf=nan, neginf=nan).to(torch.float8_e4m3fn), s, ()
-    if scale is not None:
-        raise DTypeError(f"gemm: scale_{what} is for precision='fp8' only")
-    want = {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32, "ieee": torch.float32}[precision]
-    if t.dtype in P.FP8_DTYPES:
-        raise DTypeError(f"gemm: {what} is {t.dtype}; use precision='fp8'")
     if t.dtype == want:
         return t, None, ()
     conv = _kernels_for(t, torch)

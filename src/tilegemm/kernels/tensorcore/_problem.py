@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -170,25 +171,25 @@ def fixed_scale(v: float, device) -> torch.Tensor:
     """v as a one-element float32 tensor on `device`, made once a process per (device, v) and never
     freed: a launch plan keeps its address and serves every stream and a graph's capture with it (a
     tensor made for one call is filled on that call's stream and freed on it with the plan: a plan
-    of one is bound to that stream, docs/perf-notes.md, 154). Filled on a stream of its own, which
-    the host waits for (that fill alone, not the caller's queued work). Made for the call alone (as
-    before) under a capture (its fill is the graph's, run only by a replay), on the CPU, for a
-    tensor subclass (a fake tensor's mode), and past FIXED_SCALES_MAX numbers."""
+    of one is bound to that stream, docs/perf-notes.md, 154). Made apart from the caller's thread
+    and streams (`made_apart`). A number not kept yet gets a tensor for the call alone under a
+    capture (its fill is the graph's, run only by a replay), on the CPU, under a dispatch mode (a
+    fake tensor's), where torch gives a tensor subclass, and past FIXED_SCALES_MAX numbers (made
+    apart too, on the call's stream: the call's plan keeps it)."""
     key = (device, v.hex())  # (bits: -0.0 is not 0.0's tensor; every NaN is one)
     t = _FIXED.get(key)
     if t is not None:
         return t
     dev = torch.device(device)
     fill = lambda: torch.full((1,), v, dtype=torch.float32, device=device)  # noqa: E731
-    if dev.type != "cuda" or len(_FIXED) >= FIXED_SCALES_MAX:
+    if dev.type != "cuda" or torch._C._len_torch_dispatch_stack():
         return fill()
     with torch.cuda.device(dev):
         if torch.cuda.is_current_stream_capturing():  # (the capture's: its pool, filled by its replay)
             return fill()
-        own = torch.cuda.Stream()
-        with torch.cuda.stream(own):
-            t = fill()
-        own.synchronize()
+    if len(_FIXED) >= FIXED_SCALES_MAX:
+        return made_apart(fill, dev, on_callers_stream=True)
+    t = made_apart(fill, dev, on_callers_stream=False)
     if type(t) is not torch.Tensor:
         return t
     with _FIXED_LOCK:  # (two threads' first calls: one tensor kept; is_fixed true of it before it is found)
@@ -198,6 +199,54 @@ def fixed_scale(v: float, device) -> torch.Tensor:
         _FIXED_IDS.add(id(t))
         _FIXED[key] = t
     return t
+
+
+PER_THREAD_STREAM = 2  # cudaStreamPerThread's handle (torch.cuda.ExternalStream(2): CuPy's per-thread default stream)
+
+
+def made_apart(make, dev, on_callers_stream: bool) -> torch.Tensor:
+    """make(), for memory tilegemm keeps past the call (a fixed scale, a stream's arena or tile
+    counters), in a thread of its own with dev current: never in a pool the caller's thread
+    allocates to (torch.cuda.use_mem_pool routes that thread's allocations alone; kept memory there
+    would hold the pool for good, and a pool whose memory is given up and mapped again, as a
+    server's sleep mode does, would lose what it holds: a scale, zeroed counters).
+    on_callers_stream: make() runs on the caller's current stream (an arena's, counters': its
+    memory is that stream's, as the caller's own allocation is, and what make() enqueues runs
+    before the caller's next launch there); else on a stream of its own, which the thread waits
+    for (that fill alone, no stream of the caller's). In the caller's thread where no thread can
+    start (at exit), where the caller's stream is CUDA's per-thread default (a handle that names
+    another stream in another thread), and for a device not CUDA's (the interpreter's CPU)."""
+    if getattr(dev, "type", None) != "cuda" or sys.is_finalizing():  # (at exit a thread may never start)
+        return make()
+    if dev.index is None:  # (the caller's current GPU, not the new thread's)
+        dev = torch.device("cuda", torch.cuda.current_device())
+    stream = torch.cuda.current_stream(dev) if on_callers_stream else None
+    if stream is not None and stream.cuda_stream == PER_THREAD_STREAM:  # another stream in another thread
+        return make()
+    box = []
+
+    def run():
+        try:
+            with torch.cuda.device(dev):
+                own = torch.cuda.Stream() if stream is None else stream
+                with torch.cuda.stream(own):
+                    t = make()
+                if stream is None:
+                    own.synchronize()
+            box.append(t)
+        except BaseException as e:  # (out of memory: the caller's error)
+            box.append(e)
+
+    worker = threading.Thread(target=run, name="tilegemm kept memory", daemon=True)
+    try:
+        worker.start()
+    except RuntimeError:  # (can't create new thread at interpreter shutdown)
+        run()
+    else:
+        worker.join()
+    if isinstance(box[0], BaseException):
+        raise box[0]
+    return box[0]
 
 
 def is_fixed(t) -> bool:

@@ -278,7 +278,8 @@ def counters(device, stream_id: int, n: int):
     key = (device, stream_id)
     t = _COUNTERS.get(key)
     if t is None or t.numel() < n:
-        t = _COUNTERS[key] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
+        t = _COUNTERS[key] = P.made_apart(lambda: torch.zeros(max(n, 1024), dtype=torch.int32, device=device),
+                                          device, on_callers_stream=True)  # (kept: apart from the caller's pool)
     return t
 
 
