@@ -526,8 +526,11 @@ def test_a_numbers_fixed_scale_is_made_once_on_a_stream_of_its_own(monkeypatch):
     monkeypatch.setattr(torch.cuda, "Stream", Stream)
     monkeypatch.setattr(torch.cuda, "stream", on)
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing[0])
+    relaxed = []
+    monkeypatch.setattr(P, "_relax_capture_mode", lambda: relaxed.append(threading.get_ident()))
     dev = torch.device("cuda", 0)
     one = P.fixed_scale(1.0, dev)
+    assert relaxed == threads  # (the filling thread's capture mode relaxed: its sync fails no capture elsewhere)
     (fill, own), (wait, waited) = events
     assert fill == "fill" and isinstance(own, Stream) and (wait, waited) == ("wait", own)  # its own stream's fill
     assert one.item() == 1.0 and P.is_fixed(one) and P.fixed_scale(1.0, dev) is one and len(events) == 2
@@ -1017,6 +1020,49 @@ def test_gpu_memory_tilegemm_keeps_is_never_in_the_callers_mem_pool():
     assert not held(), f"the pool still holds {held()} once the calls' results are freed"
     assert all(t.is_cuda for t in kept)
     dispatch.reset()
+
+
+@pytest.mark.gpu
+def test_gpu_a_numbers_first_scale_during_another_threads_capture_fails_neither():
+    """A thread captures a CUDA graph in torch's default mode (global: an unsafe CUDA call from any
+    thread fails the capture) while another makes a number's first scale (P.fixed_scale: filled on
+    a stream of its own, which its filling thread, in relaxed capture mode, synchronises): the
+    scale is kept and right, the graph captured, and its replay right."""
+    torch = pytest.importorskip("torch")
+    import threading
+
+    from tilegemm.kernels.tensorcore import _problem as P
+
+    x = torch.randn(64, 64, device="cuda")
+    y = torch.zeros_like(x)
+    v = 0.40625 + len(P._FIXED) / 1024  # (a number no earlier test kept)
+    assert (x.device, v.hex()) not in P._FIXED and len(P._FIXED) < P.FIXED_SCALES_MAX
+    started, made, box = threading.Event(), threading.Event(), {}
+
+    def other():
+        started.wait(30)
+        try:
+            box["scale"] = P.fixed_scale(v, x.device)
+        except BaseException as e:
+            box["error"] = e
+        made.set()
+
+    worker = threading.Thread(target=other)
+    worker.start()
+    graph = torch.cuda.CUDAGraph()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):  # (capture_error_mode="global", torch's default)
+        y.copy_(x * 2)
+        started.set()
+        made.wait(30)
+        y.add_(1)
+    worker.join()
+    assert "error" not in box, box["error"]
+    y.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(y, x * 2 + 1)
+    assert P.is_fixed(box["scale"]) and box["scale"].item() == v
 
 
 @pytest.mark.gpu

@@ -9,6 +9,7 @@ a configuration as a list of `KernelCall`s; `tilegemm.dispatch` launches them (d
 
 from __future__ import annotations
 
+import ctypes
 import inspect
 import os
 import sys
@@ -201,6 +202,7 @@ def fixed_scale(v: float, device) -> torch.Tensor:
     return t
 
 
+CAPTURE_MODE_RELAXED = 2  # CU_STREAM_CAPTURE_MODE_RELAXED (cuda.h)
 PER_THREAD_STREAM = 2  # cudaStreamPerThread's handle (torch.cuda.ExternalStream(2): CuPy's per-thread default stream)
 
 
@@ -213,7 +215,9 @@ def made_apart(make, dev, on_callers_stream: bool) -> torch.Tensor:
     on_callers_stream: make() runs on the caller's current stream (an arena's, counters': its
     memory is that stream's, as the caller's own allocation is, and what make() enqueues runs
     before the caller's next launch there); else on a stream of its own, which the thread waits
-    for (that fill alone, no stream of the caller's). In the caller's thread where no thread can
+    for (that fill alone, no stream of the caller's: the thread's capture mode relaxed, so that
+    another thread's graph capture in torch's default mode is not failed by it). In the caller's
+    thread where no thread can
     start (at exit), where the caller's stream is CUDA's per-thread default (a handle that names
     another stream in another thread), and for a device not CUDA's (the interpreter's CPU)."""
     if getattr(dev, "type", None) != "cuda" or sys.is_finalizing():  # (at exit a thread may never start)
@@ -227,6 +231,7 @@ def made_apart(make, dev, on_callers_stream: bool) -> torch.Tensor:
 
     def run():
         try:
+            _relax_capture_mode()
             with torch.cuda.device(dev):
                 own = torch.cuda.Stream() if stream is None else stream
                 with torch.cuda.stream(own):
@@ -247,6 +252,18 @@ def made_apart(make, dev, on_callers_stream: bool) -> torch.Tensor:
     if isinstance(box[0], BaseException):
         raise box[0]
     return box[0]
+
+
+def _relax_capture_mode() -> None:
+    """This thread's stream-capture interaction mode made relaxed (the driver's
+    cuThreadExchangeStreamCaptureMode): its synchronisation of a stream of its own is then no
+    unsafe call, which would fail, and fail a graph's capture, while another thread captures in
+    torch's default (global) mode."""
+    try:
+        exchange = ctypes.CDLL("libcuda.so.1").cuThreadExchangeStreamCaptureMode
+    except (OSError, AttributeError):  # (no driver: torch's own calls say so)
+        return
+    exchange(ctypes.byref(ctypes.c_int(CAPTURE_MODE_RELAXED)))
 
 
 def is_fixed(t) -> bool:
