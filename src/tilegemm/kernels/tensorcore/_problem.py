@@ -217,9 +217,9 @@ def made_apart(make, dev, on_callers_stream: bool) -> torch.Tensor:
     before the caller's next launch there); else on a stream of its own, which the thread waits
     for (that fill alone, no stream of the caller's: the thread's capture mode relaxed, so that
     another thread's graph capture in torch's default mode is not failed by it). In the caller's
-    thread where no thread can
-    start (at exit), where the caller's stream is CUDA's per-thread default (a handle that names
-    another stream in another thread), and for a device not CUDA's (the interpreter's CPU)."""
+    thread where no thread can start (at exit), where the caller's stream is CUDA's per-thread
+    default (a handle that names another stream in another thread), and for a device not CUDA's
+    (the interpreter's CPU)."""
     if getattr(dev, "type", None) != "cuda" or sys.is_finalizing():  # (at exit a thread may never start)
         return make()
     if dev.index is None:  # (the caller's current GPU, not the new thread's)
