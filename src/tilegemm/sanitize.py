@@ -8,7 +8,11 @@ Each kernel × tool is one child process under `compute-sanitizer --tool TOOL`:
 dtype (a SIMT rung: its registry launcher on Numba device arrays), or on TC_SHAPES in each of
 TC_PRECISIONS and both B layouts (a tensor-core rung: `dispatch.run_problem` on torch CUDA tensors, the path of
 `matmul(kernel=...)` and `gemm(precision=...)`, which also says which rung ran: t05 hands what it
-cannot run, rows not 16-byte aligned among them, to t03, which realigns them). Outputs are poisoned with NaN and
+cannot run, rows not 16-byte aligned among them, to t03, which realigns them). A tensor-core
+child's FP16, BF16 and FP8 operands are made from FP32 ones by gemm's conversion kernels
+(kernels.tensorcore._convert: a cast, FP8's amax and quantisation, paired and alone, a scale of
+its own and a caller's), launched by run_problem ahead of the rung's, so the tool checks them too;
+FP8 needs sm_89 (on an older GPU its products are left out). Outputs are poisoned with NaN and
 every product is checked against the float64 reference (`validate.check`); the child exits 1 on a
 wrong product, on a rung that fell back where it could have run, or on a rung that never ran, so
 that a clean report never hides a wrong result. `--config` forces one configuration on one
@@ -79,8 +83,9 @@ SIMT_SHAPES = ((1, 1, 1), (17, 33, 7), (33, 65, 129))
 TC_SHAPES = ((1, 1, 1), (5, 23, 7), (3, 16, 8), (130, 264, 24), (257, 263, 129), (2, 72, 1040))
 # B row-major (n), and column-major (t: B = Wᵀ, a view of an N×K weight, as nn.Linear passes it)
 TC_LAYOUTS = ("n", "t")
-TC_PRECISIONS = ("fp16", "bf16", "tf32")
-TC_TOLERANCE = {"fp16": "float16", "bf16": "bfloat16", "tf32": "tf32"}
+TC_PRECISIONS = ("fp16", "bf16", "tf32", "fp8")
+TC_TOLERANCE = {"fp16": "float16", "bf16": "bfloat16", "tf32": "tf32", "fp8": "float8_e4m3fn"}
+CALLERS_SCALE = 2.0**-6  # FP8's B under layout t: a scale the caller gives (|B| < 1 quantises below 64)
 TIMEOUT_S = 300.0
 MARK = "tilegemm-sanitize-child "  # a child's report lines, among the sanitizer's
 
@@ -508,6 +513,10 @@ def markdown(doc: dict) -> str:
         out += ["", "Which rung ran the tensor-core products (t05 hands what it cannot run to t03, which realigns "
                 "unaligned rows itself):"]
         out += ran
+    converted = sorted({fn for r in doc["records"] for p in r.get("products") or () for fn in p.get("converted", ())})
+    if converted:
+        out += ["", "gemm's conversion kernels, run ahead of the rung's launches under every tool (the operands "
+                "made from FP32, as gemm makes them): " + ", ".join(f"`{fn}`" for fn in converted) + "."]
     return "\n".join(out) + "\n"
 
 
@@ -532,6 +541,39 @@ def _simt_products(kern: registry.Kernel, shapes):
                                                                                  kernel=kern.name)
 
 
+def _tc_operands(a32, b32, prec: str, layout: str, dev: str):
+    """A and B at `prec`, made from FP32 operands as gemm makes them (B row-major for layout n, for t a
+    view of an N×K weight), with gemm's conversion calls (kernels.tensorcore._convert), which run under
+    the tool too: for n both operands' in one launch a kernel (`paired`), for t each alone, where FP8's
+    B takes a caller's scale (quantise with no amax) and runs with fast_accum. TF32 converts nothing;
+    under Triton's interpreter torch's cast makes FP16 and BF16 (the kernels are CUDA's).
+    Returns (Problem's keyword arguments but c, a function giving the values the rung multiplied,
+    to be called once the prologue has run)."""
+    import numpy as np
+    import torch
+
+    from .kernels.tensorcore import _convert as conv
+    from .kernels.tensorcore import _problem as P
+
+    a = torch.from_numpy(a32).to(dev)
+    b = torch.from_numpy(b32).to(dev) if layout == "n" else torch.from_numpy(np.ascontiguousarray(b32.T)).to(dev).t()
+    if prec == "tf32":
+        return dict(a=a, b=b), lambda: (a, b)
+    if dev != "cuda" or P.interpreting():
+        a, b = (x.to(P.PRECISIONS[prec][0]) for x in (a, b))
+        return dict(a=a, b=b), lambda: (a, b)
+    if prec == "fp8":
+        (xa, sa, ka), (xb, sb, kb) = conv.fp8_calls(a), conv.fp8_calls(b, None if layout == "n" else
+                                                                       P.scale_tensor(CALLERS_SCALE, dev))
+        made = dict(scale_a=sa, scale_b=sb, fast_accum=layout == "t")
+        values = lambda: (xa.double() * sa.double(), xb.double() * sb.double())  # noqa: E731
+    else:
+        (xa, ka), (xb, kb) = (conv.cast_calls(x, P.PRECISIONS[prec][0]) for x in (a, b))
+        made, values = {}, lambda: (xa, xb)
+    prologue = conv.paired(ka, kb) if layout == "n" else [*ka, *kb]
+    return dict(a=xa, b=xb, sources=(a, b), prologue=tuple(prologue), **made), values
+
+
 def _tc_products(kern: registry.Kernel, shapes, precisions, config: dict | None = None):
     import torch
 
@@ -539,15 +581,16 @@ def _tc_products(kern: registry.Kernel, shapes, precisions, config: dict | None 
     from .kernels.tensorcore import _problem as P
 
     dev = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: Triton's interpreter (the tests)
+    fp8 = dev == "cuda" and not P.interpreting() and torch.cuda.get_device_capability() >= (8, 9)
     host = lambda x: x.double().cpu().numpy()  # noqa: E731
     for i, (m, n, k) in enumerate(shapes):
         for prec, layout in itertools.product(precisions, TC_LAYOUTS):
+            if prec == "fp8" and not fp8:  # (no FP8 MMA before sm_89; Triton's interpreter computes FP8 wrongly)
+                continue
             a32, b32 = validate.random_operands(m, n, k, "float32", seed=i)
-            dt = P.PRECISIONS[prec][0]
-            a = torch.from_numpy(a32).to(device=dev, dtype=dt)
-            b = (torch.from_numpy(b32).to(device=dev, dtype=dt) if layout == "n" else  # t: a view of N×K
-                 torch.from_numpy(b32.T.copy()).to(device=dev, dtype=dt).t())
-            p = P.Problem(a, b, torch.full((m, n), float("nan"), dtype=dt, device=dev), prec)
+            ops, values = _tc_operands(a32, b32, prec, layout, dev)
+            out = torch.bfloat16 if prec == "fp8" else P.PRECISIONS[prec][0]
+            p = P.Problem(c=torch.full((m, n), float("nan"), dtype=out, device=dev), precision=prec, **ops)
             usable = tuning.usable(kern.name, p)
             got = dispatch.run_problem(p, kern.name, config=config)
             ran = got.get("kernel", kern.name)
@@ -555,9 +598,10 @@ def _tc_products(kern: registry.Kernel, shapes, precisions, config: dict | None 
                 ran += " (another configuration)"  # a fallback within the rung: not the form forced
             if dev == "cuda":
                 torch.cuda.synchronize()
-            chk = validate.check(host(p.c), host(a), host(b), dtype=TC_TOLERANCE[prec], kernel=kern.name)
+            a, b = (host(x) for x in values())
+            chk = validate.check(host(p.c), a, b, dtype=TC_TOLERANCE[prec], kernel=kern.name)
             yield dict(shape=[m, n, k], precision=prec, b=layout, ran=ran, fell_back=usable and ran != kern.name,
-                       source=got.get("source")), chk
+                       source=got.get("source"), converted=[c.fn.__name__ for c in p.prologue]), chk
 
 
 def child(argv=None) -> int:
@@ -569,7 +613,7 @@ def child(argv=None) -> int:
     ap.add_argument("--child", metavar="KERNEL")
     ap.add_argument("--control", action="store_true", help="the warp-specialize control (_ws_control) instead")
     ap.add_argument("--shapes", help="MxNxK,... (default: SIMT_SHAPES or TC_SHAPES)")
-    ap.add_argument("--precisions", default=",".join(TC_PRECISIONS), help="tensor-core rungs: of fp16, bf16, tf32")
+    ap.add_argument("--precisions", default=",".join(TC_PRECISIONS), help="tensor-core rungs: of fp16, bf16, tf32, fp8")
     ap.add_argument("--config", type=json.loads, help="tensor-core rungs: a configuration (JSON) forced on every product")
     args = ap.parse_args(argv)
     if args.control:
