@@ -157,7 +157,8 @@ def test_child_runs_a_forced_configuration_and_fails_where_the_rung_cannot():
 @pytest.mark.gpu
 def test_gpu_child_makes_its_operands_with_gemms_conversion_kernels():
     """On a GPU a tensor-core child's BF16 and FP8 operands come from FP32 through gemm's conversion
-    kernels, paired for B row-major, alone (B's FP8 scale the caller's) for Wᵀ; every product right."""
+    kernels: both operands' paired for B row-major, A's alone beside a Wᵀ that comes converted (FP8:
+    with the caller's scale), as gemm launches them; every product right, on the rung itself."""
     import torch
 
     if torch.cuda.get_device_capability() < (9, 0):
@@ -167,18 +168,20 @@ def test_gpu_child_makes_its_operands_with_gemms_conversion_kernels():
     assert len(products) == 8 and all(p["ok"] for p in products)
     assert {p["ran"] for p in products} == {"tc_tma_persistent"}
     by = {(p["precision"], p["b"]): p["converted"] for p in products}
-    assert by == {("bf16", "n"): ["cast_pair"], ("bf16", "t"): ["cast", "cast"],
-                  ("fp8", "n"): ["partial_amax_pair", "quantise_pair"],
-                  ("fp8", "t"): ["partial_amax", "quantise", "quantise"]}
+    assert by == {("bf16", "n"): ["cast_pair"], ("bf16", "t"): ["cast"],
+                  ("fp8", "n"): ["partial_amax_pair", "quantise_pair"], ("fp8", "t"): ["partial_amax", "quantise"]}
 
 
-def test_child_on_the_interpreter_converts_with_torch_and_leaves_fp8_out():
+def test_child_on_the_interpreter_converts_with_torch_and_leaves_bf16_and_fp8_out():
     """Under Triton's interpreter the conversion kernels are not CUDA's to run: FP16 from torch's
-    cast, FP8 (computed wrongly there) left out rather than checked wrong."""
+    cast; BF16 and FP8, computed wrongly there, left out rather than checked wrong, and a child left
+    nothing at all says so and fails."""
     pytest.importorskip("triton")
-    proc, (ok, products) = _child("tc_tiled", [(5, 23, 7)], ["fp16", "fp8"], TRITON_INTERPRET="1")
+    proc, (ok, products) = _child("tc_tiled", [(5, 23, 7)], ["fp16", "bf16", "fp8"], TRITON_INTERPRET="1")
     assert proc.returncode == 0 and ok, proc.stdout + proc.stderr[-2000:]
     assert [(p["precision"], p["converted"]) for p in products] == [("fp16", []), ("fp16", [])]
+    proc, (ok, products) = _child("tc_tiled", [(5, 23, 7)], ["fp8"], TRITON_INTERPRET="1")
+    assert proc.returncode == 1 and ok is False and products == [] and "no product to run" in proc.stdout
 
 
 def test_sanitize_refuses_a_forced_configuration_without_one_tensorcore_kernel(capsys):
