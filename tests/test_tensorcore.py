@@ -1643,6 +1643,32 @@ def test_warp_specialized_configs_for_fp8_and_tf32(dtype, bt):
         assert cfg["CONSUMERS"] == 1 or not swap  # swapped: one 8-warp partition (ptxas pipelines it)
 
 
+def test_tma_persistent_promoted_fp8_forms_with_a_from_registers_compile():
+    """t03's swapped form with its A operand (Bᵀ: a row-major B's tile) from registers, FP8 with the
+    partial sums promoted to FP32 every 128 of K: Triton 3.6 and 3.9 failed to compile it (the
+    TritonGPUPipeline pass) where a k-step held more than one promotion span and BN passed 32, the
+    form the heuristic gives a small-M product (16×64×256), which then fell back to t02. Every form
+    candidates() and the heuristic give such a product compiles for sm_90, one span a k-step."""
+    from tilegemm.kernels.tensorcore import _problem as C
+    from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
+    from tilegemm.tuning import space as S
+
+    a = torch.empty(5, 4096, dtype=torch.float8_e4m3fn)
+    b = torch.empty(4096, 4096, dtype=torch.float8_e4m3fn)  # row-major: not K-major
+    one = torch.ones(1)
+    p = C.Problem(a, b, torch.empty(5, 4096, dtype=torch.bfloat16), "fp8", scale_a=one, scale_b=one,
+                  fast_accum=False)
+    tiles = [dict(BM=bm, BN=bn, BK=bk, GROUP_M=8, num_warps=4, num_stages=st)
+             for bm, bn, bk, st in ((16, 64, 256, 5), (16, 128, 512, 3), (64, 128, 256, 4))]
+    forms = [S.adapt(S.T03, p, c) for c in tiles] + [c for c in S.candidates(S.T03, p) if c.get("REG_A")][:4]
+    assert len(forms) >= 4 and all(f.get("SWAP") and f.get("REG_A") for f in forms), forms
+    for f in forms:
+        t03.compile_for_sm90(p, f)
+    assert all(f["BK"] <= C.PROMOTE_K for f in forms)
+    fast = C.Problem(a, b, p.c, "fp8", scale_a=one, scale_b=one)  # fast accumulation keeps its k-step
+    assert S.adapt(S.T03, fast, tiles[0])["BK"] == 256
+
+
 def test_warp_specialized_fp8_and_tf32_in_the_ptx():
     """FP8: m64n256k32 e4m3 from shared memory, the two scales loaded once per tile in the epilogue.
     TF32 with a row-major B, swapped: m64n256k8 with its A operand in registers (four 32-bit

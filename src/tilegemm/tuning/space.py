@@ -226,6 +226,10 @@ def _t03_variants(p: P.Problem, c: dict) -> list[dict]:
     out = []
     swap = P.swap_form(p, c["BM"])
     if swap:
+        if swap["REG_A"] and p.promoted and c["BK"] > P.PROMOTE_K:  # A from registers, a k-step of several
+            # promotion spans: Triton 3.6 (and 3.9) fail to compile it past BN 32 (TritonGPUPipeline); one span a step
+            # compiles at every tile (docs/perf-notes.md, 156)
+            swap = dict(swap, BK=P.PROMOTE_K)
         out.append(dict(c, **swap))
     if plain is not None:
         out.append(dict(c, REG_A=True) if plain else c)

@@ -298,10 +298,11 @@ def padded(p: P.Problem, cfg: dict, pitch_only: bool = False) -> str:
     return "".join(w for w, x in (("a", _squeeze(p.a)), ("b", _squeeze(p.b))) if _pads(x, w, cfg, aligned))
 
 
-def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
+def launches(p: P.Problem, cfg: dict, num_sms: int | None = None) -> list[P.KernelCall]:
     """One launch of min(#SMs, tiles) programs, after the copies `operands` asks for: a realigning
     copy's buffer is scratch (a plan allocates it for each call, or keeps it); a KMAJOR copy is a
-    new tensor on every call, so such a launch is never kept as a plan."""
+    new tensor on every call, so such a launch is never kept as a plan. num_sms: the device's
+    (compile_for_sm90 names one, for tensors on the CPU)."""
     a, b, copies = operands(p, cfg)
     c2 = _squeeze(p.c)
     a_t, b_t = a.stride(-1) != 1, b.stride(-1) != 1
@@ -311,7 +312,7 @@ def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
     c_tma = bool(cfg.get("C_TMA")) and c2.dim() == 2
     c_desc = _desc(c2, BM, BN, False) if c_tma else a_desc
     c_in, sa, sb = P.epilogue_args(p)
-    sms = P.num_sms(p.a.device)
+    sms = num_sms or P.num_sms(p.a.device)
     tiles = ceil_div(p.m, BM) * ceil_div(p.n, BN) * p.batch
     args = P.ordered(
         tma_persistent_kernel, a_desc=a_desc, b_desc=b_desc, c_desc=c_desc, c_ptr=p.c, i_ptr=c_in, sa_ptr=sa,
@@ -325,6 +326,22 @@ def launches(p: P.Problem, cfg: dict) -> list[P.KernelCall]:
     scratch = tuple(t for call in copies for t in call.scratch)
     return copies + [P.KernelCall(tma_persistent_kernel, (min(sms, tiles),), args,
                                   dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"]), scratch=scratch)]
+
+
+def compile_for_sm90(p: P.Problem, cfg: dict):
+    """Compile the launch `launches` makes of p (CPU tensors will do) in configuration cfg for sm_90
+    without a GPU (Triton's bundled ptxas): the CompiledKernel, or Triton's error where this Triton
+    cannot compile that form."""
+    from triton import compile as triton_compile
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton.runtime.jit import mangle_type
+
+    call = launches(p, cfg, num_sms=132)[-1]
+    consts = {q.name: v for q, v in zip(call.fn.params, call.args) if q.is_constexpr or v is None}
+    sig = {q.name: "constexpr" if q.name in consts else "i32" if q.name in ("M", "N", "K", "BATCH") else mangle_type(v)
+           for q, v in zip(call.fn.params, call.args)}
+    return triton_compile(ASTSource(call.fn, sig, consts), target=GPUTarget("cuda", 90, 32), options=call.options)
 
 
 def traffic(m, n, k, s, bm=128, bn=256):
