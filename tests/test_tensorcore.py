@@ -1643,30 +1643,40 @@ def test_warp_specialized_configs_for_fp8_and_tf32(dtype, bt):
         assert cfg["CONSUMERS"] == 1 or not swap  # swapped: one 8-warp partition (ptxas pipelines it)
 
 
-def test_tma_persistent_promoted_fp8_forms_with_a_from_registers_compile():
-    """t03's swapped form with its A operand (Bᵀ: a row-major B's tile) from registers, FP8 with the
-    partial sums promoted to FP32 every 128 of K: Triton 3.6 and 3.9 failed to compile it (the
-    TritonGPUPipeline pass) where a k-step held more than one promotion span and BN passed 32, the
-    form the heuristic gives a small-M product (16×64×256), which then fell back to t02. Every form
-    candidates() and the heuristic give such a product compiles for sm_90, one span a k-step."""
+def test_promoted_fp8_forms_with_a_from_registers_compile():
+    """t03's and t04's forms with the MMA's A operand from registers (swapped: a row-major B's tile;
+    plain: a column-major A's), FP8 with the partial sums promoted to FP32 every 128 of K: Triton 3.6
+    and 3.9 failed to compile them (the TritonGPUPipeline pass) where a k-step held more than one
+    promotion span and BN passed 32, as the heuristic's small-M tile (16×64×256) and the tuner's
+    candidates did, which then fell back. Every such form the rungs give now compiles for sm_90,
+    one span a k-step with the stages that keep its bytes in flight; fast accumulation keeps its tile."""
     from tilegemm.kernels.tensorcore import _problem as C
     from tilegemm.kernels.tensorcore import t03_tma_persistent as t03
+    from tilegemm.kernels.tensorcore import t04_splitk as t04
     from tilegemm.tuning import space as S
 
-    a = torch.empty(5, 4096, dtype=torch.float8_e4m3fn)
-    b = torch.empty(4096, 4096, dtype=torch.float8_e4m3fn)  # row-major: not K-major
     one = torch.ones(1)
-    p = C.Problem(a, b, torch.empty(5, 4096, dtype=torch.bfloat16), "fp8", scale_a=one, scale_b=one,
-                  fast_accum=False)
+
+    def problem(a, b, fast=False):
+        return C.Problem(a, b, torch.empty(a.shape[0], b.shape[1], dtype=torch.bfloat16), "fp8", scale_a=one,
+                         scale_b=one, fast_accum=fast)
+
+    e4 = torch.float8_e4m3fn
+    p = problem(torch.empty(5, 4096, dtype=e4), torch.empty(4096, 4096, dtype=e4))  # B row-major: swapped, REG_A
+    q = problem(torch.empty(4096, 256, dtype=e4).t(), torch.empty(4096, 4096, dtype=e4).t())  # A column-major
     tiles = [dict(BM=bm, BN=bn, BK=bk, GROUP_M=8, num_warps=4, num_stages=st)
              for bm, bn, bk, st in ((16, 64, 256, 5), (16, 128, 512, 3), (64, 128, 256, 4))]
-    forms = [S.adapt(S.T03, p, c) for c in tiles] + [c for c in S.candidates(S.T03, p) if c.get("REG_A")][:4]
-    assert len(forms) >= 4 and all(f.get("SWAP") and f.get("REG_A") for f in forms), forms
-    for f in forms:
-        t03.compile_for_sm90(p, f)
-    assert all(f["BK"] <= C.PROMOTE_K for f in forms)
-    fast = C.Problem(a, b, p.c, "fp8", scale_a=one, scale_b=one)  # fast accumulation keeps its k-step
-    assert S.adapt(S.T03, fast, tiles[0])["BK"] == 256
+    forms = [(t03, p, S.adapt(S.T03, p, c)) for c in tiles] + [(t03, q, S.adapt(S.T03, q, tiles[2]))]
+    forms += [(t03, p, c) for c in S.candidates(S.T03, p) if c.get("REG_A") and c["BN"] > 32][:3]
+    forms += [(t04, p, c) for c in S.candidates(S.T04, p) if c.get("REG_A") and c["BN"] > 32 and not c.get("TMA")][:3]
+    assert len(forms) >= 8 and all(f.get("REG_A") for _, _, f in forms), forms
+    for rung, prob, f in forms:
+        C.compile_for_sm90(rung.launches(prob, f, num_sms=132)[-1] if rung is t03 else rung.launches(prob, f)[0])
+    assert all(f["BK"] == C.PROMOTE_K for _, _, f in forms)
+    first = forms[0][2]  # 16×64×256 in 5 stages: 128 of K in 8 (the most the seeds use), 160 KB
+    assert (first["BK"], first["num_stages"]) == (128, 8)
+    fast = problem(p.a, p.b, fast=True)
+    assert S.adapt(S.T03, fast, tiles[0])["BK"] == 256 and S.adapt(S.T03, fast, tiles[0])["num_stages"] == 5
 
 
 def test_warp_specialized_fp8_and_tf32_in_the_ptx():

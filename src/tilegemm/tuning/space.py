@@ -216,6 +216,36 @@ def _t02_adapt(p: P.Problem, c: dict) -> dict | None:
 # ---- t03 TMA persistent --------------------------------------------------------------------------
 
 
+MAX_STAGES = 8  # the deepest ring the seeds use (64-row tiles over a long K, SEEDS)
+
+
+def one_span(p: P.Problem, form: dict) -> dict:
+    """form, where its MMA's A operand comes from registers under FP8 promotion, with one promotion
+    span a k-step (BK = PROMOTE_K) and the stages that keep its bytes in flight (within the shared
+    memory and MAX_STAGES): Triton 3.6 and 3.9 fail to compile such a form (their TritonGPUPipeline
+    pass) where a k-step holds more than one span and BN passes 32, which one span a step compiles
+    at every tile (docs/perf-notes.md, 156). Any other form as it is."""
+    if not (form.get("REG_A") and p.promoted and form["BK"] > P.PROMOTE_K and form["BN"] > 32):
+        return form
+    out = dict(form, BK=P.PROMOTE_K)
+    staged = form["BM"] * form["BN"] * p.c.element_size() if form.get("C_TMA") else 0
+    per = P.stage_bytes(out, p.a.element_size())
+    room = max(1, (SMEM_BUDGET - staged) // per)
+    out["num_stages"] = max(form["num_stages"], min(MAX_STAGES, room, form["num_stages"] * form["BK"] // P.PROMOTE_K))
+    return out
+
+
+def unique(forms: list[dict]) -> list[dict]:
+    """forms without repeats (one_span may make two tiles one), in order."""
+    seen, out = set(), []
+    for f in forms:
+        key = tuple(sorted(f.items()))
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
+
+
 def _t03_variants(p: P.Problem, c: dict) -> list[dict]:
     """The forms of tile c that run p without a copy (swapped where a narrow tile misses wgmma or
     the plain form needs a copy; plain, with A from registers where a 32/8-bit A is not K-major),
@@ -226,13 +256,9 @@ def _t03_variants(p: P.Problem, c: dict) -> list[dict]:
     out = []
     swap = P.swap_form(p, c["BM"])
     if swap:
-        if swap["REG_A"] and p.promoted and c["BK"] > P.PROMOTE_K:  # A from registers, a k-step of several
-            # promotion spans: Triton 3.6 (and 3.9) fail to compile it past BN 32 (TritonGPUPipeline); one span a step
-            # compiles at every tile (docs/perf-notes.md, 156)
-            swap = dict(swap, BK=P.PROMOTE_K)
-        out.append(dict(c, **swap))
+        out.append(one_span(p, dict(c, **swap)))
     if plain is not None:
-        out.append(dict(c, REG_A=True) if plain else c)
+        out.append(one_span(p, dict(c, REG_A=True)) if plain else c)
     if bad_layout:  # a K-major copy (2·K·N·s extra bytes, counted), then Triton's own way
         if p.k * p.a.element_size() % 16 == 0:  # the copy's rows are K long: TMA needs them 16-byte aligned
             out.append(dict(c, KMAJOR=True))
@@ -283,7 +309,7 @@ def _t03_candidates(p: P.Problem) -> list[dict]:
         for v in variants:
             forms = _t03_variants(p, v)
             out += _padded(p, forms) if i < 3 else forms
-    return out
+    return unique(out)
 
 
 def _t03_adapt(p: P.Problem, c: dict) -> dict | None:
@@ -395,8 +421,8 @@ def _t04_mma_variants(p: P.Problem, c: dict) -> list[dict]:
     (8…256) instead of mma.sync's rows, and a row-major TF32 B is read from registers instead of
     being transposed in shared memory."""
     swap = P.swap_form(p, c["BM"])
-    plain = dict(c, REG_A=True) if P.reg_a(p, False) and c["BM"] >= 64 else c
-    return [dict(c, **swap), plain] if swap else [plain]
+    plain = one_span(p, dict(c, REG_A=True)) if P.reg_a(p, False) and c["BM"] >= 64 else c
+    return [one_span(p, dict(c, **swap)), plain] if swap else [plain]
 
 
 def _t04_default(p: P.Problem) -> dict:
@@ -429,7 +455,7 @@ def _t04_candidates(p: P.Problem, limit: int = 10) -> list[dict]:
         seen.add(sig)
         out.append(c)
     out = out[:limit + (4 if size == 1 and p.m <= 16 else 0)] or [_t04_default(p)]
-    out = [v for c in out for v in _t04_mma_variants(p, c)]
+    out = unique([v for c in out for v in _t04_mma_variants(p, c)])
     # each with the reduction fused into the same launch first (one launch less: µs at these sizes),
     # and each of those with its tiles loaded by TMA first, where the operands allow it past decode
     out = [v for c in out for v in (dict(c, FUSED=True), c)]

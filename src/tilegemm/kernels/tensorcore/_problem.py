@@ -430,6 +430,30 @@ def ordered(fn, args: tuple = (), **kwargs) -> list:
     return out
 
 
+def compile_for_sm90(call: KernelCall):
+    """call's kernel compiled for sm_90 without a GPU (Triton's bundled ptxas), specialised as a
+    launch is (an integer argument of 1 a constant; integers that are multiples of 16 and
+    16-byte-aligned pointers marked divisible by 16): the CompiledKernel, or Triton's error where
+    this Triton cannot compile that form."""
+    from triton import compile as triton_compile
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton.runtime.jit import mangle_type
+
+    fn = call.fn
+    consts, sig, attrs = {}, {}, {}
+    for i, (name, value, param) in enumerate(zip(fn.arg_names, call.args, fn.params)):
+        is_int = isinstance(value, int) and not isinstance(value, bool)
+        if param.is_constexpr or value is None or (is_int and value == 1):
+            consts[name], sig[name] = value, "constexpr"
+            continue
+        sig[name] = mangle_type(value)
+        if (isinstance(value, torch.Tensor) and value.data_ptr() % 16 == 0) or (is_int and value % 16 == 0):
+            attrs[(i,)] = [["tt.divisibility", 16]]
+    src = ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
+    return triton_compile(src, target=GPUTarget("cuda", 90, 32), options=dict(call.options))
+
+
 def named(call: KernelCall) -> dict:
     """A call's arguments by its function's parameter names (`ordered`'s inverse)."""
     return dict(zip((p.name for p in _params(call.fn)), call.args))

@@ -329,19 +329,10 @@ def launches(p: P.Problem, cfg: dict, num_sms: int | None = None) -> list[P.Kern
 
 
 def compile_for_sm90(p: P.Problem, cfg: dict):
-    """Compile the launch `launches` makes of p (CPU tensors will do) in configuration cfg for sm_90
-    without a GPU (Triton's bundled ptxas): the CompiledKernel, or Triton's error where this Triton
+    """The launch `launches` makes of p (CPU tensors will do) in configuration cfg, compiled for sm_90
+    without a GPU (`P.compile_for_sm90`): the CompiledKernel, or Triton's error where this Triton
     cannot compile that form."""
-    from triton import compile as triton_compile
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    from triton.runtime.jit import mangle_type
-
-    call = launches(p, cfg, num_sms=132)[-1]
-    consts = {q.name: v for q, v in zip(call.fn.params, call.args) if q.is_constexpr or v is None}
-    sig = {q.name: "constexpr" if q.name in consts else "i32" if q.name in ("M", "N", "K", "BATCH") else mangle_type(v)
-           for q, v in zip(call.fn.params, call.args)}
-    return triton_compile(ASTSource(call.fn, sig, consts), target=GPUTarget("cuda", 90, 32), options=call.options)
+    return P.compile_for_sm90(launches(p, cfg, num_sms=132)[-1])
 
 
 def traffic(m, n, k, s, bm=128, bn=256):

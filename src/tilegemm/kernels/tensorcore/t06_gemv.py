@@ -182,25 +182,6 @@ def traffic(m, n, k, s, bn=4):
 
 
 def compile_for_sm90(p: P.Problem, cfg: dict):
-    """p's launch compiled for sm_90 without a GPU (Triton's bundled ptxas), specialised as a
-    launch is (an integer argument of 1 a constant; integers that are multiples of 16 and
-    16-byte-aligned pointers marked divisible by 16): the CompiledKernel, whose .asm["ptx"]
-    shows what the K loop does."""
-    from triton import compile as triton_compile
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    from triton.runtime.jit import mangle_type
-
-    call = launches(p, cfg)[0]
-    fn = call.fn
-    consts, sig, attrs = {}, {}, {}
-    for i, (name, value, param) in enumerate(zip(fn.arg_names, call.args, fn.params)):
-        is_int = isinstance(value, int) and not isinstance(value, bool)
-        if param.is_constexpr or (is_int and value == 1):
-            consts[name], sig[name] = value, "constexpr"
-            continue
-        sig[name] = mangle_type(value)
-        if (isinstance(value, torch.Tensor) and value.data_ptr() % 16 == 0) or (is_int and value % 16 == 0):
-            attrs[(i,)] = [["tt.divisibility", 16]]
-    src = ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
-    return triton_compile(src, target=GPUTarget("cuda", 90, 32), options=dict(call.options))
+    """p's launch compiled for sm_90 without a GPU (`P.compile_for_sm90`: specialised as a launch
+    is): the CompiledKernel, whose .asm["ptx"] shows what the K loop does."""
+    return P.compile_for_sm90(launches(p, cfg)[0])
