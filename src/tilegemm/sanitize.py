@@ -10,9 +10,10 @@ TC_PRECISIONS and both B layouts (a tensor-core rung: `dispatch.run_problem` on 
 `matmul(kernel=...)` and `gemm(precision=...)`, which also says which rung ran: t05 hands what it
 cannot run, rows not 16-byte aligned among them, to t03, which realigns them). A tensor-core
 child's FP16, BF16 and FP8 operands are made from FP32 ones by gemm's conversion kernels
-(kernels.tensorcore._convert: a cast, FP8's amax and quantisation, both operands' paired, one
-alone beside a B that comes converted, an FP8 scale of its own and a caller's), launched by
-run_problem ahead of the rung's, so the tool checks them too. FP8 needs sm_89, and under Triton's
+(kernels.tensorcore._convert: a cast, FP8's amax and quantisation; both operands' paired, and A's
+alone beside a B that comes converted, as an e4m3 weight comes with its caller's scale), launched
+by run_problem ahead of the rung's, so the tool checks them too; the quantiser's form that takes
+a caller's scale for an operand it converts is not among them. FP8 needs sm_89, and under Triton's
 interpreter (the CPU tests) BF16 and FP8 are computed wrongly: those products are left out. Outputs are poisoned with NaN and
 every product is checked against the float64 reference (`validate.check`); the child exits 1 on a
 wrong product, on a rung that fell back where it could have run, or on a rung that never ran, so
