@@ -548,44 +548,34 @@ def _simt_products(kern: registry.Kernel, shapes):
 
 
 def _tc_operands(a32, b32, prec: str, layout: str, dev: str):
-    """A and B at `prec` from FP32 operands, made as gemm makes them, with gemm's conversion calls
-    (kernels.tensorcore._convert), which run under the tool too. Layout n (B row-major): both operands
-    FP32, both converted, one launch a kernel for the two (`paired`), FP8's scales their own and the
-    MMA's sums promoted to FP32 (fast_accum False). Layout t (B a view of an N×K weight): B comes at
-    the precision already (FP8: e4m3 with a caller's scale, CALLERS_SCALE), so A's calls run alone,
-    with fast_accum. TF32 converts nothing; under Triton's interpreter torch's cast makes FP16 (the
-    kernels are CUDA's). Returns (Problem's keyword arguments but c, a function giving the values the
-    rung multiplied, to be called once the prologue has run)."""
+    """A and B at `prec` from FP32 operands, converted by gemm's own `_convert` (on a GPU its
+    conversion calls, kernels.tensorcore._convert, which run under the tool too; under Triton's
+    interpreter torch's cast), their calls ordered as gemm orders them (`paired`). Layout n (B
+    row-major): both operands FP32, both converted, one launch a kernel for the two, FP8's scales
+    their own and the MMA's sums promoted to FP32 (fast_accum False). Layout t (B a view of an N×K
+    weight): B comes at the precision already (FP8: e4m3 with a caller's scale, CALLERS_SCALE), so
+    A's calls run alone, with fast_accum. TF32 converts nothing. Returns (Problem's keyword arguments
+    but c, a function giving the values the rung multiplied, to be called once the prologue has run)."""
     import numpy as np
     import torch
 
     from .kernels.tensorcore import _convert as conv
     from .kernels.tensorcore import _problem as P
+    from .tensorcore_api import _convert
 
     a = torch.from_numpy(a32).to(dev)
     b = torch.from_numpy(b32).to(dev) if layout == "n" else torch.from_numpy(np.ascontiguousarray(b32.T)).to(dev).t()
-    if prec == "tf32":
-        return dict(a=a, b=b), lambda: (a, b)
-    dt = P.PRECISIONS[prec][0] or torch.float8_e4m3fn
-    if dev != "cuda" or P.interpreting():
-        a, b = (x.to(dt) for x in (a, b))
-        return dict(a=a, b=b), lambda: (a, b)
-    made = {}
-    if prec == "fp8":
-        xa, sa, ka = conv.fp8_calls(a)
-        if layout == "n":
-            xb, sb, kb = conv.fp8_calls(b)
-        else:  # (|B| < 1: below 64 at this scale, well inside e4m3's 448)
-            sb, kb = P.scale_tensor(CALLERS_SCALE, dev), []
-            xb = (b / CALLERS_SCALE).to(dt)
-        made = dict(scale_a=sa, scale_b=sb, fast_accum=layout == "t")
-        values = lambda: (xa.double() * sa.double(), xb.double() * sb.double())  # noqa: E731
-    else:
-        xa, ka = conv.cast_calls(a, dt)
-        xb, kb = conv.cast_calls(b, dt) if layout == "n" else (b.to(dt), [])
-        values = lambda: (xa, xb)  # noqa: E731
-    prologue = conv.paired(ka, kb) if ka and kb else [*ka, *kb]  # (gemm's rule)
-    return dict(a=xa, b=xb, sources=(a, b if kb else None), prologue=tuple(prologue), **made), values
+    want = P.PRECISIONS[prec][0] or torch.float8_e4m3fn
+    fp8, given = prec == "fp8", None
+    if layout == "t" and prec != "tf32":  # a weight kept at the precision (|B| < 1: below 64 at this scale)
+        given = CALLERS_SCALE if fp8 else None
+        b = (b / CALLERS_SCALE if fp8 else b).to(want)
+    (xa, sa, ka), (xb, sb, kb) = _convert(a, want, None), _convert(b, want, given)
+    made = dict(scale_a=sa, scale_b=sb, fast_accum=layout == "t") if fp8 else {}
+    values = ((lambda: (xa.double() * sa.double(), xb.double() * sb.double())) if fp8  # noqa: E731
+              else lambda: (xa, xb))
+    return dict(a=xa, b=xb, sources=(a if ka else None, b if kb else None), prologue=tuple(conv.paired(ka, kb)),
+                **made), values
 
 
 def _tc_products(kern: registry.Kernel, shapes, precisions, config: dict | None = None):
