@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -13,6 +14,8 @@ import textwrap
 import pytest
 
 from tilegemm import cli, registry, sanitize
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 
@@ -158,7 +161,9 @@ def test_child_runs_a_forced_configuration_and_fails_where_the_rung_cannot():
 def test_gpu_child_makes_its_operands_with_gemms_conversion_kernels():
     """On a GPU a tensor-core child's BF16 and FP8 operands come from FP32 through gemm's conversion
     kernels: both operands' paired for B row-major, A's alone beside a Wᵀ that comes converted (FP8:
-    with the caller's scale), as gemm launches them; every product right, on the rung itself."""
+    with the caller's scale), as gemm launches them; FP8's second shape quantises one operand with a
+    caller's scale (B of the pair: A's amax alone; A beside Wᵀ: no amax at all); every product
+    right, on the rung itself."""
     import torch
 
     if torch.cuda.get_device_capability() < (9, 0):
@@ -167,9 +172,13 @@ def test_gpu_child_makes_its_operands_with_gemms_conversion_kernels():
     assert proc.returncode == 0 and ok, proc.stdout + proc.stderr[-2000:]
     assert len(products) == 8 and all(p["ok"] for p in products)
     assert {p["ran"] for p in products} == {"tc_tma_persistent"}
-    by = {(p["precision"], p["b"]): p["converted"] for p in products}
-    assert by == {("bf16", "n"): ["cast_pair"], ("bf16", "t"): ["cast"],
-                  ("fp8", "n"): ["partial_amax_pair", "quantise_pair"], ("fp8", "t"): ["partial_amax", "quantise"]}
+    by = {(p["precision"], p["b"], tuple(p["shape"]), *p["callers_scale"]): p["converted"] for p in products}
+    assert by == {("bf16", "n", (5, 23, 7)): ["cast_pair"], ("bf16", "t", (5, 23, 7)): ["cast"],
+                  ("bf16", "n", (130, 264, 24)): ["cast_pair"], ("bf16", "t", (130, 264, 24)): ["cast"],
+                  ("fp8", "n", (5, 23, 7)): ["partial_amax_pair", "quantise_pair"],
+                  ("fp8", "t", (5, 23, 7)): ["partial_amax", "quantise"],
+                  ("fp8", "n", (130, 264, 24), "b"): ["partial_amax", "quantise_pair"],
+                  ("fp8", "t", (130, 264, 24), "a"): ["quantise"]}
 
 
 def test_child_on_the_interpreter_converts_with_torch_and_leaves_bf16_and_fp8_out():
@@ -182,6 +191,41 @@ def test_child_on_the_interpreter_converts_with_torch_and_leaves_bf16_and_fp8_ou
     assert [(p["precision"], p["converted"]) for p in products] == [("fp16", []), ("fp16", [])]
     proc, (ok, products) = _child("tc_tiled", [(5, 23, 7)], ["fp8"], TRITON_INTERPRET="1")
     assert proc.returncode == 1 and ok is False and products == [] and "no product to run" in proc.stdout
+
+
+def test_fp8_operands_take_the_callers_scale_by_turns():
+    """FP8 quantises each layout's operands by turns with their own amax or a caller's scale
+    (sanitize.GIVEN), so that the quantiser's form that reads a given scale runs under the tools
+    too: alone (A beside a converted Wᵀ) and in either half of a pair. Here on the CPU, where
+    torch's cast quantises: the scales are the caller's where given, the amax's elsewhere, and the
+    values the rung multiplies are the operands to FP8's precision. The table counts each form."""
+    pytest.importorskip("torch")
+    import numpy as np
+
+    from tilegemm import validate
+
+    a32, b32 = validate.random_operands(5, 23, 7, "float32", seed=0)
+    forms = {}
+    for layout, turns in sanitize.GIVEN.items():
+        for given in turns:
+            ops, values = sanitize._tc_operands(a32, b32, "fp8", layout, "cpu", given)
+            got = {x: float(ops[f"scale_{x}"]) for x in "ab"}
+            callers = set(given) | ({"b"} if layout == "t" else set())
+            for x, v in got.items():
+                own = float(np.abs(a32 if x == "a" else b32).max()) / 448
+                assert v == (sanitize.CALLERS_SCALE if x in callers else pytest.approx(own, rel=1e-6)), (layout, given)
+            a, b = (x.numpy() for x in values())
+            assert np.allclose(a, a32, rtol=2**-3, atol=2**-9) and np.allclose(b, b32, rtol=2**-3, atol=2**-9)
+            assert ops["fast_accum"] == (layout == "t")
+            forms[layout, given] = got
+    assert set(forms) == {("n", ()), ("n", ("b",)), ("n", ("a",)), ("t", ()), ("t", ("a",))}
+    doc = json.loads((ROOT / "results" / "h100" / "sanitizer-tensorcore.json").read_text())  # (before GIVEN)
+    assert "GIVEN" not in sanitize.markdown(doc)
+    products = doc["records"][0]["products"]
+    for x, layout, given in zip(products, ("n", "n", "t"), ("b", "b", "a")):
+        x.update(b=layout, callers_scale=[given])
+    text = sanitize.markdown(doc)
+    assert "A alone (B = Wᵀ converted already) ×1, B of a pair ×2." in text, text
 
 
 def test_sanitize_refuses_a_forced_configuration_without_one_tensorcore_kernel(capsys):

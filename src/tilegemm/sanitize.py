@@ -11,9 +11,9 @@ TC_PRECISIONS and both B layouts (a tensor-core rung: `dispatch.run_problem` on 
 cannot run, rows not 16-byte aligned among them, to t03, which realigns them). A tensor-core
 child's FP16, BF16 and FP8 operands are made from FP32 ones by gemm's conversion kernels
 (kernels.tensorcore._convert: a cast, FP8's amax and quantisation; both operands' paired, and A's
-alone beside a B that comes converted, as an e4m3 weight comes with its caller's scale), launched
-by run_problem ahead of the rung's, so the tool checks them too; the quantiser's form that takes
-a caller's scale for an operand it converts is not among them. FP8 needs sm_89, and under Triton's
+alone beside a B that comes converted, as an e4m3 weight comes with its caller's scale; FP8 from
+one shape to the next with the operands' own scales or a caller's, GIVEN), launched by run_problem
+ahead of the rung's, so the tool checks them too. FP8 needs sm_89, and under Triton's
 interpreter (the CPU tests) BF16 and FP8 are computed wrongly: those products are left out. Outputs are poisoned with NaN and
 every product is checked against the float64 reference (`validate.check`); the child exits 1 on a
 wrong product, on a rung that fell back where it could have run, or on a rung that never ran, so
@@ -56,6 +56,7 @@ GPU cannot run (t03 and t05 need sm_90) is recorded as not run, neither passed n
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
 import math
@@ -87,7 +88,11 @@ TC_SHAPES = ((1, 1, 1), (5, 23, 7), (3, 16, 8), (130, 264, 24), (257, 263, 129),
 TC_LAYOUTS = ("n", "t")
 TC_PRECISIONS = ("fp16", "bf16", "tf32", "fp8")
 TC_TOLERANCE = {"fp16": "float16", "bf16": "bfloat16", "tf32": "tf32", "fp8": "float8_e4m3fn"}
-CALLERS_SCALE = 2.0**-6  # FP8's B under layout t: a scale the caller gives (|B| < 1 quantises below 64)
+CALLERS_SCALE = 2.0**-6  # FP8: a scale the caller gives (|x| < 1 quantises below 64)
+# FP8: the operands gemm quantises with the caller's scale (the quantiser's GIVEN form), by layout and shape index:
+# B row-major, none (both amaxes paired), then B's (A's amax alone, a pair of one own scale and one given), then A's;
+# B = Wᵀ (converted already, with its caller's scale), A's own amax, then A's given (the quantiser alone, no amax)
+GIVEN = {"n": ((), ("b",), ("a",)), "t": ((), ("a",))}
 TIMEOUT_S = 300.0
 MARK = "tilegemm-sanitize-child "  # a child's report lines, among the sanitizer's
 
@@ -523,6 +528,12 @@ def markdown(doc: dict) -> str:
     if converted:
         out += ["", "gemm's conversion kernels, run ahead of the rung's launches under every tool (the operands "
                 "made from FP32, as gemm makes them): " + ", ".join(f"`{fn}`" for fn in converted) + "."]
+    given = collections.Counter((p["b"], x) for r in doc["records"] for p in r.get("products") or ()
+                                for x in p.get("callers_scale", ()))
+    if given:
+        forms = {("t", "a"): "A alone (B = Wᵀ converted already)", ("n", "a"): "A of a pair", ("n", "b"): "B of a pair"}
+        out += ["", "FP8 operands quantised with the caller's scale, not their own amax (the quantiser's GIVEN form), "
+                "products: " + ", ".join(f"{forms[f]} ×{given[f]}" for f in forms if given[f]) + "."]
     return "\n".join(out) + "\n"
 
 
@@ -547,15 +558,17 @@ def _simt_products(kern: registry.Kernel, shapes):
                                                                                  kernel=kern.name)
 
 
-def _tc_operands(a32, b32, prec: str, layout: str, dev: str):
+def _tc_operands(a32, b32, prec: str, layout: str, dev: str, given: tuple = ()):
     """A and B at `prec` from FP32 operands, converted by gemm's own `_convert` (on a GPU its
     conversion calls, kernels.tensorcore._convert, which run under the tool too; under Triton's
     interpreter torch's cast), their calls ordered as gemm orders them (`paired`). Layout n (B
     row-major): both operands FP32, both converted, one launch a kernel for the two, FP8's scales
     their own and the MMA's sums promoted to FP32 (fast_accum False). Layout t (B a view of an N×K
     weight): B comes at the precision already (FP8: e4m3 with a caller's scale, CALLERS_SCALE), so
-    A's calls run alone, with fast_accum. TF32 converts nothing. Returns (Problem's keyword arguments
-    but c, a function giving the values the rung multiplied, to be called once the prologue has run)."""
+    A's calls run alone, with fast_accum. TF32 converts nothing. given: the FP32 operands ("a", "b")
+    that FP8 quantises with a caller's scale (CALLERS_SCALE) rather than its own amax. Returns
+    (Problem's keyword arguments but c, a function giving the values the rung multiplied, to be
+    called once the prologue has run)."""
     import numpy as np
     import torch
 
@@ -566,11 +579,12 @@ def _tc_operands(a32, b32, prec: str, layout: str, dev: str):
     a = torch.from_numpy(a32).to(dev)
     b = torch.from_numpy(b32).to(dev) if layout == "n" else torch.from_numpy(np.ascontiguousarray(b32.T)).to(dev).t()
     want = P.PRECISIONS[prec][0] or torch.float8_e4m3fn
-    fp8, given = prec == "fp8", None
+    fp8 = prec == "fp8"
+    scale = {x: CALLERS_SCALE if fp8 and x in given else None for x in "ab"}
     if layout == "t" and prec != "tf32":  # a weight kept at the precision (|B| < 1: below 64 at this scale)
-        given = CALLERS_SCALE if fp8 else None
+        scale["b"] = CALLERS_SCALE if fp8 else None
         b = (b / CALLERS_SCALE if fp8 else b).to(want)
-    (xa, sa, ka), (xb, sb, kb) = _convert(a, want, None), _convert(b, want, given)
+    (xa, sa, ka), (xb, sb, kb) = _convert(a, want, scale["a"]), _convert(b, want, scale["b"])
     made = dict(scale_a=sa, scale_b=sb, fast_accum=layout == "t") if fp8 else {}
     values = ((lambda: (xa.double() * sa.double(), xb.double() * sb.double())) if fp8  # noqa: E731
               else lambda: (xa, xb))
@@ -593,7 +607,8 @@ def _tc_products(kern: registry.Kernel, shapes, precisions, config: dict | None 
             if not runs.get(prec, True):  # (no FP8 MMA before sm_89; Triton's interpreter computes BF16 and FP8 wrongly)
                 continue
             a32, b32 = validate.random_operands(m, n, k, "float32", seed=i)
-            ops, values = _tc_operands(a32, b32, prec, layout, dev)
+            given = GIVEN[layout][i % len(GIVEN[layout])] if prec == "fp8" else ()
+            ops, values = _tc_operands(a32, b32, prec, layout, dev, given)
             out = torch.bfloat16 if prec == "fp8" else P.PRECISIONS[prec][0]
             p = P.Problem(c=torch.full((m, n), float("nan"), dtype=out, device=dev), precision=prec, **ops)
             usable = tuning.usable(kern.name, p)
@@ -607,7 +622,8 @@ def _tc_products(kern: registry.Kernel, shapes, precisions, config: dict | None 
             chk = validate.check(host(p.c), a, b, dtype=TC_TOLERANCE[prec], kernel=kern.name,
                                  out_dtype="bfloat16" if prec == "fp8" else None)
             yield dict(shape=[m, n, k], precision=prec, b=layout, ran=ran, fell_back=usable and ran != kern.name,
-                       source=got.get("source"), converted=[c.fn.__name__ for c in p.prologue]), chk
+                       source=got.get("source"), converted=[c.fn.__name__ for c in p.prologue],
+                       callers_scale=list(given)), chk
 
 
 def child(argv=None) -> int:
