@@ -78,11 +78,13 @@ def test_parse_no_summary():
     assert (rep.errors, rep.hazards, rep.summary) == (None, None, [])
 
 
-def _rec(kernel="smem_tiled_32", tool="memcheck", text=MEMCHECK_CLEAN, child_ok=True, exit_code=0, timed_out=False):
+def _rec(kernel="smem_tiled_32", tool="memcheck", text=MEMCHECK_CLEAN, child_ok=True, exit_code=0, timed_out=False,
+         right=None, child_why=""):
     rep = sanitize.parse(text)
+    right = bool(child_ok) if right is None else right
     rec = dict(kernel=kernel, tool=tool, expect=sanitize.expected(kernel, tool), errors=rep.errors,
                hazards=rep.hazards, exit_code=exit_code, seconds=1.0, timed_out=timed_out, child_ok=child_ok,
-               products=[dict(ok=bool(child_ok), msg="" if child_ok else "C[0, 0] wrong")])
+               products=[dict(ok=right, msg="" if right else "C[0, 0] wrong")], child_why=child_why)
     return sanitize.judge(rec)
 
 
@@ -99,6 +101,8 @@ def test_expected_and_judge():
     assert _rec("broken_nosync", "memcheck", child_ok=False, exit_code=1) == (True, "")  # its products may be wrong
     ok, why = _rec(child_ok=False, exit_code=1)  # clean, but a wrong product: not clean
     assert not ok and "wrong result" in why
+    why = "tc_gemv ran none of the products"  # every product right, on another rung: the child's own reason
+    assert _rec("tc_gemv", child_ok=False, exit_code=1, right=True, child_why=why) == (False, why)
     ok, why = _rec(text="", exit_code=-9, timed_out=True)
     assert not ok and "timed out" in why
     ok, why = _rec(text="========= COMPUTE-SANITIZER\n", child_ok=None, exit_code=-11)

@@ -247,8 +247,9 @@ def _child_env(backend: str) -> dict:
     return env
 
 
-def _child_report(out: str) -> tuple[bool | None, list[dict]]:
-    """(the child's verdict, None where it did not finish; its products) from its report lines."""
+def _child_report(out: str, why: list | None = None) -> tuple[bool | None, list[dict]]:
+    """(the child's verdict, None where it did not finish; its products) from its report lines; its
+    reason for a verdict against it appended to `why`, where given."""
     ok, products = None, []
     for line in out.splitlines():
         if line.startswith(MARK):
@@ -258,6 +259,8 @@ def _child_report(out: str) -> tuple[bool | None, list[dict]]:
                 continue
             if "done" in item:
                 ok = bool(item["ok"])
+                if why is not None and item.get("why"):
+                    why.append(item["why"])
             else:
                 products.append(item)
     return ok, products
@@ -300,7 +303,8 @@ def judge(rec: dict) -> tuple[bool, str]:
     if rec["child_ok"] is None:
         return False, f"the child did not finish (exit {rec['exit_code']})"
     if not broken and not rec["child_ok"]:
-        return False, "wrong result: " + "; ".join(p["msg"] for p in rec["products"] if not p["ok"])[:300]
+        wrong = "; ".join(p["msg"] for p in rec["products"] if not p["ok"])[:300]
+        return False, f"wrong result: {wrong}" if wrong else rec.get("child_why") or "the child failed"
     if not broken and rec["exit_code"] != 0:
         return False, f"exit {rec['exit_code']}"
     return True, ""
@@ -315,10 +319,12 @@ def run(kernel: str, tool: str | None, timeout: float = TIMEOUT_S, shapes=None, 
     cmd = child_command(kernel, shapes, precisions, config)
     out, exit_code, seconds, timed_out = _under(tool, cmd, _child_env(kern.backend), timeout)
     rep = parse(out)
-    child_ok, products = _child_report(out)
+    why = []
+    child_ok, products = _child_report(out, why)
     rec = dict(kernel=kernel, backend=kern.backend, tool=tool, expect=expected(kernel, tool), errors=rep.errors,
                hazards=rep.hazards, exit_code=exit_code, seconds=seconds, timed_out=timed_out, summary=rep.summary,
-               first_errors=rep.first, child_ok=child_ok, products=products, not_run=None)
+               first_errors=rep.first, child_ok=child_ok, products=products, not_run=None,
+               child_why=" ".join(why))
     if config:
         rec["config"] = config
     if tool == "racecheck":
