@@ -572,6 +572,36 @@ def test_a_numbers_fixed_scale_is_made_once_on_a_stream_of_its_own(monkeypatch):
     assert events[-1] == ("fill", None) and threads[-1] == threading.get_ident()  # (the caller's, as it stands)
 
 
+def test_the_capture_mode_exchange_is_looked_up_once_a_process(monkeypatch):
+    """_relax_capture_mode runs in every thread that makes memory apart (a past-cap scale: every
+    call): the driver's function is looked up once, not dlopened each time; no driver, no call."""
+    pytest.importorskip("torch")
+    import ctypes
+
+    from tilegemm.kernels.tensorcore import _problem as P
+
+    opened, modes = [], []
+
+    class Driver:
+        def __init__(self, name):
+            opened.append(name)
+            self.cuThreadExchangeStreamCaptureMode = lambda mode: modes.append(mode._obj.value) or 0
+
+    monkeypatch.setattr(ctypes, "CDLL", Driver)
+    P._exchange_capture_mode.cache_clear()
+    try:
+        P._relax_capture_mode()
+        P._relax_capture_mode()
+        assert opened == ["libcuda.so.1"] and modes == [P.CAPTURE_MODE_RELAXED] * 2
+    finally:
+        P._exchange_capture_mode.cache_clear()
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: (_ for _ in ()).throw(OSError(name)))
+    try:
+        P._relax_capture_mode()  # (no driver: nothing to relax, no error)
+    finally:
+        P._exchange_capture_mode.cache_clear()
+
+
 def test_a_planned_gemm_still_refuses_a_c_over_its_inputs(monkeypatch):
     """gemm(a, b, c=c) keeps a plan for c's shape, strides and alignment; gemm(a, b, c=a) with
     those finds it, and ran it (C written over A as it was read) where the slow path's overlap

@@ -259,9 +259,11 @@ def made_apart(make, dev, on_callers_stream: bool) -> torch.Tensor:
 def _exchange_capture_mode():
     """The driver's cuThreadExchangeStreamCaptureMode, looked up once a process (None: no driver)."""
     try:
-        return ctypes.CDLL("libcuda.so.1").cuThreadExchangeStreamCaptureMode
+        exchange = ctypes.CDLL("libcuda.so.1").cuThreadExchangeStreamCaptureMode
     except (OSError, AttributeError):  # (no driver: torch's own calls say so)
         return None
+    exchange.argtypes, exchange.restype = [ctypes.POINTER(ctypes.c_int)], ctypes.c_int
+    return exchange
 
 
 def _relax_capture_mode() -> None:
