@@ -16,8 +16,7 @@ import pytest
 from tilegemm import cli, registry, sanitize
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-
-SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+SRC = str(ROOT / "src")
 
 MEMCHECK_CLEAN = """\
 ========= COMPUTE-SANITIZER
@@ -129,7 +128,7 @@ def _child(kernel, *args, **env):
     path = SRC + os.pathsep + os.environ.get("PYTHONPATH", "")  # (then the caller's: a GPU machine's numpy wheel)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
                           env=dict(os.environ, PYTHONPATH=path, TILEGEMM_AUTOTUNE="0", **env))
-    return proc, sanitize._child_report(proc.stdout)
+    return proc, sanitize._child_report(proc.stdout)[:2]
 
 
 def test_child_simt_on_the_simulator():
@@ -165,9 +164,9 @@ def test_child_runs_a_forced_configuration_and_fails_where_the_rung_cannot():
 def test_gpu_child_makes_its_operands_with_gemms_conversion_kernels():
     """On a GPU a tensor-core child's BF16 and FP8 operands come from FP32 through gemm's conversion
     kernels: both operands' paired for B row-major, A's alone beside a Wᵀ that comes converted (FP8:
-    with the caller's scale), as gemm launches them; FP8's second shape quantises one operand with a
-    caller's scale (B of the pair: A's amax alone; A beside Wᵀ: no amax at all); every product
-    right, on the rung itself."""
+    with the caller's scale), as gemm launches them; FP8 quantises A by turns with a caller's scale
+    (A of the pair: B's amax alone; A beside Wᵀ: no amax at all); every product right, on the rung
+    itself."""
     import torch
 
     if torch.cuda.get_device_capability() < (9, 0):
@@ -179,9 +178,9 @@ def test_gpu_child_makes_its_operands_with_gemms_conversion_kernels():
     by = {(p["precision"], p["b"], tuple(p["shape"]), *p["callers_scale"]): p["converted"] for p in products}
     assert by == {("bf16", "n", (5, 23, 7)): ["cast_pair"], ("bf16", "t", (5, 23, 7)): ["cast"],
                   ("bf16", "n", (130, 264, 24)): ["cast_pair"], ("bf16", "t", (130, 264, 24)): ["cast"],
-                  ("fp8", "n", (5, 23, 7)): ["partial_amax_pair", "quantise_pair"],
+                  ("fp8", "n", (5, 23, 7), "a"): ["partial_amax", "quantise_pair"],
                   ("fp8", "t", (5, 23, 7)): ["partial_amax", "quantise"],
-                  ("fp8", "n", (130, 264, 24), "b"): ["partial_amax", "quantise_pair"],
+                  ("fp8", "n", (130, 264, 24)): ["partial_amax_pair", "quantise_pair"],
                   ("fp8", "t", (130, 264, 24), "a"): ["quantise"]}
 
 
@@ -202,8 +201,9 @@ def test_fp8_operands_take_the_callers_scale_by_turns():
     (sanitize.GIVEN), so that the quantiser's form that reads a given scale runs under the tools
     too: alone (A beside a converted Wᵀ) and in either half of a pair. Here on the CPU, where
     torch's cast quantises: the scales are the caller's where given, the amax's elsewhere, and the
-    values the rung multiplies are the operands to FP8's precision. The table counts each form."""
-    pytest.importorskip("torch")
+    values the rung multiplies are the operands to FP8's precision. The table counts each form in
+    a child's products."""
+    pytest.importorskip("triton")
     import numpy as np
 
     from tilegemm import validate
@@ -223,13 +223,21 @@ def test_fp8_operands_take_the_callers_scale_by_turns():
             assert ops["fast_accum"] == (layout == "t")
             forms[layout, given] = got
     assert set(forms) == {("n", ()), ("n", ("b",)), ("n", ("a",)), ("t", ()), ("t", ("a",))}
-    doc = json.loads((ROOT / "results" / "h100" / "sanitizer-tensorcore.json").read_text())  # (before GIVEN)
+    with pytest.raises(ValueError, match="no scale to give"):
+        sanitize._tc_operands(a32, b32, "fp8", "t", "cpu", ("b",))
+    doc = json.loads((ROOT / "results" / "h100" / "sanitizer-tensorcore.json").read_text())
+    for rec in doc["records"]:
+        for x in rec.get("products") or ():
+            x.pop("callers_scale", None)
     assert "GIVEN" not in sanitize.markdown(doc)
-    products = doc["records"][0]["products"]
-    for x, layout, given in zip(products, ("n", "n", "t"), ("b", "b", "a")):
-        x.update(b=layout, callers_scale=[given])
+    for rec in doc["records"]:  # (every child runs the same products: the table counts one child's)
+        for x, given in zip(rec.get("products") or (), ("b", "b", "a", "a", "a")):
+            x.update(precision="fp8", b="n" if given == "b" else "t", callers_scale=[given])
+        if rec.get("products"):
+            rec["products"][4]["b"] = "n"
     text = sanitize.markdown(doc)
-    assert "A alone (B = Wᵀ converted already) ×1, B of a pair ×2." in text, text
+    assert "products of a tensor-core child: A alone (B = Wᵀ converted already) ×2, A of a pair ×1, B of a pair ×2." \
+        in text, text
 
 
 def test_sanitize_refuses_a_forced_configuration_without_one_tensorcore_kernel(capsys):

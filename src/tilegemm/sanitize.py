@@ -89,10 +89,11 @@ TC_LAYOUTS = ("n", "t")
 TC_PRECISIONS = ("fp16", "bf16", "tf32", "fp8")
 TC_TOLERANCE = {"fp16": "float16", "bf16": "bfloat16", "tf32": "tf32", "fp8": "float8_e4m3fn"}
 CALLERS_SCALE = 2.0**-6  # FP8: a scale the caller gives (|x| < 1 quantises below 64)
-# FP8: the operands gemm quantises with the caller's scale (the quantiser's GIVEN form), by layout and shape index:
-# B row-major, none (both amaxes paired), then B's (A's amax alone, a pair of one own scale and one given), then A's;
-# B = Wᵀ (converted already, with its caller's scale), A's own amax, then A's given (the quantiser alone, no amax)
-GIVEN = {"n": ((), ("b",), ("a",)), "t": ((), ("a",))}
+# FP8: the operands gemm quantises with the caller's scale (the quantiser's GIVEN form), by layout and shape index
+# (turn i % len): B row-major, A's (B's amax alone, then a pair of one given scale and one own), none (both amaxes
+# paired: 5×23×7 and 257×263×129, A's amax over many programs), then B's; B = Wᵀ (converted already, with its
+# caller's scale), A's own amax, then A's given (the quantiser alone, no amax)
+GIVEN = {"n": (("a",), (), ("b",)), "t": ((), ("a",))}
 TIMEOUT_S = 300.0
 MARK = "tilegemm-sanitize-child "  # a child's report lines, among the sanitizer's
 
@@ -247,10 +248,10 @@ def _child_env(backend: str) -> dict:
     return env
 
 
-def _child_report(out: str, why: list | None = None) -> tuple[bool | None, list[dict]]:
-    """(the child's verdict, None where it did not finish; its products) from its report lines; its
-    reason for a verdict against it appended to `why`, where given."""
-    ok, products = None, []
+def _child_report(out: str) -> tuple[bool | None, list[dict], str]:
+    """(the child's verdict, None where it did not finish; its products; its reason for a verdict
+    against it) from its report lines."""
+    ok, products, why = None, [], ""
     for line in out.splitlines():
         if line.startswith(MARK):
             try:
@@ -258,12 +259,10 @@ def _child_report(out: str, why: list | None = None) -> tuple[bool | None, list[
             except ValueError:
                 continue
             if "done" in item:
-                ok = bool(item["ok"])
-                if why is not None and item.get("why"):
-                    why.append(item["why"])
+                ok, why = bool(item["ok"]), item.get("why") or ""
             else:
                 products.append(item)
-    return ok, products
+    return ok, products, why
 
 
 def _flagged(rec: dict) -> int:
@@ -319,12 +318,11 @@ def run(kernel: str, tool: str | None, timeout: float = TIMEOUT_S, shapes=None, 
     cmd = child_command(kernel, shapes, precisions, config)
     out, exit_code, seconds, timed_out = _under(tool, cmd, _child_env(kern.backend), timeout)
     rep = parse(out)
-    why = []
-    child_ok, products = _child_report(out, why)
+    child_ok, products, why = _child_report(out)
     rec = dict(kernel=kernel, backend=kern.backend, tool=tool, expect=expected(kernel, tool), errors=rep.errors,
                hazards=rep.hazards, exit_code=exit_code, seconds=seconds, timed_out=timed_out, summary=rep.summary,
                first_errors=rep.first, child_ok=child_ok, products=products, not_run=None,
-               child_why=" ".join(why))
+               child_why=why)
     if config:
         rec["config"] = config
     if tool == "racecheck":
@@ -534,12 +532,14 @@ def markdown(doc: dict) -> str:
     if converted:
         out += ["", "gemm's conversion kernels, run ahead of the rung's launches under every tool (the operands "
                 "made from FP32, as gemm makes them): " + ", ".join(f"`{fn}`" for fn in converted) + "."]
-    given = collections.Counter((p["b"], x) for r in doc["records"] for p in r.get("products") or ()
+    child = next((r for r in doc["records"] if r["backend"] == "tensorcore" and r.get("products")), None)
+    given = collections.Counter((p["b"], x) for p in (child or {}).get("products", ())
                                 for x in p.get("callers_scale", ()))
     if given:
         forms = {("t", "a"): "A alone (B = Wᵀ converted already)", ("n", "a"): "A of a pair", ("n", "b"): "B of a pair"}
         out += ["", "FP8 operands quantised with the caller's scale, not their own amax (the quantiser's GIVEN form), "
-                "products: " + ", ".join(f"{forms[f]} ×{given[f]}" for f in forms if given[f]) + "."]
+                "products of a tensor-core child: " + ", ".join(f"{forms[f]} ×{given[f]}" for f in forms if given[f])
+                + "."]
     return "\n".join(out) + "\n"
 
 
@@ -569,7 +569,7 @@ def _tc_operands(a32, b32, prec: str, layout: str, dev: str, given: tuple = ()):
     conversion calls, kernels.tensorcore._convert, which run under the tool too; under Triton's
     interpreter torch's cast), their calls ordered as gemm orders them (`paired`). Layout n (B
     row-major): both operands FP32, both converted, one launch a kernel for the two, FP8's scales
-    their own and the MMA's sums promoted to FP32 (fast_accum False). Layout t (B a view of an N×K
+    their own but those `given` and the MMA's sums promoted to FP32 (fast_accum False). Layout t (B a view of an N×K
     weight): B comes at the precision already (FP8: e4m3 with a caller's scale, CALLERS_SCALE), so
     A's calls run alone, with fast_accum. TF32 converts nothing. given: the FP32 operands ("a", "b")
     that FP8 quantises with a caller's scale (CALLERS_SCALE) rather than its own amax. Returns
@@ -586,6 +586,8 @@ def _tc_operands(a32, b32, prec: str, layout: str, dev: str, given: tuple = ()):
     b = torch.from_numpy(b32).to(dev) if layout == "n" else torch.from_numpy(np.ascontiguousarray(b32.T)).to(dev).t()
     want = P.PRECISIONS[prec][0] or torch.float8_e4m3fn
     fp8 = prec == "fp8"
+    if layout == "t" and "b" in given:
+        raise ValueError("B = Wᵀ comes converted already, with its caller's scale: no scale to give its quantiser")
     scale = {x: CALLERS_SCALE if fp8 and x in given else None for x in "ab"}
     if layout == "t" and prec != "tf32":  # a weight kept at the precision (|B| < 1: below 64 at this scale)
         scale["b"] = CALLERS_SCALE if fp8 else None
