@@ -578,6 +578,7 @@ def test_the_capture_mode_exchange_is_looked_up_once_a_process(monkeypatch):
     pytest.importorskip("torch")
     import ctypes
 
+    from tilegemm import _cuda
     from tilegemm.kernels.tensorcore import _problem as P
 
     opened, modes = [], []
@@ -588,18 +589,18 @@ def test_the_capture_mode_exchange_is_looked_up_once_a_process(monkeypatch):
             self.cuThreadExchangeStreamCaptureMode = lambda mode: modes.append(mode._obj.value) or 0
 
     monkeypatch.setattr(ctypes, "CDLL", Driver)
-    P._exchange_capture_mode.cache_clear()
+    _cuda.driver_entry.cache_clear()
     try:
         P._relax_capture_mode()
         P._relax_capture_mode()
         assert opened == ["libcuda.so.1"] and modes == [P.CAPTURE_MODE_RELAXED] * 2
     finally:
-        P._exchange_capture_mode.cache_clear()
+        _cuda.driver_entry.cache_clear()
     monkeypatch.setattr(ctypes, "CDLL", lambda name: (_ for _ in ()).throw(OSError(name)))
     try:
         P._relax_capture_mode()  # (no driver: nothing to relax, no error)
     finally:
-        P._exchange_capture_mode.cache_clear()
+        _cuda.driver_entry.cache_clear()
 
 
 def test_a_planned_gemm_still_refuses_a_c_over_its_inputs(monkeypatch):

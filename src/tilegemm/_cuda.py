@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextvars
 import ctypes
+import functools
 import os
 import sys
 import threading
@@ -52,6 +53,15 @@ def warn_simulated(what: str, kernel: str, mnk: int, stacklevel: int) -> None:
                   f"CUDA thread: {mnk / SIMULATED_MNK:.3g}× the work of the lab's largest simulated product "
                   f"({SIM_MAX_SIDE}³, seconds), so about as many times as long; kernel='auto' runs the CPU's BLAS",
                   stacklevel=stacklevel)
+
+
+@functools.cache
+def driver_entry(name: str, *argtypes):
+    """The CUDA driver's entry point `name` (returning a CUresult), bound once a process through
+    ctypes (OSError where there is no driver, AttributeError where it lacks the entry point)."""
+    fn = getattr(ctypes.CDLL("libcuda.so.1"), name)
+    fn.argtypes, fn.restype = list(argtypes), ctypes.c_int
+    return fn
 
 
 def _driver_device_count() -> int:

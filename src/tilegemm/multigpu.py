@@ -47,6 +47,7 @@ import threading
 import numpy as np
 
 from . import arrays
+from ._cuda import driver_entry
 from .errors import DeviceError, OutOfDeviceMemory
 
 PANELS = 8  # B's column panels per GPU (fewer where a panel would be narrower than MIN_PANEL)
@@ -72,14 +73,6 @@ class _Memcpy2D(ctypes.Structure):
 _UNIFIED = 4  # CU_MEMORYTYPE_UNIFIED: an address in the unified space, on any device or pinned host
 
 
-@functools.cache
-def _driver(name: str, *argtypes):
-    """The CUDA driver's entry point `name` (returning a CUresult), bound once through ctypes."""
-    fn = getattr(ctypes.CDLL("libcuda.so.1"), name)
-    fn.argtypes, fn.restype = list(argtypes), ctypes.c_int
-    return fn
-
-
 def copy_flat(dst, src, stream) -> None:
     """dst[...] = src for contiguous torch tensors of one size and dtype, on any devices (a peer
     copy over NVLink, or a peer's memory mapped here) by the copy engines on `stream`: one linear
@@ -103,7 +96,7 @@ def copy_bytes(dst: int, src: int, nbytes: int, stream: int) -> None:
 
 def _memcpy(dst: int, src: int, nbytes: int, stream: int) -> int:
     """cuMemcpyAsync on the stream handle `stream`: the driver's error code (0: queued)."""
-    fn = _driver("cuMemcpyAsync", ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p)
+    fn = driver_entry("cuMemcpyAsync", ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p)
     return fn(dst, src, nbytes, ctypes.c_void_p(stream))
 
 
@@ -143,7 +136,7 @@ def copy_planned(p: _Memcpy2D, stream: int) -> None:
 
 def _memcpy_2d(p: _Memcpy2D, stream: int) -> int:
     """cuMemcpy2DAsync of p on the stream handle `stream`: the driver's error code (0: queued)."""
-    fn = _driver("cuMemcpy2DAsync_v2", ctypes.POINTER(_Memcpy2D), ctypes.c_void_p)
+    fn = driver_entry("cuMemcpy2DAsync_v2", ctypes.POINTER(_Memcpy2D), ctypes.c_void_p)
     return fn(ctypes.byref(p), ctypes.c_void_p(stream))
 
 

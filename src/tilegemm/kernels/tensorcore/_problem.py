@@ -10,7 +10,6 @@ a configuration as a list of `KernelCall`s; `tilegemm.dispatch` launches them (d
 from __future__ import annotations
 
 import ctypes
-import functools
 import inspect
 import os
 import sys
@@ -20,6 +19,7 @@ from typing import NamedTuple
 
 import torch
 
+from ..._cuda import driver_entry
 
 SMEM_BUDGET = 227 * 1024  # bytes of shared memory one block may use on sm_90
 INT32_MAX = 2**31 - 1
@@ -255,25 +255,16 @@ def made_apart(make, dev, on_callers_stream: bool) -> torch.Tensor:
     return box[0]
 
 
-@functools.cache
-def _exchange_capture_mode():
-    """The driver's cuThreadExchangeStreamCaptureMode, looked up once a process (None: no driver)."""
-    try:
-        exchange = ctypes.CDLL("libcuda.so.1").cuThreadExchangeStreamCaptureMode
-    except (OSError, AttributeError):  # (no driver: torch's own calls say so)
-        return None
-    exchange.argtypes, exchange.restype = [ctypes.POINTER(ctypes.c_int)], ctypes.c_int
-    return exchange
-
-
 def _relax_capture_mode() -> None:
     """This thread's stream-capture interaction mode made relaxed (the driver's
     cuThreadExchangeStreamCaptureMode): its synchronisation of a stream of its own is then no
     unsafe call, which would fail, and fail a graph's capture, while another thread captures in
     torch's default (global) mode."""
-    exchange = _exchange_capture_mode()
-    if exchange is not None:
-        exchange(ctypes.byref(ctypes.c_int(CAPTURE_MODE_RELAXED)))
+    try:  # (bound once a process)
+        exchange = driver_entry("cuThreadExchangeStreamCaptureMode", ctypes.POINTER(ctypes.c_int))
+    except (OSError, AttributeError):  # (no driver: torch's own calls say so)
+        return
+    exchange(ctypes.byref(ctypes.c_int(CAPTURE_MODE_RELAXED)))
 
 
 def is_fixed(t) -> bool:
