@@ -772,8 +772,7 @@ def render(doc: dict, full: bool = True) -> str:
            "through "
            "`tilegemm.matmul`/`gemm`, what a user gets. *Device*: the kernels alone (a hold kernel hides the "
            f"host). L2 flushed before each sample: {_flush_words(h)}.", "",
-           "| dtype | shapes | eager: geometric mean | eager: worst (shape), shapes under 0.95 | device: geometric mean "
-           "| device: worst (shape), shapes under 0.95 |",
+           "| dtype | shapes | eager: geometric mean | eager: worst (shape) | device: geometric mean | device: worst (shape) |",
            "|---|---:|---:|---|---:|---|"]
     summ = summarise(doc["records"]) if doc.get("records") else doc.get("summary") or {}
     for dtype in DTYPES:
@@ -784,7 +783,8 @@ def render(doc: dict, full: bool = True) -> str:
             if not x:
                 return "—", "—"
             shape = "×".join(map(str, x["worst"]["shape"]))
-            under = "" if x.get("below_095") is None else f", {x['below_095']}"  # (a summary from before the count)
+            under = "" if x.get("below_095") is None else f"; {x['below_095']} under 0.95"  # (none: a stored summary
+            # from before the count, in a document without records)
             return f"{x['geomean']:.3f}", f"{x['worst']['ratio']:.3f} ({shape}){under}"
 
         (eg, ew), (dg, dw) = cell(e), cell(d)
