@@ -783,9 +783,7 @@ def render(doc: dict, full: bool = True) -> str:
             if not x:
                 return "—", "—"
             shape = "×".join(map(str, x["worst"]["shape"]))
-            under = "" if x.get("below_095") is None else f"; {x['below_095']} under 0.95"  # (none: a stored summary
-            # from before the count, in a document without records)
-            return f"{x['geomean']:.3f}", f"{x['worst']['ratio']:.3f} ({shape}){under}"
+            return f"{x['geomean']:.3f}", f"{x['worst']['ratio']:.3f} ({shape}); {x['below_095']} under 0.95"
 
         (eg, ew), (dg, dw) = cell(e), cell(d)
         failed, wrong = left_out(doc.get("records", []), dtype)
