@@ -217,6 +217,23 @@ def test_out_overlapping_an_input_is_refused():
         tilegemm.matmul(torch.ones(4, 4), ta, out=ta[:, :])
 
 
+def test_out_interleaved_with_an_input_is_written():
+    """An out whose elements lie between an input's (the odd columns of the buffer whose even
+    columns are a) shares no memory with it: written, as torch.matmul and np.matmul write it, the
+    input untouched. An out on one of a's elements is still refused."""
+    for buf in (torch.zeros(3, 8), np.zeros((3, 8), np.float32)):
+        a, out = buf[:, ::2], buf[:, 1::2]
+        a[...] = torch.arange(12.0).reshape(3, 4) if isinstance(buf, torch.Tensor) else np.arange(12.0).reshape(3, 4)
+        b = np.arange(16, dtype=np.float32).reshape(4, 4) / 7
+        b = torch.from_numpy(b) if isinstance(buf, torch.Tensor) else b
+        before = a.clone() if isinstance(buf, torch.Tensor) else a.copy()
+        assert tilegemm.matmul(a, b, out=out) is out
+        np.testing.assert_allclose(np.asarray(out), np.asarray(before) @ np.asarray(b), rtol=1e-6)
+        assert (np.asarray(a) == np.asarray(before)).all()
+        with pytest.raises(tilegemm.LayoutError, match="shares memory with a"):
+            tilegemm.matmul(a, b, out=buf[:, :4])
+
+
 def test_self_overlapping_layouts():
     """An array whose elements share memory (a broadcast view, or strides shorter than the
     dimensions inside them) cannot take a result; views that skip memory, transpose or reverse

@@ -88,6 +88,29 @@ def test_device_out_overlap_refused():
         tilegemm.matmul(t, torch.ones(8, 8, device="cuda"), out=t)
 
 
+def test_device_out_interleaved_with_an_input_is_written():
+    """CUDA tensors whose elements interleave (a buffer's even and odd columns) share no memory:
+    matmul writes the odd ones from the even ones, on the tensor cores and the SIMT path, twice (the
+    second call's plan path too); gemm takes c there with beta (C = A·B + C, c read and written)."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    for dt in (torch.bfloat16, torch.float32):
+        buf = torch.randn(64, 256, device="cuda").to(dt)
+        a, out = buf[:, ::2], buf[:, 1::2]
+        b = torch.randn(128, 128, device="cuda").to(dt)
+        before, want = a.clone(), (a.double() @ b.double())
+        for _ in range(2):
+            assert tilegemm.matmul(a, b, out=out) is out
+            torch.testing.assert_close(out.double(), want, rtol=2e-2, atol=2e-1)
+        assert torch.equal(a, before)
+    buf = torch.randn(64, 256, device="cuda", dtype=torch.bfloat16)
+    a, c = buf[:, ::2], buf[:, 1::2]
+    b = torch.randn(128, 128, device="cuda", dtype=torch.bfloat16)
+    want = a.double() @ b.double() + c.double()
+    assert tilegemm.gemm(a, b, c=c, beta=1.0, out_dtype=torch.bfloat16) is c
+    torch.testing.assert_close(c.double(), want, rtol=2e-2, atol=2e-1)
+
+
 def test_out_of_memory_is_a_clear_error():
     a = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), shape=(200_000, 200_000), strides=(0, 0))
     with pytest.raises(tilegemm.OutOfDeviceMemory, match="MiB free"):

@@ -487,6 +487,35 @@ def test_span_and_overlaps_by_address():
     assert arrays.overlaps(thing, thing) and not arrays.overlaps(thing, object())
 
 
+def test_overlaps_is_exact_where_the_address_ranges_meet(monkeypatch):
+    """Where two layouts' address ranges meet, overlaps asks NumPy's solver whether an element is
+    shared: interleaved views (a buffer's even and odd columns, its real and imaginary parts) share
+    none; views that share one element do; a torch view and a NumPy array over one buffer alike.
+    Where the solver gives up (TooHardError), they are taken to overlap."""
+    from tilegemm import arrays
+
+    buf = torch.zeros(3, 8)
+    assert not arrays.overlaps(buf[:, ::2], buf[:, 1::2]) and not arrays.overlaps(buf[:, 1::2], buf[:, ::2])
+    assert arrays.overlaps(buf[:, ::2], buf[:, 2::2]) and arrays.overlaps(buf[:, ::2], buf[:, :1])
+    assert not arrays.overlaps(buf[::2], buf[1::2]) and arrays.overlaps(buf.t(), buf[2, 3:4])
+    assert not arrays.overlaps(buf[:, ::2].flip(0), buf[:, 1::2])  # (flip copies)
+    z = torch.zeros(4, dtype=torch.complex64)
+    assert not arrays.overlaps(torch.view_as_real(z)[:, 0], torch.view_as_real(z)[:, 1])
+    n = np.zeros((3, 8), np.float32)
+    host = torch.from_numpy(n)
+    assert not arrays.overlaps(host[:, ::2], n[:, 1::2]) and arrays.overlaps(host[:, ::2], n[:, 4::4])
+    assert arrays.overlaps(host[:1], n[0, 7:])  # (both contiguous, their ranges meet: one element)
+    odd = n[:, ::-1][:, ::2]  # (a negative stride: columns 7, 5, 3, 1)
+    assert not arrays.overlaps(host[:, ::2], odd) and arrays.overlaps(host[:, 1::2], odd)
+
+    def too_hard(*args, **kwargs):
+        raise arrays._TOO_HARD("stand-in")
+
+    monkeypatch.setattr(arrays.np, "shares_memory", too_hard)
+    assert arrays.overlaps(buf[:, ::2], buf[:, 1::2])
+    assert not arrays.overlaps(buf[0], buf[1])  # (apart by their ranges: no solver asked)
+
+
 def test_a_dimension_of_one_does_not_make_an_array_self_overlapping():
     """A stride on a dimension of length 1 is never stepped along (NumPy's broadcast_to gives it 0)."""
     from tilegemm import arrays

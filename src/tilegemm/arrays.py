@@ -426,18 +426,24 @@ def itemsize(dtype: str) -> int:
     return np.dtype(dtype).itemsize
 
 
+def layout(x) -> tuple[int, tuple, tuple | None, int] | None:
+    """(first element's address, shape, strides in bytes or None where C-contiguous, itemsize) of an
+    array: a torch tensor's, or one with the CUDA or NumPy array interface; None when unknown."""
+    if _module_root(x) == "torch":
+        size = x.element_size()
+        return x.data_ptr(), tuple(x.shape), tuple(s * size for s in x.stride()), size
+    desc = getattr(x, "__cuda_array_interface__", None) or getattr(x, "__array_interface__", None)
+    if desc is None:
+        return None
+    return desc["data"][0], tuple(desc["shape"]), desc.get("strides") or None, np.dtype(desc["typestr"]).itemsize
+
+
 def span(x) -> tuple[int, int] | None:
     """(first byte, one past the last byte) of an array's memory, or None when unknown."""
-    if _module_root(x) == "torch":
-        ptr, size = x.data_ptr(), x.element_size()
-        shape, strides = tuple(x.shape), tuple(s * size for s in x.stride())
-    else:
-        desc = getattr(x, "__cuda_array_interface__", None) or getattr(x, "__array_interface__", None)
-        if desc is None:
-            return None
-        ptr, shape = desc["data"][0], tuple(desc["shape"])
-        size = np.dtype(desc["typestr"]).itemsize
-        strides = desc.get("strides") or None
+    got = layout(x)
+    if got is None:
+        return None
+    ptr, shape, strides, size = got
     if 0 in shape:
         return (ptr, ptr)
     if strides is None:
@@ -475,8 +481,23 @@ def self_overlapping(x) -> bool:
     return False
 
 
+OVERLAP_WORK = 100_000  # np.shares_memory's max_work for two layouts whose address ranges meet (past it: overlap)
+_TOO_HARD = getattr(getattr(np, "exceptions", np), "TooHardError")  # (numpy.exceptions from NumPy 1.25)
+
+
+class _Layout:
+    """An array interface at an address, read by NumPy's memory-overlap solver alone (never dereferenced)."""
+
+    def __init__(self, ptr: int, shape: tuple, strides: tuple | None, size: int):
+        self.__array_interface__ = dict(version=3, data=(ptr, True), shape=shape, strides=strides,
+                                        typestr=f"|V{size}")
+
+
 def overlaps(x, y) -> bool:
-    """Do two arrays share memory? (NumPy: exact test; others: address ranges)."""
+    """Do two arrays share memory? Exact for any two arrays whose layouts are known (NumPy's
+    solver over their addresses, shapes and strides: interleaved views such as buf[:, ::2] and
+    buf[:, 1::2] share none), by address ranges only where a layout is not; True where the solver
+    gives up (OVERLAP_WORK)."""
     if isinstance(x, np.ndarray) and isinstance(y, np.ndarray):
         return bool(np.shares_memory(x, y))
     if type(x).__name__ == "FakeCUDAArray" and type(y).__name__ == "FakeCUDAArray":
@@ -484,7 +505,15 @@ def overlaps(x, y) -> bool:
     sx, sy = span(x), span(y)
     if sx is None or sy is None:
         return x is y
-    return sx[0] < sy[1] and sy[0] < sx[1]
+    if not (sx[0] < sy[1] and sy[0] < sx[1]):
+        return False
+    lx, ly = layout(x), layout(y)
+    if lx[2] is None and ly[2] is None:  # (both contiguous: their ranges meet, so they share bytes)
+        return True
+    try:
+        return bool(np.shares_memory(np.asarray(_Layout(*lx)), np.asarray(_Layout(*ly)), max_work=OVERLAP_WORK))
+    except _TOO_HARD:
+        return True
 
 
 # ---- to and from torch CUDA tensors (the tensor-core kernels) -----------------------------------
