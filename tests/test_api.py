@@ -595,11 +595,15 @@ def test_a_masked_array_beside_an_ndarray_subclass_is_refused(tmp_path):
 
 
 @pytest.mark.skipif(not tilegemm._cuda.SIMULATOR, reason="the simulator's switch: a machine without a GPU")
-@pytest.mark.parametrize("first", ["import numba", "tilegemm.kernels()"])
+@pytest.mark.parametrize("first", ["import numba", "tilegemm.kernels()",
+                                   "from numba import cuda; assert type(cuda.to_device(np.ones(2))).__name__ == "
+                                   "'FakeCUDAArray'"])
 def test_the_simulator_runs_whatever_imported_numba_first(first):
     """Numba reads NUMBA_ENABLE_CUDASIM at its own import; the CPU kernels (which kernels() reads
     for their summaries) or the caller may import it before tilegemm decides: the simulator's
-    kernels must run all the same (they raised CudaSupportError, while kernels() said they ran)."""
+    kernels must run all the same (they raised CudaSupportError, while kernels() said they ran).
+    The caller's own numba.cuda, imported after tilegemm and before its first call, is the
+    simulator too (tilegemm decides just before that import: _cuda._DecideFirst)."""
     import os
     import subprocess
     import sys
@@ -613,6 +617,30 @@ def test_the_simulator_runs_whatever_imported_numba_first(first):
     run = subprocess.run([sys.executable, "-c", code], env=dict(env, PYTHONPATH=path), capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 0 and run.stdout.strip() == "7.0 True", run.stderr[-2000:]
+
+
+@pytest.mark.skipif(not tilegemm._cuda.SIMULATOR, reason="the simulator's switch: a machine without a GPU")
+def test_numba_cuda_imported_before_tilegemm_is_named_where_a_kernel_cannot_run():
+    """numba.cuda imported before tilegemm, without its simulator, on a machine without a GPU: a
+    simulated kernel cannot run, and the error says why and what to do (it said only that the
+    simulator was off, which the caller had not asked for); the CPU's kernels run as before."""
+    import os
+    import subprocess
+    import sys
+
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    code = ("from numba import cuda; import numpy as np, tilegemm; a = np.ones((3, 4), np.float32)\n"
+            "print(tilegemm.matmul(a, a.T)[0, 0])\n"
+            "try:\n    tilegemm.matmul(a, a.T, kernel='naive')\n"
+            "except tilegemm.DeviceError as e:\n    print(e)")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    path = src + os.pathsep + os.environ.get("PYTHONPATH", "")
+    run = subprocess.run([sys.executable, "-c", code], env=dict(env, PYTHONPATH=path), capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    first, said = run.stdout.strip().splitlines()
+    assert first == "4.0"
+    assert "numba.cuda was imported before tilegemm without its simulator" in said and "import tilegemm first" in said
 
 
 @pytest.mark.parametrize("name, says", [("budget", "not k15's own kernel here"), ("splitk_tiles", "k13's plan"),

@@ -10,7 +10,9 @@ NUMBA_ENABLE_CUDASIM, or a numba.cuda imported before tilegemm, says otherwise, 
 ConfigError, not a silent choice of one.
 
 Both are made on first use (`_cuda.SIMULATOR`, `_cuda.cuda`: module attributes computed by
-`__getattr__`), so that `import tilegemm` neither probes the driver nor imports Numba.
+`__getattr__`), so that `import tilegemm` neither probes the driver nor imports Numba; or, where
+the caller imports numba.cuda first after `import tilegemm`, just before that import
+(`_DecideFirst`), so that `import tilegemm; from numba import cuda` gets the simulator too.
 
 Under the simulator, `_cuda.cuda` also makes the simulator's shared arrays safe to allocate
 from many threads (`_one_shared_array_per_block`): the simulator runs a Python thread per CUDA
@@ -39,6 +41,7 @@ SIMULATED_MNK = SIM_MAX_SIDE ** 3  # the largest product the lab runs there
 SIM_LAUNCHES = threading.RLock()  # held around a simulated product: numba-cuda's simulator runs one launch at a
 # time in a process (one global kernel context); a launch from a second host thread meanwhile is taken for a device
 # function's call inside the first, and fails (AttributeError: 'Thread' object has no attribute 'threadIdx')
+OFF_WHY = ""  # why the simulator is off where no TILEGEMM_SIMULATOR=0 asked it to be (`_decide`), for the errors
 SIMULATED_SAID = contextvars.ContextVar("tilegemm_simulated_said", default=False)  # an N-D product has warned
 # for the whole of it: its 2-D products do not warn again, each for its part
 
@@ -103,6 +106,8 @@ def _decide() -> bool:
     """Return True when the simulator is (or will be) in use. TILEGEMM_SIMULATOR, where set, is
     honoured or refused: a ConfigError where NUMBA_ENABLE_CUDASIM, or a numba.cuda imported before
     us, says the other thing (a run told never to simulate must not time the simulator)."""
+    if _FIRST_ERROR:
+        raise ConfigError(_FIRST_ERROR)
     forced = env.flag("TILEGEMM_SIMULATOR") if os.environ.get("TILEGEMM_SIMULATOR", "").strip() else None  # ("": unset)
     said = f"TILEGEMM_SIMULATOR={os.environ.get('TILEGEMM_SIMULATOR')!r}"
     if "numba.cuda" in sys.modules:  # someone imported it first: its choice is made
@@ -113,6 +118,10 @@ def _decide() -> bool:
             raise ConfigError(f"{said}: numba.cuda was imported {'with' if simulated else 'without'} its simulator "
                               "before tilegemm, and that cannot change now (set NUMBA_ENABLE_CUDASIM to agree, or "
                               "import tilegemm first)")
+        if not simulated and forced is None:
+            global OFF_WHY
+            OFF_WHY = ("numba.cuda was imported before tilegemm without its simulator, which cannot change now "
+                       f"(import tilegemm first, or set {_SIM_VAR}=1 before importing numba)")
         return simulated
     asked = os.environ.get(_SIM_VAR, "0").strip() not in ("", "0")
     if forced is False and asked:
@@ -125,12 +134,48 @@ def _decide() -> bool:
     return False
 
 
+class _DecideFirst:
+    """A finder first on sys.meta_path from `import tilegemm` until the decision is made: asked for
+    numba.cuda before tilegemm has decided (a caller's own `from numba import cuda`), it decides
+    then, while Numba's choice can still follow, and leaves the import to the finders after it. A
+    ConfigError there is kept for tilegemm's first use, which raises it; the caller's import goes on."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "numba.cuda":
+            _stop_deciding_first()
+            try:
+                getattr(sys.modules[__name__], "SIMULATOR")
+            except ConfigError as e:
+                global _FIRST_ERROR
+                _FIRST_ERROR = str(e)
+        return None
+
+
+_FIRST_ERROR = ""  # the ConfigError of a decision made for a caller's import of numba.cuda (`_DecideFirst`)
+
+
+_DECIDE_FIRST = _DecideFirst()
+
+
+def _stop_deciding_first() -> None:
+    try:
+        sys.meta_path.remove(_DECIDE_FIRST)
+    except ValueError:  # (removed already, by another thread or the decision)
+        pass
+
+
+if "numba.cuda" not in sys.modules:
+    sys.meta_path.insert(0, _DECIDE_FIRST)
+
+
 def __getattr__(name: str):
     """SIMULATOR (the decision) and cuda (numba.cuda, imported after it), made on first access."""
     if name == "SIMULATOR":
         value = _decide()
+        _stop_deciding_first()
     elif name == "cuda":
         simulated = globals().setdefault("SIMULATOR", _decide())
+        _stop_deciding_first()
         from numba import cuda as value  # must follow the decision above
 
         if simulated:

@@ -122,7 +122,7 @@ class Kernel:
                 return True, ""
             if _cuda.SIMULATOR:
                 return True, "simulator (slow; times are not GPU times)"
-            return False, "no CUDA GPU and the simulator is off"
+            return False, "no CUDA GPU and the simulator is off" + (f": {_cuda.OFF_WHY}" if _cuda.OFF_WHY else "")
         if self.backend == "tensorcore":
             from .kernels.tensorcore import triton_status
 
