@@ -477,6 +477,20 @@ def test_a_ptxas_named_that_is_not_there_is_said(capsys, monkeypatch, tmp_path):
     assert "TILEGEMM_PTXAS=" in capsys.readouterr().err
 
 
+def test_resources_says_what_it_does_before_its_compiles(monkeypatch):
+    """Without a GPU the offline route compiles every rung before the table (minutes): one line
+    says so first, through `progress` (the CLI's stderr), after the tools are found; a rung's row
+    follows as before."""
+    from tilegemm.bench import sass
+
+    if __import__("tilegemm")._cuda.has_gpu():
+        pytest.skip("the GPU route compiles nothing offline")
+    lines = []
+    rows = sass.resource_table(["naive"], "float32", route="offline", progress=lines.append)
+    assert len(lines) == 1 and "the SIMT rungs (1) are compiled for sm_90 offline" in lines[0]
+    assert [r["kernel"] for r in rows] == ["naive"] and "error" not in rows[0]
+
+
 def test_counters_says_which_field_a_value_does_not_fit(capsys):
     """`unrolled:BM=abc` said int()'s message, naming neither the field nor the kernel."""
     assert cli.main(["counters", "--kernels", "unrolled:BM=abc"]) == 2

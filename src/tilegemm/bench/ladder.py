@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 import json
 import statistics
+import sys
 from pathlib import Path
 
 from .. import registry
@@ -169,11 +170,11 @@ def repeated_md(docs: list[dict]) -> list[str]:
     return out
 
 
-def collect_resources(path: str | None) -> list[dict]:
+def collect_resources(path: str | None, progress=None) -> list[dict]:
     from . import sass
 
     kernels = [k for k in registry.all_kernels() if k.backend == "simt" and k.supports("float32")]
-    rows = sass.resource_table(kernels, "float32")
+    rows = sass.resource_table(kernels, "float32", progress=progress)
     if path:
         write_json(path, json.dumps(rows, indent=1, default=str))
     return rows
@@ -235,6 +236,9 @@ def _cli_ladder(args) -> int:
 def _cli_resources(args) -> int:
     from . import sass
 
-    rows = collect_resources(args.json)
+    def said(line: str) -> None:  # (the offline route compiles every rung first: minutes without a word)
+        print(f"resources: {line}", file=sys.stderr, flush=True)
+
+    rows = collect_resources(args.json, said)
     print(sass.format_table(rows))
     return 0 if all("error" not in r for r in rows) else 1

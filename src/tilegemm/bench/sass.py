@@ -398,8 +398,9 @@ def _serve() -> None:
         print(_REPLY + json.dumps(reply), flush=True)
 
 
-def resource_table(kernels, dtype="float32", route: str = "auto") -> list[dict]:
-    """Records for several kernels (registry Kernel objects or names); non-SIMT ones are skipped."""
+def resource_table(kernels, dtype="float32", route: str = "auto", progress=None) -> list[dict]:
+    """Records for several kernels (registry Kernel objects or names); non-SIMT ones are skipped.
+    progress: called with one line before the offline route's compiles (they take minutes)."""
     from .. import _cuda, registry
 
     ks = [registry.get(k) if isinstance(k, str) else k for k in kernels]
@@ -408,6 +409,9 @@ def resource_table(kernels, dtype="float32", route: str = "auto") -> list[dict]:
         route = "gpu" if _cuda.has_gpu() else "offline"
     if route == "offline":  # (a TILEGEMM_PTXAS or _NVDISASM that names no tool: said once, not in every rung's row)
         _tool("ptxas"), _tool("nvdisasm")
+        if progress is not None:
+            progress(f"no GPU here: the SIMT rungs ({len(ks)}) are compiled for sm_90 offline (NVVM, ptxas) and their "
+                     f"SASS read with nvdisasm, up to {_cpus()} at a time; the table follows when every one is done")
     if route == "offline" and _cuda.SIMULATOR:
         return _table_in_processes(ks, dtype)
     out = []
