@@ -619,6 +619,29 @@ def test_the_simulator_runs_whatever_imported_numba_first(first):
     assert run.returncode == 0 and run.stdout.strip() == "7.0 True", run.stderr[-2000:]
 
 
+def test_numba_cuda_imported_after_tilegemm_calls_no_driver():
+    """The caller's numba.cuda imported after tilegemm, before its first use: tilegemm decides then
+    only where no driver call is needed (no CUDA driver library; or the environment says); where a
+    driver is installed the decision waits for tilegemm's first use (a cuInit at that import would
+    initialise CUDA in a process that may fork workers first). A finder run again does nothing."""
+    import os
+    import subprocess
+    import sys
+
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "TILEGEMM_SIMULATOR")}
+    path = src + os.pathsep + os.environ.get("PYTHONPATH", "")
+    for library, decided in (("object()", False), ("None", True)):
+        code = (f"import tilegemm, tilegemm._cuda as C; probes = []; C._driver_library = lambda: {library}; "
+                "C._driver_device_count = lambda: probes.append(1) or 0; import importlib.util; "
+                "importlib.util.find_spec('numba.cuda'); import numba.cuda; "
+                "print('SIMULATOR' in vars(C), len(probes))")
+        run = subprocess.run([sys.executable, "-c", code], env=dict(env, PYTHONPATH=path), capture_output=True,
+                             text=True, timeout=300)
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert run.stdout.split() == [str(decided), "1" if decided else "0"], (library, run.stdout)
+
+
 @pytest.mark.skipif(not tilegemm._cuda.SIMULATOR, reason="the simulator's switch: a machine without a GPU")
 def test_numba_cuda_imported_before_tilegemm_is_named_where_a_kernel_cannot_run():
     """numba.cuda imported before tilegemm, without its simulator, on a machine without a GPU: a
@@ -640,7 +663,7 @@ def test_numba_cuda_imported_before_tilegemm_is_named_where_a_kernel_cannot_run(
     assert run.returncode == 0, run.stderr[-2000:]
     first, said = run.stdout.strip().splitlines()
     assert first == "4.0"
-    assert "numba.cuda was imported before tilegemm without its simulator" in said and "import tilegemm first" in said
+    assert "numba.cuda was imported without its simulator before tilegemm chose" in said and "import tilegemm first" in said
 
 
 @pytest.mark.parametrize("name, says", [("budget", "not k15's own kernel here"), ("splitk_tiles", "k13's plan"),

@@ -490,8 +490,9 @@ def test_span_and_overlaps_by_address():
 def test_overlaps_is_exact_where_the_address_ranges_meet(monkeypatch):
     """Where two layouts' address ranges meet, overlaps asks NumPy's solver whether an element is
     shared: interleaved views (a buffer's even and odd columns, its real and imaginary parts) share
-    none; views that share one element do; a torch view and a NumPy array over one buffer alike.
-    Where the solver gives up (TooHardError), they are taken to overlap."""
+    none; views that share one element do; a torch view and a NumPy array over one buffer alike; a
+    broadcast past intp's extent by its memory; an empty array nothing. Where the solver gives up
+    (TooHardError), they are taken to overlap."""
     from tilegemm import arrays
 
     buf = torch.zeros(3, 8)
@@ -507,6 +508,10 @@ def test_overlaps_is_exact_where_the_address_ranges_meet(monkeypatch):
     assert arrays.overlaps(host[:1], n[0, 7:])  # (both contiguous, their ranges meet: one element)
     odd = n[:, ::-1][:, ::2]  # (a negative stride: columns 7, 5, 3, 1)
     assert not arrays.overlaps(host[:, ::2], odd) and arrays.overlaps(host[:, 1::2], odd)
+
+    wide = buf.as_strided((3, 2**60), (8, 0))  # (a broadcast whose extent passes intp: column 0 of each row)
+    assert not arrays.overlaps(wide, buf[:, 1::2]) and arrays.overlaps(wide, buf[:, ::2])
+    assert not arrays.overlaps(buf[1:1], buf) and not arrays.overlaps(buf, n[:0]) and not arrays.overlaps(buf[:, :0], buf)
 
     def too_hard(*args, **kwargs):
         raise arrays._TOO_HARD("stand-in")

@@ -11,8 +11,9 @@ ConfigError, not a silent choice of one.
 
 Both are made on first use (`_cuda.SIMULATOR`, `_cuda.cuda`: module attributes computed by
 `__getattr__`), so that `import tilegemm` neither probes the driver nor imports Numba; or, where
-the caller imports numba.cuda first after `import tilegemm`, just before that import
-(`_DecideFirst`), so that `import tilegemm; from numba import cuda` gets the simulator too.
+the caller imports numba.cuda after `import tilegemm` and before its first use, just before that
+import where no driver call is needed (`_DecideFirst`: the environment says, or no CUDA driver is
+installed), so that `import tilegemm; from numba import cuda` gets the simulator on a laptop too.
 
 Under the simulator, `_cuda.cuda` also makes the simulator's shared arrays safe to allocate
 from many threads (`_one_shared_array_per_block`): the simulator runs a Python thread per CUDA
@@ -67,22 +68,29 @@ def driver_entry(name: str, *argtypes):
     return fn
 
 
-def _driver_device_count() -> int:
+def _driver_library():
+    """The CUDA driver's library, loaded (no call into it: nothing initialised), or None where there is none."""
     for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll", "libcuda.dylib"):
         try:
-            lib = ctypes.CDLL(name)
+            return ctypes.CDLL(name)
         except OSError:
             continue
-        try:
-            if lib.cuInit(0) != 0:
-                return 0
-            count = ctypes.c_int(0)
-            if lib.cuDeviceGetCount(ctypes.byref(count)) != 0:
-                return 0
-            return count.value
-        except AttributeError:
+    return None
+
+
+def _driver_device_count() -> int:
+    lib = _driver_library()
+    if lib is None:
+        return 0
+    try:
+        if lib.cuInit(0) != 0:
             return 0
-    return 0
+        count = ctypes.c_int(0)
+        if lib.cuDeviceGetCount(ctypes.byref(count)) != 0:
+            return 0
+        return count.value
+    except AttributeError:
+        return 0
 
 
 def _simulate() -> bool:
@@ -106,10 +114,10 @@ def _decide() -> bool:
     """Return True when the simulator is (or will be) in use. TILEGEMM_SIMULATOR, where set, is
     honoured or refused: a ConfigError where NUMBA_ENABLE_CUDASIM, or a numba.cuda imported before
     us, says the other thing (a run told never to simulate must not time the simulator)."""
-    if _FIRST_ERROR:
-        raise ConfigError(_FIRST_ERROR)
     forced = env.flag("TILEGEMM_SIMULATOR") if os.environ.get("TILEGEMM_SIMULATOR", "").strip() else None  # ("": unset)
     said = f"TILEGEMM_SIMULATOR={os.environ.get('TILEGEMM_SIMULATOR')!r}"
+    if _FIRST_ERROR and forced is False and os.environ.get(_SIM_VAR, "0").strip() not in ("", "0"):
+        raise ConfigError(_FIRST_ERROR)  # (the conflict that numba.cuda's import met, while it stands)
     if "numba.cuda" in sys.modules:  # someone imported it first: its choice is made
         from numba import config
 
@@ -120,8 +128,9 @@ def _decide() -> bool:
                               "import tilegemm first)")
         if not simulated and forced is None:
             global OFF_WHY
-            OFF_WHY = ("numba.cuda was imported before tilegemm without its simulator, which cannot change now "
-                       f"(import tilegemm first, or set {_SIM_VAR}=1 before importing numba)")
+            OFF_WHY = ("numba.cuda was imported without its simulator before tilegemm chose (at its first use; at "
+                       "that import where no CUDA driver is installed), which cannot change now (import tilegemm "
+                       f"first, or set {_SIM_VAR}=1 before importing numba)")
         return simulated
     asked = os.environ.get(_SIM_VAR, "0").strip() not in ("", "0")
     if forced is False and asked:
@@ -135,14 +144,22 @@ def _decide() -> bool:
 
 
 class _DecideFirst:
-    """A finder first on sys.meta_path from `import tilegemm` until the decision is made: asked for
-    numba.cuda before tilegemm has decided (a caller's own `from numba import cuda`), it decides
-    then, while Numba's choice can still follow, and leaves the import to the finders after it. A
-    ConfigError there is kept for tilegemm's first use, which raises it; the caller's import goes on."""
+    """A finder first on sys.meta_path from `import tilegemm`: asked for numba.cuda before tilegemm
+    has decided (a caller's own `from numba import cuda`), it decides then, while Numba's choice can
+    still follow, where that takes no call into a driver: the environment says (TILEGEMM_SIMULATOR,
+    NUMBA_ENABLE_CUDASIM), or no CUDA driver library is installed (so no GPU; the caller's
+    numba.cuda is the simulator too). Elsewhere it leaves the decision to tilegemm's first use: a
+    cuInit at numba.cuda's import would initialise CUDA in a process that may fork workers before
+    any GPU work. Either way it leaves the import to the finders after it, and stays in place (a
+    removal could make another thread's import, walking the list meanwhile, skip a finder) doing
+    nothing once the decision is made. A ConfigError is kept for tilegemm's first use."""
 
     def find_spec(self, name, path=None, target=None):
-        if name == "numba.cuda":
-            _stop_deciding_first()
+        if name != "numba.cuda" or "SIMULATOR" in globals():
+            return None
+        said = (os.environ.get("TILEGEMM_SIMULATOR", "").strip() not in ("",)
+                or os.environ.get(_SIM_VAR, "0").strip() not in ("", "0"))
+        if said or _driver_library() is None:
             try:
                 getattr(sys.modules[__name__], "SIMULATOR")
             except ConfigError as e:
@@ -152,30 +169,16 @@ class _DecideFirst:
 
 
 _FIRST_ERROR = ""  # the ConfigError of a decision made for a caller's import of numba.cuda (`_DecideFirst`)
-
-
-_DECIDE_FIRST = _DecideFirst()
-
-
-def _stop_deciding_first() -> None:
-    try:
-        sys.meta_path.remove(_DECIDE_FIRST)
-    except ValueError:  # (removed already, by another thread or the decision)
-        pass
-
-
 if "numba.cuda" not in sys.modules:
-    sys.meta_path.insert(0, _DECIDE_FIRST)
+    sys.meta_path.insert(0, _DecideFirst())
 
 
 def __getattr__(name: str):
     """SIMULATOR (the decision) and cuda (numba.cuda, imported after it), made on first access."""
     if name == "SIMULATOR":
         value = _decide()
-        _stop_deciding_first()
     elif name == "cuda":
         simulated = globals().setdefault("SIMULATOR", _decide())
-        _stop_deciding_first()
         from numba import cuda as value  # must follow the decision above
 
         if simulated:

@@ -505,15 +505,27 @@ def overlaps(x, y) -> bool:
     sx, sy = span(x), span(y)
     if sx is None or sy is None:
         return x is y
+    if sx[0] == sx[1] or sy[0] == sy[1]:  # (an empty array has no memory to share)
+        return False
     if not (sx[0] < sy[1] and sy[0] < sx[1]):
         return False
     lx, ly = layout(x), layout(y)
     if lx[2] is None and ly[2] is None:  # (both contiguous: their ranges meet, so they share bytes)
         return True
     try:
-        return bool(np.shares_memory(np.asarray(_Layout(*lx)), np.asarray(_Layout(*ly)), max_work=OVERLAP_WORK))
-    except _TOO_HARD:
+        return bool(np.shares_memory(_stand_in(*lx), _stand_in(*ly), max_work=OVERLAP_WORK))
+    except (_TOO_HARD, ValueError):  # (past the solver's work, or a layout NumPy cannot hold)
         return True
+
+
+def _stand_in(ptr: int, shape: tuple, strides: tuple | None, size: int) -> np.ndarray:
+    """An ndarray over the addresses of a layout, for np.shares_memory alone, without the
+    dimensions that add no address (length 1, or stride 0: a broadcast, whose extent could pass
+    intp where its memory is one row)."""
+    if strides is not None:
+        kept = [(n, st) for n, st in zip(shape, strides) if n > 1 and st != 0]
+        shape, strides = tuple(n for n, _ in kept), tuple(st for _, st in kept)
+    return np.asarray(_Layout(ptr, shape, strides, size))
 
 
 # ---- to and from torch CUDA tensors (the tensor-core kernels) -----------------------------------

@@ -410,8 +410,8 @@ def resource_table(kernels, dtype="float32", route: str = "auto", progress=None)
     if route == "offline":  # (a TILEGEMM_PTXAS or _NVDISASM that names no tool: said once, not in every rung's row)
         _tool("ptxas"), _tool("nvdisasm")
         if progress is not None:
-            progress(f"no GPU here: the SIMT rungs ({len(ks)}) are compiled for sm_90 offline (NVVM, ptxas) and their "
-                     f"SASS read with nvdisasm, up to {_cpus()} at a time; the table follows when every one is done")
+            progress(f"the SIMT rungs ({len(ks)}) are compiled for sm_90 offline (NVVM, ptxas; no GPU asked) and their "
+                     "SASS read with nvdisasm; the table follows when every one is done")
     if route == "offline" and _cuda.SIMULATOR:
         return _table_in_processes(ks, dtype)
     out = []
