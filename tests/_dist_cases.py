@@ -446,7 +446,7 @@ def check_dtensor_arguments_disagree():
                 distribute_tensor(b, mesh, [Replicate()]))
     mine = rank == last
     refused(lambda: D.matmul(A, B, grid=(world + 1, 1) if mine else None),
-            f"rank {last} was called with grid {world + 1}×1", f"rank 0 with no grid")
+            f"rank {last} was called with grid {world + 1}×1", "rank 0 with no grid")
     refused(lambda: D.matmul(A, B, grid=(1, world) if mine else (world, 1)),
             f"rank {last} was called with grid 1×{world}", f"rank 0 with grid {world}×1")
     refused(lambda: D.matmul(A, Br, grid=(1, world) if mine else None), f"rank {last} was called with grid 1×{world}")
@@ -554,6 +554,25 @@ def check_dtensor_mistakes_on_one_rank():
     assert torch.equal(D.matmul(A, B).full_tensor(), a @ b)  # and the group is whole after them
 
 
+def check_different_calls_on_ranks():
+    """distributed.matmul on one rank beside matmul_1d or summa on the others: refused on every rank,
+    naming what each called. Their metadata rows were of different lengths, which gloo gathered
+    without a word: each rank read the other's as its own kind and failed with an IndexError."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    last, mine = world - 1, rank == world - 1
+    mesh = init_device_mesh("cpu", (world,))
+    a, b = operands(6, 5, 4, dtype=torch.float64)
+    A, B = distribute_tensor(a, mesh, [Shard(0)]), distribute_tensor(b, mesh, [Shard(0)])
+    a_r, b_r = A.to_local(), B.to_local()
+    for engine in (lambda: D.matmul_1d(a_r, b_r), lambda: D.summa(a_r, b_r, (world, 1))):
+        refused(lambda: D.matmul(A, B) if mine else engine(), f"rank {last} called tilegemm.distributed.matmul",  # noqa: B023
+                "called matmul_1d or summa")
+    assert torch.equal(D.matmul(A, B).full_tensor(), a @ b)  # and the group is whole after them
+
+
 def check_a_block_that_is_no_tensor_on_one_rank():
     """matmul_1d (B sharded or replicated) and summa given a NumPy array or a list on one rank alone:
     every rank refuses together, naming that rank and argument (its AttributeError was raised on
@@ -570,6 +589,29 @@ def check_a_block_that_is_no_tensor_on_one_rank():
             mine_x = (a_r if which == "A" else b_r if i != 1 else b)
             for other in (mine_x.numpy(), mine_x.tolist()):
                 refused(lambda: call(other if mine else mine_x), f"rank {last}: {which} is not a torch tensor")
+    assert torch.equal(D.matmul_1d(a_r, b_r), split(a @ b, world, 0)[rank])  # and the group is whole after them
+
+
+def check_a_block_of_another_layout_on_one_rank():
+    """matmul_1d (B sharded or replicated) and summa given, on one rank alone, a sparse block, A on
+    the meta device or B on another device than A: every rank refuses together, naming that rank
+    (that rank's LayoutError or DeviceError was raised there alone, after the metadata all-gather,
+    and the others waited out the group's timeout in the product's first collective); a sparse B
+    on every rank too (it was torch's bare NotImplementedError)."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    last, mine = world - 1, rank == world - 1
+    a, b = operands(6, 5, 4, dtype=torch.float64)
+    a_r, b_r = split(a, world, 0)[rank].contiguous(), split(b, world, 0)[rank].contiguous()
+    engines = (lambda x, y: D.matmul_1d(x, y), lambda x, y: D.summa(x, y, (world, 1)))
+    for x, y, whole, says in ((a_r.to_sparse(), b_r, b, "A is not a dense (strided) tensor"),
+                              (a_r, b_r.to_sparse(), b.to_sparse(), "B is not a dense (strided) tensor"),
+                              (a_r.to("meta"), b_r.to("meta"), b.to("meta"), "A is on the meta device"),
+                              (a_r, b_r.to("meta"), b.to("meta"), "B is on another device than A")):
+        for call in engines:
+            refused(lambda: call(x if mine else a_r, y if mine else b_r), f"rank {last}: {says}")  # noqa: B023
+        refused(lambda: D.matmul_1d(x if mine else a_r, whole if mine else b, b_sharded=False),  # noqa: B023
+                f"rank {last}: {says}")
+    refused(lambda: D.matmul_1d(a_r, b_r.to_sparse()), f"ranks {', '.join(map(str, range(world)))}: B is not a dense")
     assert torch.equal(D.matmul_1d(a_r, b_r), split(a @ b, world, 0)[rank])  # and the group is whole after them
 
 
@@ -613,6 +655,8 @@ SPAWNED = {"strided blocks": check_strided_blocks, "engines disagree": check_eng
            "grids on a group of all its ranks": check_grids_on_a_group_of_all_its_ranks,
            "dtensor mistakes on one rank": check_dtensor_mistakes_on_one_rank,
            "a block that is no tensor on one rank": check_a_block_that_is_no_tensor_on_one_rank,
+           "a block of another layout on one rank": check_a_block_of_another_layout_on_one_rank,
+           "different calls on ranks": check_different_calls_on_ranks,
            "LOCAL_WORLD_SIZE on one rank": check_local_world_size_on_one_rank}
 
 

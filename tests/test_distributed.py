@@ -288,10 +288,11 @@ def test_panels_cut_at_both_boundaries():
 
 def test_layout_check_names_the_rank():
     # by place: global rank, dtype A, dtype B, device, A rows, A cols, B rows, B cols, grid, panel, GPUs a host,
-    # free MiB, peer-capable, transport, host, MiB held, engine (0: SUMMA), local GEMM runs, panel given, grad, DTensor
-    def meta(g, a_rows, a_cols, b_rows, b_cols, db=2, grid=(2, 1), panel=0, da=2, runs=1):
+    # free MiB, peer-capable, transport, host, MiB held, engine (0: SUMMA), local GEMM runs, panel given, grad, DTensor,
+    # layout bits
+    def meta(g, a_rows, a_cols, b_rows, b_cols, db=2, grid=(2, 1), panel=0, da=2, runs=1, layout=0):
         return [g, da, db, 0, a_rows, a_cols, b_rows, b_cols, *grid, panel, 0, 0, 0, 0, 0, 0, 0, runs, int(panel != 0),
-                0, 0]
+                0, 0, layout]
 
     with pytest.raises(DistributedError, match="A's blocks span K = 6"):
         check_grid([meta(0, 4, 6, 6, 3), meta(1, 4, 6, 6, 3)], 2, 1)  # K = 6 + 6 rows of B against 6 columns
@@ -312,6 +313,11 @@ def test_layout_check_names_the_rank():
         check_grid([good[0], meta(1, 5, 12, 6, 3, panel=-3)], 2, 1)
     with pytest.raises(DistributedError, match="ranks 0, 1: tilegemm has no kernel for float16 on the CPU"):
         check_grid([meta(0, 4, 12, 6, 3, da=0, db=0, runs=0), meta(1, 5, 12, 6, 3, da=0, db=0, runs=0)], 2, 1)
+    with pytest.raises(DistributedError) as e:  # (A on the meta device: no local product runs, and no dtype is blamed)
+        check_grid([good[0], meta(1, 5, 12, 6, 3, runs=0, layout=4 | 8)], 2, 1)
+    assert "rank 1: A is on the meta device" in str(e.value) and "no kernel" not in str(e.value)
+    with pytest.raises(DistributedError, match="rank 0: A is not a dense .*rank 1: B is not a dense"):
+        check_grid([meta(0, 4, 12, 6, 3, layout=1), meta(1, 5, 12, 6, 3, layout=2)], 2, 1)
 
 
 @pytest.mark.parametrize("mi,nj,a_moves,b_moves,panel", [
@@ -557,6 +563,19 @@ def test_a_block_that_is_no_tensor_on_one_rank_is_refused_on_every_rank(tmp_path
     """A NumPy array or a list given to matmul_1d or summa on one rank alone: every rank refuses,
     naming it (that rank's AttributeError left the others in the metadata all-gather)."""
     _spawned("a block that is no tensor on one rank", tmp_path)
+
+
+def test_a_block_of_another_layout_on_one_rank_is_refused_on_every_rank(tmp_path):
+    """A sparse block, A on the meta device or B on another device than A, on one rank alone:
+    every rank refuses, naming it (that rank's own error left the others waiting out the group's
+    timeout)."""
+    _spawned("a block of another layout on one rank", tmp_path)
+
+
+def test_ranks_that_make_different_calls_are_refused_on_every_rank(tmp_path):
+    """distributed.matmul on one rank, matmul_1d or summa on the others: every rank refuses, naming
+    the calls (their metadata rows differed in length, and each rank misread the other's)."""
+    _spawned("different calls on ranks", tmp_path)
 
 
 def test_a_bad_local_world_size_on_one_rank_is_refused_on_every_rank(tmp_path):

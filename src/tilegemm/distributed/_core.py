@@ -126,23 +126,41 @@ ALGO, RUNS, PANEL_SET = range(17, 20)  # the engine called (ALGOS), whether its 
 GRAD = 20  # 1: A or B requires grad (with grad mode on): the engines' out= GEMMs record no gradient; 2: A or B is
 # a forward-mode AD dual tensor or a torch.func transform's (dispatch.transformed): no tangent is carried
 DT = 21  # 1: A or B is a DTensor: its shape is the global one, not the block's (the engines take local blocks)
+LAYOUT = 22  # bits (_layout_code): A not dense (1), B not dense (2), A with no memory (the meta device: 4), B on
+# another device than A (8); refused in the shared check, where each rank's own refusal left the others waiting
+SPARSE_A, SPARSE_B, META_A, B_ELSEWHERE = 1, 2, 4, 8
 NOT_A_GRID = -(2**62)  # PR and PC of a grid argument that is not two integers (_grid_ints)
 # what a rank was called as (ALGO): ranks that call different engines would wait in different collectives
 ALGOS = ("summa", "matmul_1d with b_sharded=True", "matmul_1d with b_sharded=False")
 SUMMA, ROWS_1D, REPLICATED_1D = range(3)
 
 
-def gather_meta(values: list[int], who: Team) -> list[list[int]]:
-    """Every place's [global rank, *values] (the same number of values on every rank), in place order."""
-    rows = torch.tensor([[who.pos, dist.get_rank(), *values]], dtype=torch.int64, device=_meta_device(who.stages[0]))
+META_WIDTH = 48  # integers a place's metadata row takes, whatever call made it (CALLS): one size on every rank
+CALLS = ("matmul_1d or summa", "tilegemm.distributed.matmul", "tilegemm.distributed.matmul's row counts")
+ENGINE_CALL, AGREE_CALL, ROWS_CALL = range(3)
+
+
+def gather_meta(values: list[int], who: Team, call: int = ENGINE_CALL) -> list[list[int]]:
+    """Every place's [global rank, *values] (the same number of values on every rank that made the
+    same call), in place order. Rows are META_WIDTH long and say which call made them (CALLS): ranks
+    that made different ones (one rank's distributed.matmul beside another's matmul_1d) would gather
+    rows of different lengths, which gloo takes without a word and each rank reads as something
+    else; they are refused on every rank instead."""
+    row = [who.pos, dist.get_rank(), call, *values]
+    assert len(row) <= META_WIDTH, len(row)  # (a row that grew past the width: widen it)
+    rows = torch.tensor([row + [0] * (META_WIDTH - len(row))], dtype=torch.int64, device=_meta_device(who.stages[0]))
     for g in who.stages:
         out = torch.empty((dist.get_world_size(g) * rows.shape[0], rows.shape[1]), dtype=rows.dtype, device=rows.device)
         _collective("sharing the shards' shapes", lambda: _ALL_GATHER(out, rows, group=g))  # noqa: B023 (run at once)
         rows = out
     got = sorted(rows.tolist())
+    calls = _by([[r[1], r[2]] for r in got], lambda r: r[1], lambda r: True)
+    if len(calls) > 1:
+        raise DistributedError("the ranks made different calls: " + "; ".join(
+            f"{_ranks(rs)} called {CALLS[c] if 0 <= c < len(CALLS) else 'another'}" for c, rs in sorted(calls.items())))
     if [r[0] for r in got] != list(range(len(got))):
         raise DistributedError(f"the ranks' places are not 0 … {len(got) - 1}: {[r[0] for r in got]}")
-    return [r[1:] for r in got]
+    return [[r[1], *r[3:3 + len(values)]] for r in got]
 
 
 def _describe_meta(a: torch.Tensor, b: torch.Tensor, grid=(0, 0), panel: int | None = None,
@@ -161,7 +179,14 @@ def _describe_meta(a: torch.Tensor, b: torch.Tensor, grid=(0, 0), panel: int | N
     return [_code(a), _code(b), int(a.is_cuda), *shape(a), *shape(b), *_grid_ints(grid), width,
             env.local_world_size(0, bad=-1), int(free), int(a.is_cuda and _has_symm_mem()),
             TRANSPORTS.index(transport) if transport is not None else -1, _host_id(), held >> 20, algo,
-            int(_code(a) < 0 or _local_product_runs(a.dtype, a.device)), given, grad, int(_dtensor(a) or _dtensor(b))]
+            int(_code(a) < 0 or _local_product_runs(a.dtype, a.device)), given, grad, int(_dtensor(a) or _dtensor(b)),
+            _layout_code(a, b)]
+
+
+def _layout_code(a: torch.Tensor, b: torch.Tensor) -> int:
+    """LAYOUT's bits for a rank's blocks (each a tensor, or _blocks' stand-in for what is not one)."""
+    return ((a.layout != torch.strided) * SPARSE_A | (b.layout != torch.strided) * SPARSE_B
+            | (a.device.type == "meta") * META_A | (b.device != a.device) * B_ELSEWHERE)
 
 
 def _dtensor(x) -> bool:
@@ -310,7 +335,16 @@ def _common_errors(meta: list[list[int]]) -> list[str]:
     errs = []
     if len({m[DEV] for m in meta}) > 1:
         errs.append("ranks hold their blocks on different kinds of device")
-    for (code, dev), rs in _by(meta, lambda m: (m[DA], m[DEV]), lambda m: m[DA] >= 0 and not m[RUNS]).items():
+    for bit, text in ((SPARSE_A, "A is not a dense (strided) tensor: the products take each rank's dense blocks "
+                                 "(x.to_dense())"),
+                      (SPARSE_B, "B is not a dense (strided) tensor: the products take each rank's dense blocks "
+                                 "(x.to_dense())"),
+                      (META_A, "A is on the meta device, with no values to multiply"),
+                      (B_ELSEWHERE, "B is on another device than A (each rank's A and B on one device)")):
+        for rs in _by(meta, lambda m: 0, lambda m: m[LAYOUT] & bit).values():  # noqa: B023 (run at once)
+            errs.append(f"{_ranks(rs)}: {text}")
+    for (code, dev), rs in _by(meta, lambda m: (m[DA], m[DEV]),
+                               lambda m: m[DA] >= 0 and not m[RUNS] and not m[LAYOUT]).items():
         dt = _describe(code)
         errs.append(f"{_ranks(rs)}: tilegemm has no kernel for {dt} on " + (
             f"the CPU (its {dt} products run on CUDA GPUs): cast every rank's blocks to float32" if not dev else

@@ -6,7 +6,8 @@ import functools
 
 import torch
 
-from ._core import DistributedError, G, Team, blocks, gather_meta, matmul_1d, mesh_team, relayout, summa
+from ._core import (AGREE_CALL, ROWS_CALL, DistributedError, G, Team, blocks, gather_meta, matmul_1d, mesh_team,
+                    relayout, summa)
 
 
 def _chosen_grid(m: int, n: int, k: int, p: int, dtype, cuda: bool = False) -> tuple[int, int]:
@@ -27,7 +28,7 @@ def _grid_on_rows(a_rows: torch.Tensor, b_rows: torch.Tensor, m: int, n: int, k:
     of A and B is cut out by `relayout`, the product runs on the grid, and C's blocks go back to
     the rows A had (so that C is Shard(0) exactly where A was)."""
     pr, pc = grid
-    meta = gather_meta([a_rows.shape[0], b_rows.shape[0]], who)
+    meta = gather_meta([a_rows.shape[0], b_rows.shape[0]], who, ROWS_CALL)
     granks = [x[G] for x in meta]
     a_off, b_off = [0], [0]
     for x in meta:
@@ -113,7 +114,7 @@ def _agree(a, b, grid, panel, who: Team) -> tuple[int, int] | None:
     pa = _placements(a) if isinstance(a, DTensor) else [-3] * nd
     pb = _placements(b) if not bad else [-3] * nd
     meta = gather_meta([int(grid is not None), *named, *chosen, *_panel_code(panel), m, n, k, bad, *dims(a), *dims(b),
-                        _dtype_code(a), _dtype_code(b), *pa, *pb], who)
+                        _dtype_code(a), _dtype_code(b), *pa, *pb], who, AGREE_CALL)
     refusing = [x for x in meta if x[BAD]]
     if refusing:
         shapes = lambda x: f"A {_shape_text(*x[A_DIMS:A_DIMS + 3])} and B {_shape_text(*x[B_DIMS:B_DIMS + 3])}"  # noqa: E731
