@@ -655,10 +655,7 @@ def _remember(key, plan: LaunchPlan) -> None:
     if plan.need:  # its stream's arena made (or grown) now, on this slow-path call: made apart, a thread's start
         # and join and that thread's first allocation (about a millisecond on a GPU host), which the plan's first
         # run, the key's second call, paid before
-        try:
-            _arena(plan.device, plan.index, _raw_stream(plan.index), plan.need)
-        except RuntimeError:  # (out of memory, torch's OutOfMemoryError: this call's product is done; the plan's
-            pass  # first run asks again, and says so, as it did)
+        _arena(plan.device, plan.index, _raw_stream(plan.index), plan.need)
 
 
 def _store(key, plan) -> None:
