@@ -265,34 +265,6 @@ def test_plans_on_one_stream_share_its_scratch_arena(monkeypatch):
     assert not dispatch._ARENAS
 
 
-def test_a_plan_with_scratch_has_its_arena_made_when_it_is_kept(monkeypatch):
-    """The arena is made apart (a thread's start and join, and that thread's first allocation):
-    made when the slow path keeps the plan, so the plan's first run (the key's second call) finds
-    it in place, where it made it (second calls took 1.2–1.7 ms on an H100 for 0.2–0.5 before
-    the arenas were made apart). A plan without scratch makes none; another stream gets its own."""
-    torch = pytest.importorskip("torch")
-
-    dispatch._bind_torch()
-    dispatch.reset()
-    stream, made = [77], []
-    monkeypatch.setattr(dispatch, "_raw_stream", lambda i: stream[0])
-    monkeypatch.setattr(dispatch, "_empty", lambda shape, dtype, device: made.append(shape) or torch.empty(shape,
-                                                                                                         dtype=dtype))
-    dev = torch.device("cpu")
-    plain = dispatch.LaunchPlan([], (4, 4), torch.float32, dev)
-    dispatch._remember(("plain",), plain)
-    assert not dispatch._ARENAS and not made
-    scratch = dispatch.LaunchPlan([], (4, 4), torch.float32, dev, scratch=[(3 << 18, torch.float32)])
-    dispatch._remember(("scratch",), scratch)
-    assert dispatch._ARENAS[(None, 77)].size == 3 << 20 and made == [3 << 20]
-    dispatch._remember(("again",), scratch)  # (in place: nothing made again)
-    assert made == [3 << 20]
-    stream[0] = 78
-    dispatch._remember(("scratch",), scratch)  # (another stream: its own)
-    assert dispatch._ARENAS[(None, 78)].size == 3 << 20 and len(made) == 2
-    dispatch.reset()
-
-
 def test_a_capture_takes_no_plan_that_holds_memory_of_its_own(monkeypatch):
     """Under a CUDA graph's capture, a stream-bound plan (t04's fused split-K: its tile counters, one
     set per stream, are a constant of its launch) and a plan with scales of its own (FP8 from a

@@ -652,10 +652,6 @@ def _remember(key, plan: LaunchPlan) -> None:
         return
     _store(key, plan)
     STATS["plans_built"] += 1
-    if plan.need:  # its stream's arena made (or grown) now, on this slow-path call: made apart, a thread's start
-        # and join and that thread's first allocation (about a millisecond on a GPU host), which the plan's first
-        # run, the key's second call, paid before
-        _arena(plan.device, plan.index, _raw_stream(plan.index), plan.need)
 
 
 def _store(key, plan) -> None:
