@@ -157,7 +157,7 @@ class _DecideFirst:
     def find_spec(self, name, path=None, target=None):
         if name != "numba.cuda" or "SIMULATOR" in globals():
             return None
-        said = (os.environ.get("TILEGEMM_SIMULATOR", "").strip() not in ("",)
+        said = (os.environ.get("TILEGEMM_SIMULATOR", "").strip() != ""
                 or os.environ.get(_SIM_VAR, "0").strip() not in ("", "0"))
         if said or _driver_library() is None:
             try:
