@@ -110,13 +110,24 @@ def _simulate() -> bool:
     return True
 
 
+def _forced_set() -> bool:
+    """Is TILEGEMM_SIMULATOR set (to anything but blanks)?"""
+    return os.environ.get("TILEGEMM_SIMULATOR", "").strip() != ""
+
+
+def _asked() -> bool:
+    """Does NUMBA_ENABLE_CUDASIM ask for the simulator?"""
+    return os.environ.get(_SIM_VAR, "0").strip() not in ("", "0")
+
+
 def _decide() -> bool:
     """Return True when the simulator is (or will be) in use. TILEGEMM_SIMULATOR, where set, is
     honoured or refused: a ConfigError where NUMBA_ENABLE_CUDASIM, or a numba.cuda imported before
     us, says the other thing (a run told never to simulate must not time the simulator)."""
-    forced = env.flag("TILEGEMM_SIMULATOR") if os.environ.get("TILEGEMM_SIMULATOR", "").strip() else None  # ("": unset)
+    forced = env.flag("TILEGEMM_SIMULATOR") if _forced_set() else None
     said = f"TILEGEMM_SIMULATOR={os.environ.get('TILEGEMM_SIMULATOR')!r}"
-    if _FIRST_ERROR and forced is False and os.environ.get(_SIM_VAR, "0").strip() not in ("", "0"):
+    asked = _asked()
+    if _FIRST_ERROR and forced is False and asked:
         raise ConfigError(_FIRST_ERROR)  # (the conflict that numba.cuda's import met, while it stands)
     if "numba.cuda" in sys.modules:  # someone imported it first: its choice is made
         from numba import config
@@ -132,7 +143,6 @@ def _decide() -> bool:
                        "that import where no CUDA driver is installed), which cannot change now (import tilegemm "
                        f"first, or set {_SIM_VAR}=1 before importing numba)")
         return simulated
-    asked = os.environ.get(_SIM_VAR, "0").strip() not in ("", "0")
     if forced is False and asked:
         raise ConfigError(f"{said} forbids Numba's CUDA simulator, which {_SIM_VAR}={os.environ[_SIM_VAR]!r} asks "
                           "for: unset one of them")
@@ -157,9 +167,7 @@ class _DecideFirst:
     def find_spec(self, name, path=None, target=None):
         if name != "numba.cuda" or "SIMULATOR" in globals():
             return None
-        said = (os.environ.get("TILEGEMM_SIMULATOR", "").strip() != ""
-                or os.environ.get(_SIM_VAR, "0").strip() not in ("", "0"))
-        if said or _driver_library() is None:
+        if _forced_set() or _asked() or _driver_library() is None:
             try:
                 getattr(sys.modules[__name__], "SIMULATOR")
             except ConfigError as e:
