@@ -1218,3 +1218,66 @@ def test_multihead_attention_products_run_on_torch_uncounted():
                 got = model(x)
             assert p.counts == {"tilegemm": 1, "torch": 0}, (train, mm, p.counts)
             assert torch.allclose(got, want, atol=1e-5), (train, mm)
+
+
+def test_a_forward_bound_while_patched_runs_after_undo():
+    """A hook library keeps the layer's bound forward (accelerate's _old_forward): called after
+    undo it raised AttributeError ('_tilegemm_on'); it is the layer's own forward now, in either
+    kind of patch."""
+    for matmul in (False, True):
+        layer = torch.nn.Linear(4, 3)
+        x = torch.randn(2, 4)
+        p = tilegemm.patch(layer, matmul=matmul)
+        kept = layer.forward
+        p.undo()
+        assert torch.allclose(kept(x), torch.nn.functional.linear(x, layer.weight, layer.bias), atol=1e-6)
+        assert p.counts == {"tilegemm": 0, "torch": 0}
+
+
+def test_a_patch_undone_refuses_to_be_entered_again():
+    """`with p:` a second time ran the model on torch, counting nothing, without a word."""
+    layer = torch.nn.Linear(4, 3)
+    with tilegemm.patch(layer) as p:
+        layer(torch.randn(2, 4))
+    with pytest.raises(RuntimeError, match="this patch was undone"):
+        with p:
+            pass
+    assert p.counts == {"tilegemm": 1, "torch": 0} and type(layer) is torch.nn.Linear
+
+
+@pytest.mark.parametrize("frozen", ["weight", "input"])
+def test_the_backward_keeps_only_what_a_gradient_asked_for_reads(frozen):
+    """A frozen weight's layer (LoRA's base) kept its activation until the backward, as torch's
+    does not: each operand is saved only where the other's gradient is asked for; the gradients
+    are torch's."""
+    g = torch.Generator().manual_seed(5)
+    w = torch.randn(6, 8, dtype=torch.float64, generator=g, requires_grad=frozen == "input")
+    x = torch.randn(5, 8, dtype=torch.float64, generator=g, requires_grad=frozen == "weight")
+
+    def saved_by(fn):
+        shapes = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: shapes.append(tuple(t.shape)) or t, lambda t: t):
+            out = fn()
+        return shapes, out
+
+    for fn, torchs, w_saved in ((lambda: torch.ops.tilegemm.linear(x, w), lambda: torch.nn.functional.linear(x, w),
+                                 (6, 8)),
+                                (lambda: torch.ops.tilegemm.matmul(x, w.t()), lambda: x @ w.t(), (8, 6))):
+        shapes, out = saved_by(fn)
+        want = [w_saved] if frozen == "weight" else [(5, 8)]
+        assert shapes == want, (shapes, want)
+        leaf = x if frozen == "weight" else w
+        assert torch.allclose(torch.autograd.grad(out.square().sum(), leaf)[0],
+                              torch.autograd.grad(torchs().square().sum(), leaf)[0])
+
+
+def test_the_linear_operators_fake_is_torchs_own():
+    """The fake (meta) result of the linear operator took its shape from x and the weight alone: a
+    meta layer given an input of the wrong width answered (3, 8), and torch.compile failed in the
+    backward's trace ("shape '[8, 4]' is invalid"); torch's own error comes now, from the forward."""
+    layer = torch.nn.Linear(4, 8, device="meta")
+    with tilegemm.patch(layer):
+        with pytest.raises(RuntimeError, match="reduction dim|cannot be multiplied"):
+            layer(torch.empty(3, 5, device="meta"))
+        assert layer(torch.empty(3, 4, device="meta")).shape == (3, 8)
+        assert layer(torch.empty(2, 3, 4, device="meta")).shape == (2, 3, 8)

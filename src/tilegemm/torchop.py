@@ -189,26 +189,32 @@ def _matmul_fake(a, b, counter=0):
 
 
 def _matmul_setup(ctx, inputs, output):
-    ctx.save_for_backward(*inputs[:2])
+    """What the backward reads: each operand only where the other's gradient is asked for (a's
+    gradient reads b, b's reads a; a frozen weight's product kept its activation until the
+    backward, as torch's does not), and both shapes."""
+    a, b = inputs[:2]
+    ctx.shapes = a.shape, b.shape
+    ctx.save_for_backward(a if ctx.needs_input_grad[1] else None, b if ctx.needs_input_grad[0] else None)
 
 
 def _matmul_backward(ctx, grad):
     """d(a @ b): grad @ bᵀ and aᵀ @ grad, each summed over the batch dimensions an operand was
     broadcast along, on tilegemm's GEMMs (through the operator: differentiable again)."""
     a, b = ctx.saved_tensors
-    a2 = a.unsqueeze(0) if a.dim() == 1 else a
-    b2 = b.unsqueeze(-1) if b.dim() == 1 else b
+    sa, sb = ctx.shapes
     g = grad  # back to the promoted shapes: b's dimension first, so that a 0-D grad of vector·vector works
-    if b.dim() == 1:
+    if len(sb) == 1:
         g = g.unsqueeze(-1)
-    if a.dim() == 1:
+    if len(sa) == 1:
         g = g.unsqueeze(-2)
     ga = gb = None
     if ctx.needs_input_grad[0]:
-        ga = matmul(g, b2.transpose(-1, -2).conj()).sum_to_size(a2.shape).reshape(a.shape)  # (conj: complex
-        # operands, which torch runs, have b^H there; on real ones it is the tensor itself)
+        b2 = b.unsqueeze(-1) if b.dim() == 1 else b
+        ga = matmul(g, b2.transpose(-1, -2).conj()).sum_to_size((1, *sa) if len(sa) == 1 else sa).reshape(sa)
+        # (conj: complex operands, which torch runs, have b^H there; on real ones it is the tensor itself)
     if ctx.needs_input_grad[1]:
-        gb = matmul(a2.transpose(-1, -2).conj(), g).sum_to_size(b2.shape).reshape(b.shape)
+        a2 = a.unsqueeze(0) if a.dim() == 1 else a
+        gb = matmul(a2.transpose(-1, -2).conj(), g).sum_to_size((*sb, 1) if len(sb) == 1 else sb).reshape(sb)
     return ga, gb, None
 
 
@@ -228,24 +234,32 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] =
 
 @linear.register_fake
 def _linear_fake(x, weight, bias=None, counter=0):
-    return x.new_empty((*x.shape[:-1], *weight.shape[:-1]))  # (a 1-D weight: x @ w, no N)
+    """nn.functional.linear's own result on the fake (or meta) operands: its shape, dtype and errors
+    (inner dimensions that differ, a 0-D x, a bias that does not broadcast), as the eager call's. A
+    result shaped from x and the weight alone let a meta model's wrong input through, and
+    torch.compile failed in its backward's trace, far from the cause."""
+    return torch.nn.functional.linear(x, weight, bias)
 
 
 def _linear_setup(ctx, inputs, output):
+    """As _matmul_setup: x only for the weight's gradient, the weight only for x's (a frozen layer
+    keeps no activation), and the shapes."""
     x, weight, bias, _ = inputs
-    ctx.save_for_backward(x, weight)
+    ctx.save_for_backward(x if ctx.needs_input_grad[1] else None, weight if ctx.needs_input_grad[0] else None)
+    ctx.shapes = x.shape, weight.shape
     ctx.bias_shape = None if bias is None else bias.shape  # (any shape nn.functional.linear broadcasts: (1, N) too)
 
 
 def _linear_backward(ctx, grad):
     x, weight = ctx.saved_tensors
-    vector = weight.dim() == 1  # (x @ w, which the forward hands to torch: w as a (1, K) weight, grad as N = 1)
-    w, g = (weight.unsqueeze(0), grad.reshape(-1, 1)) if vector else (weight, _rows(grad))
+    x_shape, w_shape = ctx.shapes
+    vector = len(w_shape) == 1  # (x @ w, which the forward hands to torch: w as a (1, K) weight, grad as N = 1)
+    g = grad.reshape(-1, 1) if vector else _rows(grad)
     gx = gw = gb = None
     if ctx.needs_input_grad[0]:  # (conj: as _matmul_backward's, for a complex layer, which torch runs)
-        gx = matmul(g, w.conj()).reshape(x.shape)
+        gx = matmul(g, (weight.unsqueeze(0) if vector else weight).conj()).reshape(x_shape)
     if ctx.needs_input_grad[1]:
-        gw = matmul(g.t(), _rows(x).conj()).reshape(weight.shape)
+        gw = matmul(g.t(), _rows(x).conj()).reshape(w_shape)
     if ctx.bias_shape is not None and ctx.needs_input_grad[2]:
         shape = ctx.bias_shape
         if len(shape) == 1:
@@ -369,7 +383,11 @@ class _ModeHooks:
 def _forward(self, input):
     """nn.Linear.forward on tilegemm: the patched layer's class has this forward (until undo, when
     another class made on top of it, a parametrization's, keeps it: then it is Linear's again)."""
-    if not self._tilegemm_on:
+    try:
+        on = self._tilegemm_on
+    except AttributeError:  # a forward bound while patched and called after undo (a hook library keeps the layer's
+        return type(self).forward(self, input)  # bound forward): its class's own, as the layer's forward is now
+    if not on:
         return self._tilegemm_base.forward(self, input)
     try:  # what self.weight and self.bias give (Module.__getattr__ reads _parameters first), without
         # its two Python calls; a parametrized or re-registered weight is not there: asked for by name, as it is
@@ -403,7 +421,11 @@ def _forward_in_mode(self, input):
     functions off. Only where the patch's mode is the one there is: a mode of the caller's, a
     subclass's __torch_function__ and the compiler (which traces the mode) each see the layer's
     path as before."""
-    params = {} if self._tilegemm_by_name else self._parameters  # (a by-name class's own weight: unchecked here)
+    try:
+        by_name = self._tilegemm_by_name
+    except AttributeError:  # (bound while patched, called after undo: as _forward's)
+        return _forward(self, input)
+    params = {} if by_name else self._parameters  # (a by-name class's own weight: unchecked here)
     weight, bias = params.get("weight"), params.get("bias")
     if (type(input) is torch.Tensor and type(weight) in _PLAIN and (bias is None or type(bias) in _PLAIN)
             and _modes() == 1 and type(_mode_at(0)) is _MatmulMode and not _compiling()):
@@ -560,6 +582,9 @@ class Patch:
             del _COUNTERS[self._tag]
 
     def __enter__(self):
+        if self._frozen is not None:  # (a with-block of it again ran the model unpatched, counting nothing)
+            raise RuntimeError("tilegemm.patch: this patch was undone (a with-block's end undoes it); patch the "
+                               "model again: with tilegemm.patch(model): ...")
         return self
 
     def __exit__(self, *exc):
