@@ -1265,3 +1265,18 @@ def test_a_dtype_refused_without_grad_is_refused_with_it(dtype):
     with pytest.raises(DTypeError) as grad:
         tilegemm.matmul(a.requires_grad_(), b)
     assert str(grad.value) == str(plain.value)
+
+
+@pytest.mark.parametrize("kernel", ["auto", "naive"])
+@pytest.mark.parametrize("shapes", [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((4,), (4,))])
+def test_a_host_tensors_result_resizes_as_torchs(kernel, shapes):
+    """A torch CPU result was made by torch.from_numpy, whose storage refuses to resize: resize_,
+    torch.cat(..., out=) of another size and a storage freed to 0 bytes (offloading) raised where
+    torch's own result takes them. It is a tensor of torch's storage now, holding the product."""
+    g = torch.Generator().manual_seed(7)
+    a, b = (torch.randn(s, generator=g) for s in shapes)
+    c = tilegemm.matmul(a, b, kernel=kernel)
+    torch.testing.assert_close(c, torch.matmul(a, b))
+    torch.cat([torch.ones(2), torch.ones(3)], out=c)  # (out= of another size: resized to (5,))
+    c.resize_(c.numel() + 3)
+    c.untyped_storage().resize_(0)

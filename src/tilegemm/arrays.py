@@ -374,6 +374,27 @@ def host_empty(shape, dtype: str) -> np.ndarray:
     return np.empty(shape, dtype=dtype)
 
 
+class _Memory:
+    """A tensor's memory as NumPy reads an __array_interface__ (Tensor.numpy() would mark the
+    tensor's storage shared with NumPy, which then refuses to resize)."""
+
+    def __init__(self, t, dtype: str):
+        self.__array_interface__ = dict(shape=tuple(t.shape), typestr=np.dtype(dtype).str,
+                                        data=(t.data_ptr(), False), version=3)
+
+
+def host_result(op: Operand, shape, dtype: str):
+    """A host result of the caller's kind and the NumPy array a kernel writes it through: for a
+    torch caller a tensor of torch's own storage, which resizes as torch's results do (one made by
+    torch.from_numpy refused resize_, torch.cat(..., out=) of another size and a storage freed to
+    0 bytes). The array is valid while the tensor lives: the caller holds both."""
+    if op.kind == "torch":
+        t = empty_like_kind(op, shape, dtype)
+        return t, np.asarray(_Memory(t, dtype)) if t.numel() else np.empty(t.shape, dtype)
+    c = host_empty(shape, dtype)
+    return c, c
+
+
 def empty_like_kind(op: Operand, shape, dtype: str):
     """An uninitialised array of the caller's kind, on the caller's device."""
     if op.kind == "numpy":

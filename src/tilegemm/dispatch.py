@@ -932,12 +932,8 @@ def _run_host(kern, A: Operand, B: Operand, O, shape, dtype):
     if O is not None:
         kern.launch(a, b, arrays.host_target(O))
         return O.obj
-    c = arrays.host_empty(shape, dtype)
-    kern.launch(a, b, c)
-    if A.kind == "torch":
-        import torch
-
-        return torch.from_numpy(c)
+    c, host = arrays.host_result(A, shape, dtype)
+    kern.launch(a, b, host)
     return c
 
 
@@ -960,18 +956,12 @@ def _run_numba(kern, auto: bool, A: Operand, B: Operand, O, out, shape, dtype):
         a_d, b_d = arrays.to_numba(A), arrays.to_numba(B)
         c_d = cuda.device_array(shape, dtype=dtype)
         kern.launch(a_d, b_d, c_d, None)
-        host = arrays.host_target(O) if O is not None else arrays.host_empty(shape, dtype)
+        c, host = (O.obj, arrays.host_target(O)) if O is not None else arrays.host_result(A, shape, dtype)
         if host.flags.c_contiguous:
             c_d.copy_to_host(host)
         else:
             host[...] = c_d.copy_to_host()
-        if O is not None:
-            return O.obj
-        if A.kind == "torch":
-            import torch
-
-            return torch.from_numpy(host)
-        return host
+        return c
     from .kernels.simt import _common as S
 
     with _numba_call(arrays.device_index(A), A.obj.device if A.kind == "torch" else None) as made:

@@ -208,10 +208,10 @@ def _host(A: arrays.Operand, B: arrays.Operand, out, shape):
     if out is not None:
         arrays.host_target(arrays.describe(out, "out"))[...] = c
         return out
-    if A.kind == "torch":
-        import torch
-
-        return torch.from_numpy(np.array(c))  # np.array: a 0-D result stays 0-D
+    if A.kind == "torch":  # (into a tensor of torch's storage, as _run_host's: a 0-D result stays 0-D)
+        t, host = arrays.host_result(A, np.shape(c), str(c.dtype))
+        host[...] = c
+        return t
     return c
 
 
