@@ -1281,3 +1281,27 @@ def test_the_linear_operators_fake_is_torchs_own():
             layer(torch.empty(3, 5, device="meta"))
         assert layer(torch.empty(3, 4, device="meta")).shape == (3, 8)
         assert layer(torch.empty(2, 3, 4, device="meta")).shape == (2, 3, 8)
+
+
+def test_a_cpu_layers_products_stay_on_the_cpu(monkeypatch):
+    """A patched layer on the CPU ran api.matmul's "auto", which on a machine with a GPU copies
+    host operands there and back on every call (and starts CUDA in a process that meant none): a
+    CPU layer's products, forward and backward, run on the host kernel, as torch's run where the
+    tensors are."""
+    asked = []
+    real = torchop.api.matmul
+
+    def spy(a, b, **kw):
+        asked.append(kw.get("kernel", "auto"))
+        return real(a, b, **kw)
+
+    monkeypatch.setattr(torchop.api, "matmul", spy)
+    layer = torch.nn.Linear(8, 4).double()
+    x = torch.randn(3, 2, 8, dtype=torch.float64, requires_grad=True)
+    with tilegemm.patch(layer, matmul=True) as p:
+        y = layer(x)
+        (y @ torch.ones(4, 2, dtype=torch.float64)).sum().backward()
+    assert p.counts == {"tilegemm": 1, "torch": 0}
+    assert asked and set(asked) == {torchop.HOST_KERNEL}, asked
+    want = torch.autograd.grad(torch.nn.functional.linear(x, layer.weight, layer.bias).sum() * 2, x)[0]
+    torch.testing.assert_close(x.grad, want)

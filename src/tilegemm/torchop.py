@@ -43,6 +43,8 @@ _LIVE = weakref.WeakKeyDictionary()  # model → how many of its patches are on 
 
 
 _HOST = frozenset((torch.float32, torch.float64))
+HOST_KERNEL = "cpu_blas"  # a CPU layer's product, where its tensors are, as torch's: api.matmul's "auto" would copy
+# host operands to a GPU and back on every call where the machine has one
 _STRIDED = torch.strided
 _fast_linear = dispatch.fast_linear
 _CUDA = frozenset((torch.float16, torch.bfloat16, torch.float32, torch.float64))
@@ -84,7 +86,8 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, counts: dict = COUNTS) -> torch.Te
         counts["tilegemm"] += 1
         return c
     who = "tilegemm" if served(a, b) else "torch"
-    c = api.matmul(a, b) if who == "tilegemm" else torch.matmul(a, b)
+    c = (api.matmul(a, b) if a.is_cuda else api.matmul(a, b, kernel=HOST_KERNEL)) if who == "tilegemm" \
+        else torch.matmul(a, b)
     counts[who] += 1
     return c
 
@@ -121,7 +124,7 @@ def _linear_on_tilegemm(x: torch.Tensor, weight: torch.Tensor, bias: Optional[to
     kern = None if bias is None else _epilogue(x, rows, wt, bias)
     if kern is not None:
         return dispatch.linear_bias(x, weight, bias, rows, wt, kern)
-    y = api.matmul(rows, wt)
+    y = api.matmul(rows, wt) if x.is_cuda else api.matmul(rows, wt, kernel=HOST_KERNEL)
     if x.is_cuda:
         dispatch.remember_linear(x, weight, rows, wt, bias)
     y = y if flat else y.view(*x.shape[:-1], weight.shape[0])
