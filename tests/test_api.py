@@ -780,3 +780,18 @@ def test_a_call_while_another_thread_imports_torch(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", types.ModuleType("torch"))
     a, b = ops(4, 3, 5)
     assert validate.check(tilegemm.matmul(a, b), a, b).ok
+
+
+def test_a_host_result_past_2_to_the_64_bytes_is_refused_by_size():
+    """The result's size in bytes was NumPy's int64 product, which wraps at 2⁶⁴: 2³² × 2³² float64
+    came to 0 bytes, went unchecked, and NumPy or torch raised its own error (or, past a check
+    that passed, allocated). It is counted in Python's integers now, and refused by name."""
+    from tilegemm import arrays
+    from tilegemm.errors import OutOfHostMemory
+
+    assert arrays.nbytes((2**32, 2**32), "float64") == 2**67
+    v = np.broadcast_to(np.ones((1, 1)), (2**32, 1))  # (no memory of its own: one element)
+    if tilegemm._cuda.has_gpu():
+        pytest.skip("what a machine without a GPU does")
+    with pytest.raises(OutOfHostMemory, match="GiB of host memory"):
+        tilegemm.matmul(v, v.T)

@@ -14,7 +14,19 @@ from tilegemm import _cuda
 torch = pytest.importorskip("torch")
 
 
+def _plain(x):
+    """What an input's values are, as plain tensors where it is a layer (its state) or a masked tensor
+    (its data and mask), whose own equality torch does not define."""
+    if isinstance(x, torch.nn.Module):
+        return [t.detach() for t in x.state_dict().values()]
+    if isinstance(x, torch.masked.MaskedTensor):
+        return [x.get_data().detach(), x.get_mask()]
+    return None
+
+
 def _snapshot(x):
+    if _plain(x) is not None:
+        return [t.clone() for t in _plain(x)]
     if isinstance(x, torch.Tensor):
         return x.detach().clone() if x.device.type != "meta" else None
     if isinstance(x, np.ndarray):
@@ -23,6 +35,8 @@ def _snapshot(x):
 
 
 def _same(a, b):
+    if _plain(a) is not None:
+        return all(_same(x, y) for x, y in zip(_plain(a), b, strict=True))
     if isinstance(a, torch.Tensor) and a.layout is not torch.strided:  # (a sparse tensor: its values)
         a, b = a.to_dense(), b.to_dense()
     if isinstance(a, torch.Tensor):

@@ -40,6 +40,15 @@ def _module_root(x) -> str:
     return type(x).__module__.split(".")[0]
 
 
+def _plain_torch(x) -> bool:
+    """Is x a torch.Tensor or an nn.Parameter? Not a subclass of torch's own (a MaskedTensor, a
+    DTensor), nor another of torch's objects (a module, a Size): those were taken for tensors by
+    the module they come from, and failed far inside (AttributeError, or a masked tensor's
+    .numpy())."""
+    torch = sys.modules.get("torch")
+    return torch is not None and (type(x) is torch.Tensor or type(x) is torch.nn.Parameter)
+
+
 def _torch_dtype_name(dt) -> str:
     return str(dt).removeprefix("torch.")
 
@@ -62,7 +71,7 @@ def describe(x, what: str) -> Operand:
     if isinstance(x, np.ndarray):
         refuse_masked(x, what)
         return Operand(x, "numpy", x.shape, x.dtype.name, HOST, x.flags.c_contiguous)
-    if root == "torch":
+    if _plain_torch(x):
         if x.is_nested or x.layout is not sys.modules["torch"].strided:  # (torch is loaded: x is its tensor)
             raise LayoutError(f"{what}: a torch tensor of layout {'nested' if x.is_nested else x.layout}; tilegemm "
                               "multiplies dense (strided) tensors: pass x.to_dense(), or use torch.matmul")
@@ -81,9 +90,11 @@ def describe(x, what: str) -> Operand:
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(x, torch.Tensor):  # (a subclass of another module: its __torch_function__
         # may say what its values are; torch.matmul asks it, tilegemm's kernels would read its memory)
+        advice = ("use torch.matmul, which knows its rules" if root == "torch" else  # (torch's own: a masked tensor's
+                  f"pass {what}.as_subclass(torch.Tensor), or use torch.matmul")  # plain view holds its masked values)
         raise DTypeError(f"{what}: a {x.device.type.upper() if x.device.type == 'cpu' else x.device.type} tensor "
                          f"of a subclass of torch.Tensor, {type(x).__module__}.{type(x).__name__}; tilegemm reads "
-                         f"plain ones on the host: pass {what}.as_subclass(torch.Tensor), or use torch.matmul")
+                         f"plain ones on the host: {advice}")
     raise DTypeError(
         f"{what}: expected a NumPy array, a torch tensor, a CuPy array, a Numba device array or an "
         f"object with __cuda_array_interface__; got {type(x).__module__}.{type(x).__name__}"
@@ -436,7 +447,7 @@ def fill_zero(x) -> None:
 
 
 def nbytes(shape, dtype: str) -> int:
-    return int(np.prod(shape, dtype=np.int64)) * itemsize(dtype)
+    return math.prod(int(d) for d in shape) * itemsize(dtype)  # (Python's ints: NumPy's int64 wrapped at 2⁶⁴)
 
 
 def itemsize(dtype: str) -> int:
@@ -450,7 +461,7 @@ def itemsize(dtype: str) -> int:
 def layout(x) -> tuple[int, tuple, tuple | None, int] | None:
     """(first element's address, shape, strides in bytes or None where C-contiguous, itemsize) of an
     array: a torch tensor's, or one with the CUDA or NumPy array interface; None when unknown."""
-    if _module_root(x) == "torch":
+    if _plain_torch(x):
         size = x.element_size()
         return x.data_ptr(), tuple(x.shape), tuple(s * size for s in x.stride()), size
     desc = getattr(x, "__cuda_array_interface__", None) or getattr(x, "__array_interface__", None)
@@ -485,7 +496,7 @@ def self_overlapping(x) -> bool:
     distinct (torch's `as_strided((3, 5), (2, 3))`), which this test cannot tell apart. Such an
     array cannot take a result: its elements could overwrite each other. False for an empty
     array, and where the layout is unknown."""
-    if _module_root(x) == "torch":
+    if _plain_torch(x):
         size, shape, strides = x.element_size(), tuple(x.shape), tuple(s * x.element_size() for s in x.stride())
     else:
         desc = getattr(x, "__cuda_array_interface__", None) or getattr(x, "__array_interface__", None)

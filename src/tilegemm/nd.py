@@ -67,6 +67,8 @@ def matmul(a, b, A: arrays.Operand, B: arrays.Operand, kernel: str, out, plan_2d
         from .api import _check_out
 
         _check_out(out, A, shape, A.dtype, (a, b))
+    elif A.on_host or _simulated_arrays(A, B):  # (the 2-D path's refusal, before NumPy or torch allocates a result
+        arrays.check_host_memory(shape, A.dtype)  # the host cannot hold, which overcommit lets through until a write)
     if _on_host_blas(A, kernel, p):
         return _host(A, B, out, shape)
     from . import _cuda
