@@ -529,3 +529,12 @@ def test_an_output_to_a_redirected_stdout_keeps_its_place_among_the_lines_printe
     lines = out.read_text().splitlines()
     assert lines[:3] == ["before", '{"a": 1}', "between"] and lines[3].startswith("kernel,label,") \
         and lines[4:] == ["after"], lines
+
+
+@pytest.mark.parametrize("spec", ["warptile:BM=7", "unrolled:BM=7", "big_tile:BN=5"])
+def test_counters_says_why_a_tile_smaller_than_its_warps_tile_cannot_run(capsys, spec):
+    """A block tile smaller than its warp tile has no warps: the load rule divided by 0 threads
+    (ZeroDivisionError, a traceback, exit 1)."""
+    assert cli.main(["counters", "--kernels", spec]) == 2
+    err = capsys.readouterr().err
+    assert "BM, BN must be multiples of WM, WN" in err and len(err.strip().splitlines()) == 1

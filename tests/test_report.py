@@ -401,6 +401,10 @@ def _edited(tmp_path, name, edit):
 @pytest.mark.parametrize("edit, says", [
     (lambda d: d.update(environment="x"), "'environment' must be an object"),  # were AttributeError tracebacks
     (lambda d: d["environment"].update(gpu="x"), "'environment.gpu' must be an object or null"),
+    (lambda d: d.update(environment=None), "'environment' must be an object; got null"),
+    (lambda d: d["environment"].update(libraries=["numpy"]), "'environment.libraries' must be an object or null"),
+    (lambda d: d["environment"].update(code="abc"), "'environment.code' must be an object or null"),
+    (lambda d: d.update(schema=[1]), "'schema' must be a string"),  # was "unhashable type: 'list'"
     (lambda d: d.update(clocks="x"), "'clocks' must be an object"),
     (lambda d: d.update(harness=[1]), "'harness' must be an object"),
     (lambda d: d.update(records=[1, 2]), "record 0 is not an object"),  # was "argument of type 'int' is not iterable"
@@ -436,8 +440,13 @@ def test_a_results_file_with_no_records_draws_no_page(tmp_path, capsys):
 def test_merge_parts_of_the_wrong_shape_are_one_line(tmp_path, capsys):
     (tmp_path / "list.json").write_text("[1, 2]")
     (tmp_path / "env.json").write_text(json.dumps({"schema": "tilegemm.model/1", "environment": "x"}))
+    (tmp_path / "null.json").write_text(json.dumps({"schema": "tilegemm.model/1", "environment": None}))
+    (tmp_path / "parts.json").write_text(json.dumps({"schema": "tilegemm.library/1", "environment": {},
+                                                     "parts": "x"}))
     for command, part, says in (("library", "list.json", "part 1 is not a `tilegemm library` result"),
-                                ("model-bench", "env.json", "'environment' must be an object")):
+                                ("model-bench", "env.json", "'environment' must be an object"),
+                                ("model-bench", "null.json", "'environment' must be an object; got null"),
+                                ("library", "parts.json", "'parts' must be a list of objects")):
         rc, _, err = _main(capsys, command, "--merge", str(tmp_path / part), "--json", str(tmp_path / "m.json"))
         assert rc == 2 and says in _one_line(err) and not (tmp_path / "m.json").exists()
 
@@ -567,3 +576,32 @@ def test_ladder_page_calls_a_rung_slower_only_outside_the_spread():
     assert "no change" in ladder._change_note(0.999, rec(3.751, 0.0188), rec(3.747, 0.0187))
     assert "slower" in ladder._change_note(0.98, rec(4.123, 0.0206), rec(4.055, 0.0203))
     assert "see the notes" not in ladder._change_note(0.2, rec(88.0, 0.44), rec(17.6, 0.088))
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda d: d.update(ceilings=[1]), "'ceilings' must be an object"),  # were AttributeError tracebacks, and
+    (lambda d: d.update(overhead="x"), "'overhead' must be an object"),  # a folder of plots with no report
+])
+def test_a_ceilings_file_of_wrong_types_is_one_line(edit, says, tmp_path, capsys):
+    doc = synthetic_doc()
+    ceil = dict(doc["ceilings"], overhead={})
+    edit(ceil)
+    (tmp_path / "c.json").write_text(json.dumps(ceil))
+    path = _edited(tmp_path, "r.json", lambda d: d.update(ceilings=None))
+    rc, _, err = _main(capsys, "report", path, "--ceilings", str(tmp_path / "c.json"), "--out", str(tmp_path / "rep"))
+    assert rc == 2 and says in _one_line(err), err
+    assert not (tmp_path / "rep").exists()
+
+
+def test_a_corrupt_ceilings_cache_is_ignored_with_a_warning(tmp_path, capsys, monkeypatch):
+    """The ceilings cache is a cache: one that cannot be read stopped `report` ("not a ceilings file"),
+    where tilegemm's other caches are ignored with a warning and rewritten."""
+    from tilegemm.bench import ceilings
+
+    monkeypatch.setenv("TILEGEMM_CACHE_DIR", str(tmp_path / "cache"))
+    ceilings.cache_path("NVIDIA H200").parent.mkdir(parents=True, exist_ok=True)
+    ceilings.cache_path("NVIDIA H200").write_text("{not json")
+    path = _edited(tmp_path, "r.json", lambda d: d.update(ceilings=None))
+    with pytest.warns(RuntimeWarning, match="ignoring the ceilings cache"):
+        rc, _, err = _main(capsys, "report", path, "--out", str(tmp_path / "rep"))
+    assert rc == 0 and (tmp_path / "rep" / "report.md").exists(), err

@@ -296,18 +296,33 @@ def save(doc: dict, path=None) -> list[Path]:
 
 
 def load_ceilings_file(path) -> dict:
-    from .results import read_json
+    from .results import read_json, shape_problem
 
     doc = read_json(path, "ceilings file")
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise ValueError(f"{path}: schema {doc.get('schema') if isinstance(doc, dict) else None!r}; expected "
                          f"{SCHEMA!r} (a file `tilegemm ceilings --json` wrote)")
+    problem = shape_problem(doc)  # (its ceilings and overhead objects: a list there was an AttributeError in report)
+    if problem:
+        raise ValueError(f"{path}: {problem}")
     return doc
 
 
 def load_cached(gpu_name: str) -> dict | None:
+    """This GPU's cached ceilings, or None: none cached, or a cache file that cannot be read, which
+    is ignored with a warning (the next `tilegemm ceilings` rewrites it), as tilegemm's other caches
+    are; it stopped `report`, and `bench --json` after its sweep."""
+    import warnings
+
     p = cache_path(gpu_name)
-    return load_ceilings_file(p) if p.exists() else None
+    if not p.exists():
+        return None
+    try:
+        return load_ceilings_file(p)
+    except (OSError, ValueError) as e:
+        warnings.warn(f"tilegemm: ignoring the ceilings cache {p} ({e}); `tilegemm ceilings` rewrites it",
+                      RuntimeWarning, stacklevel=2)
+        return None
 
 
 # ---- CLI ----------------------------------------------------------------------------------------

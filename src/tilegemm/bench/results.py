@@ -315,6 +315,8 @@ def load(path, *, measured: bool = False) -> dict:
         raise ResultsError(str(e)) from None
     if not isinstance(doc, dict) or "schema" not in doc:
         raise ResultsError(f"{p}: not a tilegemm results document (no 'schema' field; expected {SCHEMA!r})")
+    if not isinstance(doc["schema"], str):
+        raise ResultsError(f"{p}: 'schema' must be a string (expected {SCHEMA!r}); got {doc['schema']!r}")
     if doc["schema"] in OTHER_KINDS:
         raise ResultsError(f"{p}: the results of `tilegemm {OTHER_KINDS[doc['schema']]}` (schema {doc['schema']!r}); "
                            f"this command reads bench's and the ladder's ({SCHEMA!r}), and scripts/update_docs.py "
@@ -345,12 +347,18 @@ def shape_problem(doc) -> str | None:
     short is said so, not met as an AttributeError deep in a report."""
     if not isinstance(doc, dict):
         return f"not a JSON object (a {type(doc).__name__})"
-    for key in ("environment", "clocks", "harness", "ceilings"):
+    if "environment" in doc and not isinstance(doc["environment"], dict):  # (null too: every writer gives one)
+        return f"'environment' must be an object; got {_a(doc['environment'])}"
+    for key in ("clocks", "harness", "ceilings", "overhead"):
         if doc.get(key) is not None and not isinstance(doc[key], dict):
-            return f"'{key}' must be an object; got a {type(doc[key]).__name__}"
-    gpu = (doc.get("environment") or {}).get("gpu")
-    if gpu is not None and not isinstance(gpu, dict):
-        return f"'environment.gpu' must be an object or null; got a {type(gpu).__name__}"
+            return f"'{key}' must be an object; got {_a(doc[key])}"
+    for key in ("gpu", "libraries", "code"):
+        x = doc.get("environment", {}).get(key)
+        if x is not None and not isinstance(x, dict):
+            return f"'environment.{key}' must be an object or null; got {_a(x)}"
+    parts = doc.get("parts")
+    if parts is not None and not (isinstance(parts, list) and all(isinstance(x, dict) for x in parts)):
+        return "'parts' must be a list of objects"
     records = doc.get("records", [])
     if not isinstance(records, list):
         return "'records' must be a list"
@@ -358,6 +366,11 @@ def shape_problem(doc) -> str | None:
         if not isinstance(r, dict):
             return f"record {i} is not an object (a {type(r).__name__})"
     return None
+
+
+def _a(x) -> str:
+    """A JSON value's kind, as a message names it ("null", "a list")."""
+    return "null" if x is None else f"a {type(x).__name__}"
 
 
 def _record_problem(r: dict) -> str | None:

@@ -68,6 +68,8 @@ class Tiling:
             problems.append(f"WM must be a multiple of {LANES_M * MICRO}, WN of {LANES_N * MICRO}")
         if BM % WM or BN % WN:
             problems.append("BM, BN must be multiples of WM, WN")
+        if not nt:  # (a tile smaller than its warp's tile: no warps, and the load rule below divides by 0)
+            return problems
         if BK % 4 or (BM * BK // 4) % nt or (BK * BN // 4) % nt or BM * BK // 4 < nt or BK * BN // 4 < nt:
             problems.append("each thread must load whole float4s of A and B (BM·BK/4 and BK·BN/4 multiples of threads)")
         if nt > 1024:
