@@ -538,3 +538,15 @@ def test_counters_says_why_a_tile_smaller_than_its_warps_tile_cannot_run(capsys,
     assert cli.main(["counters", "--kernels", spec]) == 2
     err = capsys.readouterr().err
     assert "BM, BN must be multiples of WM, WN" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("name, value", [("TILEGEMM_AUTOTUNE", "maybe"), ("TILEGEMM_TUNE_BUDGET_S", "soon"),
+                                         ("TILEGEMM_FAST_LAUNCH", "2")])
+def test_a_setting_the_work_reads_is_refused_before_the_work(capsys, monkeypatch, name, value):
+    """TILEGEMM_AUTOTUNE=maybe: bench simulated its kernels, failed the autotuned column on it and
+    exited 1 (a wrong kernel's code); now every command says so first, in one line, exit 2."""
+    monkeypatch.setenv(name, value)
+    assert cli.main(["bench", "--kernels", "naive,autotuned", "--sizes", "8", "--quiet"]) == 2
+    out = capsys.readouterr()
+    assert f"{name}={value!r}" in out.err and len(out.err.strip().splitlines()) == 1
+    assert not out.out.strip()  # (no table: nothing ran)

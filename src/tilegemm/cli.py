@@ -397,6 +397,7 @@ def main(argv=None) -> int:
                                      "would replace the first; give each its own file")
                 written[real] = what
                 check_writable(getattr(args, what))
+        env.check()  # (a setting the work would read, refused before the work)
         args.named_options = _named_options(parser, args.command, sys.argv[1:] if argv is None else argv)
         return args.func(args) or 0
     except USER_ERRORS as e:
