@@ -193,6 +193,10 @@ def test_every_command_reads_a_number_the_same_way(argv, says, capsys):
      "give one or the other"),  # (they were ignored: every decision in the cache shipped, exit 0)
     (["tune", "--derive", "cache.json", "--gpu", "NVIDIA H200", "--db", "db.json", "--sizes", "64"], {},
      "tilegemm tune: --derive writes a database from a cache file's rung tunings, timing nothing; --sizes measures"),
+    (["tune", "--derive", "cache.json", "--gpu", "NVIDIA H200", "--db", "db.json", "--ship"], {},
+     "tilegemm tune: --derive writes --db alone"),  # (--ship and --log were dropped without a word, exit 0)
+    (["tune", "--derive", "cache.json", "--gpu", "NVIDIA H200", "--db", "db.json", "--log", "l.json"], {},
+     "--log would do nothing"),
     (["tune", "--sizes", "8"], {"TILEGEMM_TUNE_BUDGET_S": "x"}, "TILEGEMM_TUNE_BUDGET_S='x': use a finite number"),
     (["tune", "--sizes", "8"], {"TILEGEMM_TUNE_MAX_CANDIDATES": "-1"}, "TILEGEMM_TUNE_MAX_CANDIDATES='-1'"),
     (["tune", "--dtypes", "fp32", "--ship"], {}, "tilegemm tune: needs a CUDA GPU"),  # (k11's tuning needs no shapes:
@@ -550,3 +554,18 @@ def test_a_setting_the_work_reads_is_refused_before_the_work(capsys, monkeypatch
     out = capsys.readouterr()
     assert f"{name}={value!r}" in out.err and len(out.err.strip().splitlines()) == 1
     assert not out.out.strip()  # (no table: nothing ran)
+
+
+def test_traffic_refuses_a_simulator_forbidden(tmp_path):
+    """TILEGEMM_SIMULATOR=0: traffic re-ran itself with TILEGEMM_SIMULATOR=1, unsaid, where race
+    refuses the setting; it refuses it too (a fresh process: this one's simulator is decided)."""
+    import os
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-m", "tilegemm.cli", "traffic", "--kernels", "naive", "--shapes", "4"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={**{k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"},
+                               "TILEGEMM_SIMULATOR": "0", "PYTHONPATH": os.path.dirname(os.path.dirname(
+                                   __import__("tilegemm").__file__))})
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert "TILEGEMM_SIMULATOR=0 forbids the simulator" in proc.stderr and not proc.stdout.strip()

@@ -307,3 +307,18 @@ def test_the_table_says_how_many_calls_a_run_took_model_by_model():
     said = model._calls_words([rec("a", 1), rec("a", 5), rec("b")])
     assert "a: 1–5" in said and "b: 1;" in said, said
     assert "c: 5;" in model._calls_words([rec("c", 5), rec("c", 5)])
+
+
+def test_slice_layers_without_the_slice_is_said(capsys):
+    """`--slice-layers 5` on a run without llama3-70b-slice (a CPU's tiny, or --models naming others)
+    ran as if it were not given, exit 0."""
+    pytest.importorskip("transformers")
+    from tilegemm import cli
+
+    for argv, says in ((["--slice-layers", "5"], "this run leaves out"),
+                       (["--models", "tiny", "--slice-layers", "5"], "--models tiny leaves out")):
+        if argv[0] == "--slice-layers" and __import__("torch").cuda.is_available():
+            continue  # (a GPU's default runs the slice)
+        assert cli.main(["model-bench", *argv]) == 2
+        err = capsys.readouterr().err
+        assert "--slice-layers sizes llama3-70b-slice" in err and says in err and len(err.strip().splitlines()) == 1

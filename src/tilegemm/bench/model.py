@@ -617,6 +617,9 @@ def cli_model_bench(args) -> int:
     said = [f"unknown model {m!r} (choose from {', '.join(specs)})" for m in models if m not in specs]
     said += [f"unknown mode {m!r} (eager, graph)" for m in modes if m not in ("eager", "graph")]
     said += ["graph mode needs a CUDA GPU" for m in modes if m == "graph" and not gpu]
+    if "slice_layers" in getattr(args, "named_options", ()) and "llama3-70b-slice" not in models:  # (ignored, exit 0)
+        said.append("--slice-layers sizes llama3-70b-slice, which " + (f"--models {args.models} leaves out"
+                    if args.models else "this run leaves out (without a GPU it runs tiny)"))
     device, dtype = ("cuda", torch.bfloat16) if gpu else ("cpu", torch.float32)
     free = torch.cuda.mem_get_info()[0] if gpu else arrays.available_host_bytes()
     for m in models:

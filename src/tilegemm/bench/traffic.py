@@ -272,6 +272,9 @@ def cli_traffic(args) -> int:
     import subprocess
 
     kernels = countable(args.kernels, args.dtype)  # refused here, before a re-run under the simulator
+    if not _cuda.SIMULATOR and _cuda._forced_set():  # (TILEGEMM_SIMULATOR=0: it re-ran itself with 1, unsaid)
+        raise RuntimeError("traffic counts loads in Numba's CUDA simulator, and TILEGEMM_SIMULATOR=0 forbids the "
+                           "simulator; unset it (traffic runs the simulator in a process of its own on a GPU machine)")
     if not _cuda.SIMULATOR:  # counting needs the simulator; numba.cuda is already bound to the GPU here
         env = dict(os.environ, TILEGEMM_SIMULATOR="1")
         cmd = [sys.executable, "-m", "tilegemm.cli", "traffic", "--kernels", args.kernels, "--shapes", args.shapes,

@@ -321,6 +321,11 @@ def _derive(args, con) -> int:
     comes before the database is touched: deriving nothing must not leave an empty database."""
     if not args.gpu or not args.db:
         raise ValueError("--derive needs the GPU it is for (--gpu 'NVIDIA H200') and the database file (--db PATH)")
+    ignored = [f"--{x}" for x in ("ship", "log") if getattr(args, x)]  # (each was dropped without a word, exit 0)
+    if ignored:
+        raise ValueError(f"--derive writes --db alone (nothing is tuned here to ship or log); {' and '.join(ignored)} "
+                         f"would do nothing: leave {'them' if len(ignored) > 1 else 'it'} out, and copy the --db file "
+                         "where it should go")
     from . import cache
 
     cached = read_tuning_cache(args.derive)
