@@ -37,7 +37,6 @@ flips greedy choices.)
 from __future__ import annotations
 
 import contextlib
-import json
 import statistics
 import sys
 import time
