@@ -605,3 +605,13 @@ def test_a_corrupt_ceilings_cache_is_ignored_with_a_warning(tmp_path, capsys, mo
     with pytest.warns(RuntimeWarning, match="ignoring the ceilings cache"):
         rc, _, err = _main(capsys, "report", path, "--out", str(tmp_path / "rep"))
     assert rc == 0 and (tmp_path / "rep" / "report.md").exists(), err
+
+
+def test_a_report_folder_that_cannot_take_the_report_is_said_before_any_plot(tmp_path, capsys):
+    """report.md a folder there: the plots were written, then "[Errno 21] Is a directory", and the
+    folder held plots and no report."""
+    path = _edited(tmp_path, "r.json", lambda d: None)
+    (tmp_path / "rep" / "report.md").mkdir(parents=True)
+    rc, _, err = _main(capsys, "report", path, "--out", str(tmp_path / "rep"))
+    assert rc == 2 and "--out" in _one_line(err) and "report.md: it is a folder" in err
+    assert sorted(p.name for p in (tmp_path / "rep").iterdir()) == ["report.md"]

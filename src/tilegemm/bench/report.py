@@ -582,6 +582,13 @@ def cli_report(args) -> int:
     out = Path(args.out) if args.out else Path(args.results).parent / "report"
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out}: a file, not a folder (the report is a folder of Markdown and plots)")
+    from .results import check_writable
+
+    try:  # (each file the report writes, before the first: report.md a folder left the plots written and no report)
+        for name in ("report.md", *PLOTS):
+            check_writable(out / name)
+    except OSError as e:
+        raise OSError(f"--out {out}: {e}") from None
     if args.readme:  # said before the report is written, not after
         _readme_markers(Path(args.readme))
     ceilings = find_ceilings(doc, args.ceilings)
