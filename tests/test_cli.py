@@ -462,6 +462,12 @@ def test_an_empty_shape_file_and_a_report_said_wrong_before_the_work(capsys, tmp
     (tmp_path / "empty.json").write_text("[]")
     assert cli.main(["bench", "--shapes", str(tmp_path / "empty.json")]) == 2
     assert "no shapes in it" in capsys.readouterr().err
+    for text, says in (('{"sets": [1, 2]}', "'sets' must be an object of named sets"),  # ("sequence item 0: expected
+                       ('{"shapes": "8"}', "'shapes' must be a list of shapes")):  # str"; "no shapes in it")
+        (tmp_path / "bad.json").write_text(text)
+        assert cli.main(["bench", "--shapes", str(tmp_path / "bad.json")]) == 2
+        err = capsys.readouterr().err
+        assert says in err and len(err.strip().splitlines()) == 1
     doc = tmp_path / "r.json"
     doc.write_text(open(__import__("os").path.join(__import__("os").path.dirname(__file__), "..", "results",
                                                    "simulator", "bench.json")).read())

@@ -129,6 +129,8 @@ def test_dist_bench_under_a_bad_world_size_is_one_line_naming_it(tmp_path):
     """torchrun's WORLD_SIZE, when it is no number: it said "invalid literal for int() with base 10: 'x'"."""
     run = _run(["dist-bench", "--sizes", "8", "--modes", "1d"], tmp_path, timeout=120, WORLD_SIZE="x", RANK="0")
     assert run.returncode == 2 and "WORLD_SIZE='x': torchrun's process count, a whole number" in _one_line(run)
+    run = _run(["dist-bench", "--sizes", "8", "--modes", "1d"], tmp_path, timeout=120, WORLD_SIZE="2", RANK="x")
+    assert run.returncode == 2 and "RANK='x': torchrun's index of this process" in _one_line(run)
 
 
 @pytest.mark.skipif(_cuda.has_gpu(), reason="a machine without a GPU")

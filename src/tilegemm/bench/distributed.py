@@ -880,6 +880,9 @@ def _config(args, under_torchrun: bool) -> tuple[dict | None, int, str | None]:
         if not os.environ["WORLD_SIZE"].strip().isdecimal():  # (int() said "invalid literal ... 'x'", naming no
             # variable; isdigit() took '²', which int() refuses)
             return None, 0, f"WORLD_SIZE={os.environ['WORLD_SIZE']!r}: torchrun's process count, a whole number"
+        for name in ("RANK", "LOCAL_RANK"):  # (RANK=x: int()'s "invalid literal", naming no variable)
+            if not os.environ.get(name, "0").strip().isdecimal():
+                return None, 0, f"{name}={os.environ[name]!r}: torchrun's index of this process, a whole number"
         world, backend = int(os.environ["WORLD_SIZE"]), ("nccl" if gpus else "gloo")
     elif gpus:
         world, backend = (gpus if args.gpus is None else args.gpus), "nccl"  # (0 is a number asked for, not "all")

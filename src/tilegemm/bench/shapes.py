@@ -122,7 +122,10 @@ def _from_doc(doc, where: str) -> list[tuple[int, int, int]]:
         items = doc["shapes"]
     else:
         raise ValueError(f"{where}: expected a list of shapes or an object with a 'shapes' list")
-    if not isinstance(items, list) or not items:  # (an empty list ran nothing and printed an empty table)
+    if not isinstance(items, list):  # ("8": "no shapes in it", of a file that names one)
+        raise ValueError(f"{where}: 'shapes' must be a list of shapes (\"MxNxK\", N or [M, N, K]); got "
+                         f"{type(items).__name__} {items!r:.40}")
+    if not items:  # (an empty list ran nothing and printed an empty table)
         raise ValueError(f"{where}: no shapes in it")
     return [parse_shape(s) for s in items]
 
@@ -147,6 +150,8 @@ def load_shapes(name_or_path: str) -> list[tuple[int, int, int]]:
 
         doc = read_json(p, "shape file")
         if isinstance(doc, dict) and "sets" in doc:
+            if not (isinstance(doc["sets"], dict) and doc["sets"]):  # (a list of them said "sequence item 0: expected
+                raise ValueError(f"{p}: 'sets' must be an object of named sets ({{\"name\": [shapes]}})")  # str")
             if not sub:
                 raise ValueError(f"{p} holds several sets ({', '.join(doc['sets'])}); name one as {p}:SET")
             if sub not in doc["sets"]:
