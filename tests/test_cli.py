@@ -198,6 +198,8 @@ def test_every_command_reads_a_number_the_same_way(argv, says, capsys):
     (["tune", "--derive", "cache.json", "--gpu", "NVIDIA H200", "--db", "db.json", "--log", "l.json"], {},
      "--log would do nothing"),
     (["tune", "--sizes", "8"], {"TILEGEMM_TUNE_BUDGET_S": "x"}, "TILEGEMM_TUNE_BUDGET_S='x': use a finite number"),
+    (["tune", "--sizes", "8", "--budget-s", "3", "--max-candidates", "2"],  # (the options set them: not refused
+     {"TILEGEMM_TUNE_BUDGET_S": "x", "TILEGEMM_TUNE_MAX_CANDIDATES": "-1"}, "tilegemm tune: needs a CUDA GPU"),
     (["tune", "--sizes", "8"], {"TILEGEMM_TUNE_MAX_CANDIDATES": "-1"}, "TILEGEMM_TUNE_MAX_CANDIDATES='-1'"),
     (["tune", "--dtypes", "fp32", "--ship"], {}, "tilegemm tune: needs a CUDA GPU"),  # (k11's tuning needs no shapes:
     # it was refused for having none)

@@ -397,7 +397,8 @@ def main(argv=None) -> int:
                                      "would replace the first; give each its own file")
                 written[real] = what
                 check_writable(getattr(args, what))
-        env.check()  # (a setting the work would read, refused before the work)
+        env.check(args.sets_env(args) if hasattr(args, "sets_env") else ())  # (a setting the work would read,
+        # refused before the work; not one the command sets itself)
         args.named_options = _named_options(parser, args.command, sys.argv[1:] if argv is None else argv)
         return args.func(args) or 0
     except USER_ERRORS as e:

@@ -89,17 +89,22 @@ def local_world_size(default: int, *, bad: int | None = None) -> int:
         return bad
 
 
-def check() -> None:
+def check(overridden=frozenset()) -> None:
     """The variables above that a command's work reads, parsed now: a ConfigError for the first not
     understood, before the work rather than inside it (bench ran its sweep, then failed one column
-    on TILEGEMM_AUTOTUNE=maybe and exited 1, a wrong kernel's code). The defaults given here are not
-    used: only whether each value parses."""
-    autotune()
+    on TILEGEMM_AUTOTUNE=maybe and exited 1, a wrong kernel's code). overridden: those the command
+    sets itself (tune's --budget-s), not read. The defaults given here are not used: only whether
+    each value parses."""
+    if "TILEGEMM_AUTOTUNE" not in overridden:
+        autotune()
     for name in ("TILEGEMM_SIMULATOR", "TILEGEMM_FAST_LAUNCH", "TILEGEMM_DIST_GRAPHS"):
-        flag(name)
+        if name not in overridden:
+            flag(name)
     for name in ("TILEGEMM_AUTOTUNE_BUDGET_S", "TILEGEMM_TUNE_BUDGET_S", "TILEGEMM_DIST_BARRIER_S"):
-        number(name, 1.0)
-    number("TILEGEMM_TUNE_MAX_CANDIDATES", 0, integer=True, positive=False)
+        if name not in overridden:
+            number(name, 1.0)
+    if "TILEGEMM_TUNE_MAX_CANDIDATES" not in overridden:
+        number("TILEGEMM_TUNE_MAX_CANDIDATES", 0, integer=True, positive=False)
 
 
 def cache_dir() -> str:

@@ -689,7 +689,7 @@ def add_cli(subparsers) -> None:
     p.add_argument("--precisions", help=f"tensor-core rungs' precisions, of {', '.join(TC_PRECISIONS)} (default: all)")
     p.add_argument("--config", help="a configuration (JSON) forced on every product of the one tensor-core kernel "
                    "in --kernels (e.g. a tile the database gives no small shape)")
-    p.set_defaults(func=cli_sanitize)
+    p.set_defaults(func=cli_sanitize, sets_env=lambda a: {"TILEGEMM_AUTOTUNE"})  # (its runs' own: _child_env)
 
 
 def cli_sanitize(args) -> int:

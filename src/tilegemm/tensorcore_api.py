@@ -173,8 +173,7 @@ def gemm(a, b, *, precision: str = "auto", out_dtype=None, alpha: float = 1.0, b
             raise LayoutError(f"gemm: c {tuple(arrays.describe(c, 'c').shape)} has strides under which its "
                               "elements share memory (a broadcast view, stride 0, or strides shorter than the "
                               "dimensions inside them), and gemm writes C into c; pass a whole c (a bias row: "
-                              "bias.expand(m, n).clone(); or, after import tilegemm.torchop, "
-                              "torch.ops.tilegemm.linear(a, b.T, bias), which adds the row as it writes C)")
+                              "bias.expand(m, n).clone())")
         tc_out, O = _torch_in(c, "c", torch, interp)
         if tuple(tc_out.shape) != shape:
             raise ShapeError(f"gemm: c has shape {tuple(tc_out.shape)}; the product is {shape}")

@@ -367,4 +367,7 @@ def add_cli(sub) -> None:
     t.add_argument("--gpu", help="the GPU a --derive is for, as torch names it")
     t.add_argument("--log", help="write what was tuned (JSON)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
-    t.set_defaults(func=run, measuring={dest: t.get_default(dest) for dest in MEASURING})
+    t.set_defaults(func=run, measuring={dest: t.get_default(dest) for dest in MEASURING},
+                   sets_env=lambda a: {v for v, given in (("TILEGEMM_TUNE_BUDGET_S", a.budget_s),
+                                                          ("TILEGEMM_TUNE_MAX_CANDIDATES", a.max_candidates))
+                                       if given is not None})  # (its options, where given, set them: run)
