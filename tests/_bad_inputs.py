@@ -228,7 +228,7 @@ CASES = [
     Case("kinds", "a masked tensor, torch's own subclass (taken for a plain tensor: .numpy()'s RuntimeError)",
          lambda: _mm(__import__("torch").masked.as_masked_tensor(_torch_t(3, 4), _torch_t(3, 4) > 0), _torch_t(4, 5)),
          "DTypeError", "subclass of torch.Tensor, torch.masked.maskedtensor.core.MaskedTensor; tilegemm reads plain "
-         "ones on the host: use torch.matmul"),
+         "ones: use torch.matmul"),
     Case("kinds", "an nn.Linear passed for its weight (taken for a tensor: AttributeError 'is_nested')",
          lambda: _mm(_torch_t(3, 4), __import__("torch").nn.Linear(4, 5)), "DTypeError",
          "b: expected a NumPy array, a torch tensor"),

@@ -1280,3 +1280,16 @@ def test_a_host_tensors_result_resizes_as_torchs(kernel, shapes):
     torch.cat([torch.ones(2), torch.ones(3)], out=c)  # (out= of another size: resized to (5,))
     c.resize_(c.numel() + 3)
     c.untyped_storage().resize_(0)
+
+
+@pytest.mark.gpu
+def test_gpu_a_cuda_tensor_of_a_subclass_is_refused_as_a_cpu_one_is():
+    """A CUDA tensor of a subclass went through its CUDA array interface (its memory multiplied, a
+    result of another kind), or raised there where it requires grad; it is refused by name, as a
+    CPU one of the subclass is."""
+    Tagged = type("Tagged", (torch.Tensor,), {})
+    b = torch.ones(4, 5, device="cuda")
+    for a in (torch.ones(3, 4, device="cuda").as_subclass(Tagged),
+              torch.ones(3, 4, device="cuda").as_subclass(Tagged).requires_grad_()):
+        with pytest.raises(DTypeError, match="a cuda tensor of a subclass of torch.Tensor"):
+            tilegemm.matmul(a, b)

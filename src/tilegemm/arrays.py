@@ -40,6 +40,14 @@ def _module_root(x) -> str:
     return type(x).__module__.split(".")[0]
 
 
+def _torch_tensor(x) -> bool:
+    """Is x a torch tensor, of any class (its strides and address are torch's to give: a CUDA one's
+    array interface raises where it requires grad)? Not another of torch's objects (a module, a
+    Size), which layout and self_overlapping read as tensors (AttributeError)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
 def _plain_torch(x) -> bool:
     """Is x a torch.Tensor or an nn.Parameter? Not a subclass of torch's own (a MaskedTensor, a
     DTensor), nor another of torch's objects (a module, a Size): those were taken for tensors by
@@ -82,19 +90,20 @@ def describe(x, what: str) -> Operand:
         return Operand(x, "torch", tuple(x.shape), _torch_dtype_name(x.dtype), dev, x.is_contiguous())
     if root == "cupy":
         return Operand(x, "cupy", x.shape, x.dtype.name, f"cuda:{x.device.id}", x.flags.c_contiguous)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):  # (a subclass: its __torch_function__ may say what its
+        # values are; torch.matmul asks it, tilegemm's kernels would read its memory. Before the array interface: a
+        # CUDA one was read through it, and a wrapper's, or one that requires grad, raised there)
+        advice = ("use torch.matmul, which knows its rules" if root == "torch" else  # (torch's own: a masked tensor's
+                  f"pass {what}.as_subclass(torch.Tensor), or use torch.matmul")  # plain view holds its masked values)
+        raise DTypeError(f"{what}: a {x.device.type.upper() if x.device.type == 'cpu' else x.device.type} tensor "
+                         f"of a subclass of torch.Tensor, {type(x).__module__}.{type(x).__name__}; tilegemm reads "
+                         f"plain ones: {advice}")
     if hasattr(x, "__cuda_array_interface__") or type(x).__name__ in ("DeviceNDArray", "FakeCUDAArray"):
         arr = x if type(x).__name__ in ("DeviceNDArray", "FakeCUDAArray") else _cuda.cuda.as_cuda_array(x)
         kind = "numba" if arr is x else "cai"
         contiguous = bool(arr.is_c_contiguous()) if hasattr(arr, "is_c_contiguous") else True
         return Operand(x, kind, tuple(arr.shape), np.dtype(arr.dtype).name, _numba_device(arr), contiguous)
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(x, torch.Tensor):  # (a subclass of another module: its __torch_function__
-        # may say what its values are; torch.matmul asks it, tilegemm's kernels would read its memory)
-        advice = ("use torch.matmul, which knows its rules" if root == "torch" else  # (torch's own: a masked tensor's
-                  f"pass {what}.as_subclass(torch.Tensor), or use torch.matmul")  # plain view holds its masked values)
-        raise DTypeError(f"{what}: a {x.device.type.upper() if x.device.type == 'cpu' else x.device.type} tensor "
-                         f"of a subclass of torch.Tensor, {type(x).__module__}.{type(x).__name__}; tilegemm reads "
-                         f"plain ones on the host: {advice}")
     raise DTypeError(
         f"{what}: expected a NumPy array, a torch tensor, a CuPy array, a Numba device array or an "
         f"object with __cuda_array_interface__; got {type(x).__module__}.{type(x).__name__}"
@@ -461,7 +470,7 @@ def itemsize(dtype: str) -> int:
 def layout(x) -> tuple[int, tuple, tuple | None, int] | None:
     """(first element's address, shape, strides in bytes or None where C-contiguous, itemsize) of an
     array: a torch tensor's, or one with the CUDA or NumPy array interface; None when unknown."""
-    if _plain_torch(x):
+    if _torch_tensor(x):
         size = x.element_size()
         return x.data_ptr(), tuple(x.shape), tuple(s * size for s in x.stride()), size
     desc = getattr(x, "__cuda_array_interface__", None) or getattr(x, "__array_interface__", None)
@@ -496,7 +505,7 @@ def self_overlapping(x) -> bool:
     distinct (torch's `as_strided((3, 5), (2, 3))`), which this test cannot tell apart. Such an
     array cannot take a result: its elements could overwrite each other. False for an empty
     array, and where the layout is unknown."""
-    if _plain_torch(x):
+    if _torch_tensor(x):
         size, shape, strides = x.element_size(), tuple(x.shape), tuple(s * x.element_size() for s in x.stride())
     else:
         desc = getattr(x, "__cuda_array_interface__", None) or getattr(x, "__array_interface__", None)
