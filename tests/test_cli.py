@@ -577,3 +577,15 @@ def test_traffic_refuses_a_simulator_forbidden(tmp_path):
                                    __import__("tilegemm").__file__))})
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert "TILEGEMM_SIMULATOR=0 forbids the simulator" in proc.stderr and not proc.stdout.strip()
+
+
+def test_kernel_groups_and_names_combine():
+    """`--kernels cpu,naive` said "no kernel named 'cpu'", though cpu is a documented value: groups
+    and names combine, each kernel once, in the order named."""
+    from tilegemm.bench import sweep
+
+    names = [k.name for k in sweep.choose_kernels("cpu,naive,cpu_blas")]
+    assert names == ["cpu_blas", "cpu_naive", "naive"] or names == ["cpu_naive", "cpu_blas", "naive"]
+    assert [k.name for k in sweep.choose_kernels("course")] == list(sweep.COURSE)
+    with pytest.raises(KeyError):
+        sweep.choose_kernels("cpu,nosuch")

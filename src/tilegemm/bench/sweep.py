@@ -52,13 +52,20 @@ class Settings:
 def choose_kernels(spec: str | None) -> list[Kernel]:
     """'course' (default), 'all', 'simt', 'cpu', 'tensorcore', or a comma-separated list of names."""
     spec = spec or "course"
-    if spec == "course":
-        return [registry.get(n) for n in COURSE]
-    if spec == "all":
-        return registry.all_kernels()
-    if spec in registry.BACKEND_ARRAYS:
-        return registry.select(backend=spec)
-    return [registry.get(n.strip()) for n in spec.split(",") if n.strip()]
+    out: list[Kernel] = []
+    for name in (n.strip() for n in spec.split(",")):  # (groups and names together: "cpu,naive" said "no kernel
+        if not name:  # named 'cpu'", a documented value)
+            continue
+        if name == "course":
+            group = [registry.get(n) for n in COURSE]
+        elif name == "all":
+            group = registry.all_kernels()
+        elif name in registry.BACKEND_ARRAYS:
+            group = registry.select(backend=name)
+        else:
+            group = [registry.get(name)]
+        out += [k for k in group if k not in out]  # (each once, in the order named)
+    return out
 
 
 def why_not_run(kern: Kernel, dtype: str) -> str | None:
@@ -180,7 +187,7 @@ class Sweep:
                 self._naive_rate = (time.perf_counter() - t0) / 64**3
             predicted = self._naive_rate * m * n * k
             if predicted > self.s.cpu_naive_budget_s:
-                rec["note"] = f"skipped: predicted {predicted:.0f} s > budget {self.s.cpu_naive_budget_s:.0f} s"
+                rec["note"] = f"skipped: predicted {predicted:.3g} s > budget {self.s.cpu_naive_budget_s:.3g} s"
                 return rec
         c.fill(np.nan)
         kern.launch(a, b, c)
