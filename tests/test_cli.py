@@ -589,3 +589,12 @@ def test_kernel_groups_and_names_combine():
     assert [k.name for k in sweep.choose_kernels("course")] == list(sweep.COURSE)
     with pytest.raises(KeyError):
         sweep.choose_kernels("cpu,nosuch")
+
+
+@pytest.mark.parametrize("argv", [[], ["--nope"]])
+def test_no_command_is_said_with_the_commands(capsys, argv):
+    """`tilegemm --nope` said "the following arguments are required: command", of an option."""
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "no command given: name one of bench, race" in err and len(err.splitlines()) == 1

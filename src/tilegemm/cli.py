@@ -272,6 +272,9 @@ class Parser(argparse.ArgumentParser):
     """argparse, with a user's mistake said in one line (argparse prints the usage block first)."""
 
     def error(self, message):
+        if message.startswith("the following arguments are required: command"):  # (`tilegemm --nope` said only
+            sub = next(a for a in self._actions if isinstance(a, argparse._SubParsersAction))  # that, of an option)
+            message = f"no command given: name one of {', '.join(sub.choices)} (its options follow it)"
         self.exit(2, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
 
 
